@@ -1,0 +1,63 @@
+// Conversions between real numbers and every storage dtype, bit-exact.
+//
+// encode() turns values into encodings (the raw bits of each element, one
+// element per slot: uint8 for formats of 8 bits or fewer, uint16 for 16-bit
+// formats, and so on); decode() turns encodings back into values. Rounding
+// and overflow behaviour follow docs/guide/numerics.md, which tabulates the
+// choices per format (signed zeros, subnormals, NaN, saturation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/numerics/dtype.h"
+
+namespace tessera {
+
+enum class Rounding : std::uint8_t { nearest_even, stochastic, toward_zero };
+enum class Overflow : std::uint8_t {
+  inf_nan,   // IEEE behaviour: to infinity, or to NaN where the format has no infinity
+  saturate,  // to the largest finite value of the right sign
+};
+
+std::string_view rounding_name(Rounding rounding);
+std::string_view overflow_name(Overflow overflow);
+// "nearest_even" | "stochastic" | "toward_zero"; other text raises ArgumentError.
+Rounding parse_rounding(std::string_view text);
+// "inf_nan" | "saturate"; other text raises ArgumentError.
+Overflow parse_overflow(std::string_view text);
+
+struct EncodeOptions {
+  Rounding rounding = Rounding::nearest_even;
+  Overflow overflow = Overflow::inf_nan;
+  // Stochastic rounding draws 32 bits from Philox(seed, first_index + i) for
+  // element i: the same seed and index give the same bits.
+  std::uint64_t seed = 0;
+  std::uint64_t first_index = 0;
+};
+
+// One value. `index` selects the random bits for stochastic rounding.
+std::uint64_t encode_value(double value, DType dtype, const EncodeOptions& options = {},
+                           std::uint64_t index = 0);
+double decode_value(std::uint64_t bits, DType dtype);
+bool is_nan_encoding(std::uint64_t bits, DType dtype);
+
+// Bulk conversion. `out` holds n elements of storage_bytes(dtype) each.
+// The float32 source takes vectorized paths for round-to-nearest-even into
+// formats of 16 bits or fewer; everything else goes through encode_value.
+void encode(const float* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
+void encode(const double* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
+// Decoding to float32 is exact for every dtype except fp64, int32 and int64,
+// which the double overload decodes exactly.
+void decode(const void* bits, std::size_t n, DType dtype, float* out);
+void decode(const void* bits, std::size_t n, DType dtype, double* out);
+
+// int4 packing: two signed nibbles per byte, element 2i in the low nibble of
+// byte i. `codes` hold one nibble (0..15) per byte, as encode(..., int4) writes.
+void pack_int4(const std::uint8_t* codes, std::size_t n, std::uint8_t* packed);
+void unpack_int4(const std::uint8_t* packed, std::size_t n, std::uint8_t* codes);
+// Sub-byte float codes (fp4) pack the same way.
+inline std::size_t packed_int4_bytes(std::size_t n) { return (n + 1) / 2; }
+
+}  // namespace tessera
