@@ -29,7 +29,30 @@ void check_block(std::size_t block) {
   if (block == 0) raise(ErrorCode::ArgumentInvalid, "block size must be positive, got 0");
 }
 
+// Calls visit(start, count, scale_index) for every block of the layout.
+template <typename Visit>
+void for_each_block(std::size_t n, std::size_t block, std::size_t row_length, Visit visit) {
+  if (row_length == 0) row_length = n;
+  if (n % row_length != 0) {
+    raise(ErrorCode::ShapeMismatch, "block-scaled layout: " + std::to_string(n) +
+                                        " values do not form whole rows of " + std::to_string(row_length));
+  }
+  std::size_t scale = 0;
+  for (std::size_t row = 0; row < n; row += row_length) {
+    for (std::size_t start = row; start < row + row_length; start += block) {
+      visit(start, std::min(block, row + row_length - start), scale++);
+    }
+  }
+}
+
 }  // namespace
+
+std::size_t scale_count(std::size_t n, std::size_t block, std::size_t row_length) {
+  check_block(block);
+  if (n == 0) return 0;
+  if (row_length == 0) row_length = n;
+  return (n / row_length) * ((row_length + block - 1) / block);
+}
 
 int mx_element_emax(DType element) {
   switch (element) {
@@ -49,19 +72,18 @@ int mx_element_emax(DType element) {
 }
 
 void quantize_mx(const float* values, std::size_t n, DType element, std::uint8_t* codes, std::uint8_t* scales,
-                 std::size_t block, Rounding rounding, std::uint64_t seed) {
+                 std::size_t block, Rounding rounding, std::uint64_t seed, std::size_t row_length) {
   check_block(block);
   const int emax = mx_element_emax(element);
   EncodeOptions options;
   options.rounding = rounding;
   options.overflow = Overflow::saturate;
   options.seed = seed;
-  for (std::size_t start = 0, b = 0; start < n; start += block, ++b) {
-    const std::size_t count = std::min(block, n - start);
+  for_each_block(n, block, row_length, [&](std::size_t start, std::size_t count, std::size_t b) {
     if (block_has_special(values + start, count)) {
       scales[b] = kE8m0Nan;
       std::fill_n(codes + start, count, std::uint8_t{0});
-      continue;
+      return;
     }
     const float amax = block_amax(values + start, count);
     // floor(log2(amax)) is exact from the float's exponent (ilogb handles
@@ -74,24 +96,25 @@ void quantize_mx(const float* values, std::size_t n, DType element, std::uint8_t
       const double scaled = std::ldexp(static_cast<double>(values[start + i]), -shared);
       codes[start + i] = static_cast<std::uint8_t>(encode_value(scaled, element, options, start + i));
     }
-  }
+  });
 }
 
 void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element,
-                   float* out, std::size_t block) {
+                   float* out, std::size_t block, std::size_t row_length) {
   check_block(block);
   mx_element_emax(element);  // validates the element type
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t scale = scales[i / block];
-    if (scale == kE8m0Nan) {
-      out[i] = std::numeric_limits<float>::quiet_NaN();
-      continue;
+  for_each_block(n, block, row_length, [&](std::size_t start, std::size_t count, std::size_t b) {
+    const std::uint8_t scale = scales[b];
+    for (std::size_t i = start; i < start + count; ++i) {
+      out[i] = scale == kE8m0Nan
+                   ? std::numeric_limits<float>::quiet_NaN()
+                   : static_cast<float>(std::ldexp(decode_value(codes[i], element), static_cast<int>(scale) - 127));
     }
-    out[i] = static_cast<float>(std::ldexp(decode_value(codes[i], element), static_cast<int>(scale) - 127));
-  }
+  });
 }
 
-float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, std::uint8_t* scales) {
+float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, std::uint8_t* scales,
+                     std::size_t row_length) {
   constexpr double kFp4Max = 6.0;
   constexpr double kE4m3Max = 448.0;
   float tensor_amax = 0.0f;
@@ -106,12 +129,11 @@ float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, st
   EncodeOptions element_options;
   element_options.overflow = Overflow::saturate;
   const std::uint8_t e4m3_nan = static_cast<std::uint8_t>(info(DType::fp8_e4m3).format.nan_bits(false));
-  for (std::size_t start = 0, b = 0; start < n; start += kNvfp4Block, ++b) {
-    const std::size_t count = std::min(kNvfp4Block, n - start);
+  for_each_block(n, kNvfp4Block, row_length, [&](std::size_t start, std::size_t count, std::size_t b) {
     if (block_has_special(values + start, count)) {
       scales[b] = e4m3_nan;
       std::fill_n(codes + start, count, std::uint8_t{0});
-      continue;
+      return;
     }
     const double amax = block_amax(values + start, count);
     const double wanted = amax / kFp4Max / static_cast<double>(tensor_scale);
@@ -121,16 +143,18 @@ float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, st
       const double scaled = block_scale == 0.0 ? 0.0 : static_cast<double>(values[start + i]) / block_scale;
       codes[start + i] = static_cast<std::uint8_t>(encode_value(scaled, DType::fp4_e2m1, element_options));
     }
-  }
+  });
   return tensor_scale;
 }
 
 void dequantize_nvfp4(const std::uint8_t* codes, const std::uint8_t* scales, float tensor_scale, std::size_t n,
-                      float* out) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const double scale = decode_value(scales[i / kNvfp4Block], DType::fp8_e4m3);
-    out[i] = static_cast<float>(decode_value(codes[i], DType::fp4_e2m1) * scale * static_cast<double>(tensor_scale));
-  }
+                      float* out, std::size_t row_length) {
+  for_each_block(n, kNvfp4Block, row_length, [&](std::size_t start, std::size_t count, std::size_t b) {
+    const double scale = decode_value(scales[b], DType::fp8_e4m3) * static_cast<double>(tensor_scale);
+    for (std::size_t i = start; i < start + count; ++i) {
+      out[i] = static_cast<float>(decode_value(codes[i], DType::fp4_e2m1) * scale);
+    }
+  });
 }
 
 }  // namespace tessera

@@ -26,18 +26,27 @@ inline constexpr std::size_t kNvfp4Block = 16;
 // largest value 448 = 1.75 * 2^8). Raises DtypeError for non-MX element types.
 int mx_element_emax(DType element);
 
-// Quantizes n values in blocks of `block` (the last may be short).
-// codes: n element encodings (one per byte); scales: ceil(n / block) e8m0.
-// `rounding` applies to the elements; they always saturate.
+// Blocks run along rows of `row_length` values (0 means one row of all n
+// values); a row whose length is not a multiple of the block ends with a
+// short block. A row-major array blocked along its last axis passes that
+// axis's extent. scale_count() is the number of scales such a layout has.
+std::size_t scale_count(std::size_t n, std::size_t block, std::size_t row_length = 0);
+
+// Quantizes n values. codes: n element encodings (one per byte); scales:
+// scale_count(n, block, row_length) e8m0 encodings. `rounding` applies to the
+// elements; they always saturate.
 void quantize_mx(const float* values, std::size_t n, DType element, std::uint8_t* codes, std::uint8_t* scales,
-                 std::size_t block = kMxBlock, Rounding rounding = Rounding::nearest_even, std::uint64_t seed = 0);
+                 std::size_t block = kMxBlock, Rounding rounding = Rounding::nearest_even, std::uint64_t seed = 0,
+                 std::size_t row_length = 0);
 void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element,
-                   float* out, std::size_t block = kMxBlock);
+                   float* out, std::size_t block = kMxBlock, std::size_t row_length = 0);
 
 // NVFP4 over n values: codes (n fp4 codes, one per byte), scales
-// (ceil(n / 16) fp8_e4m3 encodings); returns the fp32 tensor scale.
-float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, std::uint8_t* scales);
+// (scale_count(n, 16, row_length) fp8_e4m3 encodings); returns the fp32
+// tensor scale, computed over all n values.
+float quantize_nvfp4(const float* values, std::size_t n, std::uint8_t* codes, std::uint8_t* scales,
+                     std::size_t row_length = 0);
 void dequantize_nvfp4(const std::uint8_t* codes, const std::uint8_t* scales, float tensor_scale, std::size_t n,
-                      float* out);
+                      float* out, std::size_t row_length = 0);
 
 }  // namespace tessera

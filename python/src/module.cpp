@@ -1,0 +1,10 @@
+// tessera._C: the compiled half of the Python package. All semantics live in
+// libtessera; this module only converts arguments and results.
+#include "bindings.h"
+
+NB_MODULE(_C, m) {
+  m.doc() = "Tessera's C++ core";
+  tessera::python::bind_errors(m);
+  tessera::python::bind_numerics(m);
+  tessera::python::bind_tools(m);
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test: GoogleTest (ctest), lit + FileCheck,
+# the find_package example project (through ctest), and pytest against the
+# package that `pip install .` put into .venv. Ends with the runners' summaries.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh || exit 1
+export CCACHE_BASEDIR="$root"
+launcher=""
+command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+
+status=0
+echo "== pip install . =="
+bash scripts/install_python.sh || exit 1
+
+echo "== C++ build =="
+cmake -S . -B build -G Ninja -DTESSERA_WERROR=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=ON \
+      -DTESSERA_LIT="$root/.venv/bin/lit" $launcher >/dev/null || exit 1
+cmake --build build || exit 1
+
+echo "== ctest (GoogleTest, lit, package) =="
+ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | grep -vE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' || true
+grep -q "100% tests passed" build/ctest.log || status=1
+
+echo "== pytest =="
+.venv/bin/python -m pytest -q tests/python || status=1
+
+echo "== summary =="
+grep -E "tests passed|tests failed" build/ctest.log || true
+exit $status
