@@ -225,8 +225,13 @@ void bind_numerics(nb::module_& m) {
                                              nb::cast<std::string>(nb::repr(spec)));
         }
         const auto text = nb::cast<std::string>(spec);
-        if (text.find('@') != std::string::npos) return nb::cast(parse_policy(text, "<dtype>"));
-        return nb::cast(PyDType{parse_dtype(text)});
+        const auto first = text.find_first_not_of(" \t\n");
+        const auto last = text.find_last_not_of(" \t\n");
+        const std::string trimmed = first == std::string::npos ? "" : text.substr(first, last - first + 1);
+        // A bare name is a dtype; anything more is policy text, whose parser
+        // reports errors with their column.
+        if (trimmed.find_first_of("@ \t\n") != std::string::npos) return nb::cast(parse_policy(text, "<dtype>"));
+        return nb::cast(PyDType{parse_dtype(trimmed)});
       },
       nb::arg("spec"), "A dtype (\"fp8_e4m3\") or a numerics policy (\"fp8_e4m3 @accum(fp32)\") from text.");
   m.def("accum", [](nb::handle dtype) {

@@ -48,14 +48,14 @@ def _real_array(x, what: str) -> np.ndarray:
     else:
         _raise(DtypeError, "TE1003", f"{what} expects real numbers (a float, integer or bool array), "
                                      f"got an array of dtype {array.dtype}")
-    return np.ascontiguousarray(array, dtype=target)
+    return np.asarray(array, dtype=target, order="C")
 
 
 def _float32_array(x, what: str) -> np.ndarray:
     array = np.asarray(x)
     if array.dtype.kind not in "fiub" or array.dtype.itemsize > 8:
         _raise(DtypeError, "TE1003", f"{what} expects real numbers, got an array of dtype {array.dtype}")
-    return np.ascontiguousarray(array, dtype=np.float32)
+    return np.asarray(array, dtype=np.float32, order="C")
 
 
 def _codes_array(x, expected: np.dtype, what: str) -> np.ndarray:
@@ -63,7 +63,7 @@ def _codes_array(x, expected: np.dtype, what: str) -> np.ndarray:
     if array.dtype.kind not in "ui" or array.dtype.itemsize != np.dtype(expected).itemsize:
         _raise(DtypeError, "TE1003", f"{what} must be an array of {np.dtype(expected).name} "
                                      f"(or same-width signed) integers, got {array.dtype}")
-    return np.ascontiguousarray(array).view(expected)
+    return np.asarray(array, order="C").view(expected)
 
 
 def encode(x, dtype, rounding: str = "nearest_even", overflow: str = "inf_nan", seed: int = 0) -> np.ndarray:

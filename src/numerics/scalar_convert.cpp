@@ -106,19 +106,20 @@ std::uint64_t encode_integer(double x, const DTypeInfo& info, const EncodeOption
   const int bits = info.bits;
   const double lo = info.is_signed ? -std::ldexp(1.0, bits - 1) : 0.0;
   const double hi_exclusive = info.is_signed ? std::ldexp(1.0, bits - 1) : std::ldexp(1.0, bits);
-  double whole = std::floor(x);
-  if (std::fabs(x) < std::ldexp(1.0, 53)) {
-    const double frac = x - whole;  // exact
+  // Round the magnitude, as encode_float does, then restore the sign.
+  // (Rounding x itself via x - floor(x) was wrong for tiny negative x:
+  // -2^-60 - floor(-2^-60) = 1 - 2^-60 rounds to 1.0, whose 2^64 scaling
+  // overflowed uint64, so -2^-60 encoded as -1 instead of 0. |x| - floor(|x|)
+  // is exact for every |x| < 2^53, so the fraction is always below 1.)
+  const double magnitude = std::fabs(x);
+  double whole = std::floor(magnitude);
+  if (magnitude < std::ldexp(1.0, 53)) {
+    const double frac = magnitude - whole;  // exact
     const auto frac64 = static_cast<std::uint64_t>(std::ldexp(frac, 64));  // frac < 1: fits
-    bool up = false;
-    if (o.rounding == Rounding::toward_zero) {
-      up = x < 0 && frac != 0.0;  // floor went away from zero
-    } else if (frac != 0.0) {
-      const bool odd = std::fmod(whole, 2.0) != 0.0;
-      up = round_up(frac64, odd, o, index);
-    }
-    whole += up ? 1.0 : 0.0;
+    const bool odd = std::fmod(whole, 2.0) != 0.0;
+    if (frac != 0.0 && round_up(frac64, odd, o, index)) whole += 1.0;  // toward_zero never rounds up
   }
+  if (std::signbit(x)) whole = -whole;
   // Integers always saturate; there is no integer infinity.
   std::int64_t value = 0;
   if (whole < lo) {
@@ -175,9 +176,12 @@ double decode_value(std::uint64_t bits, DType dtype) {
     return entry.is_signed ? static_cast<double>(static_cast<std::int64_t>(bits)) : static_cast<double>(bits);
   }
   const FloatFormat& f = entry.format;
-  if (is_nan_encoding(bits, dtype)) return std::numeric_limits<double>::quiet_NaN();
   const int m = f.mantissa_bits;
   const bool negative = f.has_sign && ((bits >> (f.exponent_bits + m)) & 1) != 0;
+  if (is_nan_encoding(bits, dtype)) {
+    // NaN keeps its sign bit, as IEEE conversions do.
+    return negative ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
+  }
   const std::uint64_t exponent = (bits >> m) & ((std::uint64_t{1} << f.exponent_bits) - 1);
   const std::uint64_t mantissa = bits & ((std::uint64_t{1} << m) - 1);
   double magnitude = 0.0;
