@@ -22,8 +22,16 @@
 namespace tessera {
 namespace {
 
+// Compiled twice, for AVX2 and for baseline x86-64; the loader picks the
+// version the running CPU supports.
+#if defined(__x86_64__) && !defined(__clang__)
+#define TESSERA_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TESSERA_VECTOR_CLONES
+#endif
+
 template <int ExponentBits, int MantissaBits, int Bias, SpecialValues Specials, bool Saturate, typename Out>
-void encode_f32_nearest_even(const float* in, std::size_t n, Out* out) {
+TESSERA_VECTOR_CLONES void encode_f32_nearest_even(const float* in, std::size_t n, Out* out) {
   static_assert(MantissaBits < 23 && Bias <= 127);
   constexpr int kShift = 23 - MantissaBits;
   constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - Bias) << 23;
@@ -38,18 +46,24 @@ void encode_f32_nearest_even(const float* in, std::size_t n, Out* out) {
       : Specials == SpecialValues::Ieee            ? static_cast<std::uint32_t>(kFormat.infinity_bits(false))
                                                    : nan_bits;
   const float magic = std::bit_cast<float>(kMagicBits);
+  // Selections are written as bit masks (all ones or all zeros) so the loop
+  // has no control flow and vectorizes.
+  auto select = [](bool take_first, std::uint32_t first, std::uint32_t second) {
+    const std::uint32_t mask = 0u - static_cast<std::uint32_t>(take_first);
+    return (first & mask) | (second & ~mask);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t u = std::bit_cast<std::uint32_t>(in[i]);
     const std::uint32_t a = u & 0x7FFFFFFFu;
     const std::uint32_t normal = (a - kRebias + ((1u << (kShift - 1)) - 1) + ((a >> kShift) & 1u)) >> kShift;
     const std::uint32_t subnormal = std::bit_cast<std::uint32_t>(std::bit_cast<float>(a) + magic) - kMagicBits;
-    std::uint32_t magnitude = a < kMinNormal ? subnormal : normal;
-    magnitude = magnitude > max_bits ? overflow_bits : magnitude;
-    std::uint32_t sign = (u >> 31) << kSignShift;
+    std::uint32_t magnitude = select(a < kMinNormal, subnormal, normal);
+    magnitude = select(magnitude > max_bits, overflow_bits, magnitude);
     const bool is_nan = a > 0x7F800000u;
-    magnitude = is_nan ? nan_bits : magnitude;
+    magnitude = select(is_nan, nan_bits, magnitude);
     // Where no NaN exists, NaN becomes +0.
-    sign = (is_nan && Specials == SpecialValues::None) ? 0u : sign;
+    const bool keep_sign = !(is_nan && Specials == SpecialValues::None);
+    const std::uint32_t sign = ((u >> 31) & static_cast<std::uint32_t>(keep_sign)) << kSignShift;
     out[i] = static_cast<Out>(sign | magnitude);
   }
 }

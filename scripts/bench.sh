@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds and runs the CPU benchmarks; each prints ratios against its baseline.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh
+cmake -S . -B build -G Ninja -DTESSERA_BUILD_BENCH=ON >/dev/null
+cmake --build build --target numerics_convert_bench
+# One core, as the benchmark's ratios are defined.
+taskset -c 0 ./build/bench/numerics_convert_bench --benchmark_min_time=0.5 "$@"
