@@ -1,0 +1,59 @@
+"""Tessera quickstart: numerics as types.
+
+Runs on the CPU. Shows the storage dtypes, a numerics policy in both its
+Python and text forms, exact conversions with three rounding modes, and the
+OCP MX and NVFP4 block-scaled formats with the error each gives on the same
+data. Every number printed is computed here, by Tessera's C++ core.
+"""
+
+import numpy as np
+
+import tessera
+from tessera import numerics
+
+
+def main() -> None:
+    print(tessera.info())
+
+    policy = tessera.fp8_e4m3 @ tessera.accum(tessera.fp32) @ tessera.stochastic_round
+    print("policy (Python form):", policy)
+    print("policy (text form):  ", tessera.dtype("fp8_e4m3 @accum(fp32) @stochastic_round") == policy)
+
+    print("\nA few values in every small float format (round to nearest even):")
+    x = np.array([0.1, 1.0, 3.3, 100.0, 500.0, -7.9], dtype=np.float32)
+    print(f"  {'input':>10}", "".join(f"{v:>10.4g}" for v in x))
+    for name in ["bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2", "fp4_e2m1"]:
+        back = numerics.decode(numerics.encode(x, name), name)
+        print(f"  {name:>10}", "".join(f"{v:>10.4g}" for v in back))
+
+    print("\nRounding 0.3 into fp8_e4m3 (neighbours 0.28125 and 0.3125), 100000 times:")
+    v = np.full(100_000, 0.3, dtype=np.float32)
+    for rounding in ["nearest_even", "toward_zero", "stochastic"]:
+        mean = numerics.decode(numerics.encode(v, "fp8_e4m3", rounding=rounding, seed=1), "fp8_e4m3").mean()
+        print(f"  {rounding:>13}: mean {mean:.5f}")
+
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((256, 256)) * np.exp(rng.uniform(-4, 4, (256, 1)))).astype(np.float32)
+    print("\nBlock-scaled formats on a 256x256 matrix with rows of very different scales:")
+    print(f"  {'format':>22} {'bits/value':>10} {'relative RMS error':>20}")
+    for elem, bits in [("fp8_e4m3", 8), ("fp6_e2m3", 6), ("fp4_e2m1", 4)]:
+        codes, scales = numerics.quantize_mx(data, elem=elem)
+        back = numerics.dequantize_mx(codes, scales, elem=elem)
+        err = np.sqrt(np.mean((back - data) ** 2) / np.mean(data ** 2))
+        print(f"  {'MX ' + elem:>22} {bits + 8 / 32:>10.2f} {err:>20.4f}")
+    codes, scales, tensor_scale = numerics.quantize_nvfp4(data)
+    back = numerics.dequantize_nvfp4(codes, scales, tensor_scale)
+    err = np.sqrt(np.mean((back - data) ** 2) / np.mean(data ** 2))
+    print(f"  {'NVFP4':>22} {4 + 8 / 16:>10.2f} {err:>20.4f}")
+    plain = numerics.decode(numerics.encode(data, "fp4_e2m1", overflow="saturate"), "fp4_e2m1")
+    err = np.sqrt(np.mean((plain - data) ** 2) / np.mean(data ** 2))
+    print(f"  {'fp4_e2m1, no scaling':>22} {4:>10.2f} {err:>20.4f}")
+
+    try:
+        tessera.dtype("fp8_e4m3 @acum(fp32)")
+    except tessera.ParseError as error:
+        print("\nErrors point at their source:\n" + str(error))
+
+
+if __name__ == "__main__":
+    main()
