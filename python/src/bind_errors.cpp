@@ -27,9 +27,7 @@ void bind_errors(nb::module_& m) {
     }
   });
   // Lets tests check the translation of every kind without a real failure.
-  m.def("_raise_error", [](int code, const std::string& message) {
-    raise(static_cast<ErrorCode>(code), message);
-  });
+  m.def("_raise_error", [](int code, const std::string& message) { raise(static_cast<ErrorCode>(code), message); });
 }
 
 }  // namespace tessera::python

@@ -142,24 +142,26 @@ DType dtype_argument(nb::handle value, const char* what) {
   if (nb::isinstance<PyDType>(value)) return nb::cast<const PyDType&>(value).value;
   if (nb::isinstance<nb::str>(value)) return parse_dtype(nb::cast<std::string>(value));
   if (nb::isinstance<NumericsPolicy>(value)) return nb::cast<const NumericsPolicy&>(value).storage;
-  raise(ErrorCode::DtypeUnknown, std::string(what) + " must be a tessera dtype or its name, got " +
-                                     nb::cast<std::string>(nb::repr(value)));
+  raise(ErrorCode::DtypeUnknown,
+        std::string(what) + " must be a tessera dtype or its name, got " + nb::cast<std::string>(nb::repr(value)));
 }
 
 void bind_numerics(nb::module_& m) {
   nb::class_<PyDType>(m, "DType", "A storage dtype: how one element is stored.")
       .def_prop_ro("name", [](const PyDType& d) { return std::string(name(d.value)); })
       .def_prop_ro("bits", [](const PyDType& d) { return bit_width(d.value); })
-      .def_prop_ro("itemsize", [](const PyDType& d) { return storage_bytes(d.value); },
-                   "bytes one element takes in unpacked storage")
+      .def_prop_ro(
+          "itemsize", [](const PyDType& d) { return storage_bytes(d.value); },
+          "bytes one element takes in unpacked storage")
       .def_prop_ro("is_float", [](const PyDType& d) { return is_float(d.value); })
       .def_prop_ro("is_signed", [](const PyDType& d) { return info(d.value).is_signed; })
-      .def_prop_ro("max",
-                   [](const PyDType& d) -> nb::object {
-                     if (!is_float(d.value)) return nb::none();
-                     return nb::float_(info(d.value).format.max_finite());
-                   },
-                   "largest finite value (float formats), else None")
+      .def_prop_ro(
+          "max",
+          [](const PyDType& d) -> nb::object {
+            if (!is_float(d.value)) return nb::none();
+            return nb::float_(info(d.value).format.max_finite());
+          },
+          "largest finite value (float formats), else None")
       .def_prop_ro("has_inf", [](const PyDType& d) { return is_float(d.value) && info(d.value).format.has_infinity(); })
       .def_prop_ro("has_nan", [](const PyDType& d) { return is_float(d.value) && info(d.value).format.has_nan(); })
       .def("__repr__", [](const PyDType& d) { return "tessera." + std::string(name(d.value)); })
@@ -178,21 +180,22 @@ void bind_numerics(nb::module_& m) {
 
   nb::class_<NumericsPolicy>(m, "Policy",
                              "A numerics policy: storage dtype, accumulation dtype, rounding, overflow, loss scale.")
-      .def("__init__",
-           [](NumericsPolicy* self, nb::handle storage, nb::handle accum, const std::string& rounding,
-              const std::string& overflow, std::optional<double> loss_scale) {
-             NumericsPolicy policy = default_policy(dtype_argument(storage, "Policy: storage"));
-             if (!accum.is_none()) policy.accum = dtype_argument(accum, "Policy: accum");
-             policy.rounding = parse_rounding(rounding);
-             policy.overflow = parse_overflow(overflow);
-             if (loss_scale && !(*loss_scale > 0.0 && *loss_scale < INFINITY)) {
-               raise(ErrorCode::ArgumentInvalid, "Policy: loss_scale must be a positive finite number");
-             }
-             policy.loss_scale = loss_scale;
-             new (self) NumericsPolicy(policy);
-           },
-           nb::arg("storage"), nb::arg("accum") = nb::none(), nb::arg("rounding") = "nearest_even",
-           nb::arg("overflow") = "inf_nan", nb::arg("loss_scale") = nb::none())
+      .def(
+          "__init__",
+          [](NumericsPolicy* self, nb::handle storage, nb::handle accum, const std::string& rounding,
+             const std::string& overflow, std::optional<double> loss_scale) {
+            NumericsPolicy policy = default_policy(dtype_argument(storage, "Policy: storage"));
+            if (!accum.is_none()) policy.accum = dtype_argument(accum, "Policy: accum");
+            policy.rounding = parse_rounding(rounding);
+            policy.overflow = parse_overflow(overflow);
+            if (loss_scale && !(*loss_scale > 0.0 && *loss_scale < INFINITY)) {
+              raise(ErrorCode::ArgumentInvalid, "Policy: loss_scale must be a positive finite number");
+            }
+            policy.loss_scale = loss_scale;
+            new (self) NumericsPolicy(policy);
+          },
+          nb::arg("storage"), nb::arg("accum") = nb::none(), nb::arg("rounding") = "nearest_even",
+          nb::arg("overflow") = "inf_nan", nb::arg("loss_scale") = nb::none())
       .def_prop_ro("storage", [](const NumericsPolicy& p) { return PyDType{p.storage}; })
       .def_prop_ro("accum", [](const NumericsPolicy& p) { return PyDType{p.accum}; })
       .def_prop_ro("rounding", [](const NumericsPolicy& p) { return std::string(rounding_name(p.rounding)); })
@@ -200,13 +203,13 @@ void bind_numerics(nb::module_& m) {
       .def_prop_ro("loss_scale", [](const NumericsPolicy& p) { return p.loss_scale; })
       .def("__str__", &print_policy)
       .def("__repr__", [](const NumericsPolicy& p) { return "tessera.dtype(\"" + print_policy(p) + "\")"; })
-      .def("__eq__", [](const NumericsPolicy& a, nb::handle b) {
-        return nb::isinstance<NumericsPolicy>(b) && a == nb::cast<const NumericsPolicy&>(b);
-      })
+      .def("__eq__",
+           [](const NumericsPolicy& a, nb::handle b) {
+             return nb::isinstance<NumericsPolicy>(b) && a == nb::cast<const NumericsPolicy&>(b);
+           })
       .def("__hash__", [](const NumericsPolicy& p) { return std::hash<std::string>{}(print_policy(p)); })
-      .def("__matmul__", [](const NumericsPolicy& p, nb::handle modifier) {
-        return apply(p, modifier_argument(modifier));
-      });
+      .def("__matmul__",
+           [](const NumericsPolicy& p, nb::handle modifier) { return apply(p, modifier_argument(modifier)); });
 
   nb::class_<PolicyModifier>(m, "PolicyModifier", "One '@' modifier of a numerics policy.")
       .def("__repr__", &modifier_repr);
@@ -221,8 +224,8 @@ void bind_numerics(nb::module_& m) {
       [](nb::handle spec) -> nb::object {
         if (nb::isinstance<PyDType>(spec) || nb::isinstance<NumericsPolicy>(spec)) return nb::borrow(spec);
         if (!nb::isinstance<nb::str>(spec)) {
-          raise(ErrorCode::DtypeUnknown, "tessera.dtype expects a dtype name or policy text, got " +
-                                             nb::cast<std::string>(nb::repr(spec)));
+          raise(ErrorCode::DtypeUnknown,
+                "tessera.dtype expects a dtype name or policy text, got " + nb::cast<std::string>(nb::repr(spec)));
         }
         const auto text = nb::cast<std::string>(spec);
         const auto first = text.find_first_not_of(" \t\n");
@@ -276,7 +279,8 @@ void bind_numerics(nb::module_& m) {
             "unpack_int4: arrays must be uint8");
     require(packed.size() == packed_int4_bytes(codes.size()), ErrorCode::ShapeMismatch,
             "unpack_int4: packed size does not match the element count");
-    unpack_int4(static_cast<const std::uint8_t*>(packed.data()), codes.size(), static_cast<std::uint8_t*>(codes.data()));
+    unpack_int4(static_cast<const std::uint8_t*>(packed.data()), codes.size(),
+                static_cast<std::uint8_t*>(codes.data()));
   });
   m.def("scale_count", &scale_count, nb::arg("n"), nb::arg("block"), nb::arg("row_length") = 0);
   m.def("mx_element_emax", [](nb::handle elem) { return mx_element_emax(dtype_argument(elem, "elem")); });
@@ -291,8 +295,8 @@ void bind_numerics(nb::module_& m) {
                 static_cast<std::uint8_t*>(codes.data()), static_cast<std::uint8_t*>(scales.data()), block, mode, seed,
                 row);
   });
-  m.def("_dequantize_mx", [](const Flat& codes, const Flat& scales, nb::handle elem, std::size_t block,
-                             std::size_t row, const Flat& out) {
+  m.def("_dequantize_mx", [](const Flat& codes, const Flat& scales, nb::handle elem, std::size_t block, std::size_t row,
+                             const Flat& out) {
     const DType element = dtype_argument(elem, "dequantize_mx: elem");
     mx_element_emax(element);
     check_block_arrays(out, codes, scales, scale_count(out.size(), block, row), "dequantize_mx");

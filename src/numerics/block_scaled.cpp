@@ -34,8 +34,8 @@ template <typename Visit>
 void for_each_block(std::size_t n, std::size_t block, std::size_t row_length, Visit visit) {
   if (row_length == 0) row_length = n;
   if (n % row_length != 0) {
-    raise(ErrorCode::ShapeMismatch, "block-scaled layout: " + std::to_string(n) +
-                                        " values do not form whole rows of " + std::to_string(row_length));
+    raise(ErrorCode::ShapeMismatch, "block-scaled layout: " + std::to_string(n) + " values do not form whole rows of " +
+                                        std::to_string(row_length));
   }
   std::size_t scale = 0;
   for (std::size_t row = 0; row < n; row += row_length) {
@@ -66,8 +66,10 @@ int mx_element_emax(DType element) {
       return exponent - 1;
     }
     default:
-      raise(ErrorCode::DtypeUnsupported, "MX element type must be one of fp8_e4m3, fp8_e5m2, fp6_e2m3, "
-                                         "fp6_e3m2, fp4_e2m1; got '" + std::string(name(element)) + "'");
+      raise(ErrorCode::DtypeUnsupported,
+            "MX element type must be one of fp8_e4m3, fp8_e5m2, fp6_e2m3, "
+            "fp6_e3m2, fp4_e2m1; got '" +
+                std::string(name(element)) + "'");
   }
 }
 
@@ -99,8 +101,8 @@ void quantize_mx(const float* values, std::size_t n, DType element, std::uint8_t
   });
 }
 
-void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element,
-                   float* out, std::size_t block, std::size_t row_length) {
+void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element, float* out,
+                   std::size_t block, std::size_t row_length) {
   check_block(block);
   mx_element_emax(element);  // validates the element type
   for_each_block(n, block, row_length, [&](std::size_t start, std::size_t count, std::size_t b) {

@@ -40,11 +40,12 @@ TESSERA_VECTOR_CLONES void encode_f32_nearest_even(const float* in, std::size_t 
   constexpr FloatFormat kFormat{ExponentBits, MantissaBits, Bias, true, true, Specials};
   constexpr std::uint32_t kSignShift = ExponentBits + MantissaBits;
   const auto max_bits = static_cast<std::uint32_t>(kFormat.max_finite_bits());
-  const std::uint32_t nan_bits = Specials == SpecialValues::None ? 0u : static_cast<std::uint32_t>(kFormat.nan_bits(false));
-  const std::uint32_t overflow_bits =
-      (Saturate || Specials == SpecialValues::None) ? max_bits
-      : Specials == SpecialValues::Ieee            ? static_cast<std::uint32_t>(kFormat.infinity_bits(false))
-                                                   : nan_bits;
+  const std::uint32_t nan_bits =
+      Specials == SpecialValues::None ? 0u : static_cast<std::uint32_t>(kFormat.nan_bits(false));
+  const std::uint32_t overflow_bits = (Saturate || Specials == SpecialValues::None) ? max_bits
+                                      : Specials == SpecialValues::Ieee
+                                          ? static_cast<std::uint32_t>(kFormat.infinity_bits(false))
+                                          : nan_bits;
   const float magic = std::bit_cast<float>(kMagicBits);
   // Selections are written as bit masks (all ones or all zeros) so the loop
   // has no control flow and vectorizes.

@@ -32,11 +32,10 @@ constexpr std::array<DTypeInfo, 17> kTable{{
     {DType::bool_, "bool", 8, false, false, kNoFloat},
 }};
 
-constexpr std::array<DType, 17> kAll{DType::fp64,     DType::fp32,     DType::fp16,     DType::bf16,
-                                     DType::fp8_e4m3, DType::fp8_e5m2, DType::fp6_e2m3, DType::fp6_e3m2,
-                                     DType::fp4_e2m1, DType::e8m0,     DType::int4,     DType::int8,
-                                     DType::int16,    DType::int32,    DType::int64,    DType::uint8,
-                                     DType::bool_};
+constexpr std::array<DType, 17> kAll{
+    DType::fp64,     DType::fp32,     DType::fp16,     DType::bf16,  DType::fp8_e4m3, DType::fp8_e5m2,
+    DType::fp6_e2m3, DType::fp6_e3m2, DType::fp4_e2m1, DType::e8m0,  DType::int4,     DType::int8,
+    DType::int16,    DType::int32,    DType::int64,    DType::uint8, DType::bool_};
 
 struct Alias {
   std::string_view text;
@@ -90,9 +89,15 @@ std::uint64_t FloatFormat::infinity_bits(bool negative) const {
   return sign | (((std::uint64_t{1} << exponent_bits) - 1) << mantissa_bits);
 }
 
-const DTypeInfo& info(DType dtype) { return kTable[static_cast<std::size_t>(dtype)]; }
-std::string_view name(DType dtype) { return info(dtype).name; }
-std::span<const DType> all_dtypes() { return kAll; }
+const DTypeInfo& info(DType dtype) {
+  return kTable[static_cast<std::size_t>(dtype)];
+}
+std::string_view name(DType dtype) {
+  return info(dtype).name;
+}
+std::span<const DType> all_dtypes() {
+  return kAll;
+}
 
 int storage_bytes(DType dtype) {
   const int bits = info(dtype).bits;

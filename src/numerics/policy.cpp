@@ -60,8 +60,8 @@ class PolicyParser {
       } else if (modifier == "stochastic_round" || modifier == "toward_zero" || modifier == "nearest_even") {
         once(seen_rounding, "rounding", at, modifier.size());
         policy.rounding = modifier == "stochastic_round" ? Rounding::stochastic
-                          : modifier == "toward_zero"     ? Rounding::toward_zero
-                                                          : Rounding::nearest_even;
+                          : modifier == "toward_zero"    ? Rounding::toward_zero
+                                                         : Rounding::nearest_even;
       } else if (modifier == "saturate" || modifier == "inf_nan") {
         once(seen_overflow, "overflow mode", at, modifier.size());
         policy.overflow = modifier == "saturate" ? Overflow::saturate : Overflow::inf_nan;
@@ -71,13 +71,14 @@ class PolicyParser {
         policy.loss_scale = number();
         expect(')');
       } else {
-        static const std::vector<std::string_view> known{"accum",   "stochastic_round", "toward_zero", "nearest_even",
+        static const std::vector<std::string_view> known{"accum",    "stochastic_round", "toward_zero", "nearest_even",
                                                          "saturate", "inf_nan",          "loss_scale"};
         std::string message = "unknown policy modifier '@" + modifier + "'";
         const std::string hint = closest_match(modifier, known);
         if (!hint.empty()) message += "; did you mean '@" + hint + "'?";
-        message += " Modifiers are @accum(dtype), @stochastic_round, @toward_zero, @nearest_even, "
-                   "@saturate, @inf_nan, @loss_scale(number)";
+        message +=
+            " Modifiers are @accum(dtype), @stochastic_round, @toward_zero, @nearest_even, "
+            "@saturate, @inf_nan, @loss_scale(number)";
         fail(ErrorCode::ParseUnknownModifier, message, at, modifier.size());
       }
       skip_space();

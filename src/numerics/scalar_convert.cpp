@@ -55,7 +55,7 @@ std::uint64_t encode_float(double x, const FloatFormat& f, const EncodeOptions& 
   const bool negative = std::signbit(x);
   const int m = f.mantissa_bits;
   const std::uint64_t sign = negative ? sign_mask(f) : 0;
-  if (std::isnan(x)) return f.has_nan() ? f.nan_bits(negative) : 0;  // NaN -> +0 where no NaN exists
+  if (std::isnan(x)) return f.has_nan() ? f.nan_bits(negative) : 0;     // NaN -> +0 where no NaN exists
   if (!f.has_sign && (negative || x == 0.0)) return f.nan_bits(false);  // e8m0 has no zero, no sign
   if (std::isinf(x)) return overflow_encoding(f, negative, true, o);
   if (x == 0.0) return sign;
@@ -114,7 +114,7 @@ std::uint64_t encode_integer(double x, const DTypeInfo& info, const EncodeOption
   const double magnitude = std::fabs(x);
   double whole = std::floor(magnitude);
   if (magnitude < std::ldexp(1.0, 53)) {
-    const double frac = magnitude - whole;  // exact
+    const double frac = magnitude - whole;                                 // exact
     const auto frac64 = static_cast<std::uint64_t>(std::ldexp(frac, 64));  // frac < 1: fits
     const bool odd = std::fmod(whole, 2.0) != 0.0;
     if (frac != 0.0 && round_up(frac64, odd, o, index)) whole += 1.0;  // toward_zero never rounds up
@@ -126,8 +126,7 @@ std::uint64_t encode_integer(double x, const DTypeInfo& info, const EncodeOption
     value = static_cast<std::int64_t>(lo);
   } else if (whole >= hi_exclusive) {
     // hi_exclusive - 1 is not representable as a double for 64-bit types.
-    value = bits == 64 ? std::numeric_limits<std::int64_t>::max()
-                       : static_cast<std::int64_t>(hi_exclusive) - 1;
+    value = bits == 64 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(hi_exclusive) - 1;
   } else {
     value = static_cast<std::int64_t>(whole);
   }
@@ -155,7 +154,8 @@ bool is_nan_encoding(std::uint64_t bits, DType dtype) {
   const std::uint64_t mantissa = body & ((std::uint64_t{1} << f.mantissa_bits) - 1);
   switch (f.specials) {
     case SpecialValues::Ieee: return exponent == exponent_ones && mantissa != 0;
-    case SpecialValues::NanOnlyFn: return exponent == exponent_ones && mantissa == (std::uint64_t{1} << f.mantissa_bits) - 1;
+    case SpecialValues::NanOnlyFn:
+      return exponent == exponent_ones && mantissa == (std::uint64_t{1} << f.mantissa_bits) - 1;
     case SpecialValues::UnsignedNan: return body == exponent_ones;
     case SpecialValues::None: return false;
   }
@@ -190,8 +190,8 @@ double decode_value(std::uint64_t bits, DType dtype) {
   } else if (exponent == 0 && f.has_subnormals) {
     magnitude = std::ldexp(static_cast<double>(mantissa), f.min_exponent() - m);
   } else {
-    magnitude = std::ldexp(static_cast<double>((std::uint64_t{1} << m) | mantissa),
-                           static_cast<int>(exponent) - f.bias - m);
+    magnitude =
+        std::ldexp(static_cast<double>((std::uint64_t{1} << m) | mantissa), static_cast<int>(exponent) - f.bias - m);
   }
   return negative ? -magnitude : magnitude;
 }
@@ -213,8 +213,8 @@ Rounding parse_rounding(std::string_view text) {
   for (Rounding r : {Rounding::nearest_even, Rounding::stochastic, Rounding::toward_zero}) {
     if (rounding_name(r) == text) return r;
   }
-  raise(ErrorCode::ArgumentInvalid, "unknown rounding '" + std::string(text) +
-                                        "'; expected one of nearest_even, stochastic, toward_zero");
+  raise(ErrorCode::ArgumentInvalid,
+        "unknown rounding '" + std::string(text) + "'; expected one of nearest_even, stochastic, toward_zero");
 }
 
 Overflow parse_overflow(std::string_view text) {

@@ -9,7 +9,9 @@
 
 namespace tessera {
 
-std::string version() { return TESSERA_VERSION_STRING; }
+std::string version() {
+  return TESSERA_VERSION_STRING;
+}
 
 std::string build_description() {
   std::ostringstream out;

@@ -66,7 +66,8 @@ SourceLocation locate(std::string_view file, std::string_view text, std::size_t 
   if (offset == 0) line_start = 0;
   std::size_t line_end = text.find('\n', offset);
   if (line_end == std::string_view::npos) line_end = text.size();
-  loc.line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(line_start), '\n'));
+  loc.line =
+      1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(line_start), '\n'));
   loc.column = 1 + static_cast<int>(offset - line_start);
   loc.line_text = std::string(text.substr(line_start, line_end - line_start));
   loc.span = std::max(1, span);

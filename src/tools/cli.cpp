@@ -21,8 +21,9 @@ constexpr const char* kUsage =
     "  policy TEXT     parse a dtype or numerics policy and print its canonical form\n";
 
 void print_dtypes(std::ostream& out) {
-  out << std::left << std::setw(10) << "dtype" << std::setw(6) << "bits" << std::setw(10) << "layout"
-      << std::setw(6) << "bias" << std::setw(12) << "specials" << "max\n";
+  out << std::left << std::setw(10) << "dtype" << std::setw(6) << "bits" << std::setw(10) << "layout" << std::setw(6)
+      << "bias" << std::setw(12) << "specials"
+      << "max\n";
   for (DType dtype : all_dtypes()) {
     const DTypeInfo& entry = info(dtype);
     out << std::setw(10) << entry.name << std::setw(6) << entry.bits;

@@ -38,8 +38,8 @@ std::size_t scale_count(std::size_t n, std::size_t block, std::size_t row_length
 void quantize_mx(const float* values, std::size_t n, DType element, std::uint8_t* codes, std::uint8_t* scales,
                  std::size_t block = kMxBlock, Rounding rounding = Rounding::nearest_even, std::uint64_t seed = 0,
                  std::size_t row_length = 0);
-void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element,
-                   float* out, std::size_t block = kMxBlock, std::size_t row_length = 0);
+void dequantize_mx(const std::uint8_t* codes, const std::uint8_t* scales, std::size_t n, DType element, float* out,
+                   std::size_t block = kMxBlock, std::size_t row_length = 0);
 
 // NVFP4 over n values: codes (n fp4 codes, one per byte), scales
 // (scale_count(n, 16, row_length) fp8_e4m3 encodings); returns the fp32

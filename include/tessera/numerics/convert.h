@@ -38,8 +38,7 @@ struct EncodeOptions {
 };
 
 // One value. `index` selects the random bits for stochastic rounding.
-std::uint64_t encode_value(double value, DType dtype, const EncodeOptions& options = {},
-                           std::uint64_t index = 0);
+std::uint64_t encode_value(double value, DType dtype, const EncodeOptions& options = {}, std::uint64_t index = 0);
 double decode_value(std::uint64_t bits, DType dtype);
 bool is_nan_encoding(std::uint64_t bits, DType dtype);
 
@@ -58,6 +57,8 @@ void decode(const void* bits, std::size_t n, DType dtype, double* out);
 void pack_int4(const std::uint8_t* codes, std::size_t n, std::uint8_t* packed);
 void unpack_int4(const std::uint8_t* packed, std::size_t n, std::uint8_t* codes);
 // Sub-byte float codes (fp4) pack the same way.
-inline std::size_t packed_int4_bytes(std::size_t n) { return (n + 1) / 2; }
+inline std::size_t packed_int4_bytes(std::size_t n) {
+  return (n + 1) / 2;
+}
 
 }  // namespace tessera

@@ -35,10 +35,10 @@ enum class DType : std::uint8_t {
 
 // How a floating format spells NaN and infinity.
 enum class SpecialValues : std::uint8_t {
-  Ieee,        // all-ones exponent: infinity (mantissa 0) or NaN (mantissa != 0)
-  NanOnlyFn,   // no infinity; the single NaN is S.1111.111 (fp8_e4m3)
-  None,        // every encoding is a finite number (fp6, fp4)
-  UnsignedNan, // no sign, no zero; all-ones is NaN (e8m0)
+  Ieee,         // all-ones exponent: infinity (mantissa 0) or NaN (mantissa != 0)
+  NanOnlyFn,    // no infinity; the single NaN is S.1111.111 (fp8_e4m3)
+  None,         // every encoding is a finite number (fp6, fp4)
+  UnsignedNan,  // no sign, no zero; all-ones is NaN (e8m0)
 };
 
 struct FloatFormat {
@@ -73,8 +73,12 @@ struct DTypeInfo {
 
 const DTypeInfo& info(DType dtype);
 std::string_view name(DType dtype);
-inline bool is_float(DType dtype) { return info(dtype).is_float; }
-inline int bit_width(DType dtype) { return info(dtype).bits; }
+inline bool is_float(DType dtype) {
+  return info(dtype).is_float;
+}
+inline int bit_width(DType dtype) {
+  return info(dtype).bits;
+}
 // Bytes one element occupies in unpacked storage (sub-byte formats take a byte).
 int storage_bytes(DType dtype);
 

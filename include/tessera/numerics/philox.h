@@ -12,8 +12,7 @@
 namespace tessera {
 
 // Ten rounds of Philox4x32 on counter `counter` with key `key`.
-inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> counter,
-                                               std::array<std::uint32_t, 2> key) {
+inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key) {
   constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {

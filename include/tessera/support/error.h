@@ -75,8 +75,7 @@ struct SourceLocation {
 
 // Builds a SourceLocation for offset `offset` (0-based) in `text`, which may
 // span several lines.
-SourceLocation locate(std::string_view file, std::string_view text, std::size_t offset,
-                      int span = 1);
+SourceLocation locate(std::string_view file, std::string_view text, std::size_t offset, int span = 1);
 
 class Error : public std::runtime_error {
  public:
@@ -97,11 +96,11 @@ class Error : public std::runtime_error {
 };
 
 // One class per kind so C++ callers can catch the family they handle.
-#define TESSERA_DECLARE_ERROR(Name)                                        \
-  class Name : public Error {                                              \
-   public:                                                                 \
-    Name(ErrorCode code, std::string message, SourceLocation where = {})   \
-        : Error(code, std::move(message), std::move(where)) {}             \
+#define TESSERA_DECLARE_ERROR(Name)                                      \
+  class Name : public Error {                                            \
+   public:                                                               \
+    Name(ErrorCode code, std::string message, SourceLocation where = {}) \
+        : Error(code, std::move(message), std::move(where)) {}           \
   };
 TESSERA_DECLARE_ERROR(DtypeError)
 TESSERA_DECLARE_ERROR(ShapeError)

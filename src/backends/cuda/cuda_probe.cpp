@@ -30,7 +30,8 @@ Fn symbol(void* library, const char* name) {
 
 std::string error_name(void* library, int code) {
   const char* text = nullptr;
-  if (auto get_name = symbol<CuGetErrorName>(library, "cuGetErrorName"); get_name && get_name(code, &text) == 0 && text) {
+  if (auto get_name = symbol<CuGetErrorName>(library, "cuGetErrorName");
+      get_name && get_name(code, &text) == 0 && text) {
     return text;
   }
   return "CUDA error " + std::to_string(code);
@@ -55,8 +56,8 @@ CudaProbe probe_cuda() {
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* why = dlerror();
-    probe.reason = std::string("no NVIDIA driver: libcuda.so.1 could not be loaded (") +
-                   (why ? why : "unknown reason") + ")";
+    probe.reason =
+        std::string("no NVIDIA driver: libcuda.so.1 could not be loaded (") + (why ? why : "unknown reason") + ")";
     return probe;
   }
   auto init = symbol<CuInit>(library, "cuInit");
