@@ -32,6 +32,9 @@ void check_block(std::size_t block) {
 // Calls visit(start, count, scale_index) for every block of the layout.
 template <typename Visit>
 void for_each_block(std::size_t n, std::size_t block, std::size_t row_length, Visit visit) {
+  // Empty input has no blocks. (Without this, n == 0 with the default
+  // row_length == 0 evaluated n % 0: undefined behaviour, SIGFPE at -O0.)
+  if (n == 0) return;
   if (row_length == 0) row_length = n;
   if (n % row_length != 0) {
     raise(ErrorCode::ShapeMismatch, "block-scaled layout: " + std::to_string(n) + " values do not form whole rows of " +

@@ -133,7 +133,9 @@ DType parse_dtype(std::string_view text) {
   for (const Alias& alias : kAliases) names.push_back(alias.text);
   std::string message = "unknown dtype '" + std::string(text) + "'";
   const std::string hint = closest_match(text, names);
-  if (!hint.empty()) message += "; did you mean '" + hint + "'?";
+  // End the sentence either way: without a hint the list used to run on
+  // ("unknown dtype 'x' Storage dtypes are: ...").
+  message += hint.empty() ? std::string(".") : "; did you mean '" + hint + "'?";
   message += " Storage dtypes are: ";
   for (std::size_t i = 0; i < kTable.size(); ++i) message += (i ? ", " : "") + std::string(kTable[i].name);
   raise(ErrorCode::DtypeUnknown, message);

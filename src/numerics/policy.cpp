@@ -75,7 +75,8 @@ class PolicyParser {
                                                          "saturate", "inf_nan",          "loss_scale"};
         std::string message = "unknown policy modifier '@" + modifier + "'";
         const std::string hint = closest_match(modifier, known);
-        if (!hint.empty()) message += "; did you mean '@" + hint + "'?";
+        // End the sentence either way (without a hint it used to run on into the list).
+        message += hint.empty() ? std::string(".") : "; did you mean '@" + hint + "'?";
         message +=
             " Modifiers are @accum(dtype), @stochastic_round, @toward_zero, @nearest_even, "
             "@saturate, @inf_nan, @loss_scale(number)";

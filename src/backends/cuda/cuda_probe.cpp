@@ -39,8 +39,10 @@ std::string error_name(void* library, int code) {
 
 std::string find_nvrtc() {
   for (const char* candidate : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
-    if (void* handle = dlopen(candidate, RTLD_NOW | RTLD_LOCAL)) {
-      dlclose(handle);
+    // Kept loaded, as the driver is: runtime compilation will need it, and
+    // unloading it orphans the memory its static initializers allocate
+    // (LeakSanitizer reported 72704 bytes leaked by `tessera info`).
+    if (dlopen(candidate, RTLD_NOW | RTLD_LOCAL) != nullptr) {
       return candidate;
     }
   }

@@ -1,0 +1,46 @@
+# lit configuration for Tessera's tool tests (see README.md in this folder).
+#
+#   lit -sv tests/lit --param tessera_bin_dir=build/tools
+#
+# Parameters:
+#   tessera_bin_dir  folder holding the built `tessera` executable (required)
+#   filecheck        path of FileCheck (default: PATH, then /usr/lib/llvm-*/bin)
+import glob
+import os
+import shutil
+
+import lit.formats
+
+config.name = "Tessera"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".test"]
+config.excludes = ["README.md", "Output"]
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+
+bin_dir = lit_config.params.get("tessera_bin_dir")
+if not bin_dir:
+    lit_config.fatal("pass --param tessera_bin_dir=<folder holding the built tessera executable>")
+tessera = os.path.join(os.path.abspath(bin_dir), "tessera")
+if not os.access(tessera, os.X_OK):
+    lit_config.fatal("no tessera executable at " + tessera + " (build it first: ninja -C build tessera_cli)")
+
+
+def find_filecheck():
+    explicit = lit_config.params.get("filecheck")
+    if explicit:
+        return explicit
+    found = shutil.which("FileCheck")
+    if found:
+        return found
+    for candidate in sorted(glob.glob("/usr/lib/llvm-*/bin/FileCheck"), reverse=True):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    lit_config.fatal("FileCheck not found: put it on PATH or pass --param filecheck=<path>")
+
+
+filecheck = find_filecheck()
+# FileCheck and LLVM's `not` come from the same bin folder; put it first on PATH.
+config.environment["PATH"] = os.pathsep.join([os.path.dirname(filecheck), config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.substitutions.append(("%tessera", tessera))
+lit_config.note("tessera: " + tessera)
+lit_config.note("FileCheck: " + filecheck)
