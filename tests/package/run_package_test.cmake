@@ -9,7 +9,9 @@ if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
 execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${consumer}" -G Ninja
-                        "-DCMAKE_PREFIX_PATH=${prefix}" RESULT_VARIABLE rc)
+                        "-DCMAKE_PREFIX_PATH=${prefix}"
+                        # A sanitized libtessera needs a sanitized program to load it.
+                        "-DCMAKE_CXX_FLAGS=${CONSUMER_FLAGS}" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer project failed: ${rc}")
 endif()
