@@ -47,8 +47,9 @@ bool is_nan_encoding(std::uint64_t bits, DType dtype);
 // formats of 16 bits or fewer; everything else goes through encode_value.
 void encode(const float* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
 void encode(const double* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
-// Decoding to float32 is exact for every dtype except fp64, int32 and int64,
-// which the double overload decodes exactly.
+// Decoding to float32 is exact for every dtype of 32 bits or fewer except
+// int32; the double overload is exact for everything except int64 values
+// beyond 2^53, which round to the nearest double.
 void decode(const void* bits, std::size_t n, DType dtype, float* out);
 void decode(const void* bits, std::size_t n, DType dtype, double* out);
 
