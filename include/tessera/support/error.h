@@ -40,18 +40,24 @@ enum class ErrorCode : std::uint16_t {
   DtypeNotStorage = 1002,   // e.g. tf32, which is a math mode
   DtypeUnsupported = 1003,  // a dtype the operation cannot take
   ShapeMismatch = 2001,
+  ShapeSymbolBinding = 2002,  // a symbolic dim bound to two different sizes
+  ShapeConstraint = 2003,     // a tessera.require constraint does not hold
   ParseSyntax = 3001,
   ParseUnknownModifier = 3002,
   ParseDuplicateModifier = 3003,
+  ParseUnknownOp = 3004,
+  ParseUndefinedValue = 3005,
   KernelType = 4001,
   Privilege = 5001,
   Effect = 6001,
   Compile = 7001,
+  VerifyFailed = 7002,  // IR that breaks an op's rules
   DeviceUnavailable = 8001,
   Device = 8002,
   Collective = 9001,
   OutOfMemory = 10001,
   ArgumentInvalid = 11001,
+  IndexOutOfRange = 11002,
 };
 
 ErrorKind kind_of(ErrorCode code);

@@ -1,0 +1,35 @@
+// The reference executor: runs Graph IR functions and single ops on host
+// tensors with each op's reference kernel (ARCHITECTURE.md decision 4).
+//
+// Calling a function binds its parameters' symbolic dims to the argument
+// sizes (the same symbol must get the same size everywhere; a mismatch is a
+// ShapeError naming the parameter, the dim and both sizes) and checks each
+// argument's policy against the parameter's. Ops run in program order.
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/ir/ir.h"
+#include "tessera/runtime/tensor.h"
+
+namespace tessera::graph {
+
+using SymbolBindings = std::map<std::string, std::int64_t, std::less<>>;
+
+// Binds `type`'s symbols against `sizes`; `what` names the value in errors
+// ("argument 'x'").
+void bind_symbols(const ir::Type& type, const std::vector<std::int64_t>& sizes, SymbolBindings& bindings,
+                  const std::string& what);
+// `type` with every symbol replaced by its binding.
+ir::Type concretize(const ir::Type& type, const SymbolBindings& bindings);
+
+std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> args);
+
+// Runs one op eagerly: attributes are completed and checked, result types
+// inferred from the inputs, then the reference kernel runs.
+std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
+
+}  // namespace tessera::graph

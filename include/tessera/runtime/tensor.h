@@ -1,0 +1,90 @@
+// Host tensors: the arrays users hold and the reference executor computes on.
+//
+// A Tensor is a shape, strides (in elements), a numerics policy, a device and
+// shared storage. Storage holds encodings: formats of 8 bits or more take
+// whole bytes (2 for fp16/bf16, ...), sub-byte formats are packed: element at
+// storage index i occupies bits [b*i, b*i + b) of the little-endian byte
+// stream, b = 4 for fp4_e2m1 and int4 (two per byte, lower index in the low
+// nibble) and b = 6 for fp6 (four per three bytes). Views (transpose, slices
+// with steps, broadcasts with stride 0) share storage; wrap() adopts memory
+// owned elsewhere (numpy, DLPack) without copying.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/numerics/policy.h"
+
+namespace tessera {
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Contiguous tensor with every encoding zero (the value 0 in every format
+  // except e8m0, whose code 0 is 2^-127).
+  static Tensor zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy);
+  // Row-major values encoded with the policy's rounding and overflow;
+  // stochastic rounding draws from Philox(seed, element index).
+  static Tensor from_values(std::span<const double> values, std::vector<std::int64_t> shape,
+                            const NumericsPolicy& policy, std::uint64_t seed = 0);
+  static Tensor scalar(double value, const NumericsPolicy& policy);
+  // Adopts `data` (kept alive by `owner`) without copying. Strides are in
+  // elements and may be zero or negative. Sub-byte formats cannot be wrapped.
+  static Tensor wrap(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                     const NumericsPolicy& policy, std::shared_ptr<void> owner);
+
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  const std::vector<std::int64_t>& strides() const { return strides_; }
+  std::size_t rank() const { return shape_.size(); }
+  std::int64_t numel() const;
+  const NumericsPolicy& policy() const { return policy_; }
+  DType dtype() const { return policy_.storage; }
+  const std::string& device() const { return device_; }
+  bool defined() const { return storage_ != nullptr; }
+
+  bool is_contiguous() const;
+  // Address of element 0 (byte-aligned formats only).
+  void* data() const;
+  // Bytes one element takes in storage (0 for packed sub-byte formats).
+  int element_bytes() const;
+  std::int64_t storage_offset() const { return offset_; }
+
+  // Every element decoded, in row-major order of the logical shape.
+  std::vector<double> to_values() const;
+  // Every element's encoding, in row-major order.
+  std::vector<std::uint64_t> codes() const;
+  static Tensor from_codes(std::span<const std::uint64_t> codes, std::vector<std::int64_t> shape,
+                           const NumericsPolicy& policy);
+
+  // A contiguous copy (or *this when already contiguous).
+  Tensor contiguous() const;
+  // Views sharing storage.
+  Tensor permute(const std::vector<std::int64_t>& perm) const;
+  Tensor reshape(const std::vector<std::int64_t>& shape) const;  // copies when not contiguous
+  // Same encodings, new policy fields other than storage (accum, rounding, ...).
+  Tensor with_policy(const NumericsPolicy& policy) const;
+  // "cpu" returns *this; other devices raise DeviceError until a backend exists.
+  Tensor to(const std::string& device) const;
+
+ private:
+  std::vector<std::int64_t> shape_;
+  std::vector<std::int64_t> strides_;
+  NumericsPolicy policy_;
+  std::string device_ = "cpu";
+  std::shared_ptr<std::byte> storage_;
+  std::int64_t offset_ = 0;  // in elements
+};
+
+// Row-major strides for `shape`.
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape);
+// Bytes needed to hold n elements of `dtype` (packed for sub-byte formats).
+std::size_t storage_bytes_for(DType dtype, std::int64_t n);
+// "[2, 3] fp16 @accum(fp32)" for messages.
+std::string describe(const Tensor& t);
+
+}  // namespace tessera

@@ -1,0 +1,19 @@
+// One registration function per Graph IR op family; graph_dialect.cpp calls
+// them all. Each family's ops (schema, inference, reference kernel) live in
+// the matching <family>_ops.cpp.
+#pragma once
+
+#include "tessera/ir/dialect.h"
+
+namespace tessera::graph {
+
+void register_elementwise_ops(ir::Registry& registry);
+void register_cast_ops(ir::Registry& registry);
+void register_reduction_ops(ir::Registry& registry);
+void register_linalg_ops(ir::Registry& registry);
+void register_normalization_ops(ir::Registry& registry);
+void register_shape_ops(ir::Registry& registry);
+void register_creation_ops(ir::Registry& registry);
+void register_random_ops(ir::Registry& registry);
+
+}  // namespace tessera::graph

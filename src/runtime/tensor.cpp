@@ -1,0 +1,257 @@
+#include "tessera/runtime/tensor.h"
+
+#include <cstring>
+
+#include "tessera/numerics/convert.h"
+#include "tessera/support/error.h"
+
+namespace tessera {
+
+namespace {
+
+// Bits one element takes in packed storage.
+int packed_bits(DType dtype) {
+  int b = bit_width(dtype);
+  return b < 8 ? b : storage_bytes(dtype) * 8;
+}
+
+bool is_packed(DType dtype) {
+  return bit_width(dtype) < 8 && dtype != DType::bool_;
+}
+
+std::uint64_t read_code(const std::byte* base, DType dtype, std::int64_t index) {
+  if (is_packed(dtype)) {
+    int b = packed_bits(dtype);
+    std::uint64_t bit = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(b);
+    std::uint32_t window = 0;
+    // A 6-bit field spans at most two bytes.
+    std::memcpy(&window, base + bit / 8, (bit % 8) + static_cast<std::uint64_t>(b) > 8 ? 2 : 1);
+    return (window >> (bit % 8)) & ((1u << b) - 1);
+  }
+  int nb = storage_bytes(dtype);
+  std::uint64_t v = 0;
+  std::memcpy(&v, base + index * nb, static_cast<std::size_t>(nb));
+  return v;
+}
+
+void write_code(std::byte* base, DType dtype, std::int64_t index, std::uint64_t code) {
+  if (is_packed(dtype)) {
+    int b = packed_bits(dtype);
+    std::uint64_t bit = static_cast<std::uint64_t>(index) * static_cast<std::uint64_t>(b);
+    std::size_t nbytes = (bit % 8) + static_cast<std::uint64_t>(b) > 8 ? 2 : 1;
+    std::uint32_t window = 0;
+    std::memcpy(&window, base + bit / 8, nbytes);
+    std::uint32_t mask = ((1u << b) - 1) << (bit % 8);
+    window = (window & ~mask) | ((static_cast<std::uint32_t>(code) << (bit % 8)) & mask);
+    std::memcpy(base + bit / 8, &window, nbytes);
+    return;
+  }
+  std::memcpy(base + index * storage_bytes(dtype), &code, static_cast<std::size_t>(storage_bytes(dtype)));
+}
+
+// Calls f(storage_index) for every element in row-major logical order.
+template <typename F>
+void for_each_index(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                    std::int64_t offset, F&& f) {
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  if (n == 0) return;
+  std::size_t rank = shape.size();
+  std::vector<std::int64_t> idx(rank, 0);
+  std::int64_t off = offset;
+  for (std::int64_t e = 0; e < n; ++e) {
+    f(off);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+void check_shape(const std::vector<std::int64_t>& shape) {
+  for (auto s : shape) {
+    if (s < 0) raise(ErrorCode::ShapeMismatch, "negative dimension " + std::to_string(s) + " in tensor shape");
+  }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t s = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+std::size_t storage_bytes_for(DType dtype, std::int64_t n) {
+  if (is_packed(dtype)) {
+    return static_cast<std::size_t>((n * packed_bits(dtype) + 7) / 8) + 1;  // +1: two-byte windows stay inside
+  }
+  return static_cast<std::size_t>(n) * static_cast<std::size_t>(storage_bytes(dtype));
+}
+
+Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
+  check_shape(shape);
+  Tensor t;
+  t.strides_ = contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  t.policy_ = policy;
+  std::size_t bytes = std::max<std::size_t>(storage_bytes_for(policy.storage, t.numel()), 1);
+  std::shared_ptr<std::byte[]> buf(new std::byte[bytes]());
+  t.storage_ = std::shared_ptr<std::byte>(buf, buf.get());
+  return t;
+}
+
+Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int64_t> shape,
+                           const NumericsPolicy& policy, std::uint64_t seed) {
+  Tensor t = zeros(std::move(shape), policy);
+  if (static_cast<std::int64_t>(values.size()) != t.numel()) {
+    raise(ErrorCode::ShapeMismatch, std::to_string(values.size()) + " values do not fill a tensor of " +
+                                        std::to_string(t.numel()) + " elements");
+  }
+  EncodeOptions opts{.rounding = policy.rounding, .overflow = policy.overflow, .seed = seed};
+  if (!is_packed(policy.storage)) {
+    encode(values.data(), values.size(), policy.storage, t.storage_.get(), opts);
+    return t;
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    write_code(t.storage_.get(), policy.storage, static_cast<std::int64_t>(i),
+               encode_value(values[i], policy.storage, opts, i));
+  }
+  return t;
+}
+
+Tensor Tensor::scalar(double value, const NumericsPolicy& policy) {
+  return from_values(std::span<const double>(&value, 1), {}, policy);
+}
+
+Tensor Tensor::wrap(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                    const NumericsPolicy& policy, std::shared_ptr<void> owner) {
+  check_shape(shape);
+  if (is_packed(policy.storage)) {
+    raise(ErrorCode::DtypeUnsupported, std::string(name(policy.storage)) +
+                                           " is packed below a byte per element and cannot adopt external memory");
+  }
+  if (shape.size() != strides.size()) raise(ErrorCode::ShapeMismatch, "shape and strides differ in rank");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.policy_ = policy;
+  t.storage_ = std::shared_ptr<std::byte>(std::move(owner), static_cast<std::byte*>(data));
+  return t;
+}
+
+std::int64_t Tensor::numel() const {
+  std::int64_t n = 1;
+  for (auto s : shape_) n *= s;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  return strides_ == contiguous_strides(shape_) || numel() <= 1;
+}
+
+void* Tensor::data() const {
+  if (is_packed(dtype())) raise(ErrorCode::DtypeUnsupported, "packed tensors have no per-element address");
+  return storage_.get() + offset_ * storage_bytes(dtype());
+}
+
+int Tensor::element_bytes() const {
+  return is_packed(dtype()) ? 0 : storage_bytes(dtype());
+}
+
+std::vector<std::uint64_t> Tensor::codes() const {
+  std::vector<std::uint64_t> out;
+  out.reserve(static_cast<std::size_t>(numel()));
+  for_each_index(shape_, strides_, offset_, [&](std::int64_t i) { out.push_back(read_code(storage_.get(), dtype(), i)); });
+  return out;
+}
+
+std::vector<double> Tensor::to_values() const {
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  if (out.empty()) return out;
+  if (is_contiguous() && !is_packed(dtype())) {
+    decode(data(), out.size(), dtype(), out.data());
+    return out;
+  }
+  std::size_t k = 0;
+  for_each_index(shape_, strides_, offset_,
+                 [&](std::int64_t i) { out[k++] = decode_value(read_code(storage_.get(), dtype(), i), dtype()); });
+  return out;
+}
+
+Tensor Tensor::from_codes(std::span<const std::uint64_t> codes, std::vector<std::int64_t> shape,
+                          const NumericsPolicy& policy) {
+  Tensor t = zeros(std::move(shape), policy);
+  if (static_cast<std::int64_t>(codes.size()) != t.numel()) {
+    raise(ErrorCode::ShapeMismatch, "code count does not match the shape");
+  }
+  for (std::size_t i = 0; i < codes.size(); ++i) write_code(t.storage_.get(), t.dtype(), static_cast<std::int64_t>(i), codes[i]);
+  return t;
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous() && offset_ == 0) return *this;
+  auto c = codes();
+  return from_codes(c, shape_, policy_);
+}
+
+Tensor Tensor::permute(const std::vector<std::int64_t>& perm) const {
+  if (perm.size() != rank()) raise(ErrorCode::ShapeMismatch, "permutation length differs from tensor rank");
+  Tensor t = *this;
+  std::vector<bool> seen(rank(), false);
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    auto p = perm[i];
+    if (p < 0 || p >= static_cast<std::int64_t>(rank()) || seen[static_cast<std::size_t>(p)]) {
+      raise(ErrorCode::ShapeMismatch, "invalid permutation");
+    }
+    seen[static_cast<std::size_t>(p)] = true;
+    t.shape_[i] = shape_[static_cast<std::size_t>(p)];
+    t.strides_[i] = strides_[static_cast<std::size_t>(p)];
+  }
+  return t;
+}
+
+Tensor Tensor::reshape(const std::vector<std::int64_t>& shape) const {
+  check_shape(shape);
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  if (n != numel()) {
+    raise(ErrorCode::ShapeMismatch, "cannot reshape " + std::to_string(numel()) + " elements into " +
+                                        std::to_string(n));
+  }
+  Tensor t = contiguous();
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  return t;
+}
+
+Tensor Tensor::with_policy(const NumericsPolicy& policy) const {
+  if (policy.storage != dtype()) {
+    raise(ErrorCode::DtypeUnsupported, "with_policy keeps the storage dtype; use cast to change it");
+  }
+  Tensor t = *this;
+  t.policy_ = policy;
+  return t;
+}
+
+Tensor Tensor::to(const std::string& device) const {
+  if (device == "cpu" || device == device_) return *this;
+  raise(ErrorCode::DeviceUnavailable,
+        "device '" + device + "' is not available to tensors yet: only 'cpu' tensors exist in this build");
+}
+
+std::string describe(const Tensor& t) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < t.rank(); ++i) s += (i ? ", " : "") + std::to_string(t.shape()[i]);
+  return s + "] " + print_policy(t.policy());
+}
+
+}  // namespace tessera
