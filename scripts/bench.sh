@@ -5,6 +5,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DTESSERA_BUILD_BENCH=ON >/dev/null
-cmake --build build --target numerics_convert_bench
-# One core, as the benchmark's ratios are defined.
+cmake --build build --target numerics_convert_bench graph_trace_bench
+# One core, as the benchmarks' ratios are defined.
 taskset -c 0 ./build/bench/numerics_convert_bench --benchmark_min_time=0.5 "$@"
+taskset -c 0 ./build/bench/graph_trace_bench --benchmark_min_time=0.5 "$@"
+bash scripts/install_python.sh
+taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py

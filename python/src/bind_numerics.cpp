@@ -146,6 +146,24 @@ DType dtype_argument(nb::handle value, const char* what) {
         std::string(what) + " must be a tessera dtype or its name, got " + nb::cast<std::string>(nb::repr(value)));
 }
 
+NumericsPolicy policy_argument(nb::handle value, const char* what) {
+  if (nb::isinstance<NumericsPolicy>(value)) return nb::cast<const NumericsPolicy&>(value);
+  if (nb::isinstance<PyDType>(value)) return default_policy(nb::cast<const PyDType&>(value).value);
+  if (nb::isinstance<nb::str>(value)) {
+    const auto text = nb::cast<std::string>(value);
+    if (text.find('@') != std::string::npos) return parse_policy(text, "<dtype>");
+    auto first = text.find_first_not_of(" \t\n");
+    auto last = text.find_last_not_of(" \t\n");
+    return default_policy(parse_dtype(first == std::string::npos ? "" : text.substr(first, last - first + 1)));
+  }
+  raise(ErrorCode::DtypeUnknown, std::string(what) + " must be a tessera dtype, policy or their text, got " +
+                                     nb::cast<std::string>(nb::repr(value)));
+}
+
+nb::object dtype_object(DType dtype) {
+  return nb::cast(PyDType{dtype});
+}
+
 void bind_numerics(nb::module_& m) {
   nb::class_<PyDType>(m, "DType", "A storage dtype: how one element is stored.")
       .def_prop_ro("name", [](const PyDType& d) { return std::string(name(d.value)); })

@@ -3,15 +3,22 @@
 
 #include <nanobind/nanobind.h>
 
-#include "tessera/numerics/dtype.h"
+#include "tessera/numerics/policy.h"
 
 namespace tessera::python {
 
 void bind_errors(nanobind::module_& m);
 void bind_numerics(nanobind::module_& m);
 void bind_tools(nanobind::module_& m);
+void bind_tensor(nanobind::module_& m);
+void bind_graph(nanobind::module_& m);
 
 // A dtype argument: a tessera.DType, or a string naming one.
 DType dtype_argument(nanobind::handle value, const char* what);
+// A policy argument: a tessera.Policy, a tessera.DType (its default policy),
+// or text ("fp16", "bf16 @accum(fp32)").
+NumericsPolicy policy_argument(nanobind::handle value, const char* what);
+// The Python tessera.DType object for `dtype`.
+nanobind::object dtype_object(DType dtype);
 
 }  // namespace tessera::python

@@ -7,4 +7,6 @@ NB_MODULE(_C, m) {
   tessera::python::bind_errors(m);
   tessera::python::bind_numerics(m);
   tessera::python::bind_tools(m);
+  tessera::python::bind_tensor(m);
+  tessera::python::bind_graph(m);
 }

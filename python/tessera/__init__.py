@@ -6,6 +6,9 @@ numpy conversions and exception classes.
 """
 
 from . import _C, numerics
+from ._tensor import Tensor, from_dlpack, tensor
+from . import ops
+from .jit import JitFunction, constraint, jit, require
 from ._dtypes import (DTYPES as _DTYPES, DType, Policy, PolicyModifier, accum, dtype, inf_nan,
                       loss_scale, nearest_even, saturate, stochastic_round, toward_zero)
 from .errors import (ArgumentError, CollectiveError, CompileError, DeviceError, DtypeError,
@@ -22,7 +25,7 @@ def info() -> str:
     return _C.info_report()
 
 
-__all__ = ["DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
+__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "JitFunction", "require", "constraint", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
            "nearest_even", "saturate", "stochastic_round", "toward_zero", "numerics", "info",
            "TesseraError", "DtypeError", "ShapeError", "ParseError", "KernelTypeError",
            "PrivilegeError", "EffectError", "CompileError", "DeviceError", "CollectiveError",

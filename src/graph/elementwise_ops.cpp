@@ -84,9 +84,10 @@ void add_binary(ir::Registry& r, std::string name, std::string summary, Needs ne
             if (needs == Needs::floating) require_float(out, op_name, "operand");
             return std::vector<ir::Type>{out};
           },
-      .reference = [f](const KernelCall& call) {
-        return run_nary(call, [&](std::span<const double> a) { return f(a[0], a[1]); });
-      },
+      .reference =
+          [f](const KernelCall& call) {
+            return run_nary(call, [&](std::span<const double> a) { return f(a[0], a[1]); });
+          },
   });
 }
 
@@ -102,9 +103,10 @@ void add_comparison(ir::Registry& r, std::string name, std::string symbol, std::
             return std::vector<ir::Type>{
                 ir::Type::tensor(broadcast_shapes(in[0].shape, in[1].shape), default_policy(DType::bool_))};
           },
-      .reference = [f](const KernelCall& call) {
-        return run_nary(call, [&](std::span<const double> a) { return f(a[0], a[1]) ? 1.0 : 0.0; });
-      },
+      .reference =
+          [f](const KernelCall& call) {
+            return run_nary(call, [&](std::span<const double> a) { return f(a[0], a[1]) ? 1.0 : 0.0; });
+          },
   });
 }
 
@@ -179,10 +181,11 @@ void register_elementwise_ops(ir::Registry& r) {
             }
             return std::vector<ir::Type>{in[0]};
           },
-      .reference = [](const KernelCall& call) {
-        bool tanh_form = call.attrs.get_string("approximate") == "tanh";
-        return run_unary(call, tanh_form ? gelu_tanh : gelu_exact);
-      },
+      .reference =
+          [](const KernelCall& call) {
+            bool tanh_form = call.attrs.get_string("approximate") == "tanh";
+            return run_unary(call, tanh_form ? gelu_tanh : gelu_exact);
+          },
   });
 
   r.add(OpDef{
@@ -199,9 +202,10 @@ void register_elementwise_ops(ir::Registry& r) {
             Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape), in[2].shape);
             return std::vector<ir::Type>{ir::Type::tensor(s, p)};
           },
-      .reference = [](const KernelCall& call) {
-        return run_nary(call, [](std::span<const double> a) { return a[0] != 0.0 ? a[1] : a[2]; });
-      },
+      .reference =
+          [](const KernelCall& call) {
+            return run_nary(call, [](std::span<const double> a) { return a[0] != 0.0 ? a[1] : a[2]; });
+          },
   });
 }
 

@@ -5,6 +5,13 @@ namespace tessera::ir {
 
 void register_graph_dialect(Registry& registry) {
   graph::register_elementwise_ops(registry);
+  graph::register_creation_ops(registry);
+  graph::register_shape_ops(registry);
+  graph::register_random_ops(registry);
+  graph::register_cast_ops(registry);
+  graph::register_reduction_ops(registry);
+  graph::register_linalg_ops(registry);
+  graph::register_normalization_ops(registry);
 }
 
 }  // namespace tessera::ir

@@ -113,16 +113,30 @@ const T& get_as(const AttrMap& m, std::string_view name) {
 }
 }  // namespace
 
-bool AttrMap::get_bool(std::string_view n) const { return get_as<bool>(*this, n); }
-std::int64_t AttrMap::get_int(std::string_view n) const { return get_as<std::int64_t>(*this, n); }
-double AttrMap::get_real(std::string_view n) const { return get_as<double>(*this, n); }
-const std::string& AttrMap::get_string(std::string_view n) const { return get_as<std::string>(*this, n); }
+bool AttrMap::get_bool(std::string_view n) const {
+  return get_as<bool>(*this, n);
+}
+std::int64_t AttrMap::get_int(std::string_view n) const {
+  return get_as<std::int64_t>(*this, n);
+}
+double AttrMap::get_real(std::string_view n) const {
+  return get_as<double>(*this, n);
+}
+const std::string& AttrMap::get_string(std::string_view n) const {
+  return get_as<std::string>(*this, n);
+}
 const std::vector<std::int64_t>& AttrMap::get_ints(std::string_view n) const {
   return get_as<std::vector<std::int64_t>>(*this, n);
 }
-const std::vector<double>& AttrMap::get_reals(std::string_view n) const { return get_as<std::vector<double>>(*this, n); }
-const NumericsPolicy& AttrMap::get_policy(std::string_view n) const { return get_as<NumericsPolicy>(*this, n); }
-const Shape& AttrMap::get_shape(std::string_view n) const { return get_as<Shape>(*this, n); }
+const std::vector<double>& AttrMap::get_reals(std::string_view n) const {
+  return get_as<std::vector<double>>(*this, n);
+}
+const NumericsPolicy& AttrMap::get_policy(std::string_view n) const {
+  return get_as<NumericsPolicy>(*this, n);
+}
+const Shape& AttrMap::get_shape(std::string_view n) const {
+  return get_as<Shape>(*this, n);
+}
 
 std::string print_attr_map(const AttrMap& attrs) {
   if (attrs.empty()) return "";

@@ -107,8 +107,8 @@ AttrMap complete_attrs(const OpDef& def, AttrMap attrs) {
     if (spec.default_value) {
       attrs.set(spec.name, *spec.default_value);
     } else if (spec.required) {
-      raise(ErrorCode::ArgumentInvalid, "'" + def.name + "' needs attribute '" + spec.name + "' (" +
-                                            std::string(attr_kind_name(spec.kind)) + ")");
+      raise(ErrorCode::ArgumentInvalid,
+            "'" + def.name + "' needs attribute '" + spec.name + "' (" + std::string(attr_kind_name(spec.kind)) + ")");
     }
   }
   return attrs;

@@ -107,7 +107,8 @@ Type parse_type(std::string_view text, std::string_view file) {
   std::size_t close = text.find('>', i);
   if (close == std::string_view::npos) type_error(file, text, text.size(), "expected '>' closing the tensor type");
   std::string_view policy_text = text.substr(i, close - i);
-  while (!policy_text.empty() && std::isspace(static_cast<unsigned char>(policy_text.back()))) policy_text.remove_suffix(1);
+  while (!policy_text.empty() && std::isspace(static_cast<unsigned char>(policy_text.back())))
+    policy_text.remove_suffix(1);
   if (policy_text.empty()) type_error(file, text, i, "expected an element dtype or policy in tensor type");
   NumericsPolicy policy;
   try {

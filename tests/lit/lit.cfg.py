@@ -2,8 +2,11 @@
 #
 #   lit -sv tests/lit --param tessera_bin_dir=build/tools
 #
+# Tests are `.test` files (tool commands) and `.tir` files (IR text run
+# through tessera-opt; their RUN/CHECK lines are `//` comments in the IR).
+#
 # Parameters:
-#   tessera_bin_dir  folder holding the built `tessera` executable (required)
+#   tessera_bin_dir  folder holding the built `tessera` and `tessera-opt` executables (required)
 #   filecheck        path of FileCheck (default: PATH, then /usr/lib/llvm-*/bin)
 import glob
 import os
@@ -13,7 +16,7 @@ import lit.formats
 
 config.name = "Tessera"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".test"]
+config.suffixes = [".test", ".tir"]
 config.excludes = ["README.md", "Output"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 
@@ -23,6 +26,9 @@ if not bin_dir:
 tessera = os.path.join(os.path.abspath(bin_dir), "tessera")
 if not os.access(tessera, os.X_OK):
     lit_config.fatal("no tessera executable at " + tessera + " (build it first: ninja -C build tessera_cli)")
+tessera_opt = os.path.join(os.path.abspath(bin_dir), "tessera-opt")
+if not os.access(tessera_opt, os.X_OK):
+    lit_config.fatal("no tessera-opt executable at " + tessera_opt + " (build it first: ninja -C build tessera_opt)")
 
 
 def find_filecheck():
@@ -41,6 +47,9 @@ def find_filecheck():
 filecheck = find_filecheck()
 # FileCheck and LLVM's `not` come from the same bin folder; put it first on PATH.
 config.environment["PATH"] = os.pathsep.join([os.path.dirname(filecheck), config.environment.get("PATH", os.environ.get("PATH", ""))])
+# %tessera-opt first: %tessera is a prefix of it.
+config.substitutions.append(("%tessera-opt", tessera_opt))
 config.substitutions.append(("%tessera", tessera))
 lit_config.note("tessera: " + tessera)
+lit_config.note("tessera-opt: " + tessera_opt)
 lit_config.note("FileCheck: " + filecheck)

@@ -1,0 +1,191 @@
+// Python surface of Graph IR construction, for @tessera.jit tracing.
+//
+// A GraphBuilder records one function: parameters, then ops in call order,
+// each with the user's file and line so errors raised while tracing (shape,
+// dtype, attribute) point at user code. Values are handed to Python as
+// small integer ids; finish() returns a GraphFunction that prints, verifies,
+// runs passes and executes on the reference executor.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "bindings.h"
+#include "tensor_args.h"
+#include "tessera/graph/executor.h"
+#include "tessera/ir/builder.h"
+#include "tessera/ir/pass.h"
+#include "tessera/ir/text.h"
+#include "tessera/ir/verifier.h"
+
+namespace nb = nanobind;
+
+namespace tessera::python {
+namespace {
+
+nb::list shape_to_python(const ir::Shape& shape) {
+  nb::list out;
+  for (const auto& d : shape) {
+    if (d.is_symbolic()) {
+      out.append(nb::str(d.symbol.c_str()));
+    } else {
+      out.append(nb::int_(d.size));
+    }
+  }
+  return out;
+}
+
+ir::Shape shape_from_python(nb::handle seq) {
+  ir::Shape shape;
+  for (nb::handle d : nb::cast<nb::sequence>(seq)) {
+    if (nb::isinstance<nb::str>(d)) {
+      shape.push_back(ir::Dim::named(nb::cast<std::string>(d)));
+    } else {
+      shape.push_back(ir::Dim::fixed(nb::cast<std::int64_t>(d)));
+    }
+  }
+  return shape;
+}
+
+class GraphFunction {
+ public:
+  explicit GraphFunction(ir::Module module) : module_(std::move(module)) {}
+  const ir::Operation& func() const { return *module_.functions().front(); }
+  std::string text(bool generic) const { return ir::print_module(module_, {.generic = generic}); }
+  void verify() const { ir::verify(module_); }
+  void run_passes(const std::vector<std::string>& names) {
+    ir::PassManager pm;
+    for (const auto& n : names) pm.add(n);
+    pm.run(module_);
+  }
+  nb::object execute(const std::vector<Tensor>& args) const {
+    auto results = graph::execute(func(), args);
+    return nb::cast(results);
+  }
+  std::size_t num_ops() const { return ir::function_body(func()).ops().size(); }
+
+ private:
+  ir::Module module_;
+};
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string name) {
+    func_ = module_.add_function(ir::make_function(std::move(name)));
+  }
+
+  nb::tuple add_argument(nb::handle shape, nb::handle policy, std::string name) {
+    ir::Value* v = ir::function_body(*func_).add_argument(
+        ir::Type::tensor(shape_from_python(shape), policy_argument(policy, "argument dtype")), std::move(name));
+    return describe(remember(v));
+  }
+
+  nb::list add_op(const std::string& op_name, const std::vector<std::size_t>& operands, nb::dict attrs,
+                  const std::string& file, int line, const std::string& line_text) {
+    SourceLocation loc;
+    loc.file = file;
+    loc.line = line;
+    loc.column = line > 0 ? 1 : 0;
+    loc.line_text = line_text;
+    // Point the caret at the first non-blank character of the line.
+    auto first = line_text.find_first_not_of(" \t");
+    if (first != std::string::npos) loc.column = static_cast<int>(first) + 1;
+    const ir::OpDef* def = ir::Registry::global().find(op_name);
+    if (!def) {
+      try {
+        ir::Registry::global().get(op_name);
+      } catch (const Error& e) {
+        raise(e.code(), e.message(), loc);
+      }
+    }
+    ir::AttrMap converted;
+    try {
+      converted = attrs_from_python(*def, attrs);
+    } catch (const Error& e) {
+      raise(e.code(), e.message(), loc);
+    }
+    std::vector<ir::Value*> values;
+    for (auto id : operands) values.push_back(value(id));
+    ir::OpBuilder b(ir::function_body(*func_));
+    ir::Operation* op = b.create(*def, std::move(values), std::move(converted), loc);
+    nb::list out;
+    for (ir::Value* r : op->results()) out.append(describe(remember(r)));
+    return out;
+  }
+
+  // A constant holding `tensor`'s values exactly.
+  nb::tuple add_constant(const Tensor& tensor, const std::string& file, int line) {
+    auto values = tensor.to_values();
+    SourceLocation loc;
+    loc.file = file;
+    loc.line = line;
+    loc.column = line > 0 ? 1 : 0;
+    ir::OpBuilder b(ir::function_body(*func_));
+    ir::Operation* op = b.create("graph.constant", {},
+                                 ir::AttrMap{{"value", std::vector<double>(values.begin(), values.end())},
+                                             {"shape", ir::fixed_shape(tensor.shape())},
+                                             {"policy", tensor.policy()}},
+                                 loc);
+    return describe(remember(op->result(0)));
+  }
+
+  GraphFunction finish(const std::vector<std::size_t>& results) {
+    std::vector<ir::Value*> values;
+    for (auto id : results) values.push_back(value(id));
+    ir::OpBuilder b(ir::function_body(*func_));
+    b.create("return", std::move(values));
+    ir::verify(module_);
+    return GraphFunction(std::move(module_));
+  }
+
+ private:
+  std::size_t remember(ir::Value* v) {
+    values_.push_back(v);
+    return values_.size() - 1;
+  }
+  ir::Value* value(std::size_t id) const {
+    if (id >= values_.size()) raise(ErrorCode::Internal, "unknown traced value id");
+    return values_[id];
+  }
+  nb::tuple describe(std::size_t id) const {
+    const ir::Type& t = values_[id]->type();
+    return nb::make_tuple(id, shape_to_python(t.shape), t.policy);
+  }
+
+  ir::Module module_;
+  ir::Operation* func_;
+  std::vector<ir::Value*> values_;
+};
+
+}  // namespace
+
+void bind_graph(nb::module_& m) {
+  nb::class_<GraphFunction>(m, "GraphFunction", "A traced Graph IR function.")
+      .def("text", &GraphFunction::text, nb::arg("generic") = false)
+      .def("verify", &GraphFunction::verify)
+      .def("run_passes", &GraphFunction::run_passes, nb::arg("names"))
+      .def("execute", &GraphFunction::execute, nb::arg("args"))
+      .def_prop_ro("num_ops", &GraphFunction::num_ops);
+  nb::class_<GraphBuilder>(m, "GraphBuilder", "Records a Graph IR function while tracing.")
+      .def(nb::init<std::string>(), nb::arg("name"))
+      .def("add_argument", &GraphBuilder::add_argument, nb::arg("shape"), nb::arg("policy"), nb::arg("name"))
+      .def("add_op", &GraphBuilder::add_op, nb::arg("op_name"), nb::arg("operands"), nb::arg("attrs"),
+           nb::arg("file") = "", nb::arg("line") = 0, nb::arg("line_text") = "")
+      .def("add_constant", &GraphBuilder::add_constant, nb::arg("tensor"), nb::arg("file") = "", nb::arg("line") = 0)
+      .def("finish", &GraphBuilder::finish, nb::arg("results"));
+  m.def("parse_ir", [](const std::string& text, const std::string& file) {
+    return ir::print_module(ir::parse_module(text, file));
+  });
+  m.def("op_names", [] {
+    std::vector<std::string> names;
+    for (const ir::OpDef* d : ir::Registry::global().all()) names.push_back(d->name);
+    return names;
+  });
+  m.def("op_effect", [](const std::string& name) {
+    return std::string(ir::effect_name(ir::Registry::global().get(name).effect));
+  });
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,197 @@
+// Python surface of host tensors and eager op execution.
+//
+// tessera._C.Tensor wraps tessera::Tensor. Arrays whose numpy dtype is the
+// tensor's storage (float64/32/16, integers, bool) are adopted without a
+// copy and handed back to numpy as views of the same memory; other formats
+// are encoded from float64 and decoded to float32 on the way out.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "tensor_args.h"
+#include "tessera/graph/executor.h"
+#include "tessera/ir/dialect.h"
+#include "tessera/support/error.h"
+
+namespace nb = nanobind;
+
+namespace tessera::python {
+
+std::optional<nb::dlpack::dtype> native_dtype(DType d) {
+  switch (d) {
+    case DType::fp64: return nb::dtype<double>();
+    case DType::fp32: return nb::dtype<float>();
+    case DType::fp16: return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::int8: return nb::dtype<std::int8_t>();
+    case DType::int16: return nb::dtype<std::int16_t>();
+    case DType::int32: return nb::dtype<std::int32_t>();
+    case DType::int64: return nb::dtype<std::int64_t>();
+    case DType::uint8: return nb::dtype<std::uint8_t>();
+    case DType::bool_: return nb::dtype<bool>();
+    default: return std::nullopt;
+  }
+}
+
+ir::AttrMap attrs_from_python(const ir::OpDef& def, nb::dict attrs) {
+  ir::AttrMap out;
+  for (auto [key, value] : attrs) {
+    std::string name = nb::cast<std::string>(key);
+    const ir::AttrSpec* spec = def.find_attr(name);
+    ir::AttrKind kind;
+    if (spec) {
+      kind = spec->kind;
+    } else if (nb::isinstance<nb::bool_>(value)) {
+      kind = ir::AttrKind::boolean;  // unknown names still convert so complete_attrs names them
+    } else {
+      kind = ir::AttrKind::string;
+      out.set(name, std::string("?"));
+      continue;
+    }
+    std::string what = "'" + def.name + "' attribute '" + name + "'";
+    try {
+      switch (kind) {
+        case ir::AttrKind::boolean: out.set(name, nb::cast<bool>(value)); break;
+        case ir::AttrKind::integer: out.set(name, nb::cast<std::int64_t>(value)); break;
+        case ir::AttrKind::real: out.set(name, nb::cast<double>(value)); break;
+        case ir::AttrKind::string: out.set(name, nb::cast<std::string>(value)); break;
+        case ir::AttrKind::int_list: out.set(name, nb::cast<std::vector<std::int64_t>>(value)); break;
+        case ir::AttrKind::real_list: out.set(name, nb::cast<std::vector<double>>(value)); break;
+        case ir::AttrKind::policy: out.set(name, policy_argument(value, what.c_str())); break;
+        case ir::AttrKind::shape: {
+          ir::Shape shape;
+          for (nb::handle d : nb::cast<nb::sequence>(value)) {
+            if (nb::isinstance<nb::str>(d)) {
+              shape.push_back(ir::Dim::named(nb::cast<std::string>(d)));
+            } else {
+              shape.push_back(ir::Dim::fixed(nb::cast<std::int64_t>(d)));
+            }
+          }
+          out.set(name, std::move(shape));
+          break;
+        }
+      }
+    } catch (const nb::cast_error&) {
+      raise(ErrorCode::ArgumentInvalid, what + " must be a " + std::string(ir::attr_kind_name(kind)) + ", got " +
+                                            nb::cast<std::string>(nb::repr(value)));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+using AnyArray = nb::ndarray<nb::device::cpu>;
+using Float64Array = nb::ndarray<double, nb::c_contig, nb::device::cpu>;
+
+std::vector<std::int64_t> shape_of(const AnyArray& a) {
+  std::vector<std::int64_t> shape(a.ndim());
+  for (std::size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<std::int64_t>(a.shape(i));
+  return shape;
+}
+
+Tensor wrap_array(const AnyArray& array, nb::handle policy_spec) {
+  NumericsPolicy policy = policy_argument(policy_spec, "tensor dtype");
+  auto native = native_dtype(policy.storage);
+  if (!native || array.dtype() != *native) {
+    raise(ErrorCode::DtypeUnsupported, "cannot adopt an array of this numpy dtype as " + print_policy(policy));
+  }
+  std::vector<std::int64_t> strides(array.ndim());
+  for (std::size_t i = 0; i < array.ndim(); ++i) strides[i] = array.stride(i);
+  std::shared_ptr<void> owner(new AnyArray(array), [](void* p) {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<AnyArray*>(p);
+  });
+  return Tensor::wrap(array.data(), shape_of(array), std::move(strides), policy, std::move(owner));
+}
+
+Tensor from_float64(const Float64Array& values, nb::handle policy_spec, std::uint64_t seed) {
+  NumericsPolicy policy = policy_argument(policy_spec, "tensor dtype");
+  std::vector<std::int64_t> shape(values.ndim());
+  for (std::size_t i = 0; i < values.ndim(); ++i) shape[i] = static_cast<std::int64_t>(values.shape(i));
+  return Tensor::from_values(std::span<const double>(values.data(), values.size()), std::move(shape), policy, seed);
+}
+
+nb::object to_numpy(const Tensor& t) {
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  if (auto native = native_dtype(t.dtype())) {
+    // A view: the capsule keeps a Tensor (and so its storage) alive.
+    auto* keep = new Tensor(t);
+    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+    nb::ndarray<nb::numpy> view(t.data(), shape.size(), shape.data(), owner, t.strides().data(), *native);
+    return nb::cast(view);
+  }
+  auto values = t.to_values();
+  nb::dlpack::dtype out_type = t.dtype() == DType::int4 ? nb::dtype<std::int8_t>() : nb::dtype<float>();
+  std::size_t bytes = out_type.bits / 8;
+  auto* buf = new std::byte[std::max<std::size_t>(values.size() * bytes, 1)];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (bytes == 1) {
+      reinterpret_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(values[i]);
+    } else {
+      reinterpret_cast<float*>(buf)[i] = static_cast<float>(values[i]);
+    }
+  }
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+  nb::ndarray<nb::numpy> arr(buf, shape.size(), shape.data(), owner, nullptr, out_type);
+  return nb::cast(arr);
+}
+
+nb::object codes_to_numpy(const Tensor& t) {
+  auto codes = t.codes();
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  int bytes = storage_bytes(t.dtype());
+  auto* buf = new std::byte[std::max<std::size_t>(codes.size() * static_cast<std::size_t>(bytes), 1)];
+  for (std::size_t i = 0; i < codes.size(); ++i) std::memcpy(buf + i * bytes, &codes[i], static_cast<std::size_t>(bytes));
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+  nb::dlpack::dtype type{static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt), static_cast<std::uint8_t>(bytes * 8),
+                         1};
+  nb::ndarray<nb::numpy> arr(buf, shape.size(), shape.data(), owner, nullptr, type);
+  return nb::cast(arr);
+}
+
+nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inputs, nb::dict attrs) {
+  const ir::OpDef& def = ir::Registry::global().get(name);
+  auto results = graph::execute_op(name, inputs, attrs_from_python(def, attrs));
+  if (results.size() == 1) return nb::cast(std::move(results[0]));
+  return nb::cast(nb::tuple(nb::cast(results)));
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Tensor>(m, "Tensor", "A host tensor: shape, strides, numerics policy, device and storage.")
+      .def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.shape())); })
+      .def_prop_ro("strides", [](const Tensor& t) { return nb::tuple(nb::cast(t.strides())); })
+      .def_prop_ro("policy", [](const Tensor& t) { return t.policy(); })
+      .def_prop_ro("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
+      .def_prop_ro("device", [](const Tensor& t) { return t.device(); })
+      .def_prop_ro("ndim", [](const Tensor& t) { return t.rank(); })
+      .def_prop_ro("size", [](const Tensor& t) { return t.numel(); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("numpy", &to_numpy, "The values as a numpy array (a view for numpy-native dtypes).")
+      .def("codes", &codes_to_numpy, "Each element's encoding, row-major, as unsigned integers.")
+      .def("contiguous", &Tensor::contiguous)
+      .def("to", &Tensor::to, nb::arg("device"))
+      .def("_describe", [](const Tensor& t) { return describe(t); });
+  m.def("_wrap_array", &wrap_array, nb::arg("array"), nb::arg("policy"));
+  m.def("_tensor_from_float64", &from_float64, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
+  m.def("_tensor_from_codes", [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape,
+                                 nb::handle policy) {
+    return Tensor::from_codes(codes, shape, policy_argument(policy, "policy"));
+  });
+  m.def("_native_numpy_dtype", [](nb::handle spec) -> nb::object {
+    auto native = native_dtype(policy_argument(spec, "dtype").storage);
+    if (!native) return nb::none();
+    switch (native->code) {
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float): return nb::str(("float" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int): return nb::str(("int" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt): return nb::str(("uint" + std::to_string(native->bits)).c_str());
+      default: return nb::str("bool");
+    }
+  });
+  m.def("execute_op", &execute_op_py, nb::arg("name"), nb::arg("inputs"), nb::arg("attrs"),
+        "Runs one Graph IR op eagerly on the reference executor.");
+}
+
+}  // namespace tessera::python

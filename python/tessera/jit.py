@@ -1,0 +1,302 @@
+"""``@tessera.jit``: trace a Python function into Graph IR and run it.
+
+The first call with a new input signature (shapes, policies, static
+arguments) runs the Python body with tracers, recording Graph IR; Python
+control flow unrolls as it runs. The recorded function is verified,
+canonicalized (canonicalize, cse, dce: rewrites that keep results bitwise
+identical) and cached; later calls with the same signature execute the
+cached graph on the reference executor without tracing again.
+
+Parameters annotated ``tessera.Tensor["B", "D", fp8_e4m3 @ accum(fp32)]``
+take tensors of that policy whose dims are bound by name: the same symbol
+must have the same size in every argument (ShapeError naming the argument,
+the dim and both sizes otherwise). numpy arrays passed for annotated
+parameters are converted to the annotated policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from tessera import _C
+from tessera._trace import TraceContext, Tracer, active, _user_frame
+from tessera.errors import ArgumentError, CompileError, DtypeError, ShapeError
+
+CANONICAL_PIPELINE = ("canonicalize", "cse", "dce")
+_LEVELS = ("graph", "schedule", "tile", "target")
+
+
+def _looks_like_policy(item):
+    if isinstance(item, (_C.DType, _C.Policy)):
+        return True
+    if isinstance(item, str):
+        try:
+            _C.dtype(item)
+            return True
+        except Exception:
+            return False
+    return False
+
+
+class TensorSpec:
+    """The annotation ``tessera.Tensor[dims..., policy]``."""
+
+    def __init__(self, dims, policy):
+        self.dims = tuple(dims)
+        self.policy = policy
+
+    @classmethod
+    def from_subscript(cls, spec):
+        items = spec if isinstance(spec, tuple) else (spec,)
+        policy = None
+        if items and _looks_like_policy(items[-1]):
+            policy = _C.dtype(items[-1]) if isinstance(items[-1], str) else items[-1]
+            items = items[:-1]
+        for d in items:
+            if not (isinstance(d, str) and d.isidentifier()) and not (isinstance(d, int) and d >= 0):
+                raise ShapeError(f"tessera.Tensor[...] dims must be symbol names or sizes, got {d!r}")
+        if policy is not None and isinstance(policy, _C.DType):
+            policy = _C.Policy(policy)
+        return cls(items, policy)
+
+    def __repr__(self):
+        parts = [repr(d) for d in self.dims] + ([f'"{self.policy}"'] if self.policy is not None else [])
+        return f"tessera.Tensor[{', '.join(parts)}]"
+
+
+class Divisible:
+    """``tessera.constraint.Divisible("K", 64)``: dim K must be a multiple of 64."""
+
+    def __init__(self, dim: str, divisor: int):
+        if not isinstance(divisor, int) or divisor <= 0:
+            raise ArgumentError(f"Divisible: divisor must be a positive int, got {divisor!r}")
+        self.dim = dim
+        self.divisor = divisor
+
+    def check(self, bindings, where):
+        if self.dim not in bindings:
+            raise ShapeError(f"constraint {self!r} names dim '{self.dim}', which no annotated parameter binds "
+                             f"(bound: {', '.join(sorted(bindings)) or 'none'})", code="TE2003", **where)
+        size = bindings[self.dim]
+        if size % self.divisor:
+            raise ShapeError(f"constraint {self!r} does not hold: {self.dim} = {size} is not a multiple of "
+                             f"{self.divisor}", code="TE2003", **where)
+
+    def __repr__(self):
+        return f"Divisible({self.dim!r}, {self.divisor})"
+
+
+class constraint:  # noqa: N801 (namespace spelled as in the specification)
+    Divisible = Divisible
+
+
+def require(*constraints):
+    """Checks shape constraints while a @jit function is traced (once per signature)."""
+    ctx = active()
+    file, line, _ = _user_frame()
+    where = {"file": file, "line": line, "col": 1}
+    if ctx is None:
+        raise CompileError("tessera.require is checked while tracing: call it inside a @tessera.jit function",
+                           **where)
+    for c in constraints:
+        if not hasattr(c, "check"):
+            raise ArgumentError(f"tessera.require takes constraints (tessera.constraint.Divisible(...)), got {c!r}")
+        c.check(ctx.bindings, where)
+
+
+def _flatten(out):
+    """Output structure -> (leaves, rebuild)."""
+    if isinstance(out, (tuple, list)):
+        parts = [_flatten(o) for o in out]
+        leaves = [leaf for p in parts for leaf in p[0]]
+
+        def rebuild(values, parts=parts, kind=type(out)):
+            items, i = [], 0
+            for p in parts:
+                n = len(p[0])
+                items.append(p[1](values[i:i + n]))
+                i += n
+            return kind(items)
+        return leaves, rebuild
+    if isinstance(out, dict):
+        keys = list(out)
+        leaves, rebuild_list = _flatten([out[k] for k in keys])
+        return leaves, lambda values: dict(zip(keys, rebuild_list(values)))
+    return [out], lambda values: values[0]
+
+
+class _Traced:
+    def __init__(self, graph, raw_text, rebuild, tensor_positions):
+        self.graph = graph
+        self.raw_text = raw_text
+        self.rebuild = rebuild
+        self.tensor_positions = tensor_positions
+
+
+class JitFunction:
+    def __init__(self, fn, *, capture_graph=False, deterministic=True, target="cpu", static_argnames=()):
+        if target not in ("cpu", "cuda"):
+            raise ArgumentError(f"@tessera.jit target must be 'cpu' or 'cuda', got {target!r}")
+        if target == "cuda":
+            raise CompileError("@tessera.jit(target='cuda') is not built yet: jit functions run on the CPU "
+                               "reference executor until the CUDA backend lands")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.options = {"capture_graph": capture_graph, "deterministic": deterministic, "target": target}
+        self.static_argnames = set(static_argnames)
+        self.signature = inspect.signature(fn)
+        hints = getattr(fn, "__annotations__", {})
+        self.specs = {name: hints[name] for name in self.signature.parameters
+                      if isinstance(hints.get(name), TensorSpec)}
+        self._cache = {}
+        self._last = None
+        self.trace_count = 0
+
+    # -- call path -------------------------------------------------------
+    def _classify(self, args, kwargs):
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        tensors, statics, bindings = {}, {}, {}
+        for name, value in bound.arguments.items():
+            spec = self.specs.get(name)
+            if name in self.static_argnames:
+                statics[name] = value
+                continue
+            if spec is not None:
+                tensors[name] = self._convert_annotated(name, value, spec, bindings)
+            elif isinstance(value, _C.Tensor):
+                tensors[name] = value
+            elif isinstance(value, np.ndarray):
+                from tessera._tensor import tensor
+                tensors[name] = tensor(value)
+            else:
+                statics[name] = value
+        return bound, tensors, statics, bindings
+
+    def _convert_annotated(self, name, value, spec, bindings):
+        from tessera._tensor import tensor
+        if isinstance(value, Tracer):
+            raise CompileError("calling a @tessera.jit function on traced values is not supported yet")
+        if not isinstance(value, _C.Tensor):
+            value = tensor(value, dtype=spec.policy) if spec.policy is not None else tensor(value)
+        elif spec.policy is not None and value.policy != spec.policy:
+            raise DtypeError(f"argument '{name}' of {self.__name__}() has policy '{value.policy}', the "
+                             f"annotation asks for '{spec.policy}'; convert it with tessera.ops.cast")
+        shape = value.shape
+        if len(shape) != len(spec.dims):
+            raise ShapeError(f"argument '{name}' of {self.__name__}() has rank {len(shape)} (shape {shape}), "
+                             f"the annotation {spec!r} has rank {len(spec.dims)}")
+        for axis, (dim, size) in enumerate(zip(spec.dims, shape)):
+            if isinstance(dim, int):
+                if dim != size:
+                    raise ShapeError(f"argument '{name}' of {self.__name__}(): dim {axis} is {size}, the "
+                                     f"annotation says {dim}")
+            elif dim in bindings and bindings[dim][0] != size:
+                size0, arg0 = bindings[dim]
+                raise ShapeError(f"argument '{name}' of {self.__name__}(): dim '{dim}' (axis {axis}) is {size}, "
+                                 f"but argument '{arg0}' bound '{dim}' to {size0}", code="TE2002")
+            else:
+                bindings.setdefault(dim, (size, name))
+        return value
+
+    @staticmethod
+    def _static_key(value):
+        try:
+            hash(value)
+            return (type(value).__name__, value)
+        except TypeError:
+            raise ArgumentError(f"static argument {value!r} is not hashable; jit caches per static value")
+
+    def __call__(self, *args, **kwargs):
+        bound, tensors, statics, bindings = self._classify(args, kwargs)
+        key = (tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()),
+               tuple((n, self._static_key(v)) for n, v in statics.items()))
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._trace(bound, tensors, {d: s for d, (s, _) in bindings.items()}, concrete=True)
+            self._cache[key] = entry
+        self._last = entry
+        results = entry.graph.execute([tensors[n] for n in entry.tensor_positions])
+        return entry.rebuild(results)
+
+    # -- tracing -----------------------------------------------------------
+    def _trace(self, bound, tensors, bindings, concrete):
+        with TraceContext(self.__name__) as ctx:
+            ctx.bindings = dict(bindings)
+            call_args = dict(bound.arguments)
+            for name, value in tensors.items():
+                spec = self.specs.get(name)
+                dims = spec.dims if spec is not None else value.shape
+                if concrete and spec is None:
+                    dims = value.shape
+                call_args[name] = ctx.argument(dims, value.policy, name)
+            call = inspect.BoundArguments(self.signature, call_args)
+            out = self.fn(*call.args, **call.kwargs)
+            leaves, rebuild = _flatten(out)
+            ids = []
+            for leaf in leaves:
+                if isinstance(leaf, Tracer):
+                    ids.append(leaf._id)
+                else:
+                    ids.append(ctx.record("graph.cast", [leaf], {"policy": _leaf_policy(leaf)}, None)._id)
+            graph = ctx.builder.finish(ids)
+        raw = graph.text()
+        graph.run_passes(list(CANONICAL_PIPELINE))
+        self.trace_count += 1
+        return _Traced(graph, raw, rebuild, list(tensors))
+
+    def _trace_from_annotations(self):
+        missing = [n for n in self.signature.parameters if n not in self.specs]
+        if missing or any(s.policy is None for s in self.specs.values()):
+            raise CompileError(f"{self.__name__} has not been traced yet and its parameters are not all "
+                               f"annotated with tessera.Tensor[dims..., policy]; call it once first")
+        bound = self.signature.bind_partial()
+        placeholders = {n: _Placeholder(s) for n, s in self.specs.items()}
+        return self._trace(bound, placeholders, {}, concrete=False)
+
+    # -- inspection --------------------------------------------------------
+    @property
+    def graph_ir(self) -> str:
+        return self.inspect_ir("graph")
+
+    def inspect_ir(self, level: str = "graph", *, optimized: bool = True) -> str:
+        if level not in _LEVELS:
+            raise ArgumentError(f"inspect_ir: level must be one of {', '.join(_LEVELS)}, got {level!r}")
+        if level != "graph":
+            raise CompileError(f"inspect_ir('{level}'): the {level} level is not built yet; @jit functions "
+                               "currently stop at Graph IR and run on the reference executor")
+        entry = self._last or self._trace_from_annotations()
+        self._last = entry
+        return entry.graph.text() if optimized else entry.raw_text
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+
+class _Placeholder:
+    def __init__(self, spec):
+        self.shape = spec.dims
+        self.policy = spec.policy
+
+
+def _leaf_policy(leaf):
+    if isinstance(leaf, _C.Tensor):
+        return leaf.policy
+    if isinstance(leaf, bool):
+        return _C.dtype("bool")
+    if isinstance(leaf, int):
+        return _C.dtype("int64")
+    if isinstance(leaf, float):
+        return _C.dtype("fp32")
+    raise CompileError(f"a @tessera.jit function returned {type(leaf).__name__}; return tensors or numbers")
+
+
+def jit(fn=None, **options):
+    """Decorator: ``@tessera.jit`` or ``@tessera.jit(capture_graph=True, deterministic=True, target="cpu")``."""
+    if fn is None:
+        return lambda f: JitFunction(f, **options)
+    return JitFunction(fn, **options)

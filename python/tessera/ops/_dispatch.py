@@ -1,0 +1,62 @@
+"""The one entry point every op wrapper calls.
+
+Outside ``@tessera.jit`` an op runs at once on the reference executor
+(eager mode). While a function is being traced, the same call records a
+Graph IR op instead and returns tracers. Python scalars become 0-d tensors
+of the first tensor operand's policy ("weak" scalars, so ``x * 2`` keeps x's
+dtype).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from tessera import _C
+from tessera import _trace
+
+
+def _scalar_policy(value, like):
+    if like is not None:
+        storage = like.storage
+        if storage.is_float:
+            return like
+        if isinstance(value, bool) and storage.name == "bool":
+            return like
+        if isinstance(value, numbers.Integral) and storage.name != "bool":
+            return like
+    if isinstance(value, bool):
+        return _C.dtype("bool")
+    if isinstance(value, numbers.Integral):
+        return _C.dtype("int64")
+    return _C.dtype("fp32")
+
+
+def _is_scalar(value):
+    return isinstance(value, (bool, numbers.Number)) and not isinstance(value, complex)
+
+
+def _first_policy(inputs):
+    for x in inputs:
+        if isinstance(x, (_C.Tensor, _trace.Tracer)):
+            return x.policy
+    return None
+
+
+def dispatch(op_name: str, inputs: list, attrs: dict):
+    like = _first_policy(inputs)
+    ctx = _trace.active()
+    if ctx is not None:
+        return ctx.record(op_name, inputs, attrs, like)
+    tensors = []
+    for x in inputs:
+        if isinstance(x, _C.Tensor):
+            tensors.append(x)
+        elif _is_scalar(x):
+            from tessera._tensor import tensor
+            tensors.append(tensor(x, dtype=_scalar_policy(x, like)))
+        elif isinstance(x, _trace.Tracer):
+            raise _trace.leaked_tracer_error(x)
+        else:
+            raise TypeError(f"{op_name.split('.', 1)[1]}: expected a tessera tensor or a Python number, "
+                            f"got {type(x).__name__}; convert arrays with tessera.tensor(...)")
+    return _C.execute_op(op_name, tensors, attrs)

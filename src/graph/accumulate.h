@@ -1,0 +1,65 @@
+// Correctly rounded accumulation steps for the Graph IR reference kernels.
+//
+// Reductions, GEMM and the normalization ops accumulate sequentially and round
+// the running value to the accumulation type after every step. Computing
+// `acc + v` in double and then rounding to a narrower type rounds twice, and
+// the two roundings can disagree with one correct rounding when the double
+// lands exactly on a midpoint of the narrow grid. These helpers carry the
+// error of the double operation along (TwoSum, FMA residual) and use it to
+// break such ties, so each step equals the exact result rounded once to the
+// accumulation type, as a fused add or multiply-add in that type would give.
+// That is exact for operands of 32 bits or fewer; fp64 operands accumulated in
+// a narrower type (an unusual policy) are handled to about 106 bits.
+#pragma once
+
+#include <cmath>
+
+#include "graph/kernel_support.h"
+
+namespace tessera::graph {
+
+// The exact value hi + lo (|lo| at most half an ulp of hi, as TwoSum gives)
+// rounded once to `dtype` with ties to even.
+inline double round_exact(double hi, double lo, DType dtype) {
+  const double r = round_to(hi, dtype);
+  if (dtype == DType::fp64 || lo == 0.0 || r == hi || !std::isfinite(r) || !is_float(dtype)) return r;
+  // hi is a midpoint of the narrow grid exactly when the reflection of r
+  // through hi is the neighbouring grid point; then lo decides the direction.
+  const double other = 2.0 * hi - r;
+  if (!std::isfinite(other) || other == r || round_to(other, dtype) != other || (other + r) / 2.0 != hi) return r;
+  return (lo > 0.0) == (other > r) ? other : r;
+}
+
+// acc + v rounded once to `dtype`.
+inline double add_rounded(double acc, double v, DType dtype) {
+  const double s = acc + v;
+  if (dtype == DType::fp64 || !std::isfinite(s)) return round_to(s, dtype);
+  const double bv = s - acc;  // TwoSum: s + e == acc + v exactly
+  const double e = (acc - (s - bv)) + (v - bv);
+  return round_exact(s, e, dtype);
+}
+
+// acc + a * b rounded once to `dtype` (a fused multiply-add in that type).
+inline double fma_rounded(double acc, double a, double b, DType dtype) {
+  if (dtype == DType::fp64) return std::fma(a, b, acc);
+  const double p = a * b;
+  const double s = acc + p;
+  if (!std::isfinite(s)) return round_to(s, dtype);
+  const double pe = std::fma(a, b, -p);  // zero when a*b is exact (operands of <= 26 bits)
+  const double bp = s - acc;
+  const double e = (acc - (s - bp)) + (p - bp);
+  if (pe == 0.0) return round_exact(s, e, dtype);
+  // Renormalize so the residual is below half an ulp of the head again.
+  const double t = e + pe;
+  const double hi = s + t;
+  const double bt = hi - s;
+  const double lo = (s - (hi - bt)) + (t - bt);
+  return round_exact(hi, lo, dtype);
+}
+
+// x * 2^e rounded to `dtype` (exact unless it leaves the normal range).
+inline double scale_rounded(double x, int e, DType dtype) {
+  return round_to(std::ldexp(x, e), dtype);
+}
+
+}  // namespace tessera::graph

@@ -1,0 +1,14 @@
+// Registers the Graph IR passes with the pass manager by name.
+#include "graph/passes/graph_passes.h"
+#include "graph/passes/pass_support.h"
+
+namespace tessera::graph {
+
+void register_graph_passes() {
+  ir::register_pass(make_dce_pass());
+  ir::register_pass(make_cse_pass());
+  ir::register_pass(make_constant_fold_pass());
+  ir::register_pass(make_canonicalize_pass());
+}
+
+}  // namespace tessera::graph

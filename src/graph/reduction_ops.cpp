@@ -1,0 +1,221 @@
+// Graph IR reductions: graph.sum, graph.mean, graph.max, graph.min, graph.argmax.
+//
+// sum/mean/max/min reduce over `axes` (empty: every axis; negative axes count
+// from the end) and drop the reduced dims unless `keepdims`. argmax reduces one
+// `axis` and returns int64 indices.
+//
+// Fixed order: for each output element (row-major over the kept dims), the
+// reduced elements are visited in row-major order of the reduced axes and the
+// running sum is rounded once to the accumulation type after every add
+// (accumulate.h), so results are reproducible bit for bit. mean is that sum
+// divided by the count, rounded to the accumulation type.
+//
+// Result policies:
+// - floats: sum, mean, max and min keep the operand's policy.
+// - integers (and bool): sum is computed exactly and stored in the
+//   accumulation type (int32 for int4/int8/int16/int32/uint8/bool by default,
+//   int64 for int64), with that type's default policy, so small integer types
+//   do not wrap. A running sum beyond 2^53 in magnitude (no longer exact in the
+//   reference) or a total outside the result type's range is an ArgumentError
+//   (cast to int64 or a float first); nothing saturates silently. mean of an
+//   integer tensor is a DtypeError: cast to a float first. max/min keep the
+//   operand's policy.
+// - argmax: int64; the first index of the maximum; NaN counts as larger than
+//   everything, so the first NaN wins.
+//
+// Empty reductions: sum over an axis of size 0 is 0; mean, max, min and argmax
+// over an empty axis are a ShapeError naming the op and the axis.
+#include <cmath>
+#include <limits>
+
+#include "graph/accumulate.h"
+#include "graph/kernel_support.h"
+#include "graph/op_families.h"
+#include "graph/shape_rules.h"
+#include "tessera/graph/promotion.h"
+#include "tessera/support/error.h"
+
+namespace tessera::graph {
+
+namespace {
+
+using ir::AttrMap;
+using ir::KernelCall;
+using ir::OpDef;
+
+enum class Kind { sum, mean, max, min };
+
+bool is_integer_like(DType d) {
+  return !is_float(d);
+}
+
+// Shape after reducing `axes` (sorted, normalized).
+Shape reduced_shape(const Shape& in, const std::vector<std::int64_t>& axes, bool keepdims) {
+  Shape out;
+  std::size_t next = 0;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (next < axes.size() && axes[next] == static_cast<std::int64_t>(d)) {
+      ++next;
+      if (keepdims) out.push_back(Dim::fixed(1));
+    } else {
+      out.push_back(in[d]);
+    }
+  }
+  return out;
+}
+
+// A reduction without identity over an axis that may be empty: reject it at
+// inference when the size is known, else when the kernel runs.
+void reject_empty(const std::string& op, const Shape& shape, const std::vector<std::int64_t>& axes) {
+  for (auto a : axes) {
+    if (shape[static_cast<std::size_t>(a)].is_fixed(0)) {
+      raise(ErrorCode::ShapeMismatch, op + " over axis " + std::to_string(a) + " of size 0 (shape " + shape_str(shape) +
+                                          ") has no result: the reduction is empty");
+    }
+  }
+}
+
+void reject_empty(const std::string& op, const std::vector<std::int64_t>& sizes,
+                  const std::vector<std::int64_t>& axes) {
+  reject_empty(op, ir::fixed_shape(sizes), axes);
+}
+
+NumericsPolicy sum_policy(const NumericsPolicy& in) {
+  if (is_float(in.storage)) return in;
+  return default_policy(in.accum);
+}
+
+// The reduced integer sum must be exact and fit the result storage.
+double check_integer_sum(double acc, DType out, const std::string& op) {
+  if (!is_float(out)) {
+    const int bits = bit_width(out);
+    const bool is_signed = info(out).is_signed;
+    const double lo = is_signed ? -std::ldexp(1.0, bits - 1) : 0.0;
+    const double hi = std::ldexp(1.0, is_signed ? bits - 1 : bits);
+    if (acc < lo || acc >= hi) {
+      raise(ErrorCode::ArgumentInvalid, op + " result " + std::to_string(static_cast<long long>(acc)) +
+                                            " overflows its " + std::string(name(out)) +
+                                            " result; cast the operand to int64 or a float first");
+    }
+  }
+  return acc;
+}
+
+void add_reduction(ir::Registry& r, Kind kind, std::string name, std::string summary) {
+  std::string op_name = "graph." + name;
+  r.add(OpDef{
+      .name = op_name,
+      .summary = std::move(summary),
+      .operands = {"x"},
+      .attrs = {ints_attr("axes", std::vector<std::int64_t>{}), bool_attr("keepdims", false)},
+      .infer =
+          [op_name, kind](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const ir::Type& x = in[0];
+            if (x.dtype() == DType::e8m0) promote_dtypes(DType::e8m0, DType::e8m0);  // a scale format: DtypeError
+            auto axes = normalize_axes(attrs.get_ints("axes"), x.rank());
+            NumericsPolicy p = x.policy;
+            if (kind == Kind::mean && !is_float(x.dtype())) {
+              raise(ErrorCode::DtypeUnsupported, op_name + " needs a floating-point operand, got " +
+                                                     std::string(tessera::name(x.dtype())) +
+                                                     "; cast it to a float first (graph.cast / tessera.ops.cast)");
+            }
+            if (kind == Kind::sum) p = sum_policy(x.policy);
+            if (kind != Kind::sum) reject_empty(op_name, x.shape, axes);
+            return std::vector<ir::Type>{ir::Type::tensor(reduced_shape(x.shape, axes, attrs.get_bool("keepdims")), p)};
+          },
+      .reference =
+          [op_name, kind](const KernelCall& call) {
+            const Tensor& x = call.inputs[0];
+            const ir::Type& out = call.result_types[0];
+            auto axes = normalize_axes(call.attrs.get_ints("axes"), x.rank());
+            if (kind != Kind::sum) reject_empty(op_name, x.shape(), axes);
+            auto values = x.to_values();
+            auto layout = reduction_layout(x.shape(), axes);
+            const DType accum = x.policy().accum;
+            const bool integer = is_integer_like(x.dtype());
+            const double limit = std::ldexp(1.0, 53);
+            std::vector<double> result(static_cast<std::size_t>(layout.outer));
+            for (std::int64_t o = 0; o < layout.outer; ++o) {
+              const std::int64_t* offs = layout.offsets.data() + o * layout.inner;
+              double acc = 0.0;
+              if (kind == Kind::sum || kind == Kind::mean) {
+                for (std::int64_t i = 0; i < layout.inner; ++i) {
+                  double v = values[static_cast<std::size_t>(offs[i])];
+                  if (integer) {
+                    acc += v;  // exact while |acc| <= 2^53
+                    if (std::fabs(acc) > limit) {
+                      raise(ErrorCode::ArgumentInvalid,
+                            op_name +
+                                " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the "
+                                "operand to a float first");
+                    }
+                  } else {
+                    acc = add_rounded(acc, v, accum);
+                  }
+                }
+                if (integer) acc = check_integer_sum(acc, out.dtype(), op_name);
+                if (kind == Kind::mean) acc = round_to(acc / static_cast<double>(layout.inner), accum);
+              } else {
+                acc = values[static_cast<std::size_t>(offs[0])];
+                for (std::int64_t i = 1; i < layout.inner && !std::isnan(acc); ++i) {
+                  double v = values[static_cast<std::size_t>(offs[i])];
+                  if (std::isnan(v) || (kind == Kind::max ? v > acc : v < acc)) acc = v;
+                }
+              }
+              result[static_cast<std::size_t>(o)] = acc;
+            }
+            return std::vector<Tensor>{make_result(result, out)};
+          },
+  });
+}
+
+void add_argmax(ir::Registry& r) {
+  std::string op_name = "graph.argmax";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "Index (int64) of the first maximum along `axis`; NaN counts as the maximum.",
+      .operands = {"x"},
+      .attrs = {int_attr("axis", -1), bool_attr("keepdims", false)},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const ir::Type& x = in[0];
+            if (x.dtype() == DType::e8m0) promote_dtypes(DType::e8m0, DType::e8m0);
+            std::vector<std::int64_t> axes{normalize_axis(attrs.get_int("axis"), x.rank())};
+            reject_empty(op_name, x.shape, axes);
+            return std::vector<ir::Type>{ir::Type::tensor(reduced_shape(x.shape, axes, attrs.get_bool("keepdims")),
+                                                          default_policy(DType::int64))};
+          },
+      .reference =
+          [op_name](const KernelCall& call) {
+            const Tensor& x = call.inputs[0];
+            std::vector<std::int64_t> axes{normalize_axis(call.attrs.get_int("axis"), x.rank())};
+            reject_empty(op_name, x.shape(), axes);
+            auto values = x.to_values();
+            auto layout = reduction_layout(x.shape(), axes);
+            std::vector<double> result(static_cast<std::size_t>(layout.outer));
+            for (std::int64_t o = 0; o < layout.outer; ++o) {
+              const std::int64_t* offs = layout.offsets.data() + o * layout.inner;
+              std::int64_t best = 0;
+              double best_v = values[static_cast<std::size_t>(offs[0])];
+              for (std::int64_t i = 1; i < layout.inner && !std::isnan(best_v); ++i) {
+                double v = values[static_cast<std::size_t>(offs[i])];
+                if (std::isnan(v) || v > best_v) best = i, best_v = v;
+              }
+              result[static_cast<std::size_t>(o)] = static_cast<double>(best);
+            }
+            return std::vector<Tensor>{make_result(result, call.result_types[0])};
+          },
+  });
+}
+
+}  // namespace
+
+void register_reduction_ops(ir::Registry& r) {
+  add_reduction(r, Kind::sum, "sum", "Sum over `axes` (all when empty), accumulated in a fixed sequential order.");
+  add_reduction(r, Kind::mean, "mean", "Mean over `axes` (all when empty): the fixed-order sum over the count.");
+  add_reduction(r, Kind::max, "max", "Maximum over `axes` (all when empty); NaN if any element is NaN.");
+  add_reduction(r, Kind::min, "min", "Minimum over `axes` (all when empty); NaN if any element is NaN.");
+  add_argmax(r);
+}
+
+}  // namespace tessera::graph

@@ -1,0 +1,168 @@
+// The IR printer: custom and generic text forms (tessera/ir/text.h).
+//
+// Names are assigned per function before anything is printed, so the output
+// depends only on the IR's structure: block arguments print their name hint
+// (or %arg<N>), op results are numbered %0, %1, ... in definition order with
+// one number per op (%1:2 for an op with two results, used as %1#0 / %1#1).
+#include <cctype>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tessera/ir/dialect.h"
+#include "tessera/ir/text.h"
+#include "tessera/support/error.h"
+
+namespace tessera::ir {
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$')) return false;
+  }
+  return true;
+}
+
+// A function name that is not an identifier prints quoted, like a string attribute.
+std::string symbol_text(const std::string& name) {
+  return "@" + (is_identifier(name) ? name : print_attribute(Attribute(name)));
+}
+
+class FunctionPrinter {
+ public:
+  FunctionPrinter(const Operation& func, const PrintOptions& options) : func_(func), options_(options) {}
+
+  std::string print() {
+    if (func_.name() != "func")
+      raise(ErrorCode::Internal, "print_function expects a 'func' op, got '" + std::string(func_.name()) + "'");
+    if (func_.num_regions() != 1 || func_.region(0).num_blocks() != 1) {
+      raise(ErrorCode::Compile, "function " + symbol_name() + " must have exactly one region with one block");
+    }
+    const Block& body = function_body(func_);
+    name_values(body);
+
+    std::string out = "func " + symbol_name() + "(";
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      if (i) out += ", ";
+      out += value_ref(body.argument(i)) + ": " + print_type(body.argument(i)->type());
+    }
+    out += ") -> (";
+    std::vector<Value*> results = function_results(func_);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (i) out += ", ";
+      out += results[i] ? print_type(results[i]->type()) : "<null>";
+    }
+    out += ")";
+    AttrMap extra = func_.attrs();
+    extra.erase("sym_name");
+    if (!extra.empty()) out += " attributes " + print_attr_map(extra);
+    out += " {\n";
+    for (const auto& op : body.ops()) out += "  " + print_op(*op) + "\n";
+    return out + "}\n";
+  }
+
+ private:
+  std::string symbol_name() const {
+    const Attribute* name = func_.attrs().find("sym_name");
+    if (!name || kind_of(*name) != AttrKind::string) return "@<unnamed>";
+    return symbol_text(std::get<std::string>(*name));
+  }
+
+  void name_values(const Block& body) {
+    std::unordered_set<std::string> used;
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      Value* arg = body.argument(i);
+      std::string name = arg->name();
+      // Fall back to arg<N> (then arg<N>_<k>) when the hint is unusable or taken.
+      if (!is_identifier(name) || used.count(name)) name = "arg" + std::to_string(i);
+      for (int k = 1; used.count(name); ++k) name = "arg" + std::to_string(i) + "_" + std::to_string(k);
+      used.insert(name);
+      names_[arg] = name;
+    }
+    int next = 0;
+    for (const auto& op : body.ops()) {
+      if (op->num_regions() > 0) {
+        raise(ErrorCode::Compile, "printing/parsing ops with nested regions is not supported yet (op '" +
+                                      std::string(op->name()) + "' in function " + symbol_name() + ")");
+      }
+      if (op->num_results() == 0) continue;
+      std::string base = std::to_string(next++);
+      if (op->num_results() == 1) {
+        names_[op->result(0)] = base;
+      } else {
+        for (std::size_t r = 0; r < op->num_results(); ++r) names_[op->result(r)] = base + "#" + std::to_string(r);
+      }
+      groups_[op.get()] = base;
+    }
+  }
+
+  // Values from outside this function (broken IR) still print, visibly unparsable.
+  std::string value_ref(const Value* v) const {
+    if (!v) return "%<null>";
+    auto it = names_.find(v);
+    return it == names_.end() ? "%<value from outside this function>" : "%" + it->second;
+  }
+
+  std::string results_lhs(const Operation& op) const {
+    if (op.num_results() == 0) return "";
+    std::string lhs = "%" + groups_.at(&op);
+    if (op.num_results() > 1) lhs += ":" + std::to_string(op.num_results());
+    return lhs + " = ";
+  }
+
+  std::string operand_list(const Operation& op) const {
+    std::string out;
+    for (std::size_t i = 0; i < op.num_operands(); ++i) out += (i ? ", " : "") + value_ref(op.operand(i));
+    return out;
+  }
+
+  static std::string type_list(const std::vector<Type>& types) {
+    std::string out;
+    for (std::size_t i = 0; i < types.size(); ++i) out += (i ? ", " : "") + print_type(types[i]);
+    return out;
+  }
+
+  std::string print_op(const Operation& op) const {
+    std::string out = results_lhs(op);
+    std::vector<Type> result_types;
+    for (Value* r : op.results()) result_types.push_back(r->type());
+    std::string attrs = print_attr_map(op.attrs());
+    if (options_.generic) {
+      std::string types;
+      for (std::size_t i = 0; i < op.num_operands(); ++i) {
+        types += (i ? ", " : "") + (op.operand(i) ? print_type(op.operand(i)->type()) : std::string("<null>"));
+      }
+      out += "\"" + std::string(op.name()) + "\"(" + operand_list(op) + ")";
+      if (!attrs.empty()) out += " " + attrs;
+      return out + " : (" + types + ") -> (" + type_list(result_types) + ")";
+    }
+    out += std::string(op.name());
+    if (op.num_operands() > 0) out += " " + operand_list(op);
+    if (!attrs.empty()) out += " " + attrs;
+    if (!result_types.empty()) out += " : " + type_list(result_types);
+    return out;
+  }
+
+  const Operation& func_;
+  const PrintOptions& options_;
+  std::unordered_map<const Value*, std::string> names_;
+  std::unordered_map<const Operation*, std::string> groups_;
+};
+
+}  // namespace
+
+std::string print_function(const Operation& func, const PrintOptions& options) {
+  return FunctionPrinter(func, options).print();
+}
+
+std::string print_module(const Module& module, const PrintOptions& options) {
+  std::string out;
+  for (std::size_t i = 0; i < module.functions().size(); ++i) {
+    if (i) out += "\n";
+    out += print_function(*module.functions()[i], options);
+  }
+  return out;
+}
+
+}  // namespace tessera::ir

@@ -1,0 +1,180 @@
+"""@tessera.jit: tracing, caching per signature, annotations, constraints, errors at user lines."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import ops
+
+F32 = tessera.fp32
+
+
+def test_second_call_same_signature_does_not_retrace(rng):
+    @tessera.jit
+    def f(x, y):
+        return ops.relu(x * y + 1.0)
+
+    a = tessera.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    b = tessera.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    out1 = f(a, b)
+    assert f.trace_count == 1
+    out2 = f(b, a)
+    assert f.trace_count == 1 and f.cache_size == 1
+    np.testing.assert_array_equal(out1.numpy(), out2.numpy())
+    c = tessera.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    f(c, c)
+    assert f.trace_count == 2, "a new shape must retrace"
+    f(tessera.tensor(np.ones((4, 3), np.float16)), tessera.tensor(np.ones((4, 3), np.float16)))
+    assert f.trace_count == 3, "a new dtype must retrace"
+
+
+def test_eager_and_jit_agree_bitwise(rng):
+    def body(x, w, b):
+        h = ops.matmul(x, w) + b
+        return ops.softmax_safe(ops.gelu(h), axis=-1), ops.sum(h, axis=0)
+
+    policy = tessera.bf16 @ tessera.accum(tessera.fp32)
+    x = tessera.tensor(rng.standard_normal((8, 16)), dtype=policy)
+    w = tessera.tensor(rng.standard_normal((16, 4)), dtype=policy)
+    b = tessera.tensor(rng.standard_normal((4,)), dtype=policy)
+    eager = body(x, w, b)
+    jitted = tessera.jit(body)(x, w, b)
+    for e, j in zip(eager, jitted):
+        np.testing.assert_array_equal(e.codes(), j.codes())
+
+
+def test_python_control_flow_unrolls(rng):
+    @tessera.jit
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2.0
+        return x
+
+    x = tessera.tensor(np.array([1.0, -3.0], np.float32))
+    np.testing.assert_array_equal(f(x, 3).numpy(), [8.0, -24.0])
+    assert f.graph_ir.count("graph.mul") == 3
+    np.testing.assert_array_equal(f(x, 1).numpy(), [2.0, -6.0])
+    assert f.trace_count == 2, "a new static argument must retrace"
+
+
+def test_annotations_bind_symbols_and_show_in_ir(rng):
+    @tessera.jit
+    def f(x: tessera.Tensor["B", "D", F32], w: tessera.Tensor["D", "E", F32]):
+        return ops.matmul(x, w)
+
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 2)).astype(np.float32)
+    out = f(x, w)  # numpy arrays convert to the annotated policy
+    np.testing.assert_allclose(out.numpy(), x.astype(np.float64) @ w, rtol=1e-5)
+    ir = f.graph_ir
+    assert "tensor<[B, D] fp32>" in ir and "tensor<[B, E] fp32>" in ir
+    with pytest.raises(tessera.ShapeError) as e:
+        f(x, rng.standard_normal((4, 2)).astype(np.float32))
+    msg = str(e.value)
+    assert "'w'" in msg and "'D'" in msg and "4" in msg and "5" in msg and "'x'" in msg
+
+
+def test_annotation_policy_mismatch_is_a_dtype_error():
+    @tessera.jit
+    def f(x: tessera.Tensor["N", tessera.fp8_e4m3 @ tessera.accum(tessera.fp32)]):
+        return x * 2.0
+
+    with pytest.raises(tessera.DtypeError, match="'x'.*fp32.*fp8_e4m3"):
+        f(tessera.tensor(np.ones(4, np.float32)))
+    out = f(np.array([1.0, 2.0, 3.0, 448.0]))  # numpy input is converted to the annotated policy
+    assert out.dtype == tessera.fp8_e4m3
+
+
+def test_rank_mismatch_names_argument():
+    @tessera.jit
+    def f(x: tessera.Tensor["B", "D", F32]):
+        return x
+
+    with pytest.raises(tessera.ShapeError, match="'x'.*rank 1"):
+        f(np.ones(3, np.float32))
+
+
+def test_require_divisible_checked_at_trace_time():
+    @tessera.jit
+    def f(a: tessera.Tensor["M", "K", F32]):
+        tessera.require(tessera.constraint.Divisible("K", 64))
+        return a + a
+
+    f(np.ones((2, 128), np.float32))
+    with pytest.raises(tessera.ShapeError) as e:
+        f(np.ones((2, 100), np.float32))
+    assert "K = 100" in str(e.value) and "64" in str(e.value)
+    assert e.value.code == "TE2003"
+    assert e.value.file == __file__
+
+
+def test_trace_errors_point_at_user_line():
+    @tessera.jit
+    def f(x, y):
+        z = x + 1.0
+        return ops.matmul(z, y)  # the failing line
+
+    x = tessera.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(tessera.ShapeError) as e:
+        f(x, x)
+    import inspect
+    lines, start = inspect.getsourcelines(f.fn)
+    expected_line = start + [i for i, line in enumerate(lines) if "failing line" in line][0]
+    assert e.value.file == __file__
+    assert e.value.line == expected_line
+    assert f"{__file__}:{expected_line}" in str(e.value)
+
+
+def test_inspect_ir_levels():
+    @tessera.jit
+    def f(x: tessera.Tensor["N", F32]):
+        return ops.exp(x)
+
+    text = f.inspect_ir("graph")  # traced from the annotations, no call needed
+    assert "graph.exp" in text and "func @f" in text
+    for level in ("schedule", "tile", "target"):
+        with pytest.raises(tessera.CompileError, match="not built yet"):
+            f.inspect_ir(level)
+    with pytest.raises(tessera.ArgumentError):
+        f.inspect_ir("ptx")
+
+
+def test_traced_values_cannot_be_read():
+    @tessera.jit
+    def f(x):
+        if x.sum() > 0:  # data-dependent Python control flow
+            return x
+        return -x
+
+    with pytest.raises(tessera.CompileError, match="control flow"):
+        f(tessera.tensor(np.ones(3, np.float32)))
+
+
+def test_canonicalization_runs_and_keeps_results(rng):
+    @tessera.jit
+    def f(x):
+        y = ops.transpose(ops.transpose(x))
+        return -(-y) + ops.exp(x) + ops.exp(x)
+
+    x = tessera.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+    out = f(x)
+    ir = f.graph_ir
+    assert "graph.transpose" not in ir and "graph.neg" not in ir
+    assert ir.count("graph.exp") == 1
+    raw = f.inspect_ir("graph", optimized=False)
+    assert raw.count("graph.exp") == 2
+    xv = x.numpy().astype(np.float64)
+    expected = (xv + 2 * np.exp(xv).astype(np.float32)).astype(np.float32)
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
+def test_jit_options():
+    @tessera.jit(capture_graph=True, deterministic=True)
+    def f(x):
+        return x + x
+
+    np.testing.assert_array_equal(f(tessera.tensor(np.ones(2, np.float32))).numpy(), [2.0, 2.0])
+    with pytest.raises(tessera.CompileError, match="cuda"):
+        tessera.jit(target="cuda")(lambda x: x)
+    with pytest.raises(tessera.ArgumentError):
+        tessera.jit(target="tpu")(lambda x: x)
