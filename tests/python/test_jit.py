@@ -67,7 +67,7 @@ def test_annotations_bind_symbols_and_show_in_ir(rng):
     out = f(x, w)  # numpy arrays convert to the annotated policy
     np.testing.assert_allclose(out.numpy(), x.astype(np.float64) @ w, rtol=1e-5)
     ir = f.graph_ir
-    assert "tensor<[B, D] fp32>" in ir and "tensor<[B, E] fp32>" in ir
+    assert "tensor<[B, D] fp32 @accum(fp32)>" in ir and "tensor<[B, E] fp32 @accum(fp32)>" in ir
     with pytest.raises(tessera.ShapeError) as e:
         f(x, rng.standard_normal((4, 2)).astype(np.float32))
     msg = str(e.value)
