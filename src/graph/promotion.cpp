@@ -101,9 +101,12 @@ DType wider_accum(DType a, DType b) {
 NumericsPolicy promote_policies(const NumericsPolicy& a, const NumericsPolicy& b) {
   NumericsPolicy out;
   out.storage = promote_dtypes(a.storage, b.storage);
-  out.accum = wider_accum(wider_accum(a.accum, b.accum), default_accumulation(out.storage));
   bool from_a = a.storage == out.storage;
   bool from_b = b.storage == out.storage;
+  out.accum = wider_accum(a.accum, b.accum);
+  // A storage neither operand had gets at least its own default accumulation;
+  // otherwise the operands' (possibly narrow, e.g. fp16) accumulation stands.
+  if (!from_a && !from_b) out.accum = wider_accum(out.accum, default_accumulation(out.storage));
   auto same_modifiers = [](const NumericsPolicy& x, const NumericsPolicy& y) {
     return x.rounding == y.rounding && x.overflow == y.overflow && x.loss_scale == y.loss_scale;
   };

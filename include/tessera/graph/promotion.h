@@ -8,9 +8,10 @@
 // - integers: the narrowest signed type holding both ranges (uint8 with int8
 //   gives int16); bool promotes to the other operand's type.
 // - an integer with a float gives the float.
-// - accumulation: the wider of both operands' accumulation types and the
-//   result storage's default accumulation (bf16 @accum(fp32) with fp16 gives
-//   fp32 @accum(fp32)).
+// - accumulation: the wider of both operands' accumulation types, and at
+//   least the result storage's default when the result storage is neither
+//   operand's (bf16 @accum(fp32) with fp16 gives fp32 @accum(fp32); two
+//   fp16 @accum(fp16) operands stay fp16 @accum(fp16)).
 // - rounding, overflow and loss scale come from the operand whose storage is
 //   the result's; two such operands that disagree are a DtypeError.
 // e8m0 is a scale format, not an arithmetic one: promoting it is a DtypeError.
