@@ -216,3 +216,19 @@ def test_packed_and_narrow_codes_move_exactly(rng, policy, nbits):
     q, k, v = ops.split_qkv(x)
     np.testing.assert_array_equal(k.codes(), codes[:, 2:4])
     assert str(ops.transpose(x).policy) == str(x.policy) == canonical(policy)
+
+
+def test_traced_shape_ops_match_numpy(rng):
+    @tessera.jit
+    def f(x):
+        q, k, v = ops.split_qkv(x, num_heads=2)
+        return ops.reshape(ops.transpose(q, (1, 0, 2)), (-1,)), ops.concat([k, v], axis=-1), x[:, 3:5]
+
+    x, xv = make(rng, (3, 12))
+    flat, kv, sl = f(x)
+    q = xv[:, :4].reshape(3, 2, 2)
+    np.testing.assert_array_equal(flat.numpy(), q.transpose(1, 0, 2).reshape(-1))
+    np.testing.assert_array_equal(kv.numpy(), np.concatenate([xv[:, 4:8].reshape(3, 2, 2),
+                                                             xv[:, 8:].reshape(3, 2, 2)], axis=-1))
+    np.testing.assert_array_equal(sl.numpy(), xv[:, 3:5])
+    assert "graph.split_qkv" in f.graph_ir and "graph.slice" in f.graph_ir
