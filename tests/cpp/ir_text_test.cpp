@@ -96,6 +96,7 @@ TEST(IrText, RoundTripsBothForms) {
 }
 
 TEST(IrText, ParsedModuleHasNamesUsesAndLocations) {
+  testing::register_test_ops();
   Module m = parse_module(kSampleCustom, "sample.tir");
   ASSERT_EQ(m.functions().size(), 2u);
   Operation* f = m.lookup("f");
