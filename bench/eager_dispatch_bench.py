@@ -1,9 +1,13 @@
-"""Eager per-op dispatch overhead on a tiny tensor, next to numpy in the same run.
+"""Eager per-op dispatch overhead on a tiny tensor, next to numpy in the same run,
+and the time to trace a 1,000-op @jit function from Python.
 
     .venv/bin/python bench/eager_dispatch_bench.py
 
-Reports microseconds per call (median of repeats) for tessera.ops.add on two
-4-element fp32 tensors and numpy's add on the same arrays, and their ratio.
+Reports microseconds per call (median of repeats) for tessera.ops on
+4-element fp32 tensors and numpy's equivalent on the same arrays, and their
+ratio; then milliseconds to trace + verify a 1,000-op function (Python
+tracing, C++ op creation with inference, verifier), and with the canonical
+pass pipeline on top.
 """
 
 import statistics
@@ -25,6 +29,34 @@ def per_call_us(fn, calls=20000, repeats=7):
     return statistics.median(samples)
 
 
+def trace_ms(n_ops=1000, repeats=5):
+    def body(x, y):
+        for i in range(n_ops // 2):
+            x = x * y if i % 2 else x + y
+            y = ops.tanh(x)
+        return x, y
+
+    arg = tessera.tensor(np.ones((8, 256), np.float32))
+    plain, full = [], []
+    for _ in range(repeats):
+        from tessera._trace import TraceContext
+        start = time.perf_counter()
+        with TraceContext("bench") as ctx:
+            ctx.bindings = {}
+            xs = ctx.argument(arg.shape, arg.policy, "x")
+            ys = ctx.argument(arg.shape, arg.policy, "y")
+            out = body(xs, ys)
+            graph = ctx.builder.finish([t._id for t in out])  # verifies
+        plain.append((time.perf_counter() - start) * 1e3)
+        assert graph.num_ops == n_ops + 1
+        f = tessera.jit(body)
+        start = time.perf_counter()
+        f.inspect_ir  # noqa: B018
+        f(arg, arg)
+        full.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(plain), statistics.median(full)
+
+
 def main():
     a_np = np.arange(4, dtype=np.float32)
     b_np = np.ones(4, dtype=np.float32)
@@ -37,6 +69,9 @@ def main():
     print(f"{'op':<14}{'tessera us':>12}{'numpy us':>10}{'ratio':>8}")
     for name, t, n in rows:
         print(f"{name:<14}{t:>12.2f}{n:>10.2f}{t / n:>8.1f}")
+    plain, full = trace_ms()
+    print(f"trace + verify, 1,000-op function: {plain:.1f} ms ({plain:.1f} us per op)")
+    print(f"@jit first call (trace, verify, canonicalize+cse+dce, run on [8, 256]): {full:.1f} ms")
 
 
 if __name__ == "__main__":
