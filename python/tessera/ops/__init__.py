@@ -12,3 +12,4 @@ from tessera.ops.cast import *  # noqa: F401,F403
 from tessera.ops.reductions import *  # noqa: F401,F403
 from tessera.ops.linalg import *  # noqa: F401,F403
 from tessera.ops.normalization import *  # noqa: F401,F403
+from tessera.ops.creation import *  # noqa: F401,F403
