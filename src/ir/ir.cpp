@@ -103,6 +103,22 @@ Block& Region::add_block() {
   return *blocks_.back();
 }
 
+namespace {
+void drop_all_operands(Operation& op) {
+  op.drop_operands();
+  for (std::size_t r = 0; r < op.num_regions(); ++r) {
+    Region& region = op.region(r);
+    for (std::size_t b = 0; b < region.num_blocks(); ++b) {
+      for (auto& inner : region.block(b).ops()) drop_all_operands(*inner);
+    }
+  }
+}
+}  // namespace
+
+Module::~Module() {
+  for (auto& f : functions_) drop_all_operands(*f);
+}
+
 Operation* Module::add_function(std::unique_ptr<Operation> func) {
   functions_.push_back(std::move(func));
   return functions_.back().get();

@@ -166,6 +166,9 @@ class Region {
 class Module {
  public:
   Module() = default;
+  // Drops every use first, so IR whose values cross functions (invalid, but
+  // buildable and reported by the verifier) still tears down safely.
+  ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
   Module(Module&&) = default;
