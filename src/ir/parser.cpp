@@ -6,6 +6,7 @@
 // and infers result types; the types written in the text are then compared
 // with the inferred ones, so a wrong type is a diagnostic rather than IR that
 // silently disagrees with its op's rules.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -87,9 +88,31 @@ class Parser {
     }
   }
 
-  int line_of(std::size_t offset) const { return locate(file_, text_, offset).line; }
+  int line_of(std::size_t offset) const { return where(offset).line; }
 
-  SourceLocation where(std::size_t offset, int span = 1) const { return locate(file_, text_, offset, span); }
+  // Every op records its location, so lines are found by binary search over
+  // line starts computed once (locate() would rescan the text each time).
+  SourceLocation where(std::size_t offset, int span = 1) const {
+    if (line_starts_.empty()) {
+      line_starts_.push_back(0);
+      for (std::size_t i = 0; i < text_.size(); ++i) {
+        if (text_[i] == '\n') line_starts_.push_back(i + 1);
+      }
+    }
+    offset = std::min(offset, text_.size());
+    auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+    std::size_t line_index = static_cast<std::size_t>(it - line_starts_.begin()) - 1;
+    std::size_t start = line_starts_[line_index];
+    std::size_t end = text_.find('\n', start);
+    if (end == std::string_view::npos) end = text_.size();
+    SourceLocation loc;
+    loc.file = std::string(file_);
+    loc.line = static_cast<int>(line_index) + 1;
+    loc.column = static_cast<int>(offset - start) + 1;
+    loc.line_text = std::string(text_.substr(start, end - start));
+    loc.span = std::max(1, span);
+    return loc;
+  }
 
   [[noreturn]] void fail(std::size_t offset, std::string message, int span = 1,
                          ErrorCode code = ErrorCode::ParseSyntax) const {
@@ -738,6 +761,7 @@ class Parser {
 
   std::string_view text_;
   std::string file_;
+  mutable std::vector<std::size_t> line_starts_;  // filled on first use by where()
   std::size_t pos_ = 0;
   std::unordered_map<std::string, Binding> values_;
 };
