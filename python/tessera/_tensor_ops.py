@@ -56,35 +56,57 @@ class TensorOps:
     def astype(self, dtype): return _ops().cast(self, dtype)
 
     def __getitem__(self, index):
-        """Basic indexing: ints, slices (step > 0), ``...`` and ``None`` are not all needed; ints and
-        slices are supported, an int drops its axis."""
+        """Basic indexing, as numpy: ints (drop their axis), slices (step > 0), one ``...``
+        (as many full slices as needed) and ``None`` (a new axis of size 1)."""
+        from tessera.errors import ArgumentError, ShapeError
         if not isinstance(index, tuple):
             index = (index,)
-        if any(i is Ellipsis or i is None for i in index):
-            raise NotImplementedError("tensor indexing with ... or None is not supported yet; "
-                                      "use tessera.ops.reshape / slice")
-        if len(index) > len(self.shape):
-            from tessera.errors import ShapeError
-            raise ShapeError(f"too many indices ({len(index)}) for a tensor of rank {len(self.shape)}")
-        starts, stops, steps, drop = [], [], [], []
-        for axis, dim in enumerate(self.shape):
-            i = index[axis] if axis < len(index) else slice(None)
+        ellipses = sum(1 for i in index if i is Ellipsis)
+        if ellipses > 1:
+            raise ArgumentError("a tensor index may hold at most one '...'")
+        consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+        if consumed > len(self.shape):
+            raise ShapeError(f"too many indices ({consumed}) for a tensor of rank {len(self.shape)}")
+        if ellipses:
+            at = index.index(Ellipsis)
+            index = index[:at] + (slice(None),) * (len(self.shape) - consumed) + index[at + 1:]
+        else:
+            index = index + (slice(None),) * (len(self.shape) - consumed)
+        starts, stops, steps = [], [], []
+        # Per index entry: "new" (None), "drop" (int) or "keep" (slice), to shape the result.
+        kinds = []
+        axis = 0
+        for i in index:
+            if i is None:
+                kinds.append("new")
+                continue
+            dim = self.shape[axis]
             if isinstance(i, slice):
                 starts.append(0 if i.start is None else i.start)
                 stops.append(2**62 if i.stop is None else i.stop)
                 steps.append(1 if i.step is None else i.step)
-            elif isinstance(i, int):
+                kinds.append("keep")
+            elif isinstance(i, int) and not isinstance(i, bool):
                 if isinstance(dim, int) and not -dim <= i < dim:
-                    from tessera.errors import ArgumentError
                     raise ArgumentError(f"index {i} is out of range for axis {axis} of size {dim}")
                 start = i + dim if (i < 0 and isinstance(dim, int)) else i
                 starts.append(start)
                 stops.append(start + 1)
                 steps.append(1)
-                drop.append(axis)
+                kinds.append("drop")
             else:
-                raise TypeError(f"tensor indices must be ints or slices, got {type(i).__name__}")
+                raise TypeError(f"tensor indices must be ints, slices, ... or None, got {type(i).__name__}")
+            axis += 1
         out = _ops().slice(self, starts, stops, steps)
-        if drop:
-            out = _ops().reshape(out, tuple(d for a, d in enumerate(out.shape) if a not in drop))
-        return out
+        if all(k == "keep" for k in kinds):
+            return out
+        sliced = iter(out.shape)
+        shape = []
+        for k in kinds:
+            if k == "new":
+                shape.append(1)
+            elif k == "keep":
+                shape.append(next(sliced))
+            else:
+                next(sliced)
+        return _ops().reshape(out, tuple(shape))

@@ -216,23 +216,23 @@ class JitFunction:
                tuple((n, self._static_key(v)) for n, v in statics.items()))
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._trace(bound, tensors, {d: s for d, (s, _) in bindings.items()}, concrete=True)
+            # Annotated parameters are traced with their symbolic dims, the others with their sizes.
+            arg_types = {n: (self.specs[n].dims if n in self.specs else t.shape, t.policy) for n, t in tensors.items()}
+            entry = self._trace(bound, arg_types, {d: s for d, (s, _) in bindings.items()})
             self._cache[key] = entry
         self._last = entry
         results = entry.graph.execute([tensors[n] for n in entry.tensor_positions])
         return entry.rebuild(results)
 
     # -- tracing -----------------------------------------------------------
-    def _trace(self, bound, tensors, bindings, concrete):
+    def _trace(self, bound, arg_types, bindings):
+        """Traces with a tracer of (dims, policy) per tensor parameter in ``arg_types``; ``bindings``
+        (symbol -> size of the call being traced) serve tessera.require."""
         with TraceContext(self.__name__) as ctx:
             ctx.bindings = dict(bindings)
             call_args = dict(bound.arguments)
-            for name, value in tensors.items():
-                spec = self.specs.get(name)
-                dims = spec.dims if spec is not None else value.shape
-                if concrete and spec is None:
-                    dims = value.shape
-                call_args[name] = ctx.argument(dims, value.policy, name)
+            for name, (dims, policy) in arg_types.items():
+                call_args[name] = ctx.argument(dims, policy, name)
             call = inspect.BoundArguments(self.signature, call_args)
             out = self.fn(*call.args, **call.kwargs)
             leaves, rebuild = _flatten(out)
@@ -246,7 +246,7 @@ class JitFunction:
         raw = graph.text()
         graph.run_passes(list(CANONICAL_PIPELINE))
         self.trace_count += 1
-        return _Traced(graph, raw, rebuild, list(tensors))
+        return _Traced(graph, raw, rebuild, list(arg_types))
 
     def _trace_from_annotations(self):
         missing = [n for n in self.signature.parameters if n not in self.specs]
@@ -254,8 +254,7 @@ class JitFunction:
             raise CompileError(f"{self.__name__} has not been traced yet and its parameters are not all "
                                f"annotated with tessera.Tensor[dims..., policy]; call it once first")
         bound = self.signature.bind_partial()
-        placeholders = {n: _Placeholder(s) for n, s in self.specs.items()}
-        return self._trace(bound, placeholders, {}, concrete=False)
+        return self._trace(bound, {n: (s.dims, s.policy) for n, s in self.specs.items()}, {})
 
     # -- inspection --------------------------------------------------------
     @property
@@ -275,12 +274,6 @@ class JitFunction:
     @property
     def cache_size(self) -> int:
         return len(self._cache)
-
-
-class _Placeholder:
-    def __init__(self, spec):
-        self.shape = spec.dims
-        self.policy = spec.policy
 
 
 def _leaf_policy(leaf):

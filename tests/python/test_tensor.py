@@ -100,3 +100,27 @@ def test_bad_inputs_raise_clear_errors():
         tessera.tensor(["a", "b"])
     with pytest.raises(tessera.DtypeError, match="tf32"):
         tessera.tensor([1.0], dtype="tf32")
+
+
+def test_basic_indexing_matches_numpy(rng):
+    a = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    t = tessera.tensor(a)
+    for index in [1, -1, (slice(1, 3),), (Ellipsis, 2), (None, 0), (1, None, slice(None, None, 2)),
+                  (Ellipsis, None), (slice(None), Ellipsis, slice(-3, None)), (2, 3, 4), (None,),
+                  (0, Ellipsis, None, 1), Ellipsis]:
+        got = t[index]
+        want = a[index]
+        assert got.shape == want.shape, index
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_indexing_errors():
+    t = tessera.tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(tessera.ArgumentError, match="at most one"):
+        t[..., 0, ...]
+    with pytest.raises(tessera.ShapeError, match="too many indices"):
+        t[0, 0, 0]
+    with pytest.raises(tessera.ArgumentError, match="out of range"):
+        t[2]
+    with pytest.raises(TypeError):
+        t["a"]

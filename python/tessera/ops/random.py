@@ -21,6 +21,7 @@ from __future__ import annotations
 import numbers
 
 from tessera.errors import ArgumentError, ShapeError
+from tessera.ops._args import dims_argument
 from tessera.ops._dispatch import dispatch
 
 __all__ = ["Philox", "philox", "rand", "randn", "dropout"]
@@ -51,20 +52,6 @@ def philox(seed: int = 0) -> Philox:
     return Philox(seed)
 
 
-def _shape(shape):
-    if isinstance(shape, (numbers.Integral, str)):
-        shape = (shape,)
-    out = []
-    for d in shape:
-        if isinstance(d, str):
-            out.append(d)
-        elif isinstance(d, numbers.Integral) and not isinstance(d, bool):
-            out.append(int(d))
-        else:
-            raise TypeError(f"shape dims must be ints or symbol names, got {d!r}")
-    return tuple(out)
-
-
 def _draw(op_name, inputs, attrs, key, shape, per_element):
     """Runs (or records) one draw over ``shape`` and advances ``key`` past its counters; a draw that
     raises leaves the key where it was."""
@@ -89,13 +76,13 @@ def _draw(op_name, inputs, attrs, key, shape, per_element):
 
 def rand(shape, key=None, dtype="fp32"):
     """Uniform samples in [0, 1) of the given shape and dtype/policy."""
-    shape = _shape(shape)
+    shape = dims_argument(shape, "rand")
     return _draw("graph.rand", [], {"shape": shape, "policy": dtype}, key, shape, 1)
 
 
 def randn(shape, key=None, dtype="fp32"):
     """Standard normal samples of the given shape and dtype/policy (two counters per element)."""
-    shape = _shape(shape)
+    shape = dims_argument(shape, "randn")
     return _draw("graph.randn", [], {"shape": shape, "policy": dtype}, key, shape, 2)
 
 

@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from tessera.errors import ArgumentError, DtypeError, ShapeError
+from tessera.ops._args import dims_argument
 from tessera.ops._dispatch import dispatch
 
 __all__ = ["reshape", "transpose", "permute", "broadcast_to", "slice", "concat", "split", "split_qkv",
@@ -22,21 +23,6 @@ __all__ = ["reshape", "transpose", "permute", "broadcast_to", "slice", "concat",
 # A stop this large means "to the end of the axis" (graph.slice accepts any stop >= 2**62 as that,
 # even on a symbolic dim).
 _TO_END = 2**63 - 1
-
-
-def _dims(shape, what):
-    """A shape argument as a tuple of ints and symbol names."""
-    if isinstance(shape, (numbers.Integral, str)):
-        shape = (shape,)
-    out = []
-    for d in shape:
-        if isinstance(d, str):
-            out.append(d)
-        elif isinstance(d, numbers.Integral) and not isinstance(d, bool):
-            out.append(int(d))
-        else:
-            raise TypeError(f"{what}: dims must be ints or symbol names, got {d!r}")
-    return tuple(out)
 
 
 def _ints(values, what):
@@ -60,7 +46,7 @@ def reshape(x, shape):
     One dim may be ``-1``: it is inferred from the others when ``x``'s shape is static.
     Symbolic dims must appear in both shapes (they move whole).
     """
-    shape = _dims(shape, "reshape")
+    shape = dims_argument(shape, "reshape")
     holes = [i for i, d in enumerate(shape) if d == -1]
     if len(holes) > 1:
         raise ShapeError(f"reshape: only one dim may be -1, got {shape}")
@@ -92,7 +78,7 @@ def permute(x, perm):
 
 def broadcast_to(x, shape):
     """``x`` broadcast numpy-style to exactly ``shape``."""
-    return dispatch("graph.broadcast_to", [x], {"shape": _dims(shape, "broadcast_to")})
+    return dispatch("graph.broadcast_to", [x], {"shape": dims_argument(shape, "broadcast_to")})
 
 
 def slice(x, starts, stops, steps=None):  # noqa: A001 - the op's name
