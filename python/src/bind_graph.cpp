@@ -37,18 +37,6 @@ nb::list shape_to_python(const ir::Shape& shape) {
   return out;
 }
 
-ir::Shape shape_from_python(nb::handle seq) {
-  ir::Shape shape;
-  for (nb::handle d : nb::cast<nb::sequence>(seq)) {
-    if (nb::isinstance<nb::str>(d)) {
-      shape.push_back(ir::Dim::named(nb::cast<std::string>(d)));
-    } else {
-      shape.push_back(ir::Dim::fixed(nb::cast<std::int64_t>(d)));
-    }
-  }
-  return shape;
-}
-
 class GraphFunction {
  public:
   explicit GraphFunction(ir::Module module) : module_(std::move(module)) {}
@@ -72,9 +60,7 @@ class GraphFunction {
 
 class GraphBuilder {
  public:
-  explicit GraphBuilder(std::string name) {
-    func_ = module_.add_function(ir::make_function(std::move(name)));
-  }
+  explicit GraphBuilder(std::string name) { func_ = module_.add_function(ir::make_function(std::move(name))); }
 
   nb::tuple add_argument(nb::handle shape, nb::handle policy, std::string name) {
     ir::Value* v = ir::function_body(*func_).add_argument(
@@ -92,14 +78,7 @@ class GraphBuilder {
     // Point the caret at the first non-blank character of the line.
     auto first = line_text.find_first_not_of(" \t");
     if (first != std::string::npos) loc.column = static_cast<int>(first) + 1;
-    const ir::OpDef* def = ir::Registry::global().find(op_name);
-    if (!def) {
-      try {
-        ir::Registry::global().get(op_name);
-      } catch (const Error& e) {
-        raise(e.code(), e.message(), loc);
-      }
-    }
+    const ir::OpDef* def = &ir::Registry::global().get(op_name, loc);
     ir::AttrMap converted;
     try {
       converted = attrs_from_python(*def, attrs);
@@ -183,9 +162,8 @@ void bind_graph(nb::module_& m) {
     for (const ir::OpDef* d : ir::Registry::global().all()) names.push_back(d->name);
     return names;
   });
-  m.def("op_effect", [](const std::string& name) {
-    return std::string(ir::effect_name(ir::Registry::global().get(name).effect));
-  });
+  m.def("op_effect",
+        [](const std::string& name) { return std::string(ir::effect_name(ir::Registry::global().get(name).effect)); });
 }
 
 }  // namespace tessera::python

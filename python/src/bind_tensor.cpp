@@ -33,6 +33,18 @@ std::optional<nb::dlpack::dtype> native_dtype(DType d) {
   }
 }
 
+ir::Shape shape_from_python(nb::handle dims) {
+  ir::Shape shape;
+  for (nb::handle d : nb::cast<nb::sequence>(dims)) {
+    if (nb::isinstance<nb::str>(d)) {
+      shape.push_back(ir::Dim::named(nb::cast<std::string>(d)));
+    } else {
+      shape.push_back(ir::Dim::fixed(nb::cast<std::int64_t>(d)));
+    }
+  }
+  return shape;
+}
+
 ir::AttrMap attrs_from_python(const ir::OpDef& def, nb::dict attrs) {
   ir::AttrMap out;
   for (auto [key, value] : attrs) {
@@ -58,18 +70,7 @@ ir::AttrMap attrs_from_python(const ir::OpDef& def, nb::dict attrs) {
         case ir::AttrKind::int_list: out.set(name, nb::cast<std::vector<std::int64_t>>(value)); break;
         case ir::AttrKind::real_list: out.set(name, nb::cast<std::vector<double>>(value)); break;
         case ir::AttrKind::policy: out.set(name, policy_argument(value, what.c_str())); break;
-        case ir::AttrKind::shape: {
-          ir::Shape shape;
-          for (nb::handle d : nb::cast<nb::sequence>(value)) {
-            if (nb::isinstance<nb::str>(d)) {
-              shape.push_back(ir::Dim::named(nb::cast<std::string>(d)));
-            } else {
-              shape.push_back(ir::Dim::fixed(nb::cast<std::int64_t>(d)));
-            }
-          }
-          out.set(name, std::move(shape));
-          break;
-        }
+        case ir::AttrKind::shape: out.set(name, shape_from_python(value)); break;
       }
     } catch (const nb::cast_error&) {
       raise(ErrorCode::ArgumentInvalid, what + " must be a " + std::string(ir::attr_kind_name(kind)) + ", got " +
@@ -142,7 +143,8 @@ nb::object codes_to_numpy(const Tensor& t) {
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   int bytes = storage_bytes(t.dtype());
   auto* buf = new std::byte[std::max<std::size_t>(codes.size() * static_cast<std::size_t>(bytes), 1)];
-  for (std::size_t i = 0; i < codes.size(); ++i) std::memcpy(buf + i * bytes, &codes[i], static_cast<std::size_t>(bytes));
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    std::memcpy(buf + i * bytes, &codes[i], static_cast<std::size_t>(bytes));
   nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
   nb::dlpack::dtype type{static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt), static_cast<std::uint8_t>(bytes * 8),
                          1};
@@ -152,7 +154,7 @@ nb::object codes_to_numpy(const Tensor& t) {
 
 nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inputs, nb::dict attrs) {
   const ir::OpDef& def = ir::Registry::global().get(name);
-  auto results = graph::execute_op(name, inputs, attrs_from_python(def, attrs));
+  auto results = graph::execute_op(def, inputs, attrs_from_python(def, attrs));
   if (results.size() == 1) return nb::cast(std::move(results[0]));
   return nb::cast(nb::tuple(nb::cast(results)));
 }
@@ -176,17 +178,20 @@ void bind_tensor(nb::module_& m) {
       .def("_describe", [](const Tensor& t) { return describe(t); });
   m.def("_wrap_array", &wrap_array, nb::arg("array"), nb::arg("policy"));
   m.def("_tensor_from_float64", &from_float64, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
-  m.def("_tensor_from_codes", [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape,
-                                 nb::handle policy) {
-    return Tensor::from_codes(codes, shape, policy_argument(policy, "policy"));
-  });
+  m.def("_tensor_from_codes",
+        [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape, nb::handle policy) {
+          return Tensor::from_codes(codes, shape, policy_argument(policy, "policy"));
+        });
   m.def("_native_numpy_dtype", [](nb::handle spec) -> nb::object {
     auto native = native_dtype(policy_argument(spec, "dtype").storage);
     if (!native) return nb::none();
     switch (native->code) {
-      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float): return nb::str(("float" + std::to_string(native->bits)).c_str());
-      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int): return nb::str(("int" + std::to_string(native->bits)).c_str());
-      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt): return nb::str(("uint" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float):
+        return nb::str(("float" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int):
+        return nb::str(("int" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt):
+        return nb::str(("uint" + std::to_string(native->bits)).c_str());
       default: return nb::str("bool");
     }
   });

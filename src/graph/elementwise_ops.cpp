@@ -63,7 +63,7 @@ void add_unary(ir::Registry& r, std::string name, std::string summary, Needs nee
       .infer =
           [op_name, needs](std::span<const ir::Type> in, const AttrMap&) {
             if (needs == Needs::floating) require_float(in[0], op_name, "operand");
-            if (in[0].dtype() == DType::e8m0) promote_dtypes(DType::e8m0, DType::e8m0);
+            reject_scale_format(in[0].dtype());
             return std::vector<ir::Type>{in[0]};
           },
       .reference = [f](const KernelCall& call) { return run_unary(call, f); },

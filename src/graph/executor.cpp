@@ -95,7 +95,10 @@ std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> a
 }
 
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
-  const ir::OpDef& def = ir::Registry::global().get(op_name);
+  return execute_op(ir::Registry::global().get(op_name), inputs, attrs);
+}
+
+std::vector<Tensor> execute_op(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   ir::AttrMap full = ir::complete_attrs(def, attrs);
   std::vector<ir::Type> in_types;
   in_types.reserve(inputs.size());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/strided_walk.h"
 #include "tessera/numerics/convert.h"
 #include "tessera/support/error.h"
 
@@ -46,21 +47,9 @@ std::vector<std::int64_t> broadcast_offsets(const std::vector<std::int64_t>& in_
     in_strides[o] = in_shape[i] == 1 ? 0 : stride;
     stride *= in_shape[i];
   }
-  std::int64_t n = numel_of(out_shape);
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> idx(rank, 0);
-  std::int64_t off = 0;
-  for (std::int64_t e = 0; e < n; ++e) {
-    offsets[static_cast<std::size_t>(e)] = off;
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < out_shape[d]) {
-        off += in_strides[d];
-        break;
-      }
-      off -= in_strides[d] * (out_shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  std::vector<std::int64_t> offsets;
+  offsets.reserve(static_cast<std::size_t>(numel_of(out_shape)));
+  for_each_offset(out_shape, in_strides, 0, [&](std::int64_t off) { offsets.push_back(off); });
   return offsets;
 }
 

@@ -19,14 +19,14 @@ bool is_int(DType d) {
   return !is_float(d) && d != DType::bool_;
 }
 
+}  // namespace
+
 void reject_scale_format(DType d) {
   if (d == DType::e8m0) {
     raise(ErrorCode::DtypeUnsupported,
           "e8m0 is a block-scale format and takes no part in arithmetic; decode it or use a block-scaled op");
   }
 }
-
-}  // namespace
 
 bool represents_exactly(DType wide, DType narrow) {
   if (wide == narrow) return true;

@@ -111,7 +111,7 @@ void add_reduction(ir::Registry& r, Kind kind, std::string name, std::string sum
       .infer =
           [op_name, kind](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& x = in[0];
-            if (x.dtype() == DType::e8m0) promote_dtypes(DType::e8m0, DType::e8m0);  // a scale format: DtypeError
+            reject_scale_format(x.dtype());
             auto axes = normalize_axes(attrs.get_ints("axes"), x.rank());
             NumericsPolicy p = x.policy;
             if (kind == Kind::mean && !is_float(x.dtype())) {
@@ -179,7 +179,7 @@ void add_argmax(ir::Registry& r) {
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& x = in[0];
-            if (x.dtype() == DType::e8m0) promote_dtypes(DType::e8m0, DType::e8m0);
+            reject_scale_format(x.dtype());
             std::vector<std::int64_t> axes{normalize_axis(attrs.get_int("axis"), x.rank())};
             reject_empty(op_name, x.shape, axes);
             return std::vector<ir::Type>{ir::Type::tensor(reduced_shape(x.shape, axes, attrs.get_bool("keepdims")),

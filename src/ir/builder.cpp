@@ -29,15 +29,8 @@ std::vector<Type> infer_result_types(const OpDef& def, std::span<const Type> ope
 
 Operation* OpBuilder::create(std::string_view op_name, std::vector<Value*> operands, AttrMap attrs,
                              SourceLocation location) {
-  const OpDef* def = Registry::global().find(op_name);
-  if (!def) {
-    try {
-      Registry::global().get(op_name);
-    } catch (const Error& e) {
-      raise(e.code(), e.message(), location);
-    }
-  }
-  return create(*def, std::move(operands), std::move(attrs), std::move(location));
+  const OpDef& def = Registry::global().get(op_name, location);
+  return create(def, std::move(operands), std::move(attrs), std::move(location));
 }
 
 Operation* OpBuilder::create(const OpDef& def, std::vector<Value*> operands, AttrMap attrs, SourceLocation location) {

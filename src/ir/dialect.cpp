@@ -52,13 +52,13 @@ const OpDef* Registry::find(std::string_view name) const {
   return it == defs_.end() ? nullptr : &it->second;
 }
 
-const OpDef& Registry::get(std::string_view name) const {
+const OpDef& Registry::get(std::string_view name, const SourceLocation& where) const {
   if (const OpDef* d = find(name)) return *d;
   std::vector<std::string_view> names;
   for (const auto& [n, d] : defs_) names.push_back(n);
   std::string hint = closest_match(name, names);
   raise(ErrorCode::ParseUnknownOp,
-        "unknown op '" + std::string(name) + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+        "unknown op '" + std::string(name) + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?"), where);
 }
 
 std::vector<const OpDef*> Registry::all() const {

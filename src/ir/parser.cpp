@@ -663,14 +663,7 @@ class Parser {
     }
     int op_span = static_cast<int>(pos_ - op_at);
     SourceLocation loc = where(op_at, op_span);
-    const OpDef* def = Registry::global().find(op_name);
-    if (!def) {
-      try {
-        Registry::global().get(op_name);
-      } catch (const Error& e) {
-        raise(e.code(), e.message(), loc);
-      }
-    }
+    const OpDef* def = &Registry::global().get(op_name, loc);
     if (def->name == "func") fail(op_at, "functions cannot be nested inside a function", op_span);
 
     std::vector<Value*> operands;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "runtime/strided_walk.h"
 #include "tessera/numerics/convert.h"
 #include "tessera/support/error.h"
 
@@ -49,29 +50,6 @@ void write_code(std::byte* base, DType dtype, std::int64_t index, std::uint64_t 
   std::memcpy(base + index * storage_bytes(dtype), &code, static_cast<std::size_t>(storage_bytes(dtype)));
 }
 
-// Calls f(storage_index) for every element in row-major logical order.
-template <typename F>
-void for_each_index(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
-                    std::int64_t offset, F&& f) {
-  std::int64_t n = 1;
-  for (auto s : shape) n *= s;
-  if (n == 0) return;
-  std::size_t rank = shape.size();
-  std::vector<std::int64_t> idx(rank, 0);
-  std::int64_t off = offset;
-  for (std::int64_t e = 0; e < n; ++e) {
-    f(off);
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < shape[d]) {
-        off += strides[d];
-        break;
-      }
-      off -= strides[d] * (shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
-}
-
 void check_shape(const std::vector<std::int64_t>& shape) {
   for (auto s : shape) {
     if (s < 0) raise(ErrorCode::ShapeMismatch, "negative dimension " + std::to_string(s) + " in tensor shape");
@@ -113,8 +91,8 @@ Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int6
                            const NumericsPolicy& policy, std::uint64_t seed) {
   Tensor t = zeros(std::move(shape), policy);
   if (static_cast<std::int64_t>(values.size()) != t.numel()) {
-    raise(ErrorCode::ShapeMismatch, std::to_string(values.size()) + " values do not fill a tensor of " +
-                                        std::to_string(t.numel()) + " elements");
+    raise(ErrorCode::ShapeMismatch,
+          std::to_string(values.size()) + " values do not fill a tensor of " + std::to_string(t.numel()) + " elements");
   }
   EncodeOptions opts{.rounding = policy.rounding, .overflow = policy.overflow, .seed = seed};
   if (!is_packed(policy.storage)) {
@@ -136,8 +114,8 @@ Tensor Tensor::wrap(void* data, std::vector<std::int64_t> shape, std::vector<std
                     const NumericsPolicy& policy, std::shared_ptr<void> owner) {
   check_shape(shape);
   if (is_packed(policy.storage)) {
-    raise(ErrorCode::DtypeUnsupported, std::string(name(policy.storage)) +
-                                           " is packed below a byte per element and cannot adopt external memory");
+    raise(ErrorCode::DtypeUnsupported,
+          std::string(name(policy.storage)) + " is packed below a byte per element and cannot adopt external memory");
   }
   if (shape.size() != strides.size()) raise(ErrorCode::ShapeMismatch, "shape and strides differ in rank");
   Tensor t;
@@ -170,7 +148,8 @@ int Tensor::element_bytes() const {
 std::vector<std::uint64_t> Tensor::codes() const {
   std::vector<std::uint64_t> out;
   out.reserve(static_cast<std::size_t>(numel()));
-  for_each_index(shape_, strides_, offset_, [&](std::int64_t i) { out.push_back(read_code(storage_.get(), dtype(), i)); });
+  for_each_offset(shape_, strides_, offset_,
+                  [&](std::int64_t i) { out.push_back(read_code(storage_.get(), dtype(), i)); });
   return out;
 }
 
@@ -182,8 +161,8 @@ std::vector<double> Tensor::to_values() const {
     return out;
   }
   std::size_t k = 0;
-  for_each_index(shape_, strides_, offset_,
-                 [&](std::int64_t i) { out[k++] = decode_value(read_code(storage_.get(), dtype(), i), dtype()); });
+  for_each_offset(shape_, strides_, offset_,
+                  [&](std::int64_t i) { out[k++] = decode_value(read_code(storage_.get(), dtype(), i), dtype()); });
   return out;
 }
 
@@ -193,7 +172,8 @@ Tensor Tensor::from_codes(std::span<const std::uint64_t> codes, std::vector<std:
   if (static_cast<std::int64_t>(codes.size()) != t.numel()) {
     raise(ErrorCode::ShapeMismatch, "code count does not match the shape");
   }
-  for (std::size_t i = 0; i < codes.size(); ++i) write_code(t.storage_.get(), t.dtype(), static_cast<std::int64_t>(i), codes[i]);
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    write_code(t.storage_.get(), t.dtype(), static_cast<std::int64_t>(i), codes[i]);
   return t;
 }
 
@@ -224,8 +204,8 @@ Tensor Tensor::reshape(const std::vector<std::int64_t>& shape) const {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
   if (n != numel()) {
-    raise(ErrorCode::ShapeMismatch, "cannot reshape " + std::to_string(numel()) + " elements into " +
-                                        std::to_string(n));
+    raise(ErrorCode::ShapeMismatch,
+          "cannot reshape " + std::to_string(numel()) + " elements into " + std::to_string(n));
   }
   Tensor t = contiguous();
   t.shape_ = shape;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/ir/dialect.h"
 #include "tessera/ir/ir.h"
 #include "tessera/runtime/tensor.h"
 
@@ -31,5 +32,6 @@ std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> a
 // Runs one op eagerly: attributes are completed and checked, result types
 // inferred from the inputs, then the reference kernel runs.
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
+std::vector<Tensor> execute_op(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
 
 }  // namespace tessera::graph

@@ -23,6 +23,8 @@ namespace tessera::graph {
 
 DType promote_dtypes(DType a, DType b);
 NumericsPolicy promote_policies(const NumericsPolicy& a, const NumericsPolicy& b);
+// Raises DtypeError for e8m0, which no arithmetic op takes.
+void reject_scale_format(DType dtype);
 // True when every value of `narrow` is exactly a value of `wide`.
 bool represents_exactly(DType wide, DType narrow);
 

@@ -22,6 +22,7 @@
 
 #include "tessera/ir/attribute.h"
 #include "tessera/ir/type.h"
+#include "tessera/support/error.h"
 
 namespace tessera {
 class Tensor;
@@ -98,8 +99,9 @@ class Registry {
   // Adds a definition; a second definition of the same name is an internal error.
   const OpDef& add(OpDef def);
   const OpDef* find(std::string_view name) const;
-  // Like find, but raises ParseError "unknown op 'graph.ad'; did you mean 'graph.add'?".
-  const OpDef& get(std::string_view name) const;
+  // Like find, but raises ParseError "unknown op 'graph.ad'; did you mean 'graph.add'?",
+  // placed at `where` (the op's position in IR text or the user's source line).
+  const OpDef& get(std::string_view name, const SourceLocation& where = {}) const;
   std::vector<const OpDef*> all() const;
 
  private:

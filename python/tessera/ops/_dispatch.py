@@ -4,7 +4,7 @@ Outside ``@tessera.jit`` an op runs at once on the reference executor
 (eager mode). While a function is being traced, the same call records a
 Graph IR op instead and returns tracers. Python scalars become 0-d tensors
 of the first tensor operand's policy ("weak" scalars, so ``x * 2`` keeps x's
-dtype).
+dtype); other array-likes (numpy arrays, lists) convert with tessera.tensor.
 """
 
 from __future__ import annotations
@@ -57,6 +57,6 @@ def dispatch(op_name: str, inputs: list, attrs: dict):
         elif isinstance(x, _trace.Tracer):
             raise _trace.leaked_tracer_error(x)
         else:
-            raise TypeError(f"{op_name.split('.', 1)[1]}: expected a tessera tensor or a Python number, "
-                            f"got {type(x).__name__}; convert arrays with tessera.tensor(...)")
+            from tessera._tensor import tensor
+            tensors.append(tensor(x))  # array-likes convert as tessera.tensor does, as when tracing
     return _C.execute_op(op_name, tensors, attrs)
