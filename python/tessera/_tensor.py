@@ -13,7 +13,7 @@ import numpy as np
 
 from tessera import _C
 from tessera._tensor_ops import TensorOps
-from tessera.errors import ArgumentError, DtypeError
+from tessera.errors import ArgumentError, DtypeError, ShapeError
 
 Tensor = _C.Tensor
 
@@ -51,7 +51,10 @@ def tensor(data, dtype=None, *, seed: int = 0):
         return ops.cast(data, dtype)
     if isinstance(data, TensorOps):  # a tracer
         raise DtypeError("tessera.tensor cannot take a traced value; use tessera.ops.cast inside @jit")
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as e:  # ragged nested sequences
+        raise ShapeError(f"tessera.tensor: data is not a rectangular array ({e})") from None
     if array.dtype == object:
         raise DtypeError("tessera.tensor: data must be numeric (got Python objects)")
     policy = _C.dtype(_default_dtype(array) if dtype is None else dtype) if isinstance(

@@ -98,6 +98,8 @@ def test_dlpack_both_ways(rng):
 def test_bad_inputs_raise_clear_errors():
     with pytest.raises(tessera.DtypeError):
         tessera.tensor(["a", "b"])
+    with pytest.raises(tessera.ShapeError, match="rectangular"):
+        tessera.tensor([[1.0, 2.0], [3.0]])
     with pytest.raises(tessera.DtypeError, match="tf32"):
         tessera.tensor([1.0], dtype="tf32")
 
