@@ -11,3 +11,4 @@ taskset -c 0 ./build/bench/numerics_convert_bench --benchmark_min_time=0.5 "$@"
 taskset -c 0 ./build/bench/graph_trace_bench --benchmark_min_time=0.5 "$@"
 bash scripts/install_python.sh
 taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py
+taskset -c 0 .venv/bin/python bench/kernel_gemm_bench.py

@@ -9,7 +9,7 @@ cd "$root"
 # Debian packages: compiler and build tools, GoogleTest, Google Benchmark,
 # FileCheck (llvm-14-tools), clang + its runtimes for the parser fuzzer.
 packages=(g++ cmake ninja-build ccache googletest libgtest-dev libbenchmark-dev llvm-14-tools
-          clang-format clang-tidy python3-venv python3-dev)
+          clang clang-format clang-tidy python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "bindings.h"
+#include "ir_module.h"
 #include "tensor_args.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
@@ -39,28 +40,85 @@ nb::list shape_to_python(const ir::Shape& shape) {
 
 class GraphFunction {
  public:
-  explicit GraphFunction(ir::Module module) : module_(std::move(module)) {}
-  const ir::Operation& func() const { return *module_.functions().front(); }
-  std::string text(bool generic) const { return ir::print_module(module_, {.generic = generic}); }
-  void verify() const { ir::verify(module_); }
+  // The module may hold more functions than the traced one: those that `call` ops name.
+  GraphFunction(std::shared_ptr<ir::Module> module, std::string name)
+      : module_(std::move(module)), name_(std::move(name)) {}
+  const ir::Operation& func() const { return *module_->lookup(name_); }
+  std::string text(bool generic) const { return ir::print_module(*module_, {.generic = generic}); }
+  void verify() const { ir::verify(*module_); }
   void run_passes(const std::vector<std::string>& names) {
     ir::PassManager pm;
     for (const auto& n : names) pm.add(n);
-    pm.run(module_);
+    pm.run(*module_);
   }
+  IRModule module() const { return IRModule{module_}; }
+  const std::string& name() const { return name_; }
   nb::object execute(const std::vector<Tensor>& args) const {
-    auto results = graph::execute(func(), args);
+    auto results = graph::execute(*module_, func(), args);
     return nb::cast(results);
   }
   std::size_t num_ops() const { return ir::function_body(func()).ops().size(); }
 
  private:
-  ir::Module module_;
+  std::shared_ptr<ir::Module> module_;
+  std::string name_;
 };
 
 class GraphBuilder {
  public:
-  explicit GraphBuilder(std::string name) { func_ = module_.add_function(ir::make_function(std::move(name))); }
+  explicit GraphBuilder(std::string name) : module_(std::make_shared<ir::Module>()) {
+    func_ = module_->add_function(ir::make_function(std::move(name)));
+  }
+  // A nested trace: a new function in an enclosing trace's module (autodiff).
+  GraphBuilder(const IRModule& module, std::string name) : module_(module.module) {
+    func_ = module_->add_function(ir::make_function(std::move(name)));
+  }
+  IRModule module() const { return IRModule{module_}; }
+  const std::string& name() const { return ir::function_name(*func_); }
+
+  // Appends a copy of function `callee` of this module, applied to `operands`, and describes its results.
+  nb::list splice(const std::string& callee, const std::vector<std::size_t>& operands, const std::string& file,
+                  int line) {
+    const ir::Operation* target = module_->lookup(callee);
+    if (target == nullptr) raise(ErrorCode::Internal, "splice: no function '" + callee + "' in the trace's module");
+    std::vector<ir::Value*> values;
+    for (auto id : operands) values.push_back(value(id));
+    SourceLocation loc;
+    loc.file = file;
+    loc.line = line;
+    loc.column = line > 0 ? 1 : 0;
+    nb::list out;
+    for (ir::Value* r : splice_function(ir::function_body(*func_), *target, values, loc)) {
+      out.append(describe(remember(r)));
+    }
+    return out;
+  }
+
+  // Appends `call {callee}` (a function of this module) with extra attributes (autodiff's remat and
+  // custom rule functions) and describes its results.
+  nb::list call(const std::string& callee, const std::vector<std::size_t>& operands, nb::dict extra,
+                const std::string& file, int line) {
+    std::vector<ir::Value*> values;
+    for (auto id : operands) values.push_back(value(id));
+    SourceLocation loc;
+    loc.file = file;
+    loc.line = line;
+    loc.column = line > 0 ? 1 : 0;
+    nb::list out;
+    for (ir::Value* r : call_function(ir::function_body(*func_), *module_, callee, values, extra, loc)) {
+      out.append(describe(remember(r)));
+    }
+    return out;
+  }
+
+  // Ends a nested trace's function (its module stays with the enclosing trace).
+  void finish_function(const std::vector<std::size_t>& results) {
+    std::vector<ir::Value*> values;
+    for (auto id : results) values.push_back(value(id));
+    ir::OpBuilder b(ir::function_body(*func_));
+    b.create("return", std::move(values));
+    ir::verify_function(*func_);
+  }
 
   nb::tuple add_argument(nb::handle shape, nb::handle policy, std::string name) {
     ir::Value* v = ir::function_body(*func_).add_argument(
@@ -115,8 +173,8 @@ class GraphBuilder {
     for (auto id : results) values.push_back(value(id));
     ir::OpBuilder b(ir::function_body(*func_));
     b.create("return", std::move(values));
-    ir::verify(module_);
-    return GraphFunction(std::move(module_));
+    ir::verify(*module_);
+    return GraphFunction(module_, ir::function_name(*func_));
   }
 
  private:
@@ -133,7 +191,7 @@ class GraphBuilder {
     return nb::make_tuple(id, shape_to_python(t.shape), t.policy);
   }
 
-  ir::Module module_;
+  std::shared_ptr<ir::Module> module_;
   ir::Operation* func_;
   std::vector<ir::Value*> values_;
 };
@@ -146,9 +204,19 @@ void bind_graph(nb::module_& m) {
       .def("verify", &GraphFunction::verify)
       .def("run_passes", &GraphFunction::run_passes, nb::arg("names"))
       .def("execute", &GraphFunction::execute, nb::arg("args"))
-      .def_prop_ro("num_ops", &GraphFunction::num_ops);
+      .def_prop_ro("num_ops", &GraphFunction::num_ops)
+      .def_prop_ro("module", &GraphFunction::module)
+      .def_prop_ro("name", &GraphFunction::name);
   nb::class_<GraphBuilder>(m, "GraphBuilder", "Records a Graph IR function while tracing.")
       .def(nb::init<std::string>(), nb::arg("name"))
+      .def(nb::init<const IRModule&, std::string>(), nb::arg("module"), nb::arg("name"))
+      .def_prop_ro("module", &GraphBuilder::module)
+      .def_prop_ro("name", &GraphBuilder::name)
+      .def("splice", &GraphBuilder::splice, nb::arg("callee"), nb::arg("operands"), nb::arg("file") = "",
+           nb::arg("line") = 0)
+      .def("call", &GraphBuilder::call, nb::arg("callee"), nb::arg("operands"), nb::arg("extra"), nb::arg("file") = "",
+           nb::arg("line") = 0)
+      .def("finish_function", &GraphBuilder::finish_function, nb::arg("results"))
       .def("add_argument", &GraphBuilder::add_argument, nb::arg("shape"), nb::arg("policy"), nb::arg("name"))
       .def("add_op", &GraphBuilder::add_op, nb::arg("op_name"), nb::arg("operands"), nb::arg("attrs"),
            nb::arg("file") = "", nb::arg("line") = 0, nb::arg("line_text") = "")

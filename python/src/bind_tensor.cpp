@@ -12,6 +12,7 @@
 #include "tensor_args.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/dialect.h"
+#include "tessera/runtime/cuda.h"
 #include "tessera/support/error.h"
 
 namespace nb = nanobind;
@@ -113,7 +114,70 @@ Tensor from_float64(const Float64Array& values, nb::handle policy_spec, std::uin
   return Tensor::from_values(std::span<const double>(values.data(), values.size()), std::move(shape), policy, seed);
 }
 
-nb::object to_numpy(const Tensor& t) {
+// GPU tensors: the DLPack type of a storage dtype (numpy's, plus bf16, which
+// PyTorch and CuPy read from device memory).
+std::optional<nb::dlpack::dtype> device_dlpack_dtype(DType d) {
+  if (d == DType::bf16) return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  return native_dtype(d);
+}
+
+DType dtype_from_dlpack(const nb::dlpack::dtype& t) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(t.code);
+  if (t.lanes == 1) {
+    if (code == Code::Float && t.bits == 64) return DType::fp64;
+    if (code == Code::Float && t.bits == 32) return DType::fp32;
+    if (code == Code::Float && t.bits == 16) return DType::fp16;
+    if (code == Code::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == Code::Int && t.bits == 8) return DType::int8;
+    if (code == Code::Int && t.bits == 16) return DType::int16;
+    if (code == Code::Int && t.bits == 32) return DType::int32;
+    if (code == Code::Int && t.bits == 64) return DType::int64;
+    if (code == Code::UInt && t.bits == 8) return DType::uint8;
+    if (code == Code::Bool && t.bits == 8) return DType::bool_;
+  }
+  raise(ErrorCode::DtypeUnsupported, "DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
+                                         " bits, " + std::to_string(t.lanes) + " lanes) has no tessera storage dtype");
+}
+
+// A GPU tensor as a DLPack-capable array sharing its device memory (no copy);
+// the capsule keeps the tensor, and so its storage, alive.
+nb::object cuda_dlpack_view(const Tensor& t) {
+  if (t.is_cpu()) raise(ErrorCode::ArgumentInvalid, "_cuda_dlpack_view takes a GPU tensor, this one is on cpu");
+  auto type = device_dlpack_dtype(t.dtype());
+  if (!type) {
+    raise(ErrorCode::DtypeUnsupported,
+          std::string(name(t.dtype())) + " has no DLPack type other libraries read; cast to fp32 or bf16 first");
+  }
+  std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
+  auto* keep = new Tensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  nb::ndarray<> view(t.device_data(), shape.size(), shape.data(), owner, t.strides().data(), *type,
+                     nb::device::cuda::value, cuda::parse_device(t.device()));
+  return nb::cast(view);
+}
+
+using CudaArray = nb::ndarray<nb::device::cuda>;
+
+// Adopts a CUDA DLPack tensor (PyTorch, CuPy, ...) without copying.
+Tensor wrap_cuda_array(const CudaArray& array) {
+  const DType dtype = dtype_from_dlpack(array.dtype());
+  std::vector<std::int64_t> shape(array.ndim()), strides(array.ndim());
+  for (std::size_t i = 0; i < array.ndim(); ++i) {
+    shape[i] = static_cast<std::int64_t>(array.shape(i));
+    strides[i] = array.stride(i);
+  }
+  std::shared_ptr<void> owner(new CudaArray(array), [](void* p) {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<CudaArray*>(p);
+  });
+  return Tensor::wrap_device(array.data(), std::move(shape), std::move(strides), default_policy(dtype),
+                             "cuda:" + std::to_string(array.device_id()), std::move(owner));
+}
+
+nb::object to_numpy(const Tensor& device_tensor) {
+  // A GPU tensor is copied back first (views keep their strides).
+  const Tensor t = device_tensor.is_cpu() ? device_tensor : device_tensor.to("cpu");
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   if (auto native = native_dtype(t.dtype())) {
     // A view: the capsule keeps a Tensor (and so its storage) alive.
@@ -138,7 +202,8 @@ nb::object to_numpy(const Tensor& t) {
   return nb::cast(arr);
 }
 
-nb::object codes_to_numpy(const Tensor& t) {
+nb::object codes_to_numpy(const Tensor& device_tensor) {
+  const Tensor t = device_tensor.is_cpu() ? device_tensor : device_tensor.to("cpu");
   auto codes = t.codes();
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
   int bytes = storage_bytes(t.dtype());
@@ -177,6 +242,12 @@ void bind_tensor(nb::module_& m) {
       .def("to", &Tensor::to, nb::arg("device"))
       .def("_describe", [](const Tensor& t) { return describe(t); });
   m.def("_wrap_array", &wrap_array, nb::arg("array"), nb::arg("policy"));
+  m.def("_cuda_dlpack_view", &cuda_dlpack_view, nb::arg("tensor"),
+        "A GPU tensor as a DLPack-capable array sharing its device memory.");
+  m.def("_wrap_cuda_array", &wrap_cuda_array, nb::arg("array"),
+        "Adopts a CUDA DLPack tensor (PyTorch, CuPy) without copying.");
+  m.def("_cuda_available", [] { return cuda::available(); });
+  m.def("_cuda_unavailable_reason", [] { return cuda::unavailable_reason(); });
   m.def("_tensor_from_float64", &from_float64, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
   m.def("_tensor_from_codes",
         [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape, nb::handle policy) {

@@ -12,6 +12,8 @@ void bind_numerics(nanobind::module_& m);
 void bind_tools(nanobind::module_& m);
 void bind_tensor(nanobind::module_& m);
 void bind_graph(nanobind::module_& m);
+void bind_autodiff(nanobind::module_& m);
+void bind_kernel(nanobind::module_& m);
 
 // A dtype argument: a tessera.DType, or a string naming one.
 DType dtype_argument(nanobind::handle value, const char* what);

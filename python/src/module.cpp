@@ -9,4 +9,6 @@ NB_MODULE(_C, m) {
   tessera::python::bind_tools(m);
   tessera::python::bind_tensor(m);
   tessera::python::bind_graph(m);
+  tessera::python::bind_autodiff(m);
+  tessera::python::bind_kernel(m);
 }

@@ -9,6 +9,11 @@ from . import _C, numerics
 from ._tensor import Tensor, from_dlpack, tensor
 from . import ops
 from .jit import JitFunction, constraint, jit, require
+from .region import Region
+from .kernel import Kernel, KernelFile, kernel, load, mut
+from . import autodiff
+from .autodiff import (GradScaler, checkpoint, custom_jvp, custom_vjp, grad, hvp, jacfwd, jacrev, jvp,
+                       rematerialize, stop_gradient, value_and_grad, vjp)
 from ._dtypes import (DTYPES as _DTYPES, DType, Policy, PolicyModifier, accum, dtype, inf_nan,
                       loss_scale, nearest_even, saturate, stochastic_round, toward_zero)
 from .errors import (ArgumentError, CollectiveError, CompileError, DeviceError, DtypeError,
@@ -25,8 +30,11 @@ def info() -> str:
     return _C.info_report()
 
 
-__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "JitFunction", "require", "constraint", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
+__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
+           "vjp", "jvp", "jacfwd", "jacrev", "hvp", "custom_vjp", "custom_jvp", "stop_gradient", "checkpoint",
+           "rematerialize", "GradScaler", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
            "nearest_even", "saturate", "stochastic_round", "toward_zero", "numerics", "info",
+           "Kernel", "KernelFile", "kernel", "load", "mut",
            "TesseraError", "DtypeError", "ShapeError", "ParseError", "KernelTypeError",
            "PrivilegeError", "EffectError", "CompileError", "DeviceError", "CollectiveError",
            "OutOfMemoryError", "ArgumentError", *sorted(_DTYPES)]

@@ -76,7 +76,10 @@ def tensor(data, dtype=None, *, seed: int = 0):
 
 
 def from_dlpack(obj):
-    """A tensor sharing the memory of any DLPack producer (numpy, PyTorch CPU tensors, ...)."""
+    """A tensor sharing the memory of any DLPack producer (numpy, PyTorch and CuPy tensors, on CPU or GPU)."""
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is not None and device()[0] == _KDL_CUDA:
+        return _C._wrap_cuda_array(obj)
     array = np.from_dlpack(obj)
     name = _DEFAULT_FROM_NUMPY.get(array.dtype)
     if name is None:
@@ -84,13 +87,22 @@ def from_dlpack(obj):
     return _C._wrap_array(array, _C.dtype(name))
 
 
+_KDL_CUDA = 2  # DLPack's device type for CUDA memory
+
+
 def _dlpack(self, stream=None, **kwargs):
+    if self.device != "cpu":  # device memory, shared without a copy (its writes are complete)
+        view = _C._cuda_dlpack_view(self)
+        # Older nanobind hands back the DLPack capsule itself rather than an array object.
+        return view.__dlpack__(**kwargs) if hasattr(view, "__dlpack__") else view
     if _C._native_numpy_dtype(self.policy) is None:
         raise DtypeError(f"{self.dtype} has no DLPack type numpy can read; cast to fp32 first")
     return self.numpy().__dlpack__(**kwargs)
 
 
 def _dlpack_device(self):
+    if self.device != "cpu":
+        return (_KDL_CUDA, int(self.device.split(":")[1]))
     return (1, 0)  # kDLCPU, device 0
 
 

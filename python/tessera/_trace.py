@@ -82,20 +82,75 @@ class Tracer(TensorOps):
 
 
 class TraceContext:
-    def __init__(self, name):
-        self.builder = _C.GraphBuilder(name)
+    """``parent``: the enclosing trace when a transform (tessera.grad, ...) traces a function while
+    another trace is active; the new function is recorded into the parent's module, and values of
+    enclosing traces used here become extra parameters (``captures``) passed in when spliced."""
+
+    def __init__(self, name, parent=None):
+        self.parent = parent
+        self.builder = _C.GraphBuilder(name) if parent is None else _C.GraphBuilder(parent.builder.module, name)
         self._constants = {}
+        self.captures = []  # (tracer of an enclosing trace, this trace's parameter standing for it)
+        self._captured = {}
+        if parent is not None and hasattr(parent, "bindings"):
+            self.bindings = parent.bindings
 
     def __enter__(self):
-        if active() is not None:
+        if active() is not self.parent:
             raise CompileError("@tessera.jit functions cannot be traced inside another trace yet; "
                                "call the inner function's Python body directly")
         _state.context = self
         return self
 
     def __exit__(self, *exc):
-        _state.context = None
+        _state.context = self.parent
         return False
+
+    def _encloses(self, ctx):
+        p = self.parent
+        while p is not None:
+            if p is ctx:
+                return True
+            p = p.parent
+        return False
+
+    def _capture(self, tracer):
+        key = (id(tracer._ctx), tracer._id)
+        if key not in self._captured:
+            inner = self.argument(tracer.shape, tracer.policy, f"captured{len(self.captures)}")
+            self.captures.append((tracer, inner))
+            self._captured[key] = inner
+        return self._captured[key]._id
+
+    def value_id(self, x, like=None):
+        """The id in this trace of an op input: a tracer (of this trace, or captured from an
+        enclosing one), a tensor (a constant), a Python scalar or an array-like."""
+        from tessera._tensor import tensor as make_tensor
+        from tessera.ops._dispatch import _scalar_policy
+        if isinstance(x, Tracer):
+            if x._ctx is self:
+                return x._id
+            if self._encloses(x._ctx):
+                return self._capture(x)
+            raise leaked_tracer_error(x)
+        if isinstance(x, _C.Tensor):
+            return self._constant(x)._id
+        if isinstance(x, (bool, numbers.Number)):
+            return self._constant(make_tensor(x, dtype=_scalar_policy(x, like)))._id
+        return self._constant(make_tensor(x))._id
+
+    def _tracers(self, results):
+        return [Tracer(self, i, dims, pol) for (i, dims, pol) in results]
+
+    def splice(self, func_name, inputs):
+        """Appends a copy of function ``func_name`` of this trace's module applied to ``inputs``."""
+        file, line, _ = _user_frame()
+        return self._tracers(self.builder.splice(func_name, [self.value_id(x) for x in inputs], file, line))
+
+    def call(self, func_name, inputs, extra):
+        """Records ``call {callee = func_name}`` with ``extra`` attributes (remat, custom rules)."""
+        file, line, _ = _user_frame()
+        return self._tracers(self.builder.call(func_name, [self.value_id(x) for x in inputs], extra, file, line))
 
     def argument(self, shape, policy, name):
         value_id, dims, pol = self.builder.add_argument(list(shape), policy, name)
@@ -111,20 +166,7 @@ class TraceContext:
         return self._constants[key][0]
 
     def record(self, op_name, inputs, attrs, like):
-        from tessera._tensor import tensor as make_tensor
-        from tessera.ops._dispatch import _scalar_policy
-        ids = []
-        for x in inputs:
-            if isinstance(x, Tracer):
-                if x._ctx is not self:
-                    raise leaked_tracer_error(x)
-                ids.append(x._id)
-            elif isinstance(x, _C.Tensor):
-                ids.append(self._constant(x)._id)
-            elif isinstance(x, (bool, numbers.Number)):
-                ids.append(self._constant(make_tensor(x, dtype=_scalar_policy(x, like)))._id)
-            else:
-                ids.append(self._constant(make_tensor(x))._id)
+        ids = [self.value_id(x, like) for x in inputs]
         file, line, text = _user_frame()
         results = self.builder.add_op(op_name, ids, attrs, file, line, text)
         tracers = [Tracer(self, i, dims, pol) for (i, dims, pol) in results]

@@ -211,6 +211,10 @@ class JitFunction:
             raise ArgumentError(f"static argument {value!r} is not hashable; jit caches per static value")
 
     def __call__(self, *args, **kwargs):
+        if active() is not None:
+            # Called while another trace records (a transform such as tessera.grad traces its
+            # function, or an enclosing function is traced): the body records into that trace.
+            return self.fn(*args, **kwargs)
         bound, tensors, statics, bindings = self._classify(args, kwargs)
         key = (tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()),
                tuple((n, self._static_key(v)) for n, v in statics.items()))

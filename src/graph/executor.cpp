@@ -4,6 +4,7 @@
 
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
+#include "tessera/runtime/tensor.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -59,39 +60,154 @@ std::vector<Tensor> run_kernel(const ir::Operation& op, std::span<const Tensor> 
   }
 }
 
+// Runs functions op by op, holding each value until its last use and
+// counting the bytes held (ExecutionStats).
+class Runner {
+ public:
+  Runner(const ir::Module* module, ExecutionStats* stats) : module_(module), stats_(stats) {}
+
+  // `args_owned`: the arguments count as live bytes of this run (false for a
+  // callee, whose arguments the caller holds and has counted).
+  std::vector<Tensor> run(const ir::Operation& func, std::span<const Tensor> args, bool args_owned) {
+    const ir::Block& body = ir::function_body(func);
+    const std::string& fname = ir::function_name(func);
+    if (args.size() != body.num_arguments()) {
+      raise(ErrorCode::ArgumentInvalid, "function '" + fname + "' takes " + std::to_string(body.num_arguments()) +
+                                            " argument(s), got " + std::to_string(args.size()));
+    }
+    // Position of each value's last use (the return counts).
+    std::unordered_map<const ir::Value*, std::size_t> last_use;
+    std::size_t position = 0;
+    for (const auto& op_ptr : body.ops()) {
+      for (ir::Value* v : op_ptr->operands()) last_use[v] = position;
+      ++position;
+    }
+    SymbolBindings bindings;
+    std::unordered_map<const ir::Value*, Tensor> env;
+    std::unordered_map<const ir::Value*, bool> counted;
+    auto hold = [&](const ir::Value* v, Tensor t, bool count) {
+      if (count) add_live(bytes_of(t));
+      counted[v] = count;
+      env.emplace(v, std::move(t));
+    };
+    auto release = [&](const ir::Value* v) {
+      auto it = env.find(v);
+      if (it == env.end()) return;
+      if (counted[v]) add_live(-bytes_of(it->second));
+      env.erase(it);
+    };
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const ir::Value* param = body.argument(i);
+      std::string what = "argument '" + (param->name().empty() ? std::to_string(i) : param->name()) + "'";
+      bind_symbols(param->type(), args[i].shape(), bindings, what);
+      if (args[i].policy() != param->type().policy) {
+        raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
+                                               print_policy(param->type().policy));
+      }
+      hold(param, args[i], args_owned);
+      if (!last_use.count(param)) release(param);
+    }
+    position = 0;
+    for (const auto& op_ptr : body.ops()) {
+      const ir::Operation& op = *op_ptr;
+      std::vector<Tensor> inputs;
+      inputs.reserve(op.num_operands());
+      for (ir::Value* v : op.operands()) inputs.push_back(env.at(v));
+      if (op.def().is_terminator) {
+        for (const auto& [v, t] : env) {
+          if (counted[v]) add_live(-bytes_of(t));
+        }
+        return inputs;
+      }
+      std::vector<ir::Type> types;
+      for (ir::Value* r : op.results()) types.push_back(concretize(r->type(), bindings));
+      auto results = op.name() == "call" ? run_call(op, inputs, types) : run_kernel(op, inputs, types);
+      if (stats_) ++stats_->ops_executed;
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        hold(op.result(i), std::move(results[i]), true);
+        if (!last_use.count(op.result(i))) release(op.result(i));
+      }
+      for (ir::Value* v : op.operands()) {
+        if (last_use.at(v) == position) release(v);
+      }
+      ++position;
+    }
+    raise(ErrorCode::VerifyFailed, "function '" + fname + "' has no return");
+  }
+
+ private:
+  static std::int64_t bytes_of(const Tensor& t) {
+    return static_cast<std::int64_t>(storage_bytes_for(t.dtype(), t.numel()));
+  }
+  void add_live(std::int64_t delta) {
+    live_ += delta;
+    if (stats_ && live_ > stats_->peak_live_bytes) stats_->peak_live_bytes = live_;
+  }
+
+  std::vector<Tensor> run_call(const ir::Operation& op, std::span<const Tensor> inputs,
+                               std::span<const ir::Type> types) {
+    const std::string& callee_name = op.attrs().get_string("callee");
+    if (!module_) {
+      raise(ErrorCode::ArgumentInvalid,
+            "'call' of @" + callee_name +
+                " needs the module holding the callee: run the function with "
+                "execute(module, func, args)",
+            op.location());
+    }
+    const ir::Operation* callee = module_->lookup(callee_name);
+    if (!callee) {
+      raise(ErrorCode::ArgumentInvalid, "'call' names @" + callee_name + ", which the module does not define",
+            op.location());
+    }
+    if (++depth_ > 256)
+      raise(ErrorCode::ArgumentInvalid, "calls nest deeper than 256 (recursion through @" + callee_name + "?)",
+            op.location());
+    std::vector<Tensor> results;
+    try {
+      results = run(*callee, inputs, false);
+    } catch (const Error& e) {
+      ir::rethrow_for_op(e, "call @" + callee_name, op.location());
+    }
+    --depth_;
+    if (results.size() != types.size()) {
+      raise(ErrorCode::VerifyFailed,
+            "'call' of @" + callee_name + " expects " + std::to_string(types.size()) +
+                " result(s), the callee returned " + std::to_string(results.size()),
+            op.location());
+    }
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (results[i].shape() != sizes_of(types[i]) || results[i].policy() != types[i].policy) {
+        raise(ErrorCode::VerifyFailed,
+              "'call' of @" + callee_name + " result #" + std::to_string(i) + " is " + describe(results[i]) +
+                  ", but the call's result_types say " + ir::print_type(types[i]),
+              op.location());
+      }
+    }
+    return results;
+  }
+
+  static std::vector<std::int64_t> sizes_of(const ir::Type& t) {
+    std::vector<std::int64_t> out;
+    for (const auto& d : t.shape) out.push_back(d.size);
+    return out;
+  }
+
+  const ir::Module* module_;
+  ExecutionStats* stats_;
+  std::int64_t live_ = 0;
+  int depth_ = 0;
+};
+
 }  // namespace
 
 std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> args) {
-  const ir::Block& body = ir::function_body(func);
-  const std::string& fname = ir::function_name(func);
-  if (args.size() != body.num_arguments()) {
-    raise(ErrorCode::ArgumentInvalid, "function '" + fname + "' takes " + std::to_string(body.num_arguments()) +
-                                          " argument(s), got " + std::to_string(args.size()));
-  }
-  SymbolBindings bindings;
-  std::unordered_map<const ir::Value*, Tensor> env;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const ir::Value* param = body.argument(i);
-    std::string what = "argument '" + (param->name().empty() ? std::to_string(i) : param->name()) + "'";
-    bind_symbols(param->type(), args[i].shape(), bindings, what);
-    if (args[i].policy() != param->type().policy) {
-      raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
-                                             print_policy(param->type().policy));
-    }
-    env.emplace(param, args[i]);
-  }
-  for (const auto& op_ptr : body.ops()) {
-    const ir::Operation& op = *op_ptr;
-    std::vector<Tensor> inputs;
-    inputs.reserve(op.num_operands());
-    for (ir::Value* v : op.operands()) inputs.push_back(env.at(v));
-    if (op.def().is_terminator) return inputs;
-    std::vector<ir::Type> types;
-    for (ir::Value* r : op.results()) types.push_back(concretize(r->type(), bindings));
-    auto results = run_kernel(op, inputs, types);
-    for (std::size_t i = 0; i < results.size(); ++i) env.emplace(op.result(i), std::move(results[i]));
-  }
-  raise(ErrorCode::VerifyFailed, "function '" + fname + "' has no return");
+  return Runner(nullptr, nullptr).run(func, args, true);
+}
+
+std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                            ExecutionStats* stats) {
+  if (stats) *stats = ExecutionStats{};
+  return Runner(&module, stats).run(func, args, true);
 }
 
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {

@@ -15,5 +15,7 @@ void register_normalization_ops(ir::Registry& registry);
 void register_shape_ops(ir::Registry& registry);
 void register_creation_ops(ir::Registry& registry);
 void register_random_ops(ir::Registry& registry);
+void register_autodiff_ops(ir::Registry& registry);
+void register_collective_ops(ir::Registry& registry);
 
 }  // namespace tessera::graph

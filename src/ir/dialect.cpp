@@ -1,5 +1,7 @@
 #include "tessera/ir/dialect.h"
 
+#include <algorithm>
+
 #include "tessera/support/error.h"
 
 namespace tessera::ir {
@@ -7,6 +9,7 @@ namespace tessera::ir {
 // Defined by each dialect's registration file.
 void register_builtin_dialect(Registry& registry);
 void register_graph_dialect(Registry& registry);
+void register_tile_dialect(Registry& registry);
 
 std::string_view effect_name(Effect effect) {
   switch (effect) {
@@ -34,6 +37,7 @@ std::string_view OpDef::dialect() const {
 Registry::Registry() {
   register_builtin_dialect(*this);
   register_graph_dialect(*this);
+  register_tile_dialect(*this);
 }
 
 Registry& Registry::global() {
@@ -85,7 +89,8 @@ AttrMap complete_attrs(const OpDef& def, AttrMap attrs) {
                                             (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
     AttrKind got = kind_of(value);
-    bool ok = got == spec->kind;
+    bool ok = got == spec->kind ||
+              std::find(spec->other_kinds.begin(), spec->other_kinds.end(), got) != spec->other_kinds.end();
     // An integer literal is accepted where a float is expected.
     if (!ok && spec->kind == AttrKind::real && got == AttrKind::integer) {
       attrs.set(name, static_cast<double>(std::get<std::int64_t>(value)));

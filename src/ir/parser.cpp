@@ -6,6 +6,10 @@
 // and infers result types; the types written in the text are then compared
 // with the inferred ones, so a wrong type is a diagnostic rather than IR that
 // silently disagrees with its op's rules.
+//
+// Ops with regions (Tile IR control flow) write them after the result types,
+// each as `{ ^(%arg: type, ...): op... }` (the `^(...)` header only when the
+// block has arguments). Names defined inside a region are visible only there.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -174,13 +178,16 @@ class Parser {
   Type parse_type_here() {
     skip();
     std::size_t start = pos_;
-    if (text_.substr(pos_, 6) != "tensor") {
-      fail(error_offset(), "expected a type such as tensor<[B, 64] fp16>, found " + found());
+    std::size_t word_end = pos_;
+    while (word_end < text_.size() && is_ident_char(text_[word_end])) ++word_end;
+    std::string_view kind = text_.substr(pos_, word_end - pos_);
+    if (kind != "tensor" && kind != "lane" && kind != "tile" && kind != "smem" && kind != "gmem") {
+      fail(error_offset(), "expected a type such as tensor<[B, 64] fp16> or lane<fp32>, found " + found());
     }
     // A type is written on one line; its policy text holds no '>'.
     std::size_t end = pos_;
     while (end < text_.size() && text_[end] != '>' && text_[end] != '\n') ++end;
-    if (end >= text_.size() || text_[end] != '>') fail(end, "expected '>' closing the tensor type");
+    if (end >= text_.size() || text_[end] != '>') fail(end, "expected '>' closing the " + std::string(kind) + " type");
     std::string_view type_text = text_.substr(start, end + 1 - start);
     try {
       Type t = parse_type(type_text, file_);
@@ -303,17 +310,19 @@ class Parser {
     if (consume(']')) return shape;
     while (true) {
       skip();
-      std::size_t start = pos_;
-      if (std::isdigit(static_cast<unsigned char>(peek()))) {
-        Attribute a = parse_number();
-        auto* n = std::get_if<std::int64_t>(&a);
-        if (!n) fail(start, "a dimension must be an integer size or a symbol name", static_cast<int>(pos_ - start));
-        shape.push_back(Dim::fixed(*n));
-      } else if (is_ident_start(peek())) {
-        shape.push_back(Dim::named(read_while(is_ident_char)));
-      } else {
+      if (!std::isdigit(static_cast<unsigned char>(peek())) && !is_ident_start(peek())) {
         fail(error_offset(), "expected a dimension (a size or a symbol name), found " + found());
       }
+      std::size_t start = pos_;
+      if (std::isdigit(static_cast<unsigned char>(peek()))) {
+        // Reject "2.5" before read_dim stops at the '.'.
+        Attribute a = parse_number();
+        if (!std::get_if<std::int64_t>(&a)) {
+          fail(start, "a dimension must be an integer size or a symbol name", static_cast<int>(pos_ - start));
+        }
+        pos_ = start;
+      }
+      shape.push_back(read_dim(text_, pos_, file_));
       if (consume(',')) continue;
       expect("]", "closing the shape");
       return shape;
@@ -418,7 +427,6 @@ class Parser {
     ParsedAttrs out;
     expect("{");
     skip();
-    if (peek() == '%' || peek() == '^' || peek() == '"') regions_unsupported(pos_);
     if (consume('}')) return out;
     while (true) {
       skip();
@@ -451,8 +459,87 @@ class Parser {
     }
   }
 
-  [[noreturn]] void regions_unsupported(std::size_t at) const {
-    raise(ErrorCode::Compile, "printing/parsing ops with nested regions is not supported yet", where(at));
+  // True when a '{' at pos_ opens an attribute dictionary ("{name ...}" or
+  // "{}") rather than a region, whose first token is a value (%x), a block
+  // header (^), a quoted op name or a dotted op name (tile.yield).
+  bool at_attr_dict() {
+    std::size_t save = pos_;
+    bool result = false;
+    if (peek() == '{') {
+      ++pos_;
+      skip();
+      if (peek() == '}') {
+        result = true;
+      } else if (is_ident_start(peek())) {
+        read_while(is_ident_char);
+        result = peek() != '.';
+      }
+    }
+    pos_ = save;
+    return result;
+  }
+
+  // Binds `name` in the innermost open region (or the function).
+  void bind(const std::string& name, Binding binding) {
+    values_[name] = std::move(binding);
+    if (!scopes_.empty()) scopes_.back().push_back(name);
+  }
+
+  // "{ ^(%a: type, ...): op... }" appended to `op` as a new region.
+  void parse_region(Operation& op) {
+    skip();
+    std::size_t open = pos_;
+    expect("{", "opening a region");
+    Block& block = op.add_region().add_block();
+    scopes_.emplace_back();
+    skip();
+    if (peek() == '^') {
+      ++pos_;
+      expect("(", "opening the block arguments after '^'");
+      if (!consume(')')) {
+        while (true) {
+          skip();
+          std::size_t at = pos_;
+          if (peek() != '%') fail(error_offset(), "expected a block argument such as %i, found " + found());
+          std::string arg = parse_value_name();
+          check_not_defined(arg, at);
+          expect(":", "after block argument '%" + arg + "'");
+          Type t = parse_type_here();
+          bind(arg, Binding{{block.add_argument(std::move(t), arg)}, at});
+          if (consume(',')) continue;
+          expect(")", "closing the block arguments");
+          break;
+        }
+      }
+      expect(":", "after the block arguments");
+    }
+    const Operation* terminator = nullptr;
+    while (true) {
+      skip();
+      if (at_end()) {
+        fail(error_offset(), "expected '}' closing the region of '" + std::string(op.name()) + "' (opened at line " +
+                                 std::to_string(line_of(open)) + "), found end of text");
+      }
+      if (peek() == '}') break;
+      std::size_t op_at = pos_;
+      if (terminator) {
+        fail(op_at, "'" + std::string(terminator->name()) + "' must be the last op of its region");
+      }
+      Operation* inner = parse_op(block);
+      if (inner->def().is_terminator) terminator = inner;
+    }
+    ++pos_;
+    for (const std::string& name : scopes_.back()) values_.erase(name);
+    scopes_.pop_back();
+  }
+
+  // The regions following an op: each starts with '{'.
+  void parse_regions(Operation& op) {
+    skip();
+    while (peek() == '{') {
+      parse_region(op);
+      skip();
+    }
   }
 
   // ---- Values ---------------------------------------------------------------
@@ -566,7 +653,7 @@ class Parser {
         check_not_defined(arg, at);
         expect(":", "after parameter '%" + arg + "'");
         Type t = parse_type_here();
-        values_[arg] = Binding{{body.add_argument(std::move(t), arg)}, at};
+        bind(arg, Binding{{body.add_argument(std::move(t), arg)}, at});
         if (consume(',')) continue;
         expect(")", "closing the parameter list");
         break;
@@ -682,8 +769,7 @@ class Parser {
         }
       }
       skip();
-      if (peek() == '(') regions_unsupported(pos_);
-      if (peek() == '{') attrs = parse_attr_dict();
+      if (at_attr_dict()) attrs = parse_attr_dict();
       expect(":", "before the op's type signature");
       skip();
       std::size_t types_at = pos_;
@@ -720,7 +806,7 @@ class Parser {
         }
       }
       skip();
-      if (peek() == '{') attrs = parse_attr_dict();
+      if (at_attr_dict()) attrs = parse_attr_dict();
       if (num_results > 0) {
         expect(":", "before the result type");
         for (std::size_t i = 0; i < num_results; ++i) {
@@ -748,7 +834,8 @@ class Parser {
               loc);
       }
     }
-    if (num_results > 0) values_[result_name] = Binding{op->results(), result_at};
+    parse_regions(*op);
+    if (num_results > 0) bind(result_name, Binding{op->results(), result_at});
     return op;
   }
 
@@ -757,6 +844,8 @@ class Parser {
   mutable std::vector<std::size_t> line_starts_;  // filled on first use by where()
   std::size_t pos_ = 0;
   std::unordered_map<std::string, Binding> values_;
+  // Names bound inside each open region, unbound when it closes.
+  std::vector<std::vector<std::string>> scopes_;
 };
 
 }  // namespace

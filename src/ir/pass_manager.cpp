@@ -8,6 +8,7 @@
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/tile/passes.h"
 
 namespace tessera::ir {
 namespace {
@@ -35,6 +36,7 @@ PassTable& passes() {
     add_to_table(PassInfo{"verify", "Checks the IR against every op's rules (the verifier).",
                           [](Module& module) { verify(module); }});
     graph::register_graph_passes();
+    tile::register_tile_passes();
     return true;
   }();
   (void)initialized;

@@ -4,6 +4,9 @@
 // depends only on the IR's structure: block arguments print their name hint
 // (or %arg<N>), op results are numbered %0, %1, ... in definition order with
 // one number per op (%1:2 for an op with two results, used as %1#0 / %1#1).
+// Nested ops are numbered in the same sequence (an op before the ops of its
+// regions); regions print after the op's types as
+// `{ ^(%arg: type, ...): ops }`, and names are unique in the whole function.
 #include <cctype>
 #include <string>
 #include <unordered_map>
@@ -40,6 +43,7 @@ class FunctionPrinter {
       raise(ErrorCode::Compile, "function " + symbol_name() + " must have exactly one region with one block");
     }
     const Block& body = function_body(func_);
+    next_argument_ = body.num_arguments();
     name_values(body);
 
     std::string out = "func " + symbol_name() + "(";
@@ -58,7 +62,7 @@ class FunctionPrinter {
     extra.erase("sym_name");
     if (!extra.empty()) out += " attributes " + print_attr_map(extra);
     out += " {\n";
-    for (const auto& op : body.ops()) out += "  " + print_op(*op) + "\n";
+    for (const auto& op : body.ops()) out += "  " + print_op(*op, "  ") + "\n";
     return out + "}\n";
   }
 
@@ -70,31 +74,62 @@ class FunctionPrinter {
   }
 
   void name_values(const Block& body) {
-    std::unordered_set<std::string> used;
-    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
-      Value* arg = body.argument(i);
-      std::string name = arg->name();
-      // Fall back to arg<N> (then arg<N>_<k>) when the hint is unusable or taken.
-      if (!is_identifier(name) || used.count(name)) name = "arg" + std::to_string(i);
-      for (int k = 1; used.count(name); ++k) name = "arg" + std::to_string(i) + "_" + std::to_string(k);
-      used.insert(name);
-      names_[arg] = name;
-    }
-    int next = 0;
-    for (const auto& op : body.ops()) {
-      if (op->num_regions() > 0) {
-        raise(ErrorCode::Compile, "printing/parsing ops with nested regions is not supported yet (op '" +
-                                      std::string(op->name()) + "' in function " + symbol_name() + ")");
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) name_argument(body.argument(i), i);
+    name_ops(body);
+  }
+
+  // Block arguments keep their hint; otherwise arg<N> (then arg<N>_<k>),
+  // with N counting arguments across the function.
+  void name_argument(Value* arg, std::size_t index) {
+    std::string name = arg->name();
+    if (!is_identifier(name) || used_.count(name)) name = "arg" + std::to_string(index);
+    for (int k = 1; used_.count(name); ++k) name = "arg" + std::to_string(index) + "_" + std::to_string(k);
+    used_.insert(name);
+    names_[arg] = name;
+  }
+
+  void name_ops(const Block& block) {
+    for (const auto& op : block.ops()) {
+      if (op->num_results() > 0) {
+        std::string base = std::to_string(next_result_++);
+        if (op->num_results() == 1) {
+          names_[op->result(0)] = base;
+        } else {
+          for (std::size_t r = 0; r < op->num_results(); ++r) names_[op->result(r)] = base + "#" + std::to_string(r);
+        }
+        groups_[op.get()] = base;
       }
-      if (op->num_results() == 0) continue;
-      std::string base = std::to_string(next++);
-      if (op->num_results() == 1) {
-        names_[op->result(0)] = base;
-      } else {
-        for (std::size_t r = 0; r < op->num_results(); ++r) names_[op->result(r)] = base + "#" + std::to_string(r);
+      for (std::size_t r = 0; r < op->num_regions(); ++r) {
+        for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) {
+          const Block& inner = op->region(r).block(b);
+          for (std::size_t i = 0; i < inner.num_arguments(); ++i) name_argument(inner.argument(i), next_argument_++);
+          name_ops(inner);
+        }
       }
-      groups_[op.get()] = base;
     }
+  }
+
+  // " {\n  ^(%i: lane<int64>):\n  ops\n}" for each region, at `indent`.
+  std::string print_regions(const Operation& op, const std::string& indent) const {
+    std::string out;
+    std::string inner = indent + "  ";
+    for (std::size_t r = 0; r < op.num_regions(); ++r) {
+      for (std::size_t b = 0; b < op.region(r).num_blocks(); ++b) {
+        const Block& block = op.region(r).block(b);
+        out += " {\n";
+        if (block.num_arguments() > 0) {
+          out += inner + "^(";
+          for (std::size_t i = 0; i < block.num_arguments(); ++i) {
+            if (i) out += ", ";
+            out += value_ref(block.argument(i)) + ": " + print_type(block.argument(i)->type());
+          }
+          out += "):\n";
+        }
+        for (const auto& child : block.ops()) out += inner + print_op(*child, inner) + "\n";
+        out += indent + "}";
+      }
+    }
+    return out;
   }
 
   // Values from outside this function (broken IR) still print, visibly unparsable.
@@ -123,7 +158,7 @@ class FunctionPrinter {
     return out;
   }
 
-  std::string print_op(const Operation& op) const {
+  std::string print_op(const Operation& op, const std::string& indent) const {
     std::string out = results_lhs(op);
     std::vector<Type> result_types;
     for (Value* r : op.results()) result_types.push_back(r->type());
@@ -135,19 +170,22 @@ class FunctionPrinter {
       }
       out += "\"" + std::string(op.name()) + "\"(" + operand_list(op) + ")";
       if (!attrs.empty()) out += " " + attrs;
-      return out + " : (" + types + ") -> (" + type_list(result_types) + ")";
+      return out + " : (" + types + ") -> (" + type_list(result_types) + ")" + print_regions(op, indent);
     }
     out += std::string(op.name());
     if (op.num_operands() > 0) out += " " + operand_list(op);
     if (!attrs.empty()) out += " " + attrs;
     if (!result_types.empty()) out += " : " + type_list(result_types);
-    return out;
+    return out + print_regions(op, indent);
   }
 
   const Operation& func_;
   const PrintOptions& options_;
   std::unordered_map<const Value*, std::string> names_;
   std::unordered_map<const Operation*, std::string> groups_;
+  std::unordered_set<std::string> used_;  // block argument names taken
+  int next_result_ = 0;
+  std::size_t next_argument_ = 0;  // set past the parameters by print()
 };
 
 }  // namespace

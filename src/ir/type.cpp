@@ -36,8 +36,42 @@ std::optional<std::vector<std::int64_t>> static_sizes(const Shape& shape) {
   return sizes;
 }
 
+std::string_view type_kind_name(TypeKind kind) {
+  switch (kind) {
+    case TypeKind::tensor: return "tensor";
+    case TypeKind::lane: return "lane";
+    case TypeKind::tile: return "tile";
+    case TypeKind::smem: return "smem";
+    case TypeKind::gmem: return "gmem";
+  }
+  return "?";
+}
+
+std::string_view swizzle_name(Swizzle swizzle) {
+  return swizzle == Swizzle::xor_ ? "xor" : "none";
+}
+
+Swizzle parse_swizzle(std::string_view text) {
+  if (text == "none") return Swizzle::none;
+  if (text == "xor") return Swizzle::xor_;
+  raise(ErrorCode::ArgumentInvalid, "unknown swizzle '" + std::string(text) + "'; expected \"none\" or \"xor\"");
+}
+
 std::string print_type(const Type& type) {
-  return "tensor<" + print_shape(type.shape) + " " + print_policy(type.policy) + ">";
+  std::string out = std::string(type_kind_name(type.kind)) + "<";
+  if (type.kind != TypeKind::lane) out += print_shape(type.shape) + " ";
+  std::string policy = print_policy(type.policy);
+  // Tile IR kinds print the accumulation type only when it is not the
+  // storage type's default (lane<fp16>, not lane<fp16 @accum(fp32)>), as the
+  // Tile IR contract writes them; tensor types keep the full spelling.
+  if (type.kind != TypeKind::tensor && type.policy.accum == default_accumulation(type.policy.storage)) {
+    std::string accum = " @accum(" + std::string(name(type.policy.accum)) + ")";
+    if (auto at = policy.find(accum); at != std::string::npos) policy.erase(at, accum.size());
+  }
+  out += policy;
+  if (type.mut) out += " mut";
+  if (type.swizzle != Swizzle::none) out += " swizzle(" + std::string(swizzle_name(type.swizzle)) + ")";
+  return out + ">";
 }
 
 namespace {
@@ -52,8 +86,53 @@ bool is_ident_start(char c) {
 bool is_ident_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
+bool is_digit(char c) {
+  return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+// One term of a dim: digits or an identifier; returns false when neither is next.
+bool read_term(std::string_view text, std::size_t& i, std::string_view file, std::int64_t* value) {
+  std::size_t start = i;
+  if (i < text.size() && is_digit(text[i])) {
+    std::int64_t n = 0;
+    while (i < text.size() && is_digit(text[i])) {
+      if (n > (INT64_MAX - 9) / 10) type_error(file, text, start, "dimension size too large");
+      n = n * 10 + (text[i++] - '0');
+    }
+    if (value) *value = n;
+    return true;
+  }
+  if (i < text.size() && is_ident_start(text[i])) {
+    while (i < text.size() && is_ident_char(text[i])) ++i;
+    return true;
+  }
+  return false;
+}
 
 }  // namespace
+
+Dim read_dim(std::string_view text, std::size_t& i, std::string_view file) {
+  std::size_t start = i;
+  std::int64_t n = -1;
+  if (!read_term(text, i, file, &n)) type_error(file, text, start, "expected a dimension (a size or a symbol name)");
+  bool leading_number = n >= 0;
+  std::string symbol = leading_number ? std::string() : std::string(text.substr(start, i - start));
+  // Compound dims: symbol (('/' | '*') (symbol | integer))*, written without spaces.
+  while (i < text.size() && (text[i] == '/' || text[i] == '*')) {
+    if (leading_number) {
+      type_error(file, text, start, "a compound dimension starts with a symbol (write N*2, not 2*N)");
+    }
+    symbol += text[i++];
+    std::size_t term = i;
+    if (!read_term(text, i, file, nullptr)) {
+      type_error(file, text, term, "expected a symbol or an integer after '" + std::string(1, text[term - 1]) + "'");
+    }
+    std::string_view piece = text.substr(term, i - term);
+    if (piece == "0" && symbol.back() == '/') type_error(file, text, term, "a dimension cannot divide by 0");
+    symbol += piece;
+  }
+  return leading_number ? Dim::fixed(n) : Dim::named(std::move(symbol));
+}
 
 Type parse_type(std::string_view text, std::string_view file) {
   std::size_t i = 0;
@@ -67,49 +146,102 @@ Type parse_type(std::string_view text, std::string_view file) {
     }
     i += token.size();
   };
-  expect("tensor");
-  expect("<");
-  expect("[");
-  Shape shape;
   skip();
-  if (i < text.size() && text[i] == ']') {
-    ++i;
+  std::size_t kind_at = i;
+  while (i < text.size() && is_ident_char(text[i])) ++i;
+  std::string_view kind_word = text.substr(kind_at, i - kind_at);
+  TypeKind kind;
+  if (kind_word == "tensor") {
+    kind = TypeKind::tensor;
+  } else if (kind_word == "lane") {
+    kind = TypeKind::lane;
+  } else if (kind_word == "tile") {
+    kind = TypeKind::tile;
+  } else if (kind_word == "smem") {
+    kind = TypeKind::smem;
+  } else if (kind_word == "gmem") {
+    kind = TypeKind::gmem;
   } else {
-    while (true) {
-      skip();
-      std::size_t start = i;
-      if (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-        std::int64_t n = 0;
-        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-          if (n > (INT64_MAX - 9) / 10) type_error(file, text, start, "dimension size too large");
-          n = n * 10 + (text[i++] - '0');
+    type_error(file, text, kind_at,
+               "expected a type kind (tensor, lane, tile, smem or gmem), found '" + std::string(kind_word) + "'");
+  }
+  std::string kind_name(kind_word);
+  expect("<");
+  Shape shape;
+  if (kind != TypeKind::lane) {
+    expect("[");
+    skip();
+    if (i < text.size() && text[i] == ']') {
+      ++i;
+    } else {
+      while (true) {
+        skip();
+        shape.push_back(read_dim(text, i, file));
+        skip();
+        if (i < text.size() && text[i] == ',') {
+          ++i;
+          continue;
         }
-        shape.push_back(Dim::fixed(n));
-      } else if (i < text.size() && is_ident_start(text[i])) {
-        while (i < text.size() && is_ident_char(text[i])) ++i;
-        shape.push_back(Dim::named(std::string(text.substr(start, i - start))));
-      } else {
-        type_error(file, text, start, "expected a dimension (a size or a symbol name)");
+        if (i < text.size() && text[i] == ']') {
+          ++i;
+          break;
+        }
+        type_error(file, text, i, "expected ',' or ']' in shape");
       }
-      skip();
-      if (i < text.size() && text[i] == ',') {
-        ++i;
-        continue;
-      }
-      if (i < text.size() && text[i] == ']') {
-        ++i;
-        break;
-      }
-      type_error(file, text, i, "expected ',' or ']' in shape");
     }
   }
   skip();
   std::size_t close = text.find('>', i);
-  if (close == std::string_view::npos) type_error(file, text, text.size(), "expected '>' closing the tensor type");
+  if (close == std::string_view::npos) {
+    type_error(file, text, text.size(), "expected '>' closing the " + kind_name + " type");
+  }
   std::string_view policy_text = text.substr(i, close - i);
-  while (!policy_text.empty() && std::isspace(static_cast<unsigned char>(policy_text.back())))
-    policy_text.remove_suffix(1);
-  if (policy_text.empty()) type_error(file, text, i, "expected an element dtype or policy in tensor type");
+  auto trim = [&] {
+    while (!policy_text.empty() && std::isspace(static_cast<unsigned char>(policy_text.back())))
+      policy_text.remove_suffix(1);
+  };
+  trim();
+  // Trailing modifiers of buffer types: "mut" (gmem), "swizzle(xor)" (smem).
+  bool is_mut = false;
+  Swizzle swizzle = Swizzle::none;
+  while (true) {
+    auto ends_word = [&](std::string_view word) {
+      if (policy_text.size() <= word.size() || policy_text.substr(policy_text.size() - word.size()) != word)
+        return false;
+      return std::isspace(static_cast<unsigned char>(policy_text[policy_text.size() - word.size() - 1])) != 0;
+    };
+    if (ends_word("mut")) {
+      std::size_t at = i + policy_text.size() - 3;
+      if (kind != TypeKind::gmem) type_error(file, text, at, "'mut' applies only to gmem types, not " + kind_name);
+      if (is_mut) type_error(file, text, at, "'mut' is given twice");
+      is_mut = true;
+      policy_text.remove_suffix(3);
+      trim();
+      continue;
+    }
+    if (!policy_text.empty() && policy_text.back() == ')') {
+      std::size_t open = policy_text.rfind("swizzle(");
+      if (open != std::string_view::npos && open > 0 &&
+          std::isspace(static_cast<unsigned char>(policy_text[open - 1]))) {
+        std::size_t at = i + open;
+        if (kind != TypeKind::smem) {
+          type_error(file, text, at, "'swizzle(...)' applies only to smem types, not " + kind_name);
+        }
+        std::string_view inner = policy_text.substr(open + 8, policy_text.size() - open - 9);
+        if (inner == "xor") {
+          swizzle = Swizzle::xor_;
+        } else {
+          type_error(file, text, at + 8,
+                     "unknown swizzle '" + std::string(inner) + "'; write swizzle(xor) or leave it out for none");
+        }
+        policy_text = policy_text.substr(0, open);
+        trim();
+        continue;
+      }
+    }
+    break;
+  }
+  if (policy_text.empty()) type_error(file, text, i, "expected an element dtype or policy in " + kind_name + " type");
   NumericsPolicy policy;
   try {
     policy = parse_policy(policy_text, file);
@@ -120,8 +252,16 @@ Type parse_type(std::string_view text, std::string_view file) {
   }
   i = close + 1;
   skip();
-  if (i != text.size()) type_error(file, text, i, "unexpected text after tensor type");
-  return Type::tensor(std::move(shape), policy);
+  if (i != text.size()) type_error(file, text, i, "unexpected text after " + kind_name + " type");
+  Type t;
+  switch (kind) {
+    case TypeKind::tensor: t = Type::tensor(std::move(shape), policy); break;
+    case TypeKind::lane: t = Type::lane(policy); break;
+    case TypeKind::tile: t = Type::tile(std::move(shape), policy); break;
+    case TypeKind::smem: t = Type::smem(std::move(shape), policy, swizzle); break;
+    case TypeKind::gmem: t = Type::gmem(std::move(shape), policy, is_mut); break;
+  }
+  return t;
 }
 
 }  // namespace tessera::ir

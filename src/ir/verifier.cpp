@@ -1,5 +1,11 @@
 // The IR verifier (tessera/ir/verifier.h): re-checks everything the builder
 // and parser guarantee, because passes edit IR directly and can break it.
+//
+// Regions: every block of an op's region must point back at its region and
+// end with a terminator other than `return` (which ends only function
+// bodies); what that terminator must be and the types it passes are the
+// op's own verify rule. A value is visible in the block that defines it, after
+// its definition, and in every region nested below that point.
 #include "tessera/ir/verifier.h"
 
 #include <cmath>
@@ -84,9 +90,30 @@ class Verifier {
       if (op.def().is_terminator && op_ptr.get() != block.terminator()) {
         fail(op, index, "a terminator must be the last op of its block");
       }
+      if (op.name() == "return" && block.parent_region() != &func_.region(0)) {
+        fail(op, index, "'return' ends only a function body; end this region with its op's terminator");
+      }
       verify_op(op, index, visible);
       for (std::size_t r = 0; r < op.num_regions(); ++r) {
-        for (std::size_t b = 0; b < op.region(r).num_blocks(); ++b) verify_block(op.region(r).block(b), visible);
+        const Region& region = op.region(r);
+        if (region.parent_op() != &op)
+          fail(op, index, "region #" + std::to_string(r) + " does not point back at its op");
+        if (region.num_blocks() == 0) fail(op, index, "region #" + std::to_string(r) + " has no block");
+        for (std::size_t b = 0; b < region.num_blocks(); ++b) {
+          const Block& inner = region.block(b);
+          if (inner.parent_region() != &region) {
+            fail(op, index,
+                 "block #" + std::to_string(b) + " of region #" + std::to_string(r) +
+                     " does not point back at its region");
+          }
+          const Operation* term = inner.terminator();
+          if (!term || !term->def().is_terminator) {
+            fail(op, index,
+                 "region #" + std::to_string(r) + " must end with a terminator" +
+                     (term ? " (its last op is '" + std::string(term->name()) + "')" : " (it is empty)"));
+          }
+          verify_block(inner, visible);
+        }
       }
       for (Value* result : op.results()) visible.insert(result);
       ++index;

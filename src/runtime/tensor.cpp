@@ -4,6 +4,7 @@
 
 #include "runtime/strided_walk.h"
 #include "tessera/numerics/convert.h"
+#include "tessera/runtime/cuda.h"
 #include "tessera/support/error.h"
 
 namespace tessera {
@@ -48,6 +49,20 @@ void write_code(std::byte* base, DType dtype, std::int64_t index, std::uint64_t 
     return;
   }
   std::memcpy(base + index * storage_bytes(dtype), &code, static_cast<std::size_t>(storage_bytes(dtype)));
+}
+
+// Host-memory reads on a GPU tensor would dereference a device address.
+void require_host(const Tensor& t, const char* what) {
+  if (!t.is_cpu()) {
+    raise(ErrorCode::Device, std::string(what) + " reads host memory but this tensor is on " + t.device() +
+                                 "; copy it with .to(\"cpu\") first");
+  }
+}
+
+// "cuda" -> "cuda:0"; "cpu" stays; anything else raises ArgumentError.
+std::string canonical_device(const std::string& device) {
+  if (device == "cpu") return device;
+  return "cuda:" + std::to_string(cuda::parse_device(device));
 }
 
 void check_shape(const std::vector<std::int64_t>& shape) {
@@ -126,6 +141,13 @@ Tensor Tensor::wrap(void* data, std::vector<std::int64_t> shape, std::vector<std
   return t;
 }
 
+Tensor Tensor::wrap_device(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                           const NumericsPolicy& policy, const std::string& device, std::shared_ptr<void> owner) {
+  Tensor t = wrap(data, std::move(shape), std::move(strides), policy, std::move(owner));
+  t.device_ = canonical_device(device);
+  return t;
+}
+
 std::int64_t Tensor::numel() const {
   std::int64_t n = 1;
   for (auto s : shape_) n *= s;
@@ -137,6 +159,11 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data() const {
+  require_host(*this, "data()");
+  return device_data();
+}
+
+void* Tensor::device_data() const {
   if (is_packed(dtype())) raise(ErrorCode::DtypeUnsupported, "packed tensors have no per-element address");
   return storage_.get() + offset_ * storage_bytes(dtype());
 }
@@ -146,6 +173,7 @@ int Tensor::element_bytes() const {
 }
 
 std::vector<std::uint64_t> Tensor::codes() const {
+  require_host(*this, "codes()");
   std::vector<std::uint64_t> out;
   out.reserve(static_cast<std::size_t>(numel()));
   for_each_offset(shape_, strides_, offset_,
@@ -154,6 +182,7 @@ std::vector<std::uint64_t> Tensor::codes() const {
 }
 
 std::vector<double> Tensor::to_values() const {
+  require_host(*this, "to_values()");
   std::vector<double> out(static_cast<std::size_t>(numel()));
   if (out.empty()) return out;
   if (is_contiguous() && !is_packed(dtype())) {
@@ -179,6 +208,9 @@ Tensor Tensor::from_codes(std::span<const std::uint64_t> codes, std::vector<std:
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous() && offset_ == 0) return *this;
+  // A strided GPU tensor is gathered on the host; device-side gathers come
+  // with the CUDA code generator.
+  if (!is_cpu()) return to("cpu").contiguous().to(device_);
   auto c = codes();
   return from_codes(c, shape_, policy_);
 }
@@ -223,9 +255,47 @@ Tensor Tensor::with_policy(const NumericsPolicy& policy) const {
 }
 
 Tensor Tensor::to(const std::string& device) const {
-  if (device == "cpu" || device == device_) return *this;
-  raise(ErrorCode::DeviceUnavailable,
-        "device '" + device + "' is not available to tensors yet: only 'cpu' tensors exist in this build");
+  const std::string target = canonical_device(device);
+  if (target == device_) return *this;
+  if (!is_cpu() && target != "cpu") return to("cpu").to(target);  // GPU to GPU through the host
+  if (is_cpu()) {
+    const int ordinal = cuda::parse_device(target);
+    const Tensor host = contiguous();
+    const std::size_t bytes = storage_bytes_for(dtype(), numel());
+    Tensor t = host;
+    t.storage_ = std::static_pointer_cast<std::byte>(cuda::allocate_shared(ordinal, bytes));
+    t.offset_ = 0;
+    t.device_ = target;
+    // The host copy starts at element 0 (contiguous() leaves no offset); packed
+    // storage has one spare byte that may be absent from adopted memory.
+    const std::size_t exact = is_packed(dtype()) ? bytes - 1 : bytes;
+    cuda::copy_to_device(ordinal, reinterpret_cast<cuda::DevicePtr>(t.storage_.get()), host.storage_.get(), exact);
+    return t;
+  }
+  // To the host: copy the span of elements the view touches, keep its strides.
+  const int ordinal = cuda::parse_device(device_);
+  std::int64_t lo = offset_, hi = offset_;
+  for (std::size_t i = 0; i < rank(); ++i) {
+    if (shape_[i] == 0) {
+      lo = hi = offset_;
+      break;
+    }
+    const std::int64_t reach = (shape_[i] - 1) * strides_[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  if (is_packed(dtype())) lo = 0;  // keep the bit alignment of packed fields
+  Tensor t = *this;
+  t.device_ = "cpu";
+  const std::size_t first_byte = is_packed(dtype()) ? 0 : static_cast<std::size_t>(lo) * storage_bytes(dtype());
+  const std::size_t bytes = storage_bytes_for(dtype(), hi + 1) - first_byte;
+  std::shared_ptr<std::byte[]> buf(new std::byte[std::max<std::size_t>(bytes, 1)]());
+  t.storage_ = std::shared_ptr<std::byte>(buf, buf.get());
+  t.offset_ = offset_ - lo;
+  const std::size_t exact = is_packed(dtype()) ? bytes - 1 : bytes;
+  if (numel() > 0) {
+    cuda::copy_to_host(ordinal, buf.get(), reinterpret_cast<cuda::DevicePtr>(storage_.get()) + first_byte, exact);
+  }
+  return t;
 }
 
 std::string describe(const Tensor& t) {

@@ -4,10 +4,12 @@
 #include <iomanip>
 #include <ostream>
 
+#include "tessera/frontend/compile_command.h"
 #include "tessera/numerics/dtype.h"
 #include "tessera/numerics/policy.h"
 #include "tessera/runtime/system_info.h"
 #include "tessera/support/error.h"
+#include "tools/cli_compile.h"
 
 namespace tessera {
 namespace {
@@ -18,7 +20,9 @@ constexpr const char* kUsage =
     "  info            version, build options, backends found, compile cache\n"
     "  version         the version number\n"
     "  dtypes          every storage dtype with its bit layout and range\n"
-    "  policy TEXT     parse a dtype or numerics policy and print its canonical form\n";
+    "  policy TEXT     parse a dtype or numerics policy and print its canonical form\n"
+    "  compile FILE.tsr --emit tile|target [--target cpu] [-D NAME=VALUE]... [-o OUT]\n"
+    "                  check a kernel file and print its Tile IR or generated CPU code\n";
 
 void print_dtypes(std::ostream& out) {
   out << std::left << std::setw(10) << "dtype" << std::setw(6) << "bits" << std::setw(10) << "layout" << std::setw(6)
@@ -50,6 +54,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return args.empty() ? 2 : 0;
   }
   const std::string& command = args[0];
+  if (command == "compile") return run_kernel_compile_command(args, out, err);
   try {
     if (command == "info") {
       out << info_report();

@@ -29,6 +29,21 @@ ir::Type concretize(const ir::Type& type, const SymbolBindings& bindings);
 
 std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> args);
 
+// What one execution measured. Live bytes are the storage bytes of the values
+// the executor holds: arguments and op results, each released right after
+// its last use in its function (results of a `call` are held by the caller,
+// the callee's own values only while it runs), so peak_live_bytes is the most
+// memory a run needing only those values would hold at once.
+struct ExecutionStats {
+  std::int64_t peak_live_bytes = 0;
+  std::int64_t ops_executed = 0;  // ops run, inside called functions too (not counting return)
+};
+
+// Like execute(func, args), resolving `call` ops against `module` (the
+// version without a module raises for a call), and filling `stats` when given.
+std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                            ExecutionStats* stats = nullptr);
+
 // Runs one op eagerly: attributes are completed and checked, result types
 // inferred from the inputs, then the reference kernel runs.
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs);

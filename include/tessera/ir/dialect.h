@@ -45,6 +45,9 @@ struct AttrSpec {
   bool required = false;
   std::optional<Attribute> default_value;
   std::string doc;
+  // Further kinds accepted as written (tile.const's value is a real, an
+  // integer or a bool, matching its dtype).
+  std::vector<AttrKind> other_kinds = {};
 };
 
 // Operand and attribute types in, result types out. Throws ShapeError or

@@ -37,6 +37,10 @@ class Tensor {
   // elements and may be zero or negative. Sub-byte formats cannot be wrapped.
   static Tensor wrap(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
                      const NumericsPolicy& policy, std::shared_ptr<void> owner);
+  // Adopts device memory (DLPack import): `data` is an address on `device`
+  // ("cuda:N"), kept alive by `owner`. Nothing is copied or checked on the device.
+  static Tensor wrap_device(void* data, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                            const NumericsPolicy& policy, const std::string& device, std::shared_ptr<void> owner);
 
   const std::vector<std::int64_t>& shape() const { return shape_; }
   const std::vector<std::int64_t>& strides() const { return strides_; }
@@ -48,8 +52,12 @@ class Tensor {
   bool defined() const { return storage_ != nullptr; }
 
   bool is_contiguous() const;
-  // Address of element 0 (byte-aligned formats only).
+  // Address of element 0 (byte-aligned formats only) of a host tensor; a
+  // tensor on another device raises DeviceError (use device_data()).
   void* data() const;
+  // Address of element 0 on the tensor's own device (a device pointer for "cuda:N").
+  void* device_data() const;
+  bool is_cpu() const { return device_ == "cpu"; }
   // Bytes one element takes in storage (0 for packed sub-byte formats).
   int element_bytes() const;
   std::int64_t storage_offset() const { return offset_; }
@@ -68,7 +76,12 @@ class Tensor {
   Tensor reshape(const std::vector<std::int64_t>& shape) const;  // copies when not contiguous
   // Same encodings, new policy fields other than storage (accum, rounding, ...).
   Tensor with_policy(const NumericsPolicy& policy) const;
-  // "cpu" returns *this; other devices raise DeviceError until a backend exists.
+  // A copy on `device` ("cpu", "cuda", "cuda:N"), or *this when already there.
+  // To a GPU the copy is contiguous (same encodings, sub-byte formats packed
+  // as on the host); back to the host the strides of a view are kept. Device
+  // storage comes from the device's caching allocator and returns to it with
+  // the last tensor that shares it. Reading values (to_values, codes, data)
+  // needs a host tensor: on a GPU tensor they raise DeviceError.
   Tensor to(const std::string& device) const;
 
  private:

@@ -21,6 +21,7 @@ ir::PassInfo make_dce_pass();
 ir::PassInfo make_cse_pass();
 ir::PassInfo make_constant_fold_pass();
 ir::PassInfo make_canonicalize_pass();
+ir::PassInfo make_inline_calls_pass();
 
 // Calls `fn` on the body of every function in the module and on every block
 // nested in ops there (inner blocks first).

@@ -1,0 +1,286 @@
+// The CUDA runtime layer: devices, device memory, streams, events, run-time
+// compilation (NVRTC), modules, kernel launch, CUDA graphs and the cuBLAS
+// baseline.
+//
+// Everything is reached through libraries opened on first use (libcuda.so.1,
+// libnvrtc, libcublas), so one build runs with and without GPUs. On a machine
+// without a driver or device every entry point raises DeviceError with code
+// DeviceUnavailable saying why; driver failures raise DeviceError naming the
+// CUDA error (CUDA_ERROR_INVALID_VALUE, ...), and allocation failures raise
+// OutOfMemoryError with the sizes involved.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/numerics/dtype.h"
+
+namespace tessera::cuda {
+
+// ---- devices ----------------------------------------------------------------
+
+// True when the driver loads and reports at least one device. Never throws.
+bool available();
+// Why available() is false ("" when it is true). Never throws.
+std::string unavailable_reason();
+int device_count();
+
+struct DeviceProperties {
+  int ordinal = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  int multiprocessors = 0;
+  int max_threads_per_block = 0;
+  int shared_bytes_per_block = 0;        // without opting in
+  int shared_bytes_per_block_optin = 0;  // the most a kernel may be granted
+  int l2_bytes = 0;
+  std::size_t total_memory_bytes = 0;
+  // The exact architecture NVRTC targets: "sm_90a" on Hopper (wgmma, setmaxnreg
+  // need the "a" variant), "sm_80", "sm_89", ... elsewhere.
+  std::string arch() const;
+};
+DeviceProperties device_properties(int ordinal);
+// Waits for all work on the device.
+void synchronize(int ordinal);
+// "cuda" -> 0, "cuda:N" -> N; anything else raises ArgumentError. The ordinal
+// is checked against device_count() only by the functions that use it.
+int parse_device(std::string_view device);
+// Free and total device memory in bytes.
+std::pair<std::size_t, std::size_t> memory_info(int ordinal);
+
+// ---- streams and events -------------------------------------------------------
+
+// A non-blocking stream on one device. Streams own their handle (move-only).
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  void* handle() const { return handle_; }
+  void synchronize() const;
+  // True when all work queued so far has finished.
+  bool idle() const;
+
+ private:
+  int device_ = 0;
+  void* handle_ = nullptr;
+};
+
+class Event {
+ public:
+  explicit Event(int device = 0);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(const Stream& stream);
+  void synchronize() const;
+  void* handle() const { return handle_; }
+
+ private:
+  int device_ = 0;
+  void* handle_ = nullptr;
+};
+// Milliseconds between two recorded events (both must have completed or be
+// waited for; this waits on `end`).
+float elapsed_ms(const Event& start, const Event& end);
+
+// ---- device memory ------------------------------------------------------------
+
+using DevicePtr = std::uint64_t;
+
+// Plain allocation and release (cuMemAlloc / cuMemFree), no caching.
+DevicePtr device_malloc(int device, std::size_t bytes);
+void device_free(int device, DevicePtr ptr);
+
+struct MemoryStats {
+  std::size_t bytes_in_use = 0;          // handed out and not yet released
+  std::size_t bytes_cached = 0;          // released to the cache, kept for reuse
+  std::size_t peak_in_use = 0;           // highest bytes_in_use since the last reset
+  std::uint64_t allocations = 0;         // allocate() calls
+  std::uint64_t frees = 0;               // release() calls
+  std::uint64_t cache_hits = 0;          // allocations served from the cache
+  std::uint64_t device_allocations = 0;  // cuMemAlloc calls made
+};
+
+// The per-device caching allocator. Released blocks are kept and reused for
+// later requests of about the same size (never more than twice the request),
+// so steady-state loops make no driver calls. A block is reused only for the
+// stream it was allocated for (0: the default stream): work still queued on
+// that stream is ordered before the new user's. When the device is out of
+// memory the cache is emptied and the allocation retried once.
+class CachingAllocator {
+ public:
+  static CachingAllocator& for_device(int device);
+
+  DevicePtr allocate(std::size_t bytes, void* stream = nullptr);
+  void release(DevicePtr ptr);
+  MemoryStats stats() const;
+  void reset_peak();
+  // Returns every cached block to the driver.
+  void empty_cache();
+  int device() const { return device_; }
+
+  explicit CachingAllocator(int device);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+ private:
+  struct State;
+  int device_;
+  std::unique_ptr<State> state_;
+};
+
+// Device memory from the caching allocator whose last owner releases it.
+std::shared_ptr<void> allocate_shared(int device, std::size_t bytes, void* stream = nullptr);
+
+// Copies; the synchronous forms wait until the copy is done.
+void copy_to_device(int device, DevicePtr dst, const void* src, std::size_t bytes);
+void copy_to_host(int device, void* dst, DevicePtr src, std::size_t bytes);
+void copy_device_to_device(int device, DevicePtr dst, DevicePtr src, std::size_t bytes);
+void copy_to_device_async(DevicePtr dst, const void* src, std::size_t bytes, const Stream& stream);
+void copy_to_host_async(void* dst, DevicePtr src, std::size_t bytes, const Stream& stream);
+void copy_device_to_device_async(DevicePtr dst, DevicePtr src, std::size_t bytes, const Stream& stream);
+void memset_async(DevicePtr dst, unsigned char value, std::size_t bytes, const Stream& stream);
+
+// ---- run-time compilation (NVRTC) ------------------------------------------------
+
+struct CompileOptions {
+  // "" targets the device's exact architecture (DeviceProperties::arch()).
+  std::string arch;
+  bool ptx = false;  // also return the PTX (compiled for compute_XX of arch)
+  bool line_info = false;
+  std::vector<std::string> extra;  // more nvrtc options, as given
+};
+
+struct CompiledProgram {
+  std::string arch;  // "sm_90a"
+  std::vector<char> cubin;
+  std::string ptx;  // only when CompileOptions::ptx
+  std::string log;  // NVRTC's messages (warnings) even on success
+};
+
+// Compiles one translation unit with NVRTC. `source` may #include the
+// embedded device headers by name (see device_header()). Compile errors raise
+// CompileError with NVRTC's log. `device` picks the architecture when
+// options.arch is empty.
+CompiledProgram compile(std::string_view source, std::string_view name, int device, const CompileOptions& options = {});
+// NVRTC's version as major * 1000 + minor * 10, and the library it came from.
+int nvrtc_version();
+std::string nvrtc_library();
+
+// The device headers embedded in the library (for example
+// "tessera/numerics.cuh"), as NVRTC sees them; raises ArgumentError for an
+// unknown name.
+std::string_view device_header(std::string_view name);
+std::vector<std::string> device_header_names();
+
+// ---- modules and launch ---------------------------------------------------------
+
+class Function;
+
+// A loaded cubin or PTX image (unloaded when the last copy goes).
+class Module {
+ public:
+  static Module load(int device, const CompiledProgram& program);
+  static Module load_image(int device, const void* image);
+  Function function(const std::string& name) const;
+  int device() const { return device_; }
+
+ private:
+  struct Handle;
+  int device_ = 0;
+  std::shared_ptr<Handle> handle_;
+  friend class Function;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  unsigned shared_bytes = 0;       // dynamic shared memory
+  const Stream* stream = nullptr;  // nullptr: the device's default stream
+};
+
+class Function {
+ public:
+  // Lets launches ask for more than 48 KiB of dynamic shared memory.
+  void set_max_dynamic_shared(int bytes) const;
+  void* handle() const { return handle_; }
+  const std::string& name() const { return name_; }
+  int device() const { return device_; }
+
+  // `args[i]` points at the value of parameter i, as cuLaunchKernel takes them.
+  void launch(const LaunchConfig& config, void** args) const;
+  template <typename... Args>
+  void operator()(const LaunchConfig& config, const Args&... args) const {
+    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+    launch(config, params);
+  }
+
+ private:
+  friend class Module;
+  std::shared_ptr<Module::Handle> module_;
+  void* handle_ = nullptr;
+  std::string name_;
+  int device_ = 0;
+};
+
+// ---- CUDA graphs ----------------------------------------------------------------
+
+// An instantiated graph, replayable on any stream of its device.
+class Graph {
+ public:
+  void replay(const Stream& stream) const;
+  std::size_t node_count() const { return nodes_; }
+
+ private:
+  friend class GraphCapture;
+  struct Handle;
+  std::shared_ptr<Handle> handle_;
+  std::size_t nodes_ = 0;
+};
+
+// Records the work queued on `stream` between construction and end() into a
+// graph instead of running it. A capture abandoned without end() is ended and
+// discarded by the destructor.
+class GraphCapture {
+ public:
+  explicit GraphCapture(const Stream& stream);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+  Graph end();
+
+ private:
+  const Stream* stream_;
+  bool open_ = true;
+};
+
+// ---- cuBLAS baseline ----------------------------------------------------------
+
+// Row-major C[M, N] = A[M, K] @ B[K, N] with fp32 accumulation, for fp32,
+// fp16 and bf16 operands (C has A's dtype; fp32 C for fp32). The reference
+// the GPU benchmarks compare against.
+void cublas_gemm(DType dtype, int m, int n, int k, DevicePtr a, DevicePtr b, DevicePtr c, const Stream& stream);
+// cuBLAS's version (major * 10000 + minor * 100 + patch) and library.
+int cublas_version(int device);
+std::string cublas_library();
+
+}  // namespace tessera::cuda

@@ -1,0 +1,180 @@
+// Kernels as user-facing objects: the kernel language front end, the Tile IR
+// passes and a backend joined into something that can be specialized,
+// inspected, autotuned and launched (`tessera.load("f.tsr").scale(x, y, 2.0)`).
+//
+// A Kernel holds one parsed kernel (frontend::KernelDecl) plus the
+// compile-time constants fixed so far (`k.jit(M=4096)` returns a new Kernel
+// sharing the same caches with M fixed). specialize() lowers the kernel for
+// a complete set of constants, runs tile-verify-sync, tile-pipeline and
+// tile-plan-shared, and compiles it for the CPU on first launch; each
+// specialization is cached in the kernel, each compiled object on disk by
+// the backend.
+//
+// Autotuning: a kernel with an autotune space whose names are not all fixed
+// is tuned at launch, once per key (argument shapes and dtypes, fixed
+// constants, kernel source, device): every candidate of the remaining space
+// is compiled and timed on copies of the mutable arguments (one warm-up run,
+// then the median of several), the fastest is kept in memory and written to
+// <cache>/autotune/<hash>.txt so later processes skip the search, and only
+// the winner runs on the caller's arguments. docs/guide/kernel_language.md
+// ("Running kernels") describes the user-facing behaviour.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/frontend/kernel_language.h"
+#include "tessera/ir/ir.h"
+#include "tessera/support/error.h"
+
+namespace tessera {
+
+namespace detail {
+struct KernelState;
+}
+
+using KernelConstants = frontend::Constants;
+
+// What the autotuner reports while it searches (one event per step).
+struct AutotuneEvent {
+  enum class Kind : std::uint8_t {
+    start,     // the search begins: `total` candidates
+    measured,  // candidate `index` ran: `median_seconds`, `compile_seconds`
+    failed,    // candidate `index` could not compile or run: `message`
+    chosen,    // the search ended: `constants` won
+    cached,    // no search: `constants` came from the in-memory or disk cache
+  };
+  Kind kind = Kind::start;
+  std::string kernel;
+  int index = 0;  // 1-based candidate number
+  int total = 0;
+  KernelConstants constants;  // the candidate (or the winner)
+  double median_seconds = 0.0;
+  double compile_seconds = 0.0;
+  std::string message;
+
+  // One line for humans: "autotune gemm_tile [3/8] BM=32 BN=64 BK=32: 1.234 ms (compiled in 0.8 s)".
+  std::string describe() const;
+};
+using AutotuneCallback = std::function<void(const AutotuneEvent&)>;
+
+// Reports to standard error unless TESSERA_LOG=quiet (the default callback).
+void print_autotune_event(const AutotuneEvent& event);
+
+// The number of groups to launch: a count, -1 for the default extent (one
+// tile per element of the first mut parameter; kernels without a group shape
+// only), or a function of the specialization's constants, for grids that
+// depend on tuned tile sizes (ceil(M / BM) * ceil(N / BN)).
+using GridFunction = std::function<std::int64_t(const KernelConstants&)>;
+using Grid = std::variant<std::int64_t, GridFunction>;
+
+struct KernelLaunchOptions {
+  cpu::LaunchOptions cpu;
+  // Autotune progress; empty = print_autotune_event.
+  AutotuneCallback progress;
+  // Compile cache root (also holds autotune results); empty = the backend's default.
+  std::string cache_dir;
+  // Timed runs per autotune candidate after one warm-up (the median is kept).
+  int autotune_runs = 5;
+};
+
+// One kernel lowered for a complete set of constants, after the Tile IR
+// passes; compiled for the CPU on first use.
+class KernelSpecialization {
+ public:
+  KernelSpecialization(ir::Module module, ir::Operation* func, KernelConstants constants);
+
+  const KernelConstants& constants() const { return constants_; }
+  const ir::Operation& func() const { return *func_; }
+  // The printed Tile IR (inspect_ir("tile")).
+  std::string tile_ir() const;
+  // The generated C++ (inspect_ir("target")): the compiled source when
+  // compiled, else emitted without compiling.
+  std::string target_source(const std::string& cache_dir = {}) const;
+  // Compiles (or loads from the disk cache) on first call; later calls return the same object.
+  const cpu::CompiledKernel& compiled(const std::string& cache_dir = {});
+  bool is_compiled() const;
+
+ private:
+  ir::Module module_;
+  ir::Operation* func_;
+  KernelConstants constants_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const cpu::CompiledKernel> compiled_;
+};
+
+class Kernel {
+ public:
+  // `source` is the text `decl` was parsed from (part of the autotune key);
+  // `column_offset` shifts the columns of located errors raised later (the
+  // indentation Python removed before parsing a nested function).
+  Kernel(frontend::KernelDecl decl, std::string source, int column_offset = 0);
+
+  const std::string& name() const;
+  const frontend::KernelDecl& decl() const;
+  // The text the kernel was parsed from, and its sha256 (hex).
+  const std::string& source() const;
+  const std::string& source_hash() const;
+  // The constants fixed by jit() so far.
+  const KernelConstants& constants() const { return constants_; }
+  // Autotune names not fixed by constants(): searched at launch.
+  std::vector<std::string> tuned_names() const;
+  // A kernel with `more` constants fixed (shape symbols and autotune names),
+  // sharing this kernel's caches. Checks the kernel for them (the front end's
+  // errors, located in the source) and raises ArgumentError for a name the
+  // kernel does not have or one fixed twice to different values.
+  Kernel jit(const KernelConstants& more) const;
+
+  // The specialization for constants() plus `extra`, autotune names not given
+  // taking their first candidate. Cached.
+  std::shared_ptr<KernelSpecialization> specialize(const KernelConstants& extra = {}) const;
+
+  // Compiles what is needed (autotuning first when tuned_names() is not
+  // empty) and runs the kernel on `args`.
+  void launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options = {}) const;
+
+  // "tile": the Tile IR after the passes; "target": the generated C++ of the
+  // CPU backend. Shows the specialization launch() last ran for this
+  // kernel's constants (the autotune winner), else the default one.
+  // "graph"/"schedule" raise ArgumentError (kernels have no such level).
+  std::string inspect_ir(std::string_view level, const KernelLaunchOptions& options = {}) const;
+
+  // The constants the autotuner chose for `args`, searching if needed
+  // without running the winner on the caller's arguments (tests, tools).
+  KernelConstants autotune(const Grid& grid, const std::vector<cpu::KernelArg>& args,
+                           const KernelLaunchOptions& options = {}) const;
+
+ private:
+  Kernel(std::shared_ptr<detail::KernelState> state, KernelConstants constants);
+  // The tuned names' values for `args`: from the caches, else searched.
+  KernelConstants autotune_choice(const Grid& grid, const std::vector<cpu::KernelArg>& args,
+                                  const KernelLaunchOptions& options) const;
+
+  std::shared_ptr<detail::KernelState> state_;
+  KernelConstants constants_;
+};
+
+// Parses every kernel in `source` (a .tsr file's text, or a Python
+// function's source with `dialect` = python). Errors are located in `file`
+// from `first_line`; `column_offset` as in Kernel's constructor.
+std::vector<Kernel> kernels_from_source(std::string_view source, std::string_view file = "<kernel>", int first_line = 1,
+                                        frontend::SourceDialect dialect = frontend::SourceDialect::tsr,
+                                        int column_offset = 0);
+
+// Reads a .tsr file and returns its kernels in order of definition. A
+// missing or unreadable file is an ArgumentError naming the path.
+std::vector<Kernel> load_kernels(const std::string& path);
+
+// The key the autotuner caches results under for these arguments: shapes,
+// dtypes and scalar types of `args` plus the device ("cpu:<model> x<threads>").
+std::string autotune_key(const Kernel& kernel, const std::vector<cpu::KernelArg>& args,
+                         const KernelLaunchOptions& options);
+
+}  // namespace tessera

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The one script the project runs on a GPU machine: configures and builds
+# Tessera with its tests (and the Python module when nanobind is importable),
+# runs ctest, the GPU-only tests (tests/gpu) and the Python CUDA tests, then
+# prints a summary table. Works offline: nothing is installed or fetched.
+#
+#   scripts/gpu_check.sh [BUILD_DIR]        (default build-gpu)
+#
+# Environment: JOBS (default: all cores), PYTHON (default python3),
+# TESSERA_GTEST_SOURCE (a GoogleTest source tree, built first when the system
+# has no GoogleTest package; /usr/src/googletest is tried too), OUT (a folder
+# that receives the logs; default BUILD_DIR/gpu_check_logs).
+# Exit status: 0 when every step passed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build="${1:-build-gpu}"
+jobs="${JOBS:-$(nproc)}"
+python="${PYTHON:-python3}"
+logs="${OUT:-$build/gpu_check_logs}"
+mkdir -p "$build" "$logs"
+declare -a rows=()
+status=0
+row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); [ "$2" = FAIL ] && status=1; return 0; }
+stamp() { date +%s; }
+
+echo "== machine"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+command -v nvcc >/dev/null && nvcc --version | tail -1
+
+# GoogleTest: the system's, else built from source into the build folder.
+cmake_extra=()
+if [ ! -e /usr/include/gtest/gtest.h ] && [ ! -e /usr/local/include/gtest/gtest.h ]; then
+  gsrc="${TESSERA_GTEST_SOURCE:-/usr/src/googletest}"
+  if [ -f "$gsrc/CMakeLists.txt" ]; then
+    echo "== building GoogleTest from $gsrc"
+    cmake -S "$gsrc" -B "$build/_gtest_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+      -DCMAKE_INSTALL_PREFIX="$root/$build/_gtest" >"$logs/gtest.log" 2>&1 &&
+      cmake --build "$build/_gtest_build" -j"$jobs" --target install >>"$logs/gtest.log" 2>&1 ||
+      { echo "GoogleTest build failed (see $logs/gtest.log)"; }
+    cmake_extra+=("-DCMAKE_PREFIX_PATH=$root/$build/_gtest")
+  else
+    echo "no GoogleTest found; set TESSERA_GTEST_SOURCE to a googletest source tree"
+  fi
+fi
+
+have_python=0
+if "$python" -c "import nanobind, numpy" 2>/dev/null; then
+  have_python=1
+  cmake_extra+=("-DTESSERA_BUILD_PYTHON=ON" "-DPython_EXECUTABLE=$(command -v "$python")")
+fi
+
+echo "== configure + build ($jobs jobs)"
+t0=$(stamp)
+if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_TESTS=ON \
+  -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
+  cmake --build "$build" -j"$jobs" --target tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures \
+    >"$logs/build.log" 2>&1; then
+  row "build (C++)" PASS "$(($(stamp) - t0)) s"
+  # The rest (the Python module) apart, so a failure there still lets the C++ tests run.
+  if ! cmake --build "$build" -j"$jobs" >>"$logs/build.log" 2>&1; then
+    tail -30 "$logs/build.log"
+    row "build (Python module)" FAIL "see $logs/build.log"
+    have_python=0
+  fi
+else
+  tail -40 "$logs/configure.log" "$logs/build.log"
+  row "build (C++)" FAIL "see $logs/build.log"
+  printf '\n== summary\n'; printf '%s\n' "${rows[@]}"
+  exit 1
+fi
+
+echo "== tessera info"
+"$build/tools/tessera" info | tee "$logs/info.txt"
+
+echo "== ctest"
+t0=$(stamp)
+ctest --test-dir "$build" -j"$jobs" --output-on-failure -LE gpu >"$logs/ctest.log" 2>&1
+rc=$?
+summary=$(grep -E "tests passed|tests failed" "$logs/ctest.log" | tail -1)
+skipped=$(grep -c "Skipped" "$logs/ctest.log")
+[ $rc -eq 0 ] && row "ctest (all but gpu label)" PASS "$summary, $skipped skipped, $(($(stamp) - t0)) s" ||
+  { grep -E "Failed|\*\*\*" "$logs/ctest.log" | head -30; row "ctest (all but gpu label)" FAIL "$summary"; }
+grep -E "CudaGpu|CudaNvrtc|CudaNoGpu" "$logs/ctest.log" | sed 's/^ *//' | head -30
+
+echo "== CUDA runtime tests"
+"$build/tests/cpp/tessera_tests" --gtest_filter='Cuda*' 2>&1 | tee "$logs/cuda_runtime.log" | grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|error" | head -40
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && row "cuda runtime tests" PASS "$(grep -E '^\[  PASSED  \]' "$logs/cuda_runtime.log" | sed 's/\[  PASSED  \] //')" ||
+  row "cuda runtime tests" FAIL "see $logs/cuda_runtime.log"
+
+echo "== GPU numerics (device vs host, bit for bit)"
+t0=$(stamp)
+"$build/tests/gpu/tessera_gpu_tests" 2>&1 | tee "$logs/gpu_tests.log" | grep -E "gpu-numerics|Failure|FAILED|SKIPPED|PASSED|device |hardware " | head -80
+rc=${PIPESTATUS[0]}
+checked=$(grep -oE '[0-9]+ checked' "$logs/gpu_tests.log" | awk '{s += $1} END {print s}')
+mism=$(grep -oE '[0-9]+ mismatches' "$logs/gpu_tests.log" | awk '{s += $1} END {print s+0}')
+[ "$rc" -eq 0 ] && row "gpu numerics" PASS "$checked conversions, $mism mismatches, $(($(stamp) - t0)) s" ||
+  row "gpu numerics" FAIL "$checked conversions, $mism mismatches"
+
+echo "== runtime figures"
+"$build/tests/gpu/tessera_gpu_figures" 2>&1 | tee "$logs/figures.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && row "runtime figures" PASS "$(grep -c 'gpu-figures\]' "$logs/figures.log") lines above" ||
+  row "runtime figures" FAIL "see $logs/figures.log"
+
+if [ $have_python -eq 1 ]; then
+  echo "== Python CUDA tensor tests"
+  pkg="$build/pydev/tessera"
+  rm -rf "$build/pydev" && mkdir -p "$pkg"
+  for f in python/tessera/*; do ln -s "$root/$f" "$pkg/$(basename "$f")"; done
+  cp "$build"/python/_C*.so "$build"/src/libtessera.so* "$pkg/"
+  PYTHONPATH="$root/$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
+    2>&1 | tee "$logs/pytest_cuda.log" | tail -15
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] && row "python cuda tensor tests" PASS "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')" ||
+    row "python cuda tensor tests" FAIL "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')"
+elif ! "$python" -c "import nanobind, numpy" 2>/dev/null; then
+  row "python cuda tensor tests" SKIP "$python cannot import nanobind and numpy"
+fi
+
+printf '\n== summary\n'
+printf '%s\n' "${rows[@]}"
+exit $status

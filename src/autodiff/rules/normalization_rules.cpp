@@ -1,0 +1,128 @@
+// JVP and VJP rules of the overflow-safe normalizations
+// (graph/normalization_ops.cpp), along the op's `axis` with y the result:
+//   softmax:    dy = y (t - sum(t y))                       (self-adjoint)
+//   logsumexp:  dy = sum(t softmax(x))
+//   layernorm:  xhat = (x - mean) r, r = 1/sqrt(var + eps);
+//               dxhat = r (tc - xhat mean(tc xhat)), tc = t - mean(t);
+//               the VJP is r (g - mean(g) - xhat mean(g xhat)), g = ct gamma
+//   rmsnorm:    xhat = x r, r = 1/sqrt(mean(x^2) + eps);
+//               dxhat = r (t - xhat mean(t xhat)); VJP r (g - xhat mean(g xhat))
+// gamma and beta have the axis's size; their cotangents sum over the other axes.
+#include "autodiff/rules/rules.h"
+#include "graph/shape_rules.h"
+
+namespace tessera::autodiff::rules {
+
+namespace {
+
+std::int64_t axis_of(const ir::Operation& op) {
+  return graph::normalize_axis(op.attrs().get_int("axis"), op.operand(0)->type().rank());
+}
+
+Value* mean_keep(RuleContext& c, Value* v, std::int64_t axis) {
+  return c.op("graph.mean", {v}, ir::AttrMap{{"axes", std::vector<std::int64_t>{axis}}, {"keepdims", true}});
+}
+Value* sum_keep(RuleContext& c, Value* v, std::int64_t axis) {
+  return c.op("graph.sum", {v}, ir::AttrMap{{"axes", std::vector<std::int64_t>{axis}}, {"keepdims", true}});
+}
+
+// A [n] parameter reshaped to broadcast along `axis` of a rank-`rank` tensor.
+Value* along_axis(RuleContext& c, Value* p, std::int64_t axis, std::size_t rank) {
+  ir::Shape s(rank, ir::Dim::fixed(1));
+  s[static_cast<std::size_t>(axis)] = p->type().shape[0];
+  return c.op("graph.reshape", {p}, ir::AttrMap{{"shape", s}});
+}
+
+// Sum over every axis but `axis`: the cotangent of a gamma/beta parameter.
+Value* sum_others(RuleContext& c, Value* v, std::int64_t axis) {
+  std::vector<std::int64_t> axes;
+  for (std::size_t d = 0; d < v->type().rank(); ++d) {
+    if (static_cast<std::int64_t>(d) != axis) axes.push_back(static_cast<std::int64_t>(d));
+  }
+  if (axes.empty()) return v;
+  return c.op("graph.sum", {v}, ir::AttrMap{{"axes", axes}, {"keepdims", false}});
+}
+
+struct Norm {
+  Value* r;     // 1/sqrt(var + eps), keepdims
+  Value* xhat;  // normalized x
+  Value* gamma = nullptr;
+  std::int64_t axis;
+  bool center;
+};
+
+Norm norm_of(RuleContext& c, ir::Operation& op) {
+  Norm n{};
+  n.axis = axis_of(op);
+  n.center = op.name() == "graph.layernorm_safe";
+  Value* x = c.primal(op.operand(0));
+  Value* xc = n.center ? sub(c, x, mean_keep(c, x, n.axis)) : x;
+  Value* var = mean_keep(c, mul(c, xc, xc), n.axis);
+  n.r = c.op("graph.rsqrt", {add(c, var, like(c, x, op.attrs().get_real("eps")))});
+  n.xhat = mul(c, xc, n.r);
+  if (op.num_operands() > 1) n.gamma = along_axis(c, c.primal(op.operand(1)), n.axis, x->type().rank());
+  return n;
+}
+
+// r (g - [mean(g)] - xhat mean(g xhat)): the normalization's own linear map (both modes).
+Value* project(RuleContext& c, const Norm& n, Value* g) {
+  Value* centered = n.center ? sub(c, g, mean_keep(c, g, n.axis)) : g;
+  return mul(c, n.r, sub(c, centered, mul(c, n.xhat, mean_keep(c, mul(c, g, n.xhat), n.axis))));
+}
+
+Values norm_jvp(RuleContext& c, ir::Operation& op, const Values& t) {
+  Norm n = norm_of(c, op);
+  std::size_t rank = op.operand(0)->type().rank();
+  Value* out = nullptr;
+  if (t[0]) {
+    out = project(c, n, t[0]);
+    if (n.gamma) out = mul(c, out, n.gamma);
+  }
+  if (t.size() > 1 && t[1]) out = add_maybe(c, out, mul(c, n.xhat, along_axis(c, t[1], n.axis, rank)));
+  if (t.size() > 2 && t[2]) out = add_maybe(c, out, along_axis(c, t[2], n.axis, rank));
+  return {out};
+}
+
+Values norm_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
+  Norm n = norm_of(c, op);
+  Value* g = n.gamma ? mul(c, ct[0], n.gamma) : ct[0];
+  Values out{project(c, n, g)};
+  if (op.num_operands() > 1) out.push_back(sum_others(c, mul(c, ct[0], n.xhat), n.axis));
+  if (op.num_operands() > 2) out.push_back(sum_others(c, ct[0], n.axis));
+  return out;
+}
+
+Value* softmax_map(RuleContext& c, ir::Operation& op, Value* t) {
+  Value* y = c.primal(op.result(0));
+  return mul(c, y, sub(c, t, sum_keep(c, mul(c, t, y), axis_of(op))));
+}
+
+Value* softmax_of_x(RuleContext& c, ir::Operation& op) {
+  return c.op("graph.softmax_safe", {c.primal(op.operand(0))}, ir::AttrMap{{"axis", axis_of(op)}});
+}
+
+}  // namespace
+
+void register_normalization_rules() {
+  register_builtin_jvp("graph.softmax_safe", [](RuleContext& c, ir::Operation& op, const Values& t) {
+    return Values{softmax_map(c, op, t[0])};
+  });
+  register_builtin_vjp("graph.softmax_safe", [](RuleContext& c, ir::Operation& op, const Values& ct) {
+    return Values{softmax_map(c, op, ct[0])};
+  });
+  register_builtin_jvp("graph.logsumexp", [](RuleContext& c, ir::Operation& op, const Values& t) {
+    return Values{c.op(
+        "graph.sum", {mul(c, t[0], softmax_of_x(c, op))},
+        ir::AttrMap{{"axes", std::vector<std::int64_t>{axis_of(op)}}, {"keepdims", op.attrs().get_bool("keepdims")}})};
+  });
+  register_builtin_vjp("graph.logsumexp", [](RuleContext& c, ir::Operation& op, const Values& ct) {
+    Value* g = expand_reduced(c, ct[0], op.operand(0)->type().shape, {axis_of(op)});
+    return Values{mul(c, g, softmax_of_x(c, op))};
+  });
+  for (const char* name : {"graph.layernorm_safe", "graph.rmsnorm_safe"}) {
+    register_builtin_jvp(name, norm_jvp);
+    register_builtin_vjp(name, norm_vjp);
+  }
+}
+
+}  // namespace tessera::autodiff::rules

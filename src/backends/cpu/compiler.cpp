@@ -1,0 +1,172 @@
+// The host C++ compiler driver of the CPU backend (see compiler.h).
+//
+// The compiler runs as a child process (posix_spawn, no shell, so paths with
+// spaces or quotes need no escaping) with its output captured in a log file
+// next to the object being built; a failure quotes the log's tail.
+#include "backends/cpu/compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "tessera/support/error.h"
+
+extern char** environ;
+
+namespace tessera::cpu::detail {
+namespace {
+
+bool executable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// `name` itself when it holds a slash, else the first match on PATH.
+std::string which(const std::string& name) {
+  if (name.find('/') != std::string::npos) return executable(name) ? name : std::string();
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + name;
+    if (executable(candidate)) return candidate;
+  }
+  return {};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs argv with stdout and stderr going to `log`; returns the exit status
+// (or -1 when the process could not start).
+int run_process(const std::vector<std::string>& argv, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string temp_log_path() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  static std::mutex m;
+  static int counter = 0;
+  std::lock_guard<std::mutex> lock(m);
+  return dir + "/tessera-cxx-version-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".log";
+}
+
+std::string version_of(const std::string& path) {
+  static std::mutex m;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(m);
+  if (auto it = versions.find(path); it != versions.end()) return it->second;
+  const std::string log = temp_log_path();
+  const int rc = run_process({path, "--version"}, log);
+  std::string text = read_text(log);
+  std::remove(log.c_str());
+  if (rc != 0) {
+    raise(ErrorCode::Compile, "host C++ compiler '" + path + "' failed to report its version ('" + path +
+                                  " --version' exited with " + std::to_string(rc) + "): " + text);
+  }
+  std::string first = text.substr(0, text.find('\n'));
+  versions[path] = first;
+  return first;
+}
+
+}  // namespace
+
+HostCompiler find_host_compiler(const std::string& requested) {
+  std::string choice = requested;
+  std::string origin = "CompileOptions::cxx";
+  if (choice.empty()) {
+    if (const char* env = std::getenv("TESSERA_CXX"); env != nullptr && *env != '\0') {
+      choice = env;
+      origin = "TESSERA_CXX";
+    }
+  }
+  if (!choice.empty()) {
+    std::string path = which(choice);
+    if (path.empty()) {
+      raise(ErrorCode::Compile, "host C++ compiler '" + choice + "' (from " + origin +
+                                    ") was not found or is not executable; the CPU backend compiles kernels with a "
+                                    "C++20 compiler: set TESSERA_CXX to one (g++ or clang++)");
+    }
+    return HostCompiler{path, version_of(path)};
+  }
+  for (const char* name : {"c++", "g++", "clang++"}) {
+    std::string path = which(name);
+    if (!path.empty()) return HostCompiler{path, version_of(path)};
+  }
+  raise(ErrorCode::Compile,
+        "no host C++ compiler found: the CPU backend compiles kernels with a C++20 compiler and looked for c++, g++ "
+        "and clang++ on PATH; install one (e.g. g++) or set TESSERA_CXX to its path");
+}
+
+std::vector<std::string> default_compile_flags() {
+  // -ffp-contract=off: the compiler must not fuse a*b+c where the IR rounds
+  // twice; tile.mma's fused steps are written as std::fma explicitly.
+  return {"-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-DNDEBUG"};
+}
+
+void compile_shared_object(const HostCompiler& cxx, const std::vector<std::string>& flags,
+                           const std::string& include_dir, const std::string& source, const std::string& output) {
+  std::vector<std::string> argv{cxx.path};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("-I" + include_dir);
+  argv.push_back(source);
+  argv.push_back("-o");
+  argv.push_back(output);
+  argv.push_back(libtessera_path());
+  const std::string log = output + ".log";
+  const int rc = run_process(argv, log);
+  std::string text = read_text(log);
+  std::remove(log.c_str());
+  if (rc != 0) {
+    if (text.size() > 4000) text = "...\n" + text.substr(text.size() - 4000);
+    std::string command;
+    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+    raise(ErrorCode::Compile, "the host C++ compiler failed (exit status " + std::to_string(rc) + ") on " + source +
+                                  "\ncommand: " + command + "\n" + text);
+  }
+}
+
+std::string libtessera_path() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&libtessera_path), &info) == 0 || info.dli_fname == nullptr) {
+    raise(ErrorCode::Internal, "cannot locate libtessera's file to link generated kernels against");
+  }
+  char* real = ::realpath(info.dli_fname, nullptr);
+  std::string path = real != nullptr ? real : info.dli_fname;
+  std::free(real);
+  return path;
+}
+
+}  // namespace tessera::cpu::detail

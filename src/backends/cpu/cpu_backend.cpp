@@ -1,0 +1,99 @@
+// compile_kernel: Tile IR kernel -> generated C++ -> cached shared object -> loaded kernel.
+#include "tessera/backends/cpu/cpu_backend.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+
+#include "backends/cpu/compile_cache.h"
+#include "backends/cpu/compiler.h"
+#include "backends/cpu/emitter.h"
+#include "backends/cpu/loaded_kernel.h"
+#include "tessera/support/error.h"
+#include "tessera/version.h"
+
+namespace tessera::cpu {
+
+namespace detail {
+
+LoadedKernel::~LoadedKernel() {
+  if (handle != nullptr) ::dlclose(handle);
+}
+
+namespace {
+
+std::shared_ptr<const LoadedKernel> load(const std::string& path, const std::string& kernel_name) {
+  auto k = std::make_shared<LoadedKernel>();
+  k->path = path;
+  k->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (k->handle == nullptr) {
+    const char* why = ::dlerror();
+    raise(ErrorCode::Compile, "cannot load the compiled kernel '" + kernel_name + "' from " + path + ": " +
+                                  (why != nullptr ? why : "unknown dlopen error"));
+  }
+  using AbiFn = unsigned (*)();
+  auto abi = reinterpret_cast<AbiFn>(::dlsym(k->handle, "tessera_cpu_abi_version"));
+  k->run_groups = reinterpret_cast<RunGroupsFn>(::dlsym(k->handle, "tessera_cpu_run_groups"));
+  if (abi == nullptr || k->run_groups == nullptr || abi() != tessera_cpu::kAbiVersion) {
+    raise(ErrorCode::Compile, "the compiled kernel at " + path + " does not export the CPU kernel ABI version " +
+                                  std::to_string(tessera_cpu::kAbiVersion));
+  }
+  return k;
+}
+
+}  // namespace
+}  // namespace detail
+
+std::string emit_kernel_source(const ir::Operation& kernel_func, const CompileOptions& options) {
+  return detail::emit_kernel(kernel_func, options).source;
+}
+
+CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  detail::EmittedKernel e = detail::emit_kernel(kernel_func, options);
+
+  const detail::HostCompiler cxx = detail::find_host_compiler(options.cxx);
+  std::vector<std::string> flags = detail::default_compile_flags();
+  flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
+  detail::CompileCache cache(detail::resolve_cache_root(options.cache_dir));
+  const std::string include_dir = cache.header_dir();
+
+  std::string key_text = "tessera-cpu abi " + std::to_string(tessera_cpu::kAbiVersion) + "\nversion " +
+                         TESSERA_VERSION_STRING + "\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " +
+                         detail::CompileCache::header_hash() + "\nflags";
+  for (const std::string& f : flags) key_text += " " + f;
+  key_text += "\n" + e.source;
+  const std::string key = detail::sha256_hex(key_text);
+
+  CompiledKernel k;
+  k.cache_hit = options.use_cache && cache.valid(key);
+  if (!k.cache_hit) {
+    detail::write_file_atomic(cache.source_path(key), e.source);
+    const std::string tmp = cache.temp_object_path(key);
+    try {
+      detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
+    } catch (...) {
+      std::remove(tmp.c_str());
+      throw;
+    }
+    cache.publish(key, tmp);
+  }
+  auto loaded = detail::load(cache.object_path(key), e.name);
+
+  k.name = e.name;
+  k.source = std::move(e.source);
+  k.cache_key = key;
+  k.library_path = cache.object_path(key);
+  k.compiler = cxx.path + " (" + cxx.version + ")";
+  k.params = std::move(e.params);
+  k.symbols = std::move(e.symbols);
+  k.specialized = std::move(e.specialized);
+  k.group_shape = std::move(e.group_shape);
+  k.group_size = e.group_size;
+  k.handle = std::move(loaded);
+  k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return k;
+}
+
+}  // namespace tessera::cpu

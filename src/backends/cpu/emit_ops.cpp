@@ -1,0 +1,302 @@
+// The C++ text of individual Tile IR ops for the CPU emitter.
+//
+// Lane arithmetic follows the contract's numerics (docs/design/0003-tile-ir.md,
+// execution model 7): an op on lane<T> computes in double and rounds once to
+// T through tsr::round_to (numerics.h). fp64, and fp32 with the default
+// overflow rule, use native arithmetic instead, which is the same correctly
+// rounded IEEE operation and vectorizes; transcendental functions are always
+// evaluated in double first, as the reference executor does.
+#include "backends/cpu/emit_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "backends/cpu/emitter.h"
+#include "tessera/ir/dialect.h"
+#include "tessera/numerics/convert.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cpu::detail {
+
+namespace {
+
+[[noreturn]] void unsupported(const ir::Operation& op, const std::string& what) {
+  raise(ErrorCode::Compile, "CPU backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
+}
+
+std::string short_name(const ir::Operation& op) {
+  std::string_view n = op.name();
+  return std::string(n.substr(n.find('.') + 1));
+}
+
+// fp64, and fp32 overflowing to infinity, compute natively.
+bool native_float(const NumericsPolicy& p) {
+  return p.storage == DType::fp64 || (p.storage == DType::fp32 && p.overflow == Overflow::inf_nan);
+}
+
+std::string as_double(const std::string& e) {
+  return "static_cast<double>(" + e + ")";
+}
+
+std::string rounded(const NumericsPolicy& p, const std::string& double_expr) {
+  if (p.storage == DType::fp64) return double_expr;
+  return "tsr::round_to<" + cpp_dtype(p.storage) + ">(" + double_expr + ", " + cpp_overflow(p.overflow) + ")";
+}
+
+std::string where(const ir::Operation& op, const LaneContext& ctx) {
+  std::string w = "kernel '" + ctx.kernel_name + "' op " + std::string(op.name());
+  if (op.location().valid()) w += " at " + op.location().prefix();
+  return cpp_string_literal(w);
+}
+
+std::string index_list(const std::vector<std::string>& args, std::size_t first, std::size_t last) {
+  std::string s = "{";
+  for (std::size_t i = first; i < last; ++i)
+    s += (i > first ? ", " : "") + ("static_cast<std::int64_t>(" + args[i] + ")");
+  return s + "}";
+}
+
+std::string binary(const ir::Operation& op, const std::string& n, const std::vector<std::string>& a,
+                   const LaneContext& ctx) {
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  const DType d = p.storage;
+  const std::string dt = cpp_dtype(d);
+  if (is_float(d)) {
+    static const std::map<std::string, std::string> infix = {{"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}};
+    if (auto it = infix.find(n); it != infix.end()) {
+      if (native_float(p)) return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+      return rounded(p, "(" + as_double(a[0]) + " " + it->second + " " + as_double(a[1]) + ")");
+    }
+    if (n == "rem") return rounded(p, "std::fmod(" + as_double(a[0]) + ", " + as_double(a[1]) + ")");
+    if (n == "pow") return rounded(p, "std::pow(" + as_double(a[0]) + ", " + as_double(a[1]) + ")");
+    // min/max pick an operand (or NaN): exact in every format.
+    if (n == "min" || n == "max") {
+      return "static_cast<" + cpp_value_type(d) + ">(tsr::nan_" + n + "(" + as_double(a[0]) + ", " + as_double(a[1]) +
+             "))";
+    }
+    unsupported(op, "floating-point '" + n + "' is not defined");
+  }
+  if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "mul") return "tsr::imul<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "div") return "tsr::idiv<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
+  if (n == "floordiv") return "tsr::ifloordiv<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
+  if (n == "rem") return "tsr::irem(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
+  if (n == "pow") return "tsr::ipow<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
+  if (n == "min") return "std::min<std::int64_t>(" + a[0] + ", " + a[1] + ")";
+  if (n == "max") return "std::max<std::int64_t>(" + a[0] + ", " + a[1] + ")";
+  unsupported(op, "integer '" + n + "' is not defined");
+}
+
+std::string unary(const ir::Operation& op, const std::string& n, const std::string& x) {
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  const DType d = p.storage;
+  if (!is_float(d)) {
+    const std::string dt = cpp_dtype(d);
+    if (n == "neg") return "tsr::isub<" + dt + ">(0, " + x + ")";
+    if (n == "abs") return "(" + x + " < 0 ? tsr::isub<" + dt + ">(0, " + x + ") : " + x + ")";
+    unsupported(op, "'" + n + "' needs a floating-point operand");
+  }
+  // Negation and absolute value are exact in every signed float format.
+  if (n == "neg") return "(-" + x + ")";
+  if (n == "abs") return "std::fabs(" + x + ")";
+  if (n == "exp" || n == "log" || n == "sqrt") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  unsupported(op, "unknown unary op");
+}
+
+std::string constant(const ir::Operation& op) {
+  const NumericsPolicy& p = op.attrs().get_policy("policy");
+  const ir::Attribute& v = *op.attrs().find("value");
+  if (p.storage == DType::bool_) return std::get<bool>(v) ? "true" : "false";
+  if (!is_float(p.storage)) {
+    std::int64_t x = ir::kind_of(v) == ir::AttrKind::integer ? std::get<std::int64_t>(v)
+                                                             : static_cast<std::int64_t>(std::get<double>(v));
+    const DTypeInfo& inf = info(p.storage);
+    if (inf.bits < 64) {
+      const std::int64_t lo = inf.is_signed ? -(std::int64_t{1} << (inf.bits - 1)) : 0;
+      const std::int64_t hi =
+          inf.is_signed ? (std::int64_t{1} << (inf.bits - 1)) - 1 : (std::int64_t{1} << inf.bits) - 1;
+      x = std::clamp(x, lo, hi);
+    }
+    return cpp_int_literal(x);
+  }
+  double x =
+      ir::kind_of(v) == ir::AttrKind::integer ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);
+  return cpp_literal(x, p.storage, p.overflow);
+}
+
+}  // namespace
+
+std::string cpp_dtype(DType dtype) {
+  return "DType::" + std::string(name(dtype) == "bool" ? "bool_" : name(dtype));
+}
+
+std::string cpp_value_type(DType dtype) {
+  if (dtype == DType::fp64) return "double";
+  if (dtype == DType::bool_) return "bool";
+  if (is_float(dtype)) return "float";
+  return "std::int64_t";
+}
+
+std::string cpp_overflow(Overflow overflow) {
+  return overflow == Overflow::saturate ? "Overflow::saturate" : "Overflow::inf_nan";
+}
+
+std::string cpp_int_literal(std::int64_t value) {
+  if (value == std::numeric_limits<std::int64_t>::min()) return "std::numeric_limits<std::int64_t>::min()";
+  return "std::int64_t{" + std::to_string(value) + "}";
+}
+
+std::string cpp_literal(double value, DType dtype, Overflow overflow) {
+  if (dtype == DType::bool_) return value != 0.0 ? "true" : "false";
+  if (!is_float(dtype)) {
+    EncodeOptions o;
+    return cpp_int_literal(static_cast<std::int64_t>(decode_value(encode_value(value, dtype, o), dtype)));
+  }
+  double r = value;
+  if (dtype != DType::fp64) {
+    EncodeOptions o;
+    o.overflow = overflow;
+    r = decode_value(encode_value(value, dtype, o), dtype);
+  }
+  const std::string t = dtype == DType::fp64 ? "double" : "float";
+  if (std::isnan(r)) return "std::numeric_limits<" + t + ">::quiet_NaN()";
+  if (std::isinf(r)) return std::string(r < 0 ? "-" : "") + "std::numeric_limits<" + t + ">::infinity()";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", r);  // hexadecimal: exact
+  return "static_cast<" + t + ">(" + std::string(buf) + ")";
+}
+
+std::string cpp_string_literal(const std::string& text) {
+  std::string s = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      s += '\\';
+      s += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      s += ' ';
+    } else {
+      s += c;
+    }
+  }
+  return s + "\"";
+}
+
+void require_supported_policy(const NumericsPolicy& policy, const std::string& what) {
+  if (policy.rounding != Rounding::nearest_even) {
+    raise(ErrorCode::Compile, "CPU backend: " + what + " uses rounding '" +
+                                  std::string(rounding_name(policy.rounding)) +
+                                  "'; kernels support nearest_even only (round in a graph op instead)");
+  }
+}
+
+std::string cpp_type(const ir::Type& type, const std::function<std::int64_t(const ir::Dim&)>& resolve) {
+  const std::string d = cpp_dtype(type.dtype());
+  switch (type.kind) {
+    case ir::TypeKind::lane: return cpp_value_type(type.dtype());
+    case ir::TypeKind::tile: {
+      const std::int64_t rows = type.rank() == 2 ? resolve(type.shape[0]) : 1;
+      const std::int64_t cols = resolve(type.shape.back());
+      return "tsr::Tile<" + d + ", " + std::to_string(rows) + ", " + std::to_string(cols) + ">";
+    }
+    case ir::TypeKind::smem:
+    case ir::TypeKind::gmem: return "tsr::View<" + d + ", " + std::to_string(type.rank()) + ">";
+    case ir::TypeKind::tensor: break;
+  }
+  raise(ErrorCode::Compile, "CPU backend: kernels take no tensor values, got " + ir::print_type(type));
+}
+
+bool is_lane_value_op(const ir::Operation& op) {
+  static const std::set<std::string> ops = {
+      "const", "symbol", "linear_id", "group_id", "group_size", "num_groups", "add",       "sub",       "mul", "div",
+      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt",
+      "cmp",   "and",    "or",        "not",      "select",     "cast",       "load_elem", "reduce_sum"};
+  return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
+}
+
+std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a, const LaneContext& ctx) {
+  const std::string n = short_name(op);
+  if (n == "const") return constant(op);
+  if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
+  if (n == "linear_id") return ctx.linear_id;
+  if (n == "group_id") return "group";
+  if (n == "group_size") return "kGroupSize";
+  if (n == "num_groups") return "args.grid";
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
+  if (n == "cmp") {
+    static const std::map<std::string, std::string> preds = {{"lt", "<"},  {"le", "<="}, {"gt", ">"},
+                                                             {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
+    const std::string& pred = op.attrs().get_string("pred");
+    auto it = preds.find(pred);
+    if (it == preds.end()) unsupported(op, "unknown predicate '" + pred + "'");
+    return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+  }
+  if (n == "and") return "(" + a[0] + " && " + a[1] + ")";
+  if (n == "or") return "(" + a[0] + " || " + a[1] + ")";
+  if (n == "not") return "(!" + a[0] + ")";
+  if (n == "select") return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+  if (n == "cast") {
+    const NumericsPolicy& to = op.attrs().get_policy("to");
+    require_supported_policy(to, "tile.cast");
+    return "tsr::convert<" + cpp_dtype(to.storage) + ", " + cpp_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
+           ", " + cpp_overflow(to.overflow) + ")";
+  }
+  if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+  if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";
+  return binary(op, n, a, ctx);
+}
+
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
+  const DType value_dtype = op.operand(op.num_operands() - 1)->type().dtype();
+  return "tsr::store<" + cpp_dtype(value_dtype) + ">(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " +
+         a.back() + ");";
+}
+
+std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& a, const std::string& result,
+                       const std::function<std::int64_t(const ir::Dim&)>& resolve) {
+  const std::string n = short_name(op);
+  auto tile_dims = [&](const ir::Type& t) {
+    const std::int64_t rows = t.rank() == 2 ? resolve(t.shape[0]) : 1;
+    return std::to_string(rows) + ", " + std::to_string(resolve(t.shape.back()));
+  };
+  if (n == "tile_load") {
+    const ir::Type& t = op.result(0)->type();
+    std::string offsets;
+    for (std::size_t i = 1; i < a.size(); ++i) offsets += ", " + a[i];
+    return "const auto " + result + " = tsr::tile_load<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + a[0] +
+           offsets + ");";
+  }
+  if (n == "tile_store") {
+    std::string s = "tsr::tile_store(" + a[0];
+    for (std::size_t i = 1; i < a.size(); ++i) s += ", " + a[i];
+    return s + ");";
+  }
+  if (n == "zeros") {
+    const ir::Type& t = op.result(0)->type();
+    return "const auto " + result + " = tsr::zeros<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">();";
+  }
+  if (n == "mma") return "const auto " + result + " = tsr::mma(" + a[0] + ", " + a[1] + ", " + a[2] + ");";
+  if (n == "tile_cast") {
+    const NumericsPolicy& to = op.attrs().get_policy("to");
+    require_supported_policy(to, "tile.tile_cast");
+    return "const auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + ", " +
+           cpp_overflow(to.overflow) + ");";
+  }
+  if (n == "cp_async") {
+    const ir::Type& dst = op.operand(0)->type();
+    if (dst.rank() > 2) unsupported(op, "cp_async copies 1-D or 2-D boxes");
+    return "tsr::cp_async(" + a[0] + ", " + a[1] + ", " + index_list(a, 2, a.size()) + ");";
+  }
+  if (n == "cp_async_wait") {
+    return "// tile.cp_async_wait {pending = " + std::to_string(op.attrs().get_int("pending")) +
+           "}: host copies complete when issued";
+  }
+  if (n == "barrier") return "// tile.barrier: every tile has finished the code above";
+  unsupported(op, "the op is not supported at group level");
+}
+
+}  // namespace tessera::cpu::detail

@@ -1,0 +1,737 @@
+// Tile IR kernel -> one C++ translation unit (the program structure).
+//
+// A kernel is an SPMD program of one group. The emitted function runs one
+// group: ops every tile of a group runs together (tile values, shared
+// allocation, cp_async, barriers, mma, and control flow containing any of
+// them) become group-level C++, run once; every maximal run of other ops in a
+// block becomes one `for (lane = 0; lane < kGroupSize; ++lane)` loop (a
+// "segment"). A barrier ends a segment, so every tile finishes the code
+// before the barrier before any tile starts the code after it: barrier
+// semantics hold exactly, and within a segment tiles do not observe each
+// other (the contract leaves unsynchronised cross-tile accesses unordered).
+//
+// Where values live:
+//   local       a lane value used only inside the segment defining it:
+//               a plain C++ variable inside the lane loop;
+//   lane array  a lane value used after its segment (across a barrier, or by
+//               group-level code) or carried by group-level control flow:
+//               `T v[kGroupSize]`, indexed by lane;
+//   group       parameters, loop counters of group-level loops, tiles and
+//               buffer views: one variable for the group.
+// Group-level code reads a lane array at lane 0: the contract requires the
+// operands of group-cooperative ops and the conditions of control flow around
+// them to be uniform, which tile-verify-sync checks.
+//
+// Lane ops whose result the uniformity analysis (tessera/tile/uniformity.h)
+// proves equal in every tile, and whose operands are group values, are
+// hoisted: computed once per group, at group level, where they stand in the
+// program. That reorders them before earlier lane code of their segment,
+// which is safe because they have no effects (a uniform load reads a buffer
+// no op of the kernel writes).
+#include "backends/cpu/emitter.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "backends/cpu/emit_ops.h"
+#include "tessera/ir/verifier.h"
+#include "tessera/support/error.h"
+#include "tessera/tile/tile_dialect.h"
+#include "tessera/tile/uniformity.h"
+
+namespace tessera::cpu::detail {
+namespace {
+
+enum class Storage { local, lane_array, group };
+
+bool has_type_kind(const ir::Operation& op, ir::TypeKind kind) {
+  for (const ir::Value* v : op.operands())
+    if (v->type().kind == kind) return true;
+  for (std::size_t i = 0; i < op.num_results(); ++i)
+    if (op.result(i)->type().kind == kind) return true;
+  return false;
+}
+
+[[noreturn]] void unsupported(const ir::Operation& op, const std::string& what) {
+  raise(ErrorCode::Compile, "CPU backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
+}
+
+class Emitter {
+ public:
+  Emitter(const ir::Operation& func, const CompileOptions& options) : func_(func), options_(options) {}
+
+  EmittedKernel run() {
+    if (!tile::is_kernel(func_)) {
+      raise(ErrorCode::Compile, "CPU backend: function '" + ir::function_name(func_) +
+                                    "' is not a kernel (attribute kernel = true is missing)");
+    }
+    ir::verify_function(func_);
+    out_.name = ir::function_name(func_);
+    if (const ir::Attribute* gs = func_.attrs().find("group_shape"); gs && ir::kind_of(*gs) == ir::AttrKind::int_list) {
+      out_.group_shape = std::get<std::vector<std::int64_t>>(*gs);
+    }
+    out_.group_size = tile::group_tile_count(func_);
+    if (out_.group_size < 1) raise(ErrorCode::Compile, "kernel '" + out_.name + "' has an empty group shape");
+    lane_id_ = out_.group_shape.empty() ? "group" : "lane";
+    out_.specialized = options_.specialize;
+
+    const ir::Block& body = ir::function_body(func_);
+    uniform_ = std::make_unique<tile::UniformityAnalysis>(func_);
+    collect_writes(body);
+    bind_params(body);
+    assign_segments(body);
+    classify_block(body, nullptr);
+
+    indent_ = 1;
+    emit_group_block(body);
+    const std::int64_t budget = tile::shared_budget(func_);
+    if (shared_cursor_ > budget) {
+      raise(ErrorCode::Compile, "kernel '" + out_.name + "' uses " + std::to_string(shared_cursor_) +
+                                    " bytes of shared memory, more than its budget of " + std::to_string(budget));
+    }
+    out_.shared_bytes = shared_cursor_;
+    out_.source = assemble();
+    return out_;
+  }
+
+ private:
+  // ---- analysis ----
+
+  bool group_level(const ir::Operation& op) {
+    if (auto it = group_level_.find(&op); it != group_level_.end()) return it->second;
+    bool g = tile::is_group_cooperative(op) || has_type_kind(op, ir::TypeKind::tile);
+    for (std::size_t r = 0; r < op.num_regions() && !g; ++r)
+      for (const auto& inner : op.region(r).block().ops())
+        if (group_level(*inner)) g = true;
+    group_level_[&op] = g;
+    return g;
+  }
+
+  // Gives every op directly in a group-level block its segment (-1 = group level).
+  void assign_segments(const ir::Block& block) {
+    int current = -1;
+    for (const auto& op : block.ops()) {
+      if (op->def().is_terminator || group_level(*op)) {
+        segment_[op.get()] = -1;
+        current = -1;
+        for (std::size_t r = 0; r < op->num_regions(); ++r) assign_segments(op->region(r).block());
+        continue;
+      }
+      if (current < 0) current = next_segment_++;
+      segment_[op.get()] = current;
+    }
+  }
+
+  int segment_of(const ir::Operation* op) const {
+    while (true) {
+      if (auto it = segment_.find(op); it != segment_.end()) return it->second;
+      op = op->parent_block()->parent_region()->parent_op();
+    }
+  }
+
+  std::string fresh(const std::string& hint = "v") { return hint + std::to_string(next_value_++); }
+
+  void bind_params(const ir::Block& body) {
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      const ir::Value* arg = body.argument(i);
+      const ir::Type& t = arg->type();
+      KernelParam p;
+      p.name = arg->name().empty() ? "arg" + std::to_string(i) : arg->name();
+      p.type = t;
+      p.is_buffer = t.is_gmem();
+      p.is_mut = t.is_gmem() && t.mut;
+      if (!t.is_gmem() && !t.is_lane()) {
+        raise(ErrorCode::Compile, "kernel '" + out_.name + "' parameter '" + p.name +
+                                      "' must be a gmem buffer or a lane scalar, got " + ir::print_type(t));
+      }
+      if (t.is_gmem()) {
+        if (bit_width(t.dtype()) < 8) {
+          raise(ErrorCode::Compile, "CPU backend: parameter '" + p.name + "' of kernel '" + out_.name + "' is " +
+                                        ir::print_type(t) +
+                                        "; packed sub-byte buffers are not supported as kernel parameters yet, "
+                                        "pass an 8-bit format (int8, fp8_e4m3) instead");
+        }
+        if (t.rank() < 1 || t.rank() > 8) {
+          raise(ErrorCode::Compile, "CPU backend: parameter '" + p.name + "' has rank " + std::to_string(t.rank()) +
+                                        "; buffers of rank 1 to 8 are supported");
+        }
+        require_supported_policy(t.policy, "parameter '" + p.name + "'");
+        for (const ir::Dim& d : t.shape) note_symbols(d);
+      }
+      std::string cname = "p_" + sanitize(p.name);
+      name_[arg] = cname;
+      storage_[arg] = Storage::group;
+      out_.params.push_back(std::move(p));
+    }
+  }
+
+  static std::string sanitize(const std::string& s) {
+    std::string r;
+    for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? c : '_';
+    return r;
+  }
+
+  // Records the symbols a dim mentions (plain or inside K/tp, N*2).
+  void note_symbols(const ir::Dim& d) {
+    if (!d.is_symbolic()) return;
+    std::string tok;
+    auto flush = [&] {
+      if (!tok.empty() && (std::isdigit(static_cast<unsigned char>(tok[0])) == 0)) symbol_index(tok);
+      tok.clear();
+    };
+    for (char c : d.symbol) {
+      if (c == '/' || c == '*' || c == ' ') {
+        flush();
+      } else {
+        tok += c;
+      }
+    }
+    flush();
+  }
+
+  // The C++ expression for a symbol's value: a constant when specialized.
+  std::string symbol_expr(const std::string& name) {
+    if (auto it = options_.specialize.find(name); it != options_.specialize.end()) return cpp_int_literal(it->second);
+    return "sym_" + sanitize(name) + "_" + std::to_string(symbol_index(name));
+  }
+
+  int symbol_index(const std::string& name) {
+    auto it = std::find(out_.symbols.begin(), out_.symbols.end(), name);
+    if (it != out_.symbols.end()) return static_cast<int>(it - out_.symbols.begin());
+    out_.symbols.push_back(name);
+    return static_cast<int>(out_.symbols.size()) - 1;
+  }
+
+  std::int64_t resolve_dim(const ir::Dim& d) {
+    if (!d.is_symbolic()) return d.size;
+    if (auto it = options_.specialize.find(d.symbol); it != options_.specialize.end()) return it->second;
+    raise(ErrorCode::Compile, "CPU backend: dim '" + d.symbol + "' of a tile or shared buffer in kernel '" + out_.name +
+                                  "' must be known at compile time; specialize it (k.jit(" + d.symbol + "=...))");
+  }
+
+  std::string type_of(const ir::Type& t) {
+    return cpp_type(t, [this](const ir::Dim& d) { return resolve_dim(d); });
+  }
+
+  // Decides where each value of `block` (and nested blocks) lives.
+  // `owner` is the op whose region this block is (nullptr for the body).
+  void classify_block(const ir::Block& block, const ir::Operation* owner) {
+    if (owner != nullptr) {
+      const bool g = segment_of(owner) < 0;
+      const std::string_view n = owner->name();
+      for (std::size_t i = 0; i < block.num_arguments(); ++i) {
+        const ir::Value* arg = block.argument(i);
+        if (n == "tile.if") {  // the branches see the inits themselves
+          name_[arg] = name_.at(owner->operand(1 + i));
+          storage_[arg] = storage_.at(owner->operand(1 + i));
+          continue;
+        }
+        name_[arg] = fresh(n == "tile.for" && i == 0 ? "iv" : "a");
+        if (!g || !arg->type().is_lane()) {
+          storage_[arg] = g ? Storage::group : Storage::local;
+        } else {
+          storage_[arg] = (n == "tile.for" && i == 0) ? Storage::group : Storage::lane_array;
+        }
+      }
+    }
+    for (const auto& op : block.ops()) {
+      for (std::size_t r = 0; r < op->num_regions(); ++r) classify_block(op->region(r).block(), op.get());
+      const int seg = segment_of(op.get());
+      if (hoistable(*op)) {
+        hoisted_.insert(op.get());
+        name_[op->result(0)] = fresh();
+        storage_[op->result(0)] = Storage::group;
+        continue;
+      }
+      for (std::size_t i = 0; i < op->num_results(); ++i) {
+        const ir::Value* v = op->result(i);
+        name_[v] = fresh();
+        if (!v->type().is_lane()) {
+          storage_[v] = Storage::group;
+        } else if (seg < 0) {
+          storage_[v] = Storage::lane_array;
+        } else {
+          bool escapes = false;
+          for (const ir::Use& u : v->uses())
+            if (segment_of(u.user) != seg) escapes = true;
+          storage_[v] = escapes ? Storage::lane_array : Storage::local;
+        }
+      }
+    }
+  }
+
+  void collect_writes(const ir::Block& block) {
+    for (const auto& op : block.ops()) {
+      if (const ir::Value* buf = tile::accessed_buffer(*op); buf && tile::writes_buffer(*op)) {
+        written_.insert(buf);
+        if (buf->type().is_gmem()) writes_gmem_ = true;
+      }
+      for (std::size_t r = 0; r < op->num_regions(); ++r) collect_writes(op->region(r).block());
+    }
+  }
+
+  // A lane op directly in a segment, with a uniform result and group operands.
+  bool hoistable(const ir::Operation& op) const {
+    auto it = segment_.find(&op);
+    if (it == segment_.end() || it->second < 0 || !is_lane_value_op(op) || op.num_results() != 1) return false;
+    if (!uniform_->is_uniform(op.result(0))) return false;
+    // Reads move only when nothing can change what they read: no write to
+    // that shared buffer, and for global buffers (parameters may alias) no
+    // global write at all.
+    if (const ir::Value* buf = tile::accessed_buffer(op)) {
+      if (buf->type().is_gmem() ? writes_gmem_ : written_.count(buf) != 0) return false;
+    }
+    for (const ir::Value* v : op.operands())
+      if (storage_.at(v) != Storage::group) return false;
+    return true;
+  }
+
+  // ---- value references ----
+
+  // A value read inside a lane loop.
+  std::string ref(const ir::Value* v) const {
+    const std::string& n = name_.at(v);
+    return storage_.at(v) == Storage::lane_array ? n + "[lane]" : n;
+  }
+  // A value read by group-level code (uniform: lane 0's copy).
+  std::string gref(const ir::Value* v) const {
+    const std::string& n = name_.at(v);
+    switch (storage_.at(v)) {
+      case Storage::lane_array: return n + "[0]";
+      case Storage::group: return n;
+      case Storage::local: break;
+    }
+    raise(ErrorCode::Internal, "CPU emitter: lane-local value " + n + " read by group-level code");
+  }
+
+  void line(const std::string& text) {
+    body_.append(static_cast<std::size_t>(indent_) * 2, ' ');
+    body_ += text;
+    body_ += '\n';
+  }
+
+  // Declares the storage of a lane array or a group variable `v` (not locals).
+  void declare(const ir::Value* v) {
+    if (storage_.at(v) == Storage::lane_array) {
+      line("alignas(64) " + cpp_value_type(v->type().dtype()) + " " + name_.at(v) + "[kGroupSize];");
+    } else if (storage_.at(v) == Storage::group) {
+      line(type_of(v->type()) + " " + name_.at(v) + "{};");
+    }
+  }
+
+  // dst = src at group level, for any storage.
+  void group_assign(const ir::Value* dst, const ir::Value* src) {
+    if (storage_.at(dst) == Storage::lane_array) {
+      if (storage_.at(src) == Storage::lane_array) {
+        line("std::copy_n(" + name_.at(src) + ", kGroupSize, " + name_.at(dst) + ");");
+      } else {
+        line("std::fill_n(" + name_.at(dst) + ", kGroupSize, " + gref(src) + ");");
+      }
+    } else {
+      line(name_.at(dst) + " = " + gref(src) + ";");
+    }
+  }
+
+  std::vector<std::string> lane_args(const ir::Operation& op) const {
+    std::vector<std::string> a;
+    for (const ir::Value* v : op.operands()) a.push_back(v->type().is_lane() ? ref(v) : name_.at(v));
+    return a;
+  }
+  std::vector<std::string> group_args(const ir::Operation& op) const {
+    std::vector<std::string> a;
+    for (const ir::Value* v : op.operands()) a.push_back(gref(v));
+    return a;
+  }
+
+  LaneContext lane_context() {
+    return LaneContext{lane_id_, [this](const std::string& s) { return symbol_expr(s); }, out_.name};
+  }
+
+  // ---- group-level emission ----
+
+  void emit_group_block(const ir::Block& block) {
+    std::vector<const ir::Operation*> segment;
+    for (const auto& op : block.ops()) {
+      if (op->def().is_terminator) break;
+      if (hoisted_.count(op.get()) != 0) {
+        // Group level: linear_id is uniform only with one tile per group.
+        LaneContext ctx = lane_context();
+        if (!out_.group_shape.empty()) ctx.linear_id = "std::int64_t{0}";
+        line("const " + cpp_value_type(op->result(0)->type().dtype()) + " " + name_.at(op->result(0)) + " = " +
+             lane_expr(*op, group_args(*op), ctx) + ";");
+        continue;
+      }
+      if (segment_.at(op.get()) >= 0) {
+        segment.push_back(op.get());
+        continue;
+      }
+      flush(segment);
+      emit_group_op(*op);
+    }
+    flush(segment);
+  }
+
+  void flush(std::vector<const ir::Operation*>& segment) {
+    if (segment.empty()) return;
+    for (const ir::Operation* op : segment)
+      for (std::size_t i = 0; i < op->num_results(); ++i) declare_if_array(op->result(i));
+    line("for (std::int64_t lane = 0; lane < kGroupSize; ++lane) {");
+    ++indent_;
+    for (const ir::Operation* op : segment) emit_lane_op(*op);
+    --indent_;
+    line("}");
+    segment.clear();
+  }
+
+  void declare_if_array(const ir::Value* v) {
+    if (storage_.at(v) == Storage::lane_array) declare(v);
+  }
+
+  void emit_group_op(const ir::Operation& op) {
+    const std::string_view n = op.name();
+    if (n == "tile.for") return emit_group_for(op);
+    if (n == "tile.if") return emit_group_if(op);
+    if (n == "tile.while") return emit_group_while(op);
+    if (n == "tile.smem_alloc") return emit_smem_alloc(op);
+    if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
+    std::string result = op.num_results() == 1 ? name_.at(op.result(0)) : std::string();
+    if (op.num_results() > 1) unsupported(op, "ops with several results are not supported");
+    line(group_stmt(op, group_args(op), result, [this](const ir::Dim& d) { return resolve_dim(d); }));
+  }
+
+  void emit_smem_alloc(const ir::Operation& op) {
+    const ir::Type& t = op.result(0)->type();
+    require_supported_policy(t.policy, "shared buffer");
+    std::int64_t elems = 1;
+    std::string dims;
+    for (const ir::Dim& d : t.shape) {
+      std::int64_t s = resolve_dim(d);
+      elems *= s;
+      dims += (dims.empty() ? "" : ", ") + cpp_int_literal(s);
+    }
+    const std::int64_t bytes = elems * storage_bytes(t.dtype());
+    std::int64_t offset = 0;
+    if (const ir::Attribute* o = op.attrs().find("offset"); o && ir::kind_of(*o) == ir::AttrKind::integer) {
+      offset = std::get<std::int64_t>(*o);  // planned by tile-plan-shared
+    } else {
+      offset = next_shared_;
+      next_shared_ += (bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment * tile::kSharedAlignment;
+    }
+    shared_cursor_ = std::max(shared_cursor_, offset + bytes);
+    const std::string label = "shared#" + std::to_string(smem_count_++);
+    line("const " + type_of(t) + " " + name_.at(op.result(0)) + " = tsr::smem<" + cpp_dtype(t.dtype()) + ", " +
+         std::to_string(t.rank()) + ">(arena, " + std::to_string(offset) + ", {" + dims + "}, " +
+         cpp_string_literal(label) + ", kKernel);");
+  }
+
+  void require_positive_step(const std::string& step) {
+    line("if (" + step +
+         " <= 0) tsr::fail(tsr::kFaultArgument, \"kernel '%s': tile.for step %lld is not positive\", "
+         "kKernel, static_cast<long long>(" +
+         step + "));");
+  }
+
+  // Assigns yield operands to loop-carried storage, through temporaries
+  // when a yield reads another carried value (x, y = y, x).
+  void carry(const std::vector<const ir::Value*>& dst, const ir::Operation& yield, std::size_t first, bool group) {
+    const std::size_t n = dst.size();
+    bool crossed = false;
+    for (std::size_t k = 0; k < n; ++k)
+      for (std::size_t j = 0; j < n; ++j)
+        if (j != k && name_.at(yield.operand(first + k)) == name_.at(dst[j])) crossed = true;
+    if (!crossed) {
+      for (std::size_t k = 0; k < n; ++k) {
+        if (name_.at(yield.operand(first + k)) == name_.at(dst[k])) continue;
+        if (group) {
+          group_assign(dst[k], yield.operand(first + k));
+        } else {
+          line(ref(dst[k]) + " = " + ref(yield.operand(first + k)) + ";");
+        }
+      }
+      return;
+    }
+    line("{");
+    ++indent_;
+    std::vector<std::string> tmp;
+    for (std::size_t k = 0; k < n; ++k) {
+      const ir::Value* y = yield.operand(first + k);
+      tmp.push_back(fresh("t"));
+      if (group && storage_.at(dst[k]) == Storage::lane_array) {
+        line("alignas(64) " + cpp_value_type(y->type().dtype()) + " " + tmp.back() + "[kGroupSize];");
+        if (storage_.at(y) == Storage::lane_array) {
+          line("std::copy_n(" + name_.at(y) + ", kGroupSize, " + tmp.back() + ");");
+        } else {
+          line("std::fill_n(" + tmp.back() + ", kGroupSize, " + gref(y) + ");");
+        }
+      } else {
+        line("const auto " + tmp.back() + " = " + (group ? gref(y) : ref(y)) + ";");
+      }
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      if (group && storage_.at(dst[k]) == Storage::lane_array) {
+        line("std::copy_n(" + tmp[k] + ", kGroupSize, " + name_.at(dst[k]) + ");");
+      } else {
+        line((group ? name_.at(dst[k]) : ref(dst[k])) + " = " + tmp[k] + ";");
+      }
+    }
+    --indent_;
+    line("}");
+  }
+
+  void emit_group_for(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    std::vector<const ir::Value*> iters;
+    for (std::size_t i = 1; i < body.num_arguments(); ++i) iters.push_back(body.argument(i));
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare(op.result(i));
+    line("{  // tile.for (group level)");
+    ++indent_;
+    for (std::size_t i = 0; i < iters.size(); ++i) {
+      declare(iters[i]);
+      group_assign(iters[i], op.operand(3 + i));
+    }
+    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
+    line("const std::int64_t " + lo + " = " + gref(op.operand(0)) + ", " + hi + " = " + gref(op.operand(1)) + ", " +
+         step + " = " + gref(op.operand(2)) + ";");
+    require_positive_step(step);
+    const std::string& iv = name_.at(body.argument(0));
+    line("for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {");
+    ++indent_;
+    emit_group_block(body);
+    carry(iters, *body.terminator(), 0, true);
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), iters[i]);
+    --indent_;
+    line("}");
+  }
+
+  void emit_group_if(const ir::Operation& op) {
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare(op.result(i));
+    line("if (" + gref(op.operand(0)) + ") {");
+    for (std::size_t r = 0; r < 2; ++r) {
+      if (r == 1) line("} else {");
+      ++indent_;
+      const ir::Block& b = op.region(r).block();
+      emit_group_block(b);
+      for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), b.terminator()->operand(i));
+      --indent_;
+    }
+    line("}");
+  }
+
+  void emit_group_while(const ir::Operation& op) {
+    const ir::Block& before = op.region(0).block();
+    const ir::Block& after = op.region(1).block();
+    std::vector<const ir::Value*> loop_vals;
+    for (std::size_t i = 0; i < before.num_arguments(); ++i) loop_vals.push_back(before.argument(i));
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare(op.result(i));
+    line("{  // tile.while (group level)");
+    ++indent_;
+    for (std::size_t i = 0; i < loop_vals.size(); ++i) {
+      declare(loop_vals[i]);
+      group_assign(loop_vals[i], op.operand(i));
+    }
+    line("while (true) {");
+    ++indent_;
+    emit_group_block(before);
+    const ir::Operation& cond = *before.terminator();
+    line("if (!(" + gref(cond.operand(0)) + ")) {");
+    ++indent_;
+    for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), cond.operand(1 + i));
+    line("break;");
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < after.num_arguments(); ++i) {
+      declare(after.argument(i));
+      group_assign(after.argument(i), cond.operand(1 + i));
+    }
+    emit_group_block(after);
+    carry(loop_vals, *after.terminator(), 0, true);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+  }
+
+  // ---- lane-level emission (inside a lane loop) ----
+
+  // Defines a lane result: a const local or an element of its lane array.
+  void define(const ir::Value* v, const std::string& expr) {
+    if (storage_.at(v) == Storage::lane_array) {
+      line(name_.at(v) + "[lane] = " + expr + ";");
+    } else {
+      line("const " + cpp_value_type(v->type().dtype()) + " " + name_.at(v) + " = " + expr + ";");
+    }
+  }
+  // Declares a mutable local (control-flow results and loop-carried values).
+  void declare_local(const ir::Value* v, const std::string& init = {}) {
+    if (storage_.at(v) != Storage::local) return;
+    line(cpp_value_type(v->type().dtype()) + " " + name_.at(v) + (init.empty() ? "{}" : " = " + init) + ";");
+  }
+
+  void emit_lane_block(const ir::Block& block) {
+    for (const auto& op : block.ops()) {
+      if (op->def().is_terminator) break;
+      emit_lane_op(*op);
+    }
+  }
+
+  void emit_lane_op(const ir::Operation& op) {
+    const std::string_view n = op.name();
+    if (n == "tile.for") return emit_lane_for(op);
+    if (n == "tile.if") return emit_lane_if(op);
+    if (n == "tile.while") return emit_lane_while(op);
+    if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op)));
+    if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
+    define(op.result(0), lane_expr(op, lane_args(op), lane_context()));
+  }
+
+  void emit_lane_for(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    std::vector<const ir::Value*> iters;
+    for (std::size_t i = 1; i < body.num_arguments(); ++i) iters.push_back(body.argument(i));
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
+    line("{  // tile.for");
+    ++indent_;
+    for (std::size_t i = 0; i < iters.size(); ++i) declare_local(iters[i], ref(op.operand(3 + i)));
+    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
+    line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ", " +
+         step + " = " + ref(op.operand(2)) + ";");
+    require_positive_step(step);
+    const std::string& iv = name_.at(body.argument(0));
+    line("for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {");
+    ++indent_;
+    emit_lane_block(body);
+    carry(iters, *body.terminator(), 0, false);
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < op.num_results(); ++i) line(ref(op.result(i)) + " = " + ref(iters[i]) + ";");
+    --indent_;
+    line("}");
+  }
+
+  void emit_lane_if(const ir::Operation& op) {
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
+    line("if (" + ref(op.operand(0)) + ") {");
+    for (std::size_t r = 0; r < 2; ++r) {
+      if (r == 1) line("} else {");
+      ++indent_;
+      const ir::Block& b = op.region(r).block();
+      emit_lane_block(b);
+      for (std::size_t i = 0; i < op.num_results(); ++i)
+        line(ref(op.result(i)) + " = " + ref(b.terminator()->operand(i)) + ";");
+      --indent_;
+    }
+    line("}");
+  }
+
+  void emit_lane_while(const ir::Operation& op) {
+    const ir::Block& before = op.region(0).block();
+    const ir::Block& after = op.region(1).block();
+    std::vector<const ir::Value*> loop_vals;
+    for (std::size_t i = 0; i < before.num_arguments(); ++i) loop_vals.push_back(before.argument(i));
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
+    line("{  // tile.while");
+    ++indent_;
+    for (std::size_t i = 0; i < loop_vals.size(); ++i) declare_local(loop_vals[i], ref(op.operand(i)));
+    line("while (true) {");
+    ++indent_;
+    emit_lane_block(before);
+    const ir::Operation& cond = *before.terminator();
+    line("if (!(" + ref(cond.operand(0)) + ")) {");
+    ++indent_;
+    for (std::size_t i = 0; i < op.num_results(); ++i) line(ref(op.result(i)) + " = " + ref(cond.operand(1 + i)) + ";");
+    line("break;");
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < after.num_arguments(); ++i) declare_local(after.argument(i), ref(cond.operand(1 + i)));
+    emit_lane_block(after);
+    carry(loop_vals, *after.terminator(), 0, false);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+  }
+
+  // ---- the translation unit ----
+
+  std::string assemble() {
+    std::ostringstream s;
+    std::string source;
+    if (const ir::Attribute* a = func_.attrs().find("source"); a && ir::kind_of(*a) == ir::AttrKind::string) {
+      source = std::get<std::string>(*a);
+    }
+    s << "// Generated by the Tessera CPU backend from Tile IR kernel '" << out_.name << "'"
+      << (source.empty() ? "" : " (" + source + ")") << ".\n";
+    s << "// One call of run_group runs one group of " << out_.group_size << " tile(s); lane loops run the tiles.\n";
+    s << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n";
+    s << "#include \"tessera_cpu/tessera_cpu.h\"\n\n";
+    s << "namespace {\n\nusing tessera::DType;\nusing tessera::Overflow;\n\n";
+    s << "constexpr const char* kKernel = " << cpp_string_literal(out_.name) << ";\n";
+    s << "constexpr std::int64_t kGroupSize = " << out_.group_size << ";\n";
+    s << "constexpr std::size_t kSharedBytes = " << shared_cursor_ << ";\n\n";
+    s << "void run_group([[maybe_unused]] const tsr::LaunchArgs& args, [[maybe_unused]] std::int64_t group,\n"
+      << "               [[maybe_unused]] unsigned char* arena) {\n";
+    // Parameters.
+    const ir::Block& body = ir::function_body(func_);
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      const ir::Value* arg = body.argument(i);
+      const ir::Type& t = arg->type();
+      const std::string& n = name_.at(arg);
+      if (t.is_gmem()) {
+        s << "  [[maybe_unused]] const auto " << n << " = tsr::gmem<" << cpp_dtype(t.dtype()) << ", " << t.rank()
+          << ">(args, " << i << ", " << cpp_string_literal(out_.params[i].name) << ", kKernel, "
+          << cpp_overflow(t.policy.overflow) << ");\n";
+      } else {
+        const DType d = t.dtype();
+        const std::string field = (is_float(d) ? "args.params[" + std::to_string(i) + "].real"
+                                               : "args.params[" + std::to_string(i) + "].integer");
+        s << "  [[maybe_unused]] const " << cpp_value_type(d) << " " << n << " = static_cast<" << cpp_value_type(d)
+          << ">(" << field << ");\n";
+      }
+    }
+    for (std::size_t i = 0; i < out_.symbols.size(); ++i) {
+      const std::string& sym = out_.symbols[i];
+      if (options_.specialize.count(sym) != 0u) continue;
+      s << "  [[maybe_unused]] const std::int64_t " << symbol_expr(sym) << " = args.symbols[" << i << "];\n";
+    }
+    s << body_ << "}\n\n}  // namespace\n\n";
+    s << "extern \"C\" unsigned tessera_cpu_abi_version() noexcept { return tsr::kAbiVersion; }\n\n";
+    s << "extern \"C\" int tessera_cpu_run_groups(const tsr::LaunchArgs* args, std::int64_t begin, std::int64_t end,\n"
+      << "                                      tsr::Fault* fault) noexcept {\n"
+      << "  return tsr::run_groups(args, begin, end, fault, kSharedBytes, run_group);\n}\n";
+    return s.str();
+  }
+
+  const ir::Operation& func_;
+  const CompileOptions& options_;
+  EmittedKernel out_;
+  std::string body_;
+  int indent_ = 1;
+  std::string lane_id_;
+  std::unordered_map<const ir::Value*, std::string> name_;
+  std::unordered_map<const ir::Value*, Storage> storage_;
+  std::unordered_map<const ir::Operation*, bool> group_level_;
+  std::unordered_map<const ir::Operation*, int> segment_;
+  std::unique_ptr<tile::UniformityAnalysis> uniform_;
+  std::unordered_set<const ir::Operation*> hoisted_;
+  std::unordered_set<const ir::Value*> written_;  // buffers some op writes
+  bool writes_gmem_ = false;
+  int next_segment_ = 0;
+  int next_value_ = 0;
+  std::int64_t next_shared_ = 0;
+  std::int64_t shared_cursor_ = 0;
+  int smem_count_ = 0;
+};
+
+}  // namespace
+
+EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions& options) {
+  return Emitter(kernel_func, options).run();
+}
+
+}  // namespace tessera::cpu::detail

@@ -1,0 +1,279 @@
+// launch(): binds a CPU kernel's arguments and runs its groups on the thread pool.
+//
+// Binding (docs/design/0003-tile-ir.md, "Types"): buffers must match their
+// parameter's dtype and rank; fixed dims must equal the argument's size;
+// plain symbols bind from argument shapes (one symbol, one size); scalar
+// arguments named like a symbol, and specializations, bind it too; compound
+// dims (K/tp, N*2) are checked after everything is bound, a quotient needing
+// exact division. Scalars are rounded once to their parameter's dtype.
+//
+// Groups are split into contiguous chunks claimed by the pool's threads.
+// Each group is independent, so the results are the same for every thread
+// count; a fault reported by several groups is reported for the lowest one.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "backends/cpu/loaded_kernel.h"
+#include "backends/cpu/thread_pool.h"
+#include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cpu {
+namespace {
+
+class Binder {
+ public:
+  explicit Binder(const CompiledKernel& k) : k_(k) {
+    for (const auto& [name, value] : k.specialized) values_[name] = {value, "its specialization"};
+  }
+
+  void bind(const std::string& symbol, std::int64_t value, const std::string& from) {
+    auto [it, inserted] = values_.try_emplace(symbol, Bound{value, from});
+    if (!inserted && it->second.value != value) {
+      raise(ErrorCode::ShapeSymbolBinding, "kernel '" + k_.name + "': symbol '" + symbol + "' is " +
+                                               std::to_string(it->second.value) + " from " + it->second.from + " but " +
+                                               std::to_string(value) + " from " + from);
+    }
+  }
+
+  bool has(const std::string& symbol) const { return values_.count(symbol) != 0; }
+
+  // The value of a symbol or of a compound dim (K/tp, N*2); `where` places errors.
+  std::int64_t eval(const std::string& text, const std::string& where) const {
+    const std::size_t op = text.find_first_of("/*");
+    if (op == std::string::npos) return operand(text, text, where);
+    const std::int64_t a = operand(text.substr(0, op), text, where);
+    const std::int64_t b = operand(text.substr(op + 1), text, where);
+    if (text[op] == '*') return a * b;
+    if (b == 0 || a % b != 0) {
+      raise(ErrorCode::ShapeConstraint, "kernel '" + k_.name + "': dim '" + text + "' of " + where + " needs " +
+                                            text.substr(0, op) + " (= " + std::to_string(a) + ") divisible by " +
+                                            text.substr(op + 1) + " (= " + std::to_string(b) + ")");
+    }
+    return a / b;
+  }
+
+ private:
+  std::int64_t operand(const std::string& tok, const std::string& dim, const std::string& where) const {
+    if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0])) != 0) return std::stoll(tok);
+    auto it = values_.find(tok);
+    if (it == values_.end()) {
+      raise(ErrorCode::ShapeSymbolBinding,
+            "kernel '" + k_.name + "': symbol '" + tok + "' in dim '" + dim + "' of " + where +
+                " is not bound by any argument's shape; give it by specialization (jit(" + tok +
+                "=...)) or as a scalar argument named '" + tok + "'");
+    }
+    return it->second.value;
+  }
+
+  struct Bound {
+    std::int64_t value;
+    std::string from;
+  };
+  const CompiledKernel& k_;
+  std::map<std::string, Bound> values_;
+};
+
+std::string shape_str(const std::vector<std::int64_t>& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+double scalar_as_double(const KernelArg& a) {
+  if (const auto* d = std::get_if<double>(&a.value)) return *d;
+  if (const auto* i = std::get_if<std::int64_t>(&a.value)) return static_cast<double>(*i);
+  return std::get<bool>(a.value) ? 1.0 : 0.0;
+}
+
+void bind_scalar(const CompiledKernel& k, const KernelParam& p, const KernelArg& a, tessera_cpu::ParamValue& out) {
+  if (std::holds_alternative<Tensor>(a.value)) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' parameter '" + p.name + "' is a scalar " +
+                                          ir::print_type(p.type) + " but the argument is a tensor");
+  }
+  const DType d = p.type.dtype();
+  if (is_float(d)) {
+    EncodeOptions o;
+    o.overflow = p.type.policy.overflow;
+    out.real = decode_value(encode_value(scalar_as_double(a), d, o), d);
+    return;
+  }
+  if (d == DType::bool_) {
+    out.integer = scalar_as_double(a) != 0.0 ? 1 : 0;
+    return;
+  }
+  std::int64_t v = 0;
+  if (const auto* i = std::get_if<std::int64_t>(&a.value)) {
+    v = *i;
+  } else if (const auto* b = std::get_if<bool>(&a.value)) {
+    v = *b ? 1 : 0;
+  } else {
+    const double x = std::get<double>(a.value);
+    if (x != std::trunc(x) || std::fabs(x) > 9.0e18) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
+                                            ir::print_type(p.type) + " but the argument " + std::to_string(x) +
+                                            " is not an integer");
+    }
+    v = static_cast<std::int64_t>(x);
+  }
+  const DTypeInfo& inf = info(d);
+  if (inf.bits < 64) {
+    const std::int64_t lo = inf.is_signed ? -(std::int64_t{1} << (inf.bits - 1)) : 0;
+    const std::int64_t hi = inf.is_signed ? (std::int64_t{1} << (inf.bits - 1)) - 1 : (std::int64_t{1} << inf.bits) - 1;
+    if (v < lo || v > hi) {
+      raise(ErrorCode::ArgumentInvalid,
+            "kernel '" + k.name + "' parameter '" + p.name + "' is " + ir::print_type(p.type) + " but the argument " +
+                std::to_string(v) + " is outside its range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  }
+  out.integer = v;
+}
+
+const Tensor& buffer_arg(const CompiledKernel& k, const KernelParam& p, const KernelArg& a) {
+  const Tensor* t = std::get_if<Tensor>(&a.value);
+  if (t == nullptr || !t->defined()) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' parameter '" + p.name + "' is a buffer " +
+                                          ir::print_type(p.type) + " but the argument is " +
+                                          (t == nullptr ? "a scalar" : "an undefined tensor"));
+  }
+  if (t->device() != "cpu") {
+    raise(ErrorCode::Device, "kernel '" + k.name + "' runs on the CPU but the argument for '" + p.name +
+                                 "' lives on device '" + t->device() + "'; move it with .to(\"cpu\")");
+  }
+  if (t->dtype() != p.type.dtype()) {
+    raise(ErrorCode::DtypeUnsupported, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
+                                           ir::print_type(p.type) + " but the argument is " + describe(*t));
+  }
+  if (t->rank() != p.type.rank()) {
+    raise(ErrorCode::ShapeMismatch, "kernel '" + k.name + "' parameter '" + p.name + "' is " + ir::print_type(p.type) +
+                                        " (rank " + std::to_string(p.type.rank()) + ") but the argument has shape " +
+                                        shape_str(t->shape()));
+  }
+  return *t;
+}
+
+std::string fault_where(const CompiledKernel& k, const tessera_cpu::Fault& f) {
+  return std::string(f.message) + " (group " + std::to_string(f.group) + " of kernel '" + k.name + "')";
+}
+
+}  // namespace
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  if (args.size() != k.params.size()) {
+    std::string names;
+    for (const KernelParam& p : k.params) names += (names.empty() ? "" : ", ") + p.name;
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' takes " + std::to_string(k.params.size()) +
+                                          " argument(s) (" + names + "), got " + std::to_string(args.size()));
+  }
+  std::vector<tessera_cpu::ParamValue> params(args.size());
+  Binder binder(k);
+  // Scalars first: a scalar named like a symbol binds it.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelParam& p = k.params[i];
+    if (p.is_buffer) continue;
+    bind_scalar(k, p, args[i], params[i]);
+    if (!is_float(p.type.dtype()) && std::find(k.symbols.begin(), k.symbols.end(), p.name) != k.symbols.end()) {
+      binder.bind(p.name, params[i].integer, "scalar argument '" + p.name + "'");
+    }
+  }
+  // Fixed and plain symbolic dims.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelParam& p = k.params[i];
+    if (!p.is_buffer) continue;
+    const Tensor& t = buffer_arg(k, p, args[i]);
+    for (std::size_t d = 0; d < p.type.rank(); ++d) {
+      const ir::Dim& dim = p.type.shape[d];
+      const std::string where =
+          "dim " + std::to_string(d) + " of '" + p.name + "' (shape " + shape_str(t.shape()) + ")";
+      if (!dim.is_symbolic()) {
+        if (t.shape()[d] != dim.size) {
+          raise(ErrorCode::ShapeMismatch, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
+                                              ir::print_type(p.type) + " but the argument has shape " +
+                                              shape_str(t.shape()));
+        }
+      } else if (dim.symbol.find_first_of("/*") == std::string::npos) {
+        binder.bind(dim.symbol, t.shape()[d], where);
+      }
+    }
+    tessera_cpu::BufferArg& b = params[i].buffer;
+    b.data = t.numel() == 0 ? nullptr : t.data();
+    b.rank = static_cast<std::int32_t>(t.rank());
+    b.dtype = static_cast<std::int32_t>(t.dtype());
+    for (std::size_t d = 0; d < t.rank(); ++d) {
+      b.shape[d] = t.shape()[d];
+      b.strides[d] = t.strides()[d];
+    }
+  }
+  // Compound dims, now that every plain symbol is bound.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const KernelParam& p = k.params[i];
+    if (!p.is_buffer) continue;
+    const Tensor& t = std::get<Tensor>(args[i].value);
+    for (std::size_t d = 0; d < p.type.rank(); ++d) {
+      const ir::Dim& dim = p.type.shape[d];
+      if (!dim.is_symbolic()) continue;
+      const std::string where = "parameter '" + p.name + "'";
+      const std::int64_t want = binder.eval(dim.symbol, where);
+      if (want != t.shape()[d]) {
+        raise(ErrorCode::ShapeMismatch, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
+                                            ir::print_type(p.type) + ": dim " + std::to_string(d) + " ('" + dim.symbol +
+                                            "') should be " + std::to_string(want) + " but the argument has shape " +
+                                            shape_str(t.shape()));
+      }
+    }
+  }
+  std::vector<std::int64_t> symbols;
+  for (const std::string& s : k.symbols) symbols.push_back(binder.eval(s, "the kernel body"));
+
+  if (grid < -1)
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': grid " + std::to_string(grid) + " is negative");
+  if (grid == -1) {
+    if (!k.group_shape.empty()) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name +
+                                            "' has a group shape; launch it with an explicit grid "
+                                            "(k[grid](...)), the number of groups");
+    }
+    auto first_mut = std::find_if(k.params.begin(), k.params.end(), [](const KernelParam& p) { return p.is_mut; });
+    if (first_mut == k.params.end()) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name +
+                                            "' has no mut parameter to take its default launch "
+                                            "extent from; launch it with an explicit grid");
+    }
+    grid = std::get<Tensor>(args[static_cast<std::size_t>(first_mut - k.params.begin())].value).numel();
+  }
+  if (grid == 0) return;
+
+  tessera_cpu::LaunchArgs la{};
+  la.abi_version = tessera_cpu::kAbiVersion;
+  la.params = params.data();
+  la.num_params = static_cast<std::int32_t>(params.size());
+  la.symbols = symbols.data();
+  la.num_symbols = static_cast<std::int32_t>(symbols.size());
+  la.grid = grid;
+
+  int threads = options.num_threads > 0 ? options.num_threads : detail::default_thread_count();
+  threads = static_cast<int>(std::min<std::int64_t>(threads, grid));
+  // A few chunks per thread balance uneven groups without much overhead.
+  const std::int64_t chunks = std::min<std::int64_t>(grid, static_cast<std::int64_t>(threads) * 4);
+  std::vector<tessera_cpu::Fault> faults(static_cast<std::size_t>(chunks));
+  std::vector<char> failed(static_cast<std::size_t>(chunks), 0);
+  const detail::RunGroupsFn run = k.handle->run_groups;
+  detail::ThreadPool::global().parallel_for(chunks, threads, [&](std::int64_t c) {
+    const std::int64_t begin = grid * c / chunks;
+    const std::int64_t end = grid * (c + 1) / chunks;
+    if (run(&la, begin, end, &faults[static_cast<std::size_t>(c)]) != 0) failed[static_cast<std::size_t>(c)] = 1;
+  });
+  for (std::size_t c = 0; c < faults.size(); ++c) {
+    if (!failed[c]) continue;
+    const tessera_cpu::Fault& f = faults[c];
+    const ErrorCode code = f.code == 1   ? ErrorCode::IndexOutOfRange
+                           : f.code == 2 ? ErrorCode::ArgumentInvalid
+                                         : ErrorCode::Internal;
+    raise(code, fault_where(k, f));
+  }
+}
+
+}  // namespace tessera::cpu

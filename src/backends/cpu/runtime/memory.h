@@ -1,0 +1,134 @@
+// Host tile library: buffer views, element loads/stores with bounds checks, cp_async.
+//
+// A View is a strided window onto encodings of dtype D: a kernel's gmem
+// parameter (shape and strides from the launch) or a shared buffer (row-major
+// inside the group's shared arena; the xor swizzle is a bank-conflict layout
+// on GPUs and has no observable effect, so the host keeps row-major order).
+// Element accesses check every index against its extent and fault with a
+// message naming the kernel, the buffer, the dim, the index and the extent.
+// cp_async runs as a synchronous copy at its issue point: a copy's result is
+// observable only after the wait + barrier that covers it (the contract's
+// memory visibility rule), so completing it early changes nothing.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "tessera_cpu/abi.h"
+#include "tessera_cpu/numerics.h"
+
+namespace tessera_cpu {
+
+template <DType D, int R>
+struct View {
+  storage_t<D>* data;
+  std::int64_t shape[R];
+  std::int64_t strides[R];
+  const char* name;    // parameter or shared buffer name, for messages
+  const char* kernel;  // kernel name, for messages
+  Overflow overflow;   // the buffer's overflow mode for stores
+};
+
+// The view of gmem parameter `index`.
+template <DType D, int R>
+inline View<D, R> gmem(const LaunchArgs& a, int index, const char* name, const char* kernel, Overflow o) {
+  const BufferArg& b = a.params[index].buffer;
+  View<D, R> v{static_cast<storage_t<D>*>(b.data), {}, {}, name, kernel, o};
+  for (int d = 0; d < R; ++d) {
+    v.shape[d] = b.shape[d];
+    v.strides[d] = b.strides[d];
+  }
+  return v;
+}
+
+// A row-major shared buffer of static shape at `offset` bytes into the arena.
+template <DType D, int R>
+inline View<D, R> smem(unsigned char* arena, std::size_t offset, const std::int64_t (&shape)[R], const char* name,
+                       const char* kernel) {
+  View<D, R> v{reinterpret_cast<storage_t<D>*>(arena + offset), {}, {}, name, kernel, Overflow::inf_nan};
+  std::int64_t stride = 1;
+  for (int d = R - 1; d >= 0; --d) {
+    v.shape[d] = shape[d];
+    v.strides[d] = stride;
+    stride *= shape[d];
+  }
+  return v;
+}
+
+template <DType D, int R>
+[[noreturn]] __attribute__((noinline, cold)) inline void index_fault(const View<D, R>& v, int dim, std::int64_t index,
+                                                                     const char* what) {
+  fail(kFaultIndex, "kernel '%s': %s index %lld out of range for dim %d of '%s' (extent %lld)", v.kernel, what,
+       static_cast<long long>(index), dim, v.name, static_cast<long long>(v.shape[dim]));
+}
+
+template <DType D, int R>
+inline std::int64_t element_offset(const View<D, R>& v, const std::int64_t (&idx)[R], const char* what) {
+  std::int64_t off = 0;
+  for (int d = 0; d < R; ++d) {
+    if (static_cast<std::uint64_t>(idx[d]) >= static_cast<std::uint64_t>(v.shape[d])) index_fault(v, d, idx[d], what);
+    off += idx[d] * v.strides[d];
+  }
+  return off;
+}
+
+// tile.load_elem
+template <DType D, int R>
+inline value_t<D> load(const View<D, R>& v, const std::int64_t (&idx)[R]) {
+  return decode<D>(v.data[element_offset(v, idx, "load")]);
+}
+
+// tile.store_elem: the value (of dtype S) is encoded with the buffer's overflow mode.
+template <DType S, DType D, int R>
+inline void store(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S> value) {
+  v.data[element_offset(v, idx, "store")] = encode<D, S>(value, v.overflow);
+}
+
+// The encoding a zero-filled element gets: the encoding of 0 (for e8m0,
+// which has no zero, the encoder's result for 0).
+template <DType D>
+inline storage_t<D> zero_code() {
+  return encode<D, DType::fp64>(0.0);
+}
+
+// tile.cp_async: the box of `src` starting at `off` with dst's shape is copied
+// into dst; elements past src's bounds (or before 0) read as zero.
+template <DType D, DType S, int R>
+inline void cp_async(const View<D, R>& dst, const View<S, R>& src, const std::int64_t (&off)[R]) {
+  static_assert(R == 1 || R == 2, "cp_async copies 1-D or 2-D boxes");
+  const std::int64_t rows = R == 2 ? dst.shape[0] : 1;
+  const std::int64_t cols = dst.shape[R - 1];
+  const std::int64_t src_rows = R == 2 ? src.shape[0] : 1;
+  const std::int64_t src_cols = src.shape[R - 1];
+  const std::int64_t r0 = R == 2 ? off[0] : 0;
+  const std::int64_t c0 = off[R - 1];
+  const std::int64_t src_rs = R == 2 ? src.strides[0] : 0;
+  const std::int64_t src_cs = src.strides[R - 1];
+  const storage_t<D> zero = zero_code<D>();
+  // Columns [c_lo, c_hi) of the box lie inside the source.
+  const std::int64_t c_lo = std::clamp<std::int64_t>(-c0, 0, cols);
+  const std::int64_t c_hi = std::clamp<std::int64_t>(src_cols - c0, c_lo, cols);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    storage_t<D>* out = dst.data + r * cols;
+    const std::int64_t sr = r0 + r;
+    if (sr < 0 || sr >= src_rows) {
+      std::fill(out, out + cols, zero);
+      continue;
+    }
+    std::fill(out, out + c_lo, zero);
+    std::fill(out + c_hi, out + cols, zero);
+    const storage_t<S>* in = src.data + sr * src_rs + c0 * src_cs;
+    if constexpr (D == S) {
+      if (src_cs == 1) {
+        std::memcpy(out + c_lo, in + c_lo, static_cast<std::size_t>(c_hi - c_lo) * sizeof(storage_t<D>));
+        continue;
+      }
+      for (std::int64_t c = c_lo; c < c_hi; ++c) out[c] = in[c * src_cs];
+    } else {
+      for (std::int64_t c = c_lo; c < c_hi; ++c) out[c] = encode<D, S>(decode<S>(in[c * src_cs]), dst.overflow);
+    }
+  }
+}
+
+}  // namespace tessera_cpu

@@ -1,0 +1,66 @@
+// Host tile library: the one header a generated CPU kernel includes.
+//
+// Pulls in the ABI, numerics, memory and tile primitives, and provides
+// run_groups(), the body of every kernel's exported entry point: it gives each
+// group a zeroed shared arena, runs the groups of its range in increasing
+// order and turns a fault (or any exception) into a Fault record, so no
+// exception crosses the shared object's C interface.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include "tessera_cpu/abi.h"
+#include "tessera_cpu/fault.h"
+#include "tessera_cpu/memory.h"
+#include "tessera_cpu/numerics.h"
+#include "tessera_cpu/tile.h"
+
+namespace tessera_cpu {
+
+inline void record_fault(Fault* f, std::int64_t group, int code, const char* message) {
+  f->group = group;
+  f->code = code;
+  std::snprintf(f->message, sizeof f->message, "%s", message);
+}
+
+// Runs groups [begin, end) of one launch with `body(args, group, arena)`.
+template <class Body>
+inline int run_groups(const LaunchArgs* args, std::int64_t begin, std::int64_t end, Fault* fault,
+                      std::size_t shared_bytes, Body body) noexcept {
+  std::int64_t group = begin;
+  const std::size_t arena_bytes = ((shared_bytes + 127) / 128) * 128 + 128;
+  unsigned char* arena = static_cast<unsigned char*>(std::aligned_alloc(128, arena_bytes));
+  if (arena == nullptr) {
+    record_fault(fault, begin, kFaultInternal, "out of memory allocating the shared arena");
+    return 1;
+  }
+  int status = 0;
+  try {
+    for (; group < end; ++group) {
+      // Shared memory starts zeroed so a kernel's results never depend on
+      // what an earlier group left behind.
+      std::memset(arena, 0, arena_bytes);
+      body(*args, group, arena);
+    }
+  } catch (const KernelFault& f) {
+    record_fault(fault, group, f.code, f.message);
+    status = 1;
+  } catch (const std::exception& e) {
+    record_fault(fault, group, kFaultInternal, e.what());
+    status = 1;
+  } catch (...) {
+    record_fault(fault, group, kFaultInternal, "unknown exception in generated kernel code");
+    status = 1;
+  }
+  std::free(arena);
+  return status;
+}
+
+}  // namespace tessera_cpu
+
+// Short name for generated code.
+namespace tsr = tessera_cpu;

@@ -1,0 +1,112 @@
+// The thread pool CPU kernels run their groups on (see thread_pool.h).
+#include "backends/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+
+namespace tessera::cpu::detail {
+
+struct ThreadPool::Job {
+  const std::function<void(std::int64_t)>* fn;
+  std::int64_t n;
+  int helpers;  // workers with index < helpers take part
+  std::atomic<std::int64_t> next{0};
+  int running = 0;  // helpers still working (guarded by mutex_)
+  std::exception_ptr error;
+  std::mutex error_mutex;
+
+  void drain() {
+    for (std::int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      try {
+        (*fn)(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+};
+
+int default_thread_count() {
+  if (const char* env = std::getenv("TESSERA_NUM_THREADS"); env != nullptr && *env != '\0') {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+ThreadPool& ThreadPool::global() {
+  // Leaked on purpose: worker threads must not be joined during static
+  // destruction, when kernels' shared objects may already be unloaded.
+  // At least 4 threads, so launches asking for more threads than the machine
+  // has (determinism tests) still run on several.
+  static ThreadPool* pool =
+      new ThreadPool(std::max({default_thread_count(), static_cast<int>(std::thread::hardware_concurrency()), 4}) - 1);
+  return *pool;
+}
+
+ThreadPool::ThreadPool(int workers) {
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::worker_main(int index) {
+  std::uint64_t seen = 0;
+  while (true) {
+    Job* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (job_ == nullptr || index >= job_->helpers) continue;
+      job = job_;
+    }
+    job->drain();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--job->running == 0) done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn) {
+  if (n <= 0) return;
+  const int helpers = static_cast<int>(std::min<std::int64_t>(
+      {static_cast<std::int64_t>(std::max(threads, 1)) - 1, static_cast<std::int64_t>(workers_.size()), n - 1}));
+  if (helpers <= 0) {
+    for (std::int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.helpers = helpers;
+  job.running = helpers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &job;
+    ++generation_;
+  }
+  wake_.notify_all();
+  job.drain();
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return job.running == 0; });
+    job_ = nullptr;
+  }
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace tessera::cpu::detail

@@ -1,0 +1,36 @@
+# The CUDA runtime sources of libtessera and the device headers embedded in
+# it (NVRTC compiles them at run time, so they travel inside the library as
+# strings; no CUDA toolkit is needed to build).
+set(TESSERA_CUDA_DEVICE_HEADERS
+  numerics.cuh
+)
+set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
+set(TESSERA_EMBEDDED_HEADERS "")
+foreach(header ${TESSERA_CUDA_DEVICE_HEADERS})
+  file(READ ${_tessera_cuda_dir}/device/${header} _text)
+  # Raw string literals have a length limit on some compilers: split every
+  # 16000 characters and let the compiler join the pieces.
+  string(LENGTH "${_text}" _length)
+  set(_pieces "")
+  set(_at 0)
+  while(_at LESS _length)
+    string(SUBSTRING "${_text}" ${_at} 16000 _piece)
+    string(APPEND _pieces "R\"tessera_embed(${_piece})tessera_embed\"\n")
+    math(EXPR _at "${_at} + 16000")
+  endwhile()
+  string(APPEND TESSERA_EMBEDDED_HEADERS "    {\"tessera/${header}\",\n${_pieces}},\n")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_tessera_cuda_dir}/device/${header})
+endforeach()
+configure_file(${_tessera_cuda_dir}/embedded_headers.cpp.in
+               ${PROJECT_BINARY_DIR}/generated/cuda_embedded_headers.cpp @ONLY)
+
+target_sources(tessera PRIVATE
+  ${_tessera_cuda_dir}/driver.cpp
+  ${_tessera_cuda_dir}/nvrtc.cpp
+  ${_tessera_cuda_dir}/device_memory.cpp
+  ${_tessera_cuda_dir}/stream.cpp
+  ${_tessera_cuda_dir}/module.cpp
+  ${_tessera_cuda_dir}/graph_capture.cpp
+  ${_tessera_cuda_dir}/cublas.cpp
+  ${PROJECT_BINARY_DIR}/generated/cuda_embedded_headers.cpp
+)

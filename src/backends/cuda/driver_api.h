@@ -1,0 +1,150 @@
+// The few CUDA driver, NVRTC and cuBLAS types and entry points Tessera uses,
+// declared here so the library builds without the CUDA toolkit: every symbol
+// is resolved with dlsym from libraries opened on first use (ARCHITECTURE.md
+// decision 6). Values of enums and attributes are the stable ABI numbers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tessera::cuda::detail {
+
+// ---- driver API ----------------------------------------------------------
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+
+constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kCudaErrorOutOfMemory = 2;
+constexpr CUresult kCudaErrorNotReady = 600;
+
+// CUdevice_attribute values.
+constexpr int kAttrMaxThreadsPerBlock = 1;
+constexpr int kAttrMaxSharedPerBlock = 8;
+constexpr int kAttrMultiprocessorCount = 16;
+constexpr int kAttrL2CacheSize = 38;
+constexpr int kAttrComputeMajor = 75;
+constexpr int kAttrComputeMinor = 76;
+constexpr int kAttrMaxSharedPerBlockOptin = 97;
+// CUfunction_attribute: the dynamic shared memory a launch may ask for.
+constexpr int kFuncAttrMaxDynamicShared = 8;
+constexpr unsigned kEventDefault = 0;
+constexpr unsigned kStreamNonBlocking = 1;
+constexpr int kCaptureModeThreadLocal = 1;
+
+// The driver entry points, filled by driver() in driver.cpp.
+struct DriverApi {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceTotalMem)(std::size_t*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemGetInfo)(std::size_t*, std::size_t*);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, std::size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, std::size_t);
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, std::size_t);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, std::size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, std::size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, std::size_t, CUstream);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, std::size_t, CUstream);
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, std::size_t*);
+};
+
+// The loaded driver, or a DeviceError (DeviceUnavailable) saying why none is.
+const DriverApi& driver();
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for a result code.
+std::string error_text(CUresult rc);
+// Raises DeviceError "<what> failed: <error name> (<description>)" unless rc is 0;
+// CUDA_ERROR_OUT_OF_MEMORY raises OutOfMemoryError.
+void check(CUresult rc, const char* what);
+// Makes the device's primary context current on this thread (retained once
+// per process) after checking the ordinal.
+void use_device(int ordinal);
+
+// ---- NVRTC ---------------------------------------------------------------
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+
+struct NvrtcApi {
+  std::string library;  // which libnvrtc was opened
+  const char* (*nvrtcGetErrorString)(nvrtcResult);
+  nvrtcResult (*nvrtcVersion)(int*, int*);
+  nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                    const char* const*);
+  nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram*);
+  nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram, std::size_t*);
+  nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+  nvrtcResult (*nvrtcGetPTXSize)(nvrtcProgram, std::size_t*);
+  nvrtcResult (*nvrtcGetPTX)(nvrtcProgram, char*);
+  nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram, std::size_t*);
+  nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+};
+const NvrtcApi& nvrtc();
+
+// ---- cuBLAS --------------------------------------------------------------
+using cublasStatus = int;
+using cublasHandle = struct cublasContext*;
+constexpr int kCublasOpN = 0;
+constexpr int kCudaR32F = 0;
+constexpr int kCudaR16F = 2;
+constexpr int kCudaR16BF = 14;
+constexpr int kCublasCompute32F = 68;
+constexpr int kCublasGemmDefault = -1;
+
+struct CublasApi {
+  std::string library;
+  cublasStatus (*cublasCreate)(cublasHandle*);
+  cublasStatus (*cublasSetStream)(cublasHandle, CUstream);
+  cublasStatus (*cublasGetVersion)(cublasHandle, int*);
+  const char* (*cublasGetStatusName)(cublasStatus);
+  cublasStatus (*cublasGemmEx)(cublasHandle, int, int, int, int, int, const void*, const void*, int, int, const void*,
+                               int, int, const void*, void*, int, int, int, int);
+};
+const CublasApi& cublas();
+
+// Opens the first of `names` that loads (also from $CUDA_HOME/lib64 and the
+// usual toolkit folders); "" and a reason in `why` when none does.
+void* open_library(const char* const* names, std::size_t count, std::string& opened, std::string& why);
+
+}  // namespace tessera::cuda::detail

@@ -1,0 +1,74 @@
+// Stream capture into CUDA graphs, instantiation and replay: the runtime
+// part of compiled graphs launched with one call (capture_graph=True).
+#include "backends/cuda/driver_api.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cuda {
+
+using namespace detail;
+
+struct Graph::Handle {
+  int device = 0;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  ~Handle() {
+    try {  // a destructor must not throw
+      use_device(device);
+      if (exec) driver().cuGraphExecDestroy(exec);
+      if (graph) driver().cuGraphDestroy(graph);
+    } catch (...) {
+    }
+  }
+};
+
+void Graph::replay(const Stream& stream) const {
+  if (!handle_) raise(ErrorCode::ArgumentInvalid, "replay of an empty Graph (capture one with GraphCapture)");
+  if (stream.device() != handle_->device) {
+    raise(ErrorCode::ArgumentInvalid, "a graph captured on cuda:" + std::to_string(handle_->device) +
+                                          " cannot replay on a stream of cuda:" + std::to_string(stream.device()));
+  }
+  use_device(handle_->device);
+  check(driver().cuGraphLaunch(handle_->exec, static_cast<CUstream>(stream.handle())), "cuGraphLaunch");
+}
+
+GraphCapture::GraphCapture(const Stream& stream) : stream_(&stream) {
+  use_device(stream.device());
+  // Thread-local mode: other threads may keep using CUDA while this one captures.
+  check(driver().cuStreamBeginCapture(static_cast<CUstream>(stream.handle()), kCaptureModeThreadLocal),
+        "cuStreamBeginCapture");
+}
+
+GraphCapture::~GraphCapture() {
+  if (!open_) return;
+  try {
+    use_device(stream_->device());
+    CUgraph graph = nullptr;
+    driver().cuStreamEndCapture(static_cast<CUstream>(stream_->handle()), &graph);
+    if (graph) driver().cuGraphDestroy(graph);
+  } catch (...) {
+  }
+}
+
+Graph GraphCapture::end() {
+  if (!open_) raise(ErrorCode::ArgumentInvalid, "GraphCapture::end called twice");
+  open_ = false;
+  use_device(stream_->device());
+  auto handle = std::make_shared<Graph::Handle>();
+  handle->device = stream_->device();
+  const CUresult rc = driver().cuStreamEndCapture(static_cast<CUstream>(stream_->handle()), &handle->graph);
+  if (rc != kCudaSuccess) {
+    raise(ErrorCode::Device, "cuStreamEndCapture failed: " + error_text(rc) +
+                                 " (work in the capture was invalid, for example a synchronous call on a capturing "
+                                 "stream)");
+  }
+  std::size_t nodes = 0;
+  check(driver().cuGraphGetNodes(handle->graph, nullptr, &nodes), "cuGraphGetNodes");
+  check(driver().cuGraphInstantiateWithFlags(&handle->exec, handle->graph, 0), "cuGraphInstantiate");
+  Graph g;
+  g.handle_ = std::move(handle);
+  g.nodes_ = nodes;
+  return g;
+}
+
+}  // namespace tessera::cuda

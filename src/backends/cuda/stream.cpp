@@ -1,0 +1,105 @@
+// Streams and events: ordering of device work and its timing.
+#include <utility>
+
+#include "backends/cuda/driver_api.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cuda {
+
+using namespace detail;
+
+Stream::Stream(int device) : device_(device) {
+  use_device(device);
+  CUstream stream = nullptr;
+  // Non-blocking: no implicit ordering against the legacy default stream,
+  // which synchronous copies use.
+  check(driver().cuStreamCreate(&stream, kStreamNonBlocking), "cuStreamCreate");
+  handle_ = stream;
+}
+
+Stream::~Stream() {
+  if (handle_ == nullptr) return;
+  // Destroying a stream with queued work is allowed: the driver finishes it.
+  // A destructor must not throw; a failure here leaks one handle at most.
+  try {
+    use_device(device_);
+    driver().cuStreamDestroy(static_cast<CUstream>(handle_));
+  } catch (...) {
+  }
+}
+
+Stream::Stream(Stream&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    Stream old(std::move(*this));
+    device_ = other.device_;
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void Stream::synchronize() const {
+  use_device(device_);
+  check(driver().cuStreamSynchronize(static_cast<CUstream>(handle_)), "cuStreamSynchronize");
+}
+
+bool Stream::idle() const {
+  use_device(device_);
+  const CUresult rc = driver().cuStreamQuery(static_cast<CUstream>(handle_));
+  if (rc == kCudaErrorNotReady) return false;
+  check(rc, "cuStreamQuery");
+  return true;
+}
+
+Event::Event(int device) : device_(device) {
+  use_device(device);
+  CUevent event = nullptr;
+  check(driver().cuEventCreate(&event, kEventDefault), "cuEventCreate");
+  handle_ = event;
+}
+
+Event::~Event() {
+  if (handle_ == nullptr) return;
+  try {
+    use_device(device_);
+    driver().cuEventDestroy(static_cast<CUevent>(handle_));
+  } catch (...) {
+  }
+}
+
+Event::Event(Event&& other) noexcept : device_(other.device_), handle_(std::exchange(other.handle_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    Event old(std::move(*this));
+    device_ = other.device_;
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void Event::record(const Stream& stream) {
+  if (stream.device() != device_) {
+    raise(ErrorCode::ArgumentInvalid, "an event of cuda:" + std::to_string(device_) +
+                                          " cannot record a stream of cuda:" + std::to_string(stream.device()));
+  }
+  use_device(device_);
+  check(driver().cuEventRecord(static_cast<CUevent>(handle_), static_cast<CUstream>(stream.handle())), "cuEventRecord");
+}
+
+void Event::synchronize() const {
+  use_device(device_);
+  check(driver().cuEventSynchronize(static_cast<CUevent>(handle_)), "cuEventSynchronize");
+}
+
+float elapsed_ms(const Event& start, const Event& end) {
+  end.synchronize();
+  float ms = 0.0f;
+  check(driver().cuEventElapsedTime(&ms, static_cast<CUevent>(start.handle()), static_cast<CUevent>(end.handle())),
+        "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace tessera::cuda

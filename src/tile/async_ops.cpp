@@ -1,0 +1,77 @@
+// Tile IR async copies and barriers (group-cooperative; docs/design/0003-tile-ir.md).
+//
+// Each tile.cp_async is one copy group, in flight until a tile.cp_async_wait
+// lets at most `pending` of the most recent groups stay in flight; a barrier
+// then makes the copied data visible to every tile of the group.
+#include <string>
+
+#include "tessera/support/error.h"
+#include "tile/tile_support.h"
+
+namespace tessera::tile {
+
+using ir::AttrKind;
+using ir::AttrMap;
+using ir::OpDef;
+using ir::Type;
+
+void register_async_ops(ir::Registry& r) {
+  r.add(OpDef{
+      .name = "tile.cp_async",
+      .summary = "Starts copying the box of gmem `src` at the given offsets, with dst's shape, into smem `dst` "
+                 "(zeros past the source's bounds).",
+      .operands = {"dst", "src", "offsets"},
+      .variadic = true,
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_kind(in[0], ir::TypeKind::smem, "tile.cp_async", "dst");
+            require_kind(in[1], ir::TypeKind::gmem, "tile.cp_async", "src");
+            const Type& dst = in[0];
+            const Type& src = in[1];
+            if (dst.rank() != src.rank()) {
+              raise(ErrorCode::ShapeMismatch, "tile.cp_async copies between buffers of different rank: dst " +
+                                                  ir::print_type(dst) + ", src " + ir::print_type(src));
+            }
+            if (dst.dtype() != src.dtype()) {
+              raise(ErrorCode::DtypeUnsupported, "tile.cp_async copies " + ir::print_type(src) + " into " +
+                                                     ir::print_type(dst) + "; the dtypes must match");
+            }
+            std::size_t offsets = in.size() - 2;
+            if (offsets != src.rank()) {
+              raise(ErrorCode::ShapeMismatch, "tile.cp_async from a rank-" + std::to_string(src.rank()) +
+                                                  " source takes " + std::to_string(src.rank()) + " offset(s), got " +
+                                                  std::to_string(offsets));
+            }
+            for (std::size_t i = 0; i < offsets; ++i) {
+              require_index(in[2 + i], "tile.cp_async", "offset #" + std::to_string(i));
+            }
+            return std::vector<Type>{};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.cp_async_wait",
+      .summary = "Waits until at most `pending` of the group's most recent copy groups are still in flight.",
+      .attrs = {{.name = "pending", .kind = AttrKind::integer, .default_value = ir::Attribute(std::int64_t{0})}},
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type>, const AttrMap& a) {
+            if (a.get_int("pending") < 0) {
+              raise(ErrorCode::ArgumentInvalid,
+                    "tile.cp_async_wait attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
+            }
+            return std::vector<Type>{};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.barrier",
+      .summary = "Waits for every tile of the group; shared and global writes before it are visible after it.",
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer = [](std::span<const Type>, const AttrMap&) { return std::vector<Type>{}; },
+  });
+}
+
+}  // namespace tessera::tile

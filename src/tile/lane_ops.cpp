@@ -1,0 +1,199 @@
+// Tile IR lane ops: one scalar per tile (docs/design/0003-tile-ir.md).
+//
+// Constants, launch ids, shape symbols, arithmetic, comparisons, logic,
+// select and cast. Binary arithmetic takes two operands of one lane type
+// (the front end inserts tile.cast for mixed operands), so each op's result
+// type is its operands' type and the backends round once to it.
+#include <string>
+
+#include "tessera/support/error.h"
+#include "tile/tile_support.h"
+
+namespace tessera::tile {
+namespace {
+
+using ir::AttrKind;
+using ir::AttrMap;
+using ir::OpDef;
+using ir::Type;
+
+const Type kIndex = Type::lane(DType::int64);
+
+std::vector<Type> one(Type t) {
+  return {std::move(t)};
+}
+
+void add_id(ir::Registry& r, std::string name, std::string summary) {
+  r.add(OpDef{
+      .name = "tile." + name,
+      .summary = std::move(summary),
+      .infer = [](std::span<const Type>, const AttrMap&) { return one(kIndex); },
+  });
+}
+
+enum class Domain { numeric, floating, integer };
+
+void check_domain(const Type& t, Domain domain, const std::string& op, std::string_view operand) {
+  require_kind(t, ir::TypeKind::lane, op, operand);
+  DType d = t.dtype();
+  if (d == DType::bool_ || d == DType::e8m0) {
+    raise(ErrorCode::DtypeUnsupported, operand_label(op, operand) + " must be numeric, got " + ir::print_type(t));
+  }
+  if (domain == Domain::floating && !is_float(d)) {
+    raise(ErrorCode::DtypeUnsupported,
+          operand_label(op, operand) + " must be floating-point, got " + ir::print_type(t));
+  }
+  if (domain == Domain::integer && !is_integer(d)) {
+    raise(ErrorCode::DtypeUnsupported, operand_label(op, operand) + " must be an integer, got " + ir::print_type(t));
+  }
+}
+
+void add_binary(ir::Registry& r, std::string name, std::string summary, Domain domain) {
+  std::string op = "tile." + name;
+  r.add(OpDef{
+      .name = op,
+      .summary = std::move(summary),
+      .operands = {"lhs", "rhs"},
+      .infer =
+          [op, domain](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], domain, op, "lhs");
+            check_domain(in[1], domain, op, "rhs");
+            require_same(in[0], in[1], op, "lhs and rhs");
+            return one(in[0]);
+          },
+  });
+}
+
+void add_unary(ir::Registry& r, std::string name, std::string summary, Domain domain) {
+  std::string op = "tile." + name;
+  r.add(OpDef{
+      .name = op,
+      .summary = std::move(summary),
+      .operands = {"x"},
+      .infer =
+          [op, domain](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], domain, op, "x");
+            return one(in[0]);
+          },
+  });
+}
+
+void add_logic(ir::Registry& r, std::string name, std::string summary, bool unary) {
+  std::string op = "tile." + name;
+  r.add(OpDef{
+      .name = op,
+      .summary = std::move(summary),
+      .operands = unary ? std::vector<std::string>{"x"} : std::vector<std::string>{"lhs", "rhs"},
+      .infer =
+          [op, unary](std::span<const Type> in, const AttrMap&) {
+            require_bool_lane(in[0], op, unary ? "x" : "lhs");
+            if (!unary) require_bool_lane(in[1], op, "rhs");
+            return one(in[0]);
+          },
+  });
+}
+
+// tile.const: the value's attribute kind must match the dtype, so a constant
+// never silently changes value (3.7 stored to an int, 2 to a bool).
+void verify_const(const ir::Operation& op) {
+  const NumericsPolicy& p = op.attrs().get_policy("policy");
+  const ir::Attribute& v = *op.attrs().find("value");
+  ir::AttrKind kind = ir::kind_of(v);
+  if (p.storage == DType::bool_) {
+    if (kind != AttrKind::boolean) raise(ErrorCode::DtypeUnsupported, "a bool constant's value must be true or false");
+  } else if (is_float(p.storage)) {
+    if (kind == AttrKind::boolean) {
+      raise(ErrorCode::DtypeUnsupported, "a " + std::string(name(p.storage)) + " constant's value must be a number");
+    }
+  } else if (kind != AttrKind::integer) {
+    raise(ErrorCode::DtypeUnsupported,
+          "a " + std::string(name(p.storage)) + " constant's value must be an integer, got " + ir::print_attribute(v));
+  }
+}
+
+}  // namespace
+
+void register_lane_ops(ir::Registry& r) {
+  r.add(OpDef{
+      .name = "tile.const",
+      .summary = "A lane constant of the given policy; value is a real, an integer or a bool matching the dtype.",
+      .attrs = {{.name = "value",
+                 .kind = AttrKind::real,
+                 .required = true,
+                 .other_kinds = {AttrKind::integer, AttrKind::boolean}},
+                {.name = "policy", .kind = AttrKind::policy, .required = true}},
+      .infer = [](std::span<const Type>, const AttrMap& a) { return one(Type::lane(a.get_policy("policy"))); },
+      .verify = verify_const,
+  });
+  r.add(OpDef{
+      .name = "tile.symbol",
+      .summary = "The value of shape symbol `name` at launch.",
+      .attrs = {{.name = "name", .kind = AttrKind::string, .required = true}},
+      .infer = [](std::span<const Type>, const AttrMap&) { return one(kIndex); },
+  });
+  add_id(r, "linear_id", "The tile's index within its group (within the launch without a group shape).");
+  add_id(r, "group_id", "The group's index within the launch, in [0, num_groups).");
+  add_id(r, "group_size", "The number of tiles per group (1 without a group shape).");
+  add_id(r, "num_groups", "The number of groups of the launch (grid_groups).");
+
+  add_binary(r, "add", "lhs + rhs, rounded once.", Domain::numeric);
+  add_binary(r, "sub", "lhs - rhs, rounded once.", Domain::numeric);
+  add_binary(r, "mul", "lhs * rhs, rounded once.", Domain::numeric);
+  add_binary(r, "div", "lhs / rhs; integers truncate toward zero.", Domain::numeric);
+  add_binary(r, "rem", "Remainder with the sign of the dividend (lhs).", Domain::numeric);
+  add_binary(r, "min", "The smaller operand (NaN if either is NaN).", Domain::numeric);
+  add_binary(r, "max", "The larger operand (NaN if either is NaN).", Domain::numeric);
+  add_binary(r, "pow", "lhs raised to rhs, rounded once.", Domain::numeric);
+  add_binary(r, "floordiv", "Integer division rounding toward negative infinity (Python //).", Domain::integer);
+  add_unary(r, "neg", "-x.", Domain::numeric);
+  add_unary(r, "abs", "|x|.", Domain::numeric);
+  add_unary(r, "exp", "e^x, rounded once.", Domain::floating);
+  add_unary(r, "log", "Natural logarithm, rounded once.", Domain::floating);
+  add_unary(r, "sqrt", "Square root, rounded once.", Domain::floating);
+
+  r.add(OpDef{
+      .name = "tile.cmp",
+      .summary = "Compares lhs with rhs by `pred` (lt, le, gt, ge, eq, ne) giving lane<bool>; NaN compares unequal.",
+      .operands = {"lhs", "rhs"},
+      .attrs = {{.name = "pred", .kind = AttrKind::string, .required = true}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            const std::string& pred = a.get_string("pred");
+            if (pred != "lt" && pred != "le" && pred != "gt" && pred != "ge" && pred != "eq" && pred != "ne") {
+              raise(ErrorCode::ArgumentInvalid,
+                    "tile.cmp attribute 'pred' must be one of lt, le, gt, ge, eq, ne; got \"" + pred + "\"");
+            }
+            require_kind(in[0], ir::TypeKind::lane, "tile.cmp", "lhs");
+            require_same(in[0], in[1], "tile.cmp", "lhs and rhs");
+            return one(Type::lane(DType::bool_));
+          },
+  });
+  add_logic(r, "and", "Logical and of two lane<bool>.", false);
+  add_logic(r, "or", "Logical or of two lane<bool>.", false);
+  add_logic(r, "not", "Logical not of a lane<bool>.", true);
+  r.add(OpDef{
+      .name = "tile.select",
+      .summary = "a where cond is true, b otherwise.",
+      .operands = {"cond", "a", "b"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_bool_lane(in[0], "tile.select", "cond");
+            require_kind(in[1], ir::TypeKind::lane, "tile.select", "a");
+            require_same(in[1], in[2], "tile.select", "a and b");
+            return one(in[1]);
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.cast",
+      .summary = "Converts a lane value to policy `to` with a single rounding.",
+      .operands = {"x"},
+      .attrs = {{.name = "to", .kind = AttrKind::policy, .required = true}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            require_kind(in[0], ir::TypeKind::lane, "tile.cast", "x");
+            return one(Type::lane(a.get_policy("to")));
+          },
+  });
+}
+
+}  // namespace tessera::tile

@@ -1,0 +1,113 @@
+// Tile IR memory ops: element loads and stores on gmem/smem buffers, shared
+// allocations and the deterministic shared-buffer reduction
+// (docs/design/0003-tile-ir.md). Operand 0 is always the buffer.
+#include <string>
+
+#include "tessera/support/error.h"
+#include "tessera/tile/tile_dialect.h"
+#include "tile/tile_support.h"
+
+namespace tessera::tile {
+namespace {
+
+using ir::AttrKind;
+using ir::AttrMap;
+using ir::OpDef;
+using ir::Type;
+
+void check_indices(std::span<const Type> in, std::size_t count, const std::string& op) {
+  const Type& buf = in[0];
+  if (count != buf.rank()) {
+    raise(ErrorCode::ShapeMismatch, op + " on a rank-" + std::to_string(buf.rank()) + " buffer " + ir::print_type(buf) +
+                                        " takes " + std::to_string(buf.rank()) + " index(es), got " +
+                                        std::to_string(count));
+  }
+  for (std::size_t i = 0; i < count; ++i) require_index(in[1 + i], op, "index #" + std::to_string(i));
+}
+
+}  // namespace
+
+DType reduce_sum_accum(DType storage) {
+  if (storage == DType::fp64) return DType::fp64;
+  if (is_float(storage)) return DType::fp32;
+  return DType::int64;
+}
+
+void register_memory_ops(ir::Registry& r) {
+  r.add(OpDef{
+      .name = "tile.load_elem",
+      .summary = "Reads one element of a gmem or smem buffer (one index per dim); out of bounds is a runtime error.",
+      .operands = {"buffer", "indices"},
+      .variadic = true,
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_buffer(in[0], "tile.load_elem", "buffer");
+            check_indices(in, in.size() - 1, "tile.load_elem");
+            return std::vector<Type>{Type::lane(in[0].policy)};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.store_elem",
+      .summary = "Writes one element (the last operand) of a smem or mut gmem buffer at the given indices.",
+      .operands = {"buffer", "indices_and_value"},
+      .variadic = true,
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_buffer(in[0], "tile.store_elem", "buffer");
+            if (in[0].is_gmem() && !in[0].mut) {
+              raise(ErrorCode::Privilege,
+                    "tile.store_elem writes buffer " + ir::print_type(in[0]) + ", which is not marked mut");
+            }
+            if (in.size() < 2) raise(ErrorCode::ArgumentInvalid, "tile.store_elem needs the value to store");
+            check_indices(in, in.size() - 2, "tile.store_elem");
+            const Type& value = in.back();
+            require_kind(value, ir::TypeKind::lane, "tile.store_elem", "value");
+            if (value.dtype() != in[0].dtype()) {
+              raise(ErrorCode::DtypeUnsupported, "tile.store_elem stores a " + ir::print_type(value) + " into buffer " +
+                                                     ir::print_type(in[0]) + "; cast it to the buffer's dtype first");
+            }
+            return std::vector<Type>{};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.smem_alloc",
+      .summary = "Allocates a shared buffer of the group (group-cooperative); `offset` is set by tile-plan-shared.",
+      .attrs = {{.name = "shape", .kind = AttrKind::shape, .required = true},
+                {.name = "policy", .kind = AttrKind::policy, .required = true},
+                {.name = "swizzle", .kind = AttrKind::string, .default_value = ir::Attribute(std::string("none"))},
+                {.name = "offset", .kind = AttrKind::integer, .doc = "byte offset in shared memory"}},
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type>, const AttrMap& a) {
+            const ir::Shape& shape = a.get_shape("shape");
+            if (shape.empty() || shape.size() > 2) {
+              raise(ErrorCode::ShapeMismatch,
+                    "tile.smem_alloc shape " + ir::print_shape(shape) + " must have 1 or 2 dims");
+            }
+            for (const auto& d : shape) {
+              if (!d.is_symbolic() && d.size <= 0) {
+                raise(ErrorCode::ShapeMismatch,
+                      "tile.smem_alloc shape " + ir::print_shape(shape) + " has a dim that is not positive");
+              }
+            }
+            return std::vector<Type>{
+                Type::smem(shape, a.get_policy("policy"), ir::parse_swizzle(a.get_string("swizzle")))};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.reduce_sum",
+      .summary = "Sums a whole smem buffer in a fixed pairwise tree over row-major order (a lane op).",
+      .operands = {"buffer"},
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_kind(in[0], ir::TypeKind::smem, "tile.reduce_sum", "buffer");
+            return std::vector<Type>{Type::lane(reduce_sum_accum(in[0].dtype()))};
+          },
+  });
+}
+
+}  // namespace tessera::tile

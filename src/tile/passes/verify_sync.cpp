@@ -1,0 +1,190 @@
+// tile-verify-sync: synchronisation legality of Tile IR kernels.
+//
+// 1. Group-cooperative ops (tessera/tile/tile_dialect.h) must run under
+//    uniform control flow, with uniform operands: every tile of the group
+//    must reach them together and agree on what they do.
+// 2. No read (load_elem, tile_load, reduce_sum) of a shared buffer that is
+//    the destination of a cp_async not yet covered by a cp_async_wait that
+//    completes it followed by a barrier.
+// Part 2 is a forward dataflow over the structured control flow. The state is
+// the list of copies possibly in flight, in issue order, each marked when a
+// wait has completed it (then a barrier retires it). Branches merge by union;
+// loops iterate to a fixed point. Shared buffers from distinct smem_alloc
+// ops never alias; a buffer carried through block arguments may be any one.
+#include <algorithm>
+#include <vector>
+
+#include "tessera/ir/dialect.h"
+#include "tessera/support/error.h"
+#include "tessera/tile/passes.h"
+#include "tessera/tile/tile_dialect.h"
+#include "tessera/tile/uniformity.h"
+
+namespace tessera::tile {
+namespace {
+
+std::string at_text(const ir::Operation& op) {
+  const SourceLocation& loc = op.location();
+  return loc.valid() ? " at " + std::to_string(loc.line) + ":" + std::to_string(loc.column) : "";
+}
+
+[[noreturn]] void sync_error(const ir::Operation& op, const std::string& message) {
+  raise(ErrorCode::KernelType, "'" + std::string(op.name()) + "' " + message, op.location());
+}
+
+// The first divergent deciding operand of a control-flow op.
+const ir::Value* decider(const ir::Operation& op, const UniformityAnalysis& ua) {
+  std::string_view n = op.name();
+  if (n == "tile.while") {
+    const ir::Operation* c = op.region(0).block().terminator();
+    return c && c->num_operands() > 0 && !ua.is_uniform(c->operand(0)) ? c->operand(0) : nullptr;
+  }
+  std::size_t count = n == "tile.for" ? 3 : 1;
+  for (std::size_t i = 0; i < count && i < op.num_operands(); ++i) {
+    if (!ua.is_uniform(op.operand(i))) return op.operand(i);
+  }
+  return nullptr;
+}
+
+void check_cooperative(const ir::Block& block, const UniformityAnalysis& ua) {
+  for (const auto& op_ptr : block.ops()) {
+    const ir::Operation& op = *op_ptr;
+    if (is_group_cooperative(op)) {
+      if (!ua.in_uniform_control(op)) {
+        // Name the innermost enclosing op whose own decision diverges.
+        std::string why;
+        for (const ir::Block* b = op.parent_block(); b && b->parent_region();
+             b = b->parent_region()->parent_op()->parent_block()) {
+          const ir::Operation* parent = b->parent_region()->parent_op();
+          if (const ir::Value* d = decider(*parent, ua)) {
+            why = ": the " + std::string(parent->name() == "tile.for" ? "bounds" : "condition") + " of '" +
+                  std::string(parent->name()) + "'" + at_text(*parent) + " " +
+                  std::string(parent->name() == "tile.for" ? "differ" : "differs") + " between tiles (" +
+                  ua.why_divergent(d) + ")";
+            break;
+          }
+        }
+        sync_error(op, "is group-cooperative but runs under divergent control flow" + why +
+                           "; every tile of the group must run it");
+      }
+      for (std::size_t i = 0; i < op.num_operands(); ++i) {
+        if (!ua.is_uniform(op.operand(i))) {
+          sync_error(op, "is group-cooperative but operand #" + std::to_string(i) + " differs between tiles (" +
+                             ua.why_divergent(op.operand(i)) + ")");
+        }
+      }
+    }
+    for (std::size_t r = 0; r < op.num_regions(); ++r) check_cooperative(op.region(r).block(), ua);
+  }
+}
+
+struct Copy {
+  const ir::Operation* op;
+  const ir::Value* dst;
+  bool waited;
+  std::uint64_t stamp;  // issue order, so merged paths keep "most recent" meaningful
+  bool operator==(const Copy& o) const { return op == o.op && dst == o.dst && waited == o.waited; }
+};
+using State = std::vector<Copy>;
+
+bool named_smem(const ir::Value* v) {
+  return v->defining_op() && v->defining_op()->name() == "tile.smem_alloc";
+}
+
+bool may_alias(const ir::Value* a, const ir::Value* b) {
+  if (a == b) return true;
+  if (!a->type().is_smem() || !b->type().is_smem()) return false;
+  return !named_smem(a) || !named_smem(b);
+}
+
+State merge(const State& a, const State& b) {
+  State out = a;
+  for (const Copy& c : b) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const Copy& x) { return x.op == c.op && x.dst == c.dst; });
+    if (it == out.end()) {
+      out.push_back(c);
+    } else {
+      it->waited = it->waited && c.waited;
+      it->stamp = std::max(it->stamp, c.stamp);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Copy& x, const Copy& y) { return x.stamp < y.stamp; });
+  return out;
+}
+
+bool same_set(const State& a, const State& b) {
+  if (a.size() != b.size()) return false;
+  return std::all_of(a.begin(), a.end(), [&](const Copy& c) { return std::find(b.begin(), b.end(), c) != b.end(); });
+}
+
+class AsyncChecker {
+ public:
+  State run(const ir::Block& block, State s) {
+    for (const auto& op_ptr : block.ops()) s = step(*op_ptr, std::move(s));
+    return s;
+  }
+
+ private:
+  State step(const ir::Operation& op, State s) {
+    std::string_view n = op.name();
+    if (n == "tile.cp_async") {
+      s.erase(std::remove_if(s.begin(), s.end(), [&](const Copy& c) { return c.op == &op; }), s.end());
+      s.push_back(Copy{&op, op.operand(0), false, ++clock_});
+    } else if (n == "tile.cp_async_wait") {
+      std::int64_t pending = op.attrs().get_int("pending");
+      std::int64_t in_flight = std::count_if(s.begin(), s.end(), [](const Copy& c) { return !c.waited; });
+      for (Copy& c : s) {
+        if (c.waited) continue;
+        if (in_flight-- > pending) c.waited = true;
+      }
+    } else if (n == "tile.barrier") {
+      s.erase(std::remove_if(s.begin(), s.end(), [](const Copy& c) { return c.waited; }), s.end());
+    } else if (n == "tile.load_elem" || n == "tile.tile_load" || n == "tile.reduce_sum") {
+      const ir::Value* buf = op.operand(0);
+      if (buf->type().is_smem()) {
+        for (const Copy& c : s) {
+          if (!may_alias(c.dst, buf)) continue;
+          sync_error(op, "reads a shared buffer that the 'tile.cp_async'" + at_text(*c.op) + " may still be " +
+                             (c.waited ? "hiding from other tiles (no tile.barrier after its wait)"
+                                       : "copying into (no tile.cp_async_wait completes it)") +
+                             "; wait for the copy and then run tile.barrier before reading");
+        }
+      }
+    } else if (n == "tile.if") {
+      State a = run(op.region(0).block(), s);
+      State b = run(op.region(1).block(), s);
+      s = merge(a, b);
+    } else if (n == "tile.for") {
+      State in = s;
+      for (int i = 0; i < 64; ++i) {
+        State out = merge(s, run(op.region(0).block(), in));
+        if (same_set(out, in)) break;
+        in = std::move(out);
+      }
+      s = in;
+    } else if (n == "tile.while") {
+      State in = s;
+      State after_before;
+      for (int i = 0; i < 64; ++i) {
+        after_before = run(op.region(0).block(), in);
+        State out = merge(s, run(op.region(1).block(), after_before));
+        if (same_set(out, in)) break;
+        in = std::move(out);
+      }
+      s = after_before;
+    }
+    return s;
+  }
+
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace
+
+void verify_sync(const ir::Operation& func) {
+  UniformityAnalysis ua(func);
+  check_cooperative(ir::function_body(func), ua);
+  AsyncChecker().run(ir::function_body(func), {});
+}
+
+}  // namespace tessera::tile

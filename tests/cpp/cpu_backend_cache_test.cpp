@@ -1,0 +1,159 @@
+// CPU backend: the disk cache (hits, corrupt entries rebuilt, atomic layout),
+// the compiler driver's errors, and what the generated source looks like.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cpu_backend_test_util.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cputest {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh cache directory per test.
+class CpuBackendCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    dir_ = fs::temp_directory_path() / ("tessera-cpu-cache-test-" + std::to_string(stamp));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  cpu::CompileOptions options() const {
+    cpu::CompileOptions o;
+    o.cache_dir = dir_.string();
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+ir::Operation* add_one_kernel(ir::Module& m) {
+  ir::Operation* k = tile::build_kernel(m, "add_one", {{"y", gmem({Dim::named("n")}, DType::fp32, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* v = op(b, "tile.load_elem", {body.argument(0), i});
+  stmt(b, "tile.store_elem", {body.argument(0), i, op(b, "tile.add", {v, real(b, 1.0)})});
+  return k;
+}
+
+void expect_adds_one(const cpu::CompiledKernel& ck) {
+  Tensor y = f32_tensor({1, 2, 3}, {3});
+  cpu::launch(ck, -1, {y});
+  EXPECT_EQ(y.to_values(), (std::vector<double>{2, 3, 4}));
+}
+
+TEST_F(CpuBackendCache, SecondCompileIsAHit) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  cpu::CompiledKernel first = compile(*k, options());
+  EXPECT_FALSE(first.cache_hit);
+  cpu::CompiledKernel second = compile(*k, options());
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(first.cache_key, second.cache_key);
+  EXPECT_EQ(first.library_path, second.library_path);
+  EXPECT_TRUE(fs::exists(first.library_path + ".meta"));
+  EXPECT_LT(second.compile_seconds, first.compile_seconds);
+  std::cout << "[ figures  ] compile_kernel first call " << first.compile_seconds * 1e3 << " ms, cached "
+            << second.compile_seconds * 1e3 << " ms\n";
+  expect_adds_one(second);
+  // No temporary files are left behind.
+  for (const auto& entry : fs::directory_iterator(dir_ / "cpu")) {
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+  }
+  // Different flags are a different entry.
+  cpu::CompileOptions o = options();
+  o.extra_flags = {"-DTESSERA_TEST_FLAG=1"};
+  cpu::CompiledKernel third = compile(*k, o);
+  EXPECT_FALSE(third.cache_hit);
+  EXPECT_NE(third.cache_key, first.cache_key);
+}
+
+TEST_F(CpuBackendCache, TruncatedEntryIsDetectedAndRebuilt) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  std::string path;
+  std::uintmax_t size = 0;
+  {
+    cpu::CompiledKernel first = compile(*k, options());
+    path = first.library_path;
+    size = fs::file_size(path);
+  }  // unloaded here, before the file is damaged
+  fs::resize_file(path, size / 2);
+  {
+    cpu::CompiledKernel rebuilt = compile(*k, options());
+    EXPECT_FALSE(rebuilt.cache_hit);
+    EXPECT_EQ(fs::file_size(path), size);
+    expect_adds_one(rebuilt);
+  }
+  {
+    cpu::CompiledKernel again = compile(*k, options());
+    EXPECT_TRUE(again.cache_hit);
+  }
+  // A flipped byte of the same size is caught by the hash. (Every kernel
+  // loaded from the file is gone: damaging a mapped library would crash.)
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 3));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(size / 3));
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  EXPECT_FALSE(compile(*k, options()).cache_hit);
+  // A missing sidecar (a crash between the two renames) is rebuilt too.
+  fs::remove(path + ".meta");
+  cpu::CompiledKernel last = compile(*k, options());
+  EXPECT_FALSE(last.cache_hit);
+  expect_adds_one(last);
+}
+
+TEST_F(CpuBackendCache, MissingCompilerIsAClearError) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  cpu::CompileOptions o = options();
+  o.cxx = "/nonexistent/tessera-no-such-c++";
+  try {
+    compile(*k, o);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    const std::string msg = e.message();
+    EXPECT_NE(msg.find("/nonexistent/tessera-no-such-c++"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("TESSERA_CXX"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(CpuBackendCache, GeneratedSourceIsReadableCpp) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  tile::finish_kernel(*k);
+  const std::string src = cpu::emit_kernel_source(*k);
+  EXPECT_NE(src.find("#include \"tessera_cpu/tessera_cpu.h\""), std::string::npos) << src;
+  EXPECT_NE(src.find("kernel 'add_one'"), std::string::npos) << src;
+  EXPECT_NE(src.find("tsr::load(p_y"), std::string::npos) << src;
+  EXPECT_NE(src.find("extern \"C\" int tessera_cpu_run_groups"), std::string::npos) << src;
+}
+
+TEST_F(CpuBackendCache, CompilerErrorsQuoteTheCompilerOutput) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  cpu::CompileOptions o = options();
+  o.extra_flags = {"-DTESSERA_BROKEN=1", "-include", "/nonexistent/tessera-missing-header.h"};
+  try {
+    compile(*k, o);
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.message()).find("tessera-missing-header.h"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cputest

@@ -1,0 +1,272 @@
+// CPU backend: lane code (kernels without barriers), numerics, control flow,
+// argument binding and runtime faults. Expectations are float64 / integer
+// formulas written here, rounded once where the contract rounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cpu_backend_test_util.h"
+#include "tessera/numerics/convert.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cputest {
+namespace {
+
+float bits_to_float(std::uint64_t c) {
+  float f;
+  const auto u = static_cast<std::uint32_t>(c);
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(CpuBackendLane, ScaleRoundsTheProductOnceToFp32) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "scale",
+                                        {{"x", gmem({Dim::named("n")}, DType::fp32)},
+                                         {"y", gmem({Dim::named("n")}, DType::fp32, true)},
+                                         {"s", lane(DType::fp32)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* v = op(b, "tile.load_elem", {body.argument(0), i});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.mul", {v, body.argument(2)})});
+  cpu::CompiledKernel ck = compile(*k);
+  EXPECT_NE(ck.source.find("for (std::int64_t lane"), std::string::npos) << ck.source;
+
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<double> dist(0.0, 1e3);
+  std::vector<double> xs(1001);
+  for (double& x : xs) x = static_cast<float>(dist(rng));
+  xs[0] = 3.4e38;  // times 0.1 stays finite
+  xs[1] = 1e-45;   // a subnormal
+  Tensor x = f32_tensor(xs, {1001});
+  Tensor y = Tensor::zeros({1001}, pol(DType::fp32));
+  cpu::launch(ck, -1, {x, y, 0.1});
+  const double s = static_cast<float>(0.1);  // the scalar is rounded to fp32 once
+  const auto got = y.codes();
+  const auto xv = x.to_values();
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    const float want = static_cast<float>(xv[e] * s);  // exact product in double, one rounding
+    ASSERT_EQ(bits_to_float(got[e]), want) << "element " << e;
+  }
+}
+
+// for / if / while with iter values, integer ops with C and Python semantics.
+TEST(CpuBackendLane, StructuredControlFlowAndIntegerOps) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "control", {{"out", gmem({Dim::named("n")}, DType::int64, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* zero = i64(b, 0);
+  Value* one = i64(b, 1);
+  // acc = sum_{j < i} j*j
+  ir::Operation* loop = tile::build_for(b, zero, i, one, {zero}, [&](OpBuilder& lb, std::span<Value* const> a) {
+    return std::vector<Value*>{op(lb, "tile.add", {a[1], op(lb, "tile.mul", {a[0], a[0]})})};
+  });
+  Value* acc = loop->result(0);
+  // t = i even ? acc // -3 : (-acc) % 7   (floordiv rounds down, rem has the dividend's sign)
+  Value* even = cmp(b, "eq", op(b, "tile.rem", {i, i64(b, 2)}), zero);
+  ir::Operation* branch = tile::build_if(
+      b, even, {acc},
+      [&](OpBuilder& tb, std::span<Value* const> a) {
+        return std::vector<Value*>{op(tb, "tile.floordiv", {a[0], i64(tb, -3)})};
+      },
+      [&](OpBuilder& eb, std::span<Value* const> a) {
+        return std::vector<Value*>{op(eb, "tile.rem", {op(eb, "tile.neg", {a[0]}), i64(eb, 7)})};
+      });
+  // steps of the Collatz sequence from i + 1 down to 1.
+  ir::Operation* collatz = tile::build_while(
+      b, {op(b, "tile.add", {i, one}), zero},
+      [&](OpBuilder& wb, std::span<Value* const> a) {
+        return std::vector<Value*>{cmp(wb, "ne", a[0], i64(wb, 1)), a[0], a[1]};
+      },
+      [&](OpBuilder& ab, std::span<Value* const> a) {
+        Value* is_even = cmp(ab, "eq", op(ab, "tile.rem", {a[0], i64(ab, 2)}), i64(ab, 0));
+        Value* half = op(ab, "tile.div", {a[0], i64(ab, 2)});
+        Value* triple = op(ab, "tile.add", {op(ab, "tile.mul", {a[0], i64(ab, 3)}), i64(ab, 1)});
+        return std::vector<Value*>{op(ab, "tile.select", {is_even, half, triple}),
+                                   op(ab, "tile.add", {a[1], i64(ab, 1)})};
+      });
+  Value* result = op(b, "tile.add", {op(b, "tile.mul", {branch->result(0), i64(b, 1000)}), collatz->result(1)});
+  stmt(b, "tile.store_elem", {body.argument(0), i, result});
+  cpu::CompiledKernel ck = compile(*k);
+
+  const std::int64_t n = 40;
+  Tensor out = Tensor::zeros({n}, pol(DType::int64));
+  cpu::launch(ck, -1, {out});
+  const auto got = out.codes();
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::int64_t a = 0;
+    for (std::int64_t j = 0; j < e; ++j) a += j * j;
+    std::int64_t t = 0;
+    if (e % 2 == 0) {
+      t = static_cast<std::int64_t>(std::floor(static_cast<double>(a) / -3.0));
+    } else {
+      t = -(a % 7);  // -a % 7 in C: the sign of -a
+    }
+    std::int64_t steps = 0;
+    for (std::int64_t c = e + 1; c != 1; ++steps) c = c % 2 == 0 ? c / 2 : 3 * c + 1;
+    ASSERT_EQ(static_cast<std::int64_t>(got[static_cast<std::size_t>(e)]), t * 1000 + steps) << "element " << e;
+  }
+}
+
+// bf16 lane arithmetic rounds every op once to bf16; fp64 math is native.
+TEST(CpuBackendLane, NarrowAndWideFloatArithmetic) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "mixed",
+                                        {{"x", gmem({Dim::named("n")}, DType::bf16)},
+                                         {"y", gmem({Dim::named("n")}, DType::bf16, true)},
+                                         {"z", gmem({Dim::named("n")}, DType::fp64, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* x = op(b, "tile.load_elem", {body.argument(0), i});
+  Value* third = real(b, 1.0 / 3.0, DType::bf16);
+  Value* y = op(b, "tile.add", {op(b, "tile.mul", {x, x}), op(b, "tile.div", {x, third})});
+  stmt(b, "tile.store_elem", {body.argument(1), i, y});
+  Value* xd = op(b, "tile.cast", {x}, {{"to", pol(DType::fp64)}});
+  Value* zd =
+      op(b, "tile.add", {op(b, "tile.sqrt", {op(b, "tile.abs", {xd})}), op(b, "tile.exp", {op(b, "tile.neg", {xd})})});
+  stmt(b, "tile.store_elem",
+       {body.argument(2), i, op(b, "tile.max", {zd, op(b, "tile.pow", {xd, real(b, 2.0, DType::fp64)})})});
+  cpu::CompiledKernel ck = compile(*k);
+
+  std::vector<double> xs;
+  for (int e = -50; e < 50; ++e) xs.push_back(e * 0.37 + 0.011 * e * e);
+  const auto n = static_cast<std::int64_t>(xs.size());
+  Tensor x_t = Tensor::from_values(xs, {n}, pol(DType::bf16));
+  Tensor y_t = Tensor::zeros({n}, pol(DType::bf16));
+  Tensor z_t = Tensor::zeros({n}, pol(DType::fp64));
+  cpu::launch(ck, -1, {x_t, y_t, z_t});
+  auto bf16 = [](double v) { return decode_value(encode_value(v, DType::bf16), DType::bf16); };
+  const auto xv = x_t.to_values();
+  const auto yv = y_t.to_values();
+  const auto zv = z_t.to_values();
+  for (std::size_t e = 0; e < xv.size(); ++e) {
+    const double xe = xv[e];
+    const double want_y = bf16(bf16(xe * xe) + bf16(xe / bf16(1.0 / 3.0)));
+    ASSERT_EQ(yv[e], want_y) << "element " << e << " x=" << xe;
+    const double want_z = std::max(std::sqrt(std::fabs(xe)) + std::exp(-xe), std::pow(xe, 2.0));
+    ASSERT_EQ(zv[e], want_z) << "element " << e;
+  }
+}
+
+ir::Operation* shift_kernel(ir::Module& m) {
+  ir::Operation* k = tile::build_kernel(
+      m, "shift", {{"x", gmem({Dim::named("n")}, DType::fp32)}, {"y", gmem({Dim::named("n")}, DType::fp32, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* v = op(b, "tile.load_elem", {body.argument(0), op(b, "tile.add", {i, i64(b, 1)})});
+  stmt(b, "tile.store_elem", {body.argument(1), i, v});
+  return k;
+}
+
+TEST(CpuBackendLane, OutOfBoundsLoadRaisesNamingKernelParamIndexAndExtent) {
+  ir::Module m;
+  cpu::CompiledKernel ck = compile(*shift_kernel(m));
+  Tensor x = f32_tensor({1, 2, 3, 4, 5}, {5});
+  Tensor y = Tensor::zeros({5}, pol(DType::fp32));
+  try {
+    cpu::launch(ck, -1, {x, y});
+    FAIL() << "expected an index error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange);
+    const std::string msg = e.message();
+    EXPECT_NE(msg.find("'shift'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 5"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("extent 5"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("group 4"), std::string::npos) << msg;  // the lowest failing group
+  }
+  // The groups before the faulting one ran.
+  EXPECT_EQ(y.to_values()[0], 2.0);
+  // A grid inside the bounds runs cleanly.
+  cpu::launch(ck, 4, {x, y});
+  EXPECT_EQ(y.to_values(), (std::vector<double>{2, 3, 4, 5, 0}));
+}
+
+TEST(CpuBackendLane, IntegerDivisionByZeroIsAnArgumentError) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "divide", {{"out", gmem({Dim::named("n")}, DType::int32, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* q = op(b, "tile.div", {i64(b, 100), op(b, "tile.sub", {i, i64(b, 3)})});
+  stmt(b, "tile.store_elem", {body.argument(0), i, op(b, "tile.cast", {q}, {{"to", pol(DType::int32)}})});
+  cpu::CompiledKernel ck = compile(*k);
+  Tensor out = Tensor::zeros({6}, pol(DType::int32));
+  EXPECT_THROW(cpu::launch(ck, -1, {out}), ArgumentError);
+  cpu::launch(ck, 3, {out});
+  EXPECT_EQ(out.to_values()[0], -33.0);  // C division truncates toward zero
+  EXPECT_EQ(out.to_values()[1], -50.0);
+}
+
+TEST(CpuBackendLane, ArgumentBindingErrors) {
+  ir::Module m;
+  cpu::CompiledKernel ck = compile(*shift_kernel(m));
+  Tensor x5 = f32_tensor({1, 2, 3, 4, 5}, {5});
+  Tensor y4 = Tensor::zeros({4}, pol(DType::fp32));
+  EXPECT_THROW(cpu::launch(ck, 3, {x5, y4}), ShapeError);  // n bound to 5 and 4
+  Tensor y_f16 = Tensor::zeros({5}, pol(DType::fp16));
+  EXPECT_THROW(cpu::launch(ck, 3, {x5, y_f16}), DtypeError);
+  EXPECT_THROW(cpu::launch(ck, 3, {x5}), ArgumentError);
+  EXPECT_THROW(cpu::launch(ck, 3, {x5, 2.0}), ArgumentError);
+}
+
+// gmem<[K/tp]>: tp comes from a scalar argument; K % tp must be 0.
+TEST(CpuBackendLane, CompoundDimsAreChecked) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "split",
+                                        {{"x", gmem({Dim::named("K")}, DType::fp32)},
+                                         {"w", gmem({Dim::named("K/tp")}, DType::fp32, true)},
+                                         {"tp", lane(DType::int64)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* idx = op(b, "tile.mul", {i, body.argument(2)});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.load_elem", {body.argument(0), idx})});
+  cpu::CompiledKernel ck = compile(*k);
+  Tensor x = f32_tensor({0, 1, 2, 3, 4, 5}, {6});
+  Tensor w = Tensor::zeros({3}, pol(DType::fp32));
+  cpu::launch(ck, -1, {x, w, 2});
+  EXPECT_EQ(w.to_values(), (std::vector<double>{0, 2, 4}));
+  Tensor w2 = Tensor::zeros({2}, pol(DType::fp32));
+  EXPECT_THROW(cpu::launch(ck, -1, {x, w2, 4}), ShapeError);  // 6 % 4 != 0
+  EXPECT_THROW(cpu::launch(ck, -1, {x, w2, 2}), ShapeError);  // K/tp = 3, not 2
+}
+
+// With one tile per group everything is uniform; a load after a store to the
+// same buffer must still see the store (it is not hoisted above it).
+TEST(CpuBackendLane, LoadsAfterStoresSeeTheStoredValue) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(
+      m, "store_then_load",
+      {{"y", gmem({Dim::named("n")}, DType::fp32, true)}, {"z", gmem({Dim::named("n")}, DType::fp32, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  stmt(b, "tile.store_elem", {body.argument(0), i, real(b, 7.0)});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.load_elem", {body.argument(0), i})});
+  cpu::CompiledKernel ck = compile(*k);
+  Tensor y = Tensor::zeros({3}, pol(DType::fp32));
+  Tensor z = Tensor::zeros({3}, pol(DType::fp32));
+  cpu::launch(ck, -1, {y, z});
+  EXPECT_EQ(z.to_values(), (std::vector<double>{7, 7, 7}));
+}
+
+TEST(CpuBackendLane, GroupShapedKernelsNeedAGrid) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "grouped", {{"y", gmem({Dim::named("n")}, DType::fp32, true)}},
+                                        {.group_shape = std::vector<std::int64_t>{4}});
+  cpu::CompiledKernel ck = compile(*k);
+  Tensor y = Tensor::zeros({4}, pol(DType::fp32));
+  EXPECT_THROW(cpu::launch(ck, -1, {y}), ArgumentError);
+  cpu::launch(ck, 2, {y});
+}
+
+}  // namespace
+}  // namespace tessera::cputest
