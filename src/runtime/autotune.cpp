@@ -233,6 +233,15 @@ KernelConstants Kernel::autotune_choice(const Grid& grid, const std::vector<cpu:
     raise(ErrorCode::ArgumentInvalid, "kernel '" + name() + "' takes " + std::to_string(decl.params.size()) +
                                           " argument(s) (" + names + "), got " + std::to_string(args.size()));
   }
+  // Mistakes every candidate would repeat are reported once, before the search.
+  if (const auto* n = std::get_if<std::int64_t>(&grid); n != nullptr && *n == -1 && !decl.group_shape.empty()) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + name() +
+                                          "' has a group shape; launch it with an explicit grid (k[grid](...)), the "
+                                          "number of groups");
+  }
+  if (const auto* n = std::get_if<std::int64_t>(&grid); n != nullptr && *n < -1) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + name() + "': grid " + std::to_string(*n) + " is negative");
+  }
   const AutotuneCallback report = options.progress ? options.progress : AutotuneCallback(print_autotune_event);
   const std::string key = autotune_key(*this, args, options);
   {

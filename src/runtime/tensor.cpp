@@ -263,7 +263,12 @@ Tensor Tensor::to(const std::string& device) const {
     const Tensor host = contiguous();
     const std::size_t bytes = storage_bytes_for(dtype(), numel());
     Tensor t = host;
-    t.storage_ = std::static_pointer_cast<std::byte>(cuda::allocate_shared(ordinal, bytes));
+    try {
+      t.storage_ = std::static_pointer_cast<std::byte>(cuda::allocate_shared(ordinal, bytes));
+    } catch (const Error& e) {
+      // Name the device the user asked for: the driver's message alone does not.
+      raise(e.code(), "cannot move a tensor to " + target + ": " + e.message());
+    }
     t.offset_ = 0;
     t.device_ = target;
     // The host copy starts at element 0 (contiguous() leaves no offset); packed

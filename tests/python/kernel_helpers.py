@@ -55,28 +55,3 @@ def fp32_gemm_bound(a64, b64):
     k = a64.shape[1]
     return (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 1e-30
 
-
-def _gemm_tile_verify_problem():
-    """The first line of tile-verify-sync's objection to gemm_tile, or "".
-
-    gemm_tile double-buffers by hand: it copies into a1/b1 and reads a0/b0 in
-    the same barrier interval, then swaps them. The two never alias, but
-    tile-verify-sync treats shared buffers carried through loop block
-    arguments as possibly any buffer, so it rejects the read. Tests of
-    gemm_tile are expected to fail with that KernelTypeError while the pass
-    is so conservative, and run normally once it is not."""
-    import tessera
-    try:
-        tessera.load(CONFORMANCE / "gemm_tile.tsr").gemm_tile.jit(BM=32, BN=32, BK=16).inspect_ir("tile")
-    except tessera.KernelTypeError as e:
-        if "may still be copying" in str(e):
-            return str(e).splitlines()[0]
-        raise
-    return ""
-
-
-_GEMM_TILE_PROBLEM = _gemm_tile_verify_problem()
-gemm_tile_verify = pytest.mark.xfail(
-    condition=bool(_GEMM_TILE_PROBLEM), raises=__import__("tessera").KernelTypeError, strict=True,
-    reason="tile-verify-sync does not see that gemm_tile's swapped buffers a0/a1 never alias: "
-    + _GEMM_TILE_PROBLEM)

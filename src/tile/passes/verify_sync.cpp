@@ -9,9 +9,12 @@
 // Part 2 is a forward dataflow over the structured control flow. The state is
 // the list of copies possibly in flight, in issue order, each marked when a
 // wait has completed it (then a barrier retires it). Branches merge by union;
-// loops iterate to a fixed point. Shared buffers from distinct smem_alloc
-// ops never alias; a buffer carried through block arguments may be any one.
+// loops iterate to a fixed point, with copies renamed through the loop's
+// block arguments. Shared buffers from distinct smem_alloc ops never alias,
+// nor do loop arguments that a yield only permutes (double buffering); other
+// buffers carried through block arguments may be any one.
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "tessera/ir/dialect.h"
@@ -91,10 +94,98 @@ bool named_smem(const ir::Value* v) {
   return v->defining_op() && v->defining_op()->name() == "tile.smem_alloc";
 }
 
-bool may_alias(const ir::Value* a, const ir::Value* b) {
-  if (a == b) return true;
-  if (!a->type().is_smem() || !b->type().is_smem()) return false;
-  return !named_smem(a) || !named_smem(b);
+// Loop-carried shared buffers that are provably distinct from each other: the
+// iter positions of a tile.for whose yield only permutes them (the manual
+// double-buffering swap `a0, a1 = a1, a0`) and whose initial values are
+// distinct buffers. Such block arguments hold a permutation of distinct
+// allocations in every iteration, so they never alias one another.
+class LoopBuffers {
+ public:
+  bool may_alias(const ir::Value* a, const ir::Value* b) {
+    if (a == b) return true;
+    if (a == nullptr || b == nullptr) return true;  // a buffer whose name went out of scope
+    if (!a->type().is_smem() || !b->type().is_smem()) return false;
+    if (named_smem(a) && named_smem(b)) return false;
+    if (a->is_block_argument() && a->owner_block() == b->owner_block()) {
+      const std::vector<bool>& distinct = distinct_args(*a->owner_block());
+      return !(distinct[a->index()] && distinct[b->index()]);
+    }
+    return true;
+  }
+
+ private:
+  // distinct[i]: block argument i is in the permuted, distinct set.
+  const std::vector<bool>& distinct_args(const ir::Block& block) {
+    auto it = cache_.find(&block);
+    if (it != cache_.end()) return it->second;
+    std::vector<bool> in_set(block.num_arguments(), false);
+    const ir::Operation* loop = block.parent_region() ? block.parent_region()->parent_op() : nullptr;
+    const ir::Operation* yield = block.terminator();
+    if (loop && loop->name() == "tile.for" && yield && yield->name() == "tile.yield" &&
+        yield->num_operands() + 1 == block.num_arguments()) {
+      // Position j (block argument j + 1) receives yield operand j.
+      const std::size_t n = yield->num_operands();
+      std::vector<std::size_t> image(n, n);  // the block-argument position yield j passes on
+      for (std::size_t j = 0; j < n; ++j) {
+        const ir::Value* y = yield->operand(j);
+        if (y->type().is_smem() && y->is_block_argument() && y->owner_block() == &block && y->index() >= 1) {
+          image[j] = y->index() - 1;
+          in_set[j + 1] = true;
+        }
+      }
+      // Keep only a permutation: every member's image is a member, no image twice.
+      for (bool changed = true; changed;) {
+        changed = false;
+        std::vector<int> hits(n, 0);
+        for (std::size_t j = 0; j < n; ++j) {
+          if (in_set[j + 1]) ++hits[image[j]];
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+          if (in_set[j + 1] && (!in_set[image[j] + 1] || hits[image[j]] != 1)) {
+            in_set[j + 1] = false;
+            changed = true;
+          }
+        }
+      }
+      // The initial values (operands after lo, hi, step) must be distinct buffers.
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = i + 1; j < n; ++j) {
+          if (in_set[i + 1] && in_set[j + 1] && may_alias(loop->operand(3 + i), loop->operand(3 + j))) {
+            in_set[i + 1] = in_set[j + 1] = false;
+          }
+        }
+      }
+    }
+    return cache_.emplace(&block, std::move(in_set)).first->second;
+  }
+
+  std::unordered_map<const ir::Block*, std::vector<bool>> cache_;
+};
+
+// Copies whose destination is `from[j]` also target `to[j]`. With
+// `rebinds` (the block whose arguments `from` are), entries on those block
+// arguments move instead of being copied, since the arguments are rebound;
+// one that moves nowhere keeps an unknown destination (may alias anything).
+State rename(const State& s, const std::vector<const ir::Value*>& from, const std::vector<const ir::Value*>& to,
+             const ir::Block* rebinds) {
+  State out;
+  for (const Copy& c : s) {
+    bool renamed = false;
+    for (std::size_t j = 0; j < from.size(); ++j) {
+      if (c.dst != nullptr && c.dst == from[j]) {
+        out.push_back(Copy{c.op, to[j], c.waited, c.stamp});
+        renamed = true;
+      }
+    }
+    const bool rebound = rebinds != nullptr && c.dst != nullptr && c.dst->is_block_argument() &&
+                         c.dst->owner_block() == rebinds;
+    if (!rebound) {
+      out.push_back(c);
+    } else if (!renamed) {
+      out.push_back(Copy{c.op, nullptr, c.waited, c.stamp});
+    }
+  }
+  return out;
 }
 
 State merge(const State& a, const State& b) {
@@ -128,7 +219,11 @@ class AsyncChecker {
   State step(const ir::Operation& op, State s) {
     std::string_view n = op.name();
     if (n == "tile.cp_async") {
-      s.erase(std::remove_if(s.begin(), s.end(), [&](const Copy& c) { return c.op == &op; }), s.end());
+      // The same op issued again into the same buffer replaces its earlier
+      // entry (loop fixed points); an earlier copy by this op into another
+      // buffer (renamed around a loop's back edge) stays in flight.
+      s.erase(std::remove_if(s.begin(), s.end(), [&](const Copy& c) { return c.op == &op && c.dst == op.operand(0); }),
+              s.end());
       s.push_back(Copy{&op, op.operand(0), false, ++clock_});
     } else if (n == "tile.cp_async_wait") {
       std::int64_t pending = op.attrs().get_int("pending");
@@ -143,7 +238,7 @@ class AsyncChecker {
       const ir::Value* buf = op.operand(0);
       if (buf->type().is_smem()) {
         for (const Copy& c : s) {
-          if (!may_alias(c.dst, buf)) continue;
+          if (!buffers_.may_alias(c.dst, buf)) continue;
           sync_error(op, "reads a shared buffer that the 'tile.cp_async'" + at_text(*c.op) + " may still be " +
                              (c.waited ? "hiding from other tiles (no tile.barrier after its wait)"
                                        : "copying into (no tile.cp_async_wait completes it)") +
@@ -155,13 +250,26 @@ class AsyncChecker {
       State b = run(op.region(1).block(), s);
       s = merge(a, b);
     } else if (n == "tile.for") {
-      State in = s;
+      // Copies follow their buffers through the loop's block arguments: in at
+      // entry (init -> argument), around the back edge (yield -> argument)
+      // and out at exit (argument -> result).
+      const ir::Block& body = op.region(0).block();
+      const ir::Operation* yield = body.terminator();
+      std::vector<const ir::Value*> inits, args, yielded, results;
+      for (std::size_t j = 0; j + 1 < body.num_arguments(); ++j) {
+        inits.push_back(op.operand(3 + j));
+        args.push_back(body.argument(j + 1));
+        yielded.push_back(yield && j < yield->num_operands() ? yield->operand(j) : nullptr);
+        results.push_back(j < op.num_results() ? op.result(j) : nullptr);
+      }
+      const State entry = rename(s, inits, args, nullptr);
+      State in = entry;
       for (int i = 0; i < 64; ++i) {
-        State out = merge(s, run(op.region(0).block(), in));
+        State out = merge(entry, rename(run(body, in), yielded, args, &body));
         if (same_set(out, in)) break;
         in = std::move(out);
       }
-      s = in;
+      s = rename(in, args, results, &body);
     } else if (n == "tile.while") {
       State in = s;
       State after_before;
@@ -177,6 +285,7 @@ class AsyncChecker {
   }
 
   std::uint64_t clock_ = 0;
+  LoopBuffers buffers_;
 };
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The CUDA backend: Tile IR kernels compiled to CUDA C++, built by NVRTC for
+// the device's exact architecture (sm_90a on Hopper) and run on the GPU.
+//
+// compile_kernel() turns one Tile IR kernel function (docs/design/0003-tile-ir.md)
+// into a CUDA C++ translation unit written against the device tile header
+// library (src/backends/cuda/device/tile*.cuh, embedded in libtessera),
+// compiles it with NVRTC, caches the cubin on disk (TESSERA_CACHE_DIR,
+// default ~/.cache/tessera, under cuda/) and in memory, and loads it.
+// launch() binds arguments exactly as the CPU backend does (device tensors on
+// the kernel's device instead of host tensors) and runs `grid` groups: one
+// thread block per group, one thread per tile. Faults inside the kernel (an
+// element index out of bounds, an integer division by zero) are raised in the
+// caller as tessera errors naming the kernel, the parameter, the index and
+// the extent, when LaunchOptions::check_faults is set (the default).
+//
+// See docs/guide/cuda_backend.md for the mapping and the numerics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/ir/ir.h"
+#include "tessera/runtime/cuda.h"
+
+namespace tessera::cuda {
+
+// Launch arguments are the CPU backend's: a Tensor (here on cuda:N) or a scalar.
+using KernelArg = cpu::KernelArg;
+using KernelParam = cpu::KernelParam;
+
+struct KernelCompileOptions {
+  // Shape symbols fixed at compile time (k.jit(M=4096)).
+  std::map<std::string, std::int64_t> specialize;
+  // Cache root; empty = $TESSERA_CACHE_DIR, else ~/.cache/tessera.
+  std::string cache_dir;
+  // Target architecture ("sm_90a", "sm_80"); empty = the device's own.
+  std::string arch;
+  int device = 0;
+  // false: always compile (the result still replaces the cache entry).
+  bool use_cache = true;
+  // Also keep the PTX (CompiledKernel::ptx), for inspect_ir("target", ptx=True).
+  bool ptx = false;
+  // Threads per block for kernels without a group shape and without
+  // group-cooperative ops (each thread is one tile of the launch).
+  int flat_block = 256;
+};
+
+namespace detail {
+struct LoadedKernel;
+}
+
+struct CompiledKernel {
+  std::string name;
+  std::string source;     // the generated CUDA C++ (inspect_ir("target"))
+  std::string ptx;        // when KernelCompileOptions::ptx
+  std::string arch;       // "sm_90a"
+  std::string cache_key;  // hex digest of source, arch, NVRTC version and headers
+  bool cache_hit = false;        // from the memory or disk cache, no NVRTC run
+  double compile_seconds = 0.0;  // wall time of compile_kernel
+  int device = 0;
+
+  // The signature as the CPU backend's binder sees it (params, symbols, ...).
+  cpu::CompiledKernel signature;
+  int block_threads = 1;          // threads per block
+  bool flat = false;              // one tile per thread over the whole launch (no group shape)
+  std::int64_t shared_bytes = 0;  // dynamic shared memory per block
+  std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
+
+  std::shared_ptr<const detail::LoadedKernel> handle;
+};
+
+struct KernelLaunchOptions {
+  const Stream* stream = nullptr;  // nullptr: the device's default stream
+  // Synchronize after the launch and raise the first fault the kernel
+  // recorded. false: no fault record, no synchronization (benchmarks, graph
+  // capture); faulting accesses are still skipped.
+  bool check_faults = true;
+};
+
+// Emits and compiles (or loads from the cache) one kernel function. Raises
+// CompileError when the kernel uses something this backend cannot emit (the
+// message names the op) or NVRTC fails (with its log).
+CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options = {});
+
+// Runs `grid` groups (-1: one tile per element of the first mut parameter,
+// kernels without a group shape only). Buffer arguments must live on the
+// kernel's device.
+void launch(const CompiledKernel& kernel, std::int64_t grid, std::vector<KernelArg> args,
+            const KernelLaunchOptions& options = {});
+
+// The CUDA C++ for a kernel without compiling it (needs no GPU).
+std::string emit_kernel_source(const ir::Operation& kernel_func, const KernelCompileOptions& options = {});
+
+}  // namespace tessera::cuda

@@ -1,0 +1,455 @@
+// Device tile library, part 1: the launch ABI, lane numerics, buffer views,
+// bounds-checked element access, faults, cp.async and reduce_sum. Generated
+// CUDA kernels (src/backends/cuda/codegen/) include "tessera/tile.cuh"; NVRTC
+// compiles it without host headers (embedded in libtessera, like numerics.cuh).
+//
+// Numerics equal the CPU backend's (src/backends/cpu/runtime/numerics.h): a
+// lane op on dtype T computes exactly (or in double) and rounds once to T;
+// fp32 and fp64 use the hardware's correctly rounded __fadd_rn/__dadd_rn...
+// (generated code is compiled with --fmad=false, so nothing is contracted).
+// Integer arithmetic saturates at the dtype's range; faults (an element index
+// out of bounds, an integer division by zero) are recorded in the launch's
+// Fault record and the faulting access is skipped; the launcher raises them.
+#pragma once
+
+#include "tessera/numerics.cuh"
+
+namespace tsr {
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+using namespace tessera::device;
+
+// ---- launch ABI (mirrored by src/backends/cuda/codegen/launch_abi.h) ----
+
+constexpr int kMaxRank = 8;
+constexpr int kMaxParams = 16;
+constexpr int kMaxSymbols = 16;
+struct Buf {
+  void* data;
+  i64 shape[kMaxRank];
+  i64 strides[kMaxRank];
+};
+struct Fault {
+  int code;  // 0 none, 1 index out of range, 2 invalid argument
+  int kind;  // 0 load, 1 store, 2 division by zero, 3 negative exponent, 4 loop step
+  int param;  // parameter index (>= 0) or -1 - shared buffer number
+  int dim;
+  i64 index;
+  i64 extent;
+  i64 group;
+};
+struct Params {
+  Buf buf[kMaxParams];
+  double real[kMaxParams];
+  i64 integer[kMaxParams];
+  i64 sym[kMaxSymbols];
+  i64 grid;
+  Fault* fault;
+};
+
+__device__ __forceinline__ void fault(Fault* f, int code, int kind, int param, int dim, i64 index, i64 extent,
+                                      i64 group) {
+  if (f == nullptr) return;
+  if (atomicCAS(&f->code, 0, -1) == 0) {  // the first fault is reported
+    f->kind = kind;
+    f->param = param;
+    f->dim = dim;
+    f->index = index;
+    f->extent = extent;
+    f->group = group;
+    __threadfence();
+    atomicExch(&f->code, code);
+  }
+}
+
+// ---- storage and value types by dtype code ----
+
+template <int D>
+struct Traits;
+#define TSR_TRAITS(D, S, V, F)   \
+  template <>                    \
+  struct Traits<D> {             \
+    typedef S storage;           \
+    typedef V value;             \
+    static constexpr bool is_float = F; \
+  };
+TSR_TRAITS(kFp64, double, double, true)
+TSR_TRAITS(kFp32, float, float, true)
+TSR_TRAITS(kFp16, unsigned short, float, true)
+TSR_TRAITS(kBf16, unsigned short, float, true)
+TSR_TRAITS(kFp8E4m3, unsigned char, float, true)
+TSR_TRAITS(kFp8E5m2, unsigned char, float, true)
+TSR_TRAITS(kFp6E2m3, unsigned char, float, true)
+TSR_TRAITS(kFp6E3m2, unsigned char, float, true)
+TSR_TRAITS(kFp4E2m1, unsigned char, float, true)
+TSR_TRAITS(kE8m0, unsigned char, float, true)
+TSR_TRAITS(kInt4, unsigned char, i64, false)
+TSR_TRAITS(kInt8, signed char, i64, false)
+TSR_TRAITS(kInt16, short, i64, false)
+TSR_TRAITS(kInt32, int, i64, false)
+TSR_TRAITS(kInt64, i64, i64, false)
+TSR_TRAITS(kUint8, unsigned char, i64, false)
+TSR_TRAITS(kBool, unsigned char, bool, false)
+#undef TSR_TRAITS
+
+template <int D>
+__device__ __forceinline__ i64 int_min() {
+  if (D == kUint8) return 0;
+  const int b = integer_bits(D);
+  return b >= 64 ? (i64)(1ull << 63) : -(i64)(1ull << (b - 1));
+}
+template <int D>
+__device__ __forceinline__ i64 int_max() {
+  if (D == kUint8) return 255;
+  const int b = integer_bits(D);
+  return b >= 64 ? (i64)((1ull << 63) - 1) : (i64)((1ull << (b - 1)) - 1);
+}
+template <int D>
+__device__ __forceinline__ i64 saturate(i64 v) {
+  return v < int_min<D>() ? int_min<D>() : (v > int_max<D>() ? int_max<D>() : v);
+}
+
+// An encoding of D -> its value (exact).
+template <int D>
+__device__ __forceinline__ typename Traits<D>::value decode_s(typename Traits<D>::storage s) {
+  if constexpr (D == kFp64 || D == kFp32) {
+    return s;
+  } else if constexpr (D == kBool) {
+    return s != 0;
+  } else if constexpr (!Traits<D>::is_float) {
+    return (i64)s;
+  } else {
+    return decode_f32((u64)s, D);
+  }
+}
+
+// double -> value of D, rounded once (nearest even, overflow rule `ov`).
+template <int D>
+__device__ __forceinline__ typename Traits<D>::value round_to(double x, int ov) {
+  if constexpr (D == kFp64) {
+    return x;
+  } else if constexpr (D == kBool) {
+    return x != 0.0;
+  } else if constexpr (D == kFp32) {
+    if (ov == kInfNan) return __double2float_rn(x);
+    return __uint_as_float((u32)encode(x, D, kNearestEven, ov));
+  } else if constexpr (Traits<D>::is_float) {
+    return decode_f32(encode(x, D, kNearestEven, ov), D);
+  } else {
+    return (i64)decode(encode(x, D, kNearestEven, kInfNan), D);
+  }
+}
+
+// A value of dtype S as dtype D (tile.cast): one rounding.
+template <int D, int S>
+__device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>::value v, int ov) {
+  if constexpr (D == S) {
+    return v;
+  } else if constexpr (!Traits<D>::is_float && !Traits<S>::is_float && D != kBool) {
+    return saturate<D>((i64)v);
+  } else {
+    return round_to<D>((double)v, ov);
+  }
+}
+
+// A value of D -> its encoding (the value is already representable in D).
+template <int D>
+__device__ __forceinline__ typename Traits<D>::storage encode_v(typename Traits<D>::value v, int ov) {
+  if constexpr (D == kFp64) {
+    return v;
+  } else if constexpr (D == kFp32) {
+    if (ov == kSaturate && isinf(v)) return round_to<D>((double)v, ov);
+    return v;
+  } else if constexpr (D == kBool) {
+    return v ? 1 : 0;
+  } else if constexpr (!Traits<D>::is_float) {
+    return (typename Traits<D>::storage)saturate<D>(v);
+  } else {
+    return (typename Traits<D>::storage)encode_f32_nearest_even(v, D, ov == kSaturate);
+  }
+}
+
+// ---- lane arithmetic ----
+
+__device__ __forceinline__ double nan_min(double a, double b) {
+  return (isnan(a) || isnan(b)) ? __longlong_as_double(0x7FF8000000000000ll) : (a < b ? a : b);
+}
+__device__ __forceinline__ double nan_max(double a, double b) {
+  return (isnan(a) || isnan(b)) ? __longlong_as_double(0x7FF8000000000000ll) : (a > b ? a : b);
+}
+constexpr i64 kI64Max = (i64)((1ull << 63) - 1);
+constexpr i64 kI64Min = (i64)(1ull << 63);
+template <int D>
+__device__ __forceinline__ i64 iadd(i64 a, i64 b) {
+  const i64 r = (i64)((u64)a + (u64)b);
+  if (((a ^ r) & (b ^ r)) < 0) return saturate<D>(b > 0 ? kI64Max : kI64Min);
+  return saturate<D>(r);
+}
+template <int D>
+__device__ __forceinline__ i64 isub(i64 a, i64 b) {
+  const i64 r = (i64)((u64)a - (u64)b);
+  if (((a ^ b) & (a ^ r)) < 0) return saturate<D>(b < 0 ? kI64Max : kI64Min);
+  return saturate<D>(r);
+}
+template <int D>
+__device__ __forceinline__ i64 imul(i64 a, i64 b) {
+  const i64 lo = (i64)((u64)a * (u64)b);
+  const i64 hi = __mul64hi(a, b);
+  if (hi != (lo >> 63)) return saturate<D>(((a < 0) != (b < 0)) ? kI64Min : kI64Max);
+  return saturate<D>(lo);
+}
+// Division faults leave 0 and record the fault.
+struct Where {
+  Fault* fault;
+  i64 group;
+};
+__device__ __forceinline__ bool divisor_ok(i64 b, const Where& w) {
+  if (b != 0) return true;
+  fault(w.fault, 2, 2, -1, 0, 0, 0, w.group);
+  return false;
+}
+template <int D>
+__device__ __forceinline__ i64 idiv(i64 a, i64 b, const Where& w) {
+  if (!divisor_ok(b, w)) return 0;
+  if (b == -1) return isub<D>(0, a);
+  return saturate<D>(a / b);
+}
+__device__ __forceinline__ i64 irem(i64 a, i64 b, const Where& w) {
+  if (!divisor_ok(b, w)) return 0;
+  if (b == -1) return 0;
+  return a % b;
+}
+template <int D>
+__device__ __forceinline__ i64 ifloordiv(i64 a, i64 b, const Where& w) {
+  if (!divisor_ok(b, w)) return 0;
+  if (b == -1) return isub<D>(0, a);
+  i64 q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return saturate<D>(q);
+}
+template <int D>
+__device__ __forceinline__ i64 ipow(i64 a, i64 e, const Where& w) {
+  if (e < 0) {
+    fault(w.fault, 2, 3, -1, 0, e, 0, w.group);
+    return 0;
+  }
+  i64 r = 1;
+  while (e > 0) {
+    if (e & 1) r = imul<kInt64>(r, a);
+    e >>= 1;
+    if (e > 0) a = imul<kInt64>(a, a);
+  }
+  return saturate<D>(r);
+}
+
+// ---- buffer views ----
+
+// A global buffer (kernel parameter): strides in elements.
+template <int D, int R>
+struct GView {
+  typedef typename Traits<D>::storage S;
+  S* data;
+  i64 shape[R];
+  i64 strides[R];
+  int param;
+  __device__ __forceinline__ i64 rows() const { return R == 2 ? shape[0] : 1; }
+  __device__ __forceinline__ i64 cols() const { return shape[R - 1]; }
+  // Element (r, c) of a 2-D buffer, or element c of a 1-D one.
+  __device__ __forceinline__ S* at(i64 r, i64 c) const {
+    return R == 2 ? data + r * strides[0] + c * strides[1] : data + c * strides[0];
+  }
+};
+template <int D, int R>
+__device__ __forceinline__ GView<D, R> gview(const Buf& b, int param) {
+  GView<D, R> v;
+  v.data = (typename Traits<D>::storage*)b.data;
+  for (int i = 0; i < R; ++i) {
+    v.shape[i] = b.shape[i];
+    v.strides[i] = b.strides[i];
+  }
+  v.param = param;
+  return v;
+}
+
+// A shared buffer of ROWS x COLS (1-D: ROWS = 1) in dynamic shared memory.
+// The xor swizzle permutes 16-byte chunks within a row (chunk ^= row & MASK),
+// so 16-byte copies and ldmatrix rows stay contiguous while the rows of a
+// tile fall into different banks.
+template <int D, int ROWS, int COLS, int MASK, int RANK>
+struct SView {
+  typedef typename Traits<D>::storage S;
+  static constexpr int kRows = ROWS;
+  static constexpr int kCols = COLS;
+  static constexpr int kPerChunk = 16 / (int)sizeof(S) > 0 ? 16 / (int)sizeof(S) : 1;
+  S* data;
+  int id;  // -1 - allocation number, for fault messages
+  __device__ __forceinline__ S* at(i64 r, i64 c) const {
+    if (MASK == 0) return data + r * COLS + c;
+    const int chunk = (int)(c / kPerChunk) ^ ((int)r & MASK);
+    return data + r * COLS + chunk * kPerChunk + c % kPerChunk;
+  }
+};
+
+// ---- element access (bounds-checked; faults skip the access) ----
+
+template <int D, int R>
+__device__ __forceinline__ typename Traits<D>::value load(const GView<D, R>& v, const i64 (&idx)[R], const Where& w) {
+  i64 off = 0;
+  for (int d = 0; d < R; ++d) {
+    if (idx[d] < 0 || idx[d] >= v.shape[d]) {
+      fault(w.fault, 1, 0, v.param, d, idx[d], v.shape[d], w.group);
+      return typename Traits<D>::value(0);
+    }
+    off += idx[d] * v.strides[d];
+  }
+  return decode_s<D>(v.data[off]);
+}
+template <int D, int R>
+__device__ __forceinline__ void store(const GView<D, R>& v, const i64 (&idx)[R], typename Traits<D>::value x, int ov,
+                                      const Where& w) {
+  i64 off = 0;
+  for (int d = 0; d < R; ++d) {
+    if (idx[d] < 0 || idx[d] >= v.shape[d]) {
+      fault(w.fault, 1, 1, v.param, d, idx[d], v.shape[d], w.group);
+      return;
+    }
+    off += idx[d] * v.strides[d];
+  }
+  v.data[off] = encode_v<D>(x, ov);
+}
+template <int D, int RO, int CO, int M, int RANK>
+__device__ __forceinline__ bool in_shared(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK], int kind,
+                                          const Where& w) {
+  const i64 ext[2] = {RANK == 2 ? RO : CO, CO};
+  for (int d = 0; d < RANK; ++d) {
+    if (idx[d] < 0 || idx[d] >= ext[d]) {
+      fault(w.fault, 1, kind, v.id, d, idx[d], ext[d], w.group);
+      return false;
+    }
+  }
+  return true;
+}
+template <int D, int RO, int CO, int M, int RANK>
+__device__ __forceinline__ typename Traits<D>::value load(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK],
+                                                         const Where& w) {
+  if (!in_shared(v, idx, 0, w)) return typename Traits<D>::value(0);
+  return decode_s<D>(*v.at(RANK == 2 ? idx[0] : 0, idx[RANK - 1]));
+}
+template <int D, int RO, int CO, int M, int RANK>
+__device__ __forceinline__ void store(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK],
+                                      typename Traits<D>::value x, int ov, const Where& w) {
+  if (!in_shared(v, idx, 1, w)) return;
+  *v.at(RANK == 2 ? idx[0] : 0, idx[RANK - 1]) = encode_v<D>(x, ov);
+}
+
+// ---- cp.async: a box of a global buffer -> a shared buffer ----
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+#else
+  *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Copies the box at (r0, c0) of `src` with `dst`'s shape; zeros past the
+// source's bounds. Threads split the box into 16-byte chunks: a chunk fully
+// inside a row of a unit-stride, 16-byte aligned source is one cp.async; a
+// chunk wholly outside is zero-filled; the rest go element by element.
+// One commit_group per call (per thread) makes it one copy group.
+template <int D, int RO, int CO, int M, int RANK, int SR>
+__device__ __forceinline__ void cp_async(const SView<D, RO, CO, M, RANK>& dst, const GView<D, SR>& src, i64 r0, i64 c0,
+                                         int tid, int nt) {
+  typedef typename Traits<D>::storage S;
+  constexpr int E = SView<D, RO, CO, M, RANK>::kPerChunk;
+  constexpr bool kChunked = (CO % E) == 0 && sizeof(S) <= 16;
+  constexpr int kPerRow = kChunked ? CO / E : CO;
+  const i64 rows = src.rows(), cols = src.cols();
+  const bool unit = src.strides[SR - 1] == 1;
+  for (int u = tid; u < RO * kPerRow; u += nt) {
+    const int r = u / kPerRow;
+    const int j = u % kPerRow;
+    const i64 gr = r0 + r;
+    const int c_lo = kChunked ? j * E : j;
+    const int n = kChunked ? E : 1;
+    const i64 gc = c0 + c_lo;
+    const bool row_in = gr >= 0 && gr < rows;
+    if (kChunked && row_in && unit && gc >= 0 && gc + E <= cols &&
+        ((reinterpret_cast<u64>(src.at(gr, gc)) & 15) == 0)) {
+      cp_async16(dst.at(r, c_lo), src.at(gr, gc));
+      continue;
+    }
+    for (int e = 0; e < n; ++e) {
+      const i64 c = gc + e;
+      *dst.at(r, c_lo + e) = (row_in && c >= 0 && c < cols) ? *src.at(gr, c) : S(0);
+    }
+  }
+  cp_async_commit();
+}
+
+// ---- reduce_sum: one tile sums a shared buffer ----
+
+template <int D>
+struct Reduce {
+  typedef typename Traits<D>::value T;
+};
+template <int D>
+using reduce_t = typename Traits<(D == kFp64 ? kFp64 : (Traits<D>::is_float ? kFp32 : kInt64))>::value;
+
+template <int D>
+__device__ __forceinline__ reduce_t<D> radd(reduce_t<D> a, reduce_t<D> b) {
+  if constexpr (D == kFp64) {
+    return __dadd_rn(a, b);
+  } else if constexpr (Traits<D>::is_float) {
+    return __fadd_rn(a, b);
+  } else {
+    return iadd<kInt64>(a, b);
+  }
+}
+
+// The pairwise tree of the contract over row-major order (at stride s = 1,
+// 2, 4, ... element i, a multiple of 2s, adds element i + s), computed left
+// to right with a stack of partial sums: equal partials at one level merge,
+// and the leftovers merge right to left at the end, which is that tree.
+template <int D, int RO, int CO, int M, int RANK>
+__device__ __forceinline__ reduce_t<D> reduce_sum(const SView<D, RO, CO, M, RANK>& v) {
+  reduce_t<D> sum[64];
+  int level[64];
+  int top = 0;
+  for (int i = 0; i < RO * CO; ++i) {
+    reduce_t<D> x = (reduce_t<D>)decode_s<D>(*v.at(i / CO, i % CO));
+    int l = 0;
+    while (top > 0 && level[top - 1] == l) {
+      x = radd<D>(sum[top - 1], x);
+      --top;
+      ++l;
+    }
+    sum[top] = x;
+    level[top] = l;
+    ++top;
+  }
+  if (top == 0) return reduce_t<D>(0);
+  reduce_t<D> x = sum[top - 1];
+  for (int t = top - 2; t >= 0; --t) x = radd<D>(sum[t], x);
+  return x;
+}
+
+}  // namespace tsr
+
+#include "tessera/tile_mma.cuh"
