@@ -51,15 +51,15 @@ struct Tile {
   typedef typename Traits<D>::value T;
   static constexpr int kRows = R;
   static constexpr int kCols = C;
+  static constexpr int kSlots = L::kSlots;
   T v[L::kSlots];
 };
 
-template <int D, int R, int C, class L>
-__device__ __forceinline__ Tile<D, R, C, L> zeros(int tid) {
-  Tile<D, R, C, L> t;
+template <class T>
+__device__ __forceinline__ T zeros() {
+  T t;
 #pragma unroll
-  for (int s = 0; s < L::kSlots; ++s) t.v[s] = typename Traits<D>::value(0);
-  (void)tid;
+  for (int s = 0; s < T::kSlots; ++s) t.v[s] = typename T::T(0);
   return t;
 }
 

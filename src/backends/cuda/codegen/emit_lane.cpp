@@ -1,0 +1,222 @@
+// The CUDA C++ text of lane ops (one expression per op) for the CUDA emitter.
+//
+// Numerics follow the contract (docs/design/0003-tile-ir.md, execution model
+// 7) exactly as the CPU backend does: fp32 (overflow to infinity) and fp64
+// use the correctly rounded __fadd_rn / __dadd_rn ... intrinsics; narrower
+// formats compute in double and round once through tsr::round_to;
+// transcendental functions are evaluated in double and rounded once.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "backends/cuda/codegen/emitter.h"
+#include "tessera/ir/dialect.h"
+#include "tessera/numerics/convert.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cuda::detail {
+namespace {
+
+[[noreturn]] void unsupported(const ir::Operation& op, const std::string& what) {
+  raise(ErrorCode::Compile, "CUDA backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
+}
+
+std::string short_name(const ir::Operation& op) {
+  std::string_view n = op.name();
+  return std::string(n.substr(n.find('.') + 1));
+}
+
+bool native_f32(const NumericsPolicy& p) {
+  return p.storage == DType::fp32 && p.overflow == Overflow::inf_nan;
+}
+
+std::string as_double(const std::string& e) {
+  return "(double)(" + e + ")";
+}
+
+std::string rounded(const NumericsPolicy& p, const std::string& double_expr) {
+  if (p.storage == DType::fp64) return double_expr;
+  return "tsr::round_to<" + cu_dtype(p.storage) + ">(" + double_expr + ", " + cu_overflow(p.overflow) + ")";
+}
+
+std::string binary(const ir::Operation& op, const std::string& n, const std::vector<std::string>& a) {
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  const DType d = p.storage;
+  const std::string dt = cu_dtype(d);
+  if (is_float(d)) {
+    static const std::map<std::string, std::string> rn = {{"add", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"}};
+    if (auto it = rn.find(n); it != rn.end()) {
+      if (native_f32(p)) return "__f" + it->second + "_rn(" + a[0] + ", " + a[1] + ")";
+      const std::string dbl = "__d" + it->second + "_rn(" + as_double(a[0]) + ", " + as_double(a[1]) + ")";
+      return rounded(p, dbl);
+    }
+    if (n == "rem") return rounded(p, "fmod(" + as_double(a[0]) + ", " + as_double(a[1]) + ")");
+    if (n == "pow") return rounded(p, "pow(" + as_double(a[0]) + ", " + as_double(a[1]) + ")");
+    if (n == "min" || n == "max") {
+      return "(" + cu_value_type(d) + ")tsr::nan_" + n + "(" + as_double(a[0]) + ", " + as_double(a[1]) + ")";
+    }
+    unsupported(op, "floating-point '" + n + "' is not defined");
+  }
+  if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "mul") return "tsr::imul<" + dt + ">(" + a[0] + ", " + a[1] + ")";
+  if (n == "div") return "tsr::idiv<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
+  if (n == "floordiv") return "tsr::ifloordiv<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
+  if (n == "rem") return "tsr::irem(" + a[0] + ", " + a[1] + ", W)";
+  if (n == "pow") return "tsr::ipow<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
+  if (n == "min") return "(" + a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
+  if (n == "max") return "(" + a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
+  unsupported(op, "integer '" + n + "' is not defined");
+}
+
+std::string unary(const ir::Operation& op, const std::string& n, const std::string& x) {
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  const DType d = p.storage;
+  if (!is_float(d)) {
+    const std::string dt = cu_dtype(d);
+    if (n == "neg") return "tsr::isub<" + dt + ">(0, " + x + ")";
+    if (n == "abs") return "(" + x + " < 0 ? tsr::isub<" + dt + ">(0, " + x + ") : " + x + ")";
+    unsupported(op, "'" + n + "' needs a floating-point operand");
+  }
+  if (n == "neg") return "(-" + x + ")";
+  if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
+  if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
+  if (n == "exp" || n == "log") return rounded(p, n + "(" + as_double(x) + ")");
+  unsupported(op, "unknown unary op");
+}
+
+std::string constant(const ir::Operation& op) {
+  const NumericsPolicy& p = op.attrs().get_policy("policy");
+  const ir::Attribute& v = *op.attrs().find("value");
+  if (p.storage == DType::bool_) return std::get<bool>(v) ? "true" : "false";
+  if (!is_float(p.storage)) {
+    std::int64_t x = ir::kind_of(v) == ir::AttrKind::integer ? std::get<std::int64_t>(v)
+                                                             : static_cast<std::int64_t>(std::get<double>(v));
+    const DTypeInfo& inf = info(p.storage);
+    if (inf.bits < 64) {
+      const std::int64_t lo = inf.is_signed ? -(std::int64_t{1} << (inf.bits - 1)) : 0;
+      const std::int64_t hi =
+          inf.is_signed ? (std::int64_t{1} << (inf.bits - 1)) - 1 : (std::int64_t{1} << inf.bits) - 1;
+      x = std::clamp(x, lo, hi);
+    }
+    return cu_int_literal(x);
+  }
+  double x =
+      ir::kind_of(v) == ir::AttrKind::integer ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);
+  return cu_literal(x, p.storage, p.overflow);
+}
+
+std::string index_list(const std::vector<std::string>& args, std::size_t first, std::size_t last) {
+  std::string s = "{";
+  for (std::size_t i = first; i < last; ++i) s += (i > first ? ", " : "") + ("(tsr::i64)(" + args[i] + ")");
+  return s + "}";
+}
+
+}  // namespace
+
+std::string cu_dtype(DType dtype) {
+  static const char* names[] = {"kFp64",   "kFp32",  "kFp16", "kBf16",  "kFp8E4m3", "kFp8E5m2",
+                                "kFp6E2m3", "kFp6E3m2", "kFp4E2m1", "kE8m0", "kInt4",    "kInt8",
+                                "kInt16",  "kInt32", "kInt64", "kUint8", "kBool"};
+  return std::string("tsr::") + names[static_cast<int>(dtype)];
+}
+
+std::string cu_value_type(DType dtype) {
+  if (dtype == DType::fp64) return "double";
+  if (dtype == DType::bool_) return "bool";
+  if (is_float(dtype)) return "float";
+  return "tsr::i64";
+}
+
+std::string cu_overflow(Overflow overflow) {
+  return overflow == Overflow::saturate ? "tsr::kSaturate" : "tsr::kInfNan";
+}
+
+std::string cu_int_literal(std::int64_t value) {
+  if (value == std::numeric_limits<std::int64_t>::min()) return "((tsr::i64)(1ull << 63))";
+  return "((tsr::i64)" + std::to_string(value) + "ll)";
+}
+
+std::string cu_literal(double value, DType dtype, Overflow overflow) {
+  if (dtype == DType::bool_) return value != 0.0 ? "true" : "false";
+  if (!is_float(dtype)) {
+    return cu_int_literal(static_cast<std::int64_t>(decode_value(encode_value(value, dtype, {}), dtype)));
+  }
+  double r = value;
+  if (dtype != DType::fp64) {
+    EncodeOptions o;
+    o.overflow = overflow;
+    r = decode_value(encode_value(value, dtype, o), dtype);
+    const float f = static_cast<float>(r);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, 4);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "__uint_as_float(0x%08xu)", bits);  // exact, NaN and infinity too
+    return buf;
+  }
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &r, 8);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxll)", static_cast<unsigned long long>(bits));
+  return buf;
+}
+
+bool is_lane_value_op(const ir::Operation& op) {
+  static const std::set<std::string> ops = {
+      "const", "symbol", "linear_id", "group_id", "group_size", "num_groups", "add",       "sub",       "mul", "div",
+      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt",
+      "cmp",   "and",    "or",        "not",      "select",     "cast",       "load_elem", "reduce_sum"};
+  return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
+}
+
+std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a, const LaneContext& ctx) {
+  const std::string n = short_name(op);
+  if (n == "const") return constant(op);
+  if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
+  if (n == "linear_id") return ctx.linear_id;
+  if (n == "group_id") return "group";
+  if (n == "group_size") return "kGroupSize";
+  if (n == "num_groups") return "p.grid";
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
+  if (n == "cmp") {
+    static const std::map<std::string, std::string> preds = {{"lt", "<"},  {"le", "<="}, {"gt", ">"},
+                                                             {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
+    const std::string& pred = op.attrs().get_string("pred");
+    auto it = preds.find(pred);
+    if (it == preds.end()) unsupported(op, "unknown predicate '" + pred + "'");
+    return "(" + a[0] + " " + it->second + " " + a[1] + ")";
+  }
+  if (n == "and") return "(" + a[0] + " && " + a[1] + ")";
+  if (n == "or") return "(" + a[0] + " || " + a[1] + ")";
+  if (n == "not") return "(!" + a[0] + ")";
+  if (n == "select") return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+  if (n == "cast") {
+    const NumericsPolicy& to = op.attrs().get_policy("to");
+    require_nearest_even(to, "tile.cast");
+    return "tsr::convert<" + cu_dtype(to.storage) + ", " + cu_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
+           ", " + cu_overflow(to.overflow) + ")";
+  }
+  if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
+  if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";
+  return binary(op, n, a);
+}
+
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
+  const ir::Type& buf = op.operand(0)->type();
+  return "tsr::store(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " +
+         cu_overflow(buf.policy.overflow) + ", W);";
+}
+
+void require_nearest_even(const NumericsPolicy& policy, const std::string& what) {
+  if (policy.rounding != Rounding::nearest_even) {
+    raise(ErrorCode::Compile, "CUDA backend: " + what + " uses rounding '" +
+                                  std::string(rounding_name(policy.rounding)) +
+                                  "'; kernels support nearest_even only (round in a graph op instead)");
+  }
+}
+
+}  // namespace tessera::cuda::detail

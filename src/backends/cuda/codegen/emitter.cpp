@@ -1,0 +1,754 @@
+// Tile IR kernel -> one CUDA C++ translation unit (program structure and tile ops).
+//
+// Mapping (docs/guide/cuda_backend.md): a group is a thread block and a tile
+// (lane) is a thread, so the SPMD program maps one to one: lane values are
+// thread-local variables, structured control flow stays structured, and a
+// barrier is __syncthreads(). Group-cooperative ops run in every thread of
+// the block (the contract puts them under uniform control flow, which
+// tile-verify-sync checks) and split their work over the threads:
+//   smem_alloc    a view into dynamic shared memory at the planned offset;
+//   cp_async      cp.async copies of 16-byte chunks + commit_group;
+//   cp_async_wait cp.async.wait_group N;
+//   tile values   registers distributed over the threads (tile_mma.cuh);
+//   tile.mma      mma.sync on tensor cores for bf16/fp16 x fp32 when the
+//                 shapes allow, else a scalar fma loop; operands that are
+//                 tile_loads of whole shared buffers are read in place,
+//                 others are staged to scratch shared memory.
+// A tile value is a group value on the CPU (every tile sees the same
+// snapshot); here each thread reads its part of shared memory when it gets
+// there, so a group op that reads shared memory is followed by a
+// __syncthreads() unless no shared write can come before the next barrier.
+// Kernels without a group shape and without group-cooperative ops run
+// `flat`: blocks of 256 threads, one tile per thread, tile.linear_id = the
+// global index; other kernels without a group shape get one thread per block.
+#include "backends/cuda/codegen/emitter.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tessera/ir/verifier.h"
+#include "tessera/support/error.h"
+#include "tessera/tile/tile_dialect.h"
+
+namespace tessera::cuda::detail {
+namespace {
+
+[[noreturn]] void unsupported(const ir::Operation& op, const std::string& what) {
+  raise(ErrorCode::Compile, "CUDA backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
+}
+
+std::string sanitize(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? c : '_';
+  return r;
+}
+
+std::vector<const ir::Operation*> op_list(const ir::Block& block) {
+  std::vector<const ir::Operation*> v;
+  for (const auto& op : block.ops()) v.push_back(op.get());
+  return v;
+}
+
+bool uses_group_ops(const ir::Block& block) {
+  for (const auto& op : block.ops()) {
+    if (tile::is_group_cooperative(*op)) return true;
+    for (std::size_t i = 0; i < op->num_results(); ++i)
+      if (op->result(i)->type().is_tile() || op->result(i)->type().is_smem()) return true;
+    for (std::size_t r = 0; r < op->num_regions(); ++r)
+      if (uses_group_ops(op->region(r).block())) return true;
+  }
+  return false;
+}
+
+// Writes shared memory (directly or inside a region).
+bool writes_shared(const ir::Operation& op) {
+  const std::string_view n = op.name();
+  if (n == "tile.cp_async") return true;
+  if ((n == "tile.store_elem" || n == "tile.tile_store") && op.operand(0)->type().is_smem()) return true;
+  for (std::size_t r = 0; r < op.num_regions(); ++r)
+    for (const auto& inner : op.region(r).block().ops())
+      if (writes_shared(*inner)) return true;
+  return false;
+}
+
+// Union-find over tile values that must share a C++ type (loop carries, yields, mma acc/result).
+class Classes {
+ public:
+  const ir::Value* find(const ir::Value* v) {
+    auto it = parent_.find(v);
+    if (it == parent_.end() || it->second == v) return v;
+    const ir::Value* r = find(it->second);
+    parent_[v] = r;
+    return r;
+  }
+  void join(const ir::Value* a, const ir::Value* b) {
+    if (!a->type().is_tile() || !b->type().is_tile()) return;
+    const ir::Value* ra = find(a);
+    const ir::Value* rb = find(b);
+    if (ra != rb) parent_[ra] = rb;
+  }
+
+ private:
+  std::unordered_map<const ir::Value*, const ir::Value*> parent_;
+};
+
+class Emitter {
+ public:
+  Emitter(const ir::Operation& func, const KernelCompileOptions& options) : func_(func), options_(options) {}
+
+  EmittedKernel run() {
+    if (!tile::is_kernel(func_)) {
+      raise(ErrorCode::Compile, "CUDA backend: function '" + ir::function_name(func_) +
+                                    "' is not a kernel (attribute kernel = true is missing)");
+    }
+    ir::verify_function(func_);
+    out_.name = ir::function_name(func_);
+    if (const ir::Attribute* gs = func_.attrs().find("group_shape"); gs && ir::kind_of(*gs) == ir::AttrKind::int_list) {
+      out_.group_shape = std::get<std::vector<std::int64_t>>(*gs);
+    }
+    out_.group_size = tile::group_tile_count(func_);
+    if (out_.group_size < 1) raise(ErrorCode::Compile, "kernel '" + out_.name + "' has an empty group shape");
+    if (out_.group_size > 1024) {
+      raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' has " + std::to_string(out_.group_size) +
+                                    " tiles per group; a thread block holds at most 1024");
+    }
+    out_.specialized = options_.specialize;
+    const ir::Block& body = ir::function_body(func_);
+    if (out_.group_shape.empty()) {
+      out_.flat = !uses_group_ops(body);
+      out_.block_threads = out_.flat ? std::max(1, options_.flat_block) : 1;
+    } else {
+      out_.block_threads = static_cast<int>(out_.group_size);
+    }
+    bind_params(body);
+    analyse(body);
+    decide_layouts();
+    indent_ = 1;
+    emit_block(body);
+    const std::int64_t budget = tile::shared_budget(func_);
+    if (shared_cursor_ > budget) {
+      raise(ErrorCode::Compile, "kernel '" + out_.name + "' uses " + std::to_string(shared_cursor_) +
+                                    " bytes of shared memory, more than its budget of " + std::to_string(budget));
+    }
+    scratch_offset_ = (shared_cursor_ + 127) / 128 * 128;
+    out_.shared_bytes = scratch_bytes_ > 0 ? scratch_offset_ + scratch_bytes_ : shared_cursor_;
+    out_.smem_count = smem_count_;
+    out_.source = assemble();
+    return out_;
+  }
+
+ private:
+  // ---- analysis ----
+
+  void bind_params(const ir::Block& body) {
+    if (body.num_arguments() > 16) {
+      raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' has " +
+                                    std::to_string(body.num_arguments()) + " parameters; at most 16 are supported");
+    }
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      const ir::Value* arg = body.argument(i);
+      const ir::Type& t = arg->type();
+      KernelParam p;
+      p.name = arg->name().empty() ? "arg" + std::to_string(i) : arg->name();
+      p.type = t;
+      p.is_buffer = t.is_gmem();
+      p.is_mut = t.is_gmem() && t.mut;
+      if (!t.is_gmem() && !t.is_lane()) {
+        raise(ErrorCode::Compile, "kernel '" + out_.name + "' parameter '" + p.name +
+                                      "' must be a gmem buffer or a lane scalar, got " + ir::print_type(t));
+      }
+      if (t.is_gmem()) {
+        if (bit_width(t.dtype()) < 8) {
+          raise(ErrorCode::Compile, "CUDA backend: parameter '" + p.name + "' of kernel '" + out_.name + "' is " +
+                                        ir::print_type(t) +
+                                        "; packed sub-byte buffers are not supported as kernel parameters yet, "
+                                        "pass an 8-bit format (int8, fp8_e4m3) instead");
+        }
+        if (t.rank() < 1 || t.rank() > 8) {
+          raise(ErrorCode::Compile, "CUDA backend: parameter '" + p.name + "' has rank " + std::to_string(t.rank()) +
+                                        "; buffers of rank 1 to 8 are supported");
+        }
+        require_nearest_even(t.policy, "parameter '" + p.name + "'");
+        for (const ir::Dim& d : t.shape) note_symbols(d);
+      }
+      name_[arg] = "p_" + sanitize(p.name);
+      out_.params.push_back(std::move(p));
+    }
+  }
+
+  void note_symbols(const ir::Dim& d) {
+    if (!d.is_symbolic()) return;
+    std::string tok;
+    auto flush = [&] {
+      if (!tok.empty() && (std::isdigit(static_cast<unsigned char>(tok[0])) == 0)) symbol_index(tok);
+      tok.clear();
+    };
+    for (char c : d.symbol) {
+      if (c == '/' || c == '*' || c == ' ') {
+        flush();
+      } else {
+        tok += c;
+      }
+    }
+    flush();
+  }
+
+  int symbol_index(const std::string& name) {
+    auto it = std::find(out_.symbols.begin(), out_.symbols.end(), name);
+    if (it != out_.symbols.end()) return static_cast<int>(it - out_.symbols.begin());
+    if (out_.symbols.size() >= 16) {
+      raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' reads more than 16 shape symbols");
+    }
+    out_.symbols.push_back(name);
+    return static_cast<int>(out_.symbols.size()) - 1;
+  }
+
+  std::string symbol_expr(const std::string& name) {
+    if (auto it = options_.specialize.find(name); it != options_.specialize.end()) return cu_int_literal(it->second);
+    return "sym_" + sanitize(name) + "_" + std::to_string(symbol_index(name));
+  }
+
+  std::int64_t resolve_dim(const ir::Dim& d) {
+    if (!d.is_symbolic()) return d.size;
+    if (auto it = options_.specialize.find(d.symbol); it != options_.specialize.end()) return it->second;
+    raise(ErrorCode::Compile, "CUDA backend: dim '" + d.symbol + "' of a tile or shared buffer in kernel '" +
+                                  out_.name + "' must be known at compile time; specialize it (k.jit(" + d.symbol +
+                                  "=...))");
+  }
+
+  std::pair<std::int64_t, std::int64_t> rows_cols(const ir::Type& t) {
+    const std::int64_t rows = t.rank() == 2 ? resolve_dim(t.shape[0]) : 1;
+    return {rows, resolve_dim(t.shape.back())};
+  }
+
+  // Joins tile values that share storage, and finds tile_loads an mma reads in place.
+  void analyse(const ir::Block& block) {
+    const std::vector<const ir::Operation*> ops = op_list(block);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const ir::Operation& op = *ops[i];
+      const std::string_view n = op.name();
+      if (n == "tile.for") {
+        const ir::Block& b = op.region(0).block();
+        for (std::size_t k = 0; k < op.num_results(); ++k) {
+          classes_.join(op.operand(3 + k), b.argument(1 + k));
+          classes_.join(b.argument(1 + k), b.terminator()->operand(k));
+          classes_.join(b.argument(1 + k), op.result(k));
+        }
+      } else if (n == "tile.if") {
+        for (std::size_t k = 0; k < op.num_results(); ++k)
+          for (std::size_t r = 0; r < 2; ++r) classes_.join(op.result(k), op.region(r).block().terminator()->operand(k));
+      } else if (n == "tile.while") {
+        const ir::Block& before = op.region(0).block();
+        const ir::Block& after = op.region(1).block();
+        for (std::size_t k = 0; k < op.num_results(); ++k) {
+          classes_.join(op.operand(k), before.argument(k));
+          classes_.join(before.argument(k), after.terminator()->operand(k));
+          classes_.join(before.terminator()->operand(1 + k), after.argument(k));
+          classes_.join(after.argument(k), op.result(k));
+        }
+      } else if (n == "tile.mma") {
+        classes_.join(op.operand(2), op.result(0));
+        mmas_.push_back(&op);
+      } else if (n == "tile.tile_load") {
+        check_fusable(ops, i);
+      }
+      for (std::size_t r = 0; r < op.num_regions(); ++r) analyse(op.region(r).block());
+    }
+  }
+
+  // A tile_load of a whole shared buffer whose only use is an mma operand
+  // later in the same block, with nothing in between that writes shared
+  // memory or synchronises: the mma reads the buffer in place.
+  void check_fusable(const std::vector<const ir::Operation*>& ops, std::size_t i) {
+    const ir::Operation& load = *ops[i];
+    const ir::Value* src = load.operand(0);
+    const ir::Value* t = load.result(0);
+    if (!src->type().is_smem() || src->type().rank() != t->type().rank() || t->uses().size() != 1) return;
+    const ir::Use& use = t->uses().front();
+    if (use.user->name() != "tile.mma" || use.operand_index > 1 || use.user->parent_block() != load.parent_block()) return;
+    for (std::size_t k = 1; k < load.num_operands(); ++k) {
+      const ir::Operation* def = load.operand(k)->defining_op();
+      if (def == nullptr || def->name() != "tile.const") return;
+      const ir::Attribute* v = def->attrs().find("value");
+      if (v == nullptr || ir::kind_of(*v) != ir::AttrKind::integer || std::get<std::int64_t>(*v) != 0) return;
+    }
+    for (std::size_t d = 0; d < t->type().rank(); ++d) {
+      if (t->type().shape[d].is_symbolic() || src->type().shape[d].is_symbolic()) return;
+      if (t->type().shape[d].size != src->type().shape[d].size) return;
+    }
+    if (t->type().dtype() != src->type().dtype()) return;
+    for (std::size_t k = i + 1; k < ops.size(); ++k) {
+      const ir::Operation& mid = *ops[k];
+      if (&mid == use.user) {
+        fused_.insert(&load);
+        return;
+      }
+      if (writes_shared(mid) || mid.name() == "tile.barrier" || mid.num_regions() != 0) return;
+    }
+  }
+
+  // The warp grid of a tensor-core mma of [M, N] with `warps` warps, or {0, 0}.
+  static std::pair<int, int> warp_grid(std::int64_t m, std::int64_t n, int warps) {
+    std::pair<int, int> best{0, 0};
+    std::int64_t best_cost = -1;
+    for (int wm = 1; wm <= warps; ++wm) {
+      if (warps % wm != 0) continue;
+      const int wn = warps / wm;
+      if ((m / 16) % wm != 0 || (n / 8) % wn != 0) continue;
+      const std::int64_t am = m / 16 / wm, an = n / 8 / wn;
+      const std::int64_t cost = 2 * am + an;  // fragment loads per k-step per warp
+      if (am * an > 64) continue;             // registers: 4 floats per atom
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best = {wm, wn};
+      }
+    }
+    return best;
+  }
+
+  void decide_layouts() {
+    const int threads = out_.block_threads;
+    for (const ir::Operation* op : mmas_) {
+      const ir::Type& a = op->operand(0)->type();
+      const ir::Type& b = op->operand(1)->type();
+      const ir::Type& acc = op->result(0)->type();
+      if (a.rank() != 2 || b.rank() != 2 || acc.rank() != 2) unsupported(*op, "tile.mma needs 2-D tiles");
+      const auto [m, k] = rows_cols(a);
+      const auto [k2, n] = rows_cols(b);
+      if (k != k2) unsupported(*op, "tile.mma inner dims differ");
+      const DType ad = a.dtype(), bd = b.dtype(), cd = acc.dtype();
+      if (cd != DType::fp32 && cd != DType::fp64) {
+        unsupported(*op, "tile.mma with a " + std::string(name(cd)) +
+                             " accumulator is not supported by the CUDA backend yet (fp32 and fp64 are)");
+      }
+      if (!is_float(ad) || !is_float(bd) || (ad == DType::fp64) != (cd == DType::fp64) ||
+          (bd == DType::fp64) != (cd == DType::fp64)) {
+        unsupported(*op, "tile.mma operands " + std::string(name(ad)) + " x " + std::string(name(bd)) + " into " +
+                             std::string(name(cd)) + " are not supported by the CUDA backend yet");
+      }
+      const bool tc_dtype = ad == bd && (ad == DType::bf16 || ad == DType::fp16) && cd == DType::fp32;
+      if (tc_dtype && threads % 32 == 0 && m % 16 == 0 && n % 8 == 0 && k % 16 == 0) {
+        const auto [wm, wn] = warp_grid(m, n, threads / 32);
+        if (wm > 0) {
+          tc_[op] = true;
+          layout_[classes_.find(op->result(0))] = "tsr::MmaLayout<" + std::to_string(m) + ", " + std::to_string(n) +
+                                                  ", " + std::to_string(wm) + ", " + std::to_string(wn) + ">";
+          ++out_.tensor_core_mmas;
+        }
+      }
+    }
+  }
+
+  // ---- types ----
+
+  std::string smem_type(const ir::Type& t) {
+    const auto [rows, cols] = rows_cols(t);
+    int mask = 0;
+    if (t.swizzle == ir::Swizzle::xor_) {
+      const std::int64_t row_bytes = cols * storage_bytes(t.dtype());
+      const std::int64_t chunks = row_bytes % 16 == 0 ? row_bytes / 16 : 0;
+      int m = 1;
+      while (m * 2 <= std::min<std::int64_t>(chunks, 8)) m *= 2;
+      mask = chunks >= 2 ? m - 1 : 0;
+    }
+    return "tsr::SView<" + cu_dtype(t.dtype()) + ", " + std::to_string(rows) + ", " + std::to_string(cols) + ", " +
+           std::to_string(mask) + ", " + std::to_string(t.rank()) + ">";
+  }
+
+  std::string tile_type(const ir::Value* v) {
+    const ir::Type& t = v->type();
+    const auto [rows, cols] = rows_cols(t);
+    std::string layout;
+    if (auto it = layout_.find(classes_.find(v)); it != layout_.end()) {
+      layout = it->second;
+    } else {
+      layout = "tsr::Strided<" + std::to_string(rows) + ", " + std::to_string(cols) + ", kThreads>";
+    }
+    return "tsr::Tile<" + cu_dtype(t.dtype()) + ", " + std::to_string(rows) + ", " + std::to_string(cols) + ", " +
+           layout + ">";
+  }
+
+  std::string type_of(const ir::Value* v) {
+    const ir::Type& t = v->type();
+    switch (t.kind) {
+      case ir::TypeKind::lane: return cu_value_type(t.dtype());
+      case ir::TypeKind::tile: return tile_type(v);
+      case ir::TypeKind::smem: return smem_type(t);
+      case ir::TypeKind::gmem: return "tsr::GView<" + cu_dtype(t.dtype()) + ", " + std::to_string(t.rank()) + ">";
+      case ir::TypeKind::tensor: break;
+    }
+    raise(ErrorCode::Compile, "CUDA backend: kernels take no tensor values, got " + ir::print_type(t));
+  }
+
+  // ---- emission ----
+
+  std::string fresh(const std::string& hint = "v") { return hint + std::to_string(next_value_++); }
+
+  void line(const std::string& text) {
+    body_.append(static_cast<std::size_t>(indent_) * 2, ' ');
+    body_ += text;
+    body_ += '\n';
+  }
+
+  std::vector<std::string> args_of(const ir::Operation& op) {
+    std::vector<std::string> a;
+    for (const ir::Value* v : op.operands()) a.push_back(name_.at(v));
+    return a;
+  }
+
+  LaneContext lane_context() {
+    LaneContext c;
+    c.linear_id = out_.group_shape.empty() ? "group" : "((tsr::i64)tid)";
+    c.symbol = [this](const std::string& s) { return symbol_expr(s); };
+    return c;
+  }
+
+  void emit_block(const ir::Block& block) {
+    for (const auto& op : block.ops()) {
+      if (op->def().is_terminator) break;
+      emit_op(*op);
+    }
+  }
+
+  void define(const ir::Value* v, const std::string& expr) {
+    name_[v] = fresh();
+    line("const " + type_of(v) + " " + name_.at(v) + " = " + expr + ";");
+  }
+
+  // Declares mutable storage for a control-flow result or carried value.
+  void declare(const ir::Value* v, const std::string& init = {}) {
+    name_[v] = fresh(v->type().is_lane() ? "a" : "t");
+    line(type_of(v) + " " + name_.at(v) + (init.empty() ? "" : " = " + init) + ";");
+  }
+
+  void carry(const std::vector<const ir::Value*>& dst, const ir::Operation& yield, std::size_t first) {
+    if (dst.empty()) return;
+    line("{");
+    ++indent_;
+    std::vector<std::string> tmp;
+    for (std::size_t k = 0; k < dst.size(); ++k) {
+      tmp.push_back(fresh("y"));
+      line("const auto " + tmp.back() + " = " + name_.at(yield.operand(first + k)) + ";");
+    }
+    for (std::size_t k = 0; k < dst.size(); ++k) line(name_.at(dst[k]) + " = " + tmp[k] + ";");
+    --indent_;
+    line("}");
+  }
+
+  void emit_op(const ir::Operation& op) {
+    const std::string_view n = op.name();
+    if (n == "tile.for") return emit_for(op);
+    if (n == "tile.if") return emit_if(op);
+    if (n == "tile.while") return emit_while(op);
+    if (n == "tile.store_elem") return line(store_stmt(op, args_of(op)));
+    if (is_lane_value_op(op)) return define(op.result(0), lane_expr(op, args_of(op), lane_context()));
+    if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
+    emit_group_op(op);
+  }
+
+  void emit_for(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    std::vector<const ir::Value*> iters;
+    for (std::size_t i = 1; i < body.num_arguments(); ++i) iters.push_back(body.argument(i));
+    for (std::size_t i = 0; i < iters.size(); ++i) declare(iters[i], name_.at(op.operand(3 + i)));
+    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
+    line("{  // tile.for");
+    ++indent_;
+    line("const tsr::i64 " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " + name_.at(op.operand(1)) +
+         ", " + step + " = " + name_.at(op.operand(2)) + ";");
+    line("if (" + step + " <= 0) tsr::fault(p.fault, 2, 4, -1, 0, " + step + ", 0, group);");
+    const std::string iv = fresh("iv");
+    name_[body.argument(0)] = iv;
+    line("else for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {");
+    ++indent_;
+    emit_block(body);
+    carry(iters, *body.terminator(), 0);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < op.num_results(); ++i) name_[op.result(i)] = name_.at(iters[i]);
+  }
+
+  void emit_if(const ir::Operation& op) {
+    std::vector<const ir::Value*> results;
+    for (std::size_t i = 0; i < op.num_results(); ++i) {
+      declare(op.result(i));
+      results.push_back(op.result(i));
+    }
+    line("if (" + name_.at(op.operand(0)) + ") {");
+    for (std::size_t r = 0; r < 2; ++r) {
+      if (r == 1) line("} else {");
+      ++indent_;
+      const ir::Block& b = op.region(r).block();
+      for (std::size_t i = 0; i < b.num_arguments(); ++i) name_[b.argument(i)] = name_.at(op.operand(1 + i));
+      emit_block(b);
+      carry(results, *b.terminator(), 0);
+      --indent_;
+    }
+    line("}");
+  }
+
+  void emit_while(const ir::Operation& op) {
+    const ir::Block& before = op.region(0).block();
+    const ir::Block& after = op.region(1).block();
+    std::vector<const ir::Value*> loop_vals, results, after_args;
+    for (std::size_t i = 0; i < before.num_arguments(); ++i) {
+      declare(before.argument(i), name_.at(op.operand(i)));
+      loop_vals.push_back(before.argument(i));
+    }
+    for (std::size_t i = 0; i < op.num_results(); ++i) {
+      declare(op.result(i));
+      results.push_back(op.result(i));
+    }
+    line("while (true) {  // tile.while");
+    ++indent_;
+    emit_block(before);
+    const ir::Operation& cond = *before.terminator();
+    line("if (!(" + name_.at(cond.operand(0)) + ")) {");
+    ++indent_;
+    carry(results, cond, 1);
+    line("break;");
+    --indent_;
+    line("}");
+    for (std::size_t i = 0; i < after.num_arguments(); ++i) {
+      declare(after.argument(i), name_.at(cond.operand(1 + i)));
+      after_args.push_back(after.argument(i));
+    }
+    emit_block(after);
+    carry(loop_vals, *after.terminator(), 0);
+    --indent_;
+    line("}");
+  }
+
+  // True when a shared-memory write can happen after `op` before the next
+  // barrier (scanning the rest of its block, a loop body's start on the back
+  // edge, and the code after the loop).
+  bool shared_write_before_barrier(const ir::Operation& op) {
+    const ir::Block* block = op.parent_block();
+    const std::vector<const ir::Operation*> ops = op_list(*block);
+    std::size_t i = 0;
+    while (ops[i] != &op) ++i;
+    for (std::size_t k = i + 1; k < ops.size(); ++k) {
+      if (ops[k]->name() == "tile.barrier") return false;
+      if (writes_shared(*ops[k])) return true;
+    }
+    const ir::Operation* owner = block->parent_region() ? block->parent_region()->parent_op() : nullptr;
+    if (owner == nullptr || owner == &func_) return false;  // the kernel ends
+    if (owner->name() != "tile.for") return true;
+    bool barrier_first = false;
+    for (std::size_t k = 0; k < i; ++k) {
+      if (ops[k]->name() == "tile.barrier") {
+        barrier_first = true;
+        break;
+      }
+      if (writes_shared(*ops[k])) return true;
+    }
+    if (!barrier_first) return true;
+    const std::vector<const ir::Operation*> outer = op_list(*owner->parent_block());
+    std::size_t j = 0;
+    while (outer[j] != owner) ++j;
+    for (std::size_t k = j + 1; k < outer.size(); ++k) {
+      if (outer[k]->name() == "tile.barrier") return false;
+      if (writes_shared(*outer[k])) return true;
+    }
+    return owner->parent_block() != &ir::function_body(func_);
+  }
+
+  void sync_after_shared_read(const ir::Operation& op) {
+    if (shared_write_before_barrier(op)) line("__syncthreads();  // every thread has read its part");
+  }
+
+  // A shared view for mma operand `i`: the buffer itself, or staging scratch.
+  std::string mma_operand(const ir::Operation& op, std::size_t i, std::int64_t& scratch_at, bool& staged) {
+    const ir::Value* v = op.operand(i);
+    const ir::Operation* def = v->defining_op();
+    if (def != nullptr && fused_.count(def) != 0) return name_.at(def->operand(0));
+    const auto [rows, cols] = rows_cols(v->type());
+    const std::string view = fresh("stage");
+    const std::string type = "tsr::SView<" + cu_dtype(v->type().dtype()) + ", " + std::to_string(rows) + ", " +
+                             std::to_string(cols) + ", 0, 2>";
+    if (!staged) line("__syncthreads();  // earlier readers of the staging area are done");
+    staged = true;
+    line("const " + type + " " + view + "{reinterpret_cast<" + type + "::S*>(tsr_smem + kScratch + " +
+         std::to_string(scratch_at) + "), -1000};");
+    line("tsr::stage(" + view + ", " + name_.at(v) + ", tid);");
+    const std::int64_t bytes = rows * cols * storage_bytes(v->type().dtype());
+    scratch_at += (bytes + 127) / 128 * 128;
+    scratch_bytes_ = std::max(scratch_bytes_, scratch_at);
+    return view;
+  }
+
+  void emit_group_op(const ir::Operation& op) {
+    const std::string n(op.name().substr(op.name().find('.') + 1));
+    const std::vector<std::string> a = args_of(op);
+    if (n == "smem_alloc") return emit_smem_alloc(op);
+    if (n == "barrier") return line("__syncthreads();");
+    if (n == "cp_async_wait") {
+      return line("tsr::cp_async_wait<" + std::to_string(op.attrs().get_int("pending")) + ">();");
+    }
+    if (n == "cp_async") {
+      const ir::Type& dst = op.operand(0)->type();
+      const ir::Type& src = op.operand(1)->type();
+      if (dst.rank() > 2 || src.rank() != dst.rank()) unsupported(op, "cp_async copies 1-D or 2-D boxes of equal rank");
+      const std::string r0 = dst.rank() == 2 ? a[2] : "0", c0 = dst.rank() == 2 ? a[3] : a[2];
+      return line("tsr::cp_async(" + a[0] + ", " + a[1] + ", " + r0 + ", " + c0 + ", tid, kThreads);");
+    }
+    if (n == "tile_load") {
+      if (fused_.count(&op) != 0) return;  // the mma reads the shared buffer in place
+      const ir::Type& src = op.operand(0)->type();
+      if (src.rank() > 2) unsupported(op, "tile loads read 1-D or 2-D buffers");
+      const std::string r0 = src.rank() == 2 ? a[1] : "0", c0 = src.rank() == 2 ? a[2] : a[1];
+      const ir::Value* r = op.result(0);
+      name_[r] = fresh("t");
+      line(type_of(r) + " " + name_.at(r) + ";");
+      line("tsr::tile_load(" + name_.at(r) + ", " + a[0] + ", " + r0 + ", " + c0 + ", tid);");
+      if (src.is_smem()) sync_after_shared_read(op);
+      return;
+    }
+    if (n == "tile_store") {
+      const ir::Type& dst = op.operand(0)->type();
+      if (dst.rank() > 2) unsupported(op, "tile stores write 1-D or 2-D buffers");
+      const std::string r0 = dst.rank() == 2 ? a[1] : "0", c0 = dst.rank() == 2 ? a[2] : a[1];
+      return line("tsr::tile_store(" + a[0] + ", " + r0 + ", " + c0 + ", " + a.back() + ", " +
+                  cu_overflow(dst.policy.overflow) + ", tid);");
+    }
+    if (n == "zeros") {
+      const std::string type = type_of(op.result(0));
+      return define(op.result(0), "tsr::zeros<" + type + ">()");
+    }
+    if (n == "tile_cast") {
+      const NumericsPolicy& to = op.attrs().get_policy("to");
+      require_nearest_even(to, "tile.tile_cast");
+      return define(op.result(0), "tsr::tile_cast<" + cu_dtype(to.storage) + ">(" + a[0] + ", " +
+                                      cu_overflow(to.overflow) + ")");
+    }
+    if (n == "mma") {
+      std::int64_t scratch_at = 0;
+      bool staged = false;
+      const std::string av = mma_operand(op, 0, scratch_at, staged);
+      const std::string bv = mma_operand(op, 1, scratch_at, staged);
+      if (staged) line("__syncthreads();  // the staged operands are complete");
+      std::string call;
+      if (tc_.count(&op) != 0) {
+        const bool bf16 = op.operand(0)->type().dtype() == DType::bf16;
+        call = std::string("tsr::mma_tc<") + (bf16 ? "true" : "false") + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
+      } else {
+        call = "tsr::mma_scalar<" + cu_dtype(op.operand(0)->type().dtype()) + ", " +
+               cu_dtype(op.operand(1)->type().dtype()) + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
+      }
+      define(op.result(0), call);
+      const ir::Operation* da = op.operand(0)->defining_op();
+      const ir::Operation* db = op.operand(1)->defining_op();
+      if ((da != nullptr && fused_.count(da) != 0) || (db != nullptr && fused_.count(db) != 0)) {
+        sync_after_shared_read(op);
+      }
+      return;
+    }
+    unsupported(op, "the op is not supported by the CUDA backend");
+  }
+
+  void emit_smem_alloc(const ir::Operation& op) {
+    const ir::Value* r = op.result(0);
+    const ir::Type& t = r->type();
+    require_nearest_even(t.policy, "shared buffer");
+    if (t.rank() > 2) unsupported(op, "shared buffers of rank 1 or 2 are supported");
+    const auto [rows, cols] = rows_cols(t);
+    const std::int64_t bytes = rows * cols * storage_bytes(t.dtype());
+    std::int64_t offset = 0;
+    if (const ir::Attribute* o = op.attrs().find("offset"); o && ir::kind_of(*o) == ir::AttrKind::integer) {
+      offset = std::get<std::int64_t>(*o);  // planned by tile-plan-shared
+    } else {
+      offset = next_shared_;
+      next_shared_ += (bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment * tile::kSharedAlignment;
+    }
+    shared_cursor_ = std::max(shared_cursor_, offset + bytes);
+    const std::string type = smem_type(t);
+    name_[r] = fresh("s");
+    line("const " + type + " " + name_.at(r) + "{reinterpret_cast<" + type + "::S*>(tsr_smem + " +
+         std::to_string(offset) + "), " + std::to_string(-1 - smem_count_++) + "};");
+  }
+
+  std::string assemble() {
+    std::ostringstream s;
+    std::string source;
+    if (const ir::Attribute* a = func_.attrs().find("source"); a && ir::kind_of(*a) == ir::AttrKind::string) {
+      source = std::get<std::string>(*a);
+    }
+    s << "// Generated by the Tessera CUDA backend from Tile IR kernel '" << out_.name << "'"
+      << (source.empty() ? "" : " (" + source + ")") << ".\n";
+    if (out_.flat) {
+      s << "// No group shape and no group-cooperative ops: one tile per thread, " << out_.block_threads
+        << " threads per block.\n";
+    } else {
+      s << "// One thread block per group, one thread per tile (" << out_.block_threads << " threads).\n";
+    }
+    s << "#include \"tessera/tile.cuh\"\n\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads << ") " << kEntryName
+      << "(const tsr::Params p) {\n";
+    s << "  extern __shared__ __align__(128) unsigned char tsr_smem[];\n";
+    s << "  constexpr int kThreads = " << out_.block_threads << ";\n";
+    s << "  constexpr tsr::i64 kGroupSize = " << out_.group_size << ";\n";
+    s << "  constexpr int kScratch = " << scratch_offset_ << ";\n";
+    s << "  const int tid = threadIdx.x;\n";
+    if (out_.flat) {
+      s << "  const tsr::i64 group = (tsr::i64)blockIdx.x * kThreads + tid;\n";
+      s << "  if (group >= p.grid) return;\n";
+    } else {
+      s << "  const tsr::i64 group = blockIdx.x;\n";
+    }
+    s << "  const tsr::Where W{p.fault, group};\n";
+    s << "  (void)kGroupSize; (void)kScratch; (void)W; (void)tsr_smem;\n";
+    const ir::Block& body = ir::function_body(func_);
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      const ir::Value* arg = body.argument(i);
+      const ir::Type& t = arg->type();
+      const std::string& n = name_.at(arg);
+      if (t.is_gmem()) {
+        s << "  const auto " << n << " = tsr::gview<" << cu_dtype(t.dtype()) << ", " << t.rank() << ">(p.buf[" << i
+          << "], " << i << ");\n";
+      } else {
+        const DType d = t.dtype();
+        const std::string field =
+            is_float(d) ? "p.real[" + std::to_string(i) + "]" : "p.integer[" + std::to_string(i) + "]";
+        s << "  const " << cu_value_type(d) << " " << n << " = (" << cu_value_type(d) << ")" << field << ";\n";
+      }
+      s << "  (void)" << n << ";\n";
+    }
+    for (std::size_t i = 0; i < out_.symbols.size(); ++i) {
+      const std::string& sym = out_.symbols[i];
+      if (options_.specialize.count(sym) != 0u) continue;
+      s << "  const tsr::i64 " << symbol_expr(sym) << " = p.sym[" << i << "];\n";
+    }
+    s << body_ << "}\n";
+    return s.str();
+  }
+
+  const ir::Operation& func_;
+  const KernelCompileOptions& options_;
+  EmittedKernel out_;
+  std::string body_;
+  int indent_ = 1;
+  std::unordered_map<const ir::Value*, std::string> name_;
+  Classes classes_;
+  std::unordered_map<const ir::Value*, std::string> layout_;  // class root -> layout type
+  std::vector<const ir::Operation*> mmas_;
+  std::unordered_map<const ir::Operation*, bool> tc_;
+  std::unordered_set<const ir::Operation*> fused_;
+  int next_value_ = 0;
+  std::int64_t next_shared_ = 0;
+  std::int64_t shared_cursor_ = 0;
+  std::int64_t scratch_offset_ = 0;
+  std::int64_t scratch_bytes_ = 0;
+  int smem_count_ = 0;
+};
+
+}  // namespace
+
+EmittedKernel emit_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
+  return Emitter(kernel_func, options).run();
+}
+
+}  // namespace tessera::cuda::detail

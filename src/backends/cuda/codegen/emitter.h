@@ -1,0 +1,53 @@
+// Tile IR kernel -> CUDA C++ for the device tile header library (internal
+// interface of the CUDA backend's emitter: emitter.cpp for the program
+// structure and tile ops, emit_lane.cpp for lane expressions).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/backends/cuda/cuda_backend.h"
+#include "tessera/ir/ir.h"
+
+namespace tessera::cuda::detail {
+
+struct EmittedKernel {
+  std::string name;
+  std::string source;
+  std::vector<KernelParam> params;
+  std::vector<std::string> symbols;  // read from Params::sym in this order
+  std::map<std::string, std::int64_t> specialized;
+  std::vector<std::int64_t> group_shape;
+  std::int64_t group_size = 1;
+  int block_threads = 1;
+  bool flat = false;
+  std::int64_t shared_bytes = 0;  // planned buffers + mma staging scratch
+  int smem_count = 0;
+  int tensor_core_mmas = 0;  // tile.mma ops emitted on the tensor-core path
+};
+
+// The name of the __global__ function in every generated unit.
+inline constexpr const char* kEntryName = "tessera_kernel";
+
+EmittedKernel emit_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options);
+
+struct LaneContext {
+  std::string linear_id;
+  std::function<std::string(const std::string&)> symbol;
+};
+
+// Spellings shared by the emitter files.
+std::string cu_dtype(DType dtype);       // "tsr::kFp32"
+std::string cu_value_type(DType dtype);  // "float", "double", "tsr::i64", "bool"
+std::string cu_overflow(Overflow overflow);
+std::string cu_literal(double value, DType dtype, Overflow overflow);  // exact bits
+std::string cu_int_literal(std::int64_t value);
+bool is_lane_value_op(const ir::Operation& op);
+std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
+void require_nearest_even(const NumericsPolicy& policy, const std::string& what);
+
+}  // namespace tessera::cuda::detail
