@@ -31,7 +31,8 @@ command -v nvcc >/dev/null && nvcc --version | tail -1
 # GoogleTest: the system's, else built from source into the build folder.
 cmake_extra=()
 if [ ! -e /usr/include/gtest/gtest.h ] && [ ! -e /usr/local/include/gtest/gtest.h ]; then
-  gsrc="${TESSERA_GTEST_SOURCE:-/usr/src/googletest}"
+  gsrc="${TESSERA_GTEST_SOURCE:-$root/.gpu-carry/googletest-src}"
+  [ -f "$gsrc/CMakeLists.txt" ] || gsrc=/usr/src/googletest
   if [ -f "$gsrc/CMakeLists.txt" ]; then
     echo "== building GoogleTest from $gsrc"
     cmake -S "$gsrc" -B "$build/_gtest_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
@@ -55,6 +56,7 @@ t0=$(stamp)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_TESTS=ON \
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
   cmake --build "$build" -j"$jobs" --target tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures \
+    tessera_cuda_codegen_tests tessera_gpu_codegen_bench \
     >"$logs/build.log" 2>&1; then
   row "build (C++)" PASS "$(($(stamp) - t0)) s"
   # The rest (the Python module) apart, so a failure there still lets the C++ tests run.
@@ -98,6 +100,23 @@ mism=$(grep -oE '[0-9]+ mismatches' "$logs/gpu_tests.log" | awk '{s += $1} END {
 [ "$rc" -eq 0 ] && row "gpu numerics" PASS "$checked conversions, $mism mismatches, $(($(stamp) - t0)) s" ||
   row "gpu numerics" FAIL "$checked conversions, $mism mismatches"
 
+echo "== CUDA code generation (emission + NVRTC, GPU execution)"
+t0=$(stamp)
+"$build/tests/cpp/tessera_cuda_codegen_tests" 2>&1 | tee "$logs/cuda_codegen.log" | grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure" | head -30
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && row "cuda codegen tests" PASS "$(grep -E '^\[  PASSED  \]' "$logs/cuda_codegen.log" | sed 's/\[  PASSED  \] //'), $(($(stamp) - t0)) s" ||
+  row "cuda codegen tests" FAIL "see $logs/cuda_codegen.log"
+grep -E "gpu-codegen\]" "$logs/gpu_tests.log" | head -30
+conf=$(grep -cE "^\[       OK \] GpuCodegen" "$logs/gpu_tests.log")
+bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
+[ "$bad" -eq 0 ] && row "gpu conformance (vs CPU backend)" PASS "$conf kernels passed" ||
+  row "gpu conformance (vs CPU backend)" FAIL "$bad failed, $conf passed"
+
+echo "== CUDA code generation benchmarks"
+"$build/tests/gpu/tessera_gpu_codegen_bench" 2>&1 | tee "$logs/codegen_bench.log"
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && row "codegen benchmarks" PASS "table below" || row "codegen benchmarks" FAIL "see $logs/codegen_bench.log"
+
 echo "== runtime figures"
 "$build/tests/gpu/tessera_gpu_figures" 2>&1 | tee "$logs/figures.log"
 rc=${PIPESTATUS[0]}
@@ -121,4 +140,5 @@ fi
 
 printf '\n== summary\n'
 printf '%s\n' "${rows[@]}"
+grep -hE "gpu-bench\]" "$logs/codegen_bench.log" 2>/dev/null
 exit $status

@@ -79,24 +79,12 @@ std::vector<ir::Value*> call_function(ir::Block& body, const ir::Module& module,
 
 namespace {
 
-nb::list shape_list(const ir::Shape& shape) {
-  nb::list out;
-  for (const auto& d : shape) {
-    if (d.is_symbolic()) {
-      out.append(nb::str(d.symbol.c_str()));
-    } else {
-      out.append(nb::int_(d.size));
-    }
-  }
-  return out;
-}
-
 nb::object attribute_to_python(const ir::Attribute& a) {
   return std::visit(
       [](const auto& v) -> nb::object {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, ir::Shape>) {
-          return nb::tuple(shape_list(v));
+          return nb::tuple(shape_to_python(v));
         } else {
           return nb::cast(v);
         }
@@ -122,7 +110,7 @@ const ir::Operation& function(const IRModule& m, const std::string& name) {
 
 nb::list types_to_python(const std::vector<ir::Value*>& values) {
   nb::list out;
-  for (ir::Value* v : values) out.append(nb::make_tuple(shape_list(v->type().shape), v->type().policy));
+  for (ir::Value* v : values) out.append(nb::make_tuple(shape_to_python(v->type().shape), v->type().policy));
   return out;
 }
 
@@ -207,7 +195,7 @@ class RuleBuilder {
   }
   nb::tuple describe(std::size_t id) const {
     const ir::Type& t = values_[id]->type();
-    return nb::make_tuple(id, shape_list(t.shape), t.policy);
+    return nb::make_tuple(id, shape_to_python(t.shape), t.policy);
   }
   void close() { builder_ = nullptr; }
 

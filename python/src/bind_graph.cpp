@@ -26,18 +26,6 @@ namespace nb = nanobind;
 namespace tessera::python {
 namespace {
 
-nb::list shape_to_python(const ir::Shape& shape) {
-  nb::list out;
-  for (const auto& d : shape) {
-    if (d.is_symbolic()) {
-      out.append(nb::str(d.symbol.c_str()));
-    } else {
-      out.append(nb::int_(d.size));
-    }
-  }
-  return out;
-}
-
 class GraphFunction {
  public:
   // The module may hold more functions than the traced one: those that `call` ops name.
@@ -232,6 +220,18 @@ void bind_graph(nb::module_& m) {
   });
   m.def("op_effect",
         [](const std::string& name) { return std::string(ir::effect_name(ir::Registry::global().get(name).effect)); });
+}
+
+nb::list shape_to_python(const ir::Shape& shape) {
+  nb::list out;
+  for (const auto& d : shape) {
+    if (d.is_symbolic()) {
+      out.append(nb::str(d.symbol.c_str()));
+    } else {
+      out.append(nb::int_(d.size));
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera::python

@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "tessera/ir/type.h"
 #include "tessera/numerics/policy.h"
 
 namespace tessera::python {
@@ -22,5 +23,7 @@ DType dtype_argument(nanobind::handle value, const char* what);
 NumericsPolicy policy_argument(nanobind::handle value, const char* what);
 // The Python tessera.DType object for `dtype`.
 nanobind::object dtype_object(DType dtype);
+// A shape as Python sees it: a list of ints (fixed dims) and strs (symbols).
+nanobind::list shape_to_python(const ir::Shape& shape);
 
 }  // namespace tessera::python

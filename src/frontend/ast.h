@@ -3,8 +3,8 @@
 // One node type per category (Expr, Stmt) with a kind tag keeps the tree
 // simple to build, walk and copy; every node records the byte offset and
 // length of its text so diagnostics can point at it. The parser builds the
-// tree, sema.cpp checks it and records types, lower_to_tile.cpp walks it again
-// to emit Tile IR.
+// tree, sema (sema*.cpp) checks it and records types, lower_to_tile.cpp walks
+// it again to emit Tile IR.
 #pragma once
 
 #include <cstddef>

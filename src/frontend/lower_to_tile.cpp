@@ -94,11 +94,13 @@ class Lowerer {
   // A value of `type` to start a variable that is first assigned in both
   // branches of an if (never observed: both branches overwrite it).
   ir::Value* placeholder(const KType& type, const SourceLocation& at) {
-    if (type.kind == Kind::tile) {
-      ir::Shape shape = ir::fixed_shape(type.sizes);
-      return op("tile.zeros", {}, {{"shape", shape}, {"policy", default_policy(type.dtype)}}, at);
-    }
+    if (type.kind == Kind::tile) return zeros(type, at);
     return constant(type, 0.0, 0, at);
+  }
+
+  // A tile of `type` (its extents and dtype) filled with zeros.
+  ir::Value* zeros(const KType& type, const SourceLocation& at) {
+    return op("tile.zeros", {}, {{"shape", ir::fixed_shape(type.sizes)}, {"policy", default_policy(type.dtype)}}, at);
   }
 
   ir::Value* coerce(ir::Value* v, DType to, const SourceLocation& at) {
@@ -190,6 +192,16 @@ class Lowerer {
     return out;
   }
 
+  // The values a region yields for the carried `names`: their current values,
+  // lanes converted back to the dtype of their inits.
+  std::vector<ir::Value*> yielded(const std::vector<std::string>& names, const std::vector<ir::Value*>& inits,
+                                  const SourceLocation& at) {
+    std::vector<ir::Value*> out = values_of(names);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (out[i]->type().is_lane()) out[i] = coerce(out[i], inits[i]->type().dtype(), at);
+    return out;
+  }
+
   // Runs `fn` with the builder and variable map of a region; the outer map is
   // restored afterwards (names defined inside are not visible after).
   template <typename Fn>
@@ -208,11 +220,9 @@ class Lowerer {
   void lower_if(const Stmt& s) {
     SourceLocation at = loc(s.offset, s.length);
     ir::Value* cond = lower(*s.value);
-    std::vector<std::string> names;
-    for (const std::string& n : assigned_names(s.body))
-      if (env_.count(n) && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-    for (const std::string& n : assigned_names(s.orelse))
-      if (env_.count(n) && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    std::vector<std::string> names = carried(s.body);
+    for (const std::string& n : carried(s.orelse))
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
     std::vector<ir::Value*> inits = values_of(names);
     auto exports = an_.if_exports.find(&s);
     if (exports != an_.if_exports.end()) {
@@ -226,12 +236,7 @@ class Lowerer {
       return [&, body_ptr = &body](ir::OpBuilder& inner, std::span<ir::Value* const> args) {
         return in_region(inner, names, args, 0, [&] {
           lower_body(*body_ptr);
-          std::vector<ir::Value*> out;
-          for (std::size_t i = 0; i < names.size(); ++i) {
-            ir::Value* v = env_.at(names[i]);
-            out.push_back(v->type().is_lane() ? coerce(v, inits[i]->type().dtype(), at) : v);
-          }
-          return out;
+          return yielded(names, inits, at);
         });
       };
     };
@@ -270,12 +275,7 @@ class Lowerer {
           return in_region(inner, names, args, 1, [&] {
             env_[var] = args[0];
             lower_body(s.body);
-            std::vector<ir::Value*> out;
-            for (std::size_t i = 0; i < names.size(); ++i) {
-              ir::Value* v = env_.at(names[i]);
-              out.push_back(v->type().is_lane() ? coerce(v, inits[i]->type().dtype(), at) : v);
-            }
-            return out;
+            return yielded(names, inits, at);
           });
         },
         prefetch, arg_names, at);
@@ -286,14 +286,6 @@ class Lowerer {
     SourceLocation at = loc(s.offset, s.length);
     std::vector<std::string> names = carried(s.body);
     std::vector<ir::Value*> inits = values_of(names);
-    auto yield_values = [&] {
-      std::vector<ir::Value*> out;
-      for (std::size_t i = 0; i < names.size(); ++i) {
-        ir::Value* v = env_.at(names[i]);
-        out.push_back(v->type().is_lane() ? coerce(v, inits[i]->type().dtype(), at) : v);
-      }
-      return out;
-    };
     ir::Operation* while_op = tile::build_while(
         *b_, inits,
         [&](ir::OpBuilder& inner, std::span<ir::Value* const> args) {
@@ -306,7 +298,7 @@ class Lowerer {
         [&](ir::OpBuilder& inner, std::span<ir::Value* const> args) {
           return in_region(inner, names, args, 0, [&] {
             lower_body(s.body);
-            return yield_values();
+            return yielded(names, inits, at);
           });
         },
         at);
@@ -502,16 +494,10 @@ class Lowerer {
     if (name == "tile.mma" || name == "tile.mma_fresh") {
       ir::Value* a = lower(arg(0));
       ir::Value* b = lower(arg(1));
-      ir::Value* acc =
-          name == "tile.mma"
-              ? lower(*find_keyword(e, "acc")->value)
-              : op("tile.zeros", {},
-                   {{"shape", ir::fixed_shape(info.type.sizes)}, {"policy", default_policy(info.type.dtype)}}, at);
+      ir::Value* acc = name == "tile.mma" ? lower(*find_keyword(e, "acc")->value) : zeros(info.type, at);
       return op("tile.mma", {a, b, acc}, {}, at);
     }
-    if (name == "tile.zeros")
-      return op("tile.zeros", {},
-                {{"shape", ir::fixed_shape(info.type.sizes)}, {"policy", default_policy(info.type.dtype)}}, at);
+    if (name == "tile.zeros") return zeros(info.type, at);
     if (name == "tile.cast" || name == "tile.tile_cast") return coerce(lower(arg(0)), info.type.dtype, at);
     if (name == "min" || name == "max") {
       DType d = info.op_dtype;

@@ -56,11 +56,7 @@ void register_memory_ops(ir::Registry& r) {
       .num_results = 0,
       .infer =
           [](std::span<const Type> in, const AttrMap&) {
-            require_buffer(in[0], "tile.store_elem", "buffer");
-            if (in[0].is_gmem() && !in[0].mut) {
-              raise(ErrorCode::Privilege,
-                    "tile.store_elem writes buffer " + ir::print_type(in[0]) + ", which is not marked mut");
-            }
+            require_writable_buffer(in[0], "tile.store_elem", "buffer");
             if (in.size() < 2) raise(ErrorCode::ArgumentInvalid, "tile.store_elem needs the value to store");
             check_indices(in, in.size() - 2, "tile.store_elem");
             const Type& value = in.back();

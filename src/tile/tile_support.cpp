@@ -38,6 +38,13 @@ void require_buffer(const Type& t, std::string_view op, std::string_view operand
   }
 }
 
+void require_writable_buffer(const Type& t, std::string_view op, std::string_view operand) {
+  require_buffer(t, op, operand);
+  if (t.is_gmem() && !t.mut) {
+    raise(ErrorCode::Privilege, std::string(op) + " writes buffer " + ir::print_type(t) + ", which is not marked mut");
+  }
+}
+
 void require_bool_lane(const Type& t, std::string_view op, std::string_view operand) {
   if (!t.is_lane() || t.dtype() != DType::bool_) {
     raise(ErrorCode::DtypeUnsupported, operand_label(op, operand) + " must be lane<bool>, got " + ir::print_type(t));

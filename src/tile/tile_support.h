@@ -30,6 +30,8 @@ void require_kind(const ir::Type& t, ir::TypeKind kind, std::string_view op, std
 // A lane<int*> index/offset/bound.
 void require_index(const ir::Type& t, std::string_view op, std::string_view operand);
 void require_buffer(const ir::Type& t, std::string_view op, std::string_view operand);
+// A buffer the op may write: smem, or gmem marked mut (a Privilege error otherwise).
+void require_writable_buffer(const ir::Type& t, std::string_view op, std::string_view operand);
 // lane<bool>
 void require_bool_lane(const ir::Type& t, std::string_view op, std::string_view operand);
 // Equal types (both operands of a binary lane op, a yield against a result, ...).

@@ -72,11 +72,7 @@ void register_tile_value_ops(ir::Registry& r) {
       .num_results = 0,
       .infer =
           [](std::span<const Type> in, const AttrMap&) {
-            require_buffer(in[0], "tile.tile_store", "dst");
-            if (in[0].is_gmem() && !in[0].mut) {
-              raise(ErrorCode::Privilege,
-                    "tile.tile_store writes buffer " + ir::print_type(in[0]) + ", which is not marked mut");
-            }
+            require_writable_buffer(in[0], "tile.tile_store", "dst");
             if (in.size() < 2) raise(ErrorCode::ArgumentInvalid, "tile.tile_store needs the tile to store");
             const Type& t = in.back();
             require_kind(t, ir::TypeKind::tile, "tile.tile_store", "tile");

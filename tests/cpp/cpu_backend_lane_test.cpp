@@ -33,7 +33,12 @@ TEST(CpuBackendLane, ScaleRoundsTheProductOnceToFp32) {
   Value* v = op(b, "tile.load_elem", {body.argument(0), i});
   stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.mul", {v, body.argument(2)})});
   cpu::CompiledKernel ck = compile(*k);
-  EXPECT_NE(ck.source.find("for (std::int64_t lane"), std::string::npos) << ck.source;
+  // Groups of one tile run as one loop over a range of groups, with masked
+  // (branch-free) element accesses.
+  EXPECT_NE(ck.source.find("for (std::int64_t group = begin; group < end; ++group)"), std::string::npos)
+      << ck.source;
+  EXPECT_NE(ck.source.find("tsr::load_m("), std::string::npos) << ck.source;
+  EXPECT_NE(ck.source.find("tsr::store_m<"), std::string::npos) << ck.source;
 
   std::mt19937_64 rng(std::random_device{}());
   std::normal_distribution<double> dist(0.0, 1e3);
@@ -187,6 +192,73 @@ TEST(CpuBackendLane, OutOfBoundsLoadRaisesNamingKernelParamIndexAndExtent) {
   // A grid inside the bounds runs cleanly.
   cpu::launch(ck, 4, {x, y});
   EXPECT_EQ(y.to_values(), (std::vector<double>{2, 3, 4, 5, 0}));
+}
+
+// Masked lane loops report what the checked loop reported: the lowest
+// faulting tile, at its first faulting access in program order, and a tile
+// has no side effect after its first fault.
+TEST(CpuBackendLane, MaskedFaultsReportTheLowestTileAtItsFirstFaultingAccess) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "two_loads",
+                                        {{"z", gmem({Dim::named("nz")}, DType::fp32)},
+                                         {"x", gmem({Dim::named("nx")}, DType::fp32)},
+                                         {"y", gmem({Dim::fixed(8)}, DType::fp32, true)}},
+                                        {.group_shape = std::vector<std::int64_t>{8}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* first = op(b, "tile.load_elem", {body.argument(0), i});  // faults from tile nz on
+  Value* second = op(b, "tile.load_elem", {body.argument(1), op(b, "tile.mul", {i, i64(b, 2)})});
+  stmt(b, "tile.store_elem", {body.argument(2), i, op(b, "tile.add", {first, second})});
+  cpu::CompiledKernel ck = compile(*k);
+  EXPECT_NE(ck.source.find("tsr::load_m("), std::string::npos) << ck.source;
+  std::vector<double> zs(6), xs(10);
+  for (std::size_t e = 0; e < zs.size(); ++e) zs[e] = 100.0 * static_cast<double>(e + 1);
+  for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<double>(e + 1);
+  Tensor z = f32_tensor(zs, {6});
+  Tensor x = f32_tensor(xs, {10});  // tiles 5, 6, 7 read x[10], x[12], x[14]
+  Tensor y = Tensor::zeros({8}, pol(DType::fp32));
+  try {
+    cpu::launch(ck, 1, {z, x, y});
+    FAIL() << "expected an index error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange);
+    // Tile 5 is the lowest faulting tile; its first fault is the second
+    // load (tile 6 faults first at the first load, but runs later).
+    const std::string msg = e.message();
+    EXPECT_NE(msg.find("kernel 'two_loads': load index 10 out of range for dim 0 of 'x' (extent 10)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("group 0"), std::string::npos) << msg;
+  }
+  // Tiles 0..4 stored z[i] + x[2i]; the faulting tiles stored nothing.
+  EXPECT_EQ(y.to_values(), (std::vector<double>{101, 203, 305, 407, 509, 0, 0, 0}));
+
+  // Store faults name the store; the lowest faulting group of a batched kernel.
+  ir::Module m2;
+  ir::Operation* k2 = tile::build_kernel(
+      m2, "spread", {{"x", gmem({Dim::named("n")}, DType::fp32)}, {"y", gmem({Dim::named("m")}, DType::fp32, true)}});
+  ir::Block& body2 = ir::function_body(*k2);
+  OpBuilder b2(body2);
+  Value* g = op(b2, "tile.linear_id", {});
+  stmt(b2, "tile.store_elem",
+       {body2.argument(1), op(b2, "tile.mul", {g, i64(b2, 3)}), op(b2, "tile.load_elem", {body2.argument(0), g})});
+  cpu::CompiledKernel ck2 = compile(*k2);
+  Tensor x2 = f32_tensor({1, 2, 3, 4, 5, 6, 7, 8, 9}, {9});
+  Tensor y2 = Tensor::zeros({10}, pol(DType::fp32));  // groups 4.. store past the end
+  for (int threads : {1, 3}) {
+    cpu::LaunchOptions lo;
+    lo.num_threads = threads;
+    try {
+      cpu::launch(ck2, 9, {x2, y2}, lo);
+      FAIL() << "expected an index error";
+    } catch (const Error& e) {
+      const std::string msg = e.message();
+      EXPECT_NE(msg.find("store index 12 out of range for dim 0 of 'y' (extent 10)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("(group 4 of kernel 'spread')"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(y2.to_values(), (std::vector<double>{1, 0, 0, 2, 0, 0, 3, 0, 0, 4}));
 }
 
 TEST(CpuBackendLane, IntegerDivisionByZeroIsAnArgumentError) {

@@ -188,6 +188,9 @@ TEST(FrontendParser, SyntaxErrorsAreLocated) {
       {"@kernel tile[(128,)] tile[(64,)]\ndef f(x: f32[n]):\n    pass\n", ErrorCode::ParseDuplicateModifier,
        "group shape is given twice", 1, 22},
       {"@kernel tile[(0,)]\ndef f(x: f32[n]):\n    pass\n", ErrorCode::ParseSyntax, "must be positive", 1, 15},
+      // Found by the parser fuzzer: an empty group shape read past the subscript's items.
+      {"@kernel tile[()]\ndef f(x: f32[n]):\n    pass\n", ErrorCode::ParseSyntax, "tile[...] needs the group shape",
+       1, 9},
       {"@kernel shared(n)\ndef f(x: f32[n]):\n    pass\n", ErrorCode::ParseSyntax, "must be an integer constant", 1,
        16},
       {"@kernel.autotune\ndef f(x: f32[n]):\n    pass\n", ErrorCode::ParseSyntax, "needs space=", 1, 2},

@@ -258,3 +258,17 @@ def test_checkpoint_backward_recomputes(rng):
     first_call, first_recompute = remat.index("remat = true"), remat.index("graph.tanh")
     assert first_call < first_recompute, "recomputation comes after the forward calls, in the backward pass"
     assert whole.count("func @") == 4, "the gradient function and the 3 checkpointed layers' functions"
+
+
+def test_custom_rules_missing_are_named_errors():
+    @tessera.custom_vjp
+    def f(x):
+        return x * x
+
+    @tessera.custom_jvp
+    def g(x):
+        return x * x
+
+    for fn, hint in ((f, r"f\.defvjp\(fwd, bwd\)"), (g, r"g\.defjvp\(rule\)")):
+        with pytest.raises(tessera.ArgumentError, match=r"has no rule: call " + hint + " first"):
+            tessera.grad(lambda x, fn=fn: ops.sum(fn(x)))(t([1.0, 2.0]))

@@ -38,25 +38,25 @@ def _cast_to(x, policy):
     return x if x.policy == policy else ops.cast(x, policy)
 
 
-class custom_vjp:  # noqa: N801 (spelled as the transform)
-    """``@custom_vjp`` def f(...); ``f.defvjp(fwd, bwd)`` with ``fwd(*args) -> (out, residuals)`` and
-    ``bwd(residuals, cotangent_of_out) -> tuple`` of one cotangent per argument (None for zero)."""
+class _CustomDerivative:
+    """What custom_vjp and custom_jvp share: calling the function runs its body
+    on tensors (and while its own rules are being traced), and records one
+    ``call`` op with the rule attributes when traced."""
+
+    kind = ""        # "custom_vjp" / "custom_jvp"
+    define_hint = ""  # how to give the rule, for the error when it is missing
 
     def __init__(self, fun):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.fwd = None
-        self.bwd = None
         self._tracing_rules = 0  # while its rules are traced, calls of the function run its body
 
-    def defvjp(self, fwd, bwd):
-        self.fwd, self.bwd = fwd, bwd
-        return self
+    rule_attr = ""  # the attribute that holds the rule once given
 
     def __call__(self, *args):
         name = fun_name(self.fun)
-        if self.fwd is None:
-            raise ArgumentError(f"custom_vjp function {name}() has no rule: call {name}.defvjp(fwd, bwd) first")
+        if getattr(self, self.rule_attr) is None:
+            raise ArgumentError(f"{self.kind} function {name}() has no rule: call {name}.{self.define_hint} first")
         ctx = active()
         if ctx is None or self._tracing_rules:
             return self.fun(*args)
@@ -65,6 +65,24 @@ class custom_vjp:  # noqa: N801 (spelled as the transform)
             return self._record(ctx, name, args)
         finally:
             self._tracing_rules -= 1
+
+
+class custom_vjp(_CustomDerivative):  # noqa: N801 (spelled as the transform)
+    """``@custom_vjp`` def f(...); ``f.defvjp(fwd, bwd)`` with ``fwd(*args) -> (out, residuals)`` and
+    ``bwd(residuals, cotangent_of_out) -> tuple`` of one cotangent per argument (None for zero)."""
+
+    kind = "custom_vjp"
+    define_hint = "defvjp(fwd, bwd)"
+    rule_attr = "fwd"
+
+    def __init__(self, fun):
+        super().__init__(fun)
+        self.fwd = None
+        self.bwd = None
+
+    def defvjp(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        return self
 
     def _record(self, ctx, name, args):
         _array_args(args, name, "custom_vjp")
@@ -122,32 +140,21 @@ class custom_vjp:  # noqa: N801 (spelled as the transform)
         return primal.out_tree.unflatten(outs)
 
 
-class custom_jvp:  # noqa: N801
+class custom_jvp(_CustomDerivative):  # noqa: N801
     """``@custom_jvp`` def f(...); ``f.defjvp(rule)`` with ``rule(primals, tangents) -> (out, tangent_out)``
     (primals and tangents: tuples of the arguments and their tangents)."""
 
+    kind = "custom_jvp"
+    define_hint = "defjvp(rule)"
+    rule_attr = "rule"
+
     def __init__(self, fun):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
+        super().__init__(fun)
         self.rule = None
-        self._tracing_rules = 0
 
     def defjvp(self, rule):
         self.rule = rule
         return rule
-
-    def __call__(self, *args):
-        name = fun_name(self.fun)
-        if self.rule is None:
-            raise ArgumentError(f"custom_jvp function {name}() has no rule: call {name}.defjvp(rule) first")
-        ctx = active()
-        if ctx is None or self._tracing_rules:
-            return self.fun(*args)
-        self._tracing_rules += 1
-        try:
-            return self._record(ctx, name, args)
-        finally:
-            self._tracing_rules -= 1
 
     def _record(self, ctx, name, args):
         _array_args(args, name, "custom_jvp")

@@ -245,15 +245,46 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return "tsr::convert<" + cpp_dtype(to.storage) + ", " + cpp_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
            ", " + cpp_overflow(to.overflow) + ")";
   }
-  if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+  if (n == "load_elem") {
+    if (ctx.access == Access::masked) return "tsr::load_m(" + a[0] + ", " + index_list(a, 1, a.size()) + ", lane_ok)";
+    return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+  }
   if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";
   return binary(op, n, a, ctx);
 }
 
-std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a, Access access) {
   const DType value_dtype = op.operand(op.num_operands() - 1)->type().dtype();
-  return "tsr::store<" + cpp_dtype(value_dtype) + ">(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " +
-         a.back() + ");";
+  const std::string idx = index_list(a, 1, a.size() - 1);
+  if (access == Access::masked) {
+    // The view's overflow mode as a constant (smem views always use inf_nan).
+    const ir::Type& buf = op.operand(0)->type();
+    const Overflow o = buf.is_gmem() ? buf.policy.overflow : Overflow::inf_nan;
+    return "tsr::store_m<" + cpp_dtype(value_dtype) + ", " + cpp_overflow(o) + ">(" + a[0] + ", " + idx + ", " +
+           a.back() + ", lane_ok);";
+  }
+  const std::string fn = access == Access::dry ? "tsr::store_dry<" : "tsr::store<";
+  return fn + cpp_dtype(value_dtype) + ">(" + a[0] + ", " + idx + ", " + a.back() + ");";
+}
+
+bool maskable_lane_op(const ir::Operation& op) {
+  const std::string n = short_name(op);
+  if (op.def().dialect() != "tile") return false;
+  if (n == "if") {
+    for (std::size_t r = 0; r < op.num_regions(); ++r)
+      for (const auto& inner : op.region(r).block().ops())
+        if (!maskable_lane_op(*inner)) return false;
+    return true;
+  }
+  if (n == "yield" || n == "store_elem") return true;
+  // Loops could run unbounded on a masked value (and tile.for checks its
+  // step); reduce_sum allocates; integer division, remainder and power fault.
+  if (op.num_regions() != 0 || n == "reduce_sum") return false;
+  if (!is_lane_value_op(op)) return false;
+  if (op.num_results() == 1 && !is_float(op.result(0)->type().dtype())) {
+    if (n == "div" || n == "floordiv" || n == "rem" || n == "pow") return false;
+  }
+  return true;
 }
 
 std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& a, const std::string& result,

@@ -14,18 +14,33 @@
 
 namespace tessera::cpu::detail {
 
+// How lane code accesses elements (memory.h):
+//   checked  load/store throw at an out-of-range index (the plain form);
+//   masked   branch-free: the lane's flag `lane_ok` is cleared instead, out-of-range
+//            loads read 0 and stores happen only while the flag holds, so the
+//            lane loop vectorizes;
+//   dry      the diagnosis re-run of a faulting lane: checked loads, stores
+//            that check their index and write nothing.
+enum class Access { checked, masked, dry };
+
 struct LaneContext {
   std::string linear_id;                                  // "lane" or "group"
   std::function<std::string(const std::string&)> symbol;  // symbol name -> C++ expression
   std::string kernel_name;                                // for messages in generated code
+  Access access = Access::checked;
 };
+
+// True when the op (and every op nested in it) can fault only through an
+// element access, and cannot run unbounded on a value read out of range:
+// such lane code may run with masked accesses.
+bool maskable_lane_op(const ir::Operation& op);
 
 // True for the ops lane_expr handles (pure lane ops, load_elem, reduce_sum).
 bool is_lane_value_op(const ir::Operation& op);
 // The C++ expression computing op's single lane result.
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
 // tile.store_elem as a statement.
-std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args, Access access);
 
 // The statement of a group-level op that is not control flow (tile_load,
 // tile_store, zeros, mma, tile_cast, cp_async, cp_async_wait, barrier);

@@ -84,6 +84,12 @@ class Emitter {
     collect_writes(body);
     bind_params(body);
     assign_segments(body);
+    // Groups of one tile with no group-level op are independent iterations of
+    // one loop: the kernel runs a whole range of groups as one lane loop
+    // (nothing is hoisted then, since group_linear_id() varies per iteration).
+    batched_ = out_.group_shape.empty();
+    for (const auto& op : body.ops())
+      if (!op->def().is_terminator && segment_.at(op.get()) < 0) batched_ = false;
     classify_block(body, nullptr);
 
     indent_ = 1;
@@ -277,7 +283,9 @@ class Emitter {
   // A lane op directly in a segment, with a uniform result and group operands.
   bool hoistable(const ir::Operation& op) const {
     auto it = segment_.find(&op);
-    if (it == segment_.end() || it->second < 0 || !is_lane_value_op(op) || op.num_results() != 1) return false;
+    if (batched_ || it == segment_.end() || it->second < 0 || !is_lane_value_op(op) || op.num_results() != 1) {
+      return false;
+    }
     if (!uniform_->is_uniform(op.result(0))) return false;
     // Reads move only when nothing can change what they read: no write to
     // that shared buffer, and for global buffers (parameters may alias) no
@@ -348,7 +356,7 @@ class Emitter {
   }
 
   LaneContext lane_context() {
-    return LaneContext{lane_id_, [this](const std::string& s) { return symbol_expr(s); }, out_.name};
+    return LaneContext{lane_id_, [this](const std::string& s) { return symbol_expr(s); }, out_.name, access_};
   }
 
   // ---- group-level emission ----
@@ -375,13 +383,69 @@ class Emitter {
     flush(segment);
   }
 
+  static bool accesses_elements(const ir::Operation& op) {
+    const std::string_view n = op.name();
+    if (n == "tile.load_elem" || n == "tile.store_elem") return true;
+    for (std::size_t r = 0; r < op.num_regions(); ++r)
+      for (const auto& inner : op.region(r).block().ops())
+        if (accesses_elements(*inner)) return true;
+    return false;
+  }
+
+  // One lane loop. In a batched kernel it runs the groups [begin, end) (a
+  // group is its one tile), else the tiles of the group. When every op can
+  // fault only through an element access, accesses are masked (memory.h) so
+  // the loop vectorizes: the loop keeps the lowest faulting lane, and after
+  // it that lane alone re-runs with checked accesses to raise the message
+  // the checked loop would have raised.
   void flush(std::vector<const ir::Operation*>& segment) {
     if (segment.empty()) return;
     for (const ir::Operation* op : segment)
       for (std::size_t i = 0; i < op->num_results(); ++i) declare_if_array(op->result(i));
-    line("for (std::int64_t lane = 0; lane < kGroupSize; ++lane) {");
+    const std::string iv = batched_ ? "group" : "lane";
+    const std::string loop = batched_ ? "for (std::int64_t group = begin; group < end; ++group) {"
+                                      : "for (std::int64_t lane = 0; lane < kGroupSize; ++lane) {";
+    bool masked = false;
+    for (const ir::Operation* op : segment) {
+      if (!maskable_lane_op(*op)) {
+        masked = false;
+        break;
+      }
+      if (accesses_elements(*op)) masked = true;
+    }
+    if (!masked) {
+      line(loop);
+      ++indent_;
+      if (batched_) line("current_group = group;  // a fault names this group");
+      for (const ir::Operation* op : segment) emit_lane_op(*op);
+      --indent_;
+      line("}");
+      segment.clear();
+      return;
+    }
+    line("{");
     ++indent_;
+    line("std::int64_t first_fault = tsr::kNoFault;");
+    line(loop);
+    ++indent_;
+    line("bool lane_ok = true;");
+    access_ = Access::masked;
     for (const ir::Operation* op : segment) emit_lane_op(*op);
+    // Arithmetic, not a select, keeps this a plain min reduction g++ vectorizes.
+    line("first_fault = std::min(first_fault, " + iv + " + static_cast<std::int64_t>(lane_ok) * (tsr::kNoFault - " +
+         iv + "));");
+    --indent_;
+    line("}");
+    line("if (first_fault != tsr::kNoFault) [[unlikely]] {");
+    ++indent_;
+    line("const std::int64_t " + iv + " = first_fault;");
+    if (batched_) line("current_group = group;");
+    access_ = Access::dry;
+    for (const ir::Operation* op : segment) emit_lane_op(*op);
+    access_ = Access::checked;
+    line("tsr::lane_fault_lost(kKernel, " + iv + ");");
+    --indent_;
+    line("}");
     --indent_;
     line("}");
     segment.clear();
@@ -585,7 +649,7 @@ class Emitter {
     if (n == "tile.for") return emit_lane_for(op);
     if (n == "tile.if") return emit_lane_if(op);
     if (n == "tile.while") return emit_lane_while(op);
-    if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op)));
+    if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
     if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
     define(op.result(0), lane_expr(op, lane_args(op), lane_context()));
   }
@@ -674,8 +738,14 @@ class Emitter {
     s << "constexpr const char* kKernel = " << cpp_string_literal(out_.name) << ";\n";
     s << "constexpr std::int64_t kGroupSize = " << out_.group_size << ";\n";
     s << "constexpr std::size_t kSharedBytes = " << shared_cursor_ << ";\n\n";
-    s << "void run_group([[maybe_unused]] const tsr::LaunchArgs& args, [[maybe_unused]] std::int64_t group,\n"
-      << "               [[maybe_unused]] unsigned char* arena) {\n";
+    if (batched_) {
+      s << "// Groups of one tile without group-level ops: one call runs the groups [begin, end).\n";
+      s << "void run_batch([[maybe_unused]] const tsr::LaunchArgs& args, std::int64_t begin, std::int64_t end,\n"
+        << "               [[maybe_unused]] std::int64_t& current_group) {\n";
+    } else {
+      s << "void run_group([[maybe_unused]] const tsr::LaunchArgs& args, [[maybe_unused]] std::int64_t group,\n"
+        << "               [[maybe_unused]] unsigned char* arena) {\n";
+    }
     // Parameters.
     const ir::Block& body = ir::function_body(func_);
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
@@ -703,7 +773,8 @@ class Emitter {
     s << "extern \"C\" unsigned tessera_cpu_abi_version() noexcept { return tsr::kAbiVersion; }\n\n";
     s << "extern \"C\" int tessera_cpu_run_groups(const tsr::LaunchArgs* args, std::int64_t begin, std::int64_t end,\n"
       << "                                      tsr::Fault* fault) noexcept {\n"
-      << "  return tsr::run_groups(args, begin, end, fault, kSharedBytes, run_group);\n}\n";
+      << (batched_ ? "  return tsr::run_batch(args, begin, end, fault, run_batch);\n}\n"
+                   : "  return tsr::run_groups(args, begin, end, fault, kSharedBytes, run_group);\n}\n");
     return s.str();
   }
 
@@ -713,6 +784,8 @@ class Emitter {
   std::string body_;
   int indent_ = 1;
   std::string lane_id_;
+  bool batched_ = false;               // one lane loop over a range of groups
+  Access access_ = Access::checked;  // how the lane code being emitted accesses elements
   std::unordered_map<const ir::Value*, std::string> name_;
   std::unordered_map<const ir::Value*, Storage> storage_;
   std::unordered_map<const ir::Operation*, bool> group_level_;

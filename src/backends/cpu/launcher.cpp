@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 
+#include "backends/cpu/launch_binding.h"
 #include "backends/cpu/loaded_kernel.h"
 #include "backends/cpu/thread_pool.h"
 #include "tessera/backends/cpu/cpu_backend.h"
@@ -131,16 +132,17 @@ void bind_scalar(const CompiledKernel& k, const KernelParam& p, const KernelArg&
   out.integer = v;
 }
 
-const Tensor& buffer_arg(const CompiledKernel& k, const KernelParam& p, const KernelArg& a) {
+const Tensor& buffer_arg(const CompiledKernel& k, const KernelParam& p, const KernelArg& a, const std::string& device) {
   const Tensor* t = std::get_if<Tensor>(&a.value);
   if (t == nullptr || !t->defined()) {
     raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' parameter '" + p.name + "' is a buffer " +
                                           ir::print_type(p.type) + " but the argument is " +
                                           (t == nullptr ? "a scalar" : "an undefined tensor"));
   }
-  if (t->device() != "cpu") {
-    raise(ErrorCode::Device, "kernel '" + k.name + "' runs on the CPU but the argument for '" + p.name +
-                                 "' lives on device '" + t->device() + "'; move it with .to(\"cpu\")");
+  if (t->device() != device) {
+    raise(ErrorCode::Device, "kernel '" + k.name + "' runs on " + (device == "cpu" ? "the CPU" : device) +
+                                 " but the argument for '" + p.name + "' lives on device '" + t->device() +
+                                 "'; move it with .to(\"" + device + "\")");
   }
   if (t->dtype() != p.type.dtype()) {
     raise(ErrorCode::DtypeUnsupported, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
@@ -160,8 +162,10 @@ std::string fault_where(const CompiledKernel& k, const tessera_cpu::Fault& f) {
 
 }  // namespace
 
-void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
-  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+namespace detail {
+
+BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::vector<KernelArg>& args,
+                        const std::string& device) {
   if (args.size() != k.params.size()) {
     std::string names;
     for (const KernelParam& p : k.params) names += (names.empty() ? "" : ", ") + p.name;
@@ -183,7 +187,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   for (std::size_t i = 0; i < args.size(); ++i) {
     const KernelParam& p = k.params[i];
     if (!p.is_buffer) continue;
-    const Tensor& t = buffer_arg(k, p, args[i]);
+    const Tensor& t = buffer_arg(k, p, args[i], device);
     for (std::size_t d = 0; d < p.type.rank(); ++d) {
       const ir::Dim& dim = p.type.shape[d];
       const std::string where =
@@ -199,7 +203,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
       }
     }
     tessera_cpu::BufferArg& b = params[i].buffer;
-    b.data = t.numel() == 0 ? nullptr : t.data();
+    b.data = t.numel() == 0 ? nullptr : (device == "cpu" ? t.data() : t.device_data());
     b.rank = static_cast<std::int32_t>(t.rank());
     b.dtype = static_cast<std::int32_t>(t.dtype());
     for (std::size_t d = 0; d < t.rank(); ++d) {
@@ -244,6 +248,17 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
     }
     grid = std::get<Tensor>(args[static_cast<std::size_t>(first_mut - k.params.begin())].value).numel();
   }
+  return BoundLaunch{std::move(params), std::move(symbols), grid};
+}
+
+}  // namespace detail
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  detail::BoundLaunch bound = detail::bind_launch(k, grid, args, "cpu");
+  std::vector<tessera_cpu::ParamValue>& params = bound.params;
+  std::vector<std::int64_t>& symbols = bound.symbols;
+  grid = bound.grid;
   if (grid == 0) return;
 
   tessera_cpu::LaunchArgs la{};

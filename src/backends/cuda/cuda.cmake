@@ -3,6 +3,8 @@
 # strings; no CUDA toolkit is needed to build).
 set(TESSERA_CUDA_DEVICE_HEADERS
   numerics.cuh
+  tile.cuh
+  tile_mma.cuh
 )
 set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
 set(TESSERA_EMBEDDED_HEADERS "")
@@ -32,5 +34,8 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/module.cpp
   ${_tessera_cuda_dir}/graph_capture.cpp
   ${_tessera_cuda_dir}/cublas.cpp
+  ${_tessera_cuda_dir}/codegen/emit_lane.cpp
+  ${_tessera_cuda_dir}/codegen/emitter.cpp
+  ${_tessera_cuda_dir}/codegen/cuda_backend.cpp
   ${PROJECT_BINARY_DIR}/generated/cuda_embedded_headers.cpp
 )

@@ -85,6 +85,71 @@ inline void store(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S> 
   v.data[element_offset(v, idx, "store")] = encode<D, S>(value, v.overflow);
 }
 
+// ---- branch-free accesses for vectorized lane loops ----
+//
+// In a lane loop whose ops cannot fault otherwise (the emitter decides), an
+// access computes "in bounds" as a value instead of branching to a throw:
+// `ok` is the lane's flag, cleared at its first out-of-range access. A load
+// out of range reads nothing (its value is 0); a store happens only while the
+// lane's flag is still set, so a lane has no side effect after its first
+// fault, as when the access threw. The loop records the lowest faulting lane
+// and, after it, re-runs that lane with the checked (throwing) accessors and
+// stores that do not write (store_dry) to raise the same message as before.
+// Written this way g++ turns the accesses into masked vector loads and
+// stores.
+
+template <DType D, int R>
+inline std::int64_t masked_offset(const View<D, R>& v, const std::int64_t (&idx)[R], bool& in) {
+  std::int64_t off = 0;
+  in = true;
+  for (int d = 0; d < R; ++d) {
+    in &= static_cast<std::uint64_t>(idx[d]) < static_cast<std::uint64_t>(v.shape[d]);
+    off += idx[d] * v.strides[d];
+  }
+  return off;
+}
+
+template <DType D, int R>
+inline value_t<D> load_m(const View<D, R>& v, const std::int64_t (&idx)[R], bool& ok) {
+  bool in;
+  const std::int64_t off = masked_offset(v, idx, in);
+  ok &= in;
+  return in ? decode<D>(v.data[off]) : value_t<D>{};
+}
+
+// O is the buffer's overflow mode, known when the kernel is compiled.
+template <DType S, Overflow O, DType D, int R>
+inline void store_m(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S> value, bool& ok) {
+  bool in;
+  const std::int64_t off = masked_offset(v, idx, in);
+  ok &= in;
+  if (ok) {
+    if constexpr (D == S && D == DType::fp32 && O == Overflow::inf_nan) {
+      v.data[off] = value;  // an fp32 value is its own encoding
+    } else {
+      v.data[off] = encode<D, S>(value, O);
+    }
+  }
+}
+
+// The diagnosis re-run's store: checks the index like store(), writes nothing.
+template <DType S, DType D, int R>
+inline void store_dry(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S>) {
+  (void)element_offset(v, idx, "store");
+}
+
+// The lowest faulting lane of a lane loop; kNoFault when none faulted.
+inline constexpr std::int64_t kNoFault = INT64_MAX;
+
+// Raised when the re-run of a faulting lane does not fault again (its index
+// depended on memory written since, by another tile of the loop).
+[[noreturn]] __attribute__((noinline, cold)) inline void lane_fault_lost(const char* kernel, std::int64_t lane) {
+  fail(kFaultIndex,
+       "kernel '%s': an element load or store of tile %lld was out of range (its index depended on memory another "
+       "tile wrote in the same barrier interval, so it is not reported exactly)",
+       kernel, static_cast<long long>(lane));
+}
+
 // The encoding a zero-filled element gets: the encoding of 0 (for e8m0,
 // which has no zero, the encoder's result for 0).
 template <DType D>

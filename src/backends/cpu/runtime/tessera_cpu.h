@@ -60,6 +60,26 @@ inline int run_groups(const LaunchArgs* args, std::int64_t begin, std::int64_t e
   return status;
 }
 
+// Runs groups [begin, end) of a batched kernel (groups of one tile without
+// group-level ops, no shared memory) with one call `body(args, begin, end,
+// current_group)`: the groups are the iterations of one lane loop. The body
+// keeps current_group at the group a fault belongs to.
+template <class Body>
+inline int run_batch(const LaunchArgs* args, std::int64_t begin, std::int64_t end, Fault* fault, Body body) noexcept {
+  std::int64_t group = begin;
+  try {
+    body(*args, begin, end, group);
+    return 0;
+  } catch (const KernelFault& f) {
+    record_fault(fault, group, f.code, f.message);
+  } catch (const std::exception& e) {
+    record_fault(fault, group, kFaultInternal, e.what());
+  } catch (...) {
+    record_fault(fault, group, kFaultInternal, "unknown exception in generated kernel code");
+  }
+  return 1;
+}
+
 }  // namespace tessera_cpu
 
 // Short name for generated code.

@@ -152,16 +152,18 @@ inline value_t<A> fma_step(value_t<A> acc_v, double a, double b) {
   }
 }
 
-// One MR x NR block of c += a x b, k increasing, accumulators in registers.
+// One MR x NR block of c = cin + a x b, k increasing, accumulators in
+// registers. cin and c may be the same array (each block is read into
+// registers before it is written).
 template <class T, int MR, int NR, int M, int N, int K>
-inline void micro_block(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N], int i, int j) {
+inline void micro_block(T (&c)[M][N], const T (&cin)[M][N], const T (&a)[M][K], const T (&b)[K][N], int i, int j) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float> && NR % 16 == 0) {
     // _mm512_fmadd_ps rounds each a*b + c once, exactly as std::fma.
     constexpr int V = NR / 16;
     __m512 acc[MR][V];
     for (int ii = 0; ii < MR; ++ii)
-      for (int v = 0; v < V; ++v) acc[ii][v] = _mm512_loadu_ps(&c[i + ii][j + 16 * v]);
+      for (int v = 0; v < V; ++v) acc[ii][v] = _mm512_loadu_ps(&cin[i + ii][j + 16 * v]);
     for (int k = 0; k < K; ++k) {
       __m512 brow[V];
       for (int v = 0; v < V; ++v) brow[v] = _mm512_loadu_ps(&b[k][j + 16 * v]);
@@ -181,7 +183,7 @@ inline void micro_block(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N], in
     constexpr int V = NR / 8;
     __m256 acc[MR][V];
     for (int ii = 0; ii < MR; ++ii)
-      for (int v = 0; v < V; ++v) acc[ii][v] = _mm256_loadu_ps(&c[i + ii][j + 8 * v]);
+      for (int v = 0; v < V; ++v) acc[ii][v] = _mm256_loadu_ps(&cin[i + ii][j + 8 * v]);
     for (int k = 0; k < K; ++k) {
       __m256 brow[V];
       for (int v = 0; v < V; ++v) brow[v] = _mm256_loadu_ps(&b[k][j + 8 * v]);
@@ -197,7 +199,7 @@ inline void micro_block(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N], in
 #endif
   T acc[MR][NR];
   for (int ii = 0; ii < MR; ++ii)
-    for (int jj = 0; jj < NR; ++jj) acc[ii][jj] = c[i + ii][j + jj];
+    for (int jj = 0; jj < NR; ++jj) acc[ii][jj] = cin[i + ii][j + jj];
   for (int k = 0; k < K; ++k) {
     const T* brow = &b[k][j];
     for (int ii = 0; ii < MR; ++ii) {
@@ -212,38 +214,50 @@ inline void micro_block(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N], in
 // Columns [j0, N) of rows [i, i + R): full NR-wide blocks, then the edge
 // columns element by element.
 template <class T, int R, int NR, int M, int N, int K>
-inline void row_panel(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N], int i) {
+inline void row_panel(T (&c)[M][N], const T (&cin)[M][N], const T (&a)[M][K], const T (&b)[K][N], int i) {
   int j = 0;
-  for (; j + NR <= N; j += NR) micro_block<T, R, NR>(c, a, b, i, j);
+  for (; j + NR <= N; j += NR) micro_block<T, R, NR>(c, cin, a, b, i, j);
+  if constexpr (NR > 16 && std::is_same_v<T, float>) {
+    // A 16-wide block for the rest of the columns where it fits.
+    if (j + 16 <= N) {
+      micro_block<T, R, 16>(c, cin, a, b, i, j);
+      j += 16;
+    }
+  }
   for (; j < N; ++j)
     for (int ii = 0; ii < R; ++ii) {
-      T x = c[i + ii][j];
+      T x = cin[i + ii][j];
       for (int k = 0; k < K; ++k) x = std::fma(a[i + ii][k], b[k][j], x);
       c[i + ii][j] = x;
     }
 }
 
-// Register-blocked c += a x b for float or double values with native fma:
-// panels of MR rows, then one narrower panel for the remaining rows.
+// Register-blocked c = cin + a x b for float or double values with native
+// fma: panels of MR rows, then one narrower panel for the remaining rows.
 template <class T, int M, int N, int K>
-inline void mma_native(T (&c)[M][N], const T (&a)[M][K], const T (&b)[K][N]) {
-  // fp32: 6 x 32 = 12 AVX-512 accumulators (of 32 registers), or 6 x 16 =
-  // 12 AVX2 accumulators (of 16).
+inline void mma_native(T (&c)[M][N], const T (&cin)[M][N], const T (&a)[M][K], const T (&b)[K][N]) {
+  // fp32: 8 x 32 = 16 AVX-512 accumulators (of 32 registers; per k, 2 row
+  // loads and 8 broadcasts feed 16 FMAs), or 6 x 16 = 12 AVX2 accumulators
+  // (of 16).
 #if defined(__AVX512F__)
   constexpr int kFloatWidth = 32;
+  constexpr int kFloatRows = 8;
 #else
   constexpr int kFloatWidth = 16;
+  constexpr int kFloatRows = 6;
 #endif
-  constexpr int MR = std::is_same_v<T, float> ? 6 : 4;
+  constexpr int MR = std::is_same_v<T, float> ? kFloatRows : 4;
   constexpr int NR = std::is_same_v<T, float> ? kFloatWidth : 64 / static_cast<int>(sizeof(T));
   int i = 0;
-  for (; i + MR <= M; i += MR) row_panel<T, MR, NR>(c, a, b, i);
+  for (; i + MR <= M; i += MR) row_panel<T, MR, NR>(c, cin, a, b, i);
   switch (M - i) {
-    case 5: row_panel<T, 5, NR>(c, a, b, i); break;
-    case 4: row_panel<T, 4, NR>(c, a, b, i); break;
-    case 3: row_panel<T, 3, NR>(c, a, b, i); break;
-    case 2: row_panel<T, 2, NR>(c, a, b, i); break;
-    case 1: row_panel<T, 1, NR>(c, a, b, i); break;
+    case 7: row_panel<T, 7, NR>(c, cin, a, b, i); break;
+    case 6: row_panel<T, 6, NR>(c, cin, a, b, i); break;
+    case 5: row_panel<T, 5, NR>(c, cin, a, b, i); break;
+    case 4: row_panel<T, 4, NR>(c, cin, a, b, i); break;
+    case 3: row_panel<T, 3, NR>(c, cin, a, b, i); break;
+    case 2: row_panel<T, 2, NR>(c, cin, a, b, i); break;
+    case 1: row_panel<T, 1, NR>(c, cin, a, b, i); break;
     default: break;
   }
 }
@@ -268,15 +282,18 @@ inline void mma_int(Tile<A, M, N>& acc, const Tile<TA, M, K>& a, const Tile<TB, 
 // tile.mma: acc + a x b, accumulated at A.
 template <DType A, DType TA, DType TB, int M, int N, int K>
 inline Tile<A, M, N> mma(const Tile<TA, M, K>& a, const Tile<TB, K, N>& b, const Tile<A, M, N>& acc_in) {
-  Tile<A, M, N> acc = acc_in;  // returned by NRVO: one copy of the accumulator
+  Tile<A, M, N> acc;  // returned by NRVO
   constexpr bool small_operands = (TA != DType::fp64) && (TB != DType::fp64);
   if constexpr (!Traits<A>::is_float) {
+    acc = acc_in;
     mma_int<A>(acc, a, b);
   } else if constexpr (A == DType::fp32 && small_operands && Traits<TA>::is_float && Traits<TB>::is_float) {
-    mma_native<float, M, N, K>(acc.v, a.v, b.v);
+    // The micro-kernel reads acc_in and writes acc: no copy of the accumulator.
+    mma_native<float, M, N, K>(acc.v, acc_in.v, a.v, b.v);
   } else if constexpr (A == DType::fp64 && TA == DType::fp64 && TB == DType::fp64) {
-    mma_native<double, M, N, K>(acc.v, a.v, b.v);
+    mma_native<double, M, N, K>(acc.v, acc_in.v, a.v, b.v);
   } else {
+    acc = acc_in;
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
         value_t<A> x = acc.v[i][j];

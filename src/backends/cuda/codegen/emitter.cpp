@@ -394,7 +394,10 @@ class Emitter {
 
   std::vector<std::string> args_of(const ir::Operation& op) {
     std::vector<std::string> a;
-    for (const ir::Value* v : op.operands()) a.push_back(name_.at(v));
+    for (const ir::Value* v : op.operands()) {
+      auto it = name_.find(v);  // a tile_load the mma reads in place has no variable
+      a.push_back(it != name_.end() ? it->second : std::string());
+    }
     return a;
   }
 

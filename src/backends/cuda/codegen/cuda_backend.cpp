@@ -1,0 +1,245 @@
+// compile_kernel / launch for the CUDA backend: Tile IR -> CUDA C++ -> NVRTC
+// cubin (cached on disk and in memory) -> module -> launch with the CPU
+// backend's argument binding.
+//
+// Disk cache: <root>/cuda/<key>.cubin with a sidecar <key>.cubin.sha256 (the
+// cubin's hash; an entry that does not match is rebuilt) and <key>.cu (the
+// source). The key is the sha256 of the source, the architecture, NVRTC's
+// version, the device headers and the Tessera version. The helpers (hashing,
+// the cache root, atomic writes) are the CPU backend's.
+#include "tessera/backends/cuda/cuda_backend.h"
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "backends/cpu/compile_cache.h"
+#include "backends/cpu/launch_binding.h"
+#include "backends/cuda/codegen/emitter.h"
+#include "tessera/support/error.h"
+#include "tessera/version.h"
+
+namespace tessera::cuda {
+
+namespace detail {
+
+// Host mirror of tsr::Params (src/backends/cuda/device/tile.cuh).
+struct HostBuf {
+  void* data;
+  std::int64_t shape[8];
+  std::int64_t strides[8];
+};
+struct HostFault {
+  std::int32_t code, kind, param, dim;
+  std::int64_t index, extent, group;
+};
+struct HostParams {
+  HostBuf buf[16];
+  double real[16];
+  std::int64_t integer[16];
+  std::int64_t sym[16];
+  std::int64_t grid;
+  void* fault;
+};
+static_assert(sizeof(HostParams) == 16 * 136 + 3 * 128 + 16, "the launch ABI must match tile.cuh");
+
+struct LoadedKernel {
+  Module module;
+  Function function;
+};
+
+namespace {
+
+std::string read_file(const std::string& path, bool& ok) {
+  std::ifstream in(path, std::ios::binary);
+  ok = static_cast<bool>(in);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::string& headers_hash() {
+  static const std::string hash = [] {
+    std::string all;
+    for (const std::string& n : device_header_names()) all += n + "\n" + std::string(device_header(n)) + "\n";
+    return cpu::detail::sha256_hex(all);
+  }();
+  return hash;
+}
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>& memory_cache() {
+  static std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>> m;
+  return m;
+}
+
+std::shared_ptr<const LoadedKernel> load(int device, const std::vector<char>& cubin) {
+  CompiledProgram program;
+  program.cubin = cubin;
+  auto k = std::make_shared<LoadedKernel>();
+  k->module = Module::load(device, program);
+  k->function = k->module.function(kEntryName);
+  return k;
+}
+
+}  // namespace
+}  // namespace detail
+
+std::string emit_kernel_source(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
+  return detail::emit_kernel(kernel_func, options).source;
+}
+
+CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  detail::EmittedKernel e = detail::emit_kernel(kernel_func, options);
+  CompiledKernel k;
+  k.device = options.device;
+  k.arch = options.arch.empty() ? device_properties(options.device).arch() : options.arch;
+  const std::vector<std::string> flags = {"--fmad=false", "-std=c++17"};
+  std::string key_text = "tessera-cuda 1\nversion " + std::string(TESSERA_VERSION_STRING) + "\narch " + k.arch +
+                         "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + detail::headers_hash() +
+                         "\nflags";
+  for (const std::string& f : flags) key_text += " " + f;
+  key_text += "\n" + e.source;
+  k.cache_key = cpu::detail::sha256_hex(key_text);
+  const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
+
+  if (options.use_cache && !options.ptx) {
+    std::lock_guard<std::mutex> lock(detail::cache_mutex());
+    if (auto it = detail::memory_cache().find(mem_key); it != detail::memory_cache().end()) {
+      k.handle = it->second;
+      k.cache_hit = true;
+    }
+  }
+  const std::string dir = cpu::detail::resolve_cache_root(options.cache_dir) + "/cuda";
+  const std::string cubin_path = dir + "/" + k.cache_key + ".cubin";
+  if (!k.handle && options.use_cache && !options.ptx) {
+    bool ok_bin = false, ok_sum = false;
+    const std::string bin = detail::read_file(cubin_path, ok_bin);
+    const std::string sum = detail::read_file(cubin_path + ".sha256", ok_sum);
+    if (ok_bin && ok_sum && !bin.empty() && sum == cpu::detail::sha256_hex(bin)) {
+      k.handle = detail::load(options.device, std::vector<char>(bin.begin(), bin.end()));
+      k.cache_hit = true;
+    }
+  }
+  if (!k.handle) {
+    CompileOptions co;
+    co.arch = k.arch;
+    co.ptx = options.ptx;
+    co.extra = flags;
+    const CompiledProgram program = compile(e.source, e.name + ".cu", options.device, co);
+    k.ptx = program.ptx;
+    cpu::detail::make_directories(dir);
+    cpu::detail::write_file_atomic(dir + "/" + k.cache_key + ".cu", e.source);
+    const std::string_view bin(program.cubin.data(), program.cubin.size());
+    cpu::detail::write_file_atomic(cubin_path, bin);
+    cpu::detail::write_file_atomic(cubin_path + ".sha256", cpu::detail::sha256_hex(bin));
+    k.handle = detail::load(options.device, program.cubin);
+  }
+  {
+    std::lock_guard<std::mutex> lock(detail::cache_mutex());
+    detail::memory_cache()[mem_key] = k.handle;
+  }
+  if (e.shared_bytes > 48 * 1024) {
+    const int optin = device_properties(options.device).shared_bytes_per_block_optin;
+    if (e.shared_bytes > optin) {
+      raise(ErrorCode::Compile, "CUDA backend: kernel '" + e.name + "' needs " + std::to_string(e.shared_bytes) +
+                                    " bytes of shared memory per block; the device allows " + std::to_string(optin));
+    }
+    k.handle->function.set_max_dynamic_shared(static_cast<int>(e.shared_bytes));
+  }
+  k.name = e.name;
+  k.source = std::move(e.source);
+  k.block_threads = e.block_threads;
+  k.flat = e.flat;
+  k.shared_bytes = e.shared_bytes;
+  for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
+  k.signature.name = e.name;
+  k.signature.params = std::move(e.params);
+  k.signature.symbols = std::move(e.symbols);
+  k.signature.specialized = std::move(e.specialized);
+  k.signature.group_shape = std::move(e.group_shape);
+  k.signature.group_size = e.group_size;
+  k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return k;
+}
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args,
+            const KernelLaunchOptions& options) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  const std::string device = "cuda:" + std::to_string(k.device);
+  cpu::detail::BoundLaunch bound = cpu::detail::bind_launch(k.signature, grid, args, device);
+  if (bound.grid == 0) return;
+  detail::HostParams hp;
+  std::memset(&hp, 0, sizeof hp);
+  for (std::size_t i = 0; i < bound.params.size(); ++i) {
+    const tessera_cpu::ParamValue& v = bound.params[i];
+    hp.buf[i].data = v.buffer.data;
+    for (int d = 0; d < 8; ++d) {
+      hp.buf[i].shape[d] = v.buffer.shape[d];
+      hp.buf[i].strides[d] = v.buffer.strides[d];
+    }
+    hp.real[i] = v.real;
+    hp.integer[i] = v.integer;
+  }
+  for (std::size_t i = 0; i < bound.symbols.size(); ++i) hp.sym[i] = bound.symbols[i];
+  hp.grid = bound.grid;
+  const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
+  if (blocks > 0x7FFFFFFF) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(blocks) +
+                                          " thread blocks exceed CUDA's grid limit of 2^31 - 1");
+  }
+  std::shared_ptr<void> fault;
+  if (options.check_faults) {
+    fault = allocate_shared(k.device, sizeof(detail::HostFault));
+    const DevicePtr fp = reinterpret_cast<DevicePtr>(fault.get());
+    if (options.stream != nullptr) {
+      memset_async(fp, 0, sizeof(detail::HostFault), *options.stream);
+    } else {
+      const detail::HostFault zero{};
+      copy_to_device(k.device, fp, &zero, sizeof zero);
+    }
+    hp.fault = fault.get();
+  }
+  LaunchConfig config;
+  config.grid = {static_cast<unsigned>(blocks)};
+  config.block = {static_cast<unsigned>(k.block_threads)};
+  config.shared_bytes = static_cast<unsigned>(k.shared_bytes);
+  config.stream = options.stream;
+  void* params[] = {&hp, nullptr};
+  k.handle->function.launch(config, params);
+  if (!options.check_faults) return;
+  if (options.stream != nullptr) options.stream->synchronize();
+  detail::HostFault f{};
+  copy_to_host(k.device, &f, reinterpret_cast<DevicePtr>(fault.get()), sizeof f);
+  if (f.code == 0) return;
+  std::string what;
+  auto param_name = [&](int p) {
+    if (p >= 0 && static_cast<std::size_t>(p) < k.signature.params.size()) return k.signature.params[p].name;
+    if (p <= -1 && static_cast<std::size_t>(-1 - p) < k.shared_names.size()) return k.shared_names[-1 - p];
+    return std::string("a staging buffer");
+  };
+  switch (f.kind) {
+    case 0:
+    case 1:
+      what = std::string(f.kind == 0 ? "load" : "store") + " index " + std::to_string(f.index) +
+             " out of range for dim " + std::to_string(f.dim) + " of '" + param_name(f.param) + "' (extent " +
+             std::to_string(f.extent) + ")";
+      break;
+    case 2: what = "integer division by zero"; break;
+    case 3: what = "negative integer exponent " + std::to_string(f.index); break;
+    default: what = "tile.for step " + std::to_string(f.index) + " is not positive"; break;
+  }
+  raise(f.code == 1 ? ErrorCode::IndexOutOfRange : ErrorCode::ArgumentInvalid,
+        "kernel '" + k.name + "': " + what + " (group " + std::to_string(f.group) + " of kernel '" + k.name +
+            "', on " + device + ")");
+}
+
+}  // namespace tessera::cuda
