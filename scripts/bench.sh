@@ -5,10 +5,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DTESSERA_BUILD_BENCH=ON >/dev/null
-cmake --build build --target numerics_convert_bench graph_trace_bench
+cmake --build build --target numerics_convert_bench graph_trace_bench autodiff_bench
 # One core, as the benchmarks' ratios are defined.
 taskset -c 0 ./build/bench/numerics_convert_bench --benchmark_min_time=0.5 "$@"
 taskset -c 0 ./build/bench/graph_trace_bench --benchmark_min_time=0.5 "$@"
+taskset -c 0 ./build/bench/autodiff_bench
 bash scripts/install_python.sh
 taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py
+taskset -c 0 .venv/bin/python bench/autodiff_jax_bench.py
 taskset -c 0 .venv/bin/python bench/kernel_gemm_bench.py
