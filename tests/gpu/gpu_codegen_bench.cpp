@@ -101,7 +101,8 @@ int main() {
     const cu::Module aux = cu::Module::load(0, cu::compile(kFill, "fill.cu", 0));
     const cu::Function fill = aux.function("fill");
     const cu::Function empty = aux.function("empty");
-    unsigned long long seed = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+    unsigned long long seed =
+        static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
     auto random_tensor = [&](std::vector<std::int64_t> shape, DType d) {
       std::int64_t n = 1;
       for (auto x : shape) n *= x;
@@ -132,8 +133,8 @@ int main() {
       auto ours = [&] { cu::launch(gemm, grid, {a, b, c}, lo); };
       auto blas = [&] {
         cu::cublas_gemm(DType::bf16, static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
-                        reinterpret_cast<cu::DevicePtr>(a.device_data()), reinterpret_cast<cu::DevicePtr>(b.device_data()),
-                        reinterpret_cast<cu::DevicePtr>(cb.get()), s);
+                        reinterpret_cast<cu::DevicePtr>(a.device_data()),
+                        reinterpret_cast<cu::DevicePtr>(b.device_data()), reinterpret_cast<cu::DevicePtr>(cb.get()), s);
       };
       for (int i = 0; i < 3; ++i) {
         ours();
@@ -148,7 +149,8 @@ int main() {
     }
 
     // ---- memory-bound: scale vs device-to-device copy ----
-    std::vector<tessera::Kernel> sk = tessera::load_kernels(std::string(TESSERA_SOURCE_DIR) + "/tests/conformance/scale.tsr");
+    std::vector<tessera::Kernel> sk =
+        tessera::load_kernels(std::string(TESSERA_SOURCE_DIR) + "/tests/conformance/scale.tsr");
     const cu::CompiledKernel scale = cu::compile_kernel(sk.at(0).specialize()->func());
     {
       const std::int64_t n = 64ll << 20;
@@ -157,7 +159,8 @@ int main() {
       auto ours = [&] { cu::launch(scale, -1, {x, y, 1.5}, lo); };
       auto copy = [&] {
         cu::copy_device_to_device_async(reinterpret_cast<cu::DevicePtr>(y.device_data()),
-                                        reinterpret_cast<cu::DevicePtr>(x.device_data()), static_cast<std::size_t>(n) * 4, s);
+                                        reinterpret_cast<cu::DevicePtr>(x.device_data()),
+                                        static_cast<std::size_t>(n) * 4, s);
       };
       for (int i = 0; i < 3; ++i) {
         ours();

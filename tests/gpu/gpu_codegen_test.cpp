@@ -46,7 +46,8 @@ Tensor random_tensor(std::mt19937_64& rng, std::vector<std::int64_t> shape, DTyp
 
 Tensor poisoned(std::vector<std::int64_t> shape, DType d) {
   Tensor t = Tensor::zeros(std::move(shape), policy(d));
-  std::memset(t.data(), 0xFF, static_cast<std::size_t>(t.numel()) * static_cast<std::size_t>(tessera::storage_bytes(d)));
+  std::memset(t.data(), 0xFF,
+              static_cast<std::size_t>(t.numel()) * static_cast<std::size_t>(tessera::storage_bytes(d)));
   return t;
 }
 
@@ -70,8 +71,8 @@ struct Built {
 };
 
 Built build(const std::string& text_or_file, bool is_file, const tessera::KernelConstants& c = {}) {
-  std::vector<tessera::Kernel> ks = is_file ? tessera::load_kernels(text_or_file)
-                                            : tessera::kernels_from_source(text_or_file, "gemm_bf16.tsr");
+  std::vector<tessera::Kernel> ks =
+      is_file ? tessera::load_kernels(text_or_file) : tessera::kernels_from_source(text_or_file, "gemm_bf16.tsr");
   Built r;
   r.spec = ks.at(0).jit(c).specialize();
   r.gpu = cu::compile_kernel(r.spec->func());

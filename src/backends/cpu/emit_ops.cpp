@@ -298,7 +298,7 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     const ir::Type& t = op.result(0)->type();
     std::string offsets;
     for (std::size_t i = 1; i < a.size(); ++i) offsets += ", " + a[i];
-    return "const auto " + result + " = tsr::tile_load<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + a[0] +
+    return "auto " + result + " = tsr::tile_load<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + a[0] +
            offsets + ");";
   }
   if (n == "tile_store") {
@@ -308,13 +308,13 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
   }
   if (n == "zeros") {
     const ir::Type& t = op.result(0)->type();
-    return "const auto " + result + " = tsr::zeros<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">();";
+    return "auto " + result + " = tsr::zeros<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">();";
   }
-  if (n == "mma") return "const auto " + result + " = tsr::mma(" + a[0] + ", " + a[1] + ", " + a[2] + ");";
+  if (n == "mma") return "auto " + result + " = tsr::mma(" + a[0] + ", " + a[1] + ", " + a[2] + ");";
   if (n == "tile_cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_supported_policy(to, "tile.tile_cast");
-    return "const auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + ", " +
+    return "auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + ", " +
            cpp_overflow(to.overflow) + ");";
   }
   if (n == "cp_async") {

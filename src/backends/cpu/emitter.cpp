@@ -327,18 +327,31 @@ class Emitter {
     if (storage_.at(v) == Storage::lane_array) {
       line("alignas(64) " + cpp_value_type(v->type().dtype()) + " " + name_.at(v) + "[kGroupSize];");
     } else if (storage_.at(v) == Storage::group) {
-      line(type_of(v->type()) + " " + name_.at(v) + "{};");
+      // Tiles are assigned before they are read (control-flow results and
+      // carried values always are): no zero fill of a whole tile.
+      line(type_of(v->type()) + " " + name_.at(v) + (v->type().kind == ir::TypeKind::tile ? ";" : "{};"));
     }
   }
 
-  // dst = src at group level, for any storage.
-  void group_assign(const ir::Value* dst, const ir::Value* src) {
+  // True when `user` is the only use of tile value `src` and runs once per
+  // definition of it (same block): the assignment may move the tile (a
+  // pointer swap, tile.h) instead of copying it.
+  static bool last_use(const ir::Value* src, const ir::Operation* user) {
+    if (src->type().kind != ir::TypeKind::tile || src->is_block_argument() || src->uses().size() != 1) return false;
+    return src->defining_op()->parent_block() == user->parent_block();
+  }
+
+  // dst = src at group level, for any storage; `user` is the op the
+  // assignment stands for (nullptr: never move).
+  void group_assign(const ir::Value* dst, const ir::Value* src, const ir::Operation* user = nullptr) {
     if (storage_.at(dst) == Storage::lane_array) {
       if (storage_.at(src) == Storage::lane_array) {
         line("std::copy_n(" + name_.at(src) + ", kGroupSize, " + name_.at(dst) + ");");
       } else {
         line("std::fill_n(" + name_.at(dst) + ", kGroupSize, " + gref(src) + ");");
       }
+    } else if (user != nullptr && last_use(src, user)) {
+      line(name_.at(dst) + " = std::move(" + gref(src) + ");");
     } else {
       line(name_.at(dst) + " = " + gref(src) + ";");
     }
@@ -511,7 +524,7 @@ class Emitter {
       for (std::size_t k = 0; k < n; ++k) {
         if (name_.at(yield.operand(first + k)) == name_.at(dst[k])) continue;
         if (group) {
-          group_assign(dst[k], yield.operand(first + k));
+          group_assign(dst[k], yield.operand(first + k), &yield);
         } else {
           line(ref(dst[k]) + " = " + ref(yield.operand(first + k)) + ";");
         }
@@ -555,7 +568,7 @@ class Emitter {
     ++indent_;
     for (std::size_t i = 0; i < iters.size(); ++i) {
       declare(iters[i]);
-      group_assign(iters[i], op.operand(3 + i));
+      group_assign(iters[i], op.operand(3 + i), &op);
     }
     const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
     line("const std::int64_t " + lo + " = " + gref(op.operand(0)) + ", " + hi + " = " + gref(op.operand(1)) + ", " +
@@ -581,7 +594,9 @@ class Emitter {
       ++indent_;
       const ir::Block& b = op.region(r).block();
       emit_group_block(b);
-      for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), b.terminator()->operand(i));
+      for (std::size_t i = 0; i < op.num_results(); ++i) {
+        group_assign(op.result(i), b.terminator()->operand(i), b.terminator());
+      }
       --indent_;
     }
     line("}");

@@ -55,19 +55,19 @@ struct LoadedKernel;
 
 struct CompiledKernel {
   std::string name;
-  std::string source;     // the generated CUDA C++ (inspect_ir("target"))
-  std::string ptx;        // when KernelCompileOptions::ptx
-  std::string arch;       // "sm_90a"
-  std::string cache_key;  // hex digest of source, arch, NVRTC version and headers
+  std::string source;            // the generated CUDA C++ (inspect_ir("target"))
+  std::string ptx;               // when KernelCompileOptions::ptx
+  std::string arch;              // "sm_90a"
+  std::string cache_key;         // hex digest of source, arch, NVRTC version and headers
   bool cache_hit = false;        // from the memory or disk cache, no NVRTC run
   double compile_seconds = 0.0;  // wall time of compile_kernel
   int device = 0;
 
   // The signature as the CPU backend's binder sees it (params, symbols, ...).
   cpu::CompiledKernel signature;
-  int block_threads = 1;          // threads per block
-  bool flat = false;              // one tile per thread over the whole launch (no group shape)
-  std::int64_t shared_bytes = 0;  // dynamic shared memory per block
+  int block_threads = 1;                  // threads per block
+  bool flat = false;                      // one tile per thread over the whole launch (no group shape)
+  std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
 
   std::shared_ptr<const detail::LoadedKernel> handle;

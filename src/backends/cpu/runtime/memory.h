@@ -157,6 +157,49 @@ inline storage_t<D> zero_code() {
   return encode<D, DType::fp64>(0.0);
 }
 
+// Copies run synchronously at their issue point, so the latency of reading a
+// box from memory is not hidden by a later wait as on a GPU. Instead each
+// copy prefetches the box its source will most likely be copied from next:
+// kernels walk a buffer in equal steps (the K loop of a tiled GEMM), so the
+// next box is this one moved by the step since the previous copy from the
+// same source on this thread. A wrong guess costs only the prefetches.
+struct CopyStride {
+  const void* src = nullptr;
+  std::int64_t r0 = 0, c0 = 0;
+};
+
+template <DType S, int R>
+inline void prefetch_next_box(const View<S, R>& src, std::int64_t r0, std::int64_t c0, std::int64_t rows,
+                              std::int64_t cols) {
+  thread_local CopyStride last[4];
+  thread_local unsigned next_slot = 0;
+  CopyStride* slot = nullptr;
+  for (CopyStride& c : last)
+    if (c.src == src.data) slot = &c;
+  if (slot == nullptr) {
+    slot = &last[next_slot++ % 4];
+    *slot = CopyStride{src.data, r0, c0};
+    return;
+  }
+  const std::int64_t nr0 = r0 + (r0 - slot->r0), nc0 = c0 + (c0 - slot->c0);
+  slot->r0 = r0;
+  slot->c0 = c0;
+  if (nr0 == r0 && nc0 == c0) return;
+  const std::int64_t src_rows = R == 2 ? src.shape[0] : 1;
+  const std::int64_t src_cols = src.shape[R - 1];
+  const std::int64_t cs = src.strides[R - 1];
+  const std::int64_t rs = R == 2 ? src.strides[0] : 0;
+  const std::int64_t c_lo = std::max<std::int64_t>(nc0, 0), c_hi = std::min<std::int64_t>(nc0 + cols, src_cols);
+  const std::int64_t r_lo = std::max<std::int64_t>(nr0, 0), r_hi = std::min<std::int64_t>(nr0 + rows, src_rows);
+  if (c_lo >= c_hi || r_lo >= r_hi || cs != 1) return;
+  constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(storage_t<S>));
+  for (std::int64_t r = r_lo; r < r_hi; ++r) {
+    const storage_t<S>* row = src.data + r * rs;
+    for (std::int64_t c = c_lo; c < c_hi; c += kLine) __builtin_prefetch(row + c, 0, 1);
+    __builtin_prefetch(row + c_hi - 1, 0, 1);
+  }
+}
+
 // tile.cp_async: the box of `src` starting at `off` with dst's shape is copied
 // into dst; elements past src's bounds (or before 0) read as zero.
 template <DType D, DType S, int R>
@@ -171,6 +214,7 @@ inline void cp_async(const View<D, R>& dst, const View<S, R>& src, const std::in
   const std::int64_t src_rs = R == 2 ? src.strides[0] : 0;
   const std::int64_t src_cs = src.strides[R - 1];
   const storage_t<D> zero = zero_code<D>();
+  prefetch_next_box(src, r0, c0, rows, cols);
   // Columns [c_lo, c_hi) of the box lie inside the source.
   const std::int64_t c_lo = std::clamp<std::int64_t>(-c0, 0, cols);
   const std::int64_t c_hi = std::clamp<std::int64_t>(src_cols - c0, c_lo, cols);

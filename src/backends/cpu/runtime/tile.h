@@ -23,6 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -31,16 +35,48 @@
 
 namespace tessera_cpu {
 
+// The values live in a 64-byte aligned heap block, so that handing a tile on
+// (the emitter moves a tile value at its only use: a loop-carried
+// accumulator, a branch result) is a pointer swap instead of a copy of the
+// whole block. Copies still copy the values.
 template <DType D, int R, int C>
-struct Tile {
-  alignas(64) value_t<D> v[R][C];
+class Tile {
+ public:
+  using Array = value_t<D>[R][C];
+  Tile() : p_(allocate()) {}
+  Tile(const Tile& o) : p_(allocate()) { std::memcpy(p_, o.p_, sizeof(Array)); }
+  Tile(Tile&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  Tile& operator=(const Tile& o) {
+    if (this != &o) {
+      if (p_ == nullptr) p_ = allocate();
+      std::memcpy(p_, o.p_, sizeof(Array));
+    }
+    return *this;
+  }
+  Tile& operator=(Tile&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~Tile() { std::free(p_); }
+
+  Array& v() { return *reinterpret_cast<Array*>(p_); }
+  const Array& v() const { return *reinterpret_cast<const Array*>(p_); }
+
+ private:
+  static value_t<D>* allocate() {
+    constexpr std::size_t bytes = (sizeof(Array) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<value_t<D>*>(p);
+  }
+  value_t<D>* p_;
 };
 
 template <DType D, int R, int C>
 inline Tile<D, R, C> zeros() {
   Tile<D, R, C> t;
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) t.v[i][j] = value_t<D>{};
+    for (int j = 0; j < C; ++j) t.v()[i][j] = value_t<D>{};
   return t;
 }
 
@@ -51,7 +87,7 @@ inline Tile<D, R, C> tile_load(const View<S, 2>& src, std::int64_t o0, std::int6
   const std::int64_t c_lo = std::clamp<std::int64_t>(-o1, 0, C);
   const std::int64_t c_hi = std::clamp<std::int64_t>(src.shape[1] - o1, c_lo, C);
   for (int i = 0; i < R; ++i) {
-    value_t<D>* out = t.v[i];
+    value_t<D>* out = t.v()[i];
     const std::int64_t r = o0 + i;
     if (r < 0 || r >= src.shape[0]) {
       std::fill(out, out + C, value_t<D>{});
@@ -78,7 +114,7 @@ inline Tile<D, R, C> tile_load(const View<S, 1>& src, std::int64_t o0) {
   Tile<D, R, C> t;
   for (int j = 0; j < C; ++j) {
     const std::int64_t e = o0 + j;
-    t.v[0][j] = (e < 0 || e >= src.shape[0]) ? value_t<D>{} : convert<D, S>(decode<S>(src.data[e * src.strides[0]]));
+    t.v()[0][j] = (e < 0 || e >= src.shape[0]) ? value_t<D>{} : convert<D, S>(decode<S>(src.data[e * src.strides[0]]));
   }
   return t;
 }
@@ -92,7 +128,7 @@ inline void tile_store(const View<D, 2>& dst, std::int64_t o0, std::int64_t o1, 
     const std::int64_t r = o0 + i;
     if (r < 0 || r >= dst.shape[0]) continue;
     storage_t<D>* out = dst.data + r * dst.strides[0] + o1 * dst.strides[1];
-    for (std::int64_t j = c_lo; j < c_hi; ++j) out[j * dst.strides[1]] = encode<D, S>(t.v[i][j], dst.overflow);
+    for (std::int64_t j = c_lo; j < c_hi; ++j) out[j * dst.strides[1]] = encode<D, S>(t.v()[i][j], dst.overflow);
   }
 }
 
@@ -101,7 +137,7 @@ inline void tile_store(const View<D, 1>& dst, std::int64_t o0, const Tile<S, R, 
   static_assert(R == 1, "a 1-D destination stores a 1-D tile");
   for (int j = 0; j < C; ++j) {
     const std::int64_t e = o0 + j;
-    if (e >= 0 && e < dst.shape[0]) dst.data[e * dst.strides[0]] = encode<D, S>(t.v[0][j], dst.overflow);
+    if (e >= 0 && e < dst.shape[0]) dst.data[e * dst.strides[0]] = encode<D, S>(t.v()[0][j], dst.overflow);
   }
 }
 
@@ -110,7 +146,7 @@ template <DType D, DType S, int R, int C>
 inline Tile<D, R, C> tile_cast(const Tile<S, R, C>& t, Overflow o) {
   Tile<D, R, C> r;
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) r.v[i][j] = convert<D, S>(t.v[i][j], o);
+    for (int j = 0; j < C; ++j) r.v()[i][j] = convert<D, S>(t.v()[i][j], o);
   return r;
 }
 
@@ -267,15 +303,15 @@ template <DType A, DType TA, DType TB, int M, int N, int K>
 inline void mma_int(Tile<A, M, N>& acc, const Tile<TA, M, K>& a, const Tile<TB, K, N>& b) {
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
-      std::int64_t x = acc.v[i][j];
+      std::int64_t x = acc.v()[i][j];
       for (int k = 0; k < K; ++k) {
         std::int64_t p;
-        if (__builtin_mul_overflow(static_cast<std::int64_t>(a.v[i][k]), static_cast<std::int64_t>(b.v[k][j]), &p) ||
+        if (__builtin_mul_overflow(static_cast<std::int64_t>(a.v()[i][k]), static_cast<std::int64_t>(b.v()[k][j]), &p) ||
             __builtin_add_overflow(x, p, &x) || x < int_min<A>() || x > int_max<A>()) {
           fail(kFaultArgument, "tile.mma: integer accumulation overflowed its accumulator at row %d, column %d", i, j);
         }
       }
-      acc.v[i][j] = x;
+      acc.v()[i][j] = x;
     }
 }
 
@@ -289,18 +325,18 @@ inline Tile<A, M, N> mma(const Tile<TA, M, K>& a, const Tile<TB, K, N>& b, const
     mma_int<A>(acc, a, b);
   } else if constexpr (A == DType::fp32 && small_operands && Traits<TA>::is_float && Traits<TB>::is_float) {
     // The micro-kernel reads acc_in and writes acc: no copy of the accumulator.
-    mma_native<float, M, N, K>(acc.v, acc_in.v, a.v, b.v);
+    mma_native<float, M, N, K>(acc.v(), acc_in.v(), a.v(), b.v());
   } else if constexpr (A == DType::fp64 && TA == DType::fp64 && TB == DType::fp64) {
-    mma_native<double, M, N, K>(acc.v, acc_in.v, a.v, b.v);
+    mma_native<double, M, N, K>(acc.v(), acc_in.v(), a.v(), b.v());
   } else {
     acc = acc_in;
     for (int i = 0; i < M; ++i)
       for (int j = 0; j < N; ++j) {
-        value_t<A> x = acc.v[i][j];
+        value_t<A> x = acc.v()[i][j];
         for (int k = 0; k < K; ++k) {
-          x = fma_step<A>(x, static_cast<double>(a.v[i][k]), static_cast<double>(b.v[k][j]));
+          x = fma_step<A>(x, static_cast<double>(a.v()[i][k]), static_cast<double>(b.v()[k][j]));
         }
-        acc.v[i][j] = x;
+        acc.v()[i][j] = x;
       }
   }
   return acc;

@@ -193,8 +193,8 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   hp.grid = bound.grid;
   const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
   if (blocks > 0x7FFFFFFF) {
-    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(blocks) +
-                                          " thread blocks exceed CUDA's grid limit of 2^31 - 1");
+    raise(ErrorCode::ArgumentInvalid,
+          "kernel '" + k.name + "': " + std::to_string(blocks) + " thread blocks exceed CUDA's grid limit of 2^31 - 1");
   }
   std::shared_ptr<void> fault;
   if (options.check_faults) {
@@ -238,8 +238,8 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
     default: what = "tile.for step " + std::to_string(f.index) + " is not positive"; break;
   }
   raise(f.code == 1 ? ErrorCode::IndexOutOfRange : ErrorCode::ArgumentInvalid,
-        "kernel '" + k.name + "': " + what + " (group " + std::to_string(f.group) + " of kernel '" + k.name +
-            "', on " + device + ")");
+        "kernel '" + k.name + "': " + what + " (group " + std::to_string(f.group) + " of kernel '" + k.name + "', on " +
+            device + ")");
 }
 
 }  // namespace tessera::cuda

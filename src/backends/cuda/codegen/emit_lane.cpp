@@ -48,7 +48,8 @@ std::string binary(const ir::Operation& op, const std::string& n, const std::vec
   const DType d = p.storage;
   const std::string dt = cu_dtype(d);
   if (is_float(d)) {
-    static const std::map<std::string, std::string> rn = {{"add", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"}};
+    static const std::map<std::string, std::string> rn = {
+        {"add", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"}};
     if (auto it = rn.find(n); it != rn.end()) {
       if (native_f32(p)) return "__f" + it->second + "_rn(" + a[0] + ", " + a[1] + ")";
       const std::string dbl = "__d" + it->second + "_rn(" + as_double(a[0]) + ", " + as_double(a[1]) + ")";
@@ -119,9 +120,9 @@ std::string index_list(const std::vector<std::string>& args, std::size_t first, 
 }  // namespace
 
 std::string cu_dtype(DType dtype) {
-  static const char* names[] = {"kFp64",   "kFp32",  "kFp16", "kBf16",  "kFp8E4m3", "kFp8E5m2",
-                                "kFp6E2m3", "kFp6E3m2", "kFp4E2m1", "kE8m0", "kInt4",    "kInt8",
-                                "kInt16",  "kInt32", "kInt64", "kUint8", "kBool"};
+  static const char* names[] = {"kFp64",    "kFp32",    "kFp16",    "kBf16",  "kFp8E4m3", "kFp8E5m2",
+                                "kFp6E2m3", "kFp6E3m2", "kFp4E2m1", "kE8m0",  "kInt4",    "kInt8",
+                                "kInt16",   "kInt32",   "kInt64",   "kUint8", "kBool"};
   return std::string("tsr::") + names[static_cast<int>(dtype)];
 }
 

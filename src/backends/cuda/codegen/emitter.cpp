@@ -144,8 +144,8 @@ class Emitter {
 
   void bind_params(const ir::Block& body) {
     if (body.num_arguments() > 16) {
-      raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' has " +
-                                    std::to_string(body.num_arguments()) + " parameters; at most 16 are supported");
+      raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' has " + std::to_string(body.num_arguments()) +
+                                    " parameters; at most 16 are supported");
     }
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
       const ir::Value* arg = body.argument(i);
@@ -238,7 +238,8 @@ class Emitter {
         }
       } else if (n == "tile.if") {
         for (std::size_t k = 0; k < op.num_results(); ++k)
-          for (std::size_t r = 0; r < 2; ++r) classes_.join(op.result(k), op.region(r).block().terminator()->operand(k));
+          for (std::size_t r = 0; r < 2; ++r)
+            classes_.join(op.result(k), op.region(r).block().terminator()->operand(k));
       } else if (n == "tile.while") {
         const ir::Block& before = op.region(0).block();
         const ir::Block& after = op.region(1).block();
@@ -267,7 +268,8 @@ class Emitter {
     const ir::Value* t = load.result(0);
     if (!src->type().is_smem() || src->type().rank() != t->type().rank() || t->uses().size() != 1) return;
     const ir::Use& use = t->uses().front();
-    if (use.user->name() != "tile.mma" || use.operand_index > 1 || use.user->parent_block() != load.parent_block()) return;
+    if (use.user->name() != "tile.mma" || use.operand_index > 1 || use.user->parent_block() != load.parent_block())
+      return;
     for (std::size_t k = 1; k < load.num_operands(); ++k) {
       const ir::Operation* def = load.operand(k)->defining_op();
       if (def == nullptr || def->name() != "tile.const") return;
@@ -459,8 +461,8 @@ class Emitter {
     const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
     line("{  // tile.for");
     ++indent_;
-    line("const tsr::i64 " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " + name_.at(op.operand(1)) +
-         ", " + step + " = " + name_.at(op.operand(2)) + ";");
+    line("const tsr::i64 " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " + name_.at(op.operand(1)) + ", " +
+         step + " = " + name_.at(op.operand(2)) + ";");
     line("if (" + step + " <= 0) tsr::fault(p.fault, 2, 4, -1, 0, " + step + ", 0, group);");
     const std::string iv = fresh("iv");
     name_[body.argument(0)] = iv;
@@ -625,8 +627,8 @@ class Emitter {
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");
       require_nearest_even(to, "tile.tile_cast");
-      return define(op.result(0), "tsr::tile_cast<" + cu_dtype(to.storage) + ">(" + a[0] + ", " +
-                                      cu_overflow(to.overflow) + ")");
+      return define(op.result(0),
+                    "tsr::tile_cast<" + cu_dtype(to.storage) + ">(" + a[0] + ", " + cu_overflow(to.overflow) + ")");
     }
     if (n == "mma") {
       std::int64_t scratch_at = 0;

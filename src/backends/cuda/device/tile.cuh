@@ -32,8 +32,8 @@ struct Buf {
   i64 strides[kMaxRank];
 };
 struct Fault {
-  int code;  // 0 none, 1 index out of range, 2 invalid argument
-  int kind;  // 0 load, 1 store, 2 division by zero, 3 negative exponent, 4 loop step
+  int code;   // 0 none, 1 index out of range, 2 invalid argument
+  int kind;   // 0 load, 1 store, 2 division by zero, 3 negative exponent, 4 loop step
   int param;  // parameter index (>= 0) or -1 - shared buffer number
   int dim;
   i64 index;
@@ -68,11 +68,11 @@ __device__ __forceinline__ void fault(Fault* f, int code, int kind, int param, i
 
 template <int D>
 struct Traits;
-#define TSR_TRAITS(D, S, V, F)   \
-  template <>                    \
-  struct Traits<D> {             \
-    typedef S storage;           \
-    typedef V value;             \
+#define TSR_TRAITS(D, S, V, F)          \
+  template <>                           \
+  struct Traits<D> {                    \
+    typedef S storage;                  \
+    typedef V value;                    \
     static constexpr bool is_float = F; \
   };
 TSR_TRAITS(kFp64, double, double, true)
@@ -333,7 +333,7 @@ __device__ __forceinline__ bool in_shared(const SView<D, RO, CO, M, RANK>& v, co
 }
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ typename Traits<D>::value load(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK],
-                                                         const Where& w) {
+                                                          const Where& w) {
   if (!in_shared(v, idx, 0, w)) return typename Traits<D>::value(0);
   return decode_s<D>(*v.at(RANK == 2 ? idx[0] : 0, idx[RANK - 1]));
 }
