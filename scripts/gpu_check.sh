@@ -15,6 +15,8 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build="${1:-build-gpu}"
+# Absolute from here on: paths below are handed to cmake and Python from other folders.
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
 jobs="${JOBS:-$(nproc)}"
 python="${PYTHON:-python3}"
 logs="${OUT:-$build/gpu_check_logs}"
@@ -36,10 +38,10 @@ if [ ! -e /usr/include/gtest/gtest.h ] && [ ! -e /usr/local/include/gtest/gtest.
   if [ -f "$gsrc/CMakeLists.txt" ]; then
     echo "== building GoogleTest from $gsrc"
     cmake -S "$gsrc" -B "$build/_gtest_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-      -DCMAKE_INSTALL_PREFIX="$root/$build/_gtest" >"$logs/gtest.log" 2>&1 &&
+      -DCMAKE_INSTALL_PREFIX="$build/_gtest" >"$logs/gtest.log" 2>&1 &&
       cmake --build "$build/_gtest_build" -j"$jobs" --target install >>"$logs/gtest.log" 2>&1 ||
       { echo "GoogleTest build failed (see $logs/gtest.log)"; }
-    cmake_extra+=("-DCMAKE_PREFIX_PATH=$root/$build/_gtest")
+    cmake_extra+=("-DCMAKE_PREFIX_PATH=$build/_gtest")
   else
     echo "no GoogleTest found; set TESSERA_GTEST_SOURCE to a googletest source tree"
   fi
@@ -112,6 +114,36 @@ bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 [ "$bad" -eq 0 ] && row "gpu conformance (vs CPU backend)" PASS "$conf kernels passed" ||
   row "gpu conformance (vs CPU backend)" FAIL "$bad failed, $conf passed"
 
+# compute-sanitizer over the conformance kernels (GpuCodegen.*: every kernel of
+# tests/conformance plus the tensor-core GEMM, on the GPU): memcheck for
+# out-of-bounds and misaligned accesses, racecheck for shared-memory hazards.
+sanitizer="$(command -v compute-sanitizer || true)"
+[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+for tool in memcheck racecheck; do
+  if [ -z "$sanitizer" ]; then
+    row "compute-sanitizer $tool" SKIP "not available (compute-sanitizer not on PATH or in /usr/local/cuda/bin)"
+    continue
+  fi
+  echo "== compute-sanitizer $tool (GpuCodegen.*)"
+  t0=$(stamp)
+  timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 3 "$build/tests/gpu/tessera_gpu_tests" \
+    --gtest_filter='GpuCodegen.*' >"$logs/sanitizer_$tool.log" 2>&1
+  rc=$?
+  verdict=$(grep -hE "(ERROR|RACECHECK) SUMMARY" "$logs/sanitizer_$tool.log" | tail -1 | sed 's/^=* *//')
+  ran=$(grep -cE "^\[       OK \] GpuCodegen" "$logs/sanitizer_$tool.log")
+  skipped=$(grep -cE "^\[  SKIPPED \] GpuCodegen" "$logs/sanitizer_$tool.log")
+  grep -E "^========= (Invalid|Race|Error|Program hit|Warning)|FAILED" "$logs/sanitizer_$tool.log" | head -10
+  if [ "$rc" -eq 0 ]; then
+    row "compute-sanitizer $tool" PASS "$ran tests passed, $skipped skipped, $verdict, $(($(stamp) - t0)) s"
+  elif [ "$rc" -eq 124 ]; then
+    row "compute-sanitizer $tool" FAIL "timed out after 240 s (see $logs/sanitizer_$tool.log)"
+  elif grep -qE "Device not supported|not supported on this platform" "$logs/sanitizer_$tool.log"; then
+    row "compute-sanitizer $tool" SKIP "not available on this machine's runtime (see $logs/sanitizer_$tool.log)"
+  else
+    row "compute-sanitizer $tool" FAIL "rc $rc, $verdict (see $logs/sanitizer_$tool.log)"
+  fi
+done
+
 echo "== CUDA code generation benchmarks"
 "$build/tests/gpu/tessera_gpu_codegen_bench" 2>&1 | tee "$logs/codegen_bench.log"
 rc=${PIPESTATUS[0]}
@@ -129,11 +161,17 @@ if [ $have_python -eq 1 ]; then
   rm -rf "$build/pydev" && mkdir -p "$pkg"
   for f in python/tessera/*; do ln -s "$root/$f" "$pkg/$(basename "$f")"; done
   cp "$build"/python/_C*.so "$build"/src/libtessera.so* "$pkg/"
-  PYTHONPATH="$root/$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
+  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
     2>&1 | tee "$logs/pytest_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python cuda tensor tests" PASS "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')" ||
     row "python cuda tensor tests" FAIL "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')"
+  echo "== Python kernels on cuda:N (inspect_ir target/ptx, launches)"
+  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_kernel_cuda.py \
+    2>&1 | tee "$logs/pytest_kernel_cuda.log" | tail -15
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||
+    row "python cuda kernel tests" FAIL "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')"
 elif ! "$python" -c "import nanobind, numpy" 2>/dev/null; then
   row "python cuda tensor tests" SKIP "$python cannot import nanobind and numpy"
 fi

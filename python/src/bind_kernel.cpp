@@ -1,9 +1,10 @@
 // Python surface of kernels (tessera._C.Kernel): parsing from .tsr files or
-// Python function source, jit specialization, launch, autotune and
-// inspect_ir. Arguments arrive already converted by python/tessera/kernel.py
-// (tessera.Tensor, bool, int or float); this file only moves them into C++,
-// releases the GIL while kernels run, and calls back into Python for grid
-// functions and autotune progress.
+// Python function source, jit specialization, launch (on the CPU, or on
+// cuda:N when the tensors live there), autotune and inspect_ir. Arguments
+// arrive already converted by python/tessera/kernel.py (tessera.Tensor, bool,
+// int or float); this file only moves them into C++, releases the GIL while
+// kernels run, and calls back into Python for grid functions and autotune
+// progress.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -183,10 +184,16 @@ void bind_kernel(nb::module_& m) {
             return constants_to_python(chosen);
           },
           nb::arg("grid").none(), nb::arg("args"), nb::arg("progress").none(), nb::arg("num_threads") = 0)
-      .def("inspect_ir", [](const Kernel& k, const std::string& level) {
-        nb::gil_scoped_release release;
-        return k.inspect_ir(level);
-      });
+      .def(
+          "inspect_ir",
+          [](const Kernel& k, const std::string& level, const std::string& target, const std::string& arch) {
+            KernelLaunchOptions options;
+            options.target = target;  // "" = where the last launch ran
+            options.arch = arch;      // for "ptx"
+            nb::gil_scoped_release release;
+            return k.inspect_ir(level, options);
+          },
+          nb::arg("level"), nb::arg("target") = "", nb::arg("arch") = "");
   m.def("load_kernels", &load_kernels, nb::arg("path"), "The kernels of a .tsr file, in order of definition.");
   m.def(
       "kernels_from_source",

@@ -15,6 +15,8 @@ function (``inspect.getsource``) in the Python spelling::
     gemm[lambda c: cdiv(M, c["BM"]) * cdiv(N, c["BN"])](A, B, C)   # grid from tuned sizes
     k = gemm_tile.jit(M=4096, N=4096, K=4096)
     print(k.inspect_ir("tile")); print(k.inspect_ir("target"))
+    scale(x.to("cuda:0"), y_gpu, 2.0)  # tensors on cuda:N: runs on that GPU
+    print(scale.inspect_ir("target", target="cuda")); print(scale.inspect_ir("ptx"))
 
 Arguments: ``tessera.Tensor``; numpy arrays; Python numbers for scalar
 parameters. A numpy array whose dtype is the parameter's own storage
@@ -24,6 +26,13 @@ parameter any other numpy dtype is an error (a converted copy would drop the
 kernel's writes); a dtype numpy cannot hold (bf16, fp8) needs a
 ``tessera.Tensor``. Read-only parameters of such dtypes accept float numpy
 arrays, encoded (round to nearest even) into a temporary copy.
+
+Devices: a launch runs where its tensors live. Tensors on ``cuda:N``
+(``t.to("cuda:0")``, DLPack imports) run the kernel on that GPU through the
+CUDA backend; numpy arrays are host memory, so mixing them (or tensors on two
+devices) with GPU tensors is an ArgumentError naming the parameters.
+Autotune spaces with several candidates are searched on the CPU only: fix
+them with ``jit()`` before launching on a GPU.
 
 Autotuning prints one line per candidate to standard error; TESSERA_LOG=quiet
 silences it.
@@ -190,9 +199,17 @@ class Kernel:
         """The kernel with shape symbols and autotune names fixed at compile time."""
         return Kernel(self._k.jit(constants), self.__wrapped__)
 
-    def inspect_ir(self, level: str = "tile") -> str:
-        """"tile": the Tile IR after the tile passes; "target": the generated C++."""
-        return self._k.inspect_ir(level)
+    def inspect_ir(self, level: str = "tile", target: str = None, arch: str = None) -> str:
+        """The kernel's code at one level.
+
+        "tile": the Tile IR after the tile passes; "target": the generated
+        code of a backend: the CPU backend's C++, or the CUDA C++ when
+        ``target="cuda"`` (or ``"cuda:N"``) or when the last launch ran on a
+        GPU (``target="cpu"`` forces the CPU's); "ptx": the PTX NVRTC makes of
+        the CUDA C++ for ``arch`` ("sm_90a", "sm_80"; default: the GPU's own,
+        or sm_90a where there is none; NVRTC needs no GPU).
+        """
+        return self._k.inspect_ir(level, target or "", arch or "")
 
     # -- launches --
     def __getitem__(self, grid):

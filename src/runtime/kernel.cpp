@@ -5,6 +5,7 @@
 // and loading kernels from .tsr files.
 #include "tessera/runtime/kernel.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -168,16 +169,27 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
 }
 
 void Kernel::launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options) const {
+  // Tensors on cuda:N send the launch to the CUDA backend.
+  const int device = detail::arguments_device(*this, args);
   KernelConstants chosen;
-  if (!tuned_names().empty()) chosen = autotune_choice(grid, args, options);
+  if (device >= 0) {
+    detail::check_untuned_for_cuda(*this, device);
+  } else if (!tuned_names().empty()) {
+    chosen = autotune_choice(grid, args, options);
+  }
   std::shared_ptr<KernelSpecialization> spec = specialize(chosen);
-  const cpu::CompiledKernel& compiled = spec->compiled(options.cache_dir);
+  const cpu::CompiledKernel* compiled = device < 0 ? &spec->compiled(options.cache_dir) : nullptr;
   const std::int64_t groups = detail::resolve_grid(grid, *spec, name());
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->last_launched[constants_text(constants_)] = spec;
+    state_->last_device[constants_text(constants_)] = device;
   }
-  cpu::launch(compiled, groups, std::move(args), options.cpu);
+  if (device >= 0) {
+    detail::launch_on_cuda(*spec, device, groups, std::move(args), options);
+    return;
+  }
+  cpu::launch(*compiled, groups, std::move(args), options.cpu);
 }
 
 std::string Kernel::inspect_ir(std::string_view level, const KernelLaunchOptions& options) const {
@@ -185,23 +197,35 @@ std::string Kernel::inspect_ir(std::string_view level, const KernelLaunchOptions
     raise(ErrorCode::ArgumentInvalid, "kernel '" + name() + "' is written at the tile level: it has no " +
                                           std::string(level) +
                                           " IR (that level exists for @tessera.jit functions); inspect_ir takes "
-                                          "\"tile\" or \"target\" for a kernel");
+                                          "\"tile\", \"target\" or \"ptx\" for a kernel");
   }
-  if (level != "tile" && level != "target") {
-    const std::string hint = closest_match(level, {"tile", "target", "graph", "schedule"});
+  if (level != "tile" && level != "target" && level != "ptx") {
+    const std::string hint = closest_match(level, {"tile", "target", "ptx", "graph", "schedule"});
     raise(ErrorCode::ArgumentInvalid, "inspect_ir: unknown level '" + std::string(level) + "'" +
                                           (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
-                                          " (a kernel has \"tile\" and \"target\")");
+                                          " (a kernel has \"tile\", \"target\" and \"ptx\")");
   }
   std::shared_ptr<KernelSpecialization> spec;
+  int device = -1;  // where the code shown runs: the last launch's device unless options.target says
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (auto it = state_->last_launched.find(constants_text(constants_)); it != state_->last_launched.end()) {
       spec = it->second;
+      device = state_->last_device[constants_text(constants_)];
     }
   }
+  if (!options.target.empty()) device = detail::parse_target(*this, options.target);
   if (!spec) spec = specialize();
-  return level == "tile" ? spec->tile_ir() : spec->target_source(options.cache_dir);
+  if (level == "tile") return spec->tile_ir();
+  if (level == "ptx") {
+    if (options.target == "cpu") {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + name() +
+                                            "': inspect_ir(\"ptx\") shows CUDA code; the CPU "
+                                            "backend has none (use \"target\" for its C++)");
+    }
+    return detail::cuda_ptx(*spec, name(), std::max(device, 0), options.arch);
+  }
+  return device >= 0 ? spec->cuda_source(device, options.arch) : spec->target_source(options.cache_dir);
 }
 
 // ---- loading ----

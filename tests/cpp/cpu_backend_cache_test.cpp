@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "backends/cpu/compile_cache.h"
 #include "cpu_backend_test_util.h"
 #include "tessera/support/error.h"
 
@@ -114,6 +115,31 @@ TEST_F(CpuBackendCache, TruncatedEntryIsDetectedAndRebuilt) {
   cpu::CompiledKernel last = compile(*k, options());
   EXPECT_FALSE(last.cache_hit);
   expect_adds_one(last);
+}
+
+// An entry whose object matches its sidecar but does not load (one written by
+// another build of Tessera whose library this process cannot resolve, say)
+// is rebuilt instead of failing the compile.
+TEST_F(CpuBackendCache, ValidEntryThatDoesNotLoadIsRebuilt) {
+  ir::Module m;
+  ir::Operation* k = add_one_kernel(m);
+  std::string key;
+  {
+    cpu::CompiledKernel first = compile(*k, options());
+    key = first.cache_key;
+  }  // unloaded before the entry is replaced
+  // A well-formed shared object without the kernel's entry point, published
+  // under the same key so that its size and hash match the sidecar.
+  const fs::path stub_source = dir_ / "no_entry_point.cpp";
+  std::ofstream(stub_source) << "extern \"C\" int tessera_test_unrelated_symbol() { return 7; }\n";
+  const fs::path stub = dir_ / "no_entry_point.so";
+  const std::string command = "c++ -shared -fPIC -o " + stub.string() + " " + stub_source.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  cpu::detail::CompileCache(dir_.string()).publish(key, stub.string());
+  cpu::CompiledKernel second = compile(*k, options());
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_EQ(second.cache_key, key);
+  expect_adds_one(second);
 }
 
 TEST_F(CpuBackendCache, MissingCompilerIsAClearError) {

@@ -35,8 +35,7 @@ TEST(CpuBackendLane, ScaleRoundsTheProductOnceToFp32) {
   cpu::CompiledKernel ck = compile(*k);
   // Groups of one tile run as one loop over a range of groups, with masked
   // (branch-free) element accesses.
-  EXPECT_NE(ck.source.find("for (std::int64_t group = begin; group < end; ++group)"), std::string::npos)
-      << ck.source;
+  EXPECT_NE(ck.source.find("for (std::int64_t group = begin; group < end; ++group)"), std::string::npos) << ck.source;
   EXPECT_NE(ck.source.find("tsr::load_m("), std::string::npos) << ck.source;
   EXPECT_NE(ck.source.find("tsr::store_m<"), std::string::npos) << ck.source;
 

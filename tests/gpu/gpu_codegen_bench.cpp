@@ -1,6 +1,8 @@
 // GPU figures of the CUDA code generator, each a ratio measured in one run:
-//   - the kernel-language GEMM (bf16 in, fp32 accumulate, tensor cores via
-//     mma.sync) at M = N = K = 4096 and 8192, TFLOP/s against cuBLAS bf16;
+//   - the kernel-language GEMM (bf16 in, fp32 accumulate, tensor cores:
+//     wgmma on sm_90a) at M = N = K = 4096 and 8192, TFLOP/s against cuBLAS
+//     bf16, for a few tile shapes and pipeline depths, each checked against
+//     cuBLAS's result (within bf16 rounding of its bf16 C);
 //   - a memory-bound kernel (scale.tsr, fp32) in GB/s against a
 //     device-to-device copy (bytes read + written);
 //   - launch overhead of a tiny kernel through tessera::cuda::launch against
@@ -10,7 +12,11 @@
 // timings after warm-up. Exits 0 without a GPU (saying so).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,28 +31,39 @@ using tessera::Tensor;
 
 namespace {
 
-const char* kGemm = R"(
-@kernel.autotune(space=dict(BM=[128], BN=[128], BK=[64])) tile[(256,)] shared(64_KiB)
+// The kernel-language GEMM: one group computes a BM x BN block of C; the
+// k-loop copies A and B blocks into xor-swizzled shared buffers with
+// cp_async, software-pipelined `stages` deep by the compiler (prefetch=),
+// and tile.mma reads them in place (wgmma on sm_90a, mma.sync before).
+std::string gemm_source(int bm, int bn, int bk, int stages, int threads) {
+  const int kib = (bm * bk + bk * bn) * 2 * stages / 1024;
+  char text[1600];
+  std::snprintf(text, sizeof text, R"(
+@kernel.autotune(space=dict(BM=[%d], BN=[%d], BK=[%d])) tile[(%d,)] shared(%d_KiB)
 def gemm_bf16(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
     tiles_n = (N + BN - 1) // BN
     bm = (group_linear_id() // tiles_n) * BM
-    bn = (group_linear_id() % tiles_n) * BN
-    a0 = tshared.alloc[bf16]((BM, BK), swizzle="xor")
-    a1 = tshared.alloc[bf16]((BM, BK), swizzle="xor")
-    b0 = tshared.alloc[bf16]((BK, BN), swizzle="xor")
-    b1 = tshared.alloc[bf16]((BK, BN), swizzle="xor")
+    bn = (group_linear_id() %% tiles_n) * BN
+    a = tshared.alloc[bf16]((BM, BK), swizzle="xor")
+    b = tshared.alloc[bf16]((BK, BN), swizzle="xor")
     acc = tile.zeros((BM, BN), f32)
-    cp_async.shared.global(a0, A[bm:bm+BM, 0:BK])
-    cp_async.shared.global(b0, B[0:BK, bn:bn+BN])
-    for k in tile.range(K, step=BK):
+    for k in tile.range(K, step=BK, prefetch=%d):
+        cp_async.shared.global(a, A[bm:bm+BM, k:k+BK])
+        cp_async.shared.global(b, B[k:k+BK, bn:bn+BN])
         tbarrier()
-        cp_async.shared.global(a1, A[bm:bm+BM, k+BK:k+BK+BK])
-        cp_async.shared.global(b1, B[k+BK:k+BK+BK, bn:bn+BN])
-        acc = tile.mma(tile.load(a0), tile.load(b0), acc=acc)
-        a0, a1 = a1, a0
-        b0, b1 = b1, b0
+        acc = tile.mma(tile.load(a), tile.load(b), acc=acc)
     tile.store(C, rows=(bm, BM), cols=(bn, BN), value=acc)
-)";
+)",
+                bm, bn, bk, threads, kib, stages);
+  return text;
+}
+
+struct GemmVariant {
+  int bm, bn, bk, stages, threads;
+};
+// The headline variant first; the others are reported for comparison.
+const GemmVariant kVariants[] = {
+    {128, 128, 64, 3, 256}, {128, 128, 64, 4, 256}, {128, 256, 64, 3, 256}, {128, 256, 64, 4, 256}};
 
 const char* kFill = R"(
 #include "tessera/numerics.cuh"
@@ -93,6 +110,7 @@ int main() {
     std::printf("[gpu-bench] skipped: %s\n", cu::unavailable_reason().c_str());
     return 0;
   }
+  bool failed = false;
   try {
     const cu::DeviceProperties props = cu::device_properties(0);
     std::printf("[gpu-bench] device: %s (%s, %d SMs)\n", props.name.c_str(), props.arch().c_str(),
@@ -114,38 +132,84 @@ int main() {
     };
 
     // ---- NVRTC compile: first call vs cached ----
-    std::vector<tessera::Kernel> gk = tessera::kernels_from_source(kGemm, "gemm_bf16.tsr");
-    auto gspec = gk.at(0).specialize();
-    cu::KernelCompileOptions fresh;
-    fresh.use_cache = false;
-    const cu::CompiledKernel gemm_first = cu::compile_kernel(gspec->func(), fresh);
-    const cu::CompiledKernel gemm = cu::compile_kernel(gspec->func());
-    row("compile gemm: NVRTC vs cached", gemm_first.compile_seconds * 1e3, gemm.compile_seconds * 1e3, "ms",
-        "cached call");
+    std::vector<cu::CompiledKernel> gemms;
+    for (const GemmVariant& v : kVariants) {
+      std::vector<tessera::Kernel> gk =
+          tessera::kernels_from_source(gemm_source(v.bm, v.bn, v.bk, v.stages, v.threads), "gemm_bf16.tsr");
+      auto gspec = gk.at(0).specialize();
+      if (gemms.empty()) {
+        cu::KernelCompileOptions fresh;
+        fresh.use_cache = false;
+        const cu::CompiledKernel first = cu::compile_kernel(gspec->func(), fresh);
+        const cu::CompiledKernel cached = cu::compile_kernel(gspec->func());
+        row("compile gemm: NVRTC vs cached", first.compile_seconds * 1e3, cached.compile_seconds * 1e3, "ms",
+            "cached call");
+      }
+      gemms.push_back(cu::compile_kernel(gspec->func()));
+      const bool wg = gemms.back().source.find("tsr::mma_wg<") != std::string::npos;
+      std::printf("[gpu-bench] gemm variant %dx%dx%d, %d stages, %d threads: %s, %lld bytes of shared memory\n", v.bm,
+                  v.bn, v.bk, v.stages, v.threads, wg ? "wgmma" : "mma.sync",
+                  static_cast<long long>(gemms.back().shared_bytes));
+    }
+    if (const char* dump = std::getenv("TESSERA_BENCH_DUMP")) {
+      // The headline GEMM's CUDA C++, for disassembly on the GPU machine.
+      if (std::FILE* f = std::fopen(dump, "w")) {
+        std::fputs(gemms.front().source.c_str(), f);
+        std::fclose(f);
+      }
+    }
 
-    // ---- GEMM ----
+    // ---- GEMM: each variant against cuBLAS in the same run; results checked against cuBLAS ----
     for (std::int64_t n : {4096, 8192}) {
       Tensor a = random_tensor({n, n}, DType::bf16), b = random_tensor({n, n}, DType::bf16);
       Tensor c = random_tensor({n, n}, DType::fp32);
       auto cb = cu::allocate_shared(0, static_cast<std::size_t>(n * n * 2));
-      const std::int64_t grid = (n / 128) * (n / 128);
       cu::KernelLaunchOptions lo{.stream = &s, .check_faults = false};
-      auto ours = [&] { cu::launch(gemm, grid, {a, b, c}, lo); };
       auto blas = [&] {
         cu::cublas_gemm(DType::bf16, static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
                         reinterpret_cast<cu::DevicePtr>(a.device_data()),
                         reinterpret_cast<cu::DevicePtr>(b.device_data()), reinterpret_cast<cu::DevicePtr>(cb.get()), s);
       };
-      for (int i = 0; i < 3; ++i) {
-        ours();
-        blas();
-      }
       const int reps = n == 4096 ? 20 : 7;
-      const float t_ours = median_ms(s, reps, ours), t_blas = median_ms(s, reps, blas);
       const double flops = 2.0 * n * n * n;
-      char what[64];
-      std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 TFLOP/s", static_cast<long long>(n));
-      row(what, flops / t_ours / 1e9, flops / t_blas / 1e9, "TFLOP/s", "cuBLAS bf16");
+      std::vector<std::uint16_t> ref(static_cast<std::size_t>(n * n));
+      blas();
+      s.synchronize();
+      cu::copy_to_host(0, ref.data(), reinterpret_cast<cu::DevicePtr>(cb.get()), ref.size() * 2);
+      for (std::size_t vi = 0; vi < gemms.size(); ++vi) {
+        const GemmVariant& v = kVariants[vi];
+        const std::int64_t grid = ((n + v.bm - 1) / v.bm) * ((n + v.bn - 1) / v.bn);
+        auto ours = [&] { cu::launch(gemms[vi], grid, {a, b, c}, lo); };
+        // Correctness at this size: within bf16 rounding of cuBLAS's bf16 C.
+        cu::memset_async(reinterpret_cast<cu::DevicePtr>(c.device_data()), 0xFF, static_cast<std::size_t>(n * n * 4),
+                         s);
+        ours();
+        s.synchronize();
+        Tensor h = c.to("cpu");
+        const float* got = static_cast<const float*>(h.data());
+        double max_err = 0, max_ref = 0;
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+          const std::uint32_t w32 = static_cast<std::uint32_t>(ref[i]) << 16;
+          float w;
+          std::memcpy(&w, &w32, 4);
+          const double e = std::fabs(static_cast<double>(got[i]) - w);
+          max_err = std::isnan(e) ? INFINITY : std::max(max_err, e);
+          max_ref = std::max(max_ref, static_cast<double>(std::fabs(w)));
+        }
+        const bool ok = max_err <= 1e-2 * max_ref;
+        for (int i = 0; i < 3; ++i) {
+          ours();
+          blas();
+        }
+        const float t_ours = median_ms(s, reps, ours), t_blas = median_ms(s, reps, blas);
+        char what[96];
+        std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 %dx%dx%d s%d", static_cast<long long>(n), v.bm, v.bn,
+                      v.bk, v.stages);
+        row(what, flops / t_ours / 1e9, flops / t_blas / 1e9, "TFLOP/s", "cuBLAS bf16");
+        std::printf("[gpu-bench]   check vs cuBLAS: max |diff| %.3g, max |ref| %.3g: %s\n", max_err, max_ref,
+                    ok ? "ok" : "WRONG");
+        if (!ok) failed = true;
+      }
     }
 
     // ---- memory-bound: scale vs device-to-device copy ----
@@ -199,5 +263,6 @@ int main() {
     std::printf("[gpu-bench] FAILED: %s\n", e.what());
     return 1;
   }
-  return 0;
+  if (failed) std::printf("[gpu-bench] FAILED: a GEMM variant disagrees with cuBLAS\n");
+  return failed ? 1 : 0;
 }

@@ -6,7 +6,10 @@
 // on both backends (all the conformance kernels: lane arithmetic, the scalar
 // mma path, the reduce_sum tree) must agree bit for bit; the bf16 tensor-core
 // GEMM sums 16 products per hardware step and must agree within a stated
-// tolerance (max |gpu - cpu| <= 1e-5 * max |cpu|). Skipped without a GPU.
+// tolerance (max |gpu - cpu| <= 1e-5 * max |cpu|); so must the pipelined
+// GEMMs that take the wgmma path on sm_90a (128x128 and 128x256 blocks,
+// ragged shapes). Skipped without a GPU, except the emission check for
+// sm_90a, which needs only NVRTC.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -212,5 +215,82 @@ def gemm_bf16(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
             {random_tensor(rng, {m, k}, DType::bf16), random_tensor(rng, {k, n}, DType::bf16),
              poisoned({m, n}, DType::fp32)},
             2, false);
+  }
+}
+
+namespace {
+
+// The benchmark's GEMM shape (tests/gpu/gpu_codegen_bench.cpp): BK = 64 rows
+// of 128 bytes, xor-swizzled buffers, a 3-deep cp_async pipeline.
+std::string pipelined_gemm(int bm, int bn, int threads) {
+  const std::string s = std::to_string(bm), n = std::to_string(bn), t = std::to_string(threads);
+  return "@kernel.autotune(space=dict(BM=[" + s + "], BN=[" + n + "], BK=[64])) tile[(" + t + R"(,)] shared(160_KiB)
+def gemm_bf16(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    tiles_n = (N + BN - 1) // BN
+    bm = (group_linear_id() // tiles_n) * BM
+    bn = (group_linear_id() % tiles_n) * BN
+    a = tshared.alloc[bf16]((BM, BK), swizzle="xor")
+    b = tshared.alloc[bf16]((BK, BN), swizzle="xor")
+    acc = tile.zeros((BM, BN), f32)
+    for k in tile.range(K, step=BK, prefetch=3):
+        cp_async.shared.global(a, A[bm:bm+BM, k:k+BK])
+        cp_async.shared.global(b, B[k:k+BK, bn:bn+BN])
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.load(b), acc=acc)
+    tile.store(C, rows=(bm, BM), cols=(bn, BN), value=acc)
+)";
+}
+
+bool nvrtc_present() {
+  try {
+    cu::nvrtc_version();
+    return true;
+  } catch (const tessera::Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  std::vector<tessera::Kernel> ks = tessera::kernels_from_source(pipelined_gemm(128, 128, 256), "gemm_bf16.tsr");
+  auto spec = ks.at(0).specialize();
+  const std::string h = cu::emit_kernel_source(spec->func(), {.arch = "sm_90a"});
+  EXPECT_NE(h.find("tsr::mma_wg<true>"), std::string::npos) << h;
+  EXPECT_NE(h.find("tsr::WgLayout<128, 128, 2, 1>"), std::string::npos) << h;  // 2 warpgroups, 64 rows each
+  EXPECT_NE(h.find("tsr::barrier_async();"), std::string::npos) << h;
+  EXPECT_NE(h.find("__align__(1024)"), std::string::npos) << h;
+  cu::CompileOptions o;
+  o.arch = "sm_90a";
+  o.ptx = true;
+  o.extra = {"--fmad=false", "-std=c++17"};
+  const cu::CompiledProgram p = cu::compile(h, "gemm.cu", 0, o);
+  EXPECT_NE(p.ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
+  EXPECT_NE(p.ptx.find("fence.proxy.async.shared::cta"), std::string::npos);
+  const std::string a = cu::emit_kernel_source(spec->func(), {.arch = "sm_80"});
+  EXPECT_EQ(a.find("tsr::mma_wg<"), std::string::npos) << a;
+  EXPECT_NE(a.find("tsr::mma_tc<true>"), std::string::npos) << a;
+  o.arch = "sm_80";
+  o.ptx = false;
+  EXPECT_FALSE(cu::compile(a, "gemm.cu", 0, o).cubin.empty());
+}
+
+TEST(GpuCodegen, PipelinedBf16GemmOnWgmma) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(std::random_device{}());
+  for (auto [bm, bn] : std::vector<std::array<int, 2>>{{128, 128}, {128, 256}}) {
+    Built r = build(pipelined_gemm(bm, bn, 256), false);
+    if (cu::device_properties(0).arch() == "sm_90a") {
+      EXPECT_NE(r.gpu.source.find("tsr::mma_wg<true>"), std::string::npos) << "expected the wgmma path";
+    }
+    for (auto [m, n, k] :
+         std::vector<std::array<std::int64_t, 3>>{{128, 256, 64}, {300, 200, 100}, {512, 512, 320}, {257, 520, 1000}}) {
+      const std::int64_t grid = ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
+      compare(r, grid,
+              {random_tensor(rng, {m, k}, DType::bf16), random_tensor(rng, {k, n}, DType::bf16),
+               poisoned({m, n}, DType::fp32)},
+              2, false);
+    }
   }
 }

@@ -1,8 +1,9 @@
 // Baseline figures of the CUDA runtime layer on the machine it runs on:
 // NVRTC compile time, launch overhead (raw launches and CUDA graph replay),
 // the caching allocator against the driver's allocator, device-to-device copy
-// bandwidth and cuBLAS bf16 GEMM throughput (the ceiling the kernel-language
-// GEMM is measured against). Inputs are random, never zeros. Prints a table;
+// bandwidth, cuBLAS bf16 GEMM throughput (the ceiling the kernel-language
+// GEMM is measured against) and cuBLASLt fp8_e4m3 GEMM throughput (the same
+// for fp8 operands). Inputs are random, never zeros. Prints a table;
 // exits 0 without a GPU (saying so).
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,13 @@ extern "C" __global__ void fill_bf16(unsigned short* out, unsigned long long n, 
   if (i >= n) return;
   const float u = (float)tessera::device::random_bits32(seed, i) * 2.3283064365386963e-10f;  // [0, 1)
   out[i] = (unsigned short)tessera::device::encode_f32_nearest_even(2.0f * u - 1.0f, tessera::device::kBf16, false);
+}
+// Random fp8_e4m3 in [-1, 1), likewise.
+extern "C" __global__ void fill_e4m3(unsigned char* out, unsigned long long n, unsigned long long seed) {
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float u = (float)tessera::device::random_bits32(seed, i) * 2.3283064365386963e-10f;  // [0, 1)
+  out[i] = (unsigned char)tessera::device::encode_f32_nearest_even(2.0f * u - 1.0f, tessera::device::kFp8E4m3, false);
 }
 )";
 
@@ -65,12 +73,13 @@ int main() {
                 props.multiprocessors);
     auto t0 = std::chrono::steady_clock::now();
     const cu::CompiledProgram program = cu::compile(kSource, "figures.cu", 0);
-    row("NVRTC compile (numerics header + 2 kernels)", seconds_since(t0) * 1e3, "ms");
+    row("NVRTC compile (numerics header + 3 kernels)", seconds_since(t0) * 1e3, "ms");
     t0 = std::chrono::steady_clock::now();
     const cu::Module module = cu::Module::load(0, program);
     row("module load (cubin)", seconds_since(t0) * 1e3, "ms");
     const cu::Function empty = module.function("empty");
     const cu::Function fill = module.function("fill_bf16");
+    const cu::Function fill8 = module.function("fill_e4m3");
     cu::Stream stream(0);
 
     // Launch overhead: back-to-back empty kernels, and the same from a graph.
@@ -132,6 +141,28 @@ int main() {
       const std::string what = "cuBLAS bf16 GEMM " + std::to_string(n) + "^3";
       row(what.c_str(), 2.0 * n * n * static_cast<double>(n) / (ms * 1e-3) / 1e12, "TFLOP/s",
           std::to_string(ms) + " ms median of 10");
+    }
+
+    // cuBLASLt fp8_e4m3 GEMM (TN: B given as [N, K]), fp32 accumulation, bf16
+    // output (the usual fp8 GEMM output), on random operands.
+    const bool fp8 = props.compute_major * 10 + props.compute_minor >= 89;
+    if (!fp8)
+      std::printf("[gpu-figures] cuBLASLt fp8 GEMM skipped: needs sm_89+, device is %s\n", props.arch().c_str());
+    for (int n : {4096, 8192}) {
+      if (!fp8) break;
+      const std::size_t elems = static_cast<std::size_t>(n) * n;
+      auto a = cu::allocate_shared(0, elems), b = cu::allocate_shared(0, elems), c = cu::allocate_shared(0, elems * 2);
+      const auto pa = reinterpret_cast<cu::DevicePtr>(a.get()), pb = reinterpret_cast<cu::DevicePtr>(b.get()),
+                 pc = reinterpret_cast<cu::DevicePtr>(c.get());
+      const unsigned blocks = static_cast<unsigned>((elems + 255) / 256);
+      fill8({.grid = {blocks}, .block = {256}, .stream = &stream}, pa, static_cast<unsigned long long>(elems), 4ull);
+      fill8({.grid = {blocks}, .block = {256}, .stream = &stream}, pb, static_cast<unsigned long long>(elems), 5ull);
+      for (int w = 0; w < 3; ++w) cu::cublaslt_gemm_fp8(n, n, n, pa, pb, pc, tessera::DType::bf16, stream);
+      const float ms =
+          median_ms(stream, 10, [&] { cu::cublaslt_gemm_fp8(n, n, n, pa, pb, pc, tessera::DType::bf16, stream); });
+      const std::string what = "cuBLASLt fp8_e4m3 GEMM " + std::to_string(n) + "^3";
+      row(what.c_str(), 2.0 * n * n * static_cast<double>(n) / (ms * 1e-3) / 1e12, "TFLOP/s",
+          std::to_string(ms) + " ms median of 10, bf16 out");
     }
     cu::synchronize(0);
   } catch (const tessera::Error& e) {

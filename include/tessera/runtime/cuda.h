@@ -1,6 +1,6 @@
 // The CUDA runtime layer: devices, device memory, streams, events, run-time
-// compilation (NVRTC), modules, kernel launch, CUDA graphs and the cuBLAS
-// baseline.
+// compilation (NVRTC), modules, kernel launch, CUDA graphs and the cuBLAS /
+// cuBLASLt baselines.
 //
 // Everything is reached through libraries opened on first use (libcuda.so.1,
 // libnvrtc, libcublas), so one build runs with and without GPUs. On a machine
@@ -282,5 +282,15 @@ void cublas_gemm(DType dtype, int m, int n, int k, DevicePtr a, DevicePtr b, Dev
 // cuBLAS's version (major * 10000 + minor * 100 + patch) and library.
 int cublas_version(int device);
 std::string cublas_library();
+
+// cuBLASLt's fp8 GEMM: row-major C[M, N] = A[M, K] @ B[N, K]^T with
+// fp8_e4m3 operands (B given transposed, as [N, K] row-major: the "TN" layout
+// cuBLASLt requires for fp8), fp32 accumulation, unit scales, and an fp32 or
+// bf16 C. M, N, K must be multiples of 16 and the pointers 16-byte aligned;
+// needs sm_89 or newer. The fp8 baseline of the GPU benchmarks.
+void cublaslt_gemm_fp8(int m, int n, int k, DevicePtr a, DevicePtr b_t, DevicePtr c, DType out, const Stream& stream);
+// cuBLASLt's version (major * 10000 + minor * 100 + patch) and library.
+std::size_t cublaslt_version();
+std::string cublaslt_library();
 
 }  // namespace tessera::cuda

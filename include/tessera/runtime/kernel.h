@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,9 @@ namespace tessera {
 
 namespace detail {
 struct KernelState;
+}
+namespace cuda {
+struct CompiledKernel;
 }
 
 using KernelConstants = frontend::Constants;
@@ -77,6 +81,12 @@ using Grid = std::variant<std::int64_t, GridFunction>;
 
 struct KernelLaunchOptions {
   cpu::LaunchOptions cpu;
+  // inspect_ir only: the backend whose code "target" shows ("cpu", "cuda" or
+  // "cuda:N"); empty = the device the last launch ran on (the CPU when none).
+  std::string target;
+  // inspect_ir("ptx") only: the architecture ("sm_90a", "sm_80"); empty = the
+  // device's own, or sm_90a where there is no GPU (NVRTC needs none).
+  std::string arch;
   // Autotune progress; empty = print_autotune_event.
   AutotuneCallback progress;
   // Compile cache root (also holds autotune results); empty = the backend's default.
@@ -101,6 +111,14 @@ class KernelSpecialization {
   // Compiles (or loads from the disk cache) on first call; later calls return the same object.
   const cpu::CompiledKernel& compiled(const std::string& cache_dir = {});
   bool is_compiled() const;
+  // The CUDA kernel for cuda:`device`, compiled (or loaded from the cache) on
+  // first call; later calls return the same object.
+  const cuda::CompiledKernel& cuda_compiled(int device, const std::string& cache_dir = {});
+  // The CUDA C++ for cuda:`device` (inspect_ir("target", target="cuda")): the
+  // compiled source when compiled for that device, else emitted without
+  // compiling for `arch` (empty: the device's own architecture, or sm_90a
+  // where there is no GPU; the emitter picks tensor-core paths by it).
+  std::string cuda_source(int device = 0, const std::string& arch = {}) const;
 
  private:
   ir::Module module_;
@@ -108,6 +126,7 @@ class KernelSpecialization {
   KernelConstants constants_;
   mutable std::mutex mutex_;
   std::shared_ptr<const cpu::CompiledKernel> compiled_;
+  std::map<int, std::shared_ptr<const cuda::CompiledKernel>> cuda_compiled_;  // by device ordinal
 };
 
 class Kernel {
@@ -137,11 +156,17 @@ class Kernel {
   std::shared_ptr<KernelSpecialization> specialize(const KernelConstants& extra = {}) const;
 
   // Compiles what is needed (autotuning first when tuned_names() is not
-  // empty) and runs the kernel on `args`.
+  // empty) and runs the kernel on `args`: on the CPU backend when the tensor
+  // arguments are host tensors, on the CUDA backend when they all live on
+  // cuda:N (tensors on different devices are an ArgumentError naming them;
+  // autotune spaces with more than one candidate are not searched on CUDA
+  // yet: a clear error asks to fix them with jit()).
   void launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options = {}) const;
 
   // "tile": the Tile IR after the passes; "target": the generated C++ of the
-  // CPU backend. Shows the specialization launch() last ran for this
+  // CPU backend, or the CUDA C++ when options.target is "cuda" or the last
+  // launch ran on a GPU; "ptx": the PTX NVRTC makes of the CUDA C++ (for
+  // options.arch). Shows the specialization launch() last ran for this
   // kernel's constants (the autotune winner), else the default one.
   // "graph"/"schedule" raise ArgumentError (kernels have no such level).
   std::string inspect_ir(std::string_view level, const KernelLaunchOptions& options = {}) const;

@@ -61,14 +61,13 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
 
   std::string key_text = "tessera-cpu abi " + std::to_string(tessera_cpu::kAbiVersion) + "\nversion " +
                          TESSERA_VERSION_STRING + "\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " +
-                         detail::CompileCache::header_hash() + "\nflags";
+                         detail::CompileCache::header_hash() + "\nlinks " + detail::libtessera_path() + "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
   key_text += "\n" + e.source;
   const std::string key = detail::sha256_hex(key_text);
 
   CompiledKernel k;
-  k.cache_hit = options.use_cache && cache.valid(key);
-  if (!k.cache_hit) {
+  auto build = [&] {
     detail::write_file_atomic(cache.source_path(key), e.source);
     const std::string tmp = cache.temp_object_path(key);
     try {
@@ -78,8 +77,20 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
       throw;
     }
     cache.publish(key, tmp);
+  };
+  k.cache_hit = options.use_cache && cache.valid(key);
+  if (!k.cache_hit) build();
+  std::shared_ptr<const detail::LoadedKernel> loaded;
+  try {
+    loaded = detail::load(cache.object_path(key), e.name);
+  } catch (const Error&) {
+    // An entry that passed validation but does not load (written by a
+    // different build whose library it cannot find, say) is rebuilt once.
+    if (!k.cache_hit) throw;
+    k.cache_hit = false;
+    build();
+    loaded = detail::load(cache.object_path(key), e.name);
   }
-  auto loaded = detail::load(cache.object_path(key), e.name);
 
   k.name = e.name;
   k.source = std::move(e.source);

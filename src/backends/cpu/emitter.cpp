@@ -799,7 +799,7 @@ class Emitter {
   std::string body_;
   int indent_ = 1;
   std::string lane_id_;
-  bool batched_ = false;               // one lane loop over a range of groups
+  bool batched_ = false;             // one lane loop over a range of groups
   Access access_ = Access::checked;  // how the lane code being emitted accesses elements
   std::unordered_map<const ir::Value*, std::string> name_;
   std::unordered_map<const ir::Value*, Storage> storage_;

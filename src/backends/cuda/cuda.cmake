@@ -34,6 +34,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/module.cpp
   ${_tessera_cuda_dir}/graph_capture.cpp
   ${_tessera_cuda_dir}/cublas.cpp
+  ${_tessera_cuda_dir}/cublaslt.cpp
   ${_tessera_cuda_dir}/codegen/emit_lane.cpp
   ${_tessera_cuda_dir}/codegen/emitter.cpp
   ${_tessera_cuda_dir}/codegen/cuda_backend.cpp

@@ -143,6 +143,51 @@ struct CublasApi {
 };
 const CublasApi& cublas();
 
+// ---- cuBLASLt (the fp8 GEMM baseline) ------------------------------------
+using cublasLtHandle = struct cublasLtContext*;
+using cublasLtMatmulDesc = struct cublasLtMatmulDescOpaque*;
+using cublasLtMatrixLayout = struct cublasLtMatrixLayoutOpaque*;
+using cublasLtMatmulPreference = struct cublasLtMatmulPreferenceOpaque*;
+constexpr int kCublasOpT = 1;
+constexpr int kCudaR8FE4M3 = 28;
+// cublasLtMatmulDescAttributes_t / cublasLtMatmulPreferenceAttributes_t values.
+constexpr int kLtDescTransA = 3;
+constexpr int kLtDescTransB = 4;
+constexpr int kLtPrefMaxWorkspaceBytes = 1;
+// Semi-opaque by value in the API: 8 words, then the heuristic's result fields.
+struct CublasLtMatmulAlgo {
+  std::uint64_t data[8];
+};
+struct CublasLtHeuristicResult {
+  CublasLtMatmulAlgo algo;
+  std::size_t workspace_size;
+  cublasStatus state;
+  float waves_count;
+  int reserved[4];
+};
+
+struct CublasLtApi {
+  std::string library;
+  cublasStatus (*cublasLtCreate)(cublasLtHandle*);
+  std::size_t (*cublasLtGetVersion)();
+  const char* (*cublasLtGetStatusName)(cublasStatus);
+  cublasStatus (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc*, int, int);
+  cublasStatus (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc);
+  cublasStatus (*cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc, int, const void*, std::size_t);
+  cublasStatus (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout*, int, std::uint64_t, std::uint64_t, std::int64_t);
+  cublasStatus (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout);
+  cublasStatus (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference*);
+  cublasStatus (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference);
+  cublasStatus (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference, int, const void*, std::size_t);
+  cublasStatus (*cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle, cublasLtMatmulDesc, cublasLtMatrixLayout,
+                                                 cublasLtMatrixLayout, cublasLtMatrixLayout, cublasLtMatrixLayout,
+                                                 cublasLtMatmulPreference, int, CublasLtHeuristicResult*, int*);
+  cublasStatus (*cublasLtMatmul)(cublasLtHandle, cublasLtMatmulDesc, const void*, const void*, cublasLtMatrixLayout,
+                                 const void*, cublasLtMatrixLayout, const void*, const void*, cublasLtMatrixLayout,
+                                 void*, cublasLtMatrixLayout, const CublasLtMatmulAlgo*, void*, std::size_t, CUstream);
+};
+const CublasLtApi& cublaslt();
+
 // Opens the first of `names` that loads (also from $CUDA_HOME/lib64 and the
 // usual toolkit folders); "" and a reason in `why` when none does.
 void* open_library(const char* const* names, std::size_t count, std::string& opened, std::string& why);

@@ -11,7 +11,7 @@
 // operands of 32 bits or fewer that is exactly std::fma in float (a fused
 // multiply-add rounds a*b + c once), for fp64 std::fma in double; narrower
 // accumulators round the exact sum once through libtessera's encoder. The
-// register-blocked micro-kernel keeps a 6 x 32 (AVX-512) or 6 x 16 (AVX2)
+// register-blocked micro-kernel keeps an 8 x 32 (AVX-512) or 6 x 16 (AVX2)
 // block of fp32 accumulators in registers while k runs; the order of operations per element is the same as
 // the plain triple loop, so blocking never changes a bit.
 #pragma once
@@ -26,8 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tessera_cpu/memory.h"
@@ -306,7 +306,8 @@ inline void mma_int(Tile<A, M, N>& acc, const Tile<TA, M, K>& a, const Tile<TB, 
       std::int64_t x = acc.v()[i][j];
       for (int k = 0; k < K; ++k) {
         std::int64_t p;
-        if (__builtin_mul_overflow(static_cast<std::int64_t>(a.v()[i][k]), static_cast<std::int64_t>(b.v()[k][j]), &p) ||
+        if (__builtin_mul_overflow(static_cast<std::int64_t>(a.v()[i][k]), static_cast<std::int64_t>(b.v()[k][j]),
+                                   &p) ||
             __builtin_add_overflow(x, p, &x) || x < int_min<A>() || x > int_max<A>()) {
           fail(kFaultArgument, "tile.mma: integer accumulation overflowed its accumulator at row %d, column %d", i, j);
         }

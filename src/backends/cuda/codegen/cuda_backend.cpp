@@ -98,10 +98,13 @@ std::string emit_kernel_source(const ir::Operation& kernel_func, const KernelCom
 CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  detail::EmittedKernel e = detail::emit_kernel(kernel_func, options);
   CompiledKernel k;
   k.device = options.device;
   k.arch = options.arch.empty() ? device_properties(options.device).arch() : options.arch;
+  // The emitter picks the tensor-core path by architecture (wgmma on sm_90a).
+  KernelCompileOptions emit_options = options;
+  emit_options.arch = k.arch;
+  detail::EmittedKernel e = detail::emit_kernel(kernel_func, emit_options);
   const std::vector<std::string> flags = {"--fmad=false", "-std=c++17"};
   std::string key_text = "tessera-cuda 1\nversion " + std::string(TESSERA_VERSION_STRING) + "\narch " + k.arch +
                          "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + detail::headers_hash() +

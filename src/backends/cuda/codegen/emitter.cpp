@@ -310,9 +310,101 @@ class Emitter {
     return best;
   }
 
+  // A shared buffer type the wgmma path can read through a descriptor: xor
+  // swizzled, 2-D, 16-bit elements, rows of whole 128-byte panels, a
+  // multiple of 8 rows (stored in the kPanel128 layout in wgmma kernels).
+  bool panel_type(const ir::Type& t) {
+    if (!t.is_smem() || t.swizzle != ir::Swizzle::xor_ || t.rank() != 2 || storage_bytes(t.dtype()) != 2) return false;
+    if (t.shape[0].is_symbolic() && options_.specialize.count(t.shape[0].symbol) == 0) return false;
+    if (t.shape[1].is_symbolic() && options_.specialize.count(t.shape[1].symbol) == 0) return false;
+    const auto [rows, cols] = rows_cols(t);
+    return rows % 8 == 0 && (cols * 2) % 128 == 0;
+  }
+
+  // Every planned allocation of a panel type sits at a multiple of 1024
+  // bytes (the 128-byte swizzle pattern repeats every 1024 bytes, and the
+  // hardware applies it to absolute shared addresses).
+  bool panels_aligned(const ir::Block& block) {
+    for (const auto& op : block.ops()) {
+      if (op->name() == "tile.smem_alloc" && panel_type(op->result(0)->type())) {
+        const ir::Attribute* o = op->attrs().find("offset");
+        if (o == nullptr || ir::kind_of(*o) != ir::AttrKind::integer || std::get<std::int64_t>(*o) % 1024 != 0)
+          return false;
+      }
+      for (std::size_t r = 0; r < op->num_regions(); ++r)
+        if (!panels_aligned(op->region(r).block())) return false;
+    }
+    return true;
+  }
+
+  // The warpgroup grid {WGM, WGN} of a wgmma mma of [M, N], or {0, 0}: each
+  // warpgroup takes M/WGM rows in m64 strips and N/WGN <= 256 columns (whole
+  // 64-column panels of B), at most 128 accumulators per thread; the grid
+  // that reads the fewest shared bytes per k-step wins (wider N on a tie).
+  static std::pair<int, int> warpgroup_grid(std::int64_t m, std::int64_t n, int groups) {
+    std::pair<int, int> best{0, 0};
+    std::int64_t best_cost = -1;
+    for (int gm = 1; gm <= groups; ++gm) {
+      if (groups % gm != 0) continue;
+      const int gn = groups / gm;
+      if (m % (64 * gm) != 0 || n % (64 * gn) != 0) continue;
+      const std::int64_t mi = m / gm / 64, nw = n / gn;
+      if (nw > 256 || mi * nw / 2 > 128) continue;
+      const std::int64_t cost = groups * mi * (2048 + 32 * nw);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best = {gm, gn};
+      }
+    }
+    return best;
+  }
+
+  // The wgmma path (sm_90a): bf16 x bf16 or fp16 x fp16 into fp32, both
+  // operands whole shared buffers read in place in the panel layout, whole
+  // warpgroups, M % 64 = 0, K % 16 = 0 and a warpgroup grid that fits.
+  std::pair<int, int> wgmma_grid(const ir::Operation& op) {
+    if (options_.arch != "sm_90a" || out_.block_threads % 128 != 0) return {0, 0};
+    const ir::Type& a = op.operand(0)->type();
+    const ir::Type& b = op.operand(1)->type();
+    if (a.dtype() != b.dtype() || (a.dtype() != DType::bf16 && a.dtype() != DType::fp16)) return {0, 0};
+    if (op.result(0)->type().dtype() != DType::fp32 || a.rank() != 2 || b.rank() != 2) return {0, 0};
+    for (std::size_t i = 0; i < 2; ++i) {
+      const ir::Operation* def = op.operand(i)->defining_op();
+      if (def == nullptr || fused_.count(def) == 0 || !panel_type(def->operand(0)->type())) return {0, 0};
+    }
+    const auto [m, k] = rows_cols(a);
+    const auto [k2, n] = rows_cols(b);
+    if (k != k2 || k % 16 != 0) return {0, 0};
+    return warpgroup_grid(m, n, out_.block_threads / 128);
+  }
+
   void decide_layouts() {
     const int threads = out_.block_threads;
+    // wgmma where every mma of an accumulator chain can take it (one layout per chain).
+    std::unordered_map<const ir::Value*, std::pair<int, int>> chain;
+    std::unordered_set<const ir::Value*> no_wgmma;
+    const bool aligned = panels_aligned(ir::function_body(func_));
     for (const ir::Operation* op : mmas_) {
+      const ir::Value* root = classes_.find(op->result(0));
+      const std::pair<int, int> g = aligned ? wgmma_grid(*op) : std::pair<int, int>{0, 0};
+      auto it = chain.find(root);
+      if (g.first == 0 || (it != chain.end() && it->second != g)) no_wgmma.insert(root);
+      chain[root] = g;
+    }
+    for (const ir::Operation* op : mmas_) {
+      const ir::Value* root = classes_.find(op->result(0));
+      if (no_wgmma.count(root) != 0) continue;
+      const auto [m, n] = rows_cols(op->result(0)->type());
+      const auto [gm, gn] = chain.at(root);
+      wg_.insert(op);
+      wg_kernel_ = true;
+      layout_[root] = "tsr::WgLayout<" + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(gm) +
+                      ", " + std::to_string(gn) + ">";
+      wg_slots_ = std::max<std::int64_t>(wg_slots_, m / gm / 64 * (n / gn) / 2);
+      ++out_.tensor_core_mmas;
+    }
+    for (const ir::Operation* op : mmas_) {
+      if (wg_.count(op) != 0) continue;
       const ir::Type& a = op->operand(0)->type();
       const ir::Type& b = op->operand(1)->type();
       const ir::Type& acc = op->result(0)->type();
@@ -348,7 +440,9 @@ class Emitter {
   std::string smem_type(const ir::Type& t) {
     const auto [rows, cols] = rows_cols(t);
     int mask = 0;
-    if (t.swizzle == ir::Swizzle::xor_) {
+    if (wg_kernel_ && panel_type(t)) {
+      mask = -128;  // tsr::kPanel128
+    } else if (t.swizzle == ir::Swizzle::xor_) {
       const std::int64_t row_bytes = cols * storage_bytes(t.dtype());
       const std::int64_t chunks = row_bytes % 16 == 0 ? row_bytes / 16 : 0;
       int m = 1;
@@ -590,7 +684,10 @@ class Emitter {
     const std::string n(op.name().substr(op.name().find('.') + 1));
     const std::vector<std::string> a = args_of(op);
     if (n == "smem_alloc") return emit_smem_alloc(op);
-    if (n == "barrier") return line("__syncthreads();");
+    if (n == "barrier") {
+      // wgmma reads shared memory through the async proxy: writes are fenced into it first.
+      return line(wg_kernel_ ? "tsr::barrier_async();" : "__syncthreads();");
+    }
     if (n == "cp_async_wait") {
       return line("tsr::cp_async_wait<" + std::to_string(op.attrs().get_int("pending")) + ">();");
     }
@@ -637,7 +734,10 @@ class Emitter {
       const std::string bv = mma_operand(op, 1, scratch_at, staged);
       if (staged) line("__syncthreads();  // the staged operands are complete");
       std::string call;
-      if (tc_.count(&op) != 0) {
+      if (wg_.count(&op) != 0) {
+        const bool bf16 = op.operand(0)->type().dtype() == DType::bf16;
+        call = std::string("tsr::mma_wg<") + (bf16 ? "true" : "false") + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
+      } else if (tc_.count(&op) != 0) {
         const bool bf16 = op.operand(0)->type().dtype() == DType::bf16;
         call = std::string("tsr::mma_tc<") + (bf16 ? "true" : "false") + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
       } else {
@@ -691,9 +791,14 @@ class Emitter {
       s << "// One thread block per group, one thread per tile (" << out_.block_threads << " threads).\n";
     }
     s << "#include \"tessera/tile.cuh\"\n\n";
-    s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads << ") " << kEntryName
-      << "(const tsr::Params p) {\n";
-    s << "  extern __shared__ __align__(128) unsigned char tsr_smem[];\n";
+    // A wgmma kernel whose accumulators and shared memory leave room for two
+    // blocks per multiprocessor asks for them (registers capped at 128), so
+    // one block's copies and barriers overlap the other's tensor-core work.
+    const bool two_blocks =
+        wg_kernel_ && wg_slots_ <= 64 && out_.block_threads <= 512 && out_.shared_bytes * 2 <= 227 * 1024 - 2048;
+    s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads << (two_blocks ? ", 2" : "") << ") "
+      << kEntryName << "(const tsr::Params p) {\n";
+    s << "  extern __shared__ __align__(" << (wg_kernel_ ? 1024 : 128) << ") unsigned char tsr_smem[];\n";
     s << "  constexpr int kThreads = " << out_.block_threads << ";\n";
     s << "  constexpr tsr::i64 kGroupSize = " << out_.group_size << ";\n";
     s << "  constexpr int kScratch = " << scratch_offset_ << ";\n";
@@ -741,6 +846,9 @@ class Emitter {
   std::unordered_map<const ir::Value*, std::string> layout_;  // class root -> layout type
   std::vector<const ir::Operation*> mmas_;
   std::unordered_map<const ir::Operation*, bool> tc_;
+  std::unordered_set<const ir::Operation*> wg_;  // tile.mma ops on the wgmma path
+  bool wg_kernel_ = false;                       // some tile.mma uses wgmma (sm_90a)
+  std::int64_t wg_slots_ = 0;                    // accumulators per thread of the largest wgmma tile
   std::unordered_set<const ir::Operation*> fused_;
   int next_value_ = 0;
   std::int64_t next_shared_ = 0;

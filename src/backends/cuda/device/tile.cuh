@@ -277,18 +277,35 @@ __device__ __forceinline__ GView<D, R> gview(const Buf& b, int param) {
 // The xor swizzle permutes 16-byte chunks within a row (chunk ^= row & MASK),
 // so 16-byte copies and ldmatrix rows stay contiguous while the rows of a
 // tile fall into different banks.
+// MASK = kPanel128 is the same swizzle in the layout the Hopper tensor cores
+// (wgmma) read through shared-memory descriptors with 128-byte swizzling:
+// the columns are cut into panels 128 bytes wide, each panel is stored whole
+// (ROWS rows of 128 bytes, panel after panel), and within a panel chunk ^=
+// row & 7. With the buffer 1024-byte aligned this is the hardware's pattern
+// (address bits [4:6] ^= bits [7:9]). Needs ROWS % 8 == 0 and rows that are
+// whole panels; the emitter picks it only then.
+constexpr int kPanel128 = -128;
 template <int D, int ROWS, int COLS, int MASK, int RANK>
 struct SView {
   typedef typename Traits<D>::storage S;
   static constexpr int kRows = ROWS;
   static constexpr int kCols = COLS;
   static constexpr int kPerChunk = 16 / (int)sizeof(S) > 0 ? 16 / (int)sizeof(S) : 1;
+  static constexpr int kPanel = 128 / (int)sizeof(S);  // elements per panel row (kPanel128)
   S* data;
   int id;  // -1 - allocation number, for fault messages
   __device__ __forceinline__ S* at(i64 r, i64 c) const {
-    if (MASK == 0) return data + r * COLS + c;
-    const int chunk = (int)(c / kPerChunk) ^ ((int)r & MASK);
-    return data + r * COLS + chunk * kPerChunk + c % kPerChunk;
+    if constexpr (MASK == kPanel128) {
+      const int ri = (int)r, ci = (int)c;
+      const int in = ci % kPanel;
+      const int chunk = (in / kPerChunk) ^ (ri & 7);
+      return data + (ci / kPanel) * (ROWS * kPanel) + ri * kPanel + chunk * kPerChunk + in % kPerChunk;
+    } else if constexpr (MASK == 0) {
+      return data + r * COLS + c;
+    } else {
+      const int chunk = (int)(c / kPerChunk) ^ ((int)r & MASK);
+      return data + r * COLS + chunk * kPerChunk + c % kPerChunk;
+    }
   }
 };
 
@@ -368,6 +385,17 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// A barrier after which the tensor cores' asynchronous reads (wgmma) see the
+// shared-memory writes (ordinary stores and cp.async) the block made before
+// it: each thread fences its writes into the async proxy, then the block
+// synchronises. Used for tile.barrier in kernels with a wgmma tile.mma.
+__device__ __forceinline__ void barrier_async() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+  __syncthreads();
+}
+
 // Copies the box at (r0, c0) of `src` with `dst`'s shape; zeros past the
 // source's bounds. Threads split the box into 16-byte chunks: a chunk fully
 // inside a row of a unit-stride, 16-byte aligned source is one cp.async; a
@@ -382,6 +410,25 @@ __device__ __forceinline__ void cp_async(const SView<D, RO, CO, M, RANK>& dst, c
   constexpr int kPerRow = kChunked ? CO / E : CO;
   const i64 rows = src.rows(), cols = src.cols();
   const bool unit = src.strides[SR - 1] == 1;
+  if constexpr (kChunked && sizeof(S) <= 16) {
+    // The whole box inside the source, unit stride, rows 16-byte aligned
+    // (checked once): one cp.async per chunk, no per-chunk checks.
+    const bool rows_aligned = SR == 1 || ((src.strides[0] * (i64)sizeof(S)) & 15) == 0;
+    if (unit && rows_aligned && r0 >= 0 && r0 + RO <= rows && c0 >= 0 && c0 + CO <= cols &&
+        ((reinterpret_cast<u64>(src.at(r0, c0)) & 15) == 0)) {
+      constexpr int kChunks = RO * kPerRow;
+#pragma unroll 4
+      for (int i = 0; i < (kChunks + nt - 1) / nt; ++i) {
+        const int u = i * nt + tid;
+        if (kChunks % nt == 0 || u < kChunks) {
+          const int r = u / kPerRow, c = (u % kPerRow) * E;
+          cp_async16(dst.at(r, c), src.at(r0 + r, c0 + c));
+        }
+      }
+      cp_async_commit();
+      return;
+    }
+  }
   for (int u = tid; u < RO * kPerRow; u += nt) {
     const int r = u / kPerRow;
     const int j = u % kPerRow;
