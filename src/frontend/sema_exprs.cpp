@@ -223,6 +223,7 @@ KType Checker::check_element_access(const Expr& e, bool write) {
 void Checker::check_writable(const Expr& base_expr, const KType& type) const {
   if (type.kind == Kind::gmem && !type.mut)
     fail(base_expr, "cannot write to parameter '" + type.param + "': it is not declared mut (write '" + type.param +
-                        ": mut " + std::string(name(type.dtype)) + "[...]')");
+                        ": mut " + std::string(name(type.dtype)) + "[...]' in a .tsr file, '" + type.param +
+                        ": tessera.mut(tessera." + std::string(name(type.dtype)) + "[...])' in Python)");
 }
 }  // namespace tessera::frontend::sema_detail
