@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_check.sh [BUILD_DIR]        (default build-gpu)
 #
-# Environment: JOBS (default: all cores), PYTHON (default python3),
+# Environment: JOBS (default: all cores), PYTHON (default python3), TESSERA_GPU_CXX
+# (the C++ compiler; default the system's /usr/bin/g++ when present, see below),
 # TESSERA_GTEST_SOURCE (a GoogleTest source tree, built first when the system
 # has no GoogleTest package; /usr/src/googletest is tried too), OUT (a folder
 # that receives the logs; default BUILD_DIR/gpu_check_logs).
@@ -17,6 +18,16 @@ cd "$root"
 build="${1:-build-gpu}"
 # Absolute from here on: paths below are handed to cmake and Python from other folders.
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
+# The lent GPU machines set CXX to a toolchain whose g++ links libstdc++
+# statically: libtessera then exports a private copy of the C++ runtime, and a
+# Python process that also loads the system libstdc++ crashed in locale code
+# (first seen in tests/python/test_kernel_cuda.py). The system compiler links
+# libstdc++ dynamically, as every other library in the process does.
+if [ -n "${TESSERA_GPU_CXX:-}" ]; then
+  export CXX="$TESSERA_GPU_CXX"
+elif [ -x /usr/bin/g++ ]; then
+  export CXX=/usr/bin/g++
+fi
 jobs="${JOBS:-$(nproc)}"
 python="${PYTHON:-python3}"
 logs="${OUT:-$build/gpu_check_logs}"
@@ -26,7 +37,7 @@ status=0
 row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); [ "$2" = FAIL ] && status=1; return 0; }
 stamp() { date +%s; }
 
-echo "== machine"
+echo "== machine (C++ compiler: ${CXX:-default})"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 command -v nvcc >/dev/null && nvcc --version | tail -1
 
