@@ -5,8 +5,8 @@
 // with block arguments: a variable assigned in a loop body that existed
 // before the loop is carried (an init, a block argument and a yielded
 // value); an `if` carries the variables either branch assigns, plus those
-// first assigned in both branches (sema lists them; they start from a
-// placeholder). Swapping shared buffers (`s0, s1 = s1, s0`) thus becomes
+// first assigned in both branches (sema lists them; their init is a zero of
+// their type that both branches overwrite). Swapping shared buffers (`s0, s1 = s1, s0`) thus becomes
 // loop-carried smem values. Types and implicit conversions come from sema.
 #include <algorithm>
 
@@ -91,9 +91,10 @@ class Lowerer {
     return constant(KType::lane(DType::int64), static_cast<double>(v), v, at);
   }
 
-  // A value of `type` to start a variable that is first assigned in both
-  // branches of an if (never observed: both branches overwrite it).
-  ir::Value* placeholder(const KType& type, const SourceLocation& at) {
+  // The init tile.if needs for a value every branch assigns (a variable first
+  // assigned in both branches, a ternary's result): a zero of `type`, which
+  // no branch reads.
+  ir::Value* overwritten_init(const KType& type, const SourceLocation& at) {
     if (type.kind == Kind::tile) return zeros(type, at);
     return constant(type, 0.0, 0, at);
   }
@@ -229,7 +230,7 @@ class Lowerer {
       for (const auto& [n, type] : exports->second) {
         if (std::find(names.begin(), names.end(), n) != names.end()) continue;  // already carried
         names.push_back(n);
-        inits.push_back(placeholder(type, at));
+        inits.push_back(overwritten_init(type, at));
       }
     }
     auto branch = [&](const ast::Body& body) {
@@ -383,7 +384,7 @@ class Lowerer {
       }
       case ExprKind::ternary: {
         ir::Value* cond = lower(*e.args[1]);
-        ir::Value* init = placeholder(info.type, at);
+        ir::Value* init = overwritten_init(info.type, at);
         auto arm = [&](const Expr& value) {
           return [&, v = &value](ir::OpBuilder& inner, std::span<ir::Value* const>) {
             return in_region(inner, {}, {}, 0, [&] {

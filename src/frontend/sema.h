@@ -67,8 +67,8 @@ struct Analysis {
   Constants constants;  // autotune defaults, then the given specialization
   std::unordered_map<const ast::Expr*, ExprInfo> exprs;
   // For each `if`: the variables first assigned in both branches, which are
-  // visible after it, with their types (lowering gives them placeholder
-  // initial values so that tile.if has an init for each).
+  // visible after it, with their types (lowering starts each from a zero of
+  // its type that both branches overwrite, so that tile.if has an init).
   std::unordered_map<const ast::Stmt*, std::vector<std::pair<std::string, KType>>> if_exports;
 
   const ExprInfo& info(const ast::Expr& e) const;

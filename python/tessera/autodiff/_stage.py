@@ -26,8 +26,9 @@ from tessera.autodiff._tree import flatten
 from tessera.errors import ArgumentError, CompileError
 
 
-class Placeholder:
-    """A parameter of a function traced before any value exists (a custom rule's residuals)."""
+class ArgSpec:
+    """A parameter known only by its dims and policy: traced functions whose arguments do not exist yet
+    (a custom rule's residuals and cotangents) are staged with these."""
 
     __slots__ = ("shape", "policy")
 
@@ -37,13 +38,13 @@ class Placeholder:
 
 
 def is_array(x):
-    return isinstance(x, (Tracer, _C.Tensor, np.ndarray, Placeholder)) or (isinstance(x, float))
+    return isinstance(x, (Tracer, _C.Tensor, np.ndarray, ArgSpec)) or (isinstance(x, float))
 
 
 def as_array(x):
     """A tensor or tracer for an array leaf (numpy arrays convert as tessera.tensor does; floats are
     rank-0 fp32 tensors)."""
-    if isinstance(x, (Tracer, _C.Tensor, Placeholder)):
+    if isinstance(x, (Tracer, _C.Tensor, ArgSpec)):
         return x
     from tessera._tensor import tensor
     if isinstance(x, float):
@@ -113,7 +114,7 @@ def flatten_args(args):
 
 def stage(fun, args, kwargs=None, name=None, output=None):
     """Traces ``fun(*args, **kwargs)`` into a new function. ``output`` maps the function's return
-    value to the pytree of results recorded (default: as returned). Arguments may be Placeholders
+    value to the pytree of results recorded (default: as returned). Arguments may be ArgSpecs
     (functions traced before values exist)."""
     kwargs = kwargs or {}
     leaves, in_tree, _ = flatten_args(args)

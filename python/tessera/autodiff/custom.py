@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from tessera._trace import active
-from tessera.autodiff._stage import Placeholder, fun_name, is_array, stage, tangent_policy
+from tessera.autodiff._stage import ArgSpec, fun_name, is_array, stage, tangent_policy
 from tessera.autodiff._tree import flatten, tree_map
 from tessera.errors import ArgumentError, CompileError
 
@@ -135,7 +135,7 @@ class custom_vjp(_CustomDerivative):  # noqa: N801 (spelled as the transform)
                 result.append(ops.zeros(tuple(dims), dtype=want) if g is None else _cast_to(g, want))
             return tuple(result)
 
-        bwd = stage(bwd_flat, tuple(Placeholder(d, p) for d, p in list(res_types) + ct_types), name=name + "_bwd")
+        bwd = stage(bwd_flat, tuple(ArgSpec(d, p) for d, p in list(res_types) + ct_types), name=name + "_bwd")
         outs = ctx.call(primal.name, primal.params, {"custom_vjp_fwd": fwd.name, "custom_vjp_bwd": bwd.name})
         return primal.out_tree.unflatten(outs)
 
@@ -180,7 +180,7 @@ class custom_jvp(_CustomDerivative):  # noqa: N801
                                     f"{name}() returns {primal.out_tree!r}")
             return tuple(o_leaves) + tuple(_cast_to(t, p) for t, (_, p) in zip(t_leaves, out_t_types))
 
-        jvp_fn = stage(jvp_flat, tuple(Placeholder(d, p) for d, p in list(param_types) + t_types),
+        jvp_fn = stage(jvp_flat, tuple(ArgSpec(d, p) for d, p in list(param_types) + t_types),
                        name=name + "_jvp_rule")
         outs = ctx.call(primal.name, primal.params, {"custom_jvp": jvp_fn.name})
         return primal.out_tree.unflatten(outs)
