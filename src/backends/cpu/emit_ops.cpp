@@ -28,10 +28,7 @@ namespace {
   raise(ErrorCode::Compile, "CPU backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
 }
 
-std::string short_name(const ir::Operation& op) {
-  std::string_view n = op.name();
-  return std::string(n.substr(n.find('.') + 1));
-}
+using codegen::short_name;
 
 // fp64, and fp32 overflowing to infinity, compute natively.
 bool native_float(const NumericsPolicy& p) {
@@ -60,11 +57,10 @@ std::string index_list(const std::vector<std::string>& args, std::size_t first, 
   return s + "}";
 }
 
-std::string binary(const ir::Operation& op, const std::string& n, const std::vector<std::string>& a,
-                   const LaneContext& ctx) {
+// Float arithmetic and integer min/max (the rest: codegen::common_lane_expr).
+std::string binary(const ir::Operation& op, const std::string& n, const std::vector<std::string>& a) {
   const NumericsPolicy& p = op.result(0)->type().policy;
   const DType d = p.storage;
-  const std::string dt = cpp_dtype(d);
   if (is_float(d)) {
     static const std::map<std::string, std::string> infix = {{"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}};
     if (auto it = infix.find(n); it != infix.end()) {
@@ -80,13 +76,6 @@ std::string binary(const ir::Operation& op, const std::string& n, const std::vec
     }
     unsupported(op, "floating-point '" + n + "' is not defined");
   }
-  if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "mul") return "tsr::imul<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "div") return "tsr::idiv<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
-  if (n == "floordiv") return "tsr::ifloordiv<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
-  if (n == "rem") return "tsr::irem(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
-  if (n == "pow") return "tsr::ipow<" + dt + ">(" + a[0] + ", " + a[1] + ", " + where(op, ctx) + ")";
   if (n == "min") return "std::min<std::int64_t>(" + a[0] + ", " + a[1] + ")";
   if (n == "max") return "std::max<std::int64_t>(" + a[0] + ", " + a[1] + ")";
   unsupported(op, "integer '" + n + "' is not defined");
@@ -95,38 +84,22 @@ std::string binary(const ir::Operation& op, const std::string& n, const std::vec
 std::string unary(const ir::Operation& op, const std::string& n, const std::string& x) {
   const NumericsPolicy& p = op.result(0)->type().policy;
   const DType d = p.storage;
-  if (!is_float(d)) {
-    const std::string dt = cpp_dtype(d);
-    if (n == "neg") return "tsr::isub<" + dt + ">(0, " + x + ")";
-    if (n == "abs") return "(" + x + " < 0 ? tsr::isub<" + dt + ">(0, " + x + ") : " + x + ")";
-    unsupported(op, "'" + n + "' needs a floating-point operand");
-  }
-  // Negation and absolute value are exact in every signed float format.
-  if (n == "neg") return "(-" + x + ")";
+  // Integer neg/abs and float neg are codegen::common_lane_expr's.
+  if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
+  // The absolute value is exact in every signed float format.
   if (n == "abs") return "std::fabs(" + x + ")";
   if (n == "exp" || n == "log" || n == "sqrt") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
   unsupported(op, "unknown unary op");
 }
 
 std::string constant(const ir::Operation& op) {
-  const NumericsPolicy& p = op.attrs().get_policy("policy");
-  const ir::Attribute& v = *op.attrs().find("value");
-  if (p.storage == DType::bool_) return std::get<bool>(v) ? "true" : "false";
-  if (!is_float(p.storage)) {
-    std::int64_t x = ir::kind_of(v) == ir::AttrKind::integer ? std::get<std::int64_t>(v)
-                                                             : static_cast<std::int64_t>(std::get<double>(v));
-    const DTypeInfo& inf = info(p.storage);
-    if (inf.bits < 64) {
-      const std::int64_t lo = inf.is_signed ? -(std::int64_t{1} << (inf.bits - 1)) : 0;
-      const std::int64_t hi =
-          inf.is_signed ? (std::int64_t{1} << (inf.bits - 1)) - 1 : (std::int64_t{1} << inf.bits) - 1;
-      x = std::clamp(x, lo, hi);
-    }
-    return cpp_int_literal(x);
+  const codegen::ConstantValue c = codegen::constant_value(op);
+  switch (c.kind) {
+    case codegen::ConstantValue::Kind::boolean: return c.boolean ? "true" : "false";
+    case codegen::ConstantValue::Kind::integer: return cpp_int_literal(c.integer);
+    case codegen::ConstantValue::Kind::real: break;
   }
-  double x =
-      ir::kind_of(v) == ir::AttrKind::integer ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);
-  return cpp_literal(x, p.storage, p.overflow);
+  return cpp_literal(c.real, c.policy.storage, c.policy.overflow);
 }
 
 }  // namespace
@@ -210,35 +183,15 @@ std::string cpp_type(const ir::Type& type, const std::function<std::int64_t(cons
   raise(ErrorCode::Compile, "CPU backend: kernels take no tensor values, got " + ir::print_type(type));
 }
 
-bool is_lane_value_op(const ir::Operation& op) {
-  static const std::set<std::string> ops = {
-      "const", "symbol", "linear_id", "group_id", "group_size", "num_groups", "add",       "sub",       "mul", "div",
-      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt",
-      "cmp",   "and",    "or",        "not",      "select",     "cast",       "load_elem", "reduce_sum"};
-  return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
-}
-
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a, const LaneContext& ctx) {
   const std::string n = short_name(op);
   if (n == "const") return constant(op);
   if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
   if (n == "linear_id") return ctx.linear_id;
-  if (n == "group_id") return "group";
-  if (n == "group_size") return "kGroupSize";
   if (n == "num_groups") return "args.grid";
+  if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
-  if (n == "cmp") {
-    static const std::map<std::string, std::string> preds = {{"lt", "<"},  {"le", "<="}, {"gt", ">"},
-                                                             {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
-    const std::string& pred = op.attrs().get_string("pred");
-    auto it = preds.find(pred);
-    if (it == preds.end()) unsupported(op, "unknown predicate '" + pred + "'");
-    return "(" + a[0] + " " + it->second + " " + a[1] + ")";
-  }
-  if (n == "and") return "(" + a[0] + " && " + a[1] + ")";
-  if (n == "or") return "(" + a[0] + " || " + a[1] + ")";
-  if (n == "not") return "(!" + a[0] + ")";
-  if (n == "select") return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+  if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_supported_policy(to, "tile.cast");
@@ -249,8 +202,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     if (ctx.access == Access::masked) return "tsr::load_m(" + a[0] + ", " + index_list(a, 1, a.size()) + ", lane_ok)";
     return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
   }
-  if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";
-  return binary(op, n, a, ctx);
+  return binary(op, n, a);
 }
 
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a, Access access) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/c_lane_expr.h"
 #include "tessera/ir/ir.h"
 
 namespace tessera::cpu::detail {
@@ -36,7 +37,7 @@ struct LaneContext {
 bool maskable_lane_op(const ir::Operation& op);
 
 // True for the ops lane_expr handles (pure lane ops, load_elem, reduce_sum).
-bool is_lane_value_op(const ir::Operation& op);
+using codegen::is_lane_value_op;
 // The C++ expression computing op's single lane result.
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
 // tile.store_elem as a statement.

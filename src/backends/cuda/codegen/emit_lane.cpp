@@ -25,10 +25,7 @@ namespace {
   raise(ErrorCode::Compile, "CUDA backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
 }
 
-std::string short_name(const ir::Operation& op) {
-  std::string_view n = op.name();
-  return std::string(n.substr(n.find('.') + 1));
-}
+using codegen::short_name;
 
 bool native_f32(const NumericsPolicy& p) {
   return p.storage == DType::fp32 && p.overflow == Overflow::inf_nan;
@@ -43,10 +40,10 @@ std::string rounded(const NumericsPolicy& p, const std::string& double_expr) {
   return "tsr::round_to<" + cu_dtype(p.storage) + ">(" + double_expr + ", " + cu_overflow(p.overflow) + ")";
 }
 
+// Float arithmetic and integer min/max (the rest: codegen::common_lane_expr).
 std::string binary(const ir::Operation& op, const std::string& n, const std::vector<std::string>& a) {
   const NumericsPolicy& p = op.result(0)->type().policy;
   const DType d = p.storage;
-  const std::string dt = cu_dtype(d);
   if (is_float(d)) {
     static const std::map<std::string, std::string> rn = {
         {"add", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"}};
@@ -62,13 +59,6 @@ std::string binary(const ir::Operation& op, const std::string& n, const std::vec
     }
     unsupported(op, "floating-point '" + n + "' is not defined");
   }
-  if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "mul") return "tsr::imul<" + dt + ">(" + a[0] + ", " + a[1] + ")";
-  if (n == "div") return "tsr::idiv<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
-  if (n == "floordiv") return "tsr::ifloordiv<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
-  if (n == "rem") return "tsr::irem(" + a[0] + ", " + a[1] + ", W)";
-  if (n == "pow") return "tsr::ipow<" + dt + ">(" + a[0] + ", " + a[1] + ", W)";
   if (n == "min") return "(" + a[0] + " < " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
   if (n == "max") return "(" + a[0] + " > " + a[1] + " ? " + a[0] + " : " + a[1] + ")";
   unsupported(op, "integer '" + n + "' is not defined");
@@ -77,13 +67,8 @@ std::string binary(const ir::Operation& op, const std::string& n, const std::vec
 std::string unary(const ir::Operation& op, const std::string& n, const std::string& x) {
   const NumericsPolicy& p = op.result(0)->type().policy;
   const DType d = p.storage;
-  if (!is_float(d)) {
-    const std::string dt = cu_dtype(d);
-    if (n == "neg") return "tsr::isub<" + dt + ">(0, " + x + ")";
-    if (n == "abs") return "(" + x + " < 0 ? tsr::isub<" + dt + ">(0, " + x + ") : " + x + ")";
-    unsupported(op, "'" + n + "' needs a floating-point operand");
-  }
-  if (n == "neg") return "(-" + x + ")";
+  // Integer neg/abs and float neg are codegen::common_lane_expr's.
+  if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
   if (n == "exp" || n == "log") return rounded(p, n + "(" + as_double(x) + ")");
@@ -91,24 +76,13 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
 }
 
 std::string constant(const ir::Operation& op) {
-  const NumericsPolicy& p = op.attrs().get_policy("policy");
-  const ir::Attribute& v = *op.attrs().find("value");
-  if (p.storage == DType::bool_) return std::get<bool>(v) ? "true" : "false";
-  if (!is_float(p.storage)) {
-    std::int64_t x = ir::kind_of(v) == ir::AttrKind::integer ? std::get<std::int64_t>(v)
-                                                             : static_cast<std::int64_t>(std::get<double>(v));
-    const DTypeInfo& inf = info(p.storage);
-    if (inf.bits < 64) {
-      const std::int64_t lo = inf.is_signed ? -(std::int64_t{1} << (inf.bits - 1)) : 0;
-      const std::int64_t hi =
-          inf.is_signed ? (std::int64_t{1} << (inf.bits - 1)) - 1 : (std::int64_t{1} << inf.bits) - 1;
-      x = std::clamp(x, lo, hi);
-    }
-    return cu_int_literal(x);
+  const codegen::ConstantValue c = codegen::constant_value(op);
+  switch (c.kind) {
+    case codegen::ConstantValue::Kind::boolean: return c.boolean ? "true" : "false";
+    case codegen::ConstantValue::Kind::integer: return cu_int_literal(c.integer);
+    case codegen::ConstantValue::Kind::real: break;
   }
-  double x =
-      ir::kind_of(v) == ir::AttrKind::integer ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);
-  return cu_literal(x, p.storage, p.overflow);
+  return cu_literal(c.real, c.policy.storage, c.policy.overflow);
 }
 
 std::string index_list(const std::vector<std::string>& args, std::size_t first, std::size_t last) {
@@ -166,35 +140,15 @@ std::string cu_literal(double value, DType dtype, Overflow overflow) {
   return buf;
 }
 
-bool is_lane_value_op(const ir::Operation& op) {
-  static const std::set<std::string> ops = {
-      "const", "symbol", "linear_id", "group_id", "group_size", "num_groups", "add",       "sub",       "mul", "div",
-      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt",
-      "cmp",   "and",    "or",        "not",      "select",     "cast",       "load_elem", "reduce_sum"};
-  return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
-}
-
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a, const LaneContext& ctx) {
   const std::string n = short_name(op);
   if (n == "const") return constant(op);
   if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
   if (n == "linear_id") return ctx.linear_id;
-  if (n == "group_id") return "group";
-  if (n == "group_size") return "kGroupSize";
   if (n == "num_groups") return "p.grid";
+  if (auto e = codegen::common_lane_expr(op, a, cu_dtype, [] { return std::string("W"); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
-  if (n == "cmp") {
-    static const std::map<std::string, std::string> preds = {{"lt", "<"},  {"le", "<="}, {"gt", ">"},
-                                                             {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
-    const std::string& pred = op.attrs().get_string("pred");
-    auto it = preds.find(pred);
-    if (it == preds.end()) unsupported(op, "unknown predicate '" + pred + "'");
-    return "(" + a[0] + " " + it->second + " " + a[1] + ")";
-  }
-  if (n == "and") return "(" + a[0] + " && " + a[1] + ")";
-  if (n == "or") return "(" + a[0] + " || " + a[1] + ")";
-  if (n == "not") return "(!" + a[0] + ")";
-  if (n == "select") return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+  if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_nearest_even(to, "tile.cast");
@@ -202,7 +156,6 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
            ", " + cu_overflow(to.overflow) + ")";
   }
   if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
-  if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";
   return binary(op, n, a);
 }
 

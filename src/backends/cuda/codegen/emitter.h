@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/c_lane_expr.h"
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/ir/ir.h"
 
@@ -45,7 +46,7 @@ std::string cu_value_type(DType dtype);  // "float", "double", "tsr::i64", "bool
 std::string cu_overflow(Overflow overflow);
 std::string cu_literal(double value, DType dtype, Overflow overflow);  // exact bits
 std::string cu_int_literal(std::int64_t value);
-bool is_lane_value_op(const ir::Operation& op);
+using codegen::is_lane_value_op;
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
 void require_nearest_even(const NumericsPolicy& policy, const std::string& what);
