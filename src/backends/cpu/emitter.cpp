@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/common/kernel_params.h"
 #include "backends/cpu/emit_ops.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
@@ -150,59 +151,23 @@ class Emitter {
       p.type = t;
       p.is_buffer = t.is_gmem();
       p.is_mut = t.is_gmem() && t.mut;
-      if (!t.is_gmem() && !t.is_lane()) {
-        raise(ErrorCode::Compile, "kernel '" + out_.name + "' parameter '" + p.name +
-                                      "' must be a gmem buffer or a lane scalar, got " + ir::print_type(t));
-      }
+      codegen::check_kernel_param(t, p.name, out_.name, "CPU backend");
       if (t.is_gmem()) {
-        if (bit_width(t.dtype()) < 8) {
-          raise(ErrorCode::Compile, "CPU backend: parameter '" + p.name + "' of kernel '" + out_.name + "' is " +
-                                        ir::print_type(t) +
-                                        "; packed sub-byte buffers are not supported as kernel parameters yet, "
-                                        "pass an 8-bit format (int8, fp8_e4m3) instead");
-        }
-        if (t.rank() < 1 || t.rank() > 8) {
-          raise(ErrorCode::Compile, "CPU backend: parameter '" + p.name + "' has rank " + std::to_string(t.rank()) +
-                                        "; buffers of rank 1 to 8 are supported");
-        }
         require_supported_policy(t.policy, "parameter '" + p.name + "'");
-        for (const ir::Dim& d : t.shape) note_symbols(d);
+        for (const ir::Dim& d : t.shape)
+          for (const std::string& sym : codegen::dim_symbols(d)) symbol_index(sym);
       }
-      std::string cname = "p_" + sanitize(p.name);
+      std::string cname = "p_" + codegen::c_identifier(p.name);
       name_[arg] = cname;
       storage_[arg] = Storage::group;
       out_.params.push_back(std::move(p));
     }
   }
 
-  static std::string sanitize(const std::string& s) {
-    std::string r;
-    for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) != 0) ? c : '_';
-    return r;
-  }
-
-  // Records the symbols a dim mentions (plain or inside K/tp, N*2).
-  void note_symbols(const ir::Dim& d) {
-    if (!d.is_symbolic()) return;
-    std::string tok;
-    auto flush = [&] {
-      if (!tok.empty() && (std::isdigit(static_cast<unsigned char>(tok[0])) == 0)) symbol_index(tok);
-      tok.clear();
-    };
-    for (char c : d.symbol) {
-      if (c == '/' || c == '*' || c == ' ') {
-        flush();
-      } else {
-        tok += c;
-      }
-    }
-    flush();
-  }
-
   // The C++ expression for a symbol's value: a constant when specialized.
   std::string symbol_expr(const std::string& name) {
     if (auto it = options_.specialize.find(name); it != options_.specialize.end()) return cpp_int_literal(it->second);
-    return "sym_" + sanitize(name) + "_" + std::to_string(symbol_index(name));
+    return "sym_" + codegen::c_identifier(name) + "_" + std::to_string(symbol_index(name));
   }
 
   int symbol_index(const std::string& name) {

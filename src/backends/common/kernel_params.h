@@ -1,0 +1,26 @@
+// What the C-family backends check and derive alike from a kernel's
+// signature: which parameter types they take, the shape symbols a dim reads,
+// and C identifiers made from IR names.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/ir/type.h"
+
+namespace tessera::codegen {
+
+// Raises CompileError unless `type` is a lane scalar or a gmem buffer of rank
+// 1 to 8 with a storage format of at least 8 bits (packed sub-byte buffers
+// are not taken as parameters). `backend` prefixes the messages ("CPU backend").
+void check_kernel_param(const ir::Type& type, const std::string& param, const std::string& kernel,
+                        std::string_view backend);
+
+// The symbols a dim reads, in order: "n" -> n; "K/tp" -> K, tp; "N*2" -> N.
+std::vector<std::string> dim_symbols(const ir::Dim& dim);
+
+// `name` with every character that is not a letter or digit replaced by '_'.
+std::string c_identifier(const std::string& name);
+
+}  // namespace tessera::codegen
