@@ -4,9 +4,27 @@
 
 #include <cctype>
 
+#include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
+#include "tessera/tile/tile_dialect.h"
 
 namespace tessera::codegen {
+
+KernelHeader read_kernel_header(const ir::Operation& func, std::string_view backend) {
+  if (!tile::is_kernel(func)) {
+    raise(ErrorCode::Compile, std::string(backend) + ": function '" + ir::function_name(func) +
+                                  "' is not a kernel (attribute kernel = true is missing)");
+  }
+  ir::verify_function(func);
+  KernelHeader h;
+  h.name = ir::function_name(func);
+  if (const ir::Attribute* gs = func.attrs().find("group_shape"); gs && ir::kind_of(*gs) == ir::AttrKind::int_list) {
+    h.group_shape = std::get<std::vector<std::int64_t>>(*gs);
+  }
+  h.group_size = tile::group_tile_count(func);
+  if (h.group_size < 1) raise(ErrorCode::Compile, "kernel '" + h.name + "' has an empty group shape");
+  return h;
+}
 
 void check_kernel_param(const ir::Type& t, const std::string& param, const std::string& kernel,
                         std::string_view backend) {

@@ -3,13 +3,25 @@
 // and C identifiers made from IR names.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tessera/ir/ir.h"
 #include "tessera/ir/type.h"
 
 namespace tessera::codegen {
+
+// A kernel function's name and group shape (empty: one tile per group).
+struct KernelHeader {
+  std::string name;
+  std::vector<std::int64_t> group_shape;
+  std::int64_t group_size = 1;
+};
+// Verifies `func` and reads its kernel attributes; CompileError when it is
+// not a kernel or its group shape is empty.
+KernelHeader read_kernel_header(const ir::Operation& func, std::string_view backend);
 
 // Raises CompileError unless `type` is a lane scalar or a gmem buffer of rank
 // 1 to 8 with a storage format of at least 8 bits (packed sub-byte buffers

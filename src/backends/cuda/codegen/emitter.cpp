@@ -94,17 +94,10 @@ class Emitter {
   Emitter(const ir::Operation& func, const KernelCompileOptions& options) : func_(func), options_(options) {}
 
   EmittedKernel run() {
-    if (!tile::is_kernel(func_)) {
-      raise(ErrorCode::Compile, "CUDA backend: function '" + ir::function_name(func_) +
-                                    "' is not a kernel (attribute kernel = true is missing)");
-    }
-    ir::verify_function(func_);
-    out_.name = ir::function_name(func_);
-    if (const ir::Attribute* gs = func_.attrs().find("group_shape"); gs && ir::kind_of(*gs) == ir::AttrKind::int_list) {
-      out_.group_shape = std::get<std::vector<std::int64_t>>(*gs);
-    }
-    out_.group_size = tile::group_tile_count(func_);
-    if (out_.group_size < 1) raise(ErrorCode::Compile, "kernel '" + out_.name + "' has an empty group shape");
+    codegen::KernelHeader header = codegen::read_kernel_header(func_, "CUDA backend");
+    out_.name = std::move(header.name);
+    out_.group_shape = std::move(header.group_shape);
+    out_.group_size = header.group_size;
     if (out_.group_size > 1024) {
       raise(ErrorCode::Compile, "CUDA backend: kernel '" + out_.name + "' has " + std::to_string(out_.group_size) +
                                     " tiles per group; a thread block holds at most 1024");
