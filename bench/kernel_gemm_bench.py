@@ -16,25 +16,10 @@ compiler, load, run), the first call of a new kernel object on the now warm
 disk cache (what a new process pays), and a later call of the same object.
 """
 
-import os
-import sys
-
-# One core and one thread for both sides, fixed before numpy loads OpenBLAS.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TESSERA_NUM_THREADS"):
-    os.environ[_var] = "1"
-
-
-def _pin(core):
-    if core is None:
-        core = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return core
-
-
-_CORE = _pin(int(sys.argv[sys.argv.index("--core") + 1]) if "--core" in sys.argv else None)
+import one_core  # first: pins the process and fixes thread counts before numpy loads
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
+import os  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -69,14 +54,6 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def median_seconds(fn, runs):
-    fn()  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def check(a, b, c):
@@ -101,9 +78,9 @@ def gemm_rows(sizes, autotune):
             kern = gemm.jit(BM=BM, BN=BN, BK=BK)
         grid = cdiv(n, kern.constants["BM"]) * cdiv(n, kern.constants["BN"])
         runs = 7 if n <= 512 else 5 if n <= 1024 else 3
-        t_tessera = median_seconds(lambda: kern[grid](a, b, c), runs)
+        t_tessera = one_core.median_seconds(lambda: kern[grid](a, b, c), runs)
         check(a, b, c)
-        t_numpy = median_seconds(lambda: np.matmul(a, b), runs)
+        t_numpy = one_core.median_seconds(lambda: np.matmul(a, b), runs)
         flops = 2.0 * n**3
         k = kern.constants
         rows.append((n, flops / t_tessera / 1e9, flops / t_numpy / 1e9, f"{k['BM']}x{k['BN']}x{k['BK']}"))
@@ -128,7 +105,7 @@ def compile_times():
             start = time.perf_counter()
             again[grid](a, b, c)
             disk = time.perf_counter() - start
-            hot = median_seconds(lambda: again[grid](a, b, c), 20)
+            hot = one_core.median_seconds(lambda: again[grid](a, b, c), 20)
         finally:
             if old is None:
                 os.environ.pop("TESSERA_CACHE_DIR", None)
@@ -146,7 +123,7 @@ def main():
     args = parser.parse_args()
 
     print(f"kernel-language GEMM (fp32, tile.mma, cp_async double buffering) vs numpy.matmul, "
-          f"one thread on core {_CORE}, numpy {np.__version__}")
+          f"one thread on core {one_core.CORE}, numpy {np.__version__}")
     print(f"{'size':>6} {'tile BMxBNxBK':>14} {'tessera GFLOP/s':>16} {'numpy GFLOP/s':>14} {'tessera/numpy':>14}")
     for n, ours, theirs, tiles in gemm_rows(args.sizes, args.autotune):
         print(f"{n:>6} {tiles:>14} {ours:>16.1f} {theirs:>14.1f} {ours / theirs:>14.2f}")

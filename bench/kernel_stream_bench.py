@@ -17,26 +17,9 @@ the median of several timed runs after a warm-up; results are checked against
 numpy before they are reported. --source prints the generated C++ of scale.
 """
 
-import os
-import sys
-
-# One core and one thread for both sides, fixed before numpy loads OpenBLAS.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TESSERA_NUM_THREADS"):
-    os.environ[_var] = "1"
-
-
-def _pin(core):
-    if core is None:
-        core = max(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return core
-
-
-_CORE = _pin(int(sys.argv[sys.argv.index("--core") + 1]) if "--core" in sys.argv else None)
+import one_core  # first: pins the process and fixes thread counts before numpy loads
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -57,14 +40,6 @@ def axpy(x: tessera.f32["n"], y: tessera.mut(tessera.f32["n"]), alpha: tessera.f
         y[i] = alpha * x[i] + y[i]
 
 
-def median_seconds(fn, runs):
-    fn()  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def rows(sizes, runs):
@@ -76,10 +51,10 @@ def rows(sizes, runs):
         y = np.zeros(n, np.float32)
         y_np = np.zeros(n, np.float32)
         # scale
-        t_ours = median_seconds(lambda: scale(x, y, alpha), runs)
+        t_ours = one_core.median_seconds(lambda: scale(x, y, alpha), runs)
         if not np.array_equal(y, x * alpha):
             raise SystemExit("scale: result differs from numpy's x * alpha")
-        t_np = median_seconds(lambda: np.multiply(x, alpha, out=y_np), runs)
+        t_np = one_core.median_seconds(lambda: np.multiply(x, alpha, out=y_np), runs)
         out.append(("scale", n, 8.0 * n / t_ours / 1e9, 8.0 * n / t_np / 1e9))
         # axpy: both sides update y in place, so the values drift run to run;
         # correctness is checked on one fresh call.
@@ -88,12 +63,12 @@ def rows(sizes, runs):
         axpy(x, y, alpha)
         if not np.array_equal(y, alpha * x + y0):
             raise SystemExit("axpy: result differs from numpy's alpha * x + y")
-        t_ours = median_seconds(lambda: axpy(x, y, alpha), runs)
+        t_ours = one_core.median_seconds(lambda: axpy(x, y, alpha), runs)
 
         def np_axpy():
             y_np[:] += alpha * x
 
-        t_np = median_seconds(np_axpy, runs)
+        t_np = one_core.median_seconds(np_axpy, runs)
         out.append(("axpy", n, 12.0 * n / t_ours / 1e9, 12.0 * n / t_np / 1e9))
     return out
 
@@ -105,7 +80,7 @@ def main():
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the highest allowed)")
     parser.add_argument("--source", action="store_true", help="print the generated C++ of scale")
     args = parser.parse_args()
-    print(f"streaming lane kernels (fp32, one tile per element) vs numpy, one thread on core {_CORE}, "
+    print(f"streaming lane kernels (fp32, one tile per element) vs numpy, one thread on core {one_core.CORE}, "
           f"numpy {np.__version__}")
     print(f"{'kernel':>7} {'n':>10} {'tessera GB/s':>13} {'numpy GB/s':>11} {'tessera/numpy':>14}")
     for name, n, ours, theirs in rows(args.sizes, args.runs):
