@@ -499,6 +499,7 @@ class Lowerer {
       return op("tile.mma", {a, b, acc}, {}, at);
     }
     if (name == "tile.zeros") return zeros(info.type, at);
+    if (name == "tile.transpose") return op("tile.transpose", {lower(arg(0))}, {}, at);
     if (name == "tile.cast" || name == "tile.tile_cast") return coerce(lower(arg(0)), info.type.dtype, at);
     if (name == "min" || name == "max") {
       DType d = info.op_dtype;

@@ -64,6 +64,7 @@ const ExprInfo& Checker::analyze_call(const Expr& e) {
   if (name == "tile.load") return analyze_tile_load(e, args);
   if (name == "tile.store") return analyze_tile_store(e, args);
   if (name == "tile.mma") return analyze_mma(e, args);
+  if (name == "tile.transpose") return analyze_transpose(e, args);
   if (name == "tile.zeros") return analyze_zeros(e, args);
   if (name == "min" || name == "max" || name == "abs" || name == "sqrt" || name == "exp" || name == "log")
     return analyze_scalar_math(e, name, args);

@@ -143,6 +143,7 @@ class Checker {
   const ExprInfo& analyze_tile_load(const ast::Expr& e, const std::vector<Arg>& args);
   const ExprInfo& analyze_tile_store(const ast::Expr& e, const std::vector<Arg>& args);
   const ExprInfo& analyze_mma(const ast::Expr& e, const std::vector<Arg>& args);
+  const ExprInfo& analyze_transpose(const ast::Expr& e, const std::vector<Arg>& args);
   const ExprInfo& analyze_zeros(const ast::Expr& e, const std::vector<Arg>& args);
 
   const KernelDecl& decl_;

@@ -1,6 +1,7 @@
 // The tile built-ins in kernels: tile.load / tile.store of one element
 // (index=) or of a tile window (rows=/cols= as (start, extent), or a whole
-// shared buffer), tile.mma with its accumulator dtype, and tile.zeros.
+// shared buffer), tile.mma with its accumulator dtype, tile.transpose and
+// tile.zeros.
 // Tile-sized operations are group-cooperative (uniform control only).
 #include "frontend/sema_checker.h"
 
@@ -160,6 +161,19 @@ const ExprInfo& Checker::analyze_mma(const Expr& e, const std::vector<Arg>& args
   }
   ExprInfo i{KType::tile(accum, out), true};
   i.builtin = acc ? "tile.mma" : "tile.mma_fresh";
+  return record(e, i);
+}
+
+// tile.transpose(t): a 2-D tile [R, C] -> [C, R] of the same dtype.
+const ExprInfo& Checker::analyze_transpose(const Expr& e, const std::vector<Arg>& args) {
+  const std::string name = "tile.transpose";
+  expect_args(e, name, args, 1, {});
+  require_uniform_control(e, name);
+  const ExprInfo t = analyze(*args[0].expr);
+  if (t.type.kind != Kind::tile || t.type.sizes.size() != 2)
+    fail(*args[0].expr, name + " takes a 2-D tile, got " + t.type.str());
+  ExprInfo i{KType::tile(t.type.dtype, {t.type.sizes[1], t.type.sizes[0]}), true};
+  i.builtin = name;
   return record(e, i);
 }
 

@@ -3,11 +3,15 @@
 // For a new key (argument shapes and dtypes, fixed constants, kernel source,
 // device) every candidate of the tuned names is compiled and timed: one
 // warm-up launch, then the median of several, on copies of the mutable
-// arguments (restored before each candidate), so the caller's outputs are
-// written once, by the winner, in Kernel::launch. Candidates that fail to
-// compile or run are reported and skipped; when all fail, the first failure
-// is raised. The winner is kept in memory and written to
-// <cache root>/autotune/<sha256 of the key>.txt:
+// arguments (made afresh from the caller's contents before each candidate),
+// so the caller's outputs are written once, by the winner, in Kernel::launch.
+// One search loop serves both backends; a CandidateRunner (kernel_state.h)
+// compiles and times on the arguments' device: the CPU runner here (wall
+// clock), the CUDA runner in kernel_cuda.cpp (CUDA events on a stream).
+// Candidates that fail to compile or run (on a GPU also those needing more
+// shared memory than the device has) are reported and skipped; when all
+// fail, the first failure is raised. The winner is kept in memory and written
+// to <cache root>/autotune/<sha256 of the key>.txt:
 //
 //     tessera-autotune 1
 //     key <the key text>
@@ -32,6 +36,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "runtime/kernel_state.h"
 #include "tessera/ir/type.h"
+#include "tessera/runtime/cuda.h"
 #include "tessera/support/error.h"
 
 namespace tessera {
@@ -79,7 +84,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out + "]";
 }
 
-// A contiguous copy with the same encodings (timing runs write into it).
+// A contiguous host copy with the same encodings.
 Tensor copy_of(const Tensor& t) {
   if (t.is_cpu() && t.is_contiguous() && t.element_bytes() > 0) {
     Tensor copy = Tensor::zeros(t.shape(), t.policy());
@@ -89,15 +94,45 @@ Tensor copy_of(const Tensor& t) {
     }
     return copy;
   }
-  if (!t.is_cpu()) return t.to("cpu").contiguous();
+  if (!t.is_cpu()) return copy_of(t.to("cpu"));
   return Tensor::from_codes(t.codes(), t.shape(), t.policy());
 }
 
-void restore(const Tensor& from, const Tensor& to) {
-  if (from.numel() > 0 && to.element_bytes() > 0 && from.is_contiguous() && from.is_cpu()) {
-    std::memcpy(to.data(), from.data(),
-                static_cast<std::size_t>(from.numel()) * static_cast<std::size_t>(to.element_bytes()));
+// Candidates on the CPU backend, timed by the wall clock.
+class CpuRunner final : public detail::CandidateRunner {
+ public:
+  explicit CpuRunner(const KernelLaunchOptions& options) : options_(options) {}
+
+  Tensor scratch_from(const Tensor& host) override { return copy_of(host); }
+
+  void compile(KernelSpecialization& spec) override { spec.compiled(options_.cache_dir); }
+
+  double warm_up(KernelSpecialization& spec, std::int64_t groups, const std::vector<cpu::KernelArg>& args) override {
+    const cpu::CompiledKernel& compiled = spec.compiled(options_.cache_dir);
+    const auto start = Clock::now();
+    cpu::launch(compiled, groups, args, options_.cpu);
+    return std::chrono::duration<double>(Clock::now() - start).count();
   }
+
+  std::vector<double> timed(KernelSpecialization& spec, std::int64_t groups, const std::vector<cpu::KernelArg>& args,
+                            int runs) override {
+    const cpu::CompiledKernel& compiled = spec.compiled(options_.cache_dir);
+    std::vector<double> times;
+    for (int r = 0; r < runs; ++r) {
+      const auto start = Clock::now();
+      cpu::launch(compiled, groups, args, options_.cpu);
+      times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return times;
+  }
+
+ private:
+  KernelLaunchOptions options_;
+};
+
+// The device part of the key for arguments on `device` (-1: the host).
+std::string device_text(int device, const KernelLaunchOptions& options) {
+  return device < 0 ? autotune_cpu_device(options) : autotune_cuda_device(cuda::device_properties(device));
 }
 
 // Every combination of the tuned names' candidates, the first name varying slowest.
@@ -191,8 +226,16 @@ void print_autotune_event(const AutotuneEvent& event) {
   std::cerr << event.describe() << std::endl;
 }
 
-std::string autotune_key(const Kernel& kernel, const std::vector<cpu::KernelArg>& args,
-                         const KernelLaunchOptions& options) {
+std::string autotune_cpu_device(const KernelLaunchOptions& options) {
+  const int threads = options.cpu.num_threads > 0 ? options.cpu.num_threads : cpu::detail::default_thread_count();
+  return "cpu:" + cpu_model() + " threads=" + std::to_string(threads);
+}
+
+std::string autotune_cuda_device(const cuda::DeviceProperties& device) {
+  return "cuda:" + device.name + " " + device.arch() + " sms=" + std::to_string(device.multiprocessors);
+}
+
+std::string autotune_key_on(const Kernel& kernel, const std::vector<cpu::KernelArg>& args, const std::string& device) {
   const frontend::KernelDecl& decl = kernel.decl();
   std::string key = "kernel=" + kernel.name() + " source=" + kernel.source_hash() + " fixed={" +
                     detail::constants_text(kernel.constants()) + "} args=(";
@@ -209,9 +252,12 @@ std::string autotune_key(const Kernel& kernel, const std::vector<cpu::KernelArg>
       key += std::holds_alternative<double>(v) ? "real" : std::holds_alternative<bool>(v) ? "bool" : "int";
     }
   }
-  const int threads = options.cpu.num_threads > 0 ? options.cpu.num_threads : cpu::detail::default_thread_count();
-  key += ") device=cpu:" + cpu_model() + " threads=" + std::to_string(threads);
-  return key;
+  return key + ") device=" + device;
+}
+
+std::string autotune_key(const Kernel& kernel, const std::vector<cpu::KernelArg>& args,
+                         const KernelLaunchOptions& options) {
+  return autotune_key_on(kernel, args, device_text(detail::arguments_device(kernel, args), options));
 }
 
 KernelConstants Kernel::autotune(const Grid& grid, const std::vector<cpu::KernelArg>& args,
@@ -243,7 +289,8 @@ KernelConstants Kernel::autotune_choice(const Grid& grid, const std::vector<cpu:
     raise(ErrorCode::ArgumentInvalid, "kernel '" + name() + "': grid " + std::to_string(*n) + " is negative");
   }
   const AutotuneCallback report = options.progress ? options.progress : AutotuneCallback(print_autotune_event);
-  const std::string key = autotune_key(*this, args, options);
+  const int device = detail::arguments_device(*this, args);  // -1: the host
+  const std::string key = autotune_key_on(*this, args, device_text(device, options));
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (auto it = state_->autotune_results.find(key); it != state_->autotune_results.end()) return it->second;
@@ -261,18 +308,16 @@ KernelConstants Kernel::autotune_choice(const Grid& grid, const std::vector<cpu:
     return stored;
   }
 
-  // Scratch copies of the mutable buffers; inputs are shared (only read).
-  std::vector<cpu::KernelArg> scratch = args;
-  std::vector<std::pair<std::size_t, Tensor>> originals;
+  const std::unique_ptr<detail::CandidateRunner> runner =
+      device < 0 ? std::make_unique<CpuRunner>(options) : detail::cuda_candidate_runner(device, options);
+  // Host copies of the mutable buffers as the caller gave them; each
+  // candidate runs on fresh copies of these on the arguments' device, so it
+  // starts from the caller's contents. Inputs are shared (only read).
+  std::vector<std::pair<std::size_t, Tensor>> pristine;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const Tensor* t = std::get_if<Tensor>(&args[i].value);
-    if (t != nullptr && t->defined() && decl.params[i].is_mut) {
-      scratch[i] = cpu::KernelArg(copy_of(*t));
-      originals.emplace_back(i, std::get<Tensor>(scratch[i].value));
-    }
+    if (t != nullptr && t->defined() && decl.params[i].is_mut) pristine.emplace_back(i, copy_of(*t));
   }
-  std::vector<std::pair<std::size_t, Tensor>> pristine;
-  for (const auto& [i, t] : originals) pristine.emplace_back(i, copy_of(t));
 
   const std::vector<KernelConstants> space = candidates(decl, tuned);
   AutotuneEvent start;
@@ -295,21 +340,14 @@ KernelConstants Kernel::autotune_choice(const Grid& grid, const std::vector<cpu:
     try {
       const auto compile_start = Clock::now();
       std::shared_ptr<KernelSpecialization> spec = specialize(space[c]);
-      const cpu::CompiledKernel& compiled = spec->compiled(options.cache_dir);
+      runner->compile(*spec);
       e.compile_seconds = std::chrono::duration<double>(Clock::now() - compile_start).count();
       const std::int64_t groups = detail::resolve_grid(grid, *spec, name());
-      for (std::size_t k = 0; k < pristine.size(); ++k) restore(pristine[k].second, originals[k].second);
-      const auto warm_start = Clock::now();
-      cpu::launch(compiled, groups, scratch, options.cpu);
-      const double warm = std::chrono::duration<double>(Clock::now() - warm_start).count();
+      std::vector<cpu::KernelArg> scratch = args;
+      for (const auto& [i, host] : pristine) scratch[i] = cpu::KernelArg(runner->scratch_from(host));
+      const double warm = runner->warm_up(*spec, groups, scratch);
       // A candidate that takes seconds per run is timed fewer times.
-      const int n = warm > 1.0 ? 1 : runs;
-      std::vector<double> times;
-      for (int r = 0; r < n; ++r) {
-        const auto t0 = Clock::now();
-        cpu::launch(compiled, groups, scratch, options.cpu);
-        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
+      std::vector<double> times = runner->timed(*spec, groups, scratch, warm > 1.0 ? 1 : runs);
       std::sort(times.begin(), times.end());
       e.median_seconds = times[times.size() / 2];
       e.kind = AutotuneEvent::Kind::measured;

@@ -169,14 +169,10 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
 }
 
 void Kernel::launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options) const {
-  // Tensors on cuda:N send the launch to the CUDA backend.
+  // Tensors on cuda:N send the launch (and the autotune search) to the CUDA backend.
   const int device = detail::arguments_device(*this, args);
   KernelConstants chosen;
-  if (device >= 0) {
-    detail::check_untuned_for_cuda(*this, device);
-  } else if (!tuned_names().empty()) {
-    chosen = autotune_choice(grid, args, options);
-  }
+  if (!tuned_names().empty()) chosen = autotune_choice(grid, args, options);
   std::shared_ptr<KernelSpecialization> spec = specialize(chosen);
   const cpu::CompiledKernel* compiled = device < 0 ? &spec->compiled(options.cache_dir) : nullptr;
   const std::int64_t groups = detail::resolve_grid(grid, *spec, name());

@@ -1,8 +1,12 @@
 // Kernels on GPUs: the part of Kernel that sends launches whose tensors live
-// on cuda:N to the CUDA backend (tessera/backends/cuda/cuda_backend.h), and
-// shows the CUDA C++ and PTX for inspect_ir. kernel.cpp decides where a launch
-// goes (arguments_device) and calls in here.
-#include <algorithm>
+// on cuda:N to the CUDA backend (tessera/backends/cuda/cuda_backend.h), times
+// autotune candidates there, and shows the CUDA C++ and PTX for inspect_ir.
+// kernel.cpp decides where a launch goes (arguments_device) and calls in
+// here; autotune.cpp's search loop uses the CUDA candidate runner.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "runtime/kernel_state.h"
 #include "tessera/backends/cuda/cuda_backend.h"
@@ -75,24 +79,79 @@ int arguments_device(const Kernel& kernel, const std::vector<cpu::KernelArg>& ar
   return device;
 }
 
-void check_untuned_for_cuda(const Kernel& kernel, int device) {
-  std::string many;
-  const std::vector<std::string> tuned = kernel.tuned_names();
-  for (const auto& [n, values] : kernel.decl().autotune_space) {
-    if (values.size() > 1 && std::find(tuned.begin(), tuned.end(), n) != tuned.end()) {
-      many += (many.empty() ? "" : ", ") + n + " (" + std::to_string(values.size()) + " candidates)";
-    }
-  }
-  if (many.empty()) return;
-  raise(ErrorCode::ArgumentInvalid, "kernel '" + kernel.name() + "' on cuda:" + std::to_string(device) +
-                                        ": autotuning on CUDA is not done yet, and " + many +
-                                        " would need a search; fix them with k.jit(NAME=value)");
-}
-
 void launch_on_cuda(KernelSpecialization& spec, int device, std::int64_t groups, std::vector<cpu::KernelArg> args,
                     const KernelLaunchOptions& options) {
   const cuda::CompiledKernel& compiled = spec.cuda_compiled(device, options.cache_dir);
   cuda::launch(compiled, groups, std::move(args));  // default stream; synchronizes and raises faults
+}
+
+namespace {
+
+class CudaRunner final : public CandidateRunner {
+ public:
+  CudaRunner(int device, const KernelLaunchOptions& options) : device_(device), options_(options), stream_(device) {
+    // Work the caller queued on the arguments (other streams) is done before
+    // candidates read them on this non-blocking stream.
+    cuda::synchronize(device);
+  }
+  Tensor scratch_from(const Tensor& host) override { return host.to("cuda:" + std::to_string(device_)); }
+
+  void compile(KernelSpecialization& spec) override { spec.cuda_compiled(device_, options_.cache_dir); }
+
+  double warm_up(KernelSpecialization& spec, std::int64_t groups, const std::vector<cpu::KernelArg>& args) override {
+    cuda::KernelLaunchOptions launch;
+    launch.stream = &stream_;
+    launch.check_faults = true;  // synchronizes the stream and raises what the kernel recorded
+    const auto start = std::chrono::steady_clock::now();
+    cuda::launch(spec.cuda_compiled(device_, options_.cache_dir), groups, args, launch);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  std::vector<double> timed(KernelSpecialization& spec, std::int64_t groups, const std::vector<cpu::KernelArg>& args,
+                            int runs) override {
+    const cuda::CompiledKernel& compiled = spec.cuda_compiled(device_, options_.cache_dir);
+    cuda::KernelLaunchOptions launch;
+    launch.stream = &stream_;
+    // The warm-up checked faults on these arguments; timed runs neither
+    // record faults nor synchronize, so the events bracket the kernel alone.
+    launch.check_faults = false;
+    std::vector<cuda::Event> starts, ends;
+    starts.reserve(static_cast<std::size_t>(runs));
+    ends.reserve(static_cast<std::size_t>(runs));
+    try {
+      for (int r = 0; r < runs; ++r) {
+        std::vector<cpu::KernelArg> copy = args;  // copied before the start event, not timed
+        starts.emplace_back(device_);
+        ends.emplace_back(device_);
+        starts.back().record(stream_);
+        cuda::launch(compiled, groups, std::move(copy), launch);
+        ends.back().record(stream_);
+      }
+    } catch (const Error&) {
+      // Nothing queued may still write the scratch copies once they go back
+      // to the allocator.
+      stream_.synchronize();
+      throw;
+    }
+    stream_.synchronize();
+    std::vector<double> seconds;
+    for (int r = 0; r < runs; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      seconds.push_back(static_cast<double>(cuda::elapsed_ms(starts[i], ends[i])) * 1e-3);
+    }
+    return seconds;
+  }
+
+ private:
+  int device_;
+  KernelLaunchOptions options_;
+  cuda::Stream stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<CandidateRunner> cuda_candidate_runner(int device, const KernelLaunchOptions& options) {
+  return std::make_unique<CudaRunner>(device, options);
 }
 
 int parse_target(const Kernel& kernel, const std::string& target) {

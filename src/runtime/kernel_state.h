@@ -1,12 +1,15 @@
 // The state a Kernel and the kernels jit() derives from it share
-// (kernel.cpp, autotune.cpp): the declaration, its source, and the caches of
-// specializations and autotune results.
+// (kernel.cpp, autotune.cpp, kernel_cuda.cpp): the declaration, its source,
+// and the caches of specializations and autotune results; and the runtime's
+// internal hooks between those files.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tessera/runtime/kernel.h"
 
@@ -35,10 +38,29 @@ struct KernelState {
 // devices raise ArgumentError naming the parameters and devices.
 int arguments_device(const Kernel& kernel, const std::vector<cpu::KernelArg>& args);
 
-// Raises ArgumentError when `kernel` still has autotune names with more than
-// one candidate (autotuning on CUDA is not done yet); single candidates are
-// taken by specialize().
-void check_untuned_for_cuda(const Kernel& kernel, int device);
+// How the autotuner runs candidates on one backend. autotune.cpp holds the
+// one search loop (order, events, caches, failures) and the CPU runner;
+// kernel_cuda.cpp holds the CUDA runner.
+class CandidateRunner {
+ public:
+  virtual ~CandidateRunner() = default;
+  // A copy of a mutable argument on the runner's device that candidates may
+  // write, filled from `host` (a contiguous host copy of the caller's tensor).
+  virtual Tensor scratch_from(const Tensor& host) = 0;
+  // Compiles `spec` for the device, or takes it from the caches; raises
+  // (CompileError, ...) when it cannot be built there.
+  virtual void compile(KernelSpecialization& spec) = 0;
+  // One run of the compiled `spec` on `args`, checking faults; the wall
+  // seconds it took, waiting for the device included.
+  virtual double warm_up(KernelSpecialization& spec, std::int64_t groups, const std::vector<cpu::KernelArg>& args) = 0;
+  // `runs` timed runs on `args`; the seconds of each.
+  virtual std::vector<double> timed(KernelSpecialization& spec, std::int64_t groups,
+                                    const std::vector<cpu::KernelArg>& args, int runs) = 0;
+};
+
+// The runner for cuda:`device`: candidates compiled by the CUDA backend and
+// timed with events around each launch on a stream of its own.
+std::unique_ptr<CandidateRunner> cuda_candidate_runner(int device, const KernelLaunchOptions& options);
 
 // Compiles (once) and runs `spec` on cuda:`device`, checking faults.
 void launch_on_cuda(KernelSpecialization& spec, int device, std::int64_t groups, std::vector<cpu::KernelArg> args,

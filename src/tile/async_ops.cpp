@@ -2,7 +2,9 @@
 //
 // Each tile.cp_async is one copy group, in flight until a tile.cp_async_wait
 // lets at most `pending` of the most recent groups stay in flight; a barrier
-// then makes the copied data visible to every tile of the group.
+// then makes the copied data visible to every tile of the group. An async
+// tile.mma (tile-pipeline) reads its shared operands until a tile.mma_wait
+// retires it, the same way.
 #include <string>
 
 #include "tessera/support/error.h"
@@ -61,6 +63,22 @@ void register_async_ops(ir::Registry& r) {
             if (a.get_int("pending") < 0) {
               raise(ErrorCode::ArgumentInvalid,
                     "tile.cp_async_wait attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
+            }
+            return std::vector<Type>{};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.mma_wait",
+      .summary = "Waits until at most `pending` of the group's most recent async tile.mma ops are still in flight; "
+                 "a barrier after it frees their shared operands for every tile.",
+      .attrs = {{.name = "pending", .kind = AttrKind::integer, .default_value = ir::Attribute(std::int64_t{0})}},
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type>, const AttrMap& a) {
+            if (a.get_int("pending") < 0) {
+              raise(ErrorCode::ArgumentInvalid,
+                    "tile.mma_wait attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
             }
             return std::vector<Type>{};
           },

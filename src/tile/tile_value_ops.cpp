@@ -102,8 +102,10 @@ void register_tile_value_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "tile.mma",
       .summary = "acc + a x b for a: [M, K], b: [K, N], acc: [M, N]; products exact, accumulated at acc's dtype in "
-                 "increasing k order.",
+                 "increasing k order. With async = true (set by tile-pipeline) the product may complete after "
+                 "the op: a and b's shared buffers stay read until a tile.mma_wait retires it.",
       .operands = {"a", "b", "acc"},
+      .attrs = {{.name = "async", .kind = AttrKind::boolean}},
       .infer =
           [](std::span<const Type> in, const AttrMap&) {
             const char* names[] = {"a", "b", "acc"};
@@ -133,6 +135,20 @@ void register_tile_value_ops(ir::Registry& r) {
               raise(ErrorCode::DtypeUnsupported, "tile.mma does not take bool tiles");
             }
             return std::vector<Type>{in[2]};
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.transpose",
+      .summary = "The transpose of a 2-D tile: x [R, C] -> [C, R], same dtype (result[j][i] = x[i][j]).",
+      .operands = {"x"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_kind(in[0], ir::TypeKind::tile, "tile.transpose", "x");
+            if (in[0].rank() != 2) {
+              raise(ErrorCode::ShapeMismatch,
+                    "operand 'x' of tile.transpose must be a 2-D tile, got " + ir::print_type(in[0]));
+            }
+            return std::vector<Type>{Type::tile({in[0].shape[1], in[0].shape[0]}, in[0].policy)};
           },
   });
   r.add(OpDef{

@@ -146,7 +146,7 @@ int main() {
             "cached call");
       }
       gemms.push_back(cu::compile_kernel(gspec->func()));
-      const bool wg = gemms.back().source.find("tsr::mma_wg<") != std::string::npos;
+      const bool wg = gemms.back().source.find("tsr::mma_wg") != std::string::npos;
       std::printf("[gpu-bench] gemm variant %dx%dx%d, %d stages, %d threads: %s, %lld bytes of shared memory\n", v.bm,
                   v.bn, v.bk, v.stages, v.threads, wg ? "wgmma" : "mma.sync",
                   static_cast<long long>(gemms.back().shared_bytes));

@@ -257,7 +257,11 @@ TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
   std::vector<tessera::Kernel> ks = tessera::kernels_from_source(pipelined_gemm(128, 128, 256), "gemm_bf16.tsr");
   auto spec = ks.at(0).specialize();
   const std::string h = cu::emit_kernel_source(spec->func(), {.arch = "sm_90a"});
-  EXPECT_NE(h.find("tsr::mma_wg<true>"), std::string::npos) << h;
+  // tile-pipeline made the mma async: each k-block's wgmmas stay in flight
+  // while the next copies are issued, the previous k-block's are waited for.
+  EXPECT_NE(h.find("tsr::mma_wg_async<true>"), std::string::npos) << h;
+  EXPECT_NE(h.find("tsr::wg_wait<1>();"), std::string::npos) << h;
+  EXPECT_NE(h.find("= tsr::wg_fenced(tsr::zeros<"), std::string::npos) << h;
   EXPECT_NE(h.find("tsr::WgLayout<128, 128, 2, 1>"), std::string::npos) << h;  // 2 warpgroups, 64 rows each
   EXPECT_NE(h.find("tsr::barrier_async();"), std::string::npos) << h;
   EXPECT_NE(h.find("__align__(1024)"), std::string::npos) << h;
@@ -268,6 +272,10 @@ TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
   const cu::CompiledProgram p = cu::compile(h, "gemm.cu", 0, o);
   EXPECT_NE(p.ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
   EXPECT_NE(p.ptx.find("fence.proxy.async.shared::cta"), std::string::npos);
+  // The assembler keeps the wgmmas asynchronous: it reports (C7515) when an
+  // ordinary instruction writes accumulators between a wgmma and its wait.
+  EXPECT_EQ(p.log.find("C7515"), std::string::npos) << p.log;
+  EXPECT_EQ(p.log.find("serialized"), std::string::npos) << p.log;
   const std::string a = cu::emit_kernel_source(spec->func(), {.arch = "sm_80"});
   EXPECT_EQ(a.find("tsr::mma_wg<"), std::string::npos) << a;
   EXPECT_NE(a.find("tsr::mma_tc<true>"), std::string::npos) << a;
@@ -282,7 +290,7 @@ TEST(GpuCodegen, PipelinedBf16GemmOnWgmma) {
   for (auto [bm, bn] : std::vector<std::array<int, 2>>{{128, 128}, {128, 256}}) {
     Built r = build(pipelined_gemm(bm, bn, 256), false);
     if (cu::device_properties(0).arch() == "sm_90a") {
-      EXPECT_NE(r.gpu.source.find("tsr::mma_wg<true>"), std::string::npos) << "expected the wgmma path";
+      EXPECT_NE(r.gpu.source.find("tsr::mma_wg_async<true>"), std::string::npos) << "expected the wgmma path";
     }
     for (auto [m, n, k] :
          std::vector<std::array<std::int64_t, 3>>{{128, 256, 64}, {300, 200, 100}, {512, 512, 320}, {257, 520, 1000}}) {

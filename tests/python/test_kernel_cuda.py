@@ -137,15 +137,6 @@ def test_gemm_tile_on_the_gpu_matches_float64(rng):
 
 
 @needs_gpu
-def test_autotuned_kernel_on_the_gpu_asks_for_jit():
-    g = tessera.load(CONFORMANCE / "gemm_tile.tsr").gemm_tile
-    a = tessera.tensor(np.ones((8, 8), dtype=np.float32)).to("cuda:0")
-    c = tessera.tensor(np.zeros((8, 8), dtype=np.float32)).to("cuda:0")
-    with pytest.raises(tessera.ArgumentError, match="autotuning on CUDA is not done yet.*BM"):
-        g[1](a, a, c)
-
-
-@needs_gpu
 def test_mixing_devices_is_a_clear_error(rng):
     k = tessera.load(CONFORMANCE / "scale.tsr").scale
     x = tessera.tensor(rng.standard_normal(16).astype(np.float32)).to("cuda:0")

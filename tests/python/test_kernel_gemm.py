@@ -106,11 +106,16 @@ def test_gemm_pipelined_python_kernel_fp32_random(rng, shape):
 
 def test_gemm_pipelined_loop_is_double_buffered():
     tile_ir = gemm_pipe.jit(BM=32, BN=32).inspect_ir("tile")
-    # tile-pipeline gave each copied buffer a second stage and relaxed the
-    # waits: four shared allocations, waits with pending = 2 (two copies per stage).
+    # tile-pipeline gave each copied buffer a second stage; the buffers only
+    # feed the mma, so the mma is async: each iteration waits for its own
+    # copies (pending = 0: the next ones are issued after the mma), leaves its
+    # mma in flight while the previous one completes (mma_wait pending = 1),
+    # and then copies the next stage into the buffers that mma read.
     assert tile_ir.count("tile.smem_alloc") == 4, tile_ir
-    assert "pending = 2" in tile_ir
-    assert 'remark = "pipelined: 2 stages' in tile_ir
+    assert "tile.cp_async_wait {pending = 0}" in tile_ir
+    assert "{async = true}" in tile_ir
+    assert "tile.mma_wait {pending = 1}" in tile_ir
+    assert 'remark = "pipelined: 2 stages, 2 copy group(s) per iteration, 1 async mma(s)"' in tile_ir
 
 
 def test_gemm_pipelined_autotuned(rng, monkeypatch):

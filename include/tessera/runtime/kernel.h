@@ -16,8 +16,11 @@
 // is compiled and timed on copies of the mutable arguments (one warm-up run,
 // then the median of several), the fastest is kept in memory and written to
 // <cache>/autotune/<hash>.txt so later processes skip the search, and only
-// the winner runs on the caller's arguments. docs/guide/kernel_language.md
-// ("Running kernels") describes the user-facing behaviour.
+// the winner runs on the caller's arguments. Arguments on cuda:N are tuned
+// with the CUDA backend (candidates timed with CUDA events), host arguments
+// with the CPU backend; the device is part of the key, so the two never share
+// a choice. docs/guide/kernel_language.md ("Running kernels") describes the
+// user-facing behaviour.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +45,8 @@ struct KernelState;
 }
 namespace cuda {
 struct CompiledKernel;
-}
+struct DeviceProperties;
+}  // namespace cuda
 
 using KernelConstants = frontend::Constants;
 
@@ -158,9 +162,8 @@ class Kernel {
   // Compiles what is needed (autotuning first when tuned_names() is not
   // empty) and runs the kernel on `args`: on the CPU backend when the tensor
   // arguments are host tensors, on the CUDA backend when they all live on
-  // cuda:N (tensors on different devices are an ArgumentError naming them;
-  // autotune spaces with more than one candidate are not searched on CUDA
-  // yet: a clear error asks to fix them with jit()).
+  // cuda:N (tensors on different devices are an ArgumentError naming them).
+  // The search runs on the backend the launch goes to.
   void launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options = {}) const;
 
   // "tile": the Tile IR after the passes; "target": the generated C++ of the
@@ -171,8 +174,9 @@ class Kernel {
   // "graph"/"schedule" raise ArgumentError (kernels have no such level).
   std::string inspect_ir(std::string_view level, const KernelLaunchOptions& options = {}) const;
 
-  // The constants the autotuner chose for `args`, searching if needed
-  // without running the winner on the caller's arguments (tests, tools).
+  // The constants the autotuner chose for `args` (host or cuda:N tensors),
+  // searching if needed without running the winner on the caller's arguments
+  // (tests, tools).
   KernelConstants autotune(const Grid& grid, const std::vector<cpu::KernelArg>& args,
                            const KernelLaunchOptions& options = {}) const;
 
@@ -198,8 +202,20 @@ std::vector<Kernel> kernels_from_source(std::string_view source, std::string_vie
 std::vector<Kernel> load_kernels(const std::string& path);
 
 // The key the autotuner caches results under for these arguments: shapes,
-// dtypes and scalar types of `args` plus the device ("cpu:<model> x<threads>").
+// dtypes and scalar types of `args` plus the device they live on
+// (autotune_cpu_device or autotune_cuda_device of cuda:N's properties).
 std::string autotune_key(const Kernel& kernel, const std::vector<cpu::KernelArg>& args,
                          const KernelLaunchOptions& options);
+// The same key for `args` tuned on `device`, a text from one of the two
+// functions below (the arguments' own device is not looked at, so keys for a
+// GPU can be formed where there is none).
+std::string autotune_key_on(const Kernel& kernel, const std::vector<cpu::KernelArg>& args, const std::string& device);
+// The device part of a key for the CPU backend: "cpu:<model> threads=<n>"
+// (n from options.cpu.num_threads, else the default thread count).
+std::string autotune_cpu_device(const KernelLaunchOptions& options);
+// The device part of a key for a GPU: "cuda:<name> <arch> sms=<count>". The
+// ordinal is left out (identical GPUs share choices); the multiprocessor
+// count keeps partitions of one chip apart.
+std::string autotune_cuda_device(const cuda::DeviceProperties& device);
 
 }  // namespace tessera

@@ -26,7 +26,8 @@ std::int64_t group_tile_count(const ir::Operation& func);
 std::int64_t shared_budget(const ir::Operation& func);
 
 // Ops every tile of a group must run together (contract section 6):
-// barrier, cp_async, cp_async_wait, smem_alloc, tile_load, tile_store, mma.
+// barrier, cp_async, cp_async_wait, smem_alloc, tile_load, tile_store, mma,
+// transpose (a backend may exchange a tile's elements through shared memory).
 bool is_group_cooperative(const ir::Operation& op);
 // The structured control-flow ops: tile.for, tile.if, tile.while.
 bool is_control_flow(const ir::Operation& op);

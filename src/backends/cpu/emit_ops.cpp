@@ -269,6 +269,7 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     return "auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + ", " +
            cpp_overflow(to.overflow) + ");";
   }
+  if (n == "transpose") return "auto " + result + " = tsr::transpose(" + a[0] + ");";
   if (n == "cp_async") {
     const ir::Type& dst = op.operand(0)->type();
     if (dst.rank() > 2) unsupported(op, "cp_async copies 1-D or 2-D boxes");
@@ -277,6 +278,10 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
   if (n == "cp_async_wait") {
     return "// tile.cp_async_wait {pending = " + std::to_string(op.attrs().get_int("pending")) +
            "}: host copies complete when issued";
+  }
+  if (n == "mma_wait") {
+    return "// tile.mma_wait {pending = " + std::to_string(op.attrs().get_int("pending")) +
+           "}: host mmas complete when issued";
   }
   if (n == "barrier") return "// tile.barrier: every tile has finished the code above";
   unsupported(op, "the op is not supported at group level");

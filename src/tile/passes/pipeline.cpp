@@ -21,6 +21,19 @@
 // retire them. Each iteration thus reads exactly the data it copied before,
 // so results are unchanged. Loops that do not match are left unchanged with
 // a `remark` attribute saying why.
+//
+// Async mma (the accumulator stays in flight): when every read of the
+// copied buffers in the body is a tile_load used only as an operand of a
+// tile.mma of the body whose acc is a loop-carried value and whose result
+// only goes back to the yield at that position (the GEMM main loop), those
+// mmas become async = true (P of them per iteration) and each sub-iteration
+// runs the rest of the body with its waits relaxed to pending = M * (N-2),
+// then tile.mma_wait {pending = P} (the previous iteration's mmas have
+// completed; 0 when the guard skipped this one's), tile.barrier, and only
+// then issues the copies of t_j + (N-1) * step, into the buffers the
+// previous iteration's mmas read. The tensor cores work on iteration k
+// while the group waits for, and issues, the copies around it. After the
+// loop, tile.mma_wait {pending = 0} completes the last mmas.
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
@@ -45,7 +58,7 @@ ir::Value* lookup(const ValueMap& map, ir::Value* v) {
 // Copies `op` (and its regions) before `pos` in `block`, mapping operands;
 // results and block arguments are added to `map`.
 ir::Operation* clone_into(ir::Block& block, ir::Block::OpList::iterator pos, const ir::Operation& op, ValueMap& map,
-                          const std::function<void(ir::Operation&)>& adjust = {}) {
+                          const std::function<void(ir::Operation&, const ir::Operation&)>& adjust = {}) {
   std::vector<ir::Value*> operands;
   for (ir::Value* v : op.operands()) operands.push_back(lookup(map, v));
   std::vector<ir::Type> types;
@@ -65,7 +78,7 @@ ir::Operation* clone_into(ir::Block& block, ir::Block::OpList::iterator pos, con
       for (const auto& inner : from.ops()) clone_into(to, to.ops().end(), *inner, map, adjust);
     }
   }
-  if (adjust) adjust(*made);
+  if (adjust) adjust(*made, op);
   return made;
 }
 
@@ -100,7 +113,39 @@ struct Plan {
   std::vector<const ir::Operation*> lead;           // the leading ops (pure lane ops and copies), in order
   std::vector<const ir::Operation*> copies;         // the leading copies
   std::unordered_set<const ir::Operation*> needed;  // leading pure ops the copies' offsets need
+  std::unordered_set<const ir::Operation*> async;   // the mmas that may stay in flight (empty: none)
 };
+
+// The body's mmas that may become async, or empty: every use of a copied
+// buffer in the body is a tile_load (optionally through tile.transpose) used
+// only as operand a or b of a tile.mma directly in the body, whose acc is a
+// loop-carried value and whose result is used only by the yield, at that
+// value's position.
+std::unordered_set<const ir::Operation*> async_mmas(const ir::Operation& loop, const Plan& plan) {
+  const ir::Block& body = loop.region(0).block();
+  const ir::Operation* yield = body.terminator();
+  std::unordered_set<const ir::Operation*> mmas;
+  auto only_use = [](const ir::Value* v) -> const ir::Use* { return v->uses().size() == 1 ? &v->uses()[0] : nullptr; };
+  for (const ir::Operation* c : plan.copies) {
+    for (const ir::Use& u : c->operand(0)->uses()) {
+      if (u.user == c) continue;
+      if (u.user->name() != "tile.tile_load" || u.user->parent_block() != &body) return {};
+      const ir::Use* use = only_use(u.user->result(0));
+      if (use && use->user->name() == "tile.transpose" && use->user->parent_block() == &body)
+        use = only_use(use->user->result(0));
+      if (!use || use->user->name() != "tile.mma" || use->operand_index > 1 || use->user->parent_block() != &body)
+        return {};
+      const ir::Operation* mma = use->user;
+      const ir::Value* acc = mma->operand(2);
+      const ir::Use* out = only_use(mma->result(0));
+      if (!acc->is_block_argument() || acc->owner_block() != &body || acc->index() == 0 || !out ||
+          out->user != yield || out->operand_index + 1 != acc->index())
+        return {};
+      mmas.insert(mma);
+    }
+  }
+  return mmas;
+}
 
 // Empty when `loop` matches the supported pattern; otherwise why not.
 std::string match(const ir::Operation& loop, std::int64_t stages, Plan& plan) {
@@ -171,6 +216,7 @@ std::string match(const ir::Operation& loop, std::int64_t stages, Plan& plan) {
   });
   if (!why.empty()) return why;
   if (waits == 0) return "the body has no tile.cp_async_wait before using its copies";
+  plan.async = async_mmas(loop, plan);
   return "";
 }
 
@@ -186,7 +232,11 @@ void transform(ir::Operation& loop, std::int64_t stages, const Plan& plan) {
   ir::Value* step = loop.operand(2);
   DType index_dtype = lo->type().dtype();
   SourceLocation loc = loop.location();
-  const std::int64_t relaxed = static_cast<std::int64_t>(plan.copies.size()) * (stages - 1);
+  const bool async = !plan.async.empty();
+  const std::int64_t per_iteration_mmas = static_cast<std::int64_t>(plan.async.size());
+  // Copies in flight past the one a sub-iteration waits for: N-1 stages when
+  // the next copies are issued first, N-2 when they follow the async mmas.
+  const std::int64_t relaxed = static_cast<std::int64_t>(plan.copies.size()) * (async ? stages - 2 : stages - 1);
 
   // buffers[c][k]: B_k of copy c.
   std::vector<std::vector<ir::Value*>> buffers;
@@ -243,11 +293,31 @@ void transform(ir::Operation& loop, std::int64_t stages, const Plan& plan) {
   std::vector<ir::Value*> inits(loop.operands().begin() + 3, loop.operands().end());
   std::vector<std::string> names;
   for (std::size_t a = 0; a < body.num_arguments(); ++a) names.push_back(body.argument(a)->name());
-  auto relax = [&](ir::Operation& op) {
+  auto relax = [&](ir::Operation& op, const ir::Operation& original) {
     if (op.name() == "tile.cp_async_wait") op.attrs().set("pending", relaxed);
+    if (plan.async.count(&original) != 0) op.attrs().set("async", true);
+  };
+  auto mma_wait = [&](ir::OpBuilder& builder, std::int64_t pending) {
+    builder.create("tile.mma_wait", {}, {{"pending", pending}}, loc);
   };
   // The rest of the original body for iteration `t` on buffers index `k`,
   // starting from `current` iter values; returns the yielded values.
+  // With async mmas, barriers between the body's last mma and its yield
+  // (with only pure ops around them) are dropped: the barrier after the
+  // tile.mma_wait that follows orders the same accesses.
+  std::unordered_set<const ir::Operation*> dropped;
+  if (async) {
+    std::vector<const ir::Operation*> trailing;
+    for (auto it = std::next(body.ops().rbegin()); it != body.ops().rend(); ++it) {
+      const ir::Operation& op = **it;
+      if (op.name() == "tile.barrier") {
+        trailing.push_back(&op);
+      } else if (plan.async.count(&op) != 0 || op.def().effect != ir::Effect::pure || op.num_regions() != 0) {
+        if (plan.async.count(&op) != 0) dropped.insert(trailing.begin(), trailing.end());
+        break;
+      }
+    }
+  }
   auto rest = [&](ir::OpBuilder& builder, ir::Value* t, std::int64_t k, std::span<ir::Value* const> current) {
     ValueMap map{{iv, t}};
     for (std::size_t i = 0; i < current.size(); ++i) map[body.argument(1 + i)] = current[i];
@@ -256,6 +326,7 @@ void transform(ir::Operation& loop, std::int64_t stages, const Plan& plan) {
     std::vector<ir::Value*> yielded;
     for (const auto& op : body.ops()) {
       if (std::find(plan.copies.begin(), plan.copies.end(), op.get()) != plan.copies.end()) continue;
+      if (dropped.count(op.get()) != 0) continue;
       if (op.get() == body.terminator()) {
         for (ir::Value* v : op->operands()) yielded.push_back(lookup(map, v));
         continue;
@@ -271,24 +342,40 @@ void transform(ir::Operation& loop, std::int64_t stages, const Plan& plan) {
         std::vector<ir::Value*> current(args.begin() + 1, args.end());
         for (std::int64_t j = 0; j < stages; ++j) {
           ir::Value* tj = offset_iv(nb, t, j);
-          issue(nb, offset_iv(nb, tj, stages - 1), (j + stages - 1) % stages);
+          if (!async) issue(nb, offset_iv(nb, tj, stages - 1), (j + stages - 1) % stages);
           if (j == 0) {
             current = rest(nb, tj, 0, current);
-            continue;
+            if (async) mma_wait(nb, per_iteration_mmas);
+          } else {
+            ir::Value* in_range = build(nb, "tile.cmp", {tj, hi}, {{"pred", std::string("lt")}}, loc);
+            ir::Operation* guard = build_if(
+                nb, in_range, current,
+                [&](ir::OpBuilder& tb, std::span<ir::Value* const> a) {
+                  std::vector<ir::Value*> out = rest(tb, tj, j, a);
+                  if (async) mma_wait(tb, per_iteration_mmas);
+                  return out;
+                },
+                [&](ir::OpBuilder& eb, std::span<ir::Value* const> a) {
+                  if (async) mma_wait(eb, 0);
+                  return std::vector<ir::Value*>(a.begin(), a.end());
+                },
+                loc);
+            current = guard->results();
           }
-          ir::Value* in_range = build(nb, "tile.cmp", {tj, hi}, {{"pred", std::string("lt")}}, loc);
-          ir::Operation* guard = build_if(
-              nb, in_range, current,
-              [&](ir::OpBuilder& tb, std::span<ir::Value* const> a) { return rest(tb, tj, j, a); },
-              [](ir::OpBuilder&, std::span<ir::Value* const> a) { return std::vector<ir::Value*>(a.begin(), a.end()); },
-              loc);
-          current = guard->results();
+          if (async) {
+            // The previous sub-iteration's mmas are complete in every tile:
+            // their buffers take the next copies.
+            nb.create("tile.barrier", {}, {}, loc);
+            issue(nb, offset_iv(nb, tj, stages - 1), (j + stages - 1) % stages);
+          }
         }
         return current;
       },
       std::nullopt, names, loc);
   pipelined->attrs().set("remark", "pipelined: " + std::to_string(stages) + " stages, " +
-                                       std::to_string(plan.copies.size()) + " copy group(s) per iteration");
+                                       std::to_string(plan.copies.size()) + " copy group(s) per iteration" +
+                                       (async ? ", " + std::to_string(per_iteration_mmas) + " async mma(s)" : ""));
+  if (async) mma_wait(b, 0);
   b.create("tile.cp_async_wait", {}, {{"pending", std::int64_t{0}}}, loc);
   b.create("tile.barrier", {}, {}, loc);
   for (std::size_t i = 0; i < loop.num_results(); ++i) loop.result(i)->replace_all_uses_with(pipelined->result(i));

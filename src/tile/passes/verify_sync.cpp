@@ -6,9 +6,13 @@
 // 2. No read (load_elem, tile_load, reduce_sum) of a shared buffer that is
 //    the destination of a cp_async not yet covered by a cp_async_wait that
 //    completes it followed by a barrier.
-// Part 2 is a forward dataflow over the structured control flow. The state is
-// the list of copies possibly in flight, in issue order, each marked when a
-// wait has completed it (then a barrier retires it). Branches merge by union;
+// 3. No write (cp_async, tile_store, store_elem) of a shared buffer that an
+//    async tile.mma (tile-pipeline) may still be reading: a tile.mma_wait
+//    that completes the mma, then a barrier, must come first.
+// Parts 2 and 3 are a forward dataflow over the structured control flow. The
+// state is the list of copies and async mmas possibly in flight, in issue
+// order (an mma once per shared buffer it reads), each marked when a wait has
+// completed it (then a barrier retires it). Branches merge by union;
 // loops iterate to a fixed point, with copies renamed through the loop's
 // block arguments. Shared buffers from distinct smem_alloc ops never alias,
 // nor do loop arguments that a yield only permutes (double buffering); other
@@ -81,11 +85,14 @@ void check_cooperative(const ir::Block& block, const UniformityAnalysis& ua) {
   }
 }
 
+// One copy in flight (dst: the buffer it writes) or one shared operand of an
+// async mma in flight (mma: true, dst: the buffer it reads).
 struct Copy {
   const ir::Operation* op;
   const ir::Value* dst;
   bool waited;
-  std::uint64_t stamp;  // issue order, so merged paths keep "most recent" meaningful
+  bool mma = false;
+  std::uint64_t stamp = 0;  // issue order, so merged paths keep "most recent" meaningful
   bool operator==(const Copy& o) const { return op == o.op && dst == o.dst && waited == o.waited; }
 };
 using State = std::vector<Copy>;
@@ -173,7 +180,7 @@ State rename(const State& s, const std::vector<const ir::Value*>& from, const st
     bool renamed = false;
     for (std::size_t j = 0; j < from.size(); ++j) {
       if (c.dst != nullptr && c.dst == from[j]) {
-        out.push_back(Copy{c.op, to[j], c.waited, c.stamp});
+        out.push_back(Copy{c.op, to[j], c.waited, c.mma, c.stamp});
         renamed = true;
       }
     }
@@ -182,7 +189,7 @@ State rename(const State& s, const std::vector<const ir::Value*>& from, const st
     if (!rebound) {
       out.push_back(c);
     } else if (!renamed) {
-      out.push_back(Copy{c.op, nullptr, c.waited, c.stamp});
+      out.push_back(Copy{c.op, nullptr, c.waited, c.mma, c.stamp});
     }
   }
   return out;
@@ -208,6 +215,34 @@ bool same_set(const State& a, const State& b) {
   return std::all_of(a.begin(), a.end(), [&](const Copy& c) { return std::find(b.begin(), b.end(), c) != b.end(); });
 }
 
+// The shared buffers an mma reads in place: operands that are tile_loads of
+// shared buffers (through a tile.transpose too).
+std::vector<const ir::Value*> mma_shared_operands(const ir::Operation& mma) {
+  std::vector<const ir::Value*> out;
+  for (std::size_t i = 0; i < 2 && i < mma.num_operands(); ++i) {
+    const ir::Operation* def = mma.operand(i)->defining_op();
+    if (def && def->name() == "tile.transpose" && def->num_operands() == 1) def = def->operand(0)->defining_op();
+    if (def && def->name() == "tile.tile_load" && def->operand(0)->type().is_smem()) out.push_back(def->operand(0));
+  }
+  return out;
+}
+
+// Marks all but the `pending` most recent unwaited entries of one kind as
+// waited (entries of one op issued together count once).
+void complete(State& s, bool mma, std::int64_t pending) {
+  std::vector<std::uint64_t> stamps;
+  for (const Copy& c : s) {
+    if (c.mma == mma && !c.waited && std::find(stamps.begin(), stamps.end(), c.stamp) == stamps.end())
+      stamps.push_back(c.stamp);
+  }
+  std::sort(stamps.begin(), stamps.end());
+  const std::size_t keep = static_cast<std::size_t>(std::min<std::int64_t>(pending, std::ssize(stamps)));
+  const std::vector<std::uint64_t> done(stamps.begin(), stamps.end() - static_cast<std::ptrdiff_t>(keep));
+  for (Copy& c : s) {
+    if (c.mma == mma && !c.waited && std::find(done.begin(), done.end(), c.stamp) != done.end()) c.waited = true;
+  }
+}
+
 class AsyncChecker {
  public:
   State run(const ir::Block& block, State s) {
@@ -216,29 +251,44 @@ class AsyncChecker {
   }
 
  private:
+  // A write of shared buffer `buf` by `op` must not race an async mma reading it.
+  void check_write(const ir::Operation& op, const ir::Value* buf, const State& s) {
+    if (!buf->type().is_smem()) return;
+    for (const Copy& c : s) {
+      if (!c.mma || !buffers_.may_alias(c.dst, buf)) continue;
+      sync_error(op, "writes a shared buffer that the async 'tile.mma'" + at_text(*c.op) + " may still be reading (" +
+                         (c.waited ? "no tile.barrier after the tile.mma_wait that completes it"
+                                   : "no tile.mma_wait completes it") +
+                         "); run tile.mma_wait and then tile.barrier before writing");
+    }
+  }
+
   State step(const ir::Operation& op, State s) {
     std::string_view n = op.name();
+    if (n == "tile.cp_async" || n == "tile.tile_store" || n == "tile.store_elem") check_write(op, op.operand(0), s);
+    if (n == "tile.mma" && op.attrs().has("async") && op.attrs().get_bool("async")) {
+      s.erase(std::remove_if(s.begin(), s.end(), [&](const Copy& c) { return c.op == &op; }), s.end());
+      const std::uint64_t stamp = ++clock_;
+      for (const ir::Value* buf : mma_shared_operands(op)) s.push_back(Copy{&op, buf, false, true, stamp});
+    } else if (n == "tile.mma_wait") {
+      complete(s, true, op.attrs().get_int("pending"));
+    }
     if (n == "tile.cp_async") {
       // The same op issued again into the same buffer replaces its earlier
       // entry (loop fixed points); an earlier copy by this op into another
       // buffer (renamed around a loop's back edge) stays in flight.
       s.erase(std::remove_if(s.begin(), s.end(), [&](const Copy& c) { return c.op == &op && c.dst == op.operand(0); }),
               s.end());
-      s.push_back(Copy{&op, op.operand(0), false, ++clock_});
+      s.push_back(Copy{&op, op.operand(0), false, false, ++clock_});
     } else if (n == "tile.cp_async_wait") {
-      std::int64_t pending = op.attrs().get_int("pending");
-      std::int64_t in_flight = std::count_if(s.begin(), s.end(), [](const Copy& c) { return !c.waited; });
-      for (Copy& c : s) {
-        if (c.waited) continue;
-        if (in_flight-- > pending) c.waited = true;
-      }
+      complete(s, false, op.attrs().get_int("pending"));
     } else if (n == "tile.barrier") {
       s.erase(std::remove_if(s.begin(), s.end(), [](const Copy& c) { return c.waited; }), s.end());
     } else if (n == "tile.load_elem" || n == "tile.tile_load" || n == "tile.reduce_sum") {
       const ir::Value* buf = op.operand(0);
       if (buf->type().is_smem()) {
         for (const Copy& c : s) {
-          if (!buffers_.may_alias(c.dst, buf)) continue;
+          if (c.mma || !buffers_.may_alias(c.dst, buf)) continue;
           sync_error(op, "reads a shared buffer that the 'tile.cp_async'" + at_text(*c.op) + " may still be " +
                              (c.waited ? "hiding from other tiles (no tile.barrier after its wait)"
                                        : "copying into (no tile.cp_async_wait completes it)") +

@@ -150,6 +150,15 @@ inline Tile<D, R, C> tile_cast(const Tile<S, R, C>& t, Overflow o) {
   return r;
 }
 
+// tile.transpose: r[j][i] = t[i][j].
+template <DType D, int R, int C>
+inline Tile<D, C, R> transpose(const Tile<D, R, C>& t) {
+  Tile<D, C, R> r;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) r.v()[j][i] = t.v()[i][j];
+  return r;
+}
+
 // ---- mma ----
 
 // The exact value hi + lo (|lo| <= half an ulp of hi) rounded once to A:

@@ -220,13 +220,24 @@ class Emitter {
 
   // A tile_load of a whole shared buffer whose only use is an mma operand
   // later in the same block, with nothing in between that writes shared
-  // memory or synchronises: the mma reads the buffer in place.
+  // memory or synchronises: the mma reads the buffer in place. So does
+  // mma(x, transpose(tile_load(buf))) when the transpose is the load's only
+  // use and the mma's b its only use: b reads buf [N, K] as a K-major [K, N]
+  // (both ops are then fused and emit nothing).
   void check_fusable(const std::vector<const ir::Operation*>& ops, std::size_t i) {
     const ir::Operation& load = *ops[i];
     const ir::Value* src = load.operand(0);
     const ir::Value* t = load.result(0);
     if (!src->type().is_smem() || src->type().rank() != t->type().rank() || t->uses().size() != 1) return;
-    const ir::Use& use = t->uses().front();
+    const ir::Use* use_ptr = &t->uses().front();
+    const ir::Operation* transpose = nullptr;
+    if (use_ptr->user->name() == "tile.transpose" && use_ptr->user->parent_block() == load.parent_block()) {
+      transpose = use_ptr->user;
+      if (transpose->result(0)->uses().size() != 1) return;
+      use_ptr = &transpose->result(0)->uses().front();
+      if (use_ptr->operand_index != 1) return;  // a transposed b only; a transposed a is staged
+    }
+    const ir::Use& use = *use_ptr;
     if (use.user->name() != "tile.mma" || use.operand_index > 1 || use.user->parent_block() != load.parent_block())
       return;
     for (std::size_t k = 1; k < load.num_operands(); ++k) {
@@ -244,10 +255,24 @@ class Emitter {
       const ir::Operation& mid = *ops[k];
       if (&mid == use.user) {
         fused_.insert(&load);
+        if (transpose != nullptr) fused_.insert(transpose);
         return;
       }
       if (writes_shared(mid) || mid.name() == "tile.barrier" || mid.num_regions() != 0) return;
     }
+  }
+
+  // The shared buffer an mma operand reads in place (a fused tile_load, or a
+  // fused transpose of one: `transposed` set), or nullptr when it is staged.
+  const ir::Value* in_place_buffer(const ir::Value* operand, bool& transposed) const {
+    transposed = false;
+    const ir::Operation* def = operand->defining_op();
+    if (def == nullptr || fused_.count(def) == 0) return nullptr;
+    if (def->name() == "tile.transpose") {
+      transposed = true;
+      def = def->operand(0)->defining_op();
+    }
+    return def->operand(0);
   }
 
   // The warp grid of a tensor-core mma of [M, N] with `warps` warps, or {0, 0}.
@@ -270,14 +295,17 @@ class Emitter {
   }
 
   // A shared buffer type the wgmma path can read through a descriptor: xor
-  // swizzled, 2-D, 16-bit elements, rows of whole 128-byte panels, a
-  // multiple of 8 rows (stored in the kPanel128 layout in wgmma kernels).
+  // swizzled, 2-D, 16-bit or 8-bit elements, rows of whole 128-byte panels
+  // (64 or 128 elements), a multiple of 8 rows (stored in the kPanel128
+  // layout in wgmma kernels).
   bool panel_type(const ir::Type& t) {
-    if (!t.is_smem() || t.swizzle != ir::Swizzle::xor_ || t.rank() != 2 || storage_bytes(t.dtype()) != 2) return false;
+    if (!t.is_smem() || t.swizzle != ir::Swizzle::xor_ || t.rank() != 2) return false;
+    const std::int64_t es = storage_bytes(t.dtype());
+    if (es != 2 && !(es == 1 && (t.dtype() == DType::fp8_e4m3 || t.dtype() == DType::fp8_e5m2))) return false;
     if (t.shape[0].is_symbolic() && options_.specialize.count(t.shape[0].symbol) == 0) return false;
     if (t.shape[1].is_symbolic() && options_.specialize.count(t.shape[1].symbol) == 0) return false;
     const auto [rows, cols] = rows_cols(t);
-    return rows % 8 == 0 && (cols * 2) % 128 == 0;
+    return rows % 8 == 0 && (cols * es) % 128 == 0;
   }
 
   // Every planned allocation of a panel type sits at a multiple of 1024
@@ -318,22 +346,29 @@ class Emitter {
     return best;
   }
 
-  // The wgmma path (sm_90a): bf16 x bf16 or fp16 x fp16 into fp32, both
-  // operands whole shared buffers read in place in the panel layout, whole
-  // warpgroups, M % 64 = 0, K % 16 = 0 and a warpgroup grid that fits.
+  // The wgmma path (sm_90a): bf16 x bf16 or fp16 x fp16 into fp32 (b
+  // row-major [K, N] or K-major: a transposed [N, K] buffer), or e4m3 x e4m3
+  // or e5m2 x e5m2 into fp32 with b K-major (wgmma takes 8-bit operands only
+  // K-major); both operands whole shared buffers read in place in the panel
+  // layout, whole warpgroups, M % 64 = 0, K a multiple of the instruction's
+  // k (16, or 32 for fp8) and a warpgroup grid that fits.
   std::pair<int, int> wgmma_grid(const ir::Operation& op) {
     if (options_.arch != "sm_90a" || out_.block_threads % 128 != 0) return {0, 0};
     const ir::Type& a = op.operand(0)->type();
     const ir::Type& b = op.operand(1)->type();
-    if (a.dtype() != b.dtype() || (a.dtype() != DType::bf16 && a.dtype() != DType::fp16)) return {0, 0};
+    const DType dt = a.dtype();
+    const bool fp8 = dt == DType::fp8_e4m3 || dt == DType::fp8_e5m2;
+    if (b.dtype() != dt || (dt != DType::bf16 && dt != DType::fp16 && !fp8)) return {0, 0};
     if (op.result(0)->type().dtype() != DType::fp32 || a.rank() != 2 || b.rank() != 2) return {0, 0};
     for (std::size_t i = 0; i < 2; ++i) {
-      const ir::Operation* def = op.operand(i)->defining_op();
-      if (def == nullptr || fused_.count(def) == 0 || !panel_type(def->operand(0)->type())) return {0, 0};
+      bool transposed = false;
+      const ir::Value* buf = in_place_buffer(op.operand(i), transposed);
+      if (buf == nullptr || !panel_type(buf->type())) return {0, 0};
+      if (i == 1 && fp8 && !transposed) return {0, 0};
     }
     const auto [m, k] = rows_cols(a);
     const auto [k2, n] = rows_cols(b);
-    if (k != k2 || k % 16 != 0) return {0, 0};
+    if (k != k2 || k % (fp8 ? 32 : 16) != 0) return {0, 0};
     return warpgroup_grid(m, n, out_.block_threads / 128);
   }
 
@@ -392,7 +427,12 @@ class Emitter {
         }
       }
     }
+    for (const ir::Operation* op : mmas_) {
+      if (is_async_mma(*op) && wg_.count(op) == 0) async_off_wg_ = true;
+    }
   }
+
+  static bool is_async_mma(const ir::Operation& op) { return op.attrs().has("async") && op.attrs().get_bool("async"); }
 
   // ---- types ----
 
@@ -472,7 +512,16 @@ class Emitter {
 
   void define(const ir::Value* v, const std::string& expr) {
     name_[v] = fresh();
-    line("const " + type_of(v) + " " + name_.at(v) + " = " + expr + ";");
+    // A wgmma accumulator made by ordinary instructions is fenced before any
+    // wgmma reads it; otherwise the compiler serializes the wgmmas of a loop.
+    const bool fence = wg_accumulator(v) && expr.rfind("tsr::mma_wg", 0) != 0;
+    line("const " + type_of(v) + " " + name_.at(v) + " = " + (fence ? "tsr::wg_fenced(" + expr + ")" : expr) + ";");
+  }
+
+  bool wg_accumulator(const ir::Value* v) {
+    if (!v->type().is_tile()) return false;
+    auto it = layout_.find(classes_.find(v));
+    return it != layout_.end() && it->second.rfind("tsr::WgLayout<", 0) == 0;
   }
 
   // Declares mutable storage for a control-flow result or carried value.
@@ -619,11 +668,20 @@ class Emitter {
     if (shared_write_before_barrier(op)) line("__syncthreads();  // every thread has read its part");
   }
 
-  // A shared view for mma operand `i`: the buffer itself, or staging scratch.
+  // A shared view for mma operand `i`: the buffer itself (read transposed
+  // through tsr::tview for a fused transpose), or staging scratch.
   std::string mma_operand(const ir::Operation& op, std::size_t i, std::int64_t& scratch_at, bool& staged) {
     const ir::Value* v = op.operand(i);
-    const ir::Operation* def = v->defining_op();
-    if (def != nullptr && fused_.count(def) != 0) return name_.at(def->operand(0));
+    bool transposed = false;
+    if (const ir::Value* buf = in_place_buffer(v, transposed)) {
+      return transposed ? "tsr::tview(" + name_.at(buf) + ")" : name_.at(buf);
+    }
+    return stage_value(v, scratch_at, staged);
+  }
+
+  // Stages register tile `v` into scratch shared memory at `scratch_at`
+  // (after a barrier, the first time `staged` is false); returns the view.
+  std::string stage_value(const ir::Value* v, std::int64_t& scratch_at, bool& staged) {
     const auto [rows, cols] = rows_cols(v->type());
     const std::string view = fresh("stage");
     const std::string type = "tsr::SView<" + cu_dtype(v->type().dtype()) + ", " + std::to_string(rows) + ", " +
@@ -650,6 +708,13 @@ class Emitter {
     if (n == "cp_async_wait") {
       return line("tsr::cp_async_wait<" + std::to_string(op.attrs().get_int("pending")) + ">();");
     }
+    if (n == "mma_wait") {
+      // Only wgmma mmas stay in flight; the other paths complete when issued.
+      // When some async mma is not a wgmma the counts differ, so wait for all.
+      const std::int64_t pending = async_off_wg_ ? 0 : op.attrs().get_int("pending");
+      if (!wg_kernel_) return line("// tile.mma_wait: every mma of this kernel completes when issued");
+      return line("tsr::wg_wait<" + std::to_string(pending) + ">();");
+    }
     if (n == "cp_async") {
       const ir::Type& dst = op.operand(0)->type();
       const ir::Type& src = op.operand(1)->type();
@@ -666,6 +731,7 @@ class Emitter {
       name_[r] = fresh("t");
       line(type_of(r) + " " + name_.at(r) + ";");
       line("tsr::tile_load(" + name_.at(r) + ", " + a[0] + ", " + r0 + ", " + c0 + ", tid);");
+      if (wg_accumulator(r)) line(name_.at(r) + " = tsr::wg_fenced(" + name_.at(r) + ");");
       if (src.is_smem()) sync_after_shared_read(op);
       return;
     }
@@ -680,6 +746,20 @@ class Emitter {
       const std::string type = type_of(op.result(0));
       return define(op.result(0), "tsr::zeros<" + type + ">()");
     }
+    if (n == "transpose") {
+      if (fused_.count(&op) != 0) return;  // the mma reads the shared buffer in place, transposed
+      // Threads hold other elements of the result than of the operand: the
+      // tile goes through scratch shared memory (the next scratch user
+      // synchronises before writing it).
+      std::int64_t scratch_at = 0;
+      bool staged = false;
+      const std::string view = stage_value(op.operand(0), scratch_at, staged);
+      line("__syncthreads();  // the staged tile is complete");
+      const ir::Value* r = op.result(0);
+      name_[r] = fresh("t");
+      line(type_of(r) + " " + name_.at(r) + ";");
+      return line("tsr::transpose_from(" + name_.at(r) + ", " + view + ", tid);");
+    }
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");
       require_nearest_even(to, "tile.tile_cast");
@@ -693,9 +773,11 @@ class Emitter {
       const std::string bv = mma_operand(op, 1, scratch_at, staged);
       if (staged) line("__syncthreads();  // the staged operands are complete");
       std::string call;
+      const bool async = is_async_mma(op);
       if (wg_.count(&op) != 0) {
         const bool bf16 = op.operand(0)->type().dtype() == DType::bf16;
-        call = std::string("tsr::mma_wg<") + (bf16 ? "true" : "false") + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
+        call = std::string(async ? "tsr::mma_wg_async<" : "tsr::mma_wg<") + (bf16 ? "true" : "false") + ">(" + av +
+               ", " + bv + ", " + a[2] + ", tid)";
       } else if (tc_.count(&op) != 0) {
         const bool bf16 = op.operand(0)->type().dtype() == DType::bf16;
         call = std::string("tsr::mma_tc<") + (bf16 ? "true" : "false") + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
@@ -704,6 +786,9 @@ class Emitter {
                cu_dtype(op.operand(1)->type().dtype()) + ">(" + av + ", " + bv + ", " + a[2] + ", tid)";
       }
       define(op.result(0), call);
+      // An async wgmma still reads its buffers: the tile.mma_wait and the
+      // barrier after it (tile-pipeline) end the reads instead.
+      if (async && wg_.count(&op) != 0) return;
       const ir::Operation* da = op.operand(0)->defining_op();
       const ir::Operation* db = op.operand(1)->defining_op();
       if ((da != nullptr && fused_.count(da) != 0) || (db != nullptr && fused_.count(db) != 0)) {
@@ -807,6 +892,7 @@ class Emitter {
   std::unordered_map<const ir::Operation*, bool> tc_;
   std::unordered_set<const ir::Operation*> wg_;  // tile.mma ops on the wgmma path
   bool wg_kernel_ = false;                       // some tile.mma uses wgmma (sm_90a)
+  bool async_off_wg_ = false;                    // some async tile.mma is not on the wgmma path
   std::int64_t wg_slots_ = 0;                    // accumulators per thread of the largest wgmma tile
   std::unordered_set<const ir::Operation*> fused_;
   int next_value_ = 0;

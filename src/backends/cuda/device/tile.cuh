@@ -288,8 +288,10 @@ constexpr int kPanel128 = -128;
 template <int D, int ROWS, int COLS, int MASK, int RANK>
 struct SView {
   typedef typename Traits<D>::storage S;
+  static constexpr int kDType = D;
   static constexpr int kRows = ROWS;
   static constexpr int kCols = COLS;
+  static constexpr bool kTransposed = false;  // TView (tile_mma.cuh) reads a buffer transposed
   static constexpr int kPerChunk = 16 / (int)sizeof(S) > 0 ? 16 / (int)sizeof(S) : 1;
   static constexpr int kPanel = 128 / (int)sizeof(S);  // elements per panel row (kPanel128)
   S* data;

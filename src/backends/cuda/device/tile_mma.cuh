@@ -185,11 +185,44 @@ __device__ __forceinline__ void stage(const SView<D, RO, CO, M, RANK>& dst, cons
   }
 }
 
+// A shared view read transposed: element (r, c) is the buffer's (c, r). The
+// operand of tile.mma(x, tile.transpose(tile.load(buf))) reads an [N, K]
+// buffer in place as a K-major B; the mma paths test kTransposed.
+template <class V>
+struct TView {
+  typedef typename V::S S;
+  static constexpr int kDType = V::kDType;
+  static constexpr int kRows = V::kCols;
+  static constexpr int kCols = V::kRows;
+  static constexpr bool kTransposed = true;
+  V v;
+  __device__ __forceinline__ S* at(i64 r, i64 c) const { return v.at(c, r); }
+};
+template <class V>
+__device__ __forceinline__ TView<V> tview(const V& v) {
+  return TView<V>{v};
+}
+
+// tile.transpose of a register tile, the general case: `src` holds the
+// [C, R] tile (staged by stage() and synchronised); t [R, C] reads it
+// transposed.
+template <int D, int R, int C, class L, class V>
+__device__ __forceinline__ void transpose_from(Tile<D, R, C, L>& t, const V& src, int tid) {
+  static_assert(V::kRows == C && V::kCols == R, "transpose_from reads the [C, R] staged tile");
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) {
+    int r, c;
+    const bool ok = L::coord(tid, s, r, c) && r < R;
+    t.v[s] = ok ? decode_s<D>(*src.at(c, r)) : typename Traits<D>::value(0);
+  }
+}
+
 #if __CUDA_ARCH__ >= 800
 // Tensor cores: acc [R, C] fp32 += a [R, K] x b [K, C] (bf16 or fp16, in
 // shared memory, rows of 8 elements contiguous and 16-byte aligned).
 // A fragments come from ldmatrix.x4, B fragments from ldmatrix.x2.trans
-// (B is row-major [K, C]); one mma.sync.m16n8k16 per atom and k-step.
+// (B is row-major [K, C]) or, for a TView of an [C, K] buffer (K-major B),
+// from ldmatrix.x2 without .trans; one mma.sync.m16n8k16 per atom and k-step.
 template <bool kBf16, class AV, class BV, int R, int C, int WM, int WN>
 __device__ __forceinline__ Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>> mma_tc(
     const AV& a, const BV& b, const Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>>& acc, int tid) {
@@ -213,10 +246,19 @@ __device__ __forceinline__ Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>> mma_tc(
     }
 #pragma unroll
     for (int an = 0; an < AN; ++an) {
-      const void* p = b.at(k0 + (l % 16), col0 + an * 8);
-      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                   : "=r"(bfr[an][0]), "=r"(bfr[an][1])
-                   : "r"(smem_addr(p)));
+      if constexpr (BV::kTransposed) {
+        // Lanes 0-7 address the 8 N-rows at k0, lanes 8-15 at k0 + 8: each
+        // lane receives b[k = 2t, 2t + 1 (+ 8)][n = g], the col-major fragment.
+        const void* p = b.at(k0 + ((l / 8) % 2) * 8, col0 + an * 8 + l % 8);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                     : "=r"(bfr[an][0]), "=r"(bfr[an][1])
+                     : "r"(smem_addr(p)));
+      } else {
+        const void* p = b.at(k0 + (l % 16), col0 + an * 8);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                     : "=r"(bfr[an][0]), "=r"(bfr[an][1])
+                     : "r"(smem_addr(p)));
+      }
     }
 #pragma unroll
     for (int am = 0; am < AM; ++am) {
@@ -255,10 +297,13 @@ __device__ __forceinline__ void wg_keep(float& x) {
   asm volatile("" : "+f"(x)::"memory");
 }
 
-// One wgmma.m64nNk16 (A K-major, B MN-major: imm-trans-b = 1), accumulating
-// into N/2 fp32 registers per thread. The six instances differ only in N and
-// the operand type, so one macro writes them from per-N operand lists.
-template <int N, bool kBf16>
+// One wgmma.m64nNk16 (bf16/fp16) or m64nNk32 (fp8 e4m3/e5m2) of operand
+// dtype DT, A K-major, B MN-major (kTransB: imm-trans-b = 1) or K-major
+// (fp8 takes K-major operands only and no transpose flags), accumulating into
+// N/2 fp32 registers per thread. The instances differ only in N, the operand
+// type and the transpose flag, so one macro writes the three N of each from
+// per-N operand lists.
+template <int N, int DT, bool kTransB>
 __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db);
 
 #define TSR_WG_REGS32 \
@@ -298,20 +343,27 @@ __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db);
   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-#define TSR_WGMMA_SS(N, BF16, TY, REGS, ACC)                                                               \
+// KTY is the shape's k and the types ("k16.f32.bf16.bf16"), FLAGS what
+// follows scale-d and the operand scales (", 0, 1": imm-trans-a, imm-trans-b).
+#define TSR_WGMMA_SS(N, DT, TB, KTY, FLAGS, REGS, ACC)                                                      \
   template <>                                                                                              \
-  __device__ __forceinline__ void wgmma_ss<N, BF16>(float* d, u64 da, u64 db) {                            \
+  __device__ __forceinline__ void wgmma_ss<N, DT, TB>(float* d, u64 da, u64 db) {                          \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                 \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " REGS ", p, 1, 1, 0, 1;\n}\n" \
+                 "wgmma.mma_async.sync.aligned.m64n" #N KTY " " REGS ", p, 1, 1" FLAGS ";\n}\n"                \
                  : ACC                                                                                     \
                  : "l"(da), "l"(db));                                                                      \
   }
-TSR_WGMMA_SS(64, true, "bf16", TSR_WG_REGS32, TSR_WG_ACC32)
-TSR_WGMMA_SS(64, false, "f16", TSR_WG_REGS32, TSR_WG_ACC32)
-TSR_WGMMA_SS(128, true, "bf16", TSR_WG_REGS64, TSR_WG_ACC64)
-TSR_WGMMA_SS(128, false, "f16", TSR_WG_REGS64, TSR_WG_ACC64)
-TSR_WGMMA_SS(256, true, "bf16", TSR_WG_REGS128, TSR_WG_ACC128)
-TSR_WGMMA_SS(256, false, "f16", TSR_WG_REGS128, TSR_WG_ACC128)
+#define TSR_WGMMA_SS_N(DT, TB, KTY, FLAGS)                               \
+  TSR_WGMMA_SS(64, DT, TB, KTY, FLAGS, TSR_WG_REGS32, TSR_WG_ACC32)   \
+  TSR_WGMMA_SS(128, DT, TB, KTY, FLAGS, TSR_WG_REGS64, TSR_WG_ACC64)  \
+  TSR_WGMMA_SS(256, DT, TB, KTY, FLAGS, TSR_WG_REGS128, TSR_WG_ACC128)
+TSR_WGMMA_SS_N(kBf16, true, "k16.f32.bf16.bf16", ", 0, 1")
+TSR_WGMMA_SS_N(kBf16, false, "k16.f32.bf16.bf16", ", 0, 0")
+TSR_WGMMA_SS_N(kFp16, true, "k16.f32.f16.f16", ", 0, 1")
+TSR_WGMMA_SS_N(kFp16, false, "k16.f32.f16.f16", ", 0, 0")
+TSR_WGMMA_SS_N(kFp8E4m3, false, "k32.f32.e4m3.e4m3", "")
+TSR_WGMMA_SS_N(kFp8E5m2, false, "k32.f32.e5m2.e5m2", "")
+#undef TSR_WGMMA_SS_N
 #undef TSR_WGMMA_SS
 #undef TSR_WG_ACC128
 #undef TSR_WG_ACC64
@@ -320,40 +372,87 @@ TSR_WGMMA_SS(256, false, "f16", TSR_WG_REGS128, TSR_WG_ACC128)
 #undef TSR_WG_REGS64
 #undef TSR_WG_REGS32
 
-// acc [R, C] fp32 += a [R, K] x b [K, C], bf16 or fp16, on the block's
-// warpgroups. a and b are shared buffers in the kPanel128 layout, 1024-byte
-// aligned: a's K panels are ROWS x 128 bytes (one wgmma row group of 8 rows
-// is 1024 bytes: the stride byte offset), a k-step of 16 moves the start 32
+// acc [R, C] fp32 += a [R, K] x b [K, C], bf16, fp16 or (b K-major) fp8
+// e4m3/e5m2, on the block's warpgroups. A b that is a TView of an [C, K]
+// buffer is K-major like a: its descriptors address it as a's do (rows of
+// 128 bytes, 1024 bytes per 8 rows), with no transpose flag. For 8-bit
+// types a panel row is 128 elements and a k-step of 32 moves the start 32
+// bytes, as a k-step of 16 does for 16-bit types (kBf16 is false for fp8).
+// a and b are shared buffers in the kPanel128 layout, 1024-byte aligned:
+// a's K panels are ROWS x 128 bytes (one wgmma row group of 8 rows is 1024 bytes: the stride byte offset), a k-step of 16 moves the start 32
 // bytes within the panel; b's N panels are K x 128 bytes (the leading byte
 // offset, between panels along N), 8 k-rows are 1024 bytes, a k-step moves
-// the start 16 rows. The call issues every k-step's wgmma, commits them as
-// one group and waits for it, so the shared buffers are free on return.
+// the start 16 rows. mma_wg_async issues every k-step's wgmma and commits
+// them as one group without waiting: the accumulators and the shared buffers
+// stay the tensor cores' until a wg_wait retires the group (an async
+// tile.mma, docs/guide/cuda_backend.md). mma_wg also waits, so the shared
+// buffers are free and the accumulators final on return.
 template <bool kBf16, class AV, class BV, int R, int C, int WGM, int WGN>
-__device__ __forceinline__ Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> mma_wg(
+__device__ __forceinline__ Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> mma_wg_async(
     const AV& a, const BV& b, const Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>>& acc, int tid) {
   typedef WgLayout<R, C, WGM, WGN> L;
+  // The operand dtype comes from the views (kBf16 agrees for 16-bit types).
+  constexpr int kDT = AV::kDType;
+  constexpr bool kBK = BV::kTransposed;  // B K-major: a TView of an [N, K] buffer
+  static_assert(kDT == BV::kDType, "wgmma operands share a dtype");
+  static_assert(sizeof(typename AV::S) == 1 || kBf16 == (kDT == ::tessera::device::kBf16), "kBf16 names the dtype");
+  static_assert(sizeof(typename AV::S) == 2 || kBK, "fp8 wgmma takes K-major operands only");
   constexpr int K = AV::kCols;
-  constexpr u32 kAPanel = AV::kRows * 128u, kBPanel = BV::kRows * 128u;
+  constexpr u32 kEs = sizeof(typename AV::S);       // bytes per element
+  constexpr int kPE = 128 / kEs;                      // elements per panel row
+  constexpr int kStep = 32 / kEs;                     // the instruction's k: 32 bytes of a panel row
+  constexpr u32 kAPanel = AV::kRows * 128u;           // a's [M, 128 bytes] panels
+  constexpr u32 kBPanel = (kBK ? BV::kCols : BV::kRows) * 128u;  // b's buffer rows x 128 bytes
   const int g = tid / 128;
-  const u32 a0 = smem_addr(a.data) + (u32)((g / WGN) * (R / WGM)) * 128u;
-  const u32 b0 = smem_addr(b.data) + (u32)((g % WGN) * L::NW / 64) * kBPanel;
+  const u32 a0 = smem_addr(a.at(0, 0)) + (u32)((g / WGN) * (R / WGM)) * 128u;
+  // K-major b: this warpgroup's N rows start NW * (g % WGN) rows into every panel.
+  const u32 b0 = smem_addr(b.at(0, 0)) +
+                 (kBK ? (u32)((g % WGN) * L::NW) * 128u : (u32)((g % WGN) * L::NW / 64) * kBPanel);
   Tile<kFp32, R, C, L> d = acc;
 #pragma unroll
   for (int s = 0; s < L::kSlots; ++s) wg_keep(d.v[s]);
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-  for (int k0 = 0; k0 < K; k0 += 16) {
-    const u64 db = wg_desc(b0 + (u32)k0 * 128u, kBPanel, 1024);
+  for (int k0 = 0; k0 < K; k0 += kStep) {
+    const u64 db = kBK ? wg_desc(b0 + (u32)(k0 / kPE) * kBPanel + (u32)(k0 % kPE) * kEs, 16, 1024)
+                       : wg_desc(b0 + (u32)k0 * 128u, kBPanel, 1024);
 #pragma unroll
     for (int i = 0; i < L::MI; ++i) {
-      const u64 da = wg_desc(a0 + (u32)(k0 / 64) * kAPanel + (u32)i * 64u * 128u + (u32)(k0 % 64) * 2u, 16, 1024);
-      wgmma_ss<L::NW, kBf16>(&d.v[i * (L::NW / 2)], da, db);
+      const u64 da =
+          wg_desc(a0 + (u32)(k0 / kPE) * kAPanel + (u32)i * 64u * 128u + (u32)(k0 % kPE) * kEs, 16, 1024);
+      wgmma_ss<L::NW, kDT, !kBK>(&d.v[i * (L::NW / 2)], da, db);
     }
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  return d;
+}
+
+// An accumulator tile defined by ordinary instructions (zeros, loads), made
+// final before any wgmma reads it: without this fence the compiler cannot
+// keep a loop's wgmmas in flight across iterations and serializes them
+// (ptxas C7515, "wgmma.mma_async instructions are serialized").
+template <class T>
+__device__ __forceinline__ T wg_fenced(T t) {
 #pragma unroll
-  for (int s = 0; s < L::kSlots; ++s) wg_keep(d.v[s]);
+  for (int s = 0; s < T::kSlots; ++s) wg_keep(t.v[s]);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  return t;
+}
+
+// Waits until at most N of this warpgroup's committed wgmma groups are in
+// flight (tile.mma_wait {pending = N}).
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+template <bool kBf16, class AV, class BV, int R, int C, int WGM, int WGN>
+__device__ __forceinline__ Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> mma_wg(
+    const AV& a, const BV& b, const Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>>& acc, int tid) {
+  Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> d = mma_wg_async<kBf16>(a, b, acc, tid);
+  wg_wait<0>();
+#pragma unroll
+  for (int s = 0; s < WgLayout<R, C, WGM, WGN>::kSlots; ++s) wg_keep(d.v[s]);
   return d;
 }
 #endif
