@@ -156,9 +156,10 @@ for tool in memcheck racecheck; do
 done
 
 echo "== CUDA code generation benchmarks"
-"$build/tests/gpu/tessera_gpu_codegen_bench" 2>&1 | tee "$logs/codegen_bench.log"
+timeout 300 stdbuf -oL "$build/tests/gpu/tessera_gpu_codegen_bench" 2>&1 | tee "$logs/codegen_bench.log"
 rc=${PIPESTATUS[0]}
-[ "$rc" -eq 0 ] && row "codegen benchmarks" PASS "table below" || row "codegen benchmarks" FAIL "see $logs/codegen_bench.log"
+[ "$rc" -eq 0 ] && row "codegen benchmarks" PASS "table below" ||
+  row "codegen benchmarks" FAIL "rc $rc$([ "$rc" -eq 124 ] && echo ', timed out after 300 s') (see $logs/codegen_bench.log)"
 
 echo "== runtime figures"
 "$build/tests/gpu/tessera_gpu_figures" 2>&1 | tee "$logs/figures.log"
@@ -178,7 +179,7 @@ if [ $have_python -eq 1 ]; then
   [ "$rc" -eq 0 ] && row "python cuda tensor tests" PASS "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')" ||
     row "python cuda tensor tests" FAIL "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')"
   echo "== Python kernels on cuda:N (inspect_ir target/ptx, launches)"
-  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_kernel_cuda.py \
+  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_kernel_cuda.py tests/python/test_kernel_cuda_autotune.py \
     2>&1 | tee "$logs/pytest_kernel_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||

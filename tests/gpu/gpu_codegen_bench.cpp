@@ -3,6 +3,12 @@
 //     wgmma on sm_90a) at M = N = K = 4096 and 8192, TFLOP/s against cuBLAS
 //     bf16, for a few tile shapes and pipeline depths, each checked against
 //     cuBLAS's result (within bf16 rounding of its bf16 C);
+//   - the kernel-language fp8 e4m3 GEMM (A [M, K], B given as Bt [N, K] and
+//     read through tile.transpose: wgmma m64nNk32 on sm_90a, fp32 C) at
+//     4096^3 and 8192^3, TFLOP/s against cuBLASLt's fp8 GEMM (same layout,
+//     fp32 C), each checked against cuBLASLt's result (max |diff| <= 1e-2 *
+//     max |ref|: both accumulate exact products, in different orders and
+//     with the tensor cores' fp8 accumulation);
 //   - a memory-bound kernel (scale.tsr, fp32) in GB/s against a
 //     device-to-device copy (bytes read + written);
 //   - launch overhead of a tiny kernel through tessera::cuda::launch against
@@ -58,12 +64,41 @@ def gemm_bf16(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
   return text;
 }
 
+// The fp8 GEMM: B given transposed (Bt [N, K], cuBLASLt's fp8 layout);
+// tile.transpose(tile.load(b)) makes the K-major operand wgmma takes fp8 in.
+std::string gemm_fp8_source(int bm, int bn, int bk, int stages, int threads) {
+  const int kib = (bm * bk + bn * bk) * stages / 1024 + 1;
+  char text[1600];
+  std::snprintf(text, sizeof text, R"(
+@kernel.autotune(space=dict(BM=[%d], BN=[%d], BK=[%d])) tile[(%d,)] shared(%d_KiB)
+def gemm_fp8(A: fp8_e4m3[M, K], Bt: fp8_e4m3[N, K], C: mut f32[M, N]):
+    tiles_n = (N + BN - 1) // BN
+    bm = (group_linear_id() // tiles_n) * BM
+    bn = (group_linear_id() %% tiles_n) * BN
+    a = tshared.alloc[fp8_e4m3]((BM, BK), swizzle="xor")
+    b = tshared.alloc[fp8_e4m3]((BN, BK), swizzle="xor")
+    acc = tile.zeros((BM, BN), f32)
+    for k in tile.range(K, step=BK, prefetch=%d):
+        cp_async.shared.global(a, A[bm:bm+BM, k:k+BK])
+        cp_async.shared.global(b, Bt[bn:bn+BN, k:k+BK])
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.transpose(tile.load(b)), acc=acc)
+    tile.store(C, rows=(bm, BM), cols=(bn, BN), value=acc)
+)",
+                bm, bn, bk, threads, kib, stages);
+  return text;
+}
+
 struct GemmVariant {
   int bm, bn, bk, stages, threads;
+  bool tma;  // copies through the bulk tensor copy engine (else cp.async by every thread)
 };
-// The headline variant first; the others are reported for comparison.
-const GemmVariant kVariants[] = {
-    {128, 128, 64, 3, 256}, {128, 128, 64, 4, 256}, {128, 256, 64, 3, 256}, {128, 256, 64, 4, 256}};
+// The headline variant first; the others are reported for comparison (the
+// headline shape with cp.async copies shows what TMA gains).
+const GemmVariant kVariants[] = {{128, 128, 64, 3, 256, true},
+                                 {128, 128, 64, 3, 256, false},
+                                 {128, 256, 64, 3, 256, true},
+                                 {128, 256, 64, 4, 256, true}};
 
 const char* kFill = R"(
 #include "tessera/numerics.cuh"
@@ -73,7 +108,9 @@ extern "C" __global__ void fill(unsigned char* out, unsigned long long n, unsign
   if (i >= n) return;
   const float u = (float)tessera::device::random_bits32(seed, i) * 2.3283064365386963e-10f;
   const unsigned v = tessera::device::encode_f32_nearest_even(2.0f * u - 1.0f, dtype, false);
-  if (dtype == tessera::device::kFp32) ((unsigned*)out)[i] = v; else ((unsigned short*)out)[i] = (unsigned short)v;
+  if (dtype == tessera::device::kFp32) ((unsigned*)out)[i] = v;
+  else if (dtype == tessera::device::kFp8E4m3 || dtype == tessera::device::kFp8E5m2) out[i] = (unsigned char)v;
+  else ((unsigned short*)out)[i] = (unsigned short)v;
 }
 )";
 
@@ -145,11 +182,13 @@ int main() {
         row("compile gemm: NVRTC vs cached", first.compile_seconds * 1e3, cached.compile_seconds * 1e3, "ms",
             "cached call");
       }
-      gemms.push_back(cu::compile_kernel(gspec->func()));
+      cu::KernelCompileOptions vo;
+      vo.no_tma = !v.tma;
+      gemms.push_back(cu::compile_kernel(gspec->func(), vo));
       const bool wg = gemms.back().source.find("tsr::mma_wg") != std::string::npos;
-      std::printf("[gpu-bench] gemm variant %dx%dx%d, %d stages, %d threads: %s, %lld bytes of shared memory\n", v.bm,
-                  v.bn, v.bk, v.stages, v.threads, wg ? "wgmma" : "mma.sync",
-                  static_cast<long long>(gemms.back().shared_bytes));
+      std::printf("[gpu-bench] gemm variant %dx%dx%d, %d stages, %d threads: %s, %s, %lld bytes of shared memory\n",
+                  v.bm, v.bn, v.bk, v.stages, v.threads, wg ? "wgmma" : "mma.sync",
+                  gemms.back().tma_maps.empty() ? "cp.async" : "TMA", static_cast<long long>(gemms.back().shared_bytes));
     }
     if (const char* dump = std::getenv("TESSERA_BENCH_DUMP")) {
       // The headline GEMM's CUDA C++, for disassembly on the GPU machine.
@@ -203,10 +242,69 @@ int main() {
         }
         const float t_ours = median_ms(s, reps, ours), t_blas = median_ms(s, reps, blas);
         char what[96];
-        std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 %dx%dx%d s%d", static_cast<long long>(n), v.bm, v.bn,
-                      v.bk, v.stages);
+        std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 %dx%dx%d s%d%s", static_cast<long long>(n), v.bm,
+                      v.bn, v.bk, v.stages, v.tma ? "" : " cp.async");
         row(what, flops / t_ours / 1e9, flops / t_blas / 1e9, "TFLOP/s", "cuBLAS bf16");
         std::printf("[gpu-bench]   check vs cuBLAS: max |diff| %.3g, max |ref| %.3g: %s\n", max_err, max_ref,
+                    ok ? "ok" : "WRONG");
+        if (!ok) failed = true;
+      }
+    }
+
+    // ---- fp8 GEMM against cuBLASLt fp8 (sm_89+); results checked against cuBLASLt ----
+    if (props.compute_major * 10 + props.compute_minor < 89) {
+      std::printf("[gpu-bench] fp8 GEMM skipped: cuBLASLt's fp8 GEMM needs sm_89+, device is %s\n",
+                  props.arch().c_str());
+    } else {
+      const GemmVariant v{128, 128, 128, 3, 256};
+      std::vector<tessera::Kernel> fk =
+          tessera::kernels_from_source(gemm_fp8_source(v.bm, v.bn, v.bk, v.stages, v.threads), "gemm_fp8.tsr");
+      const cu::CompiledKernel fp8 = cu::compile_kernel(fk.at(0).specialize()->func());
+      std::printf("[gpu-bench] fp8 gemm %dx%dx%d, %d stages, %d threads: %s, %lld bytes of shared memory\n", v.bm, v.bn,
+                  v.bk, v.stages, v.threads, fp8.source.find("tsr::mma_wg") != std::string::npos ? "wgmma" : "scalar",
+                  static_cast<long long>(fp8.shared_bytes));
+      for (std::int64_t n : {4096, 8192}) {
+        Tensor a = random_tensor({n, n}, DType::fp8_e4m3), bt = random_tensor({n, n}, DType::fp8_e4m3);
+        Tensor c = random_tensor({n, n}, DType::fp32);
+        auto cref = cu::allocate_shared(0, static_cast<std::size_t>(n * n * 4));
+        cu::KernelLaunchOptions lo{.stream = &s, .check_faults = false};
+        auto lt = [&] {
+          cu::cublaslt_gemm_fp8(static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
+                                reinterpret_cast<cu::DevicePtr>(a.device_data()),
+                                reinterpret_cast<cu::DevicePtr>(bt.device_data()),
+                                reinterpret_cast<cu::DevicePtr>(cref.get()), DType::fp32, s);
+        };
+        const std::int64_t grid = ((n + v.bm - 1) / v.bm) * ((n + v.bn - 1) / v.bn);
+        auto ours = [&] { cu::launch(fp8, grid, {a, bt, c}, lo); };
+        std::vector<float> ref(static_cast<std::size_t>(n * n));
+        lt();
+        s.synchronize();
+        cu::copy_to_host(0, ref.data(), reinterpret_cast<cu::DevicePtr>(cref.get()), ref.size() * 4);
+        cu::memset_async(reinterpret_cast<cu::DevicePtr>(c.device_data()), 0xFF, static_cast<std::size_t>(n * n * 4),
+                         s);
+        ours();
+        s.synchronize();
+        Tensor h = c.to("cpu");
+        const float* got = static_cast<const float*>(h.data());
+        double max_err = 0, max_ref = 0;
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+          const double e = std::fabs(static_cast<double>(got[i]) - ref[i]);
+          max_err = std::isnan(e) ? INFINITY : std::max(max_err, e);
+          max_ref = std::max(max_ref, static_cast<double>(std::fabs(ref[i])));
+        }
+        const bool ok = max_err <= 1e-2 * max_ref;
+        for (int i = 0; i < 3; ++i) {
+          ours();
+          lt();
+        }
+        const int reps = n == 4096 ? 20 : 7;
+        const double flops = 2.0 * n * n * n;
+        const float t_ours = median_ms(s, reps, ours), t_lt = median_ms(s, reps, lt);
+        char what[96];
+        std::snprintf(what, sizeof what, "gemm fp8e4m3->f32 %lld^3 %dx%dx%d s%d", static_cast<long long>(n), v.bm, v.bn,
+                      v.bk, v.stages);
+        row(what, flops / t_ours / 1e9, flops / t_lt / 1e9, "TFLOP/s", "cuBLASLt fp8 f32 out");
+        std::printf("[gpu-bench]   check vs cuBLASLt: max |diff| %.3g, max |ref| %.3g: %s\n", max_err, max_ref,
                     ok ? "ok" : "WRONG");
         if (!ok) failed = true;
       }
@@ -263,6 +361,6 @@ int main() {
     std::printf("[gpu-bench] FAILED: %s\n", e.what());
     return 1;
   }
-  if (failed) std::printf("[gpu-bench] FAILED: a GEMM variant disagrees with cuBLAS\n");
+  if (failed) std::printf("[gpu-bench] FAILED: a GEMM disagrees with cuBLAS / cuBLASLt\n");
   return failed ? 1 : 0;
 }

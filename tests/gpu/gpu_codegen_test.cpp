@@ -8,8 +8,11 @@
 // GEMM sums 16 products per hardware step and must agree within a stated
 // tolerance (max |gpu - cpu| <= 1e-5 * max |cpu|); so must the pipelined
 // GEMMs that take the wgmma path on sm_90a (128x128 and 128x256 blocks,
-// ragged shapes). Skipped without a GPU, except the emission check for
-// sm_90a, which needs only NVRTC.
+// ragged shapes). The fp8 e4m3 GEMM with B given as Bt [N, K] and read
+// through tile.transpose (wgmma m64nNk32 on sm_90a) must agree within
+// 4e-3 * max |cpu|: fp8 wgmma accumulates in fewer bits than fp32; the same
+// kernel with bf16 operands (a K-major B) within 1e-5. Skipped without a
+// GPU, except the emission checks for sm_90a, which need only NVRTC.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -89,8 +92,9 @@ std::string conf(const std::string& f) {
 // Runs on both backends: `inputs` are copied to the device as given; the
 // output (index `out`) is poisoned on both sides first, or, when `inout`,
 // copied as given.
+// Not bit-equal: max |gpu - cpu| <= rel_tol * max |cpu|.
 void compare(Built& r, std::int64_t grid, std::vector<cu::KernelArg> host, std::size_t out, bool bit_equal,
-             bool inout = false) {
+             bool inout = false, double rel_tol = 1e-5) {
   std::vector<cu::KernelArg> dev;
   for (std::size_t i = 0; i < host.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&host[i].value)) {
@@ -99,7 +103,7 @@ void compare(Built& r, std::int64_t grid, std::vector<cu::KernelArg> host, std::
         cu::memset_async(reinterpret_cast<cu::DevicePtr>(d.device_data()), 0xFF,
                          static_cast<std::size_t>(d.numel() * tessera::storage_bytes(d.dtype())), cu::Stream(0));
       }
-      dev.push_back(d);
+      dev.emplace_back(std::move(d));
     } else {
       dev.push_back(host[i]);
     }
@@ -125,7 +129,7 @@ void compare(Built& r, std::int64_t grid, std::vector<cu::KernelArg> host, std::
   if (bit_equal) {
     EXPECT_EQ(diff, 0u) << "elements differing from the CPU backend (of " << got.size() << ")";
   } else {
-    EXPECT_LE(max_err, 1e-5 * max_ref) << diff << " elements differ";
+    EXPECT_LE(max_err, rel_tol * max_ref) << diff << " elements differ";
   }
   std::printf("[gpu-codegen] %-12s %8zu elements, %zu differ from the CPU backend, max |diff| %.3g (max |ref| %.3g)\n",
               tessera::ir::function_name(r.spec->func()).c_str(), got.size(), diff, max_err, max_ref);
@@ -263,6 +267,18 @@ TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
   EXPECT_NE(h.find("tsr::wg_wait<1>();"), std::string::npos) << h;
   EXPECT_NE(h.find("= tsr::wg_fenced(tsr::zeros<"), std::string::npos) << h;
   EXPECT_NE(h.find("tsr::WgLayout<128, 128, 2, 1>"), std::string::npos) << h;  // 2 warpgroups, 64 rows each
+  // The copies go through the bulk tensor copy engine (A's and B's boxes: two
+  // tensor maps), with the cp.async path for launches whose tensors no map
+  // can describe.
+  EXPECT_NE(h.find("__grid_constant__ tsr::Params p"), std::string::npos) << h;
+  EXPECT_NE(h.find("if (p.tma_ok) tsr::tma_copy("), std::string::npos) << h;
+  EXPECT_NE(h.find("tsr::tma_settle("), std::string::npos) << h;
+  {
+    cu::KernelCompileOptions no_tma;
+    no_tma.arch = "sm_90a";
+    no_tma.no_tma = true;
+    EXPECT_EQ(cu::emit_kernel_source(spec->func(), no_tma).find("tma_copy"), std::string::npos);
+  }
   EXPECT_NE(h.find("tsr::barrier_async();"), std::string::npos) << h;
   EXPECT_NE(h.find("__align__(1024)"), std::string::npos) << h;
   cu::CompileOptions o;
@@ -272,6 +288,9 @@ TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
   const cu::CompiledProgram p = cu::compile(h, "gemm.cu", 0, o);
   EXPECT_NE(p.ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"), std::string::npos);
   EXPECT_NE(p.ptx.find("fence.proxy.async.shared::cta"), std::string::npos);
+  EXPECT_NE(p.ptx.find("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"),
+            std::string::npos);
+  EXPECT_NE(p.ptx.find("mbarrier.try_wait.parity.shared::cta.b64"), std::string::npos);
   // The assembler keeps the wgmmas asynchronous: it reports (C7515) when an
   // ordinary instruction writes accumulators between a wgmma and its wait.
   EXPECT_EQ(p.log.find("C7515"), std::string::npos) << p.log;
@@ -301,4 +320,76 @@ TEST(GpuCodegen, PipelinedBf16GemmOnWgmma) {
               2, false);
     }
   }
+}
+
+namespace {
+
+// The fp8 GEMM pattern: A [M, K], B given transposed as Bt [N, K], both
+// copied into xor-swizzled [rows, BK] buffers; tile.transpose makes the
+// [BK, BN] operand, which wgmma reads K-major in place.
+std::string gemm_bt(const std::string& dt, int bk) {
+  return "@kernel.autotune(space=dict(BM=[128], BN=[128], BK=[" + std::to_string(bk) +
+         "])) tile[(256,)] shared(200_KiB)\n"
+         "def gemm_bt(A: " +
+         dt + "[M, K], Bt: " + dt + R"([N, K], C: mut f32[M, N]):
+    tiles_n = (N + BN - 1) // BN
+    bm = (group_linear_id() // tiles_n) * BM
+    bn = (group_linear_id() % tiles_n) * BN
+    a = tshared.alloc[)" +
+         dt +
+         R"(]((BM, BK), swizzle="xor")
+    b = tshared.alloc[)" +
+         dt +
+         R"(]((BN, BK), swizzle="xor")
+    acc = tile.zeros((BM, BN), f32)
+    for k in tile.range(K, step=BK, prefetch=3):
+        cp_async.shared.global(a, A[bm:bm+BM, k:k+BK])
+        cp_async.shared.global(b, Bt[bn:bn+BN, k:k+BK])
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.transpose(tile.load(b)), acc=acc)
+    tile.store(C, rows=(bm, BM), cols=(bn, BN), value=acc)
+)";
+}
+
+void run_gemm_bt(const std::string& dt, DType d, int bk, double rel_tol) {
+  std::mt19937_64 rng(std::random_device{}());
+  Built r = build(gemm_bt(dt, bk), false);
+  if (cu::device_properties(0).arch() == "sm_90a") {
+    EXPECT_NE(r.gpu.source.find("tsr::mma_wg"), std::string::npos) << "expected the wgmma path";
+    EXPECT_NE(r.gpu.source.find("tsr::tview("), std::string::npos) << "expected B read in place, K-major";
+  }
+  for (auto [m, n, k] :
+       std::vector<std::array<std::int64_t, 3>>{{128, 128, 128}, {300, 200, 160}, {512, 512, 384}, {257, 520, 1000}}) {
+    const std::int64_t grid = ((m + 127) / 128) * ((n + 127) / 128);
+    std::vector<cu::KernelArg> args;
+    args.emplace_back(random_tensor(rng, {m, k}, d));
+    args.emplace_back(random_tensor(rng, {n, k}, d));
+    args.emplace_back(poisoned({m, n}, DType::fp32));
+    compare(r, grid, std::move(args), 2, false, false, rel_tol);
+  }
+}
+
+}  // namespace
+
+TEST(GpuCodegen, Fp8GemmEmitsWgmmaK32ForSm90a) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  auto spec = tessera::kernels_from_source(gemm_bt("fp8_e4m3", 128), "gemm_bt.tsr").at(0).specialize();
+  const std::string h = cu::emit_kernel_source(spec->func(), {.arch = "sm_90a"});
+  EXPECT_NE(h.find("tsr::tview("), std::string::npos) << h;
+  cu::CompileOptions o;
+  o.arch = "sm_90a";
+  o.ptx = true;
+  o.extra = {"--fmad=false", "-std=c++17"};
+  const cu::CompiledProgram p = cu::compile(h, "gemm.cu", 0, o);
+  EXPECT_NE(p.ptx.find("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), std::string::npos);
+}
+
+TEST(GpuCodegen, PipelinedFp8E4m3GemmTransposedBOnWgmma) {
+  REQUIRE_GPU();
+  run_gemm_bt("fp8_e4m3", DType::fp8_e4m3, 128, 4e-3);
+}
+
+TEST(GpuCodegen, PipelinedBf16GemmTransposedBOnWgmma) {
+  REQUIRE_GPU();
+  run_gemm_bt("bf16", DType::bf16, 64, 1e-5);
 }

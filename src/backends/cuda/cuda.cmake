@@ -5,6 +5,7 @@ set(TESSERA_CUDA_DEVICE_HEADERS
   numerics.cuh
   tile.cuh
   tile_mma.cuh
+  tile_tma.cuh
 )
 set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
 set(TESSERA_EMBEDDED_HEADERS "")

@@ -95,6 +95,10 @@ LoadedDriver& loaded() {
     resolve(library, a.cuGraphExecDestroy, {"cuGraphExecDestroy"}, missing);
     resolve(library, a.cuGraphDestroy, {"cuGraphDestroy"}, missing);
     resolve(library, a.cuGraphGetNodes, {"cuGraphGetNodes"}, missing);
+    {
+      std::string optional;  // absent on old drivers: TMA copies fall back to cp.async
+      resolve(library, a.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional);
+    }
     if (!missing.empty()) {
       s->failure = opened + " lacks driver entry points Tessera needs: " + missing;
       return s;

@@ -88,7 +88,18 @@ struct DriverApi {
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, std::size_t*);
+  // Optional (drivers for CUDA 12 and later): nullptr when absent, and TMA
+  // copies then fall back to cp.async.
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*,
+                                     const unsigned long long*, const unsigned*, const unsigned*, int, int, int, int);
 };
+// CUtensorMap enum values (cuTensorMapEncodeTiled).
+constexpr int kTensorMapUint8 = 0;
+constexpr int kTensorMapUint16 = 1;
+constexpr int kTensorMapInterleaveNone = 0;
+constexpr int kTensorMapSwizzle128B = 3;
+constexpr int kTensorMapL2Promotion256B = 3;
+constexpr int kTensorMapOobFillZeros = 0;
 
 // The loaded driver, or a DeviceError (DeviceUnavailable) saying why none is.
 const DriverApi& driver();

@@ -32,6 +32,20 @@ namespace tessera::cuda {
 using KernelArg = cpu::KernelArg;
 using KernelParam = cpu::KernelParam;
 
+// A tensor map a kernel's TMA copies read (Params::tma[i]): boxes of
+// `box_rows` x `box_cols` elements of `elem_bytes` bytes from buffer
+// parameter `param`, with 128-byte swizzling. launch() encodes it from the
+// argument; when it cannot (unaligned data, strides), the launch uses the
+// kernel's cp.async path instead.
+struct TmaMapSpec {
+  int param = 0;
+  std::int64_t box_rows = 0;
+  std::int64_t box_cols = 0;
+  std::int64_t elem_bytes = 0;
+  bool operator==(const TmaMapSpec&) const = default;
+};
+inline constexpr std::size_t kMaxTmaMaps = 4;
+
 struct KernelCompileOptions {
   // Shape symbols fixed at compile time (k.jit(M=4096)).
   std::map<std::string, std::int64_t> specialize;
@@ -47,6 +61,8 @@ struct KernelCompileOptions {
   // Threads per block for kernels without a group shape and without
   // group-cooperative ops (each thread is one tile of the launch).
   int flat_block = 256;
+  // true: copies never use the bulk tensor copy engine (TMA), only cp.async.
+  bool no_tma = false;
 };
 
 namespace detail {
@@ -69,6 +85,7 @@ struct CompiledKernel {
   bool flat = false;                      // one tile per thread over the whole launch (no group shape)
   std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
+  std::vector<TmaMapSpec> tma_maps;       // tensor maps launch() encodes (TMA copies)
 
   std::shared_ptr<const detail::LoadedKernel> handle;
 };

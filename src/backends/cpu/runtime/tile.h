@@ -1,4 +1,4 @@
-// Host tile library: register tiles, tile load/store, mma, casts, reduce_sum.
+// Host tile library: register tiles, tile load/store, mma, casts, transposes, reduce_sum.
 //
 // A Tile<D, R, C> holds R x C values of dtype D (1-D tiles use R = 1) for the
 // whole group; tile ops run once per group at group level. Loads read zeros

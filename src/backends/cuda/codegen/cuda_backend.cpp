@@ -10,6 +10,7 @@
 #include "tessera/backends/cuda/cuda_backend.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "backends/cpu/compile_cache.h"
 #include "backends/cpu/launch_binding.h"
 #include "backends/cuda/codegen/emitter.h"
+#include "backends/cuda/driver_api.h"
 #include "tessera/support/error.h"
 #include "tessera/version.h"
 
@@ -36,6 +38,9 @@ struct HostFault {
   std::int32_t code, kind, param, dim;
   std::int64_t index, extent, group;
 };
+struct alignas(64) HostTmaMap {
+  unsigned long long bits[16];
+};
 struct HostParams {
   HostBuf buf[16];
   double real[16];
@@ -43,8 +48,40 @@ struct HostParams {
   std::int64_t sym[16];
   std::int64_t grid;
   void* fault;
+  HostTmaMap tma[kMaxTmaMaps];
+  unsigned tma_ok;
 };
-static_assert(sizeof(HostParams) == 16 * 136 + 3 * 128 + 16, "the launch ABI must match tile.cuh");
+static_assert(offsetof(HostParams, tma) == 2624 && sizeof(HostParams) == 3200, "the launch ABI must match tile.cuh");
+
+// Encodes the kernel's tensor maps from the bound buffers; false when one
+// cannot describe its tensor (rank, alignment, strides, extents) or the
+// driver has no encoder: the launch then takes the cp.async path.
+bool encode_tma_maps(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound, HostParams& hp) {
+  const DriverApi& api = driver();
+  if (api.cuTensorMapEncodeTiled == nullptr || k.tma_maps.size() > kMaxTmaMaps) return false;
+  for (std::size_t i = 0; i < k.tma_maps.size(); ++i) {
+    const TmaMapSpec& m = k.tma_maps[i];
+    if (m.param < 0 || static_cast<std::size_t>(m.param) >= bound.params.size()) return false;
+    const auto& b = bound.params[static_cast<std::size_t>(m.param)].buffer;
+    const std::int64_t rows = b.shape[0], cols = b.shape[1], row_stride = b.strides[0];
+    const auto address = reinterpret_cast<std::uintptr_t>(b.data);
+    if (b.data == nullptr || rows < 1 || cols < 1 || rows >= (1ll << 31) || cols >= (1ll << 31) || b.strides[1] != 1 ||
+        row_stride < cols || address % 16 != 0 || (row_stride * m.elem_bytes) % 16 != 0 ||
+        row_stride * m.elem_bytes >= (1ll << 40))
+      return false;
+    const unsigned long long dims[2] = {static_cast<unsigned long long>(cols), static_cast<unsigned long long>(rows)};
+    const unsigned long long strides[1] = {static_cast<unsigned long long>(row_stride * m.elem_bytes)};
+    const unsigned box[2] = {static_cast<unsigned>(m.box_cols), static_cast<unsigned>(m.box_rows)};
+    const unsigned element_strides[2] = {1, 1};
+    const int type = m.elem_bytes == 1 ? kTensorMapUint8 : kTensorMapUint16;
+    if (m.elem_bytes != 1 && m.elem_bytes != 2) return false;
+    if (api.cuTensorMapEncodeTiled(&hp.tma[i], type, 2, b.data, dims, strides, box, element_strides,
+                                   kTensorMapInterleaveNone, kTensorMapSwizzle128B, kTensorMapL2Promotion256B,
+                                   kTensorMapOobFillZeros) != kCudaSuccess)
+      return false;
+  }
+  return true;
+}
 
 struct LoadedKernel {
   Module module;
@@ -163,6 +200,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.block_threads = e.block_threads;
   k.flat = e.flat;
   k.shared_bytes = e.shared_bytes;
+  k.tma_maps = e.tma_maps;
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
   k.signature.name = e.name;
   k.signature.params = std::move(e.params);
@@ -194,6 +232,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   }
   for (std::size_t i = 0; i < bound.symbols.size(); ++i) hp.sym[i] = bound.symbols[i];
   hp.grid = bound.grid;
+  hp.tma_ok = !k.tma_maps.empty() && detail::encode_tma_maps(k, bound, hp) ? 1u : 0u;
   const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
   if (blocks > 0x7FFFFFFF) {
     raise(ErrorCode::ArgumentInvalid,

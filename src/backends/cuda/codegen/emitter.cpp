@@ -12,8 +12,10 @@
 //   tile values   registers distributed over the threads (tile_mma.cuh);
 //   tile.mma      mma.sync on tensor cores for bf16/fp16 x fp32 when the
 //                 shapes allow, else a scalar fma loop; operands that are
-//                 tile_loads of whole shared buffers are read in place,
-//                 others are staged to scratch shared memory.
+//                 tile_loads of whole shared buffers are read in place
+//                 (a transposed one as b through tsr::tview, K-major),
+//                 others are staged to scratch shared memory;
+//   transpose     fused into such an mma, else staged through scratch.
 // A tile value is a group value on the CPU (every tile sees the same
 // snapshot); here each thread reads its part of shared memory when it gets
 // there, so a group op that reads shared memory is followed by a
@@ -113,6 +115,7 @@ class Emitter {
     bind_params(body);
     analyse(body);
     decide_layouts();
+    plan_tma(body);
     indent_ = 1;
     emit_block(body);
     const std::int64_t budget = tile::shared_budget(func_);
@@ -120,8 +123,9 @@ class Emitter {
       raise(ErrorCode::Compile, "kernel '" + out_.name + "' uses " + std::to_string(shared_cursor_) +
                                     " bytes of shared memory, more than its budget of " + std::to_string(budget));
     }
-    scratch_offset_ = (shared_cursor_ + 127) / 128 * 128;
-    out_.shared_bytes = scratch_bytes_ > 0 ? scratch_offset_ + scratch_bytes_ : shared_cursor_;
+    tma_bars_offset_ = (shared_cursor_ + 127) / 128 * 128;
+    scratch_offset_ = (tma_bars_offset_ + 8 * static_cast<std::int64_t>(tma_bar_.size()) + 127) / 128 * 128;
+    out_.shared_bytes = scratch_bytes_ > 0 || !tma_bar_.empty() ? scratch_offset_ + scratch_bytes_ : shared_cursor_;
     out_.smem_count = smem_count_;
     out_.source = assemble();
     return out_;
@@ -432,6 +436,65 @@ class Emitter {
     }
   }
 
+  // Copies through the bulk tensor copy engine (TMA) in a wgmma kernel
+  // where every cp_async can take it: a 2-D box of a kernel parameter into a
+  // panel-layout buffer of at most 256 rows whose only other uses are tile
+  // loads, with at most kMaxTmaMaps distinct (parameter, rows) boxes. All or
+  // nothing, so cp_async_wait counts the same groups on either path; each
+  // launch falls back to cp.async when a map cannot describe its tensors.
+  void plan_tma(const ir::Block& body) {
+    if (!wg_kernel_ || options_.no_tma) return;
+    std::vector<const ir::Operation*> copies;
+    std::function<void(const ir::Block&)> walk = [&](const ir::Block& b) {
+      for (const auto& op : b.ops()) {
+        if (op->name() == "tile.cp_async") copies.push_back(op.get());
+        for (std::size_t r = 0; r < op->num_regions(); ++r) walk(op->region(r).block());
+      }
+    };
+    walk(body);
+    std::vector<TmaMapSpec> maps;
+    std::unordered_map<const ir::Operation*, int> map_of;
+    for (const ir::Operation* c : copies) {
+      const ir::Value* dst = c->operand(0);
+      const ir::Value* src = c->operand(1);
+      if (!panel_type(dst->type()) || dst->defining_op() == nullptr ||
+          dst->defining_op()->name() != "tile.smem_alloc" || !src->is_block_argument() ||
+          src->owner_block() != &body || src->type().rank() != 2)
+        return;
+      for (const ir::Use& u : dst->uses()) {
+        if (u.user->name() != "tile.cp_async" && u.user->name() != "tile.tile_load") return;
+        if (u.user->name() == "tile.cp_async" && u.operand_index != 0) return;
+      }
+      const auto [rows, cols] = rows_cols(dst->type());
+      if (rows > 256) return;
+      TmaMapSpec spec{static_cast<int>(src->index()), rows, 128 / storage_bytes(dst->type().dtype()),
+                      storage_bytes(dst->type().dtype())};
+      auto it = std::find(maps.begin(), maps.end(), spec);
+      if (it == maps.end()) {
+        if (maps.size() >= kMaxTmaMaps) return;
+        maps.push_back(spec);
+        it = maps.end() - 1;
+      }
+      map_of[c] = static_cast<int>(it - maps.begin());
+    }
+    if (maps.empty()) return;
+    out_.tma_maps = std::move(maps);
+    tma_map_of_ = std::move(map_of);
+    for (const ir::Operation* c : copies) {
+      const ir::Value* dst = c->operand(0);
+      if (tma_bar_.count(dst) == 0) {
+        const int i = static_cast<int>(tma_bar_.size());
+        tma_bar_[dst] = "tma_bar" + std::to_string(i) + ", tma_issued" + std::to_string(i) + ", tma_waited" +
+                        std::to_string(i);
+      }
+    }
+  }
+
+  // Waits for the latest TMA copy into `buf`, when it is a TMA destination.
+  void tma_settle(const ir::Value* buf) {
+    if (auto it = tma_bar_.find(buf); it != tma_bar_.end()) line("tsr::tma_settle(" + it->second + ");");
+  }
+
   static bool is_async_mma(const ir::Operation& op) { return op.attrs().has("async") && op.attrs().get_bool("async"); }
 
   // ---- types ----
@@ -674,6 +737,7 @@ class Emitter {
     const ir::Value* v = op.operand(i);
     bool transposed = false;
     if (const ir::Value* buf = in_place_buffer(v, transposed)) {
+      tma_settle(buf);
       return transposed ? "tsr::tview(" + name_.at(buf) + ")" : name_.at(buf);
     }
     return stage_value(v, scratch_at, staged);
@@ -720,10 +784,16 @@ class Emitter {
       const ir::Type& src = op.operand(1)->type();
       if (dst.rank() > 2 || src.rank() != dst.rank()) unsupported(op, "cp_async copies 1-D or 2-D boxes of equal rank");
       const std::string r0 = dst.rank() == 2 ? a[2] : "0", c0 = dst.rank() == 2 ? a[3] : a[2];
-      return line("tsr::cp_async(" + a[0] + ", " + a[1] + ", " + r0 + ", " + c0 + ", tid, kThreads);");
+      const std::string copy = "tsr::cp_async(" + a[0] + ", " + a[1] + ", " + r0 + ", " + c0 + ", tid, kThreads);";
+      if (auto it = tma_map_of_.find(&op); it != tma_map_of_.end()) {
+        return line("if (p.tma_ok) tsr::tma_copy(" + a[0] + ", &p.tma[" + std::to_string(it->second) + "], " + r0 +
+                    ", " + c0 + ", " + tma_bar_.at(op.operand(0)) + ", tid); else " + copy);
+      }
+      return line(copy);
     }
     if (n == "tile_load") {
       if (fused_.count(&op) != 0) return;  // the mma reads the shared buffer in place
+      tma_settle(op.operand(0));
       const ir::Type& src = op.operand(0)->type();
       if (src.rank() > 2) unsupported(op, "tile loads read 1-D or 2-D buffers");
       const std::string r0 = src.rank() == 2 ? a[1] : "0", c0 = src.rank() == 2 ? a[2] : a[1];
@@ -840,8 +910,10 @@ class Emitter {
     // one block's copies and barriers overlap the other's tensor-core work.
     const bool two_blocks =
         wg_kernel_ && wg_slots_ <= 64 && out_.block_threads <= 512 && out_.shared_bytes * 2 <= 227 * 1024 - 2048;
+    const bool tma = !out_.tma_maps.empty();
+    // TMA reads its tensor maps from the parameter itself.
     s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads << (two_blocks ? ", 2" : "") << ") "
-      << kEntryName << "(const tsr::Params p) {\n";
+      << kEntryName << "(const " << (tma ? "__grid_constant__ " : "") << "tsr::Params p) {\n";
     s << "  extern __shared__ __align__(" << (wg_kernel_ ? 1024 : 128) << ") unsigned char tsr_smem[];\n";
     s << "  constexpr int kThreads = " << out_.block_threads << ";\n";
     s << "  constexpr tsr::i64 kGroupSize = " << out_.group_size << ";\n";
@@ -855,6 +927,19 @@ class Emitter {
     }
     s << "  const tsr::Where W{p.fault, group};\n";
     s << "  (void)kGroupSize; (void)kScratch; (void)W; (void)tsr_smem;\n";
+    if (tma) {
+      // One mbarrier per TMA destination, after the planned buffers; thread
+      // 0 initialises them before any copy.
+      for (std::size_t i = 0; i < tma_bar_.size(); ++i) {
+        const std::string n = std::to_string(i);
+        s << "  const tsr::u32 tma_bar" << n << " = tsr::smem_addr(tsr_smem + " << tma_bars_offset_ << " + " << 8 * i
+          << ");\n";
+        s << "  tsr::u32 tma_issued" << n << " = 0, tma_waited" << n << " = 0;\n";
+      }
+      s << "  if (p.tma_ok) {\n    if (tid == 0) {\n";
+      for (std::size_t i = 0; i < tma_bar_.size(); ++i) s << "      tsr::mbar_init(tma_bar" << i << ");\n";
+      s << "    }\n    __syncthreads();\n  }\n";
+    }
     const ir::Block& body = ir::function_body(func_);
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
       const ir::Value* arg = body.argument(i);
@@ -893,12 +978,15 @@ class Emitter {
   std::unordered_set<const ir::Operation*> wg_;  // tile.mma ops on the wgmma path
   bool wg_kernel_ = false;                       // some tile.mma uses wgmma (sm_90a)
   bool async_off_wg_ = false;                    // some async tile.mma is not on the wgmma path
+  std::unordered_map<const ir::Operation*, int> tma_map_of_;        // cp_async -> its tensor map (plan_tma)
+  std::map<const ir::Value*, std::string> tma_bar_;                 // TMA buffer -> "bar, issued, waited" names
   std::int64_t wg_slots_ = 0;                    // accumulators per thread of the largest wgmma tile
   std::unordered_set<const ir::Operation*> fused_;
   int next_value_ = 0;
   std::int64_t next_shared_ = 0;
   std::int64_t shared_cursor_ = 0;
   std::int64_t scratch_offset_ = 0;
+  std::int64_t tma_bars_offset_ = 0;
   std::int64_t scratch_bytes_ = 0;
   int smem_count_ = 0;
 };

@@ -40,6 +40,13 @@ struct Fault {
   i64 extent;
   i64 group;
 };
+// A tensor map for the bulk tensor copy engine (TMA), encoded on the host
+// (the driver's 128-byte CUtensorMap), read by the device from the kernel
+// parameter (kernels that use one take Params as __grid_constant__).
+constexpr int kMaxTmaMaps = 4;
+struct alignas(64) TmaMap {
+  unsigned long long bits[16];
+};
 struct Params {
   Buf buf[kMaxParams];
   double real[kMaxParams];
@@ -47,6 +54,8 @@ struct Params {
   i64 sym[kMaxSymbols];
   i64 grid;
   Fault* fault;
+  TmaMap tma[kMaxTmaMaps];
+  unsigned tma_ok;  // 1: every map is valid for this launch, copies use TMA; 0: they use cp.async
 };
 
 __device__ __forceinline__ void fault(Fault* f, int code, int kind, int param, int dim, i64 index, i64 extent,
@@ -502,3 +511,4 @@ __device__ __forceinline__ reduce_t<D> reduce_sum(const SView<D, RO, CO, M, RANK
 }  // namespace tsr
 
 #include "tessera/tile_mma.cuh"
+#include "tessera/tile_tma.cuh"

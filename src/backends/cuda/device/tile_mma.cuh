@@ -1,8 +1,9 @@
 // Device tile library, part 2: register tiles distributed over the threads
-// of a block, tile load/store/cast, and tile.mma (tensor cores: wgmma on
-// sm_90a for bf16/fp16 operands in 128-byte-swizzled shared buffers, else
-// mma.sync m16n8k16 on sm_80+, fp32 accumulation; a scalar path for every
-// other case). Included by tile.cuh.
+// of a block, tile load/store/cast/transpose, and tile.mma (tensor cores:
+// wgmma on sm_90a for bf16/fp16 operands, or fp8 e4m3/e5m2 with B K-major,
+// in 128-byte-swizzled shared buffers, else mma.sync m16n8k16 on sm_80+,
+// fp32 accumulation; a scalar path for every other case). Included by
+// tile.cuh.
 //
 // A register tile [R, C] is held by the NT threads of the block; a layout
 // says which element each thread's slot s holds:
