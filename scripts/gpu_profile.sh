@@ -40,9 +40,9 @@ cuobjdump="$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)"
 for c in "$TESSERA_CACHE_DIR"/cuda/*.cubin; do
   "$cuobjdump" -sass "$c" >"$logs/$(basename "$c").sass" 2>&1 || continue
   s="$logs/$(basename "$c").sass"
-  grep -q HGMMA "$s" || continue
-  printf '%s: HGMMA %s, LDGSTS %s, UTMALDG %s, BAR.SYNC %s, WARPGROUP.DEPBAR %s, WARPGROUP.ARRIVE %s, LDL %s, STL %s, SASS lines %s\n' \
-    "$(basename "$c")" "$(grep -c HGMMA "$s")" "$(grep -c LDGSTS "$s")" "$(grep -c UTMALDG "$s")" \
+  grep -qE "HGMMA|QGMMA" "$s" || continue
+  printf '%s: HGMMA %s, QGMMA %s, LDGSTS %s, UTMALDG %s, SYNCS %s, BAR.SYNC %s, WARPGROUP.DEPBAR %s, WARPGROUP.ARRIVE %s, LDL %s, STL %s, SASS lines %s\n' \
+    "$(basename "$c")" "$(grep -c HGMMA "$s")" "$(grep -c QGMMA "$s")" "$(grep -c LDGSTS "$s")" "$(grep -c UTMALDG "$s")" "$(grep -c SYNCS "$s")" \
     "$(grep -c 'BAR.SYNC' "$s")" "$(grep -c 'WARPGROUP.DEPBAR' "$s")" "$(grep -c 'WARPGROUP.ARRIVE' "$s")" \
     "$(grep -c 'LDL' "$s")" "$(grep -c 'STL' "$s")" "$(wc -l <"$s")"
 done
