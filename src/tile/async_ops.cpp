@@ -17,6 +17,19 @@ using ir::AttrMap;
 using ir::OpDef;
 using ir::Type;
 
+namespace {
+
+// The waits' inference: no results, `pending` >= 0.
+std::vector<Type> no_results_pending_checked(const char* op, const AttrMap& a) {
+  if (a.get_int("pending") < 0) {
+    raise(ErrorCode::ArgumentInvalid,
+          std::string(op) + " attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
+  }
+  return {};
+}
+
+}  // namespace
+
 void register_async_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "tile.cp_async",
@@ -58,14 +71,8 @@ void register_async_ops(ir::Registry& r) {
       .attrs = {{.name = "pending", .kind = AttrKind::integer, .default_value = ir::Attribute(std::int64_t{0})}},
       .effect = ir::Effect::state,
       .num_results = 0,
-      .infer =
-          [](std::span<const Type>, const AttrMap& a) {
-            if (a.get_int("pending") < 0) {
-              raise(ErrorCode::ArgumentInvalid,
-                    "tile.cp_async_wait attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
-            }
-            return std::vector<Type>{};
-          },
+      .infer = [](std::span<const Type>,
+                  const AttrMap& a) { return no_results_pending_checked("tile.cp_async_wait", a); },
   });
   r.add(OpDef{
       .name = "tile.mma_wait",
@@ -74,14 +81,7 @@ void register_async_ops(ir::Registry& r) {
       .attrs = {{.name = "pending", .kind = AttrKind::integer, .default_value = ir::Attribute(std::int64_t{0})}},
       .effect = ir::Effect::state,
       .num_results = 0,
-      .infer =
-          [](std::span<const Type>, const AttrMap& a) {
-            if (a.get_int("pending") < 0) {
-              raise(ErrorCode::ArgumentInvalid,
-                    "tile.mma_wait attribute 'pending' must be >= 0, got " + std::to_string(a.get_int("pending")));
-            }
-            return std::vector<Type>{};
-          },
+      .infer = [](std::span<const Type>, const AttrMap& a) { return no_results_pending_checked("tile.mma_wait", a); },
   });
   r.add(OpDef{
       .name = "tile.barrier",

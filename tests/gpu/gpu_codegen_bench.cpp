@@ -188,7 +188,8 @@ int main() {
       const bool wg = gemms.back().source.find("tsr::mma_wg") != std::string::npos;
       std::printf("[gpu-bench] gemm variant %dx%dx%d, %d stages, %d threads: %s, %s, %lld bytes of shared memory\n",
                   v.bm, v.bn, v.bk, v.stages, v.threads, wg ? "wgmma" : "mma.sync",
-                  gemms.back().tma_maps.empty() ? "cp.async" : "TMA", static_cast<long long>(gemms.back().shared_bytes));
+                  gemms.back().tma_maps.empty() ? "cp.async" : "TMA",
+                  static_cast<long long>(gemms.back().shared_bytes));
     }
     if (const char* dump = std::getenv("TESSERA_BENCH_DUMP")) {
       // The headline GEMM's CUDA C++, for disassembly on the GPU machine.
@@ -242,8 +243,8 @@ int main() {
         }
         const float t_ours = median_ms(s, reps, ours), t_blas = median_ms(s, reps, blas);
         char what[96];
-        std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 %dx%dx%d s%d%s", static_cast<long long>(n), v.bm,
-                      v.bn, v.bk, v.stages, v.tma ? "" : " cp.async");
+        std::snprintf(what, sizeof what, "gemm bf16->f32 %lld^3 %dx%dx%d s%d%s", static_cast<long long>(n), v.bm, v.bn,
+                      v.bk, v.stages, v.tma ? "" : " cp.async");
         row(what, flops / t_ours / 1e9, flops / t_blas / 1e9, "TFLOP/s", "cuBLAS bf16");
         std::printf("[gpu-bench]   check vs cuBLAS: max |diff| %.3g, max |ref| %.3g: %s\n", max_err, max_ref,
                     ok ? "ok" : "WRONG");

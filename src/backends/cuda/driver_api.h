@@ -90,8 +90,8 @@ struct DriverApi {
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, std::size_t*);
   // Optional (drivers for CUDA 12 and later): nullptr when absent, and TMA
   // copies then fall back to cp.async.
-  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*,
-                                     const unsigned long long*, const unsigned*, const unsigned*, int, int, int, int);
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*, const unsigned long long*,
+                                     const unsigned*, const unsigned*, int, int, int, int);
 };
 // CUtensorMap enum values (cuTensorMapEncodeTiled).
 constexpr int kTensorMapUint8 = 0;

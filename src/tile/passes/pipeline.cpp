@@ -138,8 +138,8 @@ std::unordered_set<const ir::Operation*> async_mmas(const ir::Operation& loop, c
       const ir::Operation* mma = use->user;
       const ir::Value* acc = mma->operand(2);
       const ir::Use* out = only_use(mma->result(0));
-      if (!acc->is_block_argument() || acc->owner_block() != &body || acc->index() == 0 || !out ||
-          out->user != yield || out->operand_index + 1 != acc->index())
+      if (!acc->is_block_argument() || acc->owner_block() != &body || acc->index() == 0 || !out || out->user != yield ||
+          out->operand_index + 1 != acc->index())
         return {};
       mmas.insert(mma);
     }

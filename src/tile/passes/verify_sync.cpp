@@ -184,8 +184,8 @@ State rename(const State& s, const std::vector<const ir::Value*>& from, const st
         renamed = true;
       }
     }
-    const bool rebound = rebinds != nullptr && c.dst != nullptr && c.dst->is_block_argument() &&
-                         c.dst->owner_block() == rebinds;
+    const bool rebound =
+        rebinds != nullptr && c.dst != nullptr && c.dst->is_block_argument() && c.dst->owner_block() == rebinds;
     if (!rebound) {
       out.push_back(c);
     } else if (!renamed) {

@@ -458,8 +458,8 @@ class Emitter {
       const ir::Value* dst = c->operand(0);
       const ir::Value* src = c->operand(1);
       if (!panel_type(dst->type()) || dst->defining_op() == nullptr ||
-          dst->defining_op()->name() != "tile.smem_alloc" || !src->is_block_argument() ||
-          src->owner_block() != &body || src->type().rank() != 2)
+          dst->defining_op()->name() != "tile.smem_alloc" || !src->is_block_argument() || src->owner_block() != &body ||
+          src->type().rank() != 2)
         return;
       for (const ir::Use& u : dst->uses()) {
         if (u.user->name() != "tile.cp_async" && u.user->name() != "tile.tile_load") return;
@@ -484,8 +484,8 @@ class Emitter {
       const ir::Value* dst = c->operand(0);
       if (tma_bar_.count(dst) == 0) {
         const int i = static_cast<int>(tma_bar_.size());
-        tma_bar_[dst] = "tma_bar" + std::to_string(i) + ", tma_issued" + std::to_string(i) + ", tma_waited" +
-                        std::to_string(i);
+        tma_bar_[dst] =
+            "tma_bar" + std::to_string(i) + ", tma_issued" + std::to_string(i) + ", tma_waited" + std::to_string(i);
       }
     }
   }
@@ -975,12 +975,12 @@ class Emitter {
   std::unordered_map<const ir::Value*, std::string> layout_;  // class root -> layout type
   std::vector<const ir::Operation*> mmas_;
   std::unordered_map<const ir::Operation*, bool> tc_;
-  std::unordered_set<const ir::Operation*> wg_;  // tile.mma ops on the wgmma path
-  bool wg_kernel_ = false;                       // some tile.mma uses wgmma (sm_90a)
-  bool async_off_wg_ = false;                    // some async tile.mma is not on the wgmma path
-  std::unordered_map<const ir::Operation*, int> tma_map_of_;        // cp_async -> its tensor map (plan_tma)
-  std::map<const ir::Value*, std::string> tma_bar_;                 // TMA buffer -> "bar, issued, waited" names
-  std::int64_t wg_slots_ = 0;                    // accumulators per thread of the largest wgmma tile
+  std::unordered_set<const ir::Operation*> wg_;               // tile.mma ops on the wgmma path
+  bool wg_kernel_ = false;                                    // some tile.mma uses wgmma (sm_90a)
+  bool async_off_wg_ = false;                                 // some async tile.mma is not on the wgmma path
+  std::unordered_map<const ir::Operation*, int> tma_map_of_;  // cp_async -> its tensor map (plan_tma)
+  std::map<const ir::Value*, std::string> tma_bar_;           // TMA buffer -> "bar, issued, waited" names
+  std::int64_t wg_slots_ = 0;                                 // accumulators per thread of the largest wgmma tile
   std::unordered_set<const ir::Operation*> fused_;
   int next_value_ = 0;
   std::int64_t next_shared_ = 0;
