@@ -271,7 +271,8 @@ TEST(GpuCodegen, PipelinedGemmEmitsWgmmaForSm90aAndMmaSyncForSm80) {
   // tensor maps), with the cp.async path for launches whose tensors no map
   // can describe.
   EXPECT_NE(h.find("__grid_constant__ tsr::Params p"), std::string::npos) << h;
-  EXPECT_NE(h.find("if (p.tma_ok) tsr::tma_copy("), std::string::npos) << h;
+  EXPECT_NE(h.find("tsr::tma_copy("), std::string::npos) << h;
+  EXPECT_EQ(h.find("tsr::cp_async("), std::string::npos) << h;  // the cp.async form is a kernel of its own
   EXPECT_NE(h.find("tsr::tma_settle("), std::string::npos) << h;
   {
     cu::KernelCompileOptions no_tma;
@@ -310,9 +311,15 @@ TEST(GpuCodegen, PipelinedBf16GemmOnWgmma) {
     Built r = build(pipelined_gemm(bm, bn, 256), false);
     if (cu::device_properties(0).arch() == "sm_90a") {
       EXPECT_NE(r.gpu.source.find("tsr::mma_wg_async<true>"), std::string::npos) << "expected the wgmma path";
+      // TMA copies, and a cp.async form for the launches below whose rows are
+      // not 16-byte multiples (K = 100: A's rows are 200 bytes; N = 77).
+      EXPECT_EQ(r.gpu.tma_maps.size(), 2u);
+      ASSERT_TRUE(r.gpu.cp_async_form != nullptr);
+      EXPECT_EQ(r.gpu.cp_async_form->source.find("tma_copy"), std::string::npos);
+      EXPECT_TRUE(r.gpu.cp_async_form->tma_maps.empty());
     }
-    for (auto [m, n, k] :
-         std::vector<std::array<std::int64_t, 3>>{{128, 256, 64}, {300, 200, 100}, {512, 512, 320}, {257, 520, 1000}}) {
+    for (auto [m, n, k] : std::vector<std::array<std::int64_t, 3>>{
+             {128, 256, 64}, {300, 200, 100}, {512, 512, 320}, {257, 520, 1000}, {129, 77, 64}}) {
       const std::int64_t grid = ((m + bm - 1) / bm) * ((n + bn - 1) / bn);
       compare(r, grid,
               {random_tensor(rng, {m, k}, DType::bf16), random_tensor(rng, {k, n}, DType::bf16),

@@ -35,8 +35,8 @@ using KernelParam = cpu::KernelParam;
 // A tensor map a kernel's TMA copies read (Params::tma[i]): boxes of
 // `box_rows` x `box_cols` elements of `elem_bytes` bytes from buffer
 // parameter `param`, with 128-byte swizzling. launch() encodes it from the
-// argument; when it cannot (unaligned data, strides), the launch uses the
-// kernel's cp.async path instead.
+// argument; when it cannot (unaligned data, strides), the launch runs the
+// kernel's cp.async form (CompiledKernel::cp_async_form) instead.
 struct TmaMapSpec {
   int param = 0;
   std::int64_t box_rows = 0;
@@ -86,6 +86,9 @@ struct CompiledKernel {
   std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
   std::vector<TmaMapSpec> tma_maps;       // tensor maps launch() encodes (TMA copies)
+  // With tma_maps: the same kernel copying through cp.async, which launch()
+  // runs when a tensor map cannot describe the arguments.
+  std::shared_ptr<const CompiledKernel> cp_async_form;
 
   std::shared_ptr<const detail::LoadedKernel> handle;
 };

@@ -49,13 +49,12 @@ struct HostParams {
   std::int64_t grid;
   void* fault;
   HostTmaMap tma[kMaxTmaMaps];
-  unsigned tma_ok;
 };
-static_assert(offsetof(HostParams, tma) == 2624 && sizeof(HostParams) == 3200, "the launch ABI must match tile.cuh");
+static_assert(offsetof(HostParams, tma) == 2624 && sizeof(HostParams) == 3136, "the launch ABI must match tile.cuh");
 
 // Encodes the kernel's tensor maps from the bound buffers; false when one
 // cannot describe its tensor (rank, alignment, strides, extents) or the
-// driver has no encoder: the launch then takes the cp.async path.
+// driver has no encoder: the launch then runs the kernel's cp.async form.
 bool encode_tma_maps(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound, HostParams& hp) {
   const DriverApi& api = driver();
   if (api.cuTensorMapEncodeTiled == nullptr || k.tma_maps.size() > kMaxTmaMaps) return false;
@@ -201,6 +200,13 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.flat = e.flat;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
+  if (!k.tma_maps.empty()) {
+    // Launches whose tensors no tensor map can describe run the cp.async form.
+    KernelCompileOptions plain = options;
+    plain.no_tma = true;
+    plain.ptx = false;
+    k.cp_async_form = std::make_shared<const CompiledKernel>(compile_kernel(kernel_func, plain));
+  }
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
   k.signature.name = e.name;
   k.signature.params = std::move(e.params);
@@ -232,7 +238,10 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   }
   for (std::size_t i = 0; i < bound.symbols.size(); ++i) hp.sym[i] = bound.symbols[i];
   hp.grid = bound.grid;
-  hp.tma_ok = !k.tma_maps.empty() && detail::encode_tma_maps(k, bound, hp) ? 1u : 0u;
+  if (!k.tma_maps.empty() && !detail::encode_tma_maps(k, bound, hp)) {
+    if (!k.cp_async_form) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
+    return launch(*k.cp_async_form, grid, std::move(args), options);
+  }
   const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
   if (blocks > 0x7FFFFFFF) {
     raise(ErrorCode::ArgumentInvalid,

@@ -440,8 +440,9 @@ class Emitter {
   // where every cp_async can take it: a 2-D box of a kernel parameter into a
   // panel-layout buffer of at most 256 rows whose only other uses are tile
   // loads, with at most kMaxTmaMaps distinct (parameter, rows) boxes. All or
-  // nothing, so cp_async_wait counts the same groups on either path; each
-  // launch falls back to cp.async when a map cannot describe its tensors.
+  // nothing, so cp_async_wait counts the same groups on every copy. The
+  // kernel copies only through TMA; compile_kernel also compiles its
+  // cp.async form (no_tma) for launches whose tensors no map describes.
   void plan_tma(const ir::Block& body) {
     if (!wg_kernel_ || options_.no_tma) return;
     std::vector<const ir::Operation*> copies;
@@ -786,8 +787,8 @@ class Emitter {
       const std::string r0 = dst.rank() == 2 ? a[2] : "0", c0 = dst.rank() == 2 ? a[3] : a[2];
       const std::string copy = "tsr::cp_async(" + a[0] + ", " + a[1] + ", " + r0 + ", " + c0 + ", tid, kThreads);";
       if (auto it = tma_map_of_.find(&op); it != tma_map_of_.end()) {
-        return line("if (p.tma_ok) tsr::tma_copy(" + a[0] + ", &p.tma[" + std::to_string(it->second) + "], " + r0 +
-                    ", " + c0 + ", " + tma_bar_.at(op.operand(0)) + ", tid); else " + copy);
+        return line("tsr::tma_copy(" + a[0] + ", &p.tma[" + std::to_string(it->second) + "], " + r0 + ", " + c0 + ", " +
+                    tma_bar_.at(op.operand(0)) + ", tid);");
       }
       return line(copy);
     }
@@ -936,9 +937,9 @@ class Emitter {
           << ");\n";
         s << "  tsr::u32 tma_issued" << n << " = 0, tma_waited" << n << " = 0;\n";
       }
-      s << "  if (p.tma_ok) {\n    if (tid == 0) {\n";
-      for (std::size_t i = 0; i < tma_bar_.size(); ++i) s << "      tsr::mbar_init(tma_bar" << i << ");\n";
-      s << "    }\n    __syncthreads();\n  }\n";
+      s << "  if (tid == 0) {\n";
+      for (std::size_t i = 0; i < tma_bar_.size(); ++i) s << "    tsr::mbar_init(tma_bar" << i << ");\n";
+      s << "  }\n  __syncthreads();\n";
     }
     const ir::Block& body = ir::function_body(func_);
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {

@@ -55,7 +55,6 @@ struct Params {
   i64 grid;
   Fault* fault;
   TmaMap tma[kMaxTmaMaps];
-  unsigned tma_ok;  // 1: every map is valid for this launch, copies use TMA; 0: they use cp.async
 };
 
 __device__ __forceinline__ void fault(Fault* f, int code, int kind, int param, int dim, i64 index, i64 extent,

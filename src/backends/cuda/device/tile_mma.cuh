@@ -146,6 +146,36 @@ __device__ __forceinline__ void tile_store(const SView<DD, RO, CO, M, RANK>& dst
   }
 }
 
+// A wgmma accumulator tile stored into an fp32 buffer: each thread's slots
+// come in pairs of adjacent columns (2t, 2t + 1 of an atom), written as one
+// 8-byte store where both lie inside a unit-stride row at an 8-byte aligned
+// address (the rest element by element, past-bounds elements skipped).
+template <int R, int C, int WGM, int WGN>
+__device__ __forceinline__ void tile_store(const GView<kFp32, 2>& dst, i64 r0, i64 c0,
+                                           const Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>>& t, int ov, int tid) {
+  typedef WgLayout<R, C, WGM, WGN> L;
+  struct alignas(8) Pair {
+    float x, y;
+  };
+  const i64 rows = dst.rows(), cols = dst.cols();
+  const bool unit = dst.strides[1] == 1;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; s += 2) {
+    int r, c;
+    L::coord(tid, s, r, c);
+    const i64 gr = r0 + r, gc = c0 + c;
+    if (gr < 0 || gr >= rows) continue;
+    if (unit && gc >= 0 && gc + 1 < cols && (reinterpret_cast<u64>(dst.at(gr, gc)) & 7) == 0) {
+      *reinterpret_cast<Pair*>(dst.at(gr, gc)) = Pair{t.v[s], t.v[s + 1]};
+      continue;
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      if (gc + e >= 0 && gc + e < cols) *dst.at(gr, gc + e) = encode_v<kFp32>(t.v[s + e], ov);
+    }
+  }
+}
+
 // ---- mma ----
 
 // acc + a x b, scalar: each thread computes its own slots, k increasing, one
