@@ -38,6 +38,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/cublaslt.cpp
   ${_tessera_cuda_dir}/codegen/emit_lane.cpp
   ${_tessera_cuda_dir}/codegen/emitter.cpp
+  ${_tessera_cuda_dir}/codegen/tma_plan.cpp
   ${_tessera_cuda_dir}/codegen/cuda_backend.cpp
   ${PROJECT_BINARY_DIR}/generated/cuda_embedded_headers.cpp
 )

@@ -31,6 +31,7 @@
 #include <unordered_set>
 
 #include "backends/common/kernel_params.h"
+#include "backends/cuda/codegen/tma_plan.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
 #include "tessera/tile/tile_dialect.h"
@@ -436,58 +437,20 @@ class Emitter {
     }
   }
 
-  // Copies through the bulk tensor copy engine (TMA) in a wgmma kernel
-  // where every cp_async can take it: a 2-D box of a kernel parameter into a
-  // panel-layout buffer of at most 256 rows whose only other uses are tile
-  // loads, with at most kMaxTmaMaps distinct (parameter, rows) boxes. All or
-  // nothing, so cp_async_wait counts the same groups on every copy. The
-  // kernel copies only through TMA; compile_kernel also compiles its
-  // cp.async form (no_tma) for launches whose tensors no map describes.
+  // Copies through the bulk tensor copy engine (TMA) where the whole kernel
+  // can take it (tma_plan.h). The kernel copies only through TMA;
+  // compile_kernel also compiles its cp.async form (no_tma) for launches
+  // whose tensors no map describes.
   void plan_tma(const ir::Block& body) {
     if (!wg_kernel_ || options_.no_tma) return;
-    std::vector<const ir::Operation*> copies;
-    std::function<void(const ir::Block&)> walk = [&](const ir::Block& b) {
-      for (const auto& op : b.ops()) {
-        if (op->name() == "tile.cp_async") copies.push_back(op.get());
-        for (std::size_t r = 0; r < op->num_regions(); ++r) walk(op->region(r).block());
-      }
-    };
-    walk(body);
-    std::vector<TmaMapSpec> maps;
-    std::unordered_map<const ir::Operation*, int> map_of;
-    for (const ir::Operation* c : copies) {
-      const ir::Value* dst = c->operand(0);
-      const ir::Value* src = c->operand(1);
-      if (!panel_type(dst->type()) || dst->defining_op() == nullptr ||
-          dst->defining_op()->name() != "tile.smem_alloc" || !src->is_block_argument() || src->owner_block() != &body ||
-          src->type().rank() != 2)
-        return;
-      for (const ir::Use& u : dst->uses()) {
-        if (u.user->name() != "tile.cp_async" && u.user->name() != "tile.tile_load") return;
-        if (u.user->name() == "tile.cp_async" && u.operand_index != 0) return;
-      }
-      const auto [rows, cols] = rows_cols(dst->type());
-      if (rows > 256) return;
-      TmaMapSpec spec{static_cast<int>(src->index()), rows, 128 / storage_bytes(dst->type().dtype()),
-                      storage_bytes(dst->type().dtype())};
-      auto it = std::find(maps.begin(), maps.end(), spec);
-      if (it == maps.end()) {
-        if (maps.size() >= kMaxTmaMaps) return;
-        maps.push_back(spec);
-        it = maps.end() - 1;
-      }
-      map_of[c] = static_cast<int>(it - maps.begin());
-    }
-    if (maps.empty()) return;
-    out_.tma_maps = std::move(maps);
-    tma_map_of_ = std::move(map_of);
-    for (const ir::Operation* c : copies) {
-      const ir::Value* dst = c->operand(0);
-      if (tma_bar_.count(dst) == 0) {
-        const int i = static_cast<int>(tma_bar_.size());
-        tma_bar_[dst] =
-            "tma_bar" + std::to_string(i) + ", tma_issued" + std::to_string(i) + ", tma_waited" + std::to_string(i);
-      }
+    TmaPlan plan = detail::plan_tma(
+        body, [this](const ir::Type& t) { return panel_type(t); }, [this](const ir::Type& t) { return rows_cols(t); });
+    if (plan.maps.empty()) return;
+    out_.tma_maps = std::move(plan.maps);
+    tma_map_of_ = std::move(plan.map_of);
+    for (const ir::Value* dst : plan.destinations) {
+      const std::string i = std::to_string(tma_bar_.size());
+      tma_bar_[dst] = "tma_bar" + i + ", tma_issued" + i + ", tma_waited" + i;
     }
   }
 
