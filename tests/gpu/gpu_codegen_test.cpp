@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -76,12 +77,17 @@ struct Built {
   cu::CompiledKernel gpu;
 };
 
-Built build(const std::string& text_or_file, bool is_file, const tessera::KernelConstants& c = {}) {
+// `arch` overrides the device's (an older target on this GPU, for the paths
+// of older GPUs).
+Built build(const std::string& text_or_file, bool is_file, const tessera::KernelConstants& c = {},
+            const std::string& arch = "") {
   std::vector<tessera::Kernel> ks =
       is_file ? tessera::load_kernels(text_or_file) : tessera::kernels_from_source(text_or_file, "gemm_bf16.tsr");
   Built r;
   r.spec = ks.at(0).jit(c).specialize();
-  r.gpu = cu::compile_kernel(r.spec->func());
+  cu::KernelCompileOptions o;
+  o.arch = arch;
+  r.gpu = cu::compile_kernel(r.spec->func(), o);
   return r;
 }
 
@@ -358,10 +364,12 @@ std::string gemm_bt(const std::string& dt, int bk) {
 )";
 }
 
-void run_gemm_bt(const std::string& dt, DType d, int bk, double rel_tol) {
+void run_gemm_bt(const std::string& dt, DType d, int bk, double rel_tol, const std::string& arch = "") {
   std::mt19937_64 rng(std::random_device{}());
-  Built r = build(gemm_bt(dt, bk), false);
-  if (cu::device_properties(0).arch() == "sm_90a") {
+  Built r = build(gemm_bt(dt, bk), false, {}, arch);
+  if (!arch.empty()) {
+    EXPECT_NE(r.gpu.source.find("tsr::mma_tc<false>"), std::string::npos) << "expected the mma.sync path";
+  } else if (cu::device_properties(0).arch() == "sm_90a") {
     EXPECT_NE(r.gpu.source.find("tsr::mma_wg"), std::string::npos) << "expected the wgmma path";
     EXPECT_NE(r.gpu.source.find("tsr::tview("), std::string::npos) << "expected B read in place, K-major";
   }
@@ -394,6 +402,37 @@ TEST(GpuCodegen, Fp8GemmEmitsWgmmaK32ForSm90a) {
 TEST(GpuCodegen, PipelinedFp8E4m3GemmTransposedBOnWgmma) {
   REQUIRE_GPU();
   run_gemm_bt("fp8_e4m3", DType::fp8_e4m3, 128, 4e-3);
+}
+
+// fp8 on mma.sync (m16n8k32, the sm_89 path), run on this GPU compiled for
+// plain sm_90 (no wgmma).
+TEST(GpuCodegen, PipelinedFp8GemmTransposedBOnMmaSync) {
+  REQUIRE_GPU();
+  const std::string arch = cu::device_properties(0).arch();
+  if (arch.size() < 5 || std::atoi(arch.c_str() + 3) < 89) GTEST_SKIP() << "fp8 mma.sync needs sm_89 or newer";
+  const std::string target = arch.substr(0, 5);  // sm_90a -> sm_90
+  run_gemm_bt("fp8_e4m3", DType::fp8_e4m3, 128, 4e-3, target);
+  run_gemm_bt("fp8_e5m2", DType::fp8_e5m2, 128, 4e-3, target);
+}
+
+TEST(GpuCodegen, Fp8GemmEmitsMmaSyncK32ForSm89AndScalarForSm80) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  for (const char* dt : {"fp8_e4m3", "fp8_e5m2"}) {
+    auto spec = tessera::kernels_from_source(gemm_bt(dt, 128), "gemm_bt.tsr").at(0).specialize();
+    const std::string h = cu::emit_kernel_source(spec->func(), {.arch = "sm_89"});
+    EXPECT_NE(h.find("tsr::mma_tc<false>"), std::string::npos) << h;
+    cu::CompileOptions o;
+    o.arch = "sm_89";
+    o.ptx = true;
+    o.extra = {"--fmad=false", "-std=c++17"};
+    const std::string ty = std::string(dt) == "fp8_e4m3" ? "e4m3" : "e5m2";
+    EXPECT_NE(cu::compile(h, "gemm.cu", 0, o).ptx.find("mma.sync.aligned.m16n8k32.row.col.f32." + ty + "." + ty),
+              std::string::npos);
+    // sm_80 has no fp8 tensor cores: the scalar path.
+    const std::string old = cu::emit_kernel_source(spec->func(), {.arch = "sm_80"});
+    EXPECT_EQ(old.find("tsr::mma_tc<"), std::string::npos) << old;
+    EXPECT_NE(old.find("tsr::mma_scalar<"), std::string::npos) << old;
+  }
 }
 
 TEST(GpuCodegen, PipelinedBf16GemmTransposedBOnWgmma) {

@@ -26,6 +26,7 @@
 #include "backends/cuda/codegen/emitter.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -421,8 +422,13 @@ class Emitter {
         unsupported(*op, "tile.mma operands " + std::string(name(ad)) + " x " + std::string(name(bd)) + " into " +
                              std::string(name(cd)) + " are not supported by the CUDA backend yet");
       }
-      const bool tc_dtype = ad == bd && (ad == DType::bf16 || ad == DType::fp16) && cd == DType::fp32;
-      if (tc_dtype && threads % 32 == 0 && m % 16 == 0 && n % 8 == 0 && k % 16 == 0) {
+      // fp8 on mma.sync (m16n8k32) needs sm_89+ and b read in place K-major
+      // (a transposed [N, K] buffer): ldmatrix cannot transpose bytes.
+      bool b_transposed = false;
+      const bool fp8 = ad == bd && (ad == DType::fp8_e4m3 || ad == DType::fp8_e5m2) && arch_number() >= 89 &&
+                       in_place_buffer(op->operand(1), b_transposed) != nullptr && b_transposed;
+      const bool tc_dtype = ad == bd && (ad == DType::bf16 || ad == DType::fp16 || fp8) && cd == DType::fp32;
+      if (tc_dtype && threads % 32 == 0 && m % 16 == 0 && n % 8 == 0 && k % (fp8 ? 32 : 16) == 0) {
         const auto [wm, wn] = warp_grid(m, n, threads / 32);
         if (wm > 0) {
           tc_[op] = true;
@@ -457,6 +463,14 @@ class Emitter {
   // Waits for the latest TMA copy into `buf`, when it is a TMA destination.
   void tma_settle(const ir::Value* buf) {
     if (auto it = tma_bar_.find(buf); it != tma_bar_.end()) line("tsr::tma_settle(" + it->second + ");");
+  }
+
+  // The target's compute capability as a number (sm_90a: 90), 80 for the
+  // portable form (no arch given).
+  int arch_number() const {
+    const std::string& a = options_.arch;
+    if (a.rfind("sm_", 0) != 0 || a.size() < 5) return 80;
+    return std::atoi(a.c_str() + 3);
   }
 
   static bool is_async_mma(const ir::Operation& op) { return op.attrs().has("async") && op.attrs().get_bool("async"); }

@@ -249,28 +249,57 @@ __device__ __forceinline__ void transpose_from(Tile<D, R, C, L>& t, const V& src
 }
 
 #if __CUDA_ARCH__ >= 800
-// Tensor cores: acc [R, C] fp32 += a [R, K] x b [K, C] (bf16 or fp16, in
-// shared memory, rows of 8 elements contiguous and 16-byte aligned).
-// A fragments come from ldmatrix.x4, B fragments from ldmatrix.x2.trans
-// (B is row-major [K, C]) or, for a TView of an [C, K] buffer (K-major B),
-// from ldmatrix.x2 without .trans; one mma.sync.m16n8k16 per atom and k-step.
+// One mma.sync atom, d[4] += a[4] x b[2]: m16n8k16 for bf16/fp16 (sm_80+),
+// m16n8k32 for fp8 e4m3/e5m2 (sm_89+), fp32 accumulators.
+#define TSR_MMA_SYNC_ATOM(DT, SHAPE, TY)                                                                     \
+  template <>                                                                                              \
+  __device__ __forceinline__ void mma_sync_atom<DT>(float* c, const u32* a, const u32* b) {                 \
+    asm volatile("mma.sync.aligned." SHAPE ".row.col.f32." TY "." TY                                       \
+                 ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                  \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                      \
+  }
+template <int DT>
+__device__ __forceinline__ void mma_sync_atom(float* c, const u32* a, const u32* b);
+TSR_MMA_SYNC_ATOM(kBf16, "m16n8k16", "bf16")
+TSR_MMA_SYNC_ATOM(kFp16, "m16n8k16", "f16")
+#if __CUDA_ARCH__ >= 890
+TSR_MMA_SYNC_ATOM(kFp8E4m3, "m16n8k32", "e4m3")
+TSR_MMA_SYNC_ATOM(kFp8E5m2, "m16n8k32", "e5m2")
+#endif
+#undef TSR_MMA_SYNC_ATOM
+
+// Tensor cores: acc [R, C] fp32 += a [R, K] x b [K, C] (bf16, fp16 or, on
+// sm_89+, fp8 with a K-major b; in shared memory, rows of 16 bytes
+// contiguous and 16-byte aligned). A fragments come from ldmatrix.x4, B
+// fragments from ldmatrix.x2.trans (B is row-major [K, C]) or, for a TView
+// of an [C, K] buffer (K-major B), from ldmatrix.x2 without .trans; one
+// mma.sync atom per 16 x 8 block of the accumulator and k-step.
 template <bool kBf16, class AV, class BV, int R, int C, int WM, int WN>
 __device__ __forceinline__ Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>> mma_tc(
     const AV& a, const BV& b, const Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>>& acc, int tid) {
   typedef MmaLayout<R, C, WM, WN> L;
   constexpr int K = AV::kCols;
   constexpr int AM = L::AM, AN = L::AN;
+  // The operands' dtype picks the instruction (kBf16 is what the emitter
+  // says of it): fp8 (sm_89+): m16n8k32 with 8-bit operands, B K-major only
+  // (ldmatrix cannot transpose bytes); 16-bit: m16n8k16. Either way an
+  // ldmatrix row is 16 bytes: kHalf elements, and a k-step covers two.
+  constexpr int DT = AV::kDType;
+  constexpr bool k8 = DT == kFp8E4m3 || DT == kFp8E5m2;
+  constexpr int kHalf = k8 ? 16 : 8;
+  static_assert(!k8 || BV::kTransposed, "8-bit mma.sync operands must be K-major: b is a transposed [N, K] buffer");
   const int w = tid / 32, l = tid % 32;
   const int row0 = (w / WN) * AM * 16, col0 = (w % WN) * AN * 8;
   Tile<kFp32, R, C, L> d = acc;
 #pragma unroll 2
-  for (int k0 = 0; k0 < K; k0 += 16) {
+  for (int k0 = 0; k0 < K; k0 += 2 * kHalf) {
     u32 af[AM][4];
     u32 bfr[AN][2];
 #pragma unroll
     for (int am = 0; am < AM; ++am) {
       const int mi = l / 8;
-      const void* p = a.at(row0 + am * 16 + (mi % 2) * 8 + l % 8, k0 + (mi / 2) * 8);
+      const void* p = a.at(row0 + am * 16 + (mi % 2) * 8 + l % 8, k0 + (mi / 2) * kHalf);
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(af[am][0]), "=r"(af[am][1]), "=r"(af[am][2]), "=r"(af[am][3])
                    : "r"(smem_addr(p)));
@@ -278,9 +307,10 @@ __device__ __forceinline__ Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>> mma_tc(
 #pragma unroll
     for (int an = 0; an < AN; ++an) {
       if constexpr (BV::kTransposed) {
-        // Lanes 0-7 address the 8 N-rows at k0, lanes 8-15 at k0 + 8: each
-        // lane receives b[k = 2t, 2t + 1 (+ 8)][n = g], the col-major fragment.
-        const void* p = b.at(k0 + ((l / 8) % 2) * 8, col0 + an * 8 + l % 8);
+        // Lanes 0-7 address the 8 N-rows at k0, lanes 8-15 at k0 + kHalf:
+        // each lane receives the col-major fragment (16-bit: b[k = 2t, 2t + 1
+        // (+ 8)][n = g]; 8-bit: b[k = 4t .. 4t + 3 (+ 16)][n = g]).
+        const void* p = b.at(k0 + ((l / 8) % 2) * kHalf, col0 + an * 8 + l % 8);
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
                      : "=r"(bfr[an][0]), "=r"(bfr[an][1])
                      : "r"(smem_addr(p)));
@@ -296,19 +326,7 @@ __device__ __forceinline__ Tile<kFp32, R, C, MmaLayout<R, C, WM, WN>> mma_tc(
 #pragma unroll
       for (int an = 0; an < AN; ++an) {
         float* c = &d.v[(am * AN + an) * 4];
-        if constexpr (kBf16) {
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-              "{%0, %1, %2, %3};\n"
-              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-              : "r"(af[am][0]), "r"(af[am][1]), "r"(af[am][2]), "r"(af[am][3]), "r"(bfr[an][0]), "r"(bfr[an][1]));
-        } else {
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-              "{%0, %1, %2, %3};\n"
-              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-              : "r"(af[am][0]), "r"(af[am][1]), "r"(af[am][2]), "r"(af[am][3]), "r"(bfr[an][0]), "r"(bfr[an][1]));
-        }
+        mma_sync_atom<DT>(c, af[am], bfr[an]);
       }
     }
   }
