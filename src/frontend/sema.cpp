@@ -79,25 +79,29 @@ std::optional<std::int64_t> fold_int(const Expr& e, const Constants& constants) 
       auto a = fold_int(*e.args[0], constants);
       auto b = fold_int(*e.args[1], constants);
       if (!a || !b) return std::nullopt;
-      std::int64_t r = 0;
-      if (e.text == "+") {
-        if (__builtin_add_overflow(*a, *b, &r)) return std::nullopt;
-      } else if (e.text == "-") {
-        if (__builtin_sub_overflow(*a, *b, &r)) return std::nullopt;
-      } else if (e.text == "*") {
-        if (__builtin_mul_overflow(*a, *b, &r)) return std::nullopt;
-      } else if (e.text == "//" || e.text == "%") {
-        if (*b == 0 || (*a == std::numeric_limits<std::int64_t>::min() && *b == -1)) return std::nullopt;
-        std::int64_t q = *a / *b;
-        if ((*a % *b != 0) && ((*a < 0) != (*b < 0))) --q;  // floor, as Python
-        r = e.text == "//" ? q : *a - q * *b;
-      } else {
-        return std::nullopt;
-      }
-      return r;
+      return fold_int_op(e.text, *a, *b);
     }
     default: return std::nullopt;
   }
+}
+
+std::optional<std::int64_t> fold_int_op(const std::string& op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (op == "+") {
+    if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  } else if (op == "-") {
+    if (__builtin_sub_overflow(a, b, &r)) return std::nullopt;
+  } else if (op == "*") {
+    if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  } else if (op == "//" || op == "%") {
+    if (b == 0 || (a == std::numeric_limits<std::int64_t>::min() && b == -1)) return std::nullopt;
+    std::int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;  // floor, as Python
+    r = op == "//" ? q : a - q * b;
+  } else {
+    return std::nullopt;
+  }
+  return r;
 }
 
 namespace {

@@ -79,6 +79,9 @@ Analysis analyze_kernel(const KernelDecl& kernel, const Constants& constants);
 // An integer constant expression's value (literals, names in `constants`,
 // + - * // % and parentheses), or nullopt when it is not one or overflows.
 std::optional<std::int64_t> fold_int(const ast::Expr& e, const Constants& constants);
+// `a op b` for op in + - * // % (floor division, as Python), or nullopt on
+// overflow, division by zero or another operator.
+std::optional<std::int64_t> fold_int_op(const std::string& op, std::int64_t a, std::int64_t b);
 
 // Names assigned anywhere in `body` (nested blocks and loop variables
 // included), in order of first assignment.

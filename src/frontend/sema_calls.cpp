@@ -135,7 +135,7 @@ const ExprInfo& Checker::analyze_scalar_math(const Expr& e, const std::string& n
     require_lane(*args[0].expr, a, name + "() operand");
     require_lane(*args[1].expr, b, name + "() operand");
     if (a.type.dtype == DType::bool_ || b.type.dtype == DType::bool_) fail(e, name + "() of bool values");
-    ExprInfo i = binary_promote(e, a, b);
+    ExprInfo i = binary_promote(e.offset, e.length, a, b);
     i.builtin = name;
     return record(e, i);
   }

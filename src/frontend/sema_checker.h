@@ -110,7 +110,9 @@ class Checker {
   const ExprInfo& analyze(const ast::Expr& e);
   const ExprInfo& analyze_logical(const ast::Expr& e);
   const ExprInfo& analyze_ternary(const ast::Expr& e);
-  ExprInfo binary_promote(const ast::Expr& e, const ExprInfo& a, const ExprInfo& b) const;
+  // The promoted lane type of a binary operation; errors point at the
+  // operation's source span (offset, length).
+  ExprInfo binary_promote(std::size_t offset, std::size_t length, const ExprInfo& a, const ExprInfo& b) const;
   ExprInfo binary_result(const std::string& op, const ast::Expr& lhs, const ExprInfo& a, const ast::Expr& rhs,
                          const ExprInfo& b, std::size_t offset, std::size_t length) const;
   const ExprInfo& analyze_unary(const ast::Expr& e);

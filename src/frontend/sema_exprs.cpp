@@ -86,7 +86,7 @@ const ExprInfo& Checker::analyze_ternary(const Expr& e) {
   if (!c.uniform) divergence_.pop_back();
   ExprInfo out;
   if (a.type.is_lane() && b.type.is_lane()) {
-    out = binary_promote(e, a, b);
+    out = binary_promote(e.offset, e.length, a, b);
     out.type.weak = a.type.weak && b.type.weak;
   } else if (a.type.same(b.type) && a.type.kind == Kind::tile) {
     out.type = a.type;
@@ -97,7 +97,7 @@ const ExprInfo& Checker::analyze_ternary(const Expr& e) {
   return record(e, out);
 }
 
-ExprInfo Checker::binary_promote(const Expr& e, const ExprInfo& a, const ExprInfo& b) const {
+ExprInfo Checker::binary_promote(std::size_t offset, std::size_t length, const ExprInfo& a, const ExprInfo& b) const {
   DType da = a.type.dtype, db = b.type.dtype;
   DType out;
   if (a.type.weak && !b.type.weak) {
@@ -112,7 +112,7 @@ ExprInfo Checker::binary_promote(const Expr& e, const ExprInfo& a, const ExprInf
     try {
       out = graph::promote_dtypes(da, db);
     } catch (const Error& error) {
-      fail(e, error.message(), error.code());
+      fail(offset, error.message(), length, error.code());
     }
   }
   ExprInfo i{KType::lane(out, a.type.weak && b.type.weak), a.uniform && b.uniform};
@@ -132,10 +132,7 @@ ExprInfo Checker::binary_result(const std::string& op, const Expr& lhs, const Ex
   require_lane(rhs, b, "the right operand of '" + op + "'");
   if (a.type.dtype == DType::bool_ || b.type.dtype == DType::bool_)
     fail(offset, "arithmetic '" + op + "' on bool values; use and/or/not, or convert with int64(...)", length);
-  Expr dummy;
-  dummy.offset = offset;
-  dummy.length = length;
-  ExprInfo i = binary_promote(dummy, a, b);
+  ExprInfo i = binary_promote(offset, length, a, b);
   DType d = i.op_dtype;
   if (op == "/" && !is_float(d))
     fail(offset, "'/' on integers: use '//' for integer (floor) division, or convert an operand with f32(...)", length);
@@ -143,18 +140,7 @@ ExprInfo Checker::binary_result(const std::string& op, const Expr& lhs, const Ex
     fail(offset, "'" + op + "' is only defined on integers in kernels; got " + std::string(name(d)), length);
   if (op == "**" && !is_float(d)) fail(offset, "'**' needs floating operands; convert with f32(...)", length);
   if (a.constant && b.constant && !is_float(d)) {
-    Expr folded;
-    folded.kind = ExprKind::binary;
-    folded.text = op;
-    auto l = std::make_unique<Expr>();
-    l->kind = ExprKind::integer;
-    l->int_value = *a.constant;
-    auto r = std::make_unique<Expr>();
-    r->kind = ExprKind::integer;
-    r->int_value = *b.constant;
-    folded.args.push_back(std::move(l));
-    folded.args.push_back(std::move(r));
-    i.constant = fold_int(folded, {});
+    i.constant = fold_int_op(op, *a.constant, *b.constant);
     if (!i.constant && (op == "//" || op == "%") && *b.constant == 0) fail(offset, "integer division by zero", length);
   }
   return i;
@@ -189,7 +175,7 @@ const ExprInfo& Checker::analyze_compare(const Expr& e) {
     if ((acc.type.dtype == DType::bool_) != (operands[k].type.dtype == DType::bool_) &&
         !(acc.type.weak || operands[k].type.weak))
       fail(e, "comparing a bool with a number");
-    acc = binary_promote(e, acc, operands[k]);
+    acc = binary_promote(e.offset, e.length, acc, operands[k]);
   }
   i.op_dtype = acc.type.dtype;
   return record(e, i);
