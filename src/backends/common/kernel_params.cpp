@@ -26,6 +26,26 @@ KernelHeader read_kernel_header(const ir::Operation& func, std::string_view back
   return h;
 }
 
+cpu::KernelParam describe_kernel_param(const ir::Value& arg, std::size_t index, const std::string& kernel,
+                                       std::string_view backend) {
+  cpu::KernelParam p;
+  p.name = arg.name().empty() ? "arg" + std::to_string(index) : arg.name();
+  p.type = arg.type();
+  p.is_buffer = p.type.is_gmem();
+  p.is_mut = p.type.is_gmem() && p.type.mut;
+  check_kernel_param(p.type, p.name, kernel, backend);
+  return p;
+}
+
+std::int64_t resolve_static_dim(const ir::Dim& d, const std::map<std::string, std::int64_t>& specialize,
+                                const std::string& kernel, std::string_view backend) {
+  if (!d.is_symbolic()) return d.size;
+  if (auto it = specialize.find(d.symbol); it != specialize.end()) return it->second;
+  raise(ErrorCode::Compile, std::string(backend) + ": dim '" + d.symbol + "' of a tile or shared buffer in kernel '" +
+                                kernel + "' must be known at compile time; specialize it (k.jit(" + d.symbol +
+                                "=...))");
+}
+
 void check_kernel_param(const ir::Type& t, const std::string& param, const std::string& kernel,
                         std::string_view backend) {
   if (!t.is_gmem() && !t.is_lane()) {

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/ir/ir.h"
 #include "tessera/ir/type.h"
 
@@ -28,6 +30,17 @@ KernelHeader read_kernel_header(const ir::Operation& func, std::string_view back
 // are not taken as parameters). `backend` prefixes the messages ("CPU backend").
 void check_kernel_param(const ir::Type& type, const std::string& param, const std::string& kernel,
                         std::string_view backend);
+
+// The launch parameter block argument `arg` (number `index` of the kernel
+// body) declares: name ("arg<index>" when unnamed), type, buffer and mut
+// flags, after check_kernel_param.
+cpu::KernelParam describe_kernel_param(const ir::Value& arg, std::size_t index, const std::string& kernel,
+                                       std::string_view backend);
+
+// The size of a tile or shared-buffer dim at compile time: its size, or the
+// value `specialize` gives its symbol; CompileError naming the dim otherwise.
+std::int64_t resolve_static_dim(const ir::Dim& d, const std::map<std::string, std::int64_t>& specialize,
+                                const std::string& kernel, std::string_view backend);
 
 // The symbols a dim reads, in order: "n" -> n; "K/tp" -> K, tp; "N*2" -> N.
 std::vector<std::string> dim_symbols(const ir::Dim& dim);

@@ -144,12 +144,7 @@ class Emitter {
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
       const ir::Value* arg = body.argument(i);
       const ir::Type& t = arg->type();
-      KernelParam p;
-      p.name = arg->name().empty() ? "arg" + std::to_string(i) : arg->name();
-      p.type = t;
-      p.is_buffer = t.is_gmem();
-      p.is_mut = t.is_gmem() && t.mut;
-      codegen::check_kernel_param(t, p.name, out_.name, "CUDA backend");
+      KernelParam p = codegen::describe_kernel_param(*arg, i, out_.name, "CUDA backend");
       if (t.is_gmem()) {
         require_nearest_even(t.policy, "parameter '" + p.name + "'");
         for (const ir::Dim& d : t.shape)
@@ -176,11 +171,7 @@ class Emitter {
   }
 
   std::int64_t resolve_dim(const ir::Dim& d) {
-    if (!d.is_symbolic()) return d.size;
-    if (auto it = options_.specialize.find(d.symbol); it != options_.specialize.end()) return it->second;
-    raise(ErrorCode::Compile, "CUDA backend: dim '" + d.symbol + "' of a tile or shared buffer in kernel '" +
-                                  out_.name + "' must be known at compile time; specialize it (k.jit(" + d.symbol +
-                                  "=...))");
+    return codegen::resolve_static_dim(d, options_.specialize, out_.name, "CUDA backend");
   }
 
   std::pair<std::int64_t, std::int64_t> rows_cols(const ir::Type& t) {
