@@ -4,28 +4,6 @@
 
 namespace tessera::ir {
 
-namespace {
-
-// Splits "tensor<[2, 3] fp32>, tensor<[] bf16>" at the commas outside <> and [].
-std::vector<Type> parse_type_list_text(const std::string& text) {
-  std::vector<Type> out;
-  int depth = 0;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    char c = i < text.size() ? text[i] : ',';
-    if (c == '<' || c == '[' || c == '(') ++depth;
-    if (c == '>' || c == ']' || c == ')') --depth;
-    if (c == ',' && depth == 0) {
-      std::string piece = text.substr(start, i - start);
-      if (piece.find_first_not_of(" \t\n") != std::string::npos) out.push_back(parse_type(piece, "<result_types>"));
-      start = i + 1;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 void register_builtin_dialect(Registry& registry) {
   registry.add(OpDef{
       .name = "func",
@@ -76,7 +54,7 @@ void register_builtin_dialect(Registry& registry) {
               raise(ErrorCode::ArgumentInvalid, "custom_vjp_fwd and custom_vjp_bwd must be given together");
             }
             if (attrs.get_string("callee").empty()) raise(ErrorCode::ArgumentInvalid, "attribute 'callee' is empty");
-            return parse_type_list_text(attrs.get_string("result_types"));
+            return parse_type_list(attrs.get_string("result_types"));
           },
   });
 }

@@ -10,6 +10,7 @@ namespace tessera::ir {
 void register_builtin_dialect(Registry& registry);
 void register_graph_dialect(Registry& registry);
 void register_tile_dialect(Registry& registry);
+void register_schedule_dialect(Registry& registry);
 
 std::string_view effect_name(Effect effect) {
   switch (effect) {
@@ -38,6 +39,7 @@ Registry::Registry() {
   register_builtin_dialect(*this);
   register_graph_dialect(*this);
   register_tile_dialect(*this);
+  register_schedule_dialect(*this);
 }
 
 Registry& Registry::global() {

@@ -8,6 +8,7 @@
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/tile/passes.h"
 
 namespace tessera::ir {
@@ -37,6 +38,7 @@ PassTable& passes() {
                           [](Module& module) { verify(module); }});
     graph::register_graph_passes();
     tile::register_tile_passes();
+    schedule::register_schedule_passes();
     return true;
   }();
   (void)initialized;

@@ -265,3 +265,30 @@ Type parse_type(std::string_view text, std::string_view file) {
 }
 
 }  // namespace tessera::ir
+
+namespace tessera::ir {
+
+std::vector<Type> parse_type_list(std::string_view text) {
+  std::vector<Type> out;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ',';
+    if (c == '<' || c == '[' || c == '(') ++depth;
+    if (c == '>' || c == ']' || c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      std::string_view piece = text.substr(start, i - start);
+      if (piece.find_first_not_of(" \t\n") != std::string_view::npos) out.push_back(parse_type(piece, "<result_types>"));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+std::string print_type_list(std::span<const Type> types) {
+  std::string out;
+  for (std::size_t i = 0; i < types.size(); ++i) out += (i ? ", " : "") + print_type(types[i]);
+  return out;
+}
+
+}  // namespace tessera::ir

@@ -150,6 +150,10 @@ void register_lane_ops(ir::Registry& r) {
   add_unary(r, "exp", "e^x, rounded once.", Domain::floating);
   add_unary(r, "log", "Natural logarithm, rounded once.", Domain::floating);
   add_unary(r, "sqrt", "Square root, rounded once.", Domain::floating);
+  // Schedule IR templates need these to reproduce the Graph IR reference
+  // kernels (computed in double, rounded once) bit for bit.
+  add_unary(r, "tanh", "Hyperbolic tangent, rounded once.", Domain::floating);
+  add_unary(r, "erf", "Error function, rounded once.", Domain::floating);
 
   r.add(OpDef{
       .name = "tile.cmp",

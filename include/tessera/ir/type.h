@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,5 +106,10 @@ Dim read_dim(std::string_view text, std::size_t& i, std::string_view file = "<ty
 // Parses the text form; `file`/`text`/`offset` place errors (ParseError with
 // file:line:col) when the type is part of a larger source.
 Type parse_type(std::string_view type_text, std::string_view file = "<type>");
+// "tensor<[2, 3] fp32>, tensor<[] bf16>" -> its types (split at the commas
+// outside <>, [] and ()); the form `call` and `schedule.kernel` keep their
+// result types in. print_type_list is the inverse.
+std::vector<Type> parse_type_list(std::string_view text);
+std::string print_type_list(std::span<const Type> types);
 
 }  // namespace tessera::ir

@@ -88,7 +88,7 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   // The absolute value is exact in every signed float format.
   if (n == "abs") return "std::fabs(" + x + ")";
-  if (n == "exp" || n == "log" || n == "sqrt") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  if (n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
   unsupported(op, "unknown unary op");
 }
 
@@ -190,7 +190,9 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "args.grid";
   if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
-  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" ||
+      n == "erf")
+    return unary(op, n, a[0]);
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");

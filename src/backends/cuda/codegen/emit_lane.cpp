@@ -71,7 +71,7 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
-  if (n == "exp" || n == "log") return rounded(p, n + "(" + as_double(x) + ")");
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") return rounded(p, n + "(" + as_double(x) + ")");
   unsupported(op, "unknown unary op");
 }
 
@@ -147,7 +147,9 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "p.grid";
   if (auto e = codegen::common_lane_expr(op, a, cu_dtype, [] { return std::string("W"); })) return *e;
-  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt") return unary(op, n, a[0]);
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" ||
+      n == "erf")
+    return unary(op, n, a[0]);
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");

@@ -1,0 +1,77 @@
+// Compiled executables: a Graph IR function lowered through Schedule IR and
+// Tile IR to a backend, with its launch order and buffer plan
+// (ARCHITECTURE.md decision 12).
+//
+//   auto exe = tessera::schedule::compile_executable(module, "mlp");
+//   std::vector<Tensor> out = exe->run(args);
+//
+// compile_executable copies the function (inlining calls), runs the
+// Schedule IR pipeline, lowers every "tile" kernel through its family's
+// template and compiles it with the CPU backend (cached on disk, keyed by the
+// generated source, so a second process loads instead of compiling; the
+// templates are shape-generic over symbolic dims, so new sizes reuse the
+// same objects). A kernel without a variant ("none") is a CompileError that
+// names the op, its family and location: nothing falls back to the
+// reference executor.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/ir/ir.h"
+#include "tessera/runtime/tensor.h"
+
+namespace tessera::schedule {
+
+struct ExecutableOptions {
+  cpu::CompileOptions cpu;  // cache dir, host compiler, flags
+  int num_threads = 0;      // 0: $TESSERA_NUM_THREADS, else every hardware thread
+};
+
+struct KernelReport {
+  std::string name;     // k0, k1, ...
+  std::string family;   // elementwise, ...
+  std::string variant;  // tile, view, constant
+  bool cache_hit = false;
+  double compile_seconds = 0.0;
+};
+
+class Executable {
+ public:
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs the function. Arguments must have the parameters' policies and
+  // shapes (symbols bind as in the reference executor); views are made
+  // contiguous first.
+  std::vector<Tensor> run(std::span<const Tensor> args) const;
+
+  std::string schedule_ir() const;  // the Schedule IR function (text form)
+  std::string tile_ir() const;      // the Tile IR kernels (text form)
+  std::string target() const;       // the generated host C++ of each kernel
+  const std::vector<KernelReport>& kernels() const;
+  double compile_seconds() const;
+
+  struct State;
+
+ private:
+  friend std::shared_ptr<Executable> compile_executable(const ir::Module&, const std::string&,
+                                                        const ExecutableOptions&);
+  explicit Executable(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
+                                               const ExecutableOptions& options = {});
+
+// Which path runs Graph IR programs: "compiled" or "reference", from
+// $TESSERA_BACKEND (default "reference" until every op family has a
+// template: docs/design/0005-schedule-ir.md). Another value is an
+// ArgumentError naming the two.
+std::string default_backend();
+
+}  // namespace tessera::schedule

@@ -1,0 +1,52 @@
+// Schedule IR passes (Graph IR -> Schedule IR) and the variant interface.
+//
+//   schedule-partition        Graph IR ops -> schedule.kernel fusion groups
+//   schedule-choose-variants  each kernel's implementation (VariantChooser)
+//   schedule-tile             tiling knobs per family
+//   schedule-plan-buffers     buffer slots: liveness, reuse, in place
+//
+// lower_to_schedule() runs all four in that order. Each pass works on every
+// Graph IR function of a module; functions that are already Tile IR kernels
+// are left alone.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tessera/ir/ir.h"
+
+namespace tessera::schedule {
+
+// Fusion groups (docs/design/0005-schedule-ir.md):
+// - elementwise chains over one domain (producers from outside the group are
+//   read through broadcasting);
+// - a GEMM with its elementwise epilogue over the GEMM's result domain;
+// - a reduction with its elementwise consumers over the reduced domain;
+// - each normalization op (softmax_safe, logsumexp, layernorm_safe,
+//   rmsnorm_safe) alone;
+// - views (reshape, stop_gradient) as kernels of family "view";
+// - every other op alone.
+// A group never takes an operand that depends on the group itself.
+void partition(ir::Operation& func);
+
+// Chooses each kernel's implementation. One interface, so that the Mapper
+// (distribution) can own the choice later; the default chooser picks the
+// generated tile kernel wherever a template exists.
+class VariantChooser {
+ public:
+  virtual ~VariantChooser() = default;
+  // "tile", "view" or "none" (no implementation for this kernel yet).
+  virtual std::string choose(const ir::Operation& kernel) const = 0;
+};
+const VariantChooser& default_variant_chooser();
+void choose_variants(ir::Operation& func, const VariantChooser& chooser = default_variant_chooser());
+
+void assign_tiles(ir::Operation& func);
+void plan_buffers(ir::Operation& func);
+
+// All four passes on `module`'s Graph IR functions.
+void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());
+
+void register_schedule_passes();
+
+}  // namespace tessera::schedule

@@ -1,0 +1,232 @@
+// Compiled executables (tessera/schedule/executable.h).
+#include "tessera/schedule/executable.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "tessera/graph/executor.h"
+#include "tessera/ir/pass.h"
+#include "tessera/ir/text.h"
+#include "tessera/ir/verifier.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/passes.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/support/error.h"
+
+namespace tessera::schedule {
+
+namespace {
+
+struct Step {
+  const ir::Operation* kernel = nullptr;
+  Family family = Family::opaque;
+  std::string variant;
+  std::vector<std::int64_t> buffers;
+  // variant "tile"
+  std::shared_ptr<cpu::CompiledKernel> compiled;
+  TileKernel tile;
+  // variant "constant"
+  Tensor constant;
+};
+
+std::vector<std::int64_t> concrete_sizes(const ir::Shape& shape, const graph::SymbolBindings& bindings) {
+  std::vector<std::int64_t> out;
+  for (const ir::Dim& d : shape) {
+    if (!d.is_symbolic()) {
+      out.push_back(d.size);
+      continue;
+    }
+    auto it = bindings.find(d.symbol);
+    if (it == bindings.end()) raise(ErrorCode::ShapeMismatch, "symbolic dim '" + d.symbol + "' is never bound");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::int64_t numel(const std::vector<std::int64_t>& sizes) {
+  std::int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+Tensor make_constant(const ir::Operation& op) {
+  const ir::Type& t = op.result(0)->type();
+  auto sizes = ir::static_sizes(t.shape);
+  if (!sizes) raise(ErrorCode::ShapeMismatch, "graph.constant with a symbolic shape", op.location());
+  std::vector<double> values = op.attrs().get_reals("value");
+  if (values.size() == 1) values.assign(static_cast<std::size_t>(numel(*sizes)), values[0]);
+  return Tensor::from_values(values, *sizes, t.policy);
+}
+
+}  // namespace
+
+struct Executable::State {
+  ir::Module schedule;  // the Schedule IR function
+  std::string function;
+  ir::Module tile;      // the Tile IR kernels
+  std::vector<Step> steps;
+  std::vector<KernelReport> reports;
+  double compile_seconds = 0.0;
+  int num_threads = 0;
+};
+
+Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Executable::~Executable() = default;
+
+std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
+                                               const ExecutableOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto state = std::make_unique<Executable::State>();
+  state->function = function;
+  state->num_threads = options.num_threads;
+  if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
+  // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
+  state->schedule = ir::parse_module(ir::print_module(module), "<executable>");
+  {
+    ir::PassManager pm;
+    pm.add("inline-calls");
+    pm.add("dce");
+    pm.run(state->schedule);
+  }
+  // Only the requested function is lowered; the callees are inlined into it.
+  auto& funcs = state->schedule.functions();
+  std::erase_if(funcs, [&](const auto& f) { return ir::function_name(*f) != function; });
+  lower_to_schedule(state->schedule);
+  ir::verify(state->schedule);
+
+  ir::Operation& func = *state->schedule.lookup(function);
+  for (ir::Operation* k : kernels_of(func)) {
+    Step step;
+    step.kernel = k;
+    step.family = kernel_family(*k);
+    step.variant = kernel_variant(*k);
+    step.buffers = k->attrs().get_ints("buffers");
+    KernelReport report{kernel_name(*k), std::string(family_name(step.family)), step.variant};
+    if (step.variant == "tile" || step.variant == "none") {
+      // lower_kernel raises the CompileError for "none", naming the op.
+      step.tile = lower_kernel(*k, state->tile, function + "_" + kernel_name(*k));
+      ir::verify_function(*step.tile.func);
+      step.compiled = std::make_shared<cpu::CompiledKernel>(cpu::compile_kernel(*step.tile.func, options.cpu));
+      report.cache_hit = step.compiled->cache_hit;
+      report.compile_seconds = step.compiled->compile_seconds;
+    } else if (step.variant == "constant") {
+      step.constant = make_constant(*kernel_body(*k).ops().front());
+    }
+    state->reports.push_back(report);
+    state->steps.push_back(std::move(step));
+  }
+  state->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::shared_ptr<Executable>(new Executable(std::move(state)));
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
+  const ir::Operation& func = *state_->schedule.lookup(state_->function);
+  const ir::Block& body = ir::function_body(func);
+  if (args.size() != body.num_arguments()) {
+    raise(ErrorCode::ArgumentInvalid, "function '" + state_->function + "' takes " +
+                                          std::to_string(body.num_arguments()) + " argument(s), got " +
+                                          std::to_string(args.size()));
+  }
+  graph::SymbolBindings bindings;
+  std::unordered_map<const ir::Value*, Tensor> values;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ir::Value* param = body.argument(i);
+    const std::string what = "argument " + std::to_string(i) + (param->name().empty() ? "" : " ('" + param->name() + "')");
+    if (!args[i].is_cpu()) {
+      raise(ErrorCode::Device, what + " is on " + args[i].device() +
+                                           "; compiled Graph IR runs on the CPU (the CUDA path is not built yet)");
+    }
+    if (args[i].policy() != param->type().policy) {
+      raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
+                                          print_policy(param->type().policy));
+    }
+    graph::bind_symbols(param->type(), args[i].shape(), bindings, what);
+    values[param] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
+  }
+  std::vector<Tensor> slots;
+  cpu::LaunchOptions launch_options;
+  launch_options.num_threads = state_->num_threads;
+  for (const Step& step : state_->steps) {
+    const ir::Operation& k = *step.kernel;
+    std::vector<Tensor> inputs;
+    for (ir::Value* v : k.operands()) inputs.push_back(values.at(v));
+    if (step.variant == "constant") {
+      values[k.result(0)] = step.constant;
+      continue;
+    }
+    if (step.variant == "view") {
+      const ir::Operation& op = *kernel_body(k).ops().front();
+      const auto sizes = concrete_sizes(k.result(0)->type().shape, bindings);
+      values[k.result(0)] = op.name() == "graph.reshape" ? inputs[0].reshape(sizes) : inputs[0];
+      continue;
+    }
+    const auto domain = concrete_sizes(k.attrs().get_shape("domain"), bindings);
+    const std::int64_t n = numel(domain);
+    std::vector<Tensor> outputs;
+    for (std::size_t j = 0; j < k.num_results(); ++j) {
+      const ir::Type& t = k.result(j)->type();
+      const auto sizes = concrete_sizes(t.shape, bindings);
+      const std::int64_t slot = step.buffers[j];
+      Tensor out;
+      if (slot >= 0 && static_cast<std::size_t>(slot) < slots.size() && slots[static_cast<std::size_t>(slot)].defined()) {
+        out = slots[static_cast<std::size_t>(slot)];
+      } else {
+        out = Tensor::zeros(sizes, t.policy);
+        if (slot >= 0) {
+          if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
+          slots[static_cast<std::size_t>(slot)] = out;
+        }
+      }
+      outputs.push_back(out);
+      values[k.result(j)] = out;
+    }
+    if (n == 0) continue;
+    std::vector<cpu::KernelArg> kargs;
+    for (const Tensor& t : inputs) kargs.emplace_back(t.reshape({t.numel()}));
+    for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
+    for (const KernelScalar& s : step.tile.scalars) kargs.emplace_back(domain.at(s.index));
+    const std::int64_t lanes = step.tile.lanes_per_group;
+    try {
+      cpu::launch(*step.compiled, (n + lanes - 1) / lanes, std::move(kargs), launch_options);
+    } catch (const Error& e) {
+      const ir::Operation& first = *kernel_body(k).ops().front();
+      ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
+    }
+  }
+  std::vector<Tensor> results;
+  for (ir::Value* v : ir::function_results(func)) results.push_back(values.at(v));
+  return results;
+}
+
+std::string Executable::schedule_ir() const {
+  return ir::print_module(state_->schedule);
+}
+std::string Executable::tile_ir() const {
+  return ir::print_module(state_->tile);
+}
+std::string Executable::target() const {
+  std::string out;
+  for (const Step& s : state_->steps) {
+    if (!s.compiled) continue;
+    out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.compiled->name + ") ----\n" + s.compiled->source + "\n";
+  }
+  return out;
+}
+const std::vector<KernelReport>& Executable::kernels() const {
+  return state_->reports;
+}
+double Executable::compile_seconds() const {
+  return state_->compile_seconds;
+}
+
+std::string default_backend() {
+  const char* env = std::getenv("TESSERA_BACKEND");
+  const std::string value = env && *env ? env : "reference";
+  if (value != "reference" && value != "compiled") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_BACKEND is '" + value + "'; expected 'compiled' or 'reference'");
+  }
+  return value;
+}
+
+}  // namespace tessera::schedule

@@ -1,0 +1,31 @@
+// Schedule IR -> Tile IR: picks the template of a kernel's family.
+#include "tessera/schedule/lower_to_tile.h"
+
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/support/error.h"
+
+namespace tessera::schedule {
+
+bool has_tile_template(const ir::Operation& kernel, std::string* why) {
+  const Family family = kernel_family(kernel);
+  if (family == Family::elementwise) return templates::elementwise_covers(kernel, why);
+  if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
+  return false;
+}
+
+TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  std::string why;
+  if (!has_tile_template(kernel, &why)) {
+    const ir::Block& body = kernel_body(kernel);
+    const ir::Operation& first = *body.ops().front();
+    raise(ErrorCode::Compile,
+          "kernel '" + kernel_name(kernel) + "' (" + std::string(first.name()) + ", family " +
+              std::string(family_name(kernel_family(kernel))) + ") cannot be compiled: " + why +
+              "; run it on the reference executor with TESSERA_BACKEND=reference",
+          first.location());
+  }
+  return templates::lower_elementwise(kernel, out, name);
+}
+
+}  // namespace tessera::schedule

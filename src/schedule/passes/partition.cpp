@@ -1,0 +1,295 @@
+// schedule-partition: Graph IR ops -> schedule.kernel fusion groups.
+//
+// Ops are visited in program order. An elementwise op joins the group of one
+// of its operands when that group computes over the same domain (elementwise
+// chains, GEMM epilogues, reduction consumers) and joining keeps the group
+// graph acyclic: none of the op's other operands may come from a group that
+// itself depends on the joined group. Every other op starts a group.
+// Constants are not grouped: a splat constant is copied into each group
+// that reads it (the template makes it a literal); any other constant, or a
+// splat one the function returns or a non-fusing kernel reads, becomes a
+// kernel of family "constant".
+//
+// Kernels are then built in a topological order of the group graph (ties:
+// the group whose first op comes first), so the order of ops without a data
+// dependence is kept; groups with effects (random, collective, opaque) are
+// chained in program order so their effects keep their order too.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "graph/passes/pass_support.h"
+#include "tessera/ir/builder.h"
+#include "tessera/ir/dialect.h"
+#include "tessera/schedule/passes.h"
+#include "tessera/schedule/schedule_dialect.h"
+
+namespace tessera::schedule {
+namespace {
+
+struct Group {
+  Family family;
+  ir::Shape domain;
+  std::vector<ir::Operation*> ops;  // program order
+  std::set<int> deps;               // groups this one depends on, transitively
+  std::size_t first_position = 0;
+};
+
+bool fuses_elementwise(Family f) {
+  return f == Family::elementwise || f == Family::gemm || f == Family::reduction;
+}
+
+bool is_splat_constant(const ir::Operation& op) {
+  return op.name() == "graph.constant" && graph::splat_value(op.result(0)).has_value();
+}
+
+bool has_effect(const ir::Operation& op) {
+  return op.def().effect != ir::Effect::pure;
+}
+
+class Partitioner {
+ public:
+  explicit Partitioner(ir::Operation& func) : body_(ir::function_body(func)) {}
+
+  void run() {
+    for (const auto& op : body_.ops()) {
+      if (is_kernel_op(*op)) return;  // already Schedule IR
+    }
+    std::size_t position = 0;
+    int last_effect_group = -1;
+    for (auto& holder : body_.ops()) {
+      ir::Operation* op = holder.get();
+      position_[op] = position++;
+      if (op == body_.terminator()) break;
+      if (op->name() == "graph.constant") {
+        constants_.push_back(op);
+        continue;
+      }
+      const Family family = family_of(*op);
+      int g = family == Family::elementwise ? joinable_group(*op) : -1;
+      if (g < 0) {
+        g = static_cast<int>(groups_.size());
+        groups_.push_back(Group{family, op->result(0)->type().shape, {}, {}, position_[op]});
+      }
+      add_to_group(op, g);
+      if (has_effect(*op) || family == Family::opaque) {
+        if (last_effect_group >= 0 && last_effect_group != g) depend(g, last_effect_group);
+        last_effect_group = g;
+      }
+    }
+    place_constants();
+    build_kernels();
+  }
+
+ private:
+  // The group of an operand's defining op, or -1 (argument, constant).
+  int group_of(const ir::Value* v) const {
+    const ir::Operation* d = v->defining_op();
+    if (!d) return -1;
+    auto it = group_.find(d);
+    return it == group_.end() ? -1 : it->second;
+  }
+
+  int joinable_group(const ir::Operation& op) const {
+    const ir::Shape& domain = op.result(0)->type().shape;
+    for (ir::Value* v : op.operands()) {
+      const int g = group_of(v);
+      if (g < 0) continue;
+      const Group& group = groups_[static_cast<std::size_t>(g)];
+      if (!fuses_elementwise(group.family) || group.domain != domain) continue;
+      bool acyclic = true;
+      for (ir::Value* other : op.operands()) {
+        const int h = group_of(other);
+        if (h >= 0 && h != g && groups_[static_cast<std::size_t>(h)].deps.count(g)) acyclic = false;
+      }
+      if (acyclic) return g;
+    }
+    return -1;
+  }
+
+  void depend(int g, int h) {
+    auto& deps = groups_[static_cast<std::size_t>(g)].deps;
+    deps.insert(h);
+    const auto& more = groups_[static_cast<std::size_t>(h)].deps;
+    deps.insert(more.begin(), more.end());
+  }
+
+  void add_to_group(ir::Operation* op, int g) {
+    group_[op] = g;
+    groups_[static_cast<std::size_t>(g)].ops.push_back(op);
+    for (ir::Value* v : op->operands()) {
+      const int h = group_of(v);
+      if (h >= 0 && h != g) depend(g, h);
+    }
+  }
+
+  // A splat constant read only by groups that fuse elementwise ops is copied
+  // into them; any other constant gets its own kernel.
+  void place_constants() {
+    for (ir::Operation* c : constants_) {
+      bool inline_everywhere = is_splat_constant(*c);
+      for (const ir::Use& use : c->result(0)->uses()) {
+        const int g = group_.count(use.user) ? group_[use.user] : -1;
+        if (g < 0 || !fuses_elementwise(groups_[static_cast<std::size_t>(g)].family)) inline_everywhere = false;
+      }
+      if (inline_everywhere) {
+        inlined_.insert(c);
+        continue;
+      }
+      const int g = static_cast<int>(groups_.size());
+      groups_.push_back(Group{Family::constant, c->result(0)->type().shape, {}, {}, position_[c]});
+      add_to_group(c, g);
+      for (const ir::Use& use : c->result(0)->uses()) {
+        if (group_.count(use.user)) depend(group_[use.user], g);
+      }
+    }
+  }
+
+  std::vector<int> topological_order() const {
+    const std::size_t n = groups_.size();
+    std::vector<int> pending(n, 0);
+    std::vector<std::vector<int>> users(n);
+    for (std::size_t g = 0; g < n; ++g) {
+      for (int h : direct_deps(static_cast<int>(g))) {
+        ++pending[g];
+        users[static_cast<std::size_t>(h)].push_back(static_cast<int>(g));
+      }
+    }
+    using Item = std::pair<std::size_t, int>;  // (first position, group)
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> ready;
+    for (std::size_t g = 0; g < n; ++g) {
+      if (pending[g] == 0) ready.emplace(groups_[g].first_position, static_cast<int>(g));
+    }
+    std::vector<int> order;
+    while (!ready.empty()) {
+      const int g = ready.top().second;
+      ready.pop();
+      order.push_back(g);
+      for (int u : users[static_cast<std::size_t>(g)]) {
+        if (--pending[static_cast<std::size_t>(u)] == 0) ready.emplace(groups_[static_cast<std::size_t>(u)].first_position, u);
+      }
+    }
+    if (order.size() != n) raise(ErrorCode::Internal, "schedule-partition built a cyclic group graph");
+    return order;
+  }
+
+  // Groups whose results this group reads, plus the effect chain.
+  std::set<int> direct_deps(int g) const {
+    std::set<int> out;
+    const Group& group = groups_[static_cast<std::size_t>(g)];
+    for (ir::Operation* op : group.ops) {
+      for (ir::Value* v : op->operands()) {
+        const int h = group_of(v);
+        if (h >= 0 && h != g) out.insert(h);
+      }
+    }
+    // Effects: the previous effectful group is in deps; keep only direct ones
+    // through the chain (deps is transitive, the chain link is the latest).
+    for (int h : group.deps) {
+      if (is_effect_group(h) && is_effect_group(g)) {
+        bool latest = true;
+        for (int k : group.deps) {
+          if (k != h && is_effect_group(k) && groups_[static_cast<std::size_t>(k)].first_position >
+                                                   groups_[static_cast<std::size_t>(h)].first_position) {
+            latest = false;
+          }
+        }
+        if (latest) out.insert(h);
+      }
+    }
+    return out;
+  }
+
+  bool is_effect_group(int g) const {
+    for (ir::Operation* op : groups_[static_cast<std::size_t>(g)].ops) {
+      if (has_effect(*op) || family_of(*op) == Family::opaque) return true;
+    }
+    return false;
+  }
+
+  void build_kernels() {
+    ir::Operation* ret = body_.terminator();
+    int next_name = 0;
+    for (int g : topological_order()) {
+      Group& group = groups_[static_cast<std::size_t>(g)];
+      std::set<const ir::Operation*> members(group.ops.begin(), group.ops.end());
+      // Inputs: external operands in order of first use; inlined constants are copied in.
+      std::vector<ir::Value*> inputs;
+      std::vector<ir::Operation*> copied_constants;
+      for (ir::Operation* op : group.ops) {
+        for (ir::Value* v : op->operands()) {
+          const ir::Operation* d = v->defining_op();
+          if (d && members.count(d)) continue;
+          if (d && inlined_.count(d)) {
+            auto* c = const_cast<ir::Operation*>(d);
+            if (std::find(copied_constants.begin(), copied_constants.end(), c) == copied_constants.end()) {
+              copied_constants.push_back(c);
+            }
+            continue;
+          }
+          if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+        }
+      }
+      // Outputs: member results read outside the group (or returned).
+      std::vector<ir::Value*> outputs;
+      std::vector<ir::Type> output_types;
+      for (ir::Operation* op : group.ops) {
+        for (ir::Value* r : op->results()) {
+          bool external = false;
+          for (const ir::Use& use : r->uses()) external = external || !members.count(use.user);
+          if (external) {
+            outputs.push_back(r);
+            output_types.push_back(r->type());
+          }
+        }
+      }
+      ir::AttrMap attrs;
+      attrs.set("name", "k" + std::to_string(next_name++));
+      attrs.set("family", std::string(family_name(group.family)));
+      attrs.set("result_types", ir::print_type_list(output_types));
+      attrs.set("domain", group.domain);
+      ir::OpBuilder b(body_);
+      b.set_insertion_point(body_.find(ret));
+      ir::Operation* kernel = b.create("schedule.kernel", inputs, std::move(attrs), group.ops.front()->location());
+      ir::Block& kbody = kernel->add_region().add_block();
+      std::unordered_map<const ir::Value*, ir::Value*> map;
+      for (ir::Value* v : inputs) map[v] = kbody.add_argument(v->type(), v->name());
+      ir::OpBuilder inner(kbody);
+      auto clone = [&](const ir::Operation* op) {
+        std::vector<ir::Value*> operands;
+        for (ir::Value* v : op->operands()) operands.push_back(map.at(v));
+        ir::Operation* copy = inner.create(op->def(), operands, op->attrs(), op->location());
+        for (std::size_t i = 0; i < op->num_results(); ++i) map[op->result(i)] = copy->result(i);
+      };
+      for (ir::Operation* c : copied_constants) clone(c);
+      for (ir::Operation* op : group.ops) clone(op);
+      std::vector<ir::Value*> yielded;
+      for (ir::Value* v : outputs) yielded.push_back(map.at(v));
+      inner.create("schedule.yield", yielded, {}, group.ops.back()->location());
+      for (std::size_t i = 0; i < outputs.size(); ++i) outputs[i]->replace_all_uses_with(kernel->result(i));
+      for (auto it = group.ops.rbegin(); it != group.ops.rend(); ++it) body_.erase(*it);
+    }
+    // Inlined constants now have no users left.
+    for (ir::Operation* c : constants_) {
+      if (inlined_.count(c)) body_.erase(c);
+    }
+  }
+
+  ir::Block& body_;
+  std::vector<Group> groups_;
+  std::unordered_map<const ir::Operation*, int> group_;
+  std::unordered_map<const ir::Operation*, std::size_t> position_;
+  std::vector<ir::Operation*> constants_;
+  std::set<const ir::Operation*> inlined_;
+};
+
+}  // namespace
+
+void partition(ir::Operation& func) {
+  Partitioner(func).run();
+}
+
+}  // namespace tessera::schedule

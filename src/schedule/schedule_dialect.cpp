@@ -1,0 +1,169 @@
+// The Schedule IR dialect: schedule.kernel and schedule.yield, and the
+// family classification of Graph IR ops (tessera/schedule/schedule_dialect.h).
+#include "tessera/schedule/schedule_dialect.h"
+
+#include <map>
+
+#include "tessera/ir/dialect.h"
+#include "tessera/support/error.h"
+#include "tile/tile_support.h"
+
+namespace tessera::schedule {
+namespace {
+
+using ir::AttrKind;
+using ir::AttrMap;
+using ir::OpDef;
+using ir::Type;
+
+constexpr std::string_view kFamilies[] = {"elementwise", "reduction", "gemm",   "normalization", "view", "constant",
+                                          "copy",        "random",    "collective", "opaque"};
+constexpr std::string_view kVariants[] = {"tile", "view", "constant", "none"};
+
+std::vector<Type> operand_types(const ir::Operation& op) {
+  std::vector<Type> out;
+  for (ir::Value* v : op.operands()) out.push_back(v->type());
+  return out;
+}
+
+void verify_kernel(const ir::Operation& op) {
+  tile::require_regions(op, 1);
+  parse_family(op.attrs().get_string("family"));
+  if (const ir::Attribute* v = op.attrs().find("variant")) {
+    const auto& name = std::get<std::string>(*v);
+    bool known = false;
+    for (auto k : kVariants) known = known || k == name;
+    if (!known) raise(ErrorCode::ArgumentInvalid, "unknown variant \"" + name + "\"; expected tile, view, constant or none");
+  }
+  if (const ir::Attribute* b = op.attrs().find("buffers")) {
+    const auto& slots = std::get<std::vector<std::int64_t>>(*b);
+    if (slots.size() != op.num_results()) {
+      raise(ErrorCode::ArgumentInvalid, "attribute 'buffers' has " + std::to_string(slots.size()) +
+                                            " entries for " + std::to_string(op.num_results()) + " result(s)");
+    }
+  }
+  const ir::Block& body = op.region(0).block();
+  const std::vector<Type> args = operand_types(op);
+  tile::require_block_args(body, args, "the kernel body");
+  std::vector<Type> results;
+  for (ir::Value* v : op.results()) results.push_back(v->type());
+  tile::require_terminator(body, "schedule.yield", 0, results, "the kernel body");
+  for (const auto& inner : body.ops()) {
+    if (inner.get() != body.terminator() && inner->def().dialect() != "graph") {
+      raise(ErrorCode::ArgumentInvalid,
+            "a schedule.kernel holds Graph IR ops only, found '" + std::string(inner->name()) + "'");
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view family_name(Family family) {
+  return kFamilies[static_cast<std::size_t>(family)];
+}
+
+Family parse_family(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kFamilies); ++i) {
+    if (kFamilies[i] == name) return static_cast<Family>(i);
+  }
+  std::string all;
+  for (auto f : kFamilies) all += (all.empty() ? "" : ", ") + std::string(f);
+  raise(ErrorCode::ArgumentInvalid, "unknown kernel family \"" + std::string(name) + "\"; expected one of " + all);
+}
+
+Family family_of(const ir::Operation& graph_op) {
+  static const std::map<std::string, Family, std::less<>> families = [] {
+    std::map<std::string, Family, std::less<>> m;
+    for (const char* n : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+                          "gt", "ge", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu",
+                          "silu", "gelu", "where", "cast", "broadcast_to"}) {
+      m[std::string("graph.") + n] = Family::elementwise;
+    }
+    for (const char* n : {"sum", "mean", "max", "min", "argmax"}) m[std::string("graph.") + n] = Family::reduction;
+    for (const char* n : {"matmul", "gemm"}) m[std::string("graph.") + n] = Family::gemm;
+    for (const char* n : {"softmax_safe", "logsumexp", "layernorm_safe", "rmsnorm_safe"}) {
+      m[std::string("graph.") + n] = Family::normalization;
+    }
+    for (const char* n : {"reshape", "stop_gradient"}) m[std::string("graph.") + n] = Family::view;
+    m["graph.constant"] = Family::constant;
+    for (const char* n : {"transpose", "slice", "concat", "split", "split_qkv", "gather", "scatter_add",
+                          "slice_embed", "iota"}) {
+      m[std::string("graph.") + n] = Family::copy;
+    }
+    for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;
+    for (const char* n : {"allreduce", "all_gather", "reduce_scatter"}) {
+      m[std::string("graph.") + n] = Family::collective;
+    }
+    return m;
+  }();
+  auto it = families.find(graph_op.name());
+  return it == families.end() ? Family::opaque : it->second;
+}
+
+bool is_kernel_op(const ir::Operation& op) {
+  return op.name() == "schedule.kernel";
+}
+
+Family kernel_family(const ir::Operation& kernel) {
+  return parse_family(kernel.attrs().get_string("family"));
+}
+
+const std::string& kernel_name(const ir::Operation& kernel) {
+  return kernel.attrs().get_string("name");
+}
+
+std::string kernel_variant(const ir::Operation& kernel) {
+  const ir::Attribute* v = kernel.attrs().find("variant");
+  return v ? std::get<std::string>(*v) : std::string();
+}
+
+ir::Block& kernel_body(const ir::Operation& kernel) {
+  return kernel.region(0).block();
+}
+
+std::vector<ir::Operation*> kernels_of(const ir::Operation& func) {
+  std::vector<ir::Operation*> out;
+  for (const auto& op : ir::function_body(func).ops()) {
+    if (is_kernel_op(*op)) out.push_back(op.get());
+  }
+  return out;
+}
+
+void register_schedule_dialect(ir::Registry& r) {
+  r.add(OpDef{
+      .name = "schedule.kernel",
+      .summary = "One kernel: a fusion group of Graph IR ops in its region, with its family, iteration domain, "
+                 "tiling knobs, chosen variant and buffer plan as attributes.",
+      .operands = {"inputs"},
+      .variadic = true,
+      .attrs = {{.name = "name", .kind = AttrKind::string, .required = true},
+                {.name = "family", .kind = AttrKind::string, .required = true},
+                {.name = "result_types", .kind = AttrKind::string, .required = true},
+                {.name = "domain", .kind = AttrKind::shape, .doc = "the iteration domain"},
+                {.name = "tile", .kind = AttrKind::int_list, .doc = "tiling knobs"},
+                {.name = "stages", .kind = AttrKind::integer, .doc = "pipelining stages"},
+                {.name = "variant", .kind = AttrKind::string, .doc = "tile | view | constant | none"},
+                {.name = "buffers", .kind = AttrKind::int_list, .doc = "buffer slot per result (-1: function result)"}},
+      .infer = [](std::span<const Type>,
+                  const AttrMap& attrs) { return ir::parse_type_list(attrs.get_string("result_types")); },
+      .verify = verify_kernel,
+  });
+  r.add(OpDef{
+      .name = "schedule.yield",
+      .summary = "Ends a schedule.kernel body; its operands are the kernel's results.",
+      .operands = {"values"},
+      .variadic = true,
+      .num_results = 0,
+      .is_terminator = true,
+      .infer = [](std::span<const Type>, const AttrMap&) { return std::vector<Type>{}; },
+  });
+}
+
+}  // namespace tessera::schedule
+
+namespace tessera::ir {
+// Called by the Registry's constructor with the other dialects.
+void register_schedule_dialect(Registry& registry) {
+  schedule::register_schedule_dialect(registry);
+}
+}  // namespace tessera::ir
