@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "tessera/graph/executor.h"
+#include "tessera/ir/builder.h"
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"

@@ -253,8 +253,8 @@ class Builder {
         {"neg", "neg"}, {"abs", "abs"}, {"exp", "exp"}, {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"}};
     if (auto it = binaries.find(name); it != binaries.end()) {
       x = bin(b, it->second, arg(0), arg(1));
-    } else if (auto c = comparisons.find(name); c != comparisons.end()) {
-      x = tile::build(b, "tile.cmp", {arg(0), arg(1)}, {{"pred", std::string(c->second)}});
+    } else if (auto cmp = comparisons.find(name); cmp != comparisons.end()) {
+      x = tile::build(b, "tile.cmp", {arg(0), arg(1)}, {{"pred", std::string(cmp->second)}});
     } else if (auto u = unaries.find(name); u != unaries.end()) {
       x = unary(b, u->second, arg(0));
     } else if (name == "rsqrt") {
