@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "tessera/autodiff/autodiff.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/pass.h"
@@ -51,6 +52,26 @@ std::int64_t numel(const std::vector<std::int64_t>& sizes) {
   return n;
 }
 
+// A copy of a Graph IR module that keeps every op's source location (the
+// user's line when traced), so errors from the executable point at user code.
+ir::Module copy_graph_module(const ir::Module& module) {
+  ir::Module out;
+  for (const auto& f : module.functions()) {
+    auto copy = ir::make_function(ir::function_name(*f), f->location());
+    const ir::Block& src = ir::function_body(*f);
+    ir::Block& body = ir::function_body(*copy);
+    std::vector<ir::Value*> args;
+    for (std::size_t i = 0; i < src.num_arguments(); ++i) {
+      args.push_back(body.add_argument(src.argument(i)->type(), src.argument(i)->name()));
+    }
+    ir::OpBuilder b(body);
+    std::vector<ir::Value*> results = autodiff::inline_function(b, *f, args);
+    b.create("return", results, {}, src.terminator() ? src.terminator()->location() : SourceLocation{});
+    out.add_function(std::move(copy));
+  }
+  return out;
+}
+
 Tensor make_constant(const ir::Operation& op) {
   const ir::Type& t = op.result(0)->type();
   auto sizes = ir::static_sizes(t.shape);
@@ -83,7 +104,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->num_threads = options.num_threads;
   if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
   // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
-  state->schedule = ir::parse_module(ir::print_module(module), "<executable>");
+  state->schedule = copy_graph_module(module);
   {
     ir::PassManager pm;
     pm.add("inline-calls");
