@@ -14,3 +14,4 @@ bash scripts/install_python.sh
 taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py
 taskset -c 0 .venv/bin/python bench/autodiff_jax_bench.py
 taskset -c 0 .venv/bin/python bench/kernel_gemm_bench.py
+taskset -c 0 .venv/bin/python bench/schedule_elementwise_bench.py

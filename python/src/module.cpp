@@ -11,4 +11,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_graph(m);
   tessera::python::bind_autodiff(m);
   tessera::python::bind_kernel(m);
+  tessera::python::bind_schedule(m);
 }

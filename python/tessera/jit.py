@@ -4,8 +4,15 @@ The first call with a new input signature (shapes, policies, static
 arguments) runs the Python body with tracers, recording Graph IR; Python
 control flow unrolls as it runs. The recorded function is verified,
 canonicalized (canonicalize, cse, dce: rewrites that keep results bitwise
-identical) and cached; later calls with the same signature execute the
-cached graph on the reference executor without tracing again.
+identical) and cached; later calls with the same signature run the cached
+graph without tracing again.
+
+Which path runs it is ``TESSERA_BACKEND``: ``reference`` (the default while
+op families still lack Schedule IR templates) runs the reference executor;
+``compiled`` compiles the graph once per signature through Schedule IR and
+Tile IR into CPU kernels (tessera/schedule/executable.h) and runs those. A
+graph with a kernel no template covers is then a CompileError naming the op;
+nothing falls back to the reference silently.
 
 Parameters annotated ``tessera.Tensor["B", "D", fp8_e4m3 @ accum(fp32)]``
 take tensors of that policy whose dims are bound by name: the same symbol
@@ -134,6 +141,13 @@ class _Traced:
         self.raw_text = raw_text
         self.rebuild = rebuild
         self.tensor_positions = tensor_positions
+        self._executable = None
+
+    def executable(self):
+        """The compiled executable of this signature (compiled on first use)."""
+        if self._executable is None:
+            self._executable = _C.compile_executable(self.graph.module, self.graph.name)
+        return self._executable
 
 
 class JitFunction:
@@ -225,7 +239,11 @@ class JitFunction:
             entry = self._trace(bound, arg_types, {d: s for d, (s, _) in bindings.items()})
             self._cache[key] = entry
         self._last = entry
-        results = entry.graph.execute([tensors[n] for n in entry.tensor_positions])
+        args = [tensors[n] for n in entry.tensor_positions]
+        if _C.default_backend() == "compiled":
+            results = entry.executable().run(args)
+        else:
+            results = entry.graph.execute(args)
         return entry.rebuild(results)
 
     # -- tracing -----------------------------------------------------------
@@ -268,12 +286,21 @@ class JitFunction:
     def inspect_ir(self, level: str = "graph", *, optimized: bool = True) -> str:
         if level not in _LEVELS:
             raise ArgumentError(f"inspect_ir: level must be one of {', '.join(_LEVELS)}, got {level!r}")
-        if level != "graph":
-            raise CompileError(f"inspect_ir('{level}'): the {level} level is not built yet; @jit functions "
-                               "currently stop at Graph IR and run on the reference executor")
         entry = self._last or self._trace_from_annotations()
         self._last = entry
-        return entry.graph.text() if optimized else entry.raw_text
+        if level == "graph":
+            return entry.graph.text() if optimized else entry.raw_text
+        if level == "schedule":
+            return _C.schedule_ir(entry.graph.module, entry.graph.name)
+        # Tile IR and target code exist once every kernel is compiled.
+        exe = entry.executable()
+        return exe.tile_ir() if level == "tile" else exe.target()
+
+    def executable(self):
+        """The compiled executable of the last signature called (compiling it if needed)."""
+        entry = self._last or self._trace_from_annotations()
+        self._last = entry
+        return entry.executable()
 
     @property
     def cache_size(self) -> int:

@@ -96,26 +96,30 @@ struct Executable::State {
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Executable::~Executable() = default;
 
+ir::Module schedule_module(const ir::Module& module, const std::string& function) {
+  if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
+  // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
+  ir::Module copy = copy_graph_module(module);
+  {
+    ir::PassManager pm;
+    pm.add("inline-calls");
+    pm.add("dce");
+    pm.run(copy);
+  }
+  // Only the requested function is lowered; the callees are inlined into it.
+  std::erase_if(copy.functions(), [&](const auto& f) { return ir::function_name(*f) != function; });
+  lower_to_schedule(copy);
+  ir::verify(copy);
+  return copy;
+}
+
 std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
                                                const ExecutableOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto state = std::make_unique<Executable::State>();
   state->function = function;
   state->num_threads = options.num_threads;
-  if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
-  // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
-  state->schedule = copy_graph_module(module);
-  {
-    ir::PassManager pm;
-    pm.add("inline-calls");
-    pm.add("dce");
-    pm.run(state->schedule);
-  }
-  // Only the requested function is lowered; the callees are inlined into it.
-  auto& funcs = state->schedule.functions();
-  std::erase_if(funcs, [&](const auto& f) { return ir::function_name(*f) != function; });
-  lower_to_schedule(state->schedule);
-  ir::verify(state->schedule);
+  state->schedule = schedule_module(module, function);
 
   ir::Operation& func = *state->schedule.lookup(function);
   for (ir::Operation* k : kernels_of(func)) {

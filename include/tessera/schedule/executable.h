@@ -68,6 +68,11 @@ class Executable {
 std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
                                                const ExecutableOptions& options = {});
 
+// The Schedule IR of `function` (calls inlined, the four Schedule IR passes
+// run) without lowering or compiling anything: what inspect_ir("schedule")
+// shows. Source locations are kept.
+ir::Module schedule_module(const ir::Module& module, const std::string& function);
+
 // Which path runs Graph IR programs: "compiled" or "reference", from
 // $TESSERA_BACKEND (default "reference" until every op family has a
 // template: docs/design/0005-schedule-ir.md). Another value is an

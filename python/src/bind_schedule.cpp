@@ -1,0 +1,64 @@
+// Python surface of compiled executables (tessera/schedule/executable.h):
+// what @tessera.jit runs when TESSERA_BACKEND=compiled, and the Schedule IR,
+// Tile IR and target text inspect_ir shows.
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "ir_module.h"
+#include "tessera/ir/text.h"
+#include "tessera/schedule/executable.h"
+
+namespace nb = nanobind;
+
+namespace tessera::python {
+
+void bind_schedule(nb::module_& m) {
+  nb::class_<schedule::Executable>(m, "Executable", "A Graph IR function compiled through Schedule IR.")
+      .def(
+          "run",
+          [](const schedule::Executable& e, const std::vector<Tensor>& args) {
+            std::vector<Tensor> out;
+            {
+              nb::gil_scoped_release release;
+              out = e.run(args);
+            }
+            return out;
+          },
+          nb::arg("args"))
+      .def("schedule_ir", &schedule::Executable::schedule_ir)
+      .def("tile_ir", &schedule::Executable::tile_ir)
+      .def("target", &schedule::Executable::target)
+      .def_prop_ro("compile_seconds", &schedule::Executable::compile_seconds)
+      .def_prop_ro("kernels", [](const schedule::Executable& e) {
+        nb::list out;
+        for (const auto& k : e.kernels()) {
+          nb::dict d;
+          d["name"] = k.name;
+          d["family"] = k.family;
+          d["variant"] = k.variant;
+          d["cache_hit"] = k.cache_hit;
+          d["compile_seconds"] = k.compile_seconds;
+          out.append(d);
+        }
+        return out;
+      });
+  m.def(
+      "compile_executable",
+      [](const IRModule& module, const std::string& function, int num_threads) {
+        schedule::ExecutableOptions options;
+        options.num_threads = num_threads;
+        return schedule::compile_executable(*module.module, function, options);
+      },
+      nb::arg("module"), nb::arg("function"), nb::arg("num_threads") = 0);
+  m.def(
+      "schedule_ir",
+      [](const IRModule& module, const std::string& function) {
+        return ir::print_module(schedule::schedule_module(*module.module, function));
+      },
+      nb::arg("module"), nb::arg("function"));
+  m.def("default_backend", &schedule::default_backend);
+}
+
+}  // namespace tessera::python
