@@ -3,8 +3,12 @@ next to numpy (unfused) and jax.jit in the same run, on one core.
 
     .venv/bin/python bench/schedule_elementwise_bench.py [--sizes 1048576 16777216] [--core N]
 
-The chain, in fp32:  y = tanh((x + b) * s) * x - b  (b, s: scalars held in
-fp32 tensors of shape [n]; five elementwise ops). Tessera compiles it once
+Two chains of five ops in fp32 (x, b, s: tensors of shape [n]):
+
+    arith:  y = maximum((x + b) * s - x * b, 0)
+    tanh:   y = tanh((x + b) * s) * x - b
+
+ Tessera compiles it once
 per signature (TESSERA_BACKEND=compiled) into one Schedule IR kernel; numpy
 runs the five ops one after the other with temporaries; jax.jit fuses them
 with XLA. GB/s counts the bytes the fused kernel must move (three inputs read,
@@ -26,13 +30,20 @@ import numpy as np  # noqa: E402
 import tessera  # noqa: E402
 
 
-@tessera.jit
-def chain(x, b, s):
-    return tessera.ops.tanh((x + b) * s) * x - b
+CHAINS = {
+    "arith": (lambda ops, x, b, s: ops.maximum((x + b) * s - x * b, 0.0 * x)),
+    "tanh": (lambda ops, x, b, s: ops.tanh((x + b) * s) * x - b),
+}
 
 
-def numpy_chain(x, b, s):
-    return np.tanh((x + b) * s) * x - b
+class _TesseraOps:
+    maximum = staticmethod(tessera.ops.maximum)
+    tanh = staticmethod(tessera.ops.tanh)
+
+
+class _NumpyOps:
+    maximum = staticmethod(np.maximum)
+    tanh = staticmethod(np.tanh)
 
 
 def main():
@@ -44,11 +55,23 @@ def main():
         import jax
         import jax.numpy as jnp
         jax.config.update("jax_platforms", "cpu")
-        jax_chain = jax.jit(lambda x, b, s: jnp.tanh((x + b) * s) * x - b)
     except ImportError:
-        jax_chain = None
-    print(f"{'n':>10} {'tessera GB/s':>13} {'numpy GB/s':>11} {'jax.jit GB/s':>13} {'vs numpy':>9} {'vs jax':>7}")
-    for n in args.sizes:
+        jax = None
+    print(f"{'chain':>6} {'n':>10} {'tessera GB/s':>13} {'numpy GB/s':>11} {'jax.jit GB/s':>13} {'vs numpy':>9} "
+          f"{'vs jax':>7}")
+    for name, body in CHAINS.items():
+        for n in args.sizes:
+            run_one(name, body, n, jax)
+
+
+def run_one(name, body, n, jax):
+    chain = tessera.jit(lambda x, b, s: body(_TesseraOps, x, b, s))
+    numpy_chain = lambda x, b, s: body(_NumpyOps, x, b, s)  # noqa: E731
+    jax_chain = None
+    if jax is not None:
+        import jax.numpy as jnp
+        jax_chain = jax.jit(lambda x, b, s: body(jnp, x, b, s))
+    if True:
         rng = np.random.default_rng(0)
         x, b, s = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
         tx, tb, ts = tessera.tensor(x), tessera.tensor(b), tessera.tensor(s)
@@ -65,7 +88,7 @@ def main():
         gbs = lambda t: 16 * n / t / 1e9  # noqa: E731
         jax_col = f"{gbs(t_jax):13.2f}" if t_jax else f"{'-':>13}"
         vs_jax = f"{t_jax / t_tessera:7.2f}" if t_jax else f"{'-':>7}"
-        print(f"{n:>10} {gbs(t_tessera):13.2f} {gbs(t_numpy):11.2f} {jax_col} {t_numpy / t_tessera:9.2f} {vs_jax}")
+        print(f"{name:>6} {n:>10} {gbs(t_tessera):13.2f} {gbs(t_numpy):11.2f} {jax_col} {t_numpy / t_tessera:9.2f} {vs_jax}")
 
 
 if __name__ == "__main__":
