@@ -44,6 +44,26 @@ ir::Type concretize(const ir::Type& type, const SymbolBindings& bindings) {
   return out;
 }
 
+SymbolBindings bind_arguments(const ir::Operation& func, std::span<const Tensor> args) {
+  const ir::Block& body = ir::function_body(func);
+  if (args.size() != body.num_arguments()) {
+    raise(ErrorCode::ArgumentInvalid, "function '" + ir::function_name(func) + "' takes " +
+                                          std::to_string(body.num_arguments()) + " argument(s), got " +
+                                          std::to_string(args.size()));
+  }
+  SymbolBindings bindings;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ir::Value* param = body.argument(i);
+    std::string what = "argument '" + (param->name().empty() ? std::to_string(i) : param->name()) + "'";
+    bind_symbols(param->type(), args[i].shape(), bindings, what);
+    if (args[i].policy() != param->type().policy) {
+      raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
+                                             print_policy(param->type().policy));
+    }
+  }
+  return bindings;
+}
+
 namespace {
 
 std::vector<Tensor> run_kernel(const ir::Operation& op, std::span<const Tensor> inputs,
@@ -70,11 +90,7 @@ class Runner {
   // callee, whose arguments the caller holds and has counted).
   std::vector<Tensor> run(const ir::Operation& func, std::span<const Tensor> args, bool args_owned) {
     const ir::Block& body = ir::function_body(func);
-    const std::string& fname = ir::function_name(func);
-    if (args.size() != body.num_arguments()) {
-      raise(ErrorCode::ArgumentInvalid, "function '" + fname + "' takes " + std::to_string(body.num_arguments()) +
-                                            " argument(s), got " + std::to_string(args.size()));
-    }
+    SymbolBindings bindings = bind_arguments(func, args);
     // Position of each value's last use (the return counts).
     std::unordered_map<const ir::Value*, std::size_t> last_use;
     std::size_t position = 0;
@@ -82,7 +98,6 @@ class Runner {
       for (ir::Value* v : op_ptr->operands()) last_use[v] = position;
       ++position;
     }
-    SymbolBindings bindings;
     std::unordered_map<const ir::Value*, Tensor> env;
     std::unordered_map<const ir::Value*, bool> counted;
     auto hold = [&](const ir::Value* v, Tensor t, bool count) {
@@ -98,12 +113,6 @@ class Runner {
     };
     for (std::size_t i = 0; i < args.size(); ++i) {
       const ir::Value* param = body.argument(i);
-      std::string what = "argument '" + (param->name().empty() ? std::to_string(i) : param->name()) + "'";
-      bind_symbols(param->type(), args[i].shape(), bindings, what);
-      if (args[i].policy() != param->type().policy) {
-        raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
-                                               print_policy(param->type().policy));
-      }
       hold(param, args[i], args_owned);
       if (!last_use.count(param)) release(param);
     }
@@ -132,7 +141,7 @@ class Runner {
       }
       ++position;
     }
-    raise(ErrorCode::VerifyFailed, "function '" + fname + "' has no return");
+    raise(ErrorCode::VerifyFailed, "function '" + ir::function_name(func) + "' has no return");
   }
 
  private:

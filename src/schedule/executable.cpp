@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "graph/kernel_support.h"
 #include "tessera/autodiff/autodiff.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
@@ -22,7 +23,6 @@ namespace {
 
 struct Step {
   const ir::Operation* kernel = nullptr;
-  Family family = Family::opaque;
   std::string variant;
   std::vector<std::int64_t> buffers;
   // variant "tile"
@@ -32,24 +32,8 @@ struct Step {
   Tensor constant;
 };
 
-std::vector<std::int64_t> concrete_sizes(const ir::Shape& shape, const graph::SymbolBindings& bindings) {
-  std::vector<std::int64_t> out;
-  for (const ir::Dim& d : shape) {
-    if (!d.is_symbolic()) {
-      out.push_back(d.size);
-      continue;
-    }
-    auto it = bindings.find(d.symbol);
-    if (it == bindings.end()) raise(ErrorCode::ShapeMismatch, "symbolic dim '" + d.symbol + "' is never bound");
-    out.push_back(it->second);
-  }
-  return out;
-}
-
-std::int64_t numel(const std::vector<std::int64_t>& sizes) {
-  std::int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  return n;
+std::vector<std::int64_t> concrete_sizes(const ir::Type& type, const graph::SymbolBindings& bindings) {
+  return graph::sizes_of(graph::concretize(type, bindings));
 }
 
 // A copy of a Graph IR module that keeps every op's source location (the
@@ -77,7 +61,7 @@ Tensor make_constant(const ir::Operation& op) {
   auto sizes = ir::static_sizes(t.shape);
   if (!sizes) raise(ErrorCode::ShapeMismatch, "graph.constant with a symbolic shape", op.location());
   std::vector<double> values = op.attrs().get_reals("value");
-  if (values.size() == 1) values.assign(static_cast<std::size_t>(numel(*sizes)), values[0]);
+  if (values.size() == 1) values.assign(static_cast<std::size_t>(graph::numel_of(*sizes)), values[0]);
   return Tensor::from_values(values, *sizes, t.policy);
 }
 
@@ -125,10 +109,9 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   for (ir::Operation* k : kernels_of(func)) {
     Step step;
     step.kernel = k;
-    step.family = kernel_family(*k);
     step.variant = kernel_variant(*k);
     step.buffers = k->attrs().get_ints("buffers");
-    KernelReport report{kernel_name(*k), std::string(family_name(step.family)), step.variant};
+    KernelReport report{kernel_name(*k), std::string(family_name(kernel_family(*k))), step.variant};
     if (step.variant == "tile" || step.variant == "none") {
       // lower_kernel raises the CompileError for "none", naming the op.
       step.tile = lower_kernel(*k, state->tile, function + "_" + kernel_name(*k));
@@ -149,26 +132,14 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
 std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   const ir::Operation& func = *state_->schedule.lookup(state_->function);
   const ir::Block& body = ir::function_body(func);
-  if (args.size() != body.num_arguments()) {
-    raise(ErrorCode::ArgumentInvalid, "function '" + state_->function + "' takes " +
-                                          std::to_string(body.num_arguments()) + " argument(s), got " +
-                                          std::to_string(args.size()));
-  }
-  graph::SymbolBindings bindings;
+  const graph::SymbolBindings bindings = graph::bind_arguments(func, args);
   std::unordered_map<const ir::Value*, Tensor> values;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const ir::Value* param = body.argument(i);
-    const std::string what = "argument " + std::to_string(i) + (param->name().empty() ? "" : " ('" + param->name() + "')");
     if (!args[i].is_cpu()) {
-      raise(ErrorCode::Device, what + " is on " + args[i].device() +
-                                           "; compiled Graph IR runs on the CPU (the CUDA path is not built yet)");
+      raise(ErrorCode::Device, "argument " + std::to_string(i) + " is on " + args[i].device() +
+                                   "; compiled Graph IR runs on the CPU (the CUDA path is not built yet)");
     }
-    if (args[i].policy() != param->type().policy) {
-      raise(ErrorCode::DtypeUnsupported, what + " has policy " + print_policy(args[i].policy()) + ", expected " +
-                                          print_policy(param->type().policy));
-    }
-    graph::bind_symbols(param->type(), args[i].shape(), bindings, what);
-    values[param] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
+    values[body.argument(i)] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
   }
   std::vector<Tensor> slots;
   cpu::LaunchOptions launch_options;
@@ -183,22 +154,22 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     }
     if (step.variant == "view") {
       const ir::Operation& op = *kernel_body(k).ops().front();
-      const auto sizes = concrete_sizes(k.result(0)->type().shape, bindings);
-      values[k.result(0)] = op.name() == "graph.reshape" ? inputs[0].reshape(sizes) : inputs[0];
+      values[k.result(0)] =
+          op.name() == "graph.reshape" ? inputs[0].reshape(concrete_sizes(k.result(0)->type(), bindings)) : inputs[0];
       continue;
     }
-    const auto domain = concrete_sizes(k.attrs().get_shape("domain"), bindings);
-    const std::int64_t n = numel(domain);
+    const auto domain =
+        concrete_sizes(ir::Type::tensor(k.attrs().get_shape("domain"), k.result(0)->type().policy), bindings);
+    const std::int64_t n = graph::numel_of(domain);
     std::vector<Tensor> outputs;
     for (std::size_t j = 0; j < k.num_results(); ++j) {
       const ir::Type& t = k.result(j)->type();
-      const auto sizes = concrete_sizes(t.shape, bindings);
       const std::int64_t slot = step.buffers[j];
       Tensor out;
       if (slot >= 0 && static_cast<std::size_t>(slot) < slots.size() && slots[static_cast<std::size_t>(slot)].defined()) {
         out = slots[static_cast<std::size_t>(slot)];
       } else {
-        out = Tensor::zeros(sizes, t.policy);
+        out = Tensor::zeros(concrete_sizes(t, bindings), t.policy);
         if (slot >= 0) {
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;
@@ -216,7 +187,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     try {
       cpu::launch(*step.compiled, (n + lanes - 1) / lanes, std::move(kargs), launch_options);
     } catch (const Error& e) {
-      const ir::Operation& first = *kernel_body(k).ops().front();
+      const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
   }

@@ -17,8 +17,7 @@ bool has_tile_template(const ir::Operation& kernel, std::string* why) {
 TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
   std::string why;
   if (!has_tile_template(kernel, &why)) {
-    const ir::Block& body = kernel_body(kernel);
-    const ir::Operation& first = *body.ops().front();
+    const ir::Operation& first = kernel_root_op(kernel);
     raise(ErrorCode::Compile,
           "kernel '" + kernel_name(kernel) + "' (" + std::string(first.name()) + ", family " +
               std::string(family_name(kernel_family(kernel))) + ") cannot be compiled: " + why +

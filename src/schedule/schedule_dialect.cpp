@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "graph/passes/pass_support.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/support/error.h"
 #include "tile/tile_support.h"
@@ -119,6 +120,18 @@ std::string kernel_variant(const ir::Operation& kernel) {
 
 ir::Block& kernel_body(const ir::Operation& kernel) {
   return kernel.region(0).block();
+}
+
+const ir::Operation& kernel_root_op(const ir::Operation& kernel) {
+  const ir::Block& body = kernel_body(kernel);
+  for (const auto& op : body.ops()) {
+    if (op->name() != "graph.constant") return *op;
+  }
+  return *body.ops().front();
+}
+
+bool is_splat_constant(const ir::Operation& op) {
+  return op.name() == "graph.constant" && graph::splat_value(op.result(0)).has_value();
 }
 
 std::vector<ir::Operation*> kernels_of(const ir::Operation& func) {

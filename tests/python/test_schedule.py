@@ -27,10 +27,6 @@ def _both(fn, *args):
     return got, want
 
 
-def _codes(t):
-    return np.asarray(t.codes()) if hasattr(t, "codes") else t.numpy().view(np.uint32)
-
-
 def test_fused_chain_matches_reference_bitwise_and_numpy(monkeypatch):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((33, 70)).astype(np.float32)

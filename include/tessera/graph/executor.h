@@ -27,6 +27,11 @@ void bind_symbols(const ir::Type& type, const std::vector<std::int64_t>& sizes, 
 // `type` with every symbol replaced by its binding.
 ir::Type concretize(const ir::Type& type, const SymbolBindings& bindings);
 
+// Checks `args` against `func`'s parameters (count, policies) and binds the
+// symbols of their shapes: what every path that runs a Graph IR function
+// (this executor, compiled executables) does first.
+SymbolBindings bind_arguments(const ir::Operation& func, std::span<const Tensor> args);
+
 std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> args);
 
 // What one execution measured. Live bytes are the storage bytes of the values

@@ -61,6 +61,12 @@ const std::string& kernel_name(const ir::Operation& kernel);
 std::string kernel_variant(const ir::Operation& kernel);  // "" before schedule-choose-variants
 // The kernel's body block (arguments = the kernel's operands).
 ir::Block& kernel_body(const ir::Operation& kernel);
+// The op a kernel is named after in messages: its first op that is not a
+// constant copied in (a constant kernel's own constant otherwise).
+const ir::Operation& kernel_root_op(const ir::Operation& kernel);
+// A graph.constant holding one value for every element (partition copies it
+// into the kernels that read it; templates make it a literal).
+bool is_splat_constant(const ir::Operation& op);
 // The schedule.kernel ops of a function, in order.
 std::vector<ir::Operation*> kernels_of(const ir::Operation& func);
 

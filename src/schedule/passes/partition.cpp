@@ -15,13 +15,10 @@
 // dependence is kept; groups with effects (random, collective, opaque) are
 // chained in program order so their effects keep their order too.
 #include <algorithm>
-#include <map>
-#include <optional>
 #include <queue>
 #include <set>
 #include <unordered_map>
 
-#include "graph/passes/pass_support.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/schedule/passes.h"
@@ -36,14 +33,11 @@ struct Group {
   std::vector<ir::Operation*> ops;  // program order
   std::set<int> deps;               // groups this one depends on, transitively
   std::size_t first_position = 0;
+  int effect_predecessor = -1;  // the previous group with effects (their order is kept)
 };
 
 bool fuses_elementwise(Family f) {
   return f == Family::elementwise || f == Family::gemm || f == Family::reduction;
-}
-
-bool is_splat_constant(const ir::Operation& op) {
-  return op.name() == "graph.constant" && graph::splat_value(op.result(0)).has_value();
 }
 
 bool has_effect(const ir::Operation& op) {
@@ -76,7 +70,10 @@ class Partitioner {
       }
       add_to_group(op, g);
       if (has_effect(*op) || family == Family::opaque) {
-        if (last_effect_group >= 0 && last_effect_group != g) depend(g, last_effect_group);
+        if (last_effect_group >= 0 && last_effect_group != g) {
+          depend(g, last_effect_group);
+          groups_[static_cast<std::size_t>(g)].effect_predecessor = last_effect_group;
+        }
         last_effect_group = g;
       }
     }
@@ -186,28 +183,8 @@ class Partitioner {
         if (h >= 0 && h != g) out.insert(h);
       }
     }
-    // Effects: the previous effectful group is in deps; keep only direct ones
-    // through the chain (deps is transitive, the chain link is the latest).
-    for (int h : group.deps) {
-      if (is_effect_group(h) && is_effect_group(g)) {
-        bool latest = true;
-        for (int k : group.deps) {
-          if (k != h && is_effect_group(k) && groups_[static_cast<std::size_t>(k)].first_position >
-                                                   groups_[static_cast<std::size_t>(h)].first_position) {
-            latest = false;
-          }
-        }
-        if (latest) out.insert(h);
-      }
-    }
+    if (group.effect_predecessor >= 0) out.insert(group.effect_predecessor);
     return out;
-  }
-
-  bool is_effect_group(int g) const {
-    for (ir::Operation* op : groups_[static_cast<std::size_t>(g)].ops) {
-      if (has_effect(*op) || family_of(*op) == Family::opaque) return true;
-    }
-    return false;
   }
 
   void build_kernels() {
@@ -218,15 +195,14 @@ class Partitioner {
       std::set<const ir::Operation*> members(group.ops.begin(), group.ops.end());
       // Inputs: external operands in order of first use; inlined constants are copied in.
       std::vector<ir::Value*> inputs;
-      std::vector<ir::Operation*> copied_constants;
+      std::vector<const ir::Operation*> copied_constants;
       for (ir::Operation* op : group.ops) {
         for (ir::Value* v : op->operands()) {
           const ir::Operation* d = v->defining_op();
           if (d && members.count(d)) continue;
           if (d && inlined_.count(d)) {
-            auto* c = const_cast<ir::Operation*>(d);
-            if (std::find(copied_constants.begin(), copied_constants.end(), c) == copied_constants.end()) {
-              copied_constants.push_back(c);
+            if (std::find(copied_constants.begin(), copied_constants.end(), d) == copied_constants.end()) {
+              copied_constants.push_back(d);
             }
             continue;
           }
@@ -264,7 +240,7 @@ class Partitioner {
         ir::Operation* copy = inner.create(op->def(), operands, op->attrs(), op->location());
         for (std::size_t i = 0; i < op->num_results(); ++i) map[op->result(i)] = copy->result(i);
       };
-      for (ir::Operation* c : copied_constants) clone(c);
+      for (const ir::Operation* c : copied_constants) clone(c);
       for (ir::Operation* op : group.ops) clone(op);
       std::vector<ir::Value*> yielded;
       for (ir::Value* v : outputs) yielded.push_back(map.at(v));

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <set>
 #include <unordered_map>
 
 #include "schedule/templates/templates.h"
@@ -35,14 +36,22 @@ const NumericsPolicy kF64 = default_policy(DType::fp64);
 const NumericsPolicy kI64 = default_policy(DType::int64);
 const NumericsPolicy kBool = default_policy(DType::bool_);
 
-const std::set<std::string, std::less<>>& covered_ops() {
-  static const std::set<std::string, std::less<>> ops = {
-      "graph.add",  "graph.sub",     "graph.mul",  "graph.div",     "graph.pow",          "graph.maximum",
-      "graph.minimum", "graph.eq",   "graph.ne",   "graph.lt",      "graph.le",           "graph.gt",
-      "graph.ge",   "graph.neg",     "graph.abs",  "graph.exp",     "graph.log",          "graph.sqrt",
-      "graph.rsqrt", "graph.tanh",   "graph.sigmoid", "graph.relu", "graph.silu",         "graph.gelu",
-      "graph.where", "graph.cast",   "graph.broadcast_to", "graph.constant"};
-  return ops;
+// Graph IR op (without "graph.") -> the Tile IR lane op computing it in fp64.
+const std::map<std::string_view, const char*> kBinaries = {{"add", "add"}, {"sub", "sub"}, {"mul", "mul"},
+                                                           {"div", "div"}, {"pow", "pow"}, {"maximum", "max"},
+                                                           {"minimum", "min"}};
+const std::map<std::string_view, const char*> kComparisons = {{"eq", "eq"}, {"ne", "ne"}, {"lt", "lt"},
+                                                              {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
+const std::map<std::string_view, const char*> kUnaries = {{"neg", "neg"}, {"abs", "abs"},   {"exp", "exp"},
+                                                          {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"}};
+// Ops Builder::lower_op spells out as formulas of several lane ops.
+const std::set<std::string_view> kComposites = {"rsqrt", "sigmoid", "silu", "relu",         "gelu",
+                                                "where", "cast",    "constant", "broadcast_to"};
+
+bool covered(std::string_view op_name) {
+  if (!op_name.starts_with("graph.")) return false;
+  const std::string_view n = op_name.substr(std::string_view("graph.").size());
+  return kBinaries.count(n) || kComparisons.count(n) || kUnaries.count(n) || kComposites.count(n);
 }
 
 // Storage the template can read and write: byte-aligned formats rounded to
@@ -244,18 +253,11 @@ class Builder {
     auto arg = [&](std::size_t k) { return as_real(b, value(b, op.operand(k))); };
     ir::Value* x = nullptr;
     bool via_accum = true;
-    static const std::map<std::string_view, const char*> binaries = {
-        {"add", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"}, {"pow", "pow"}, {"maximum", "max"},
-        {"minimum", "min"}};
-    static const std::map<std::string_view, const char*> comparisons = {{"eq", "eq"}, {"ne", "ne"}, {"lt", "lt"},
-                                                                        {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
-    static const std::map<std::string_view, const char*> unaries = {
-        {"neg", "neg"}, {"abs", "abs"}, {"exp", "exp"}, {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"}};
-    if (auto it = binaries.find(name); it != binaries.end()) {
+    if (auto it = kBinaries.find(name); it != kBinaries.end()) {
       x = bin(b, it->second, arg(0), arg(1));
-    } else if (auto cmp = comparisons.find(name); cmp != comparisons.end()) {
+    } else if (auto cmp = kComparisons.find(name); cmp != kComparisons.end()) {
       x = tile::build(b, "tile.cmp", {arg(0), arg(1)}, {{"pred", std::string(cmp->second)}});
-    } else if (auto u = unaries.find(name); u != unaries.end()) {
+    } else if (auto u = kUnaries.find(name); u != kUnaries.end()) {
       x = unary(b, u->second, arg(0));
     } else if (name == "rsqrt") {
       x = bin(b, "div", real(b, 1.0), unary(b, "sqrt", arg(0)));
@@ -329,8 +331,8 @@ bool elementwise_covers(const ir::Operation& kernel, std::string* why) {
   }
   for (const auto& op : body.ops()) {
     if (op.get() == body.terminator()) break;
-    if (!covered_ops().count(op->name())) return fail("'" + std::string(op->name()) + "' has no elementwise lowering");
-    if (op->name() == "graph.constant" && !graph_splat(*op)) {
+    if (!covered(op->name())) return fail("'" + std::string(op->name()) + "' has no elementwise lowering");
+    if (op->name() == "graph.constant" && !is_splat_constant(*op)) {
       return fail("a graph.constant with more than one value inside an elementwise kernel");
     }
     if (auto bad = check_type(op->result(0)->type(), "'" + std::string(op->name()) + "'")) return fail(*bad);

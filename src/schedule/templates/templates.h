@@ -2,17 +2,11 @@
 // (tessera/schedule/lower_to_tile.h dispatches to them).
 #pragma once
 
-#include <set>
 #include <string>
 
-#include "graph/passes/pass_support.h"
 #include "tessera/schedule/lower_to_tile.h"
 
 namespace tessera::schedule::templates {
-
-inline bool graph_splat(const ir::Operation& constant) {
-  return graph::splat_value(constant.result(0)).has_value();
-}
 
 bool elementwise_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name);
