@@ -69,7 +69,7 @@ t0=$(stamp)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_TESTS=ON \
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
   cmake --build "$build" -j"$jobs" --target tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures \
-    tessera_cuda_codegen_tests tessera_gpu_codegen_bench \
+    tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench \
     >"$logs/build.log" 2>&1; then
   row "build (C++)" PASS "$(($(stamp) - t0)) s"
   # The rest (the Python module) apart, so a failure there still lets the C++ tests run.
@@ -124,6 +124,17 @@ conf=$(grep -cE "^\[       OK \] GpuCodegen" "$logs/gpu_tests.log")
 bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 [ "$bad" -eq 0 ] && row "gpu conformance (vs CPU backend)" PASS "$conf kernels passed" ||
   row "gpu conformance (vs CPU backend)" FAIL "$bad failed, $conf passed"
+
+echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
+"$build/tests/cpp/tessera_schedule_tests" --gtest_filter='ScheduleCuda*' 2>&1 | tee "$logs/schedule_cuda.log" |
+  grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|bit-identical" | head -20
+rc=${PIPESTATUS[0]}
+exact=$(grep -oE "[0-9]+ of [0-9]+ results bit-identical" "$logs/schedule_cuda.log" | sed 's/ results bit-identical//' | paste -sd, -)
+if [ "$rc" -eq 0 ] && ! grep -q "SKIPPED \] ScheduleCudaGpu" "$logs/schedule_cuda.log"; then
+  row "schedule elementwise on GPU" PASS "gelu erf/tanh within 1 ulp of CPU; bit-identical: $exact"
+else
+  row "schedule elementwise on GPU" FAIL "see $logs/schedule_cuda.log"
+fi
 
 # compute-sanitizer over the conformance kernels (GpuCodegen.*: every kernel of
 # tests/conformance plus the tensor-core GEMM, on the GPU): memcheck for
