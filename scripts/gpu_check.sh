@@ -131,7 +131,7 @@ echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
 rc=${PIPESTATUS[0]}
 exact=$(grep -oE "[0-9]+ of [0-9]+ results bit-identical" "$logs/schedule_cuda.log" | sed 's/ results bit-identical//' | paste -sd, -)
 if [ "$rc" -eq 0 ] && ! grep -q "SKIPPED \] ScheduleCudaGpu" "$logs/schedule_cuda.log"; then
-  row "schedule elementwise on GPU" PASS "gelu erf/tanh within 1 ulp of CPU; bit-identical: $exact"
+  row "schedule elementwise on GPU" PASS "gelu erf/tanh vs CPU within 1 ulp (1e-12 abs); bit-identical: $exact"
 else
   row "schedule elementwise on GPU" FAIL "see $logs/schedule_cuda.log"
 fi

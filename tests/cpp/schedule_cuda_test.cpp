@@ -1,8 +1,10 @@
 // The elementwise template's Tile IR through the CUDA backend: the kernel
 // (with tile.tanh and tile.erf, which the template added to Tile IR) emits
 // and compiles under NVRTC for sm_90a here; on a GPU its results agree with
-// the CPU executable's (CUDA's fp64 tanh/erf are not correctly rounded, so
-// within one fp32 ulp; the count of exact matches is printed).
+// the CPU executable's: within one fp32 ulp, or within 1e-12 absolute where
+// gelu's 1 + erf(x / sqrt 2) cancels (x < -5) and the last fp64 bit of CUDA's
+// erf against the host's (neither is correctly rounded) becomes most of a
+// tiny result. The count of bit-identical results is printed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,7 +87,9 @@ TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {
       std::int32_t gi, wi;
       std::memcpy(&gi, &g[i], 4);
       std::memcpy(&wi, &w[i], 4);
-      ASSERT_LE(std::abs(gi - wi), 1) << "result " << r << " at x = " << xs[static_cast<std::size_t>(i)];
+      const bool close = std::abs(gi - wi) <= 1 || std::fabs(static_cast<double>(g[i]) - w[i]) <= 1e-12;
+      ASSERT_TRUE(close) << "result " << r << " at x = " << xs[static_cast<std::size_t>(i)] << ": " << g[i]
+                         << " on the GPU, " << w[i] << " on the CPU";
       exact += gi == wi;
     }
     std::printf("gelu %s: %lld of %lld results bit-identical to the CPU backend\n", r ? "tanh" : "erf",
