@@ -182,7 +182,17 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     std::vector<cpu::KernelArg> kargs;
     for (const Tensor& t : inputs) kargs.emplace_back(t.reshape({t.numel()}));
     for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
-    for (const KernelScalar& s : step.tile.scalars) kargs.emplace_back(domain.at(s.index));
+    for (const auto& [input, d] : step.tile.nonempty_dims) {
+      if (inputs[input].shape().at(d) == 0) {
+        const ir::Operation& first = kernel_root_op(k);
+        raise(ErrorCode::ShapeMismatch,
+              std::string(first.name()) + " over axis " + std::to_string(d) + " of size 0 has no result: the reduction is empty",
+              first.location());
+      }
+    }
+    for (const KernelScalar& s : step.tile.scalars) {
+      kargs.emplace_back(s.kind == KernelScalar::Kind::dim ? domain.at(s.index) : inputs.at(s.input).shape().at(s.index));
+    }
     const std::int64_t lanes = step.tile.lanes_per_group;
     try {
       cpu::launch(*step.compiled, (n + lanes - 1) / lanes, std::move(kargs), launch_options);

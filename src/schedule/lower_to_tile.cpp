@@ -10,6 +10,7 @@ namespace tessera::schedule {
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   const Family family = kernel_family(kernel);
   if (family == Family::elementwise) return templates::elementwise_covers(kernel, why);
+  if (family == Family::reduction) return templates::reduction_covers(kernel, why);
   if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
   return false;
 }
@@ -24,6 +25,7 @@ TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std:
               "; run it on the reference executor with TESSERA_BACKEND=reference",
           first.location());
   }
+  if (kernel_family(kernel) == Family::reduction) return templates::lower_reduction(kernel, out, name);
   return templates::lower_elementwise(kernel, out, name);
 }
 

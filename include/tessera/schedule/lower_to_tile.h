@@ -18,17 +18,33 @@
 
 namespace tessera::schedule {
 
+// The canonical accumulation order of every compiled sum (reductions, GEMM,
+// normalization): the reduced elements, in row-major order of the reduced
+// axes, are summed left to right in blocks of kReductionBlock; block sums are
+// summed left to right in superblocks of kReductionBlock blocks; superblock
+// sums are summed left to right. Every add rounds once to the accumulation
+// type. The order depends on the reduced length alone (never on threads or
+// tile sizes), equals the reference executor's sequential order up to
+// kReductionBlock elements, and a reduced dim split across devices at
+// superblock boundaries keeps it (docs/design/0005-schedule-ir.md).
+inline constexpr std::int64_t kReductionBlock = 256;
+
 // A launch-time scalar of a generated kernel.
 struct KernelScalar {
-  enum class Kind { numel, dim } kind;
-  // dim: the kernel domain's dim `index` (its size at run time).
+  enum class Kind { dim, input_dim } kind;
+  // dim: the kernel domain's dim `index`; input_dim: dim `index` of kernel
+  // input `input` (sizes at run time).
   std::size_t index = 0;
+  std::size_t input = 0;
 };
 
 struct TileKernel {
   ir::Operation* func = nullptr;  // the Tile IR kernel, in the module passed to lower_kernel
   std::vector<KernelScalar> scalars;
   std::int64_t lanes_per_group = 1;  // grid = ceil(numel(domain) / lanes_per_group)
+  // Inputs whose every dim in `nonempty_dims` must be nonzero at run time
+  // (a max over an empty axis has no result): {input, dim} pairs.
+  std::vector<std::pair<std::size_t, std::size_t>> nonempty_dims;
 };
 
 // Whether a template covers `kernel`; when not, `why` names the first op or

@@ -14,6 +14,9 @@ void assign_tiles(ir::Operation& func) {
       // the per-group cost vanishes on the CPU and a GPU block is full.
       case Family::elementwise: k->attrs().set("tile", std::vector<std::int64_t>{1024}); break;
       // M, N, K block of the GEMM template.
+      // Lanes per group: one output element per lane; fewer lanes than
+      // elementwise kernels since each lane loops over its reduced elements.
+      case Family::reduction: k->attrs().set("tile", std::vector<std::int64_t>{64}); break;
       case Family::gemm: k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64}); break;
       default: break;
     }

@@ -11,4 +11,7 @@ namespace tessera::schedule::templates {
 bool elementwise_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool reduction_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_reduction(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 }  // namespace tessera::schedule::templates

@@ -1,0 +1,245 @@
+// Graph IR elementwise ops -> Tile IR lane ops (lane_program.h).
+#include "schedule/templates/lane_program.h"
+
+#include <cmath>
+#include <map>
+#include <numbers>
+#include <set>
+
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/support/error.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+const NumericsPolicy kF64 = default_policy(DType::fp64);
+const NumericsPolicy kBool = default_policy(DType::bool_);
+
+// Graph IR op (without "graph.") -> the Tile IR lane op computing it in fp64.
+const std::map<std::string_view, const char*> kBinaries = {{"add", "add"}, {"sub", "sub"}, {"mul", "mul"},
+                                                           {"div", "div"}, {"pow", "pow"}, {"maximum", "max"},
+                                                           {"minimum", "min"}};
+const std::map<std::string_view, const char*> kComparisons = {{"eq", "eq"}, {"ne", "ne"}, {"lt", "lt"},
+                                                              {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
+const std::map<std::string_view, const char*> kUnaries = {{"neg", "neg"}, {"abs", "abs"},   {"exp", "exp"},
+                                                          {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"},
+                                                          {"erf", "erf"}};
+// Ops lower_op spells out as formulas of several lane ops.
+const std::set<std::string_view> kComposites = {"rsqrt", "sigmoid", "silu", "relu",         "gelu",
+                                                "where", "cast",    "constant", "broadcast_to"};
+
+}  // namespace
+
+bool lane_op_covered(std::string_view op_name) {
+  if (!op_name.starts_with("graph.")) return false;
+  const std::string_view n = op_name.substr(std::string_view("graph.").size());
+  return kBinaries.count(n) || kComparisons.count(n) || kUnaries.count(n) || kComposites.count(n);
+}
+
+// Storage a kernel can read and write: byte-aligned formats rounded to
+// nearest even (the backends' kernel-parameter rule).
+std::optional<std::string> unsupported_policy(const NumericsPolicy& p) {
+  if (p.rounding != Rounding::nearest_even) {
+    return "rounding '" + std::string(rounding_name(p.rounding)) + "' (compiled kernels round to nearest even)";
+  }
+  const DType d = p.storage;
+  if (d == DType::fp4_e2m1 || d == DType::fp6_e2m3 || d == DType::fp6_e3m2 || d == DType::int4 || d == DType::e8m0) {
+    return "storage '" + std::string(name(d)) + "' (packed or scale formats are not kernel parameters yet)";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first) {
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    if (auto bad = unsupported_policy(body.argument(k)->type().policy)) {
+      return "input " + std::to_string(k) + " has " + *bad;
+    }
+  }
+  std::size_t index = 0;
+  for (const auto& op : body.ops()) {
+    if (op.get() == body.terminator()) break;
+    if (index++ < first) continue;
+    if (!lane_op_covered(op->name())) return "'" + std::string(op->name()) + "' has no per-lane lowering";
+    if (op->name() == "graph.constant" && !is_splat_constant(*op)) {
+      return "a graph.constant with more than one value inside a fused kernel";
+    }
+    if (auto bad = unsupported_policy(op->result(0)->type().policy)) {
+      return "'" + std::string(op->name()) + "' has " + *bad;
+    }
+  }
+  return std::nullopt;
+}
+
+bool broadcasts(const ir::Shape& shape, const ir::Shape& domain) {
+  return shape != domain;
+}
+
+ir::Value* real(ir::OpBuilder& b, double x) {
+  return tile::build_real(b, x, kF64);
+}
+ir::Value* op1(ir::OpBuilder& b, const char* op, ir::Value* x) {
+  return tile::build(b, std::string("tile.") + op, {x});
+}
+ir::Value* op2(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y) {
+  return tile::build(b, std::string("tile.") + op, {x, y});
+}
+ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y) {
+  return tile::build(b, "tile.cmp", {x, y}, {{"pred", std::string(pred)}});
+}
+ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y) {
+  return tile::build(b, "tile.select", {c, x, y});
+}
+ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to) {
+  return tile::build(b, "tile.cast", {x}, {{"to", to}});
+}
+
+// ---- values ----
+const LaneValue& LaneProgram::value(ir::OpBuilder& b, const ir::Value* v) {
+  auto it = values_.find(v);
+  if (it != values_.end()) return it->second;
+  // A kernel input: read at its broadcast offset, decode.
+  auto in = inputs_.find(v);
+  if (in == inputs_.end()) raise(ErrorCode::Internal, "lane program: a value is neither computed nor an input");
+  ir::Value* stored = tile::build(b, "tile.load_elem", {in->second, offset_of(b, v->type().shape)});
+  return values_[v] = LaneValue{stored, decode(b, stored)};
+}
+
+ir::Value* LaneProgram::decode(ir::OpBuilder& b, ir::Value* stored) {
+  const DType d = stored->type().dtype();
+  if (d == DType::bool_ || d == DType::fp64) return stored;
+  return cast(b, stored, kF64);
+}
+
+// A bool lane as 1.0 / 0.0 where arithmetic reads it.
+ir::Value* LaneProgram::as_real(ir::OpBuilder& b, const LaneValue& v) {
+  if (v.decoded->type().dtype() != DType::bool_) return v.decoded;
+  return select(b, v.decoded, real(b, 1.0), real(b, 0.0));
+}
+
+// A value as a condition: nonzero (NaN counts) is true.
+ir::Value* LaneProgram::as_bool(ir::OpBuilder& b, const LaneValue& v) {
+  if (v.decoded->type().dtype() == DType::bool_) return v.decoded;
+  return cast(b, v.decoded, kBool);
+}
+
+// ---- indexing ----
+ir::Value* LaneProgram::product(ir::OpBuilder& b, std::size_t from, std::size_t to) {
+  ir::Value* p = nullptr;
+  for (std::size_t d = from; d < to; ++d) p = p ? op2(b, "mul", p, dims_.at(d)) : dims_.at(d);
+  return p ? p : tile::build_int(b, 1);
+}
+
+// The flat offset of element i of the domain in an operand of `shape`
+// (right-aligned numpy broadcasting: a dim of size 1 against a larger one is
+// read at 0). An operand broadcast over leading dims only (a bias) costs one
+// remainder, one over trailing dims only (a row scale) one division, anything
+// else the full multi-index.
+ir::Value* LaneProgram::offset_of(ir::OpBuilder& b, const ir::Shape& shape) {
+  if (shape == domain_) return i_;
+  const std::size_t rank = domain_.size();
+  const std::size_t lead = rank - shape.size();
+  std::vector<bool> kept(rank, false);  // domain dims the operand varies along
+  for (std::size_t d = 0; d < shape.size(); ++d) kept[lead + d] = !shape[d].is_fixed(1) || domain_[lead + d].is_fixed(1);
+  std::size_t first = rank, last = 0;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (kept[d]) first = std::min(first, d), last = d + 1;
+  }
+  if (first == rank) return tile::build_int(b, 0);
+  bool contiguous = true;
+  for (std::size_t d = first; d < last; ++d) contiguous = contiguous && kept[d];
+  if (contiguous) {
+    // Dims [first, last): offset = (i / prod(last..)) % prod(first..last).
+    ir::Value* x = i_;
+    if (last < rank) x = op2(b, "div", x, product(b, last, rank));
+    if (first > 0) x = op2(b, "rem", x, product(b, first, last));
+    return x;
+  }
+  // General: the operand's row-major offset of the multi-index.
+  ir::Value* offset = tile::build_int(b, 0);
+  ir::Value* stride = tile::build_int(b, 1);
+  ir::Value* rest = i_;
+  for (std::size_t d = rank; d-- > 0;) {
+    ir::Value* idx = op2(b, "rem", rest, dims_.at(d));
+    rest = op2(b, "div", rest, dims_.at(d));
+    if (!kept[d]) continue;
+    offset = op2(b, "add", offset, op2(b, "mul", idx, stride));
+    stride = op2(b, "mul", stride, dims_.at(d));
+  }
+  return offset;
+}
+
+// ---- ops ----
+LaneValue LaneProgram::finish(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum) {
+  if (p.storage == DType::bool_) {
+    ir::Value* bit = x->type().dtype() == DType::bool_ ? x : cast(b, x, kBool);
+    return {bit, bit};
+  }
+  ir::Value* y = x;
+  if (via_accum && p.accum != p.storage && p.accum != DType::fp64) y = cast(b, y, default_policy(p.accum));
+  ir::Value* stored = cast(b, y, p);
+  return {stored, decode(b, stored)};
+}
+
+ir::Value* LaneProgram::sigmoid(ir::OpBuilder& b, ir::Value* x) {
+  // The reference's split by sign: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below.
+  ir::Value* one = real(b, 1.0);
+  ir::Value* pos = op2(b, "div", one, op2(b, "add", one, op1(b, "exp", op1(b, "neg", x))));
+  ir::Value* e = op1(b, "exp", x);
+  ir::Value* negv = op2(b, "div", e, op2(b, "add", one, e));
+  return select(b, cmp(b, "ge", x, real(b, 0.0)), pos, negv);
+}
+
+void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
+  const std::string_view name = op.name().substr(std::string_view("graph.").size());
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  auto arg = [&](std::size_t k) { return as_real(b, value(b, op.operand(k))); };
+  ir::Value* x = nullptr;
+  bool via_accum = true;
+  if (auto it = kBinaries.find(name); it != kBinaries.end()) {
+    x = op2(b, it->second, arg(0), arg(1));
+  } else if (auto c = kComparisons.find(name); c != kComparisons.end()) {
+    x = cmp(b, c->second, arg(0), arg(1));
+  } else if (auto u = kUnaries.find(name); u != kUnaries.end()) {
+    x = op1(b, u->second, arg(0));
+  } else if (name == "rsqrt") {
+    x = op2(b, "div", real(b, 1.0), op1(b, "sqrt", arg(0)));
+  } else if (name == "sigmoid") {
+    x = sigmoid(b, arg(0));
+  } else if (name == "silu") {
+    ir::Value* v = arg(0);
+    x = op2(b, "mul", v, sigmoid(b, v));
+  } else if (name == "relu") {
+    ir::Value* v = arg(0);
+    x = select(b, cmp(b, "ne", v, v), v, select(b, cmp(b, "gt", v, real(b, 0.0)), v, real(b, 0.0)));
+  } else if (name == "gelu") {
+    ir::Value* v = arg(0);
+    ir::Value* half_x = op2(b, "mul", real(b, 0.5), v);
+    ir::Value* inner = nullptr;
+    if (op.attrs().get_string("approximate") == "tanh") {
+      const double k = std::sqrt(2.0 / std::numbers::pi);
+      ir::Value* cube = op2(b, "mul", op2(b, "mul", op2(b, "mul", real(b, 0.044715), v), v), v);
+      inner = op1(b, "tanh", op2(b, "mul", real(b, k), op2(b, "add", v, cube)));
+    } else {
+      inner = op1(b, "erf", op2(b, "div", v, real(b, std::numbers::sqrt2)));
+    }
+    x = op2(b, "mul", half_x, op2(b, "add", real(b, 1.0), inner));
+  } else if (name == "where") {
+    x = select(b, as_bool(b, value(b, op.operand(0))), arg(1), arg(2));
+  } else if (name == "cast") {
+    // One rounding, straight to the target storage (no accumulation step).
+    x = arg(0);
+    via_accum = false;
+  } else if (name == "broadcast_to") {
+    values_[op.result(0)] = value(b, op.operand(0));
+    return;
+  } else if (name == "constant") {
+    x = real(b, op.attrs().get_reals("value").at(0));
+    via_accum = false;
+  } else {
+    raise(ErrorCode::Compile, "no per-lane lowering for '" + std::string(op.name()) + "'", op.location());
+  }
+  values_[op.result(0)] = finish(b, x, p, via_accum);
+}
+
+}  // namespace tessera::schedule::templates

@@ -1,0 +1,86 @@
+// Graph IR elementwise ops -> Tile IR lane ops, shared by every template that
+// computes elementwise ops per lane (the elementwise template, and the
+// producers and consumers fused into reduction and GEMM kernels).
+//
+// A LaneProgram lowers ops over one domain whose flat row-major index is the
+// lane value `i`. Kernel inputs are read at their broadcast offset of `i`;
+// values computed elsewhere (a reduction's result) are bound directly. Each
+// op computes in fp64 from decoded operands like its reference kernel, rounds
+// once to its accumulation type and encodes to its storage type, so results
+// equal the reference executor's bit for bit.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/ir/builder.h"
+#include "tessera/ir/ir.h"
+#include "tessera/numerics/policy.h"
+
+namespace tessera::schedule::templates {
+
+// Whether Graph IR op `op_name` has a lane lowering.
+bool lane_op_covered(std::string_view op_name);
+
+// Why a policy cannot be a kernel parameter or lane value (nullopt: it can).
+std::optional<std::string> unsupported_policy(const NumericsPolicy& p);
+
+// Why the non-terminator ops of `body` (from `first` on) cannot all be
+// lowered per lane (nullopt: they can).
+std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first = 0);
+
+// Whether reading an operand of `shape` over `domain` needs the domain's dims.
+bool broadcasts(const ir::Shape& shape, const ir::Shape& domain);
+
+// One graph value inside a lane program: its storage-typed lane and its
+// decoded fp64 (or bool) lane.
+struct LaneValue {
+  ir::Value* stored = nullptr;   // lane<P> (P = the value's policy)
+  ir::Value* decoded = nullptr;  // lane<fp64>, or lane<bool> for bool values
+};
+
+class LaneProgram {
+ public:
+  // `dims`: the domain's dims as lane<int64> values; may be empty when no
+  // bound input broadcasts.
+  LaneProgram(ir::Shape domain, ir::Value* i, std::vector<ir::Value*> dims)
+      : domain_(std::move(domain)), i_(i), dims_(std::move(dims)) {}
+
+  // `v` is read from gmem `buffer` (flat, row-major) at its broadcast offset.
+  void bind_input(const ir::Value* v, ir::Value* buffer) { inputs_[v] = buffer; }
+  void bind_value(const ir::Value* v, LaneValue lane) { values_[v] = lane; }
+
+  const LaneValue& value(ir::OpBuilder& b, const ir::Value* v);
+  void lower_op(ir::OpBuilder& b, const ir::Operation& op);
+
+  // Rounds an fp64 (or bool) result like the reference's make_result: to the
+  // accumulation type (when `via_accum`), then to storage.
+  LaneValue finish(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum = true);
+  static ir::Value* decode(ir::OpBuilder& b, ir::Value* stored);
+  ir::Value* offset_of(ir::OpBuilder& b, const ir::Shape& shape);
+
+ private:
+  ir::Value* as_real(ir::OpBuilder& b, const LaneValue& v);
+  ir::Value* as_bool(ir::OpBuilder& b, const LaneValue& v);
+  ir::Value* product(ir::OpBuilder& b, std::size_t from, std::size_t to);
+  ir::Value* sigmoid(ir::OpBuilder& b, ir::Value* x);
+
+  ir::Shape domain_;
+  ir::Value* i_;
+  std::vector<ir::Value*> dims_;
+  std::unordered_map<const ir::Value*, ir::Value*> inputs_;
+  std::unordered_map<const ir::Value*, LaneValue> values_;
+};
+
+// Shorthands for building lane ops.
+ir::Value* real(ir::OpBuilder& b, double x);  // lane<fp64> constant
+ir::Value* op1(ir::OpBuilder& b, const char* op, ir::Value* x);
+ir::Value* op2(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y);
+ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y);
+ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y);
+ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to);
+
+}  // namespace tessera::schedule::templates

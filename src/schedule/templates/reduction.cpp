@@ -1,0 +1,292 @@
+// The reduction template: graph.sum / mean / max / min / argmax and the
+// elementwise consumers fused after it -> one Tile IR kernel with one lane
+// per output element.
+//
+//   kernel(in_0.., out_0.., [d0.. output dims], x0.. reduced operand's dims)
+//     o = group_id * T + linear_id;  if o < n:
+//       base = the operand's offset of output element o (kept dims)
+//       sum/mean: the canonical blocked order (lower_to_tile.h), three
+//         nested loops (superblock, block, element) with one accumulator
+//         each, every add at the accumulation type
+//       max/min/argmax: one sequential pass, as the reference (exact)
+//       the consumers run per lane over the output domain (lane_program.h)
+//
+// Reduced elements are enumerated row-major over the reduced axes. When the
+// reduced axes are one run of adjacent dims, element r sits at base + r * C
+// (C = the product of the dims after the run); otherwise its offset is
+// rebuilt from its multi-index.
+#include <algorithm>
+#include <set>
+
+#include "graph/shape_rules.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+const NumericsPolicy kF64 = default_policy(DType::fp64);
+
+std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
+  const std::size_t rank = op.operand(0)->type().rank();
+  if (op.name() == "graph.argmax") return {graph::normalize_axis(op.attrs().get_int("axis"), rank)};
+  auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), rank);
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < rank; ++d) axes.push_back(static_cast<std::int64_t>(d));
+  }
+  return axes;
+}
+
+std::vector<Value*> one(Value* v) {
+  return {v};
+}
+
+class ReductionBuilder {
+ public:
+  ReductionBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const ir::Shape& domain = kernel_.attrs().get_shape("domain");
+    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64;
+    const ir::Operation& yield = *body_.terminator();
+    const std::size_t num_in = body_.num_arguments();
+    const std::size_t num_out = yield.num_operands();
+    const Value* operand = root_.operand(0);
+    std::size_t x_index = 0;
+    while (body_.argument(x_index) != operand) ++x_index;
+    const std::size_t x_rank = operand->type().rank();
+    axes_ = reduced_axes(root_);
+
+    std::vector<std::pair<std::string, Type>> params;
+    bool any_broadcast = false;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      const Type& t = body_.argument(k)->type();
+      params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, t.policy));
+      if (k != x_index) any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+    }
+    for (std::size_t j = 0; j < num_out; ++j) {
+      params.emplace_back("out" + std::to_string(j),
+                          Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
+    }
+    TileKernel result;
+    for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
+      params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::dim, d});
+    }
+    for (std::size_t d = 0; d < x_rank; ++d) {
+      params.emplace_back("x" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
+    }
+    if (root_.name() != "graph.sum" && root_.name() != "graph.mean") {
+      for (auto a : axes_) result.nonempty_dims.emplace_back(x_index, static_cast<std::size_t>(a));
+    }
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    std::vector<Value*> dims;
+    std::size_t next = num_in + num_out;
+    for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(next++));
+    for (std::size_t d = 0; d < x_rank; ++d) xdims_.push_back(fb.argument(next++));
+    x_ = fb.argument(x_index);
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    Value* o = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    tile::build_if(
+        b, cmp(b, "lt", o, n), {},
+        [&](ir::OpBuilder& then, std::span<Value* const>) {
+          LaneProgram lanes_of(domain, o, dims);
+          for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
+          index_setup(then, o);
+          lanes_of.bind_value(root_.result(0), reduce(then, lanes_of));
+          // Splat constants copied in before the root feed the consumers.
+          for (const auto& op : body_.ops()) {
+            if (op.get() == body_.terminator()) break;
+            if (op.get() != &root_) lanes_of.lower_op(then, *op);
+          }
+          for (std::size_t j = 0; j < num_out; ++j) {
+            then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
+          }
+          return std::vector<Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    return result;
+  }
+
+ private:
+  bool is_reduced(std::size_t d) const {
+    return std::find(axes_.begin(), axes_.end(), static_cast<std::int64_t>(d)) != axes_.end();
+  }
+
+  // Strides of the operand, its offset of output element o, the reduced
+  // length L, and the run stride C when the reduced axes are adjacent.
+  void index_setup(ir::OpBuilder& b, Value* o) {
+    const std::size_t rank = xdims_.size();
+    strides_.assign(rank, nullptr);
+    Value* s = tile::build_int(b, 1);
+    for (std::size_t d = rank; d-- > 0;) {
+      strides_[d] = s;
+      s = op2(b, "mul", s, xdims_[d]);
+    }
+    base_ = tile::build_int(b, 0);
+    Value* rest = o;
+    for (std::size_t d = rank; d-- > 0;) {
+      if (is_reduced(d)) continue;
+      base_ = op2(b, "add", base_, op2(b, "mul", op2(b, "rem", rest, xdims_[d]), strides_[d]));
+      rest = op2(b, "div", rest, xdims_[d]);
+    }
+    length_ = tile::build_int(b, 1);
+    for (auto a : axes_) length_ = op2(b, "mul", length_, xdims_[static_cast<std::size_t>(a)]);
+    adjacent_ = axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size());
+  }
+
+  // The operand's element r of the reduced enumeration, stored and decoded.
+  Value* load(ir::OpBuilder& b, Value* r) {
+    Value* offset = nullptr;
+    if (adjacent_) {
+      offset = op2(b, "mul", r, strides_[static_cast<std::size_t>(axes_.back())]);
+    } else {
+      offset = tile::build_int(b, 0);
+      Value* rest = r;
+      for (std::size_t k = axes_.size(); k-- > 0;) {
+        const std::size_t d = static_cast<std::size_t>(axes_[k]);
+        offset = op2(b, "add", offset, op2(b, "mul", op2(b, "rem", rest, xdims_[d]), strides_[d]));
+        rest = op2(b, "div", rest, xdims_[d]);
+      }
+    }
+    return tile::build(b, "tile.load_elem", {x_, op2(b, "add", base_, offset)});
+  }
+
+  LaneValue reduce(ir::OpBuilder& b, LaneProgram& lanes_of) {
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    const std::string_view op = root_.name();
+    if (op == "graph.sum" || op == "graph.mean") {
+      Value* acc = blocked_sum(b);
+      Value* x = cast(b, acc, kF64);
+      if (op == "graph.mean") x = op2(b, "div", x, cast(b, length_, kF64));
+      return lanes_of.finish(b, x, p);
+    }
+    Value* zero = tile::build_int(b, 0);
+    Value* one_i = tile::build_int(b, 1);
+    Value* first = LaneProgram::decode(b, load(b, zero));
+    if (op == "graph.argmax") {
+      // The first maximum; NaN counts as the maximum, so the first NaN wins.
+      ir::Operation* loop = tile::build_for(b, one_i, length_, one_i, {zero, first},
+                                            [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                              Value* v = LaneProgram::decode(lb, load(lb, a[0]));
+                                              Value* best_is_nan = cmp(lb, "ne", a[2], a[2]);
+                                              Value* better = op2(lb, "or", cmp(lb, "ne", v, v), cmp(lb, "gt", v, a[2]));
+                                              Value* take = op2(lb, "and", op1(lb, "not", best_is_nan), better);
+                                              return std::vector<Value*>{select(lb, take, a[0], a[1]),
+                                                                         select(lb, take, v, a[2])};
+                                            });
+      Value* index = loop->result(0);
+      return LaneValue{index, cast(b, index, kF64)};
+    }
+    const char* pred = op == "graph.max" ? "gt" : "lt";
+    ir::Operation* loop = tile::build_for(b, one_i, length_, one_i, {first},
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            Value* v = LaneProgram::decode(lb, load(lb, a[0]));
+                                            Value* acc = a[1];
+                                            Value* take = op2(lb, "or", cmp(lb, "ne", v, v), cmp(lb, pred, v, acc));
+                                            Value* next = select(lb, take, v, acc);
+                                            return one(select(lb, cmp(lb, "ne", acc, acc), acc, next));
+                                          });
+    return lanes_of.finish(b, loop->result(0), p, /*via_accum=*/false);
+  }
+
+  // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
+  Value* blocked_sum(ir::OpBuilder& b) {
+    const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
+    Value* zero = tile::build_real(b, 0.0, acc_policy);
+    Value* one_i = tile::build_int(b, 1);
+    Value* block = tile::build_int(b, kReductionBlock);
+    auto ceil_div = [&](Value* a) {
+      return op2(b, "div", op2(b, "add", a, tile::build_int(b, kReductionBlock - 1)), block);
+    };
+    Value* num_blocks = ceil_div(length_);
+    Value* num_super = ceil_div(num_blocks);
+    ir::Operation* outer = tile::build_for(
+        b, tile::build_int(b, 0), num_super, one_i, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+          Value* b_lo = op2(sb, "mul", s[0], block);
+          Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
+          ir::Operation* mid = tile::build_for(
+              sb, b_lo, b_hi, one_i, {zero}, [&](ir::OpBuilder& bb, std::span<Value* const> k) {
+                Value* r_lo = op2(bb, "mul", k[0], block);
+                Value* r_hi = op2(bb, "min", length_, op2(bb, "add", r_lo, block));
+                ir::Operation* inner = tile::build_for(
+                    bb, r_lo, r_hi, one_i, {zero}, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
+                      return one(op2(eb, "add", e[1], cast(eb, load(eb, e[0]), acc_policy)));
+                    });
+                return one(op2(bb, "add", k[1], inner->result(0)));
+              });
+          return one(op2(sb, "add", s[1], mid->result(0)));
+        });
+    return outer->result(0);
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  std::vector<std::int64_t> axes_;
+  std::vector<Value*> xdims_, strides_;
+  Value* x_ = nullptr;
+  Value* base_ = nullptr;
+  Value* length_ = nullptr;
+  bool adjacent_ = true;
+};
+
+}  // namespace
+
+bool reduction_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  const ir::Block& body = kernel_body(kernel);
+  static const std::set<std::string_view> kReductions = {"graph.sum", "graph.mean", "graph.max", "graph.min",
+                                                         "graph.argmax"};
+  if (!kReductions.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a reduction");
+  const Value* x = root.operand(0);
+  bool is_argument = false;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == x;
+  if (!is_argument) return fail("the reduced operand is not a kernel input");
+  if (auto bad = unsupported_policy(x->type().policy)) return fail("the reduced operand has " + *bad);
+  if (!is_float(x->type().dtype()) && root.name() != "graph.max" && root.name() != "graph.min" &&
+      root.name() != "graph.argmax") {
+    return fail("an integer " + std::string(root.name()) +
+                " (its overflow check runs on the reference executor only; cast the operand to a float first)");
+  }
+  // Every op after the root is a per-lane consumer; constants may precede it.
+  std::size_t index = 0, root_index = 0;
+  for (const auto& op : body.ops()) {
+    if (op.get() == &root) root_index = index;
+    ++index;
+  }
+  for (const auto& op : body.ops()) {
+    if (op.get() == &root) break;
+    if (!is_splat_constant(*op)) return fail("'" + std::string(op->name()) + "' precedes the reduction");
+  }
+  if (auto bad = lane_ops_unsupported(body, root_index + 1)) return fail(*bad);
+  return true;
+}
+
+TileKernel lower_reduction(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return ReductionBuilder(kernel, out, name).build();
+}
+
+}  // namespace tessera::schedule::templates

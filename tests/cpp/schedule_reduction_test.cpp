@@ -1,0 +1,177 @@
+// The reduction template against the reference executor and against an
+// independent model of the canonical blocked order (lower_to_tile.h).
+// Up to kReductionBlock reduced elements the order is the reference's, so
+// results agree bit for bit; longer sums follow the blocked order exactly.
+#include <random>
+
+#include "schedule_test_support.h"
+#include "tessera/schedule/lower_to_tile.h"
+
+namespace tessera {
+namespace {
+
+using schedule_test::check_against_reference;
+using schedule_test::expect_bitwise_equal;
+using schedule_test::sample;
+using schedule_test::test_options;
+
+const NumericsPolicy kF32 = default_policy(DType::fp32);
+
+// The canonical order written out directly in fp32.
+float canonical_sum(const std::vector<float>& v) {
+  const std::size_t block = static_cast<std::size_t>(schedule::kReductionBlock);
+  const std::size_t blocks = (v.size() + block - 1) / block;
+  float total = 0.0f;
+  for (std::size_t s = 0; s * block < blocks; ++s) {
+    float super = 0.0f;
+    for (std::size_t k = s * block; k < std::min(blocks, (s + 1) * block); ++k) {
+      float part = 0.0f;
+      for (std::size_t i = k * block; i < std::min(v.size(), (k + 1) * block); ++i) part += v[i];
+      super += part;
+    }
+    total += super;
+  }
+  return total;
+}
+
+TEST(ScheduleReduction, ShortReductionsMatchReferenceBitwise) {
+  for (const char* storage : {"fp32", "bf16 @accum(fp32)", "fp16", "fp8_e4m3 @accum(fp32)", "fp64"}) {
+    SCOPED_TRACE(storage);
+    const std::string t = std::string("tensor<[B, 9, 200] ") + storage + ">";
+    const std::string r = std::string("tensor<[B, 9] ") + storage + ">";
+    const std::string text = "func @f(%x: " + t + ") -> (" + r + ", " + r + ", " + r + ", " + r +
+                             ", tensor<[B, 9] int64>, tensor<[B, 1, 200] " + storage + ">) {\n"
+                             "  %0 = graph.sum %x {axes = [2]} : " + r + "\n"
+                             "  %1 = graph.mean %x {axes = [-1]} : " + r + "\n"
+                             "  %2 = graph.max %x {axes = [2]} : " + r + "\n"
+                             "  %3 = graph.min %x {axes = [2]} : " + r + "\n"
+                             "  %4 = graph.argmax %x {axis = 2} : tensor<[B, 9] int64>\n"
+                             "  %5 = graph.sum %x {axes = [1], keepdims = true} : tensor<[B, 1, 200] " + storage + ">\n"
+                             "  return %0, %1, %2, %3, %4, %5\n}\n";
+    const NumericsPolicy p = parse_policy(storage);
+    check_against_reference(text, "f", {sample({3, 9, 200}, p, 1)});
+    check_against_reference(text, "f", {sample({5, 9, 200}, p, 2, /*specials=*/false)});
+  }
+}
+
+TEST(ScheduleReduction, EpilogueAndScatteredAxesMatchReferenceBitwise) {
+  // Non-adjacent reduced axes, keepdims, and consumers reading a broadcast input.
+  const std::string text = R"(
+func @g(%x: tensor<[6, N, 5, 7] fp32>, %s: tensor<[N, 1, 1] fp32>) -> (tensor<[1, N, 1, 7] fp32>, tensor<[N, 5] fp32>) {
+  %0 = graph.sum %x {axes = [0, 2], keepdims = true} : tensor<[1, N, 1, 7] fp32>
+  %1 = graph.exp %0 : tensor<[1, N, 1, 7] fp32>
+  %2 = graph.max %x {axes = [0, 3]} : tensor<[N, 5] fp32>
+  %3 = graph.mean %x {axes = [0, 3], keepdims = true} : tensor<[1, N, 5, 1] fp32>
+  %4 = graph.mul %3, %s : tensor<[1, N, 5, 1] fp32>
+  %5 = graph.reshape %4 {shape = shape<[N, 5]>} : tensor<[N, 5] fp32>
+  %6 = graph.add %5, %2 : tensor<[N, 5] fp32>
+  return %1, %6
+}
+)";
+  auto exe = check_against_reference(text, "g", {sample({6, 4, 5, 7}, kF32, 3, false), sample({4, 1, 1}, kF32, 4)});
+  int reductions = 0;
+  for (const auto& k : exe->kernels()) reductions += k.family == "reduction";
+  EXPECT_EQ(reductions, 3);
+}
+
+TEST(ScheduleReduction, LongSumsFollowTheCanonicalBlockedOrder) {
+  // 3 x 150001 rows (several superblocks), then every element at once.
+  const std::string text = R"(
+func @h(%x: tensor<[3, L] fp32>) -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[3] fp32>
+  %1 = graph.sum %x : tensor<[] fp32>
+  %2 = graph.mean %x : tensor<[] fp32>
+  return %0, %1, %2
+}
+)";
+  ir::Module m = ir::parse_module(text);
+  auto exe = schedule::compile_executable(m, "h", test_options());
+  const std::int64_t length = 150001;
+  Tensor x = sample({3, length}, kF32, 5, false);
+  auto got = exe->run(std::vector<Tensor>{x});
+  const auto values = x.to_values();
+  std::vector<float> all(values.begin(), values.end());
+  double exact_total = 0.0;
+  for (int row = 0; row < 3; ++row) {
+    std::vector<float> v(all.begin() + row * length, all.begin() + (row + 1) * length);
+    double exact = 0.0;
+    for (float f : v) exact += f;
+    exact_total += exact;
+    EXPECT_EQ(static_cast<float>(got[0].to_values()[static_cast<std::size_t>(row)]), canonical_sum(v)) << "row " << row;
+    EXPECT_NEAR(got[0].to_values()[static_cast<std::size_t>(row)], exact, 1e-6 * 2.0 * length) << "row " << row;
+  }
+  EXPECT_EQ(static_cast<float>(got[1].to_values()[0]), canonical_sum(all));
+  EXPECT_NEAR(got[1].to_values()[0], exact_total, 1e-6 * 2.0 * 3 * length);
+  EXPECT_EQ(static_cast<float>(got[2].to_values()[0]),
+            static_cast<float>(static_cast<double>(canonical_sum(all)) / static_cast<double>(3 * length)));
+  // The reference sums sequentially: within the documented fp32 tolerance.
+  auto want = graph::execute(m, *m.lookup("h"), std::vector<Tensor>{x});
+  EXPECT_NEAR(got[1].to_values()[0], want[1].to_values()[0], 1e-6 * 2.0 * 3 * length);
+}
+
+TEST(ScheduleReduction, ResultsDoNotDependOnThreadsOrRuns) {
+  const std::string text = R"(
+func @t(%x: tensor<[64, 70000] fp32>) -> (tensor<[64] fp32>, tensor<[70000] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[64] fp32>
+  %1 = graph.sum %x {axes = [0]} : tensor<[70000] fp32>
+  return %0, %1
+}
+)";
+  ir::Module m = ir::parse_module(text);
+  auto one = test_options();
+  one.num_threads = 1;
+  auto many = test_options();
+  many.num_threads = 8;
+  std::vector<Tensor> args{sample({64, 70000}, kF32, 6, false)};
+  auto a = schedule::compile_executable(m, "t", one)->run(args);
+  auto exe = schedule::compile_executable(m, "t", many);
+  for (int run = 0; run < 10; ++run) {
+    auto b = exe->run(args);
+    expect_bitwise_equal(b[0], a[0], "rows, run " + std::to_string(run));
+    expect_bitwise_equal(b[1], a[1], "columns, run " + std::to_string(run));
+  }
+}
+
+TEST(ScheduleReduction, EmptyAxes) {
+  const std::string text = R"(
+func @e(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[4] fp32>
+  return %0
+}
+func @m(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {
+  %0 = graph.max %x {axes = [1]} : tensor<[4] fp32>
+  return %0
+}
+)";
+  check_against_reference(text, "e", {sample({4, 0}, kF32, 7)});
+  ir::Module m = ir::parse_module(text, "e.tir");
+  auto exe = schedule::compile_executable(m, "m", test_options());
+  try {
+    exe->run(std::vector<Tensor>{sample({4, 0}, kF32, 8)});
+    FAIL() << "expected a ShapeError";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ShapeMismatch) << e.what();
+    EXPECT_NE(std::string(e.what()).find("graph.max"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("e.tir:7"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ScheduleReduction, IntegerSumIsAClearCompileError) {
+  const std::string text = R"(
+func @i(%x: tensor<[4, 8] int32>) -> (tensor<[4] int32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[4] int32>
+  return %0
+}
+)";
+  ir::Module m = ir::parse_module(text, "i.tir");
+  try {
+    schedule::compile_executable(m, "i", test_options());
+    FAIL() << "expected a CompileError";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Compile);
+    EXPECT_NE(std::string(e.what()).find("integer graph.sum"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
