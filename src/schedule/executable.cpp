@@ -65,6 +65,64 @@ Tensor make_constant(const ir::Operation& op) {
   return Tensor::from_values(values, *sizes, t.policy);
 }
 
+
+// One batch matrix of `t` (rows x cols, row-major) as a 2-D view.
+Tensor matrix_view(const Tensor& t, std::int64_t index, std::int64_t rows, std::int64_t cols) {
+  if (rows * cols == 0) return Tensor::zeros({rows, cols}, t.policy());
+  auto* base = static_cast<char*>(t.data()) + index * rows * cols * t.element_bytes();
+  return Tensor::wrap(base, {rows, cols}, {cols, 1}, t.policy(), std::shared_ptr<void>());
+}
+
+// Launches a step's tile kernel: flat buffers and scalars; a matrix kernel
+// once per batch matrix with its operands' 2-D views.
+void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 const std::vector<std::int64_t>& domain, const cpu::LaunchOptions& options) {
+  const TileKernel& tk = step.tile;
+  auto args_for = [&](std::int64_t batch, const Tensor* a_view, const Tensor* b_view) {
+    std::vector<cpu::KernelArg> kargs;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (tk.matrix && i == tk.matrix->a) {
+        kargs.emplace_back(*a_view);
+      } else if (tk.matrix && i == tk.matrix->b) {
+        kargs.emplace_back(*b_view);
+      } else {
+        kargs.emplace_back(inputs[i].reshape({inputs[i].numel()}));
+      }
+    }
+    for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
+    for (const KernelScalar& s : tk.scalars) {
+      switch (s.kind) {
+        case KernelScalar::Kind::dim: kargs.emplace_back(domain.at(s.index)); break;
+        case KernelScalar::Kind::input_dim: kargs.emplace_back(inputs.at(s.input).shape().at(s.index)); break;
+        case KernelScalar::Kind::batch: kargs.emplace_back(batch); break;
+      }
+    }
+    return kargs;
+  };
+  if (!tk.matrix) {
+    const std::int64_t n = graph::numel_of(domain);
+    const std::int64_t lanes = tk.lanes_per_group;
+    cpu::launch(*step.compiled, (n + lanes - 1) / lanes, args_for(0, nullptr, nullptr), options);
+    return;
+  }
+  const MatrixLaunch& ml = *tk.matrix;
+  const Tensor& a = inputs.at(ml.a);
+  const Tensor& b = inputs.at(ml.b);
+  const auto& sa = a.shape();
+  const auto& sb = b.shape();
+  const std::int64_t ar = sa[sa.size() - 2], ac = sa.back(), br = sb[sb.size() - 2], bc = sb.back();
+  const std::int64_t m = domain[domain.size() - 2], nn = domain.back();
+  const std::vector<std::int64_t> batch(domain.begin(), domain.end() - 2);
+  const auto a_batch = graph::broadcast_offsets(std::vector<std::int64_t>(sa.begin(), sa.end() - 2), batch);
+  const auto b_batch = graph::broadcast_offsets(std::vector<std::int64_t>(sb.begin(), sb.end() - 2), batch);
+  const std::int64_t grid = ((m + ml.bm - 1) / ml.bm) * ((nn + ml.bn - 1) / ml.bn);
+  for (std::size_t i = 0; i < a_batch.size(); ++i) {
+    const Tensor av = matrix_view(a, a_batch[i], ar, ac);
+    const Tensor bv = matrix_view(b, b_batch[i], br, bc);
+    cpu::launch(*step.compiled, grid, args_for(static_cast<std::int64_t>(i), &av, &bv), options);
+  }
+}
+
 }  // namespace
 
 struct Executable::State {
@@ -179,9 +237,6 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       values[k.result(j)] = out;
     }
     if (n == 0) continue;
-    std::vector<cpu::KernelArg> kargs;
-    for (const Tensor& t : inputs) kargs.emplace_back(t.reshape({t.numel()}));
-    for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
     for (const auto& [input, d] : step.tile.nonempty_dims) {
       if (inputs[input].shape().at(d) == 0) {
         const ir::Operation& first = kernel_root_op(k);
@@ -190,12 +245,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
               first.location());
       }
     }
-    for (const KernelScalar& s : step.tile.scalars) {
-      kargs.emplace_back(s.kind == KernelScalar::Kind::dim ? domain.at(s.index) : inputs.at(s.input).shape().at(s.index));
-    }
-    const std::int64_t lanes = step.tile.lanes_per_group;
     try {
-      cpu::launch(*step.compiled, (n + lanes - 1) / lanes, std::move(kargs), launch_options);
+      launch_step(step, inputs, outputs, domain, launch_options);
     } catch (const Error& e) {
       const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());

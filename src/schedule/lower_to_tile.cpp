@@ -11,6 +11,7 @@ bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   const Family family = kernel_family(kernel);
   if (family == Family::elementwise) return templates::elementwise_covers(kernel, why);
   if (family == Family::reduction) return templates::reduction_covers(kernel, why);
+  if (family == Family::gemm) return templates::gemm_covers(kernel, why);
   if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
   return false;
 }
@@ -26,6 +27,7 @@ TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std:
           first.location());
   }
   if (kernel_family(kernel) == Family::reduction) return templates::lower_reduction(kernel, out, name);
+  if (kernel_family(kernel) == Family::gemm) return templates::lower_gemm(kernel, out, name);
   return templates::lower_elementwise(kernel, out, name);
 }
 

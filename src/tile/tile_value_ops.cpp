@@ -162,6 +162,26 @@ void register_tile_value_ops(ir::Registry& r) {
             return std::vector<Type>{Type::tile(in[0].shape, a.get_policy("to"))};
           },
   });
+  r.add(OpDef{
+      .name = "tile.tile_add",
+      .summary = "Elementwise x + y of two floating-point tiles of one type, each sum rounded once to the dtype "
+                 "(the step that combines the partial sums of a blocked accumulation).",
+      .operands = {"x", "y"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_kind(in[0], ir::TypeKind::tile, "tile.tile_add", "x");
+            require_kind(in[1], ir::TypeKind::tile, "tile.tile_add", "y");
+            if (in[0] != in[1]) {
+              raise(in[0].shape != in[1].shape ? ErrorCode::ShapeMismatch : ErrorCode::DtypeUnsupported,
+                    "tile.tile_add operands differ: " + ir::print_type(in[0]) + " and " +
+                                                 ir::print_type(in[1]));
+            }
+            if (!is_float(in[0].dtype())) {
+              raise(ErrorCode::DtypeUnsupported, "tile.tile_add needs floating-point tiles, got " + ir::print_type(in[0]));
+            }
+            return std::vector<Type>{in[0]};
+          },
+  });
 }
 
 }  // namespace tessera::tile

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,22 @@ inline constexpr std::int64_t kReductionBlock = 256;
 
 // A launch-time scalar of a generated kernel.
 struct KernelScalar {
-  enum class Kind { dim, input_dim } kind;
+  enum class Kind { dim, input_dim, batch } kind;
   // dim: the kernel domain's dim `index`; input_dim: dim `index` of kernel
-  // input `input` (sizes at run time).
+  // input `input` (sizes at run time); batch: the batch matrix a matrix
+  // launch computes (row-major over the output's batch dims).
   std::size_t index = 0;
   std::size_t input = 0;
+};
+
+// A kernel launched once per batch matrix of a matrix product: inputs `a`
+// and `b` are passed as that batch's 2-D matrices (as stored: [K, M] when
+// `transpose_a`), with numpy broadcasting over the batch dims, and the grid is
+// ceil(M / bm) * ceil(N / bn) groups.
+struct MatrixLaunch {
+  std::size_t a = 0, b = 1;
+  bool transpose_a = false, transpose_b = false;
+  std::int64_t bm = 128, bn = 128;
 };
 
 struct TileKernel {
@@ -45,6 +57,7 @@ struct TileKernel {
   // Inputs whose every dim in `nonempty_dims` must be nonzero at run time
   // (a max over an empty axis has no result): {input, dim} pairs.
   std::vector<std::pair<std::size_t, std::size_t>> nonempty_dims;
+  std::optional<MatrixLaunch> matrix;
 };
 
 // Whether a template covers `kernel`; when not, `why` names the first op or

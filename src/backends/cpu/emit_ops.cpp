@@ -265,6 +265,7 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     return "auto " + result + " = tsr::zeros<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">();";
   }
   if (n == "mma") return "auto " + result + " = tsr::mma(" + a[0] + ", " + a[1] + ", " + a[2] + ");";
+  if (n == "tile_add") return "auto " + result + " = tsr::tile_add(" + a[0] + ", " + a[1] + ");";
   if (n == "tile_cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_supported_policy(to, "tile.tile_cast");

@@ -44,7 +44,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args, Access access);
 
 // The statement of a group-level op that is not control flow (tile_load,
-// tile_store, zeros, mma, tile_cast, transpose, cp_async, cp_async_wait, barrier);
+// tile_store, zeros, mma, tile_add, tile_cast, transpose, cp_async, cp_async_wait, barrier);
 // `result` names its result variable (unused for ops without one).
 std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& args, const std::string& result,
                        const std::function<std::int64_t(const ir::Dim&)>& resolve);

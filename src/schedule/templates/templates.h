@@ -14,4 +14,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
 bool reduction_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_reduction(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool gemm_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_gemm(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 }  // namespace tessera::schedule::templates

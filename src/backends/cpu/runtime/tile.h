@@ -352,6 +352,21 @@ inline Tile<A, M, N> mma(const Tile<TA, M, K>& a, const Tile<TB, K, N>& b, const
   return acc;
 }
 
+// tile.tile_add: x + y elementwise, rounded once to D.
+template <DType D, int R, int C>
+inline Tile<D, R, C> tile_add(const Tile<D, R, C>& x, const Tile<D, R, C>& y) {
+  Tile<D, R, C> r;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      if constexpr (D == DType::fp32 || D == DType::fp64) {
+        r.v()[i][j] = x.v()[i][j] + y.v()[i][j];
+      } else {
+        r.v()[i][j] = fma_step<D>(x.v()[i][j], 1.0, static_cast<double>(y.v()[i][j]));
+      }
+    }
+  return r;
+}
+
 // ---- reduce_sum ----
 
 // The accumulation type of reduce_sum: fp64 for fp64, fp32 for other floats,

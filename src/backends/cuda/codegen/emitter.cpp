@@ -205,6 +205,10 @@ class Emitter {
           classes_.join(before.terminator()->operand(1 + k), after.argument(k));
           classes_.join(after.argument(k), op.result(k));
         }
+      } else if (n == "tile.tile_add") {
+        // One layout for both operands and the sum: the add is slot by slot.
+        classes_.join(op.operand(0), op.result(0));
+        classes_.join(op.operand(1), op.result(0));
       } else if (n == "tile.mma") {
         classes_.join(op.operand(2), op.result(0));
         mmas_.push_back(&op);
@@ -798,6 +802,13 @@ class Emitter {
       name_[r] = fresh("t");
       line(type_of(r) + " " + name_.at(r) + ";");
       return line("tsr::transpose_from(" + name_.at(r) + ", " + view + ", tid);");
+    }
+    if (n == "tile_add") {
+      const DType d = op.result(0)->type().dtype();
+      if (d != DType::fp32 && d != DType::fp64) {
+        unsupported(op, "tile.tile_add of " + std::string(name(d)) + " tiles (fp32 and fp64 are supported)");
+      }
+      return define(op.result(0), "tsr::tile_add(" + a[0] + ", " + a[1] + ")");
     }
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");

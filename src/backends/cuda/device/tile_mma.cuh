@@ -94,6 +94,15 @@ __device__ __forceinline__ Tile<DT, R, C, L> tile_cast(const Tile<D, R, C, L>& t
   return o;
 }
 
+// tile.tile_add of fp32 or fp64 tiles: slot by slot, one rounding each.
+template <int D, int R, int C, class L>
+__device__ __forceinline__ Tile<D, R, C, L> tile_add(const Tile<D, R, C, L>& x, const Tile<D, R, C, L>& y) {
+  Tile<D, R, C, L> o;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) o.v[s] = x.v[s] + y.v[s];
+  return o;
+}
+
 // Loads the box at (r0, c0) (zeros past the source's bounds).
 template <int D, int R, int C, class L, int SD, int SR>
 __device__ __forceinline__ void tile_load(Tile<D, R, C, L>& t, const GView<SD, SR>& src, i64 r0, i64 c0, int tid) {

@@ -1,0 +1,285 @@
+// The GEMM template: graph.matmul / graph.gemm and the elementwise epilogue
+// fused after it (bias, activation, residual add, cast) -> one Tile IR kernel
+// computing one [BM, BN] output tile per group, launched once per batch
+// matrix (the executable passes that batch's A and B as 2-D views).
+//
+//   kernel(a: gmem<[ra, ca] Pa>, b: gmem<[rb, cb] Pb>, in_2.., out_0.., scalars)
+//     (tm, tn) = the group's output tile; acc2 = 0
+//     for each superblock of 256 K-blocks:      acc1 = 0
+//       for each K-block of 256:                 part = 0
+//         for each BK-chunk of the block:        part = mma(A chunk, B chunk, part)
+//         acc1 = tile_add(acc1, part)
+//       acc2 = tile_add(acc2, acc1)
+//     acc2 -> shared memory; barrier
+//     each lane takes elements e = lid, lid + T, ..: the matmul's value is
+//       the accumulator rounded to the result policy, and the epilogue runs
+//       per lane over the output domain (lane_program.h)
+//
+// tile.mma accumulates each element in increasing k with one rounding per
+// step at the accumulation type, so the sum is the canonical blocked order
+// (lower_to_tile.h) whatever BM, BN, BK are (BK divides the block): results
+// equal the reference's bit for bit up to K = 256. Transposed operands are
+// loaded as stored and transposed as tiles. Operands of different dtypes are
+// cast (exactly) to fp32, or fp64 when either is fp64, before the mma.
+#include <set>
+
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+const NumericsPolicy kF64 = default_policy(DType::fp64);
+
+bool flag(const ir::Operation& op, const char* name) {
+  const ir::Attribute* a = op.attrs().find(name);
+  return a && std::get<bool>(*a);
+}
+
+std::size_t argument_index(const ir::Block& body, const Value* v) {
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    if (body.argument(k) == v) return k;
+  }
+  return body.num_arguments();
+}
+
+std::vector<Value*> values(std::initializer_list<Value*> v) {
+  return v;
+}
+
+class GemmBuilder {
+ public:
+  GemmBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const ir::Shape& domain = kernel_.attrs().get_shape("domain");
+    std::vector<std::int64_t> tile = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile")
+                                                                 : std::vector<std::int64_t>{128, 128, 64};
+    bm_ = tile.at(0), bn_ = tile.at(1), bk_ = tile.at(2);
+    if (bk_ <= 0 || kReductionBlock % bk_ != 0) bk_ = 64;  // a chunk never straddles a block
+    ta_ = flag(root_, "transpose_a"), tb_ = flag(root_, "transpose_b");
+    const ir::Operation& yield = *body_.terminator();
+    const std::size_t num_in = body_.num_arguments();
+    const std::size_t num_out = yield.num_operands();
+    a_index_ = argument_index(body_, root_.operand(0));
+    b_index_ = argument_index(body_, root_.operand(1));
+    const NumericsPolicy& pa = root_.operand(0)->type().policy;
+    const NumericsPolicy& pb = root_.operand(1)->type().policy;
+    acc_policy_ = default_policy(root_.result(0)->type().policy.accum);
+
+    std::vector<std::pair<std::string, Type>> params;
+    bool any_broadcast = false;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      const Type& t = body_.argument(k)->type();
+      if (k == a_index_ || k == b_index_) {
+        const std::string s = k == a_index_ ? "a" : "b";  // x @ x: one buffer serves both
+        params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::named(s + "c")}, t.policy));
+      } else {
+        params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, t.policy));
+        any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+      }
+    }
+    for (std::size_t j = 0; j < num_out; ++j) {
+      params.emplace_back("out" + std::to_string(j),
+                          Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
+    }
+    TileKernel result;
+    auto scalar = [&](const std::string& name, KernelScalar s) {
+      params.emplace_back(name, Type::lane(DType::int64));
+      result.scalars.push_back(s);
+    };
+    const std::size_t ra = root_.operand(0)->type().rank(), rb = root_.operand(1)->type().rank();
+    scalar("batch", KernelScalar{KernelScalar::Kind::batch});
+    scalar("M", KernelScalar{KernelScalar::Kind::input_dim, ta_ ? ra - 1 : ra - 2, a_index_});
+    scalar("K", KernelScalar{KernelScalar::Kind::input_dim, ta_ ? ra - 2 : ra - 1, a_index_});
+    scalar("N", KernelScalar{KernelScalar::Kind::input_dim, tb_ ? rb - 2 : rb - 1, b_index_});
+    for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
+      scalar("d" + std::to_string(d), KernelScalar{KernelScalar::Kind::dim, d});
+    }
+    const std::int64_t lanes = 128;
+    // Shared memory holds the accumulator tile for the epilogue.
+    const std::int64_t shared = bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
+    ir::Operation* func = tile::build_kernel(
+        out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}, .shared_bytes = shared},
+        kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    std::size_t next = num_in + num_out;
+    Value* batch = fb.argument(next++);
+    m_ = fb.argument(next++), k_ = fb.argument(next++), n_ = fb.argument(next++);
+    std::vector<Value*> dims;
+    for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(next++));
+    a_ = fb.argument(a_index_), b_ = fb.argument(b_index_);
+    // Both operands as one dtype when they differ (exact casts).
+    if (pa.storage != pb.storage) {
+      mma_policy_ = default_policy(pa.storage == DType::fp64 || pb.storage == DType::fp64 ? DType::fp64 : DType::fp32);
+    }
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* tiles_n = op2(b, "div", op2(b, "add", n_, tile::build_int(b, bn_ - 1)), tile::build_int(b, bn_));
+    m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
+    n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
+    Value* acc = blocked_product(b);
+    Value* staged = tile::build(b, "tile.smem_alloc", {},
+                                {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
+    Value* zero = tile::build_int(b, 0);
+    b.create("tile.tile_store", {staged, zero, zero, acc});
+    b.create("tile.barrier", {});
+
+    // The epilogue, per lane.
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    tile::build_for(b, lid, tile::build_int(b, bm_ * bn_), tile::build_int(b, lanes), {},
+                    [&](ir::OpBuilder& lb, std::span<Value* const> e) {
+                      Value* r = op2(lb, "div", e[0], tile::build_int(lb, bn_));
+                      Value* c = op2(lb, "rem", e[0], tile::build_int(lb, bn_));
+                      Value* gm = op2(lb, "add", m0_, r);
+                      Value* gn = op2(lb, "add", n0_, c);
+                      Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
+                      tile::build_if(
+                          lb, inside, {},
+                          [&](ir::OpBuilder& ib, std::span<Value* const>) {
+                            // Flat index in the output domain: ((batch * M) + gm) * N + gn.
+                            Value* i = op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
+                            LaneProgram lanes_of(domain, i, dims);
+                            for (std::size_t k = 0; k < num_in; ++k) {
+                              if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
+                            }
+                            Value* v = tile::build(ib, "tile.load_elem", {staged, r, c});
+                            lanes_of.bind_value(root_.result(0), lanes_of.finish(ib, cast(ib, v, kF64), p));
+                            for (const auto& op : body_.ops()) {
+                              if (op.get() == body_.terminator()) break;
+                              if (op.get() != &root_) lanes_of.lower_op(ib, *op);
+                            }
+                            for (std::size_t j = 0; j < num_out; ++j) {
+                              ib.create("tile.store_elem",
+                                        {fb.argument(num_in + j), i, lanes_of.value(ib, yield.operand(j)).stored});
+                            }
+                            return std::vector<Value*>{};
+                          },
+                          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+                      return std::vector<Value*>{};
+                    });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    result.matrix = MatrixLaunch{a_index_, b_index_, ta_, tb_, bm_, bn_};
+    return result;
+  }
+
+ private:
+  // The A chunk [BM, BK] at k and the B chunk [BK, BN] at k, as mma operands.
+  Value* operand(ir::OpBuilder& b, bool is_a, Value* k) {
+    const bool transposed = is_a ? ta_ : tb_;
+    Value* buffer = is_a ? a_ : b_;
+    Value* outer = is_a ? m0_ : n0_;
+    const std::int64_t extent = is_a ? bm_ : bn_;
+    // As stored: A is [M, K] ([K, M] transposed), B is [K, N] ([N, K] transposed).
+    const bool k_first = is_a == transposed;
+    const ir::Shape shape = k_first ? ir::fixed_shape({bk_, extent}) : ir::fixed_shape({extent, bk_});
+    Value* t = k_first ? tile::build(b, "tile.tile_load", {buffer, k, outer}, {{"shape", shape}})
+                       : tile::build(b, "tile.tile_load", {buffer, outer, k}, {{"shape", shape}});
+    if (transposed) t = tile::build(b, "tile.transpose", {t});
+    if (mma_policy_) t = tile::build(b, "tile.tile_cast", {t}, {{"to", *mma_policy_}});
+    return t;
+  }
+
+  Value* zeros(ir::OpBuilder& b) {
+    return tile::build(b, "tile.zeros", {}, {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
+  }
+
+  Value* blocked_product(ir::OpBuilder& b) {
+    Value* one = tile::build_int(b, 1);
+    Value* block = tile::build_int(b, kReductionBlock);
+    auto ceil_div = [&](Value* x) {
+      return op2(b, "div", op2(b, "add", x, tile::build_int(b, kReductionBlock - 1)), block);
+    };
+    Value* num_blocks = ceil_div(k_);
+    Value* num_super = ceil_div(num_blocks);
+    ir::Operation* outer = tile::build_for(
+        b, tile::build_int(b, 0), num_super, one, {zeros(b)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+          Value* b_lo = op2(sb, "mul", s[0], block);
+          Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
+          ir::Operation* mid = tile::build_for(
+              sb, b_lo, b_hi, one, {zeros(sb)}, [&](ir::OpBuilder& bb, std::span<Value* const> blk) {
+                Value* k_lo = op2(bb, "mul", blk[0], block);
+                Value* k_hi = op2(bb, "min", k_, op2(bb, "add", k_lo, block));
+                ir::Operation* inner = tile::build_for(
+                    bb, k_lo, k_hi, tile::build_int(bb, bk_), {zeros(bb)},
+                    [&](ir::OpBuilder& kb, std::span<Value* const> kk) {
+                      Value* at = operand(kb, true, kk[0]);
+                      Value* bt = operand(kb, false, kk[0]);
+                      return values({tile::build(kb, "tile.mma", {at, bt, kk[1]})});
+                    });
+                return values({tile::build(bb, "tile.tile_add", {blk[1], inner->result(0)})});
+              });
+          return values({tile::build(sb, "tile.tile_add", {s[1], mid->result(0)})});
+        });
+    return outer->result(0);
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  std::int64_t bm_ = 128, bn_ = 128, bk_ = 64;
+  bool ta_ = false, tb_ = false;
+  std::size_t a_index_ = 0, b_index_ = 1;
+  NumericsPolicy acc_policy_;
+  std::optional<NumericsPolicy> mma_policy_;
+  Value *a_ = nullptr, *b_ = nullptr, *m_ = nullptr, *k_ = nullptr, *n_ = nullptr, *m0_ = nullptr, *n0_ = nullptr;
+};
+
+}  // namespace
+
+bool gemm_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  const ir::Block& body = kernel_body(kernel);
+  if (root.name() != "graph.matmul" && root.name() != "graph.gemm") {
+    return fail("'" + std::string(root.name()) + "' is not a matrix product");
+  }
+  std::size_t root_index = 0;
+  for (const auto& op : body.ops()) {
+    if (op.get() == &root) break;
+    if (!is_splat_constant(*op)) return fail("'" + std::string(op->name()) + "' precedes the matrix product");
+    ++root_index;
+  }
+  for (std::size_t k = 0; k < 2; ++k) {
+    const Value* x = root.operand(k);
+    if (argument_index(body, x) == body.num_arguments()) return fail("a matrix operand is not a kernel input");
+    if (!is_float(x->type().dtype())) {
+      return fail("an integer " + std::string(root.name()) +
+                  " (its overflow check runs on the reference executor only; cast the operands to a float first)");
+    }
+    if (auto bad = unsupported_policy(x->type().policy)) return fail("a matrix operand has " + *bad);
+  }
+  // The matrix operands are bound as per-batch 2-D views, so the epilogue
+  // reads neither of them.
+  for (const auto& op : body.ops()) {
+    if (op.get() == &root || op.get() == body.terminator()) continue;
+    for (const Value* v : op->operands()) {
+      if (v == root.operand(0) || v == root.operand(1)) {
+        return fail("the epilogue op '" + std::string(op->name()) + "' reads a matrix operand");
+      }
+    }
+  }
+  if (auto bad = lane_ops_unsupported(body, root_index + 1)) return fail(*bad);
+  return true;
+}
+
+TileKernel lower_gemm(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return GemmBuilder(kernel, out, name).build();
+}
+
+}  // namespace tessera::schedule::templates
