@@ -100,7 +100,12 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
     return kargs;
   };
   if (!tk.matrix) {
-    const std::int64_t n = graph::numel_of(domain);
+    std::int64_t n = graph::numel_of(domain);
+    if (tk.rows_of) {
+      const Tensor& x = inputs.at(tk.rows_of->first);
+      const std::int64_t length = x.shape().at(tk.rows_of->second);
+      n = length == 0 ? 0 : x.numel() / length;
+    }
     const std::int64_t lanes = tk.lanes_per_group;
     cpu::launch(*step.compiled, (n + lanes - 1) / lanes, args_for(0, nullptr, nullptr), options);
     return;

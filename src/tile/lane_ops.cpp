@@ -154,6 +154,41 @@ void register_lane_ops(ir::Registry& r) {
   // kernels (computed in double, rounded once) bit for bit.
   add_unary(r, "tanh", "Hyperbolic tangent, rounded once.", Domain::floating);
   add_unary(r, "erf", "Error function, rounded once.", Domain::floating);
+  // The overflow-safe normalizations scale rows by powers of two and
+  // accumulate squares with fused multiply-adds.
+  r.add(OpDef{
+      .name = "tile.fma",
+      .summary = "a * b + c with one rounding (fp32 and fp64; narrower types compute in fp64, then round).",
+      .operands = {"a", "b", "c"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], Domain::floating, "tile.fma", "a");
+            require_same(in[0], in[1], "tile.fma", "a and b");
+            require_same(in[0], in[2], "tile.fma", "a and c");
+            return one(in[0]);
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.ldexp",
+      .summary = "x * 2^e (e an integer lane), rounded once (exact unless it leaves the normal range).",
+      .operands = {"x", "e"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], Domain::floating, "tile.ldexp", "x");
+            check_domain(in[1], Domain::integer, "tile.ldexp", "e");
+            return one(in[0]);
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.frexp_exp",
+      .summary = "The exponent e with |x| = f * 2^e, f in [0.5, 1), as int64 (0 for zero, infinities and NaN).",
+      .operands = {"x"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], Domain::floating, "tile.frexp_exp", "x");
+            return one(kIndex);
+          },
+  });
 
   r.add(OpDef{
       .name = "tile.cmp",

@@ -145,8 +145,8 @@ func @t(%x: tensor<[4096] fp32>) -> (tensor<[4096] fp32>) {
 
 TEST(ScheduleExecutable, KernelWithoutTemplateIsACompileErrorNamingTheOp) {
   const std::string text = R"(
-func @s(%x: tensor<[4, 8] fp32>) -> (tensor<[4, 8] fp32>) {
-  %0 = graph.softmax_safe %x {axis = -1} : tensor<[4, 8] fp32>
+func @s(%x: tensor<[4, 8] fp16 @accum(fp16)>) -> (tensor<[4, 8] fp16 @accum(fp16)>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[4, 8] fp16 @accum(fp16)>
   return %0
 }
 )";
@@ -159,6 +159,7 @@ func @s(%x: tensor<[4, 8] fp32>) -> (tensor<[4, 8] fp32>) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("graph.softmax_safe"), std::string::npos) << msg;
     EXPECT_NE(msg.find("normalization"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("accumulation type fp16"), std::string::npos) << msg;
     EXPECT_NE(msg.find("TESSERA_BACKEND=reference"), std::string::npos) << msg;
     EXPECT_NE(msg.find("s.tir:3"), std::string::npos) << msg;
   }

@@ -58,6 +58,10 @@ struct TileKernel {
   // (a max over an empty axis has no result): {input, dim} pairs.
   std::vector<std::pair<std::size_t, std::size_t>> nonempty_dims;
   std::optional<MatrixLaunch> matrix;
+  // A kernel with one lane per row along axis `second` of input `first`
+  // (a normalization whose result has the input's shape): numel(input) /
+  // dim lanes instead of numel(domain).
+  std::optional<std::pair<std::size_t, std::size_t>> rows_of;
 };
 
 // Whether a template covers `kernel`; when not, `why` names the first op or

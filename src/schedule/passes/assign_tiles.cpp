@@ -16,7 +16,8 @@ void assign_tiles(ir::Operation& func) {
       // M, N, K block of the GEMM template.
       // Lanes per group: one output element per lane; fewer lanes than
       // elementwise kernels since each lane loops over its reduced elements.
-      case Family::reduction: k->attrs().set("tile", std::vector<std::int64_t>{64}); break;
+      case Family::reduction:
+      case Family::normalization: k->attrs().set("tile", std::vector<std::int64_t>{64}); break;
       case Family::gemm: k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64}); break;
       default: break;
     }

@@ -58,7 +58,7 @@ class LaneProgram {
 
   // Rounds an fp64 (or bool) result like the reference's make_result: to the
   // accumulation type (when `via_accum`), then to storage.
-  LaneValue finish(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum = true);
+  static LaneValue finish(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum = true);
   static ir::Value* decode(ir::OpBuilder& b, ir::Value* stored);
   ir::Value* offset_of(ir::OpBuilder& b, const ir::Shape& shape);
 

@@ -11,15 +11,14 @@
 //       max/min/argmax: one sequential pass, as the reference (exact)
 //       the consumers run per lane over the output domain (lane_program.h)
 //
-// Reduced elements are enumerated row-major over the reduced axes. When the
-// reduced axes are one run of adjacent dims, element r sits at base + r * C
-// (C = the product of the dims after the run); otherwise its offset is
-// rebuilt from its multi-index.
+// Reduced elements are enumerated row-major over the reduced axes (RowIndex,
+// row_loops.h).
 #include <algorithm>
 #include <set>
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
@@ -105,7 +104,7 @@ class ReductionBuilder {
         [&](ir::OpBuilder& then, std::span<Value* const>) {
           LaneProgram lanes_of(domain, o, dims);
           for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
-          index_setup(then, o);
+          rows_.emplace(then, x_, xdims_, axes_, o);
           lanes_of.bind_value(root_.result(0), reduce(then, lanes_of));
           // Splat constants copied in before the root feed the consumers.
           for (const auto& op : body_.ops()) {
@@ -125,52 +124,12 @@ class ReductionBuilder {
   }
 
  private:
-  bool is_reduced(std::size_t d) const {
-    return std::find(axes_.begin(), axes_.end(), static_cast<std::int64_t>(d)) != axes_.end();
-  }
-
-  // Strides of the operand, its offset of output element o, the reduced
-  // length L, and the run stride C when the reduced axes are adjacent.
-  void index_setup(ir::OpBuilder& b, Value* o) {
-    const std::size_t rank = xdims_.size();
-    strides_.assign(rank, nullptr);
-    Value* s = tile::build_int(b, 1);
-    for (std::size_t d = rank; d-- > 0;) {
-      strides_[d] = s;
-      s = op2(b, "mul", s, xdims_[d]);
-    }
-    base_ = tile::build_int(b, 0);
-    Value* rest = o;
-    for (std::size_t d = rank; d-- > 0;) {
-      if (is_reduced(d)) continue;
-      base_ = op2(b, "add", base_, op2(b, "mul", op2(b, "rem", rest, xdims_[d]), strides_[d]));
-      rest = op2(b, "div", rest, xdims_[d]);
-    }
-    length_ = tile::build_int(b, 1);
-    for (auto a : axes_) length_ = op2(b, "mul", length_, xdims_[static_cast<std::size_t>(a)]);
-    adjacent_ = axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size());
-  }
-
-  // The operand's element r of the reduced enumeration, stored and decoded.
-  Value* load(ir::OpBuilder& b, Value* r) {
-    Value* offset = nullptr;
-    if (adjacent_) {
-      offset = op2(b, "mul", r, strides_[static_cast<std::size_t>(axes_.back())]);
-    } else {
-      offset = tile::build_int(b, 0);
-      Value* rest = r;
-      for (std::size_t k = axes_.size(); k-- > 0;) {
-        const std::size_t d = static_cast<std::size_t>(axes_[k]);
-        offset = op2(b, "add", offset, op2(b, "mul", op2(b, "rem", rest, xdims_[d]), strides_[d]));
-        rest = op2(b, "div", rest, xdims_[d]);
-      }
-    }
-    return tile::build(b, "tile.load_elem", {x_, op2(b, "add", base_, offset)});
-  }
+  Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
 
   LaneValue reduce(ir::OpBuilder& b, LaneProgram& lanes_of) {
     const NumericsPolicy& p = root_.result(0)->type().policy;
     const std::string_view op = root_.name();
+    length_ = rows_->length();
     if (op == "graph.sum" || op == "graph.mean") {
       Value* acc = blocked_sum(b);
       Value* x = cast(b, acc, kF64);
@@ -209,31 +168,9 @@ class ReductionBuilder {
   // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
   Value* blocked_sum(ir::OpBuilder& b) {
     const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
-    Value* zero = tile::build_real(b, 0.0, acc_policy);
-    Value* one_i = tile::build_int(b, 1);
-    Value* block = tile::build_int(b, kReductionBlock);
-    auto ceil_div = [&](Value* a) {
-      return op2(b, "div", op2(b, "add", a, tile::build_int(b, kReductionBlock - 1)), block);
-    };
-    Value* num_blocks = ceil_div(length_);
-    Value* num_super = ceil_div(num_blocks);
-    ir::Operation* outer = tile::build_for(
-        b, tile::build_int(b, 0), num_super, one_i, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-          Value* b_lo = op2(sb, "mul", s[0], block);
-          Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
-          ir::Operation* mid = tile::build_for(
-              sb, b_lo, b_hi, one_i, {zero}, [&](ir::OpBuilder& bb, std::span<Value* const> k) {
-                Value* r_lo = op2(bb, "mul", k[0], block);
-                Value* r_hi = op2(bb, "min", length_, op2(bb, "add", r_lo, block));
-                ir::Operation* inner = tile::build_for(
-                    bb, r_lo, r_hi, one_i, {zero}, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
-                      return one(op2(eb, "add", e[1], cast(eb, load(eb, e[0]), acc_policy)));
-                    });
-                return one(op2(bb, "add", k[1], inner->result(0)));
-              });
-          return one(op2(sb, "add", s[1], mid->result(0)));
-        });
-    return outer->result(0);
+    return templates::blocked_sum(b, length_, acc_policy, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
+    });
   }
 
   const ir::Operation& kernel_;
@@ -242,11 +179,10 @@ class ReductionBuilder {
   ir::Module& out_;
   std::string name_;
   std::vector<std::int64_t> axes_;
-  std::vector<Value*> xdims_, strides_;
+  std::vector<Value*> xdims_;
   Value* x_ = nullptr;
-  Value* base_ = nullptr;
+  std::optional<RowIndex> rows_;
   Value* length_ = nullptr;
-  bool adjacent_ = true;
 };
 
 }  // namespace

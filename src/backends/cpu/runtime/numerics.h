@@ -195,6 +195,18 @@ inline double nan_min(double a, double b) {
   return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<double>::quiet_NaN() : (a < b ? a : b);
 }
 
+// tile.frexp_exp: e with |x| = f * 2^e, f in [0.5, 1); 0 for 0, inf and NaN.
+inline std::int64_t frexp_exponent(double x) {
+  if (!std::isfinite(x)) return 0;
+  int e = 0;
+  std::frexp(x, &e);
+  return e;
+}
+// tile.ldexp's exponent: any int64, clamped to where the result is already 0 or inf.
+inline int clamp_exponent(std::int64_t e) {
+  return static_cast<int>(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
+}
+
 // Saturating integer operations (results clamp to D's range).
 template <DType D>
 inline std::int64_t iadd(std::int64_t a, std::int64_t b) {

@@ -150,6 +150,20 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" ||
       n == "erf")
     return unary(op, n, a[0]);
+  if (n == "fma") {
+    const NumericsPolicy& p = op.result(0)->type().policy;
+    if (p.storage == DType::fp64) return "fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
+    if (native_f32(p)) return "fmaf(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
+    return rounded(p, "fma(" + as_double(a[0]) + ", " + as_double(a[1]) + ", " + as_double(a[2]) + ")");
+  }
+  if (n == "ldexp") {
+    const NumericsPolicy& p = op.result(0)->type().policy;
+    const std::string e = "tsr::clamp_exponent(" + a[1] + ")";
+    if (p.storage == DType::fp64) return "ldexp(" + a[0] + ", " + e + ")";
+    if (native_f32(p)) return "ldexpf(" + a[0] + ", " + e + ")";
+    return rounded(p, "ldexp(" + as_double(a[0]) + ", " + e + ")");
+  }
+  if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");

@@ -187,6 +187,15 @@ __device__ __forceinline__ double nan_min(double a, double b) {
 __device__ __forceinline__ double nan_max(double a, double b) {
   return (isnan(a) || isnan(b)) ? __longlong_as_double(0x7FF8000000000000ll) : (a > b ? a : b);
 }
+__device__ __forceinline__ i64 frexp_exponent(double x) {
+  if (!isfinite(x)) return 0;
+  int e = 0;
+  frexp(x, &e);
+  return e;
+}
+__device__ __forceinline__ int clamp_exponent(i64 e) {
+  return (int)(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
+}
 constexpr i64 kI64Max = (i64)((1ull << 63) - 1);
 constexpr i64 kI64Min = (i64)(1ull << 63);
 template <int D>

@@ -1,0 +1,309 @@
+// The normalization template: graph.softmax_safe, graph.logsumexp,
+// graph.layernorm_safe and graph.rmsnorm_safe -> one Tile IR kernel with one
+// lane per row along the op's axis. Each lane makes the reference kernel's
+// passes over its row (graph/normalization_ops.cpp), re-reading the row
+// instead of keeping it:
+//
+//   softmax:   max / NaN / +inf count; sum of e = exp(x - max); y = e / sum
+//   logsumexp: max / NaN; sum of exp(x - max); max + log(sum)
+//   layernorm: max|x| and finiteness; mean of x 2^-k; max|deviation|;
+//              mean of squares of the rescaled deviations (fmas); output
+//   rmsnorm:   max|x| and finiteness; mean of squares; output
+//
+// Every intermediate is rounded to the accumulation type exactly where the
+// reference rounds it, with the same power-of-two scalings, so rows of up to
+// kReductionBlock elements agree with the reference bit for bit; longer rows
+// sum in the canonical blocked order (lower_to_tile.h). The accumulation
+// type must be fp32 or fp64 and hold every storage value exactly.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "graph/shape_rules.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+const NumericsPolicy kF64 = default_policy(DType::fp64);
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::int64_t kNoExponent = std::numeric_limits<int>::min() / 2;  // the reference's "no term"
+
+class NormalizationBuilder {
+ public:
+  NormalizationBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64;
+    const Value* x = root_.operand(0);
+    const std::size_t rank = x->type().rank();
+    axis_ = graph::normalize_axis(root_.attrs().get_int("axis"), rank);
+    acc_ = default_policy(root_.result(0)->type().policy.accum);
+    const std::size_t num_in = body_.num_arguments();
+
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      params.emplace_back("in" + std::to_string(k),
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, body_.argument(k)->type().policy));
+    }
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, root_.result(0)->type().policy, /*is_mut=*/true));
+    TileKernel result;
+    const std::size_t x_index = index_of(x);
+    for (std::size_t d = 0; d < rank; ++d) {
+      params.emplace_back("x" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
+    }
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    std::vector<Value*> dims;
+    for (std::size_t d = 0; d < rank; ++d) dims.push_back(fb.argument(num_in + 1 + d));
+    out_buffer_ = fb.argument(num_in);
+    for (std::size_t k = 1; k < root_.num_operands(); ++k) params_.push_back(fb.argument(index_of(root_.operand(k))));
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    Value* o = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    // Rows: numel(x) / L for results of x's shape, numel(domain) for logsumexp.
+    Value* rows = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    const bool same_shape = root_.name() != "graph.logsumexp";
+    if (same_shape) {
+      rows = op2(b, "div", rows, dims[static_cast<std::size_t>(axis_)]);
+      result.rows_of = std::make_pair(x_index, static_cast<std::size_t>(axis_));
+    }
+    tile::build_if(
+        b, cmp(b, "lt", o, rows), {},
+        [&](ir::OpBuilder& then, std::span<Value* const>) {
+          row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
+          length_ = row_->length();
+          if (root_.name() == "graph.softmax_safe") softmax(then);
+          else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
+          else normalize(then, root_.name() == "graph.layernorm_safe");
+          return std::vector<Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    return result;
+  }
+
+ private:
+  std::size_t index_of(const Value* v) const {
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      if (body_.argument(k) == v) return k;
+    }
+    return 0;
+  }
+
+  // ---- small pieces ----
+  Value* x64(ir::OpBuilder& b, Value* r) { return LaneProgram::decode(b, row_->load(b, r)); }
+  Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
+  Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
+  Value* acc_real(ir::OpBuilder& b, double v) { return tile::build_real(b, v, acc_); }
+  Value* integer(ir::OpBuilder& b, std::int64_t v) { return tile::build_int(b, v); }
+  Value* boolean(ir::OpBuilder& b, bool v) { return tile::build_bool(b, v); }
+  Value* not_(ir::OpBuilder& b, Value* v) { return op1(b, "not", v); }
+  Value* fma(ir::OpBuilder& b, Value* x, Value* y, Value* z) { return tile::build(b, "tile.fma", {x, y, z}); }
+  // round_to(v / w, accum), as the reference computes it (in fp64, then rounded).
+  Value* quotient(ir::OpBuilder& b, Value* v, Value* w) { return to_acc(b, op2(b, "div", to64(b, v), to64(b, w))); }
+  // round_to(ldexp(v, e), accum).
+  Value* scaled(ir::OpBuilder& b, Value* v, Value* e) { return to_acc(b, op2(b, "ldexp", to64(b, v), e)); }
+  Value* mean(ir::OpBuilder& b, Value* sum) { return quotient(b, sum, length_); }
+
+  void store(ir::OpBuilder& b, Value* index, Value* acc_value) {
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    const LaneValue v = LaneProgram::finish(b, to64(b, acc_value), p);
+    b.create("tile.store_elem", {out_buffer_, index, v.stored});
+  }
+
+  // Max (NaN ignored, as std::max), NaN seen, and the count of +inf.
+  std::vector<Value*> max_pass(ir::OpBuilder& b) {
+    return row_pass(b, integer(b, 0), length_, {real(b, -kInf), boolean(b, false), integer(b, 0)},
+                    [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
+                      Value* v = x64(lb, r);
+                      Value* is_inf = cmp(lb, "eq", v, real(lb, kInf));
+                      return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
+                                                 op2(lb, "or", c[1], cmp(lb, "ne", v, v)),
+                                                 op2(lb, "add", c[2], select(lb, is_inf, integer(lb, 1), integer(lb, 0)))};
+                    });
+  }
+
+  // round_to(exp(round_to(x - m)), accum).
+  Value* shifted_exp(ir::OpBuilder& b, Value* r, Value* m_acc) {
+    Value* d = op2(b, "sub", to_acc(b, x64(b, r)), m_acc);
+    return to_acc(b, op1(b, "exp", to64(b, d)));
+  }
+
+  void softmax(ir::OpBuilder& b) {
+    auto stats = max_pass(b);
+    Value* m = stats[0];
+    Value* bad = op2(b, "or", stats[1], cmp(b, "eq", m, real(b, -kInf)));
+    Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
+    // An infinite or NaN max makes every exp NaN; those rows take other branches.
+    Value* m_acc = to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m));
+    Value* s = blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+      return op2(eb, "add", acc, shifted_exp(eb, r, m_acc));
+    });
+    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
+    row_pass(b, integer(b, 0), length_, {}, [&](ir::OpBuilder& lb, Value* r, std::span<Value* const>) {
+      Value* normal = quotient(lb, shifted_exp(lb, r, m_acc), s);
+      Value* inf_row = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
+      Value* y = select(lb, bad, acc_real(lb, std::nan("")), select(lb, m_is_inf, inf_row, normal));
+      store(lb, row_->offset(lb, r), y);
+      return std::vector<Value*>{};
+    });
+  }
+
+  void logsumexp(ir::OpBuilder& b, Value* o) {
+    auto stats = max_pass(b);
+    Value* m = stats[0];
+    Value* m_is_inf = cmp(b, "eq", op1(b, "abs", m), real(b, kInf));
+    Value* m_acc = to_acc(b, select(b, m_is_inf, real(b, 0.0), m));
+    Value* s = blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+      return op2(eb, "add", acc, shifted_exp(eb, r, m_acc));
+    });
+    Value* normal = op2(b, "add", m_acc, to_acc(b, op1(b, "log", to64(b, s))));
+    Value* y = select(b, stats[1], acc_real(b, std::nan("")), select(b, m_is_inf, to_acc(b, m), normal));
+    store(b, o, y);
+  }
+
+  // Max |v| (NaN ignored) and whether some v is not finite.
+  std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b, const std::function<Value*(ir::OpBuilder&, Value*)>& value) {
+    auto r = row_pass(b, integer(b, 0), length_, {real(b, 0.0), boolean(b, false)},
+                      [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
+                        Value* a = op1(lb, "abs", to64(lb, value(lb, i)));
+                        return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
+                                                   op2(lb, "or", c[1], not_(lb, cmp(lb, "lt", a, real(lb, kInf))))};
+                      });
+    return {r[0], r[1]};
+  }
+
+  void normalize(ir::OpBuilder& b, bool center) {
+    auto [amax, nonfinite] = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
+    Value* k = op1(b, "frexp_exp", amax);
+    Value* minus_k = op1(b, "neg", k);
+    auto u = [&](ir::OpBuilder& lb, Value* r) { return scaled(lb, x64(lb, r), minus_k); };
+    std::function<Value*(ir::OpBuilder&, Value*)> z = u;
+    Value* K = k;
+    Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
+    if (center) {
+      Value* mu = mean(b, blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+                         return op2(eb, "add", acc, u(eb, r));
+                       }));
+      auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
+      Value* wmax = abs_max_pass(b, w).first;
+      Value* minus_j = op1(b, "neg", op1(b, "frexp_exp", wmax));
+      K = op2(b, "sub", k, minus_j);
+      all_zero = cmp(b, "eq", wmax, real(b, 0.0));
+      z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled(lb, w(lb, r), minus_j); };
+    }
+    Value* ms = mean(b, blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+                       Value* v = z(eb, r);
+                       return fma(eb, v, v, acc);
+                     }));
+    // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's denominator()).
+    const double eps = root_.attrs().get_real("eps");
+    Value* ms64 = to64(b, ms);
+    Value* e1 = select(b, cmp(b, "gt", ms64, real(b, 0.0)),
+                       op2(b, "add", op2(b, "sub", op1(b, "frexp_exp", ms64), integer(b, 1)), op2(b, "mul", integer(b, 2), K)),
+                       integer(b, kNoExponent));
+    Value* e2 = integer(b, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
+    Value* s = op2(b, "add", op2(b, "floordiv", op2(b, "max", e1, e2), integer(b, 2)), integer(b, 1));
+    Value* two_s = op2(b, "mul", integer(b, 2), s);
+    Value* t = op2(b, "add", scaled(b, ms, op2(b, "sub", op2(b, "mul", integer(b, 2), K), two_s)),
+                   scaled(b, acc_real(b, eps), op1(b, "neg", two_s)));
+    Value* d = to_acc(b, op1(b, "sqrt", to64(b, t)));
+    Value* shift = op2(b, "sub", K, s);
+    if (eps == 0.0) {
+      Value* degenerate = cmp(b, "eq", ms64, real(b, 0.0));
+      d = select(b, degenerate, acc_real(b, 0.0), d);
+      shift = select(b, degenerate, integer(b, 0), shift);
+    }
+    row_pass(b, integer(b, 0), length_, {}, [&](ir::OpBuilder& lb, Value* r, std::span<Value* const>) {
+      Value* zr = z(lb, r);
+      Value* y = scaled(lb, quotient(lb, zr, d), shift);
+      y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
+      if (params_.size() == 2) {
+        y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
+      } else if (params_.size() == 1) {
+        y = op2(lb, "mul", y, param(lb, 0, r));
+      }
+      store(lb, row_->offset(lb, r), y);
+      return std::vector<Value*>{};
+    });
+  }
+
+  Value* param(ir::OpBuilder& b, std::size_t k, Value* r) {
+    return to_acc(b, LaneProgram::decode(b, tile::build(b, "tile.load_elem", {params_[k], r})));
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  std::int64_t axis_ = 0;
+  NumericsPolicy acc_;
+  std::optional<RowIndex> row_;
+  Value* length_ = nullptr;
+  Value* out_buffer_ = nullptr;
+  std::vector<Value*> params_;
+};
+
+// Whether every value of `storage` is exact in `accum`.
+bool fits(DType storage, DType accum) {
+  if (accum == DType::fp64) return storage != DType::int64;
+  return storage != DType::fp64 && storage != DType::int64 && storage != DType::int32;
+}
+
+}  // namespace
+
+bool normalization_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  const ir::Block& body = kernel_body(kernel);
+  static const std::set<std::string_view> kOps = {"graph.softmax_safe", "graph.logsumexp", "graph.layernorm_safe",
+                                                  "graph.rmsnorm_safe"};
+  if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
+  for (const auto& op : body.ops()) {
+    if (op.get() != &root && op.get() != body.terminator()) {
+      return fail("'" + std::string(op->name()) + "' is fused with a normalization");
+    }
+  }
+  const DType accum = root.result(0)->type().policy.accum;
+  if (accum != DType::fp32 && accum != DType::fp64) {
+    return fail("accumulation type " + std::string(name(accum)) + " (compiled normalizations accumulate in fp32 or fp64)");
+  }
+  for (const Value* v : root.operands()) {
+    bool is_argument = false;
+    for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == v;
+    if (!is_argument) return fail("an operand is not a kernel input");
+    if (auto bad = unsupported_policy(v->type().policy)) return fail("an operand has " + *bad);
+    if (!fits(v->type().dtype(), accum)) {
+      return fail("operand storage " + std::string(name(v->type().dtype())) + " is not exact in its " +
+                  std::string(name(accum)) + " accumulation");
+    }
+  }
+  if (auto bad = unsupported_policy(root.result(0)->type().policy)) return fail("the result has " + *bad);
+  return true;
+}
+
+TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return NormalizationBuilder(kernel, out, name).build();
+}
+
+}  // namespace tessera::schedule::templates

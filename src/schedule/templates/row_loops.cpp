@@ -1,0 +1,90 @@
+// Per-lane row loops (row_loops.h).
+#include "schedule/templates/row_loops.h"
+
+#include <algorithm>
+
+#include "schedule/templates/lane_program.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+
+using ir::Value;
+
+RowIndex::RowIndex(ir::OpBuilder& b, Value* x, std::vector<Value*> dims, std::vector<std::int64_t> axes, Value* o)
+    : x_(x), dims_(std::move(dims)), axes_(std::move(axes)) {
+  const std::size_t rank = dims_.size();
+  auto reduced = [&](std::size_t d) {
+    return std::find(axes_.begin(), axes_.end(), static_cast<std::int64_t>(d)) != axes_.end();
+  };
+  strides_.assign(rank, nullptr);
+  Value* s = tile::build_int(b, 1);
+  for (std::size_t d = rank; d-- > 0;) {
+    strides_[d] = s;
+    s = op2(b, "mul", s, dims_[d]);
+  }
+  base_ = tile::build_int(b, 0);
+  Value* rest = o;
+  for (std::size_t d = rank; d-- > 0;) {
+    if (reduced(d)) continue;
+    base_ = op2(b, "add", base_, op2(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
+    rest = op2(b, "div", rest, dims_[d]);
+  }
+  length_ = tile::build_int(b, 1);
+  for (auto a : axes_) length_ = op2(b, "mul", length_, dims_[static_cast<std::size_t>(a)]);
+  adjacent_ = axes_.empty() || axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size());
+}
+
+Value* RowIndex::offset(ir::OpBuilder& b, Value* r) const {
+  if (axes_.empty()) return base_;
+  if (adjacent_) return op2(b, "add", base_, op2(b, "mul", r, strides_[static_cast<std::size_t>(axes_.back())]));
+  Value* offset = base_;
+  Value* rest = r;
+  for (std::size_t k = axes_.size(); k-- > 0;) {
+    const std::size_t d = static_cast<std::size_t>(axes_[k]);
+    offset = op2(b, "add", offset, op2(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
+    rest = op2(b, "div", rest, dims_[d]);
+  }
+  return offset;
+}
+
+Value* RowIndex::load(ir::OpBuilder& b, Value* r) const {
+  return tile::build(b, "tile.load_elem", {x_, offset(b, r)});
+}
+
+Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step) {
+  Value* zero = tile::build_real(b, 0.0, acc_policy);
+  Value* one_i = tile::build_int(b, 1);
+  Value* block = tile::build_int(b, kReductionBlock);
+  auto ceil_div = [&](Value* a) { return op2(b, "div", op2(b, "add", a, tile::build_int(b, kReductionBlock - 1)), block); };
+  Value* num_blocks = ceil_div(length);
+  Value* num_super = ceil_div(num_blocks);
+  auto single = [](Value* v) { return std::vector<Value*>{v}; };
+  ir::Operation* outer = tile::build_for(
+      b, tile::build_int(b, 0), num_super, one_i, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+        Value* b_lo = op2(sb, "mul", s[0], block);
+        Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
+        ir::Operation* mid = tile::build_for(
+            sb, b_lo, b_hi, one_i, {zero}, [&](ir::OpBuilder& bb, std::span<Value* const> k) {
+              Value* r_lo = op2(bb, "mul", k[0], block);
+              Value* r_hi = op2(bb, "min", length, op2(bb, "add", r_lo, block));
+              ir::Operation* inner = tile::build_for(
+                  bb, r_lo, r_hi, one_i, {zero},
+                  [&](ir::OpBuilder& eb, std::span<Value* const> e) { return single(step(eb, e[0], e[1])); });
+              return single(op2(bb, "add", k[1], inner->result(0)));
+            });
+        return single(op2(sb, "add", s[1], mid->result(0)));
+      });
+  return outer->result(0);
+}
+
+std::vector<Value*> row_pass(ir::OpBuilder& b, Value* from, Value* length, std::vector<Value*> inits,
+                             const PassStep& step) {
+  ir::Operation* loop = tile::build_for(b, from, length, tile::build_int(b, 1), std::move(inits),
+                                        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                          return step(lb, a[0], a.subspan(1));
+                                        });
+  return loop->results();
+}
+
+}  // namespace tessera::schedule::templates

@@ -1,0 +1,111 @@
+// The normalization template against the reference executor: bit for bit
+// for rows of up to kReductionBlock elements (same roundings, same scalings),
+// within tolerance beyond (the canonical blocked sum order).
+#include <cmath>
+#include <random>
+
+#include "schedule_test_support.h"
+
+namespace tessera {
+namespace {
+
+using schedule_test::check_against_reference;
+using schedule_test::sample;
+using schedule_test::test_options;
+
+const NumericsPolicy kF32 = default_policy(DType::fp32);
+
+// Rows with special content: NaN, +inf, -inf only, all zeros, constant, huge, tiny.
+Tensor special_rows(std::int64_t rows, std::int64_t length, const NumericsPolicy& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  std::vector<double> v(static_cast<std::size_t>(rows * length));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t i = 0; i < length; ++i) {
+      double x = normal(rng);
+      switch (r % 9) {
+        case 1: x = i == 3 ? std::nan("") : x; break;
+        case 2: x = i % 5 == 1 ? INFINITY : x; break;
+        case 3: x = -INFINITY; break;
+        case 4: x = 0.0; break;
+        case 5: x = 1.5; break;
+        case 6: x *= 1e30; break;
+        case 7: x *= 1e-30; break;
+        default: break;
+      }
+      v[static_cast<std::size_t>(r * length + i)] = x;
+    }
+  }
+  return Tensor::from_values(v, {rows, length}, p);
+}
+
+TEST(ScheduleNormalization, EveryOpAndPolicyMatchesReferenceBitwise) {
+  for (const char* storage : {"fp32", "bf16 @accum(fp32)", "fp16", "fp8_e4m3 @accum(fp32)", "fp64"}) {
+    SCOPED_TRACE(storage);
+    const std::string t = std::string("tensor<[R, 200] ") + storage + ">";
+    const std::string v = std::string("tensor<[200] ") + storage + ">";
+    const std::string text = "func @f(%x: " + t + ", %g: " + v + ", %b: " + v + ") -> (" + t + ", tensor<[R] " +
+                             storage + ">, " + t + ", " + t + ", " + t + ", " + t + ") {\n"
+                             "  %0 = graph.softmax_safe %x {axis = -1} : " + t + "\n"
+                             "  %1 = graph.logsumexp %x {axis = 1} : tensor<[R] " + storage + ">\n"
+                             "  %2 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : " + t + "\n"
+                             "  %3 = graph.rmsnorm_safe %x, %g {axis = -1, eps = 1e-6} : " + t + "\n"
+                             "  %4 = graph.layernorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
+                             "  %5 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
+                             "  return %0, %1, %2, %3, %4, %5\n}\n";
+    const NumericsPolicy p = parse_policy(storage);
+    check_against_reference(text, "f", {special_rows(18, 200, p, 1), sample({200}, p, 2, false), sample({200}, p, 3, false)});
+  }
+}
+
+TEST(ScheduleNormalization, InnerAxesAndKeepdims) {
+  const std::string text = R"(
+func @g(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3, 1, 6] fp32>, tensor<[3, 40, 6] fp32>) {
+  %0 = graph.softmax_safe %x {axis = 1} : tensor<[3, 40, 6] fp32>
+  %1 = graph.logsumexp %x {axis = 1, keepdims = true} : tensor<[3, 1, 6] fp32>
+  %2 = graph.layernorm_safe %x {axis = 0} : tensor<[3, 40, 6] fp32>
+  return %0, %1, %2
+}
+)";
+  check_against_reference(text, "g", {sample({3, 40, 6}, kF32, 4)});
+}
+
+TEST(ScheduleNormalization, LongRowsAgreeWithinTolerance) {
+  const std::string text = R"(
+func @h(%x: tensor<[4, 5000] fp32>) -> (tensor<[4, 5000] fp32>, tensor<[4] fp32>, tensor<[4, 5000] fp32>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[4, 5000] fp32>
+  %1 = graph.logsumexp %x {axis = -1} : tensor<[4] fp32>
+  %2 = graph.layernorm_safe %x {axis = -1} : tensor<[4, 5000] fp32>
+  return %0, %1, %2
+}
+)";
+  ir::Module m = ir::parse_module(text);
+  auto exe = schedule::compile_executable(m, "h", test_options());
+  std::vector<Tensor> args{sample({4, 5000}, kF32, 5, false)};
+  auto got = exe->run(args);
+  auto want = graph::execute(m, *m.lookup("h"), args);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const auto g = got[k].to_values(), w = want[k].to_values();
+    ASSERT_EQ(g.size(), w.size());
+    // Layernorm outputs are O(1) deviations: a mean summed in another order
+    // moves them by an absolute amount (fp32 sums of 5000 terms: ~1e-7).
+    const double absolute = k == 2 ? 1e-6 : 1e-9;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      EXPECT_NEAR(g[i], w[i], 1e-5 * std::fabs(w[i]) + absolute) << "result " << k << " element " << i;
+    }
+  }
+}
+
+TEST(ScheduleNormalization, EmptyRows) {
+  const std::string text = R"(
+func @e(%x: tensor<[3, N] fp32>) -> (tensor<[3] fp32>, tensor<[3, N] fp32>) {
+  %0 = graph.logsumexp %x {axis = -1} : tensor<[3] fp32>
+  %1 = graph.softmax_safe %x {axis = -1} : tensor<[3, N] fp32>
+  return %0, %1
+}
+)";
+  check_against_reference(text, "e", {sample({3, 0}, kF32, 6)});
+}
+
+}  // namespace
+}  // namespace tessera
