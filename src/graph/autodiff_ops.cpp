@@ -35,17 +35,13 @@ std::size_t uz(std::int64_t v) {
   return static_cast<std::size_t>(v);
 }
 
-constexpr std::int64_t kToEnd = std::int64_t{1} << 62;
+constexpr std::int64_t kToEnd = kSliceToEnd;
 
-// graph.slice's numpy semantics for one axis (step > 0): start and size.
+// graph.slice's semantics for one axis: start and size.
 std::pair<std::int64_t, std::int64_t> resolve(std::int64_t start, std::int64_t stop, std::int64_t step,
                                               std::int64_t n) {
-  auto wrap = [n](std::int64_t i) {
-    if (i < 0) i = i < -n ? 0 : i + n;
-    return std::min(i, n);
-  };
-  std::int64_t b = wrap(start), e = wrap(stop);
-  return {b, e > b ? (e - b - 1) / step + 1 : 0};
+  const AxisSlice s = resolve_slice(start, stop, step, n);
+  return {s.start, s.size};
 }
 
 Sizes steps_of(const AttrMap& attrs, std::size_t rank) {

@@ -180,25 +180,7 @@ std::vector<Tensor> run_broadcast_to(const KernelCall& call) {
 
 // ---- slice ------------------------------------------------------------------
 
-// A stop at or beyond 2^62 means "to the end" even for a symbolic dim: no
-// tensor has a dim that large, so the clamped stop is provably the dim itself.
-constexpr std::int64_t kToEnd = std::int64_t{1} << 62;
-
-struct AxisSlice {
-  std::int64_t start, step, size;
-};
-
-// Numpy semantics for step > 0: negative indices count from the end once,
-// then both bounds clamp to [0, n].
-AxisSlice resolve_slice(std::int64_t start, std::int64_t stop, std::int64_t step, std::int64_t n) {
-  auto wrap = [n](std::int64_t i) {
-    if (i < 0) i = i < -n ? 0 : i + n;
-    return std::min(i, n);
-  };
-  std::int64_t b = wrap(start), e = wrap(stop);
-  std::int64_t size = e > b ? (e - b - 1) / step + 1 : 0;  // no overflow for huge steps
-  return {b, step, size};
-}
+constexpr std::int64_t kToEnd = kSliceToEnd;
 
 struct SliceAttrs {
   Sizes starts, stops, steps;

@@ -78,4 +78,13 @@ void require_integer(const Type& t, std::string_view op, std::string_view operan
   }
 }
 
+AxisSlice resolve_slice(std::int64_t start, std::int64_t stop, std::int64_t step, std::int64_t n) {
+  auto wrap = [n](std::int64_t i) {
+    if (i < 0) i = i < -n ? 0 : i + n;
+    return std::min(i, n);
+  };
+  const std::int64_t b = wrap(start), e = wrap(stop);
+  return {b, step, e > b ? (e - b - 1) / step + 1 : 0};  // no overflow for huge steps
+}
+
 }  // namespace tessera::graph

@@ -24,6 +24,14 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view what = "
 std::int64_t normalize_axis(std::int64_t axis, std::size_t rank, std::string_view what = "axis");
 // Sorted, de-duplicated, normalized axes; empty `axes` means all axes.
 std::vector<std::int64_t> normalize_axes(const std::vector<std::int64_t>& axes, std::size_t rank);
+// graph.slice's numpy semantics for one axis of size n (step > 0): negative
+// indices count from the end once, then both bounds clamp to [0, n]. A stop
+// at or beyond kSliceToEnd means "to the end" even for a symbolic dim.
+inline constexpr std::int64_t kSliceToEnd = std::int64_t{1} << 62;
+struct AxisSlice {
+  std::int64_t start, step, size;
+};
+AxisSlice resolve_slice(std::int64_t start, std::int64_t stop, std::int64_t step, std::int64_t n);
 // Product of dims as a Dim when every dim is fixed, else nullopt.
 std::optional<std::int64_t> fixed_product(std::span<const Dim> dims);
 // Raises DtypeError unless the policy's storage is a float format.

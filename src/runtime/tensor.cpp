@@ -231,6 +231,21 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& perm) const {
   return t;
 }
 
+Tensor Tensor::as_strided(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                          std::int64_t offset) const {
+  check_shape(shape);
+  if (shape.size() != strides.size()) raise(ErrorCode::ShapeMismatch, "as_strided: shape and strides differ in rank");
+  if (is_packed(dtype())) {
+    raise(ErrorCode::DtypeUnsupported,
+          std::string(name(dtype())) + " is packed below a byte per element and has no strided views");
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.offset_ = offset_ + offset;
+  return t;
+}
+
 Tensor Tensor::reshape(const std::vector<std::int64_t>& shape) const {
   check_shape(shape);
   std::int64_t n = 1;

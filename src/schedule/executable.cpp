@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "graph/kernel_support.h"
+#include "schedule/views.h"
 #include "tessera/autodiff/autodiff.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
@@ -216,10 +217,22 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       continue;
     }
     if (step.variant == "view") {
-      const ir::Operation& op = *kernel_body(k).ops().front();
-      values[k.result(0)] =
-          op.name() == "graph.reshape" ? inputs[0].reshape(concrete_sizes(k.result(0)->type(), bindings)) : inputs[0];
+      // The kernel yields the view op's results that are used, in order.
+      const ir::Operation& op = kernel_root_op(k);
+      std::vector<std::vector<std::int64_t>> sizes;
+      for (ir::Value* r : op.results()) sizes.push_back(concrete_sizes(r->type(), bindings));
+      auto results = apply_view(op, inputs, sizes);
+      const ir::Operation& yield = *kernel_body(k).terminator();
+      for (std::size_t j = 0; j < k.num_results(); ++j) {
+        for (std::size_t r = 0; r < op.num_results(); ++r) {
+          if (op.result(r) == yield.operand(j)) values[k.result(j)] = results.at(r);
+        }
+      }
       continue;
+    }
+    // Kernels read their operands contiguous (a view's consumer copies it here).
+    for (Tensor& t : inputs) {
+      if (!t.is_contiguous()) t = t.contiguous();
     }
     const auto domain =
         concrete_sizes(ir::Type::tensor(k.attrs().get_shape("domain"), k.result(0)->type().policy), bindings);

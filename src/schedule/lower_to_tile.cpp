@@ -2,6 +2,7 @@
 #include "tessera/schedule/lower_to_tile.h"
 
 #include "schedule/templates/templates.h"
+#include "schedule/views.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/support/error.h"
 
@@ -9,6 +10,11 @@ namespace tessera::schedule {
 
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   const Family family = kernel_family(kernel);
+  if (family == Family::view || family == Family::collective) {
+    auto bad = view_unsupported(kernel_root_op(kernel));
+    if (why) *why = bad ? *bad : "a view runs without a kernel";
+    return false;
+  }
   if (family == Family::elementwise) return templates::elementwise_covers(kernel, why);
   if (family == Family::reduction) return templates::reduction_covers(kernel, why);
   if (family == Family::gemm) return templates::gemm_covers(kernel, why);

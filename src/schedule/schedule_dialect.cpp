@@ -85,10 +85,11 @@ Family family_of(const ir::Operation& graph_op) {
     for (const char* n : {"softmax_safe", "logsumexp", "layernorm_safe", "rmsnorm_safe"}) {
       m[std::string("graph.") + n] = Family::normalization;
     }
-    for (const char* n : {"reshape", "stop_gradient"}) m[std::string("graph.") + n] = Family::view;
+    for (const char* n : {"reshape", "stop_gradient", "transpose", "slice", "split", "split_qkv"}) {
+      m[std::string("graph.") + n] = Family::view;
+    }
     m["graph.constant"] = Family::constant;
-    for (const char* n : {"transpose", "slice", "concat", "split", "split_qkv", "gather", "scatter_add",
-                          "slice_embed", "iota"}) {
+    for (const char* n : {"concat", "gather", "scatter_add", "slice_embed", "iota"}) {
       m[std::string("graph.") + n] = Family::copy;
     }
     for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;

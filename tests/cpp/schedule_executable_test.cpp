@@ -124,6 +124,28 @@ func @r(%x: tensor<[6, 8] fp32>) -> (tensor<[48] fp32>, tensor<[6, 8] fp32>) {
   check_against_reference(text, "r", {sample({6, 8}, default_policy(DType::fp32), 31)});
 }
 
+TEST(ScheduleExecutable, ShapeOpsRunAsViewsAndMatchReference) {
+  const std::string text = R"(
+func @v(%x: tensor<[6, 12] fp32>) -> (tensor<[12, 6] fp32>, tensor<[6, 2] fp32>, tensor<[6, 7] fp32>,
+                                      tensor<[6, 2, 2] fp32>, tensor<[6, 2] fp32>, tensor<[6, 12] fp32>) {
+  %0 = graph.exp %x : tensor<[6, 12] fp32>
+  %1 = graph.transpose %0 {perm = [1, 0]} : tensor<[12, 6] fp32>
+  %2 = graph.slice %1 {starts = [1, 0], stops = [12, 6], steps = [2, 3]} : tensor<[6, 2] fp32>
+  %3:2 = graph.split %0 {axis = 1, sizes = [5, 7]} : tensor<[6, 5] fp32>, tensor<[6, 7] fp32>
+  %4:3 = graph.split_qkv %0 {num_heads = 2} : tensor<[6, 2, 2] fp32>, tensor<[6, 2, 2] fp32>, tensor<[6, 2, 2] fp32>
+  %5 = graph.neg %2 : tensor<[6, 2] fp32>
+  %6 = graph.allreduce %5 {axis = "dp", axis_size = 1, op = "sum"} : tensor<[6, 2] fp32>
+  %7 = graph.transpose %1 {perm = [1, 0]} : tensor<[6, 12] fp32>
+  %8 = graph.mul %7, %x : tensor<[6, 12] fp32>
+  return %1, %5, %3#1, %4#2, %6, %8
+}
+)";
+  auto exe = check_against_reference(text, "v", {sample({6, 12}, default_policy(DType::fp32), 51)});
+  int kernels = 0;
+  for (const auto& k : exe->kernels()) kernels += k.variant == "tile";
+  EXPECT_EQ(kernels, 3) << exe->schedule_ir();  // exp, neg, mul: every shape op is a view
+}
+
 TEST(ScheduleExecutable, ResultsDoNotDependOnThreadCount) {
   const std::string text = R"(
 func @t(%x: tensor<[4096] fp32>) -> (tensor<[4096] fp32>) {

@@ -73,6 +73,11 @@ class Tensor {
   Tensor contiguous() const;
   // Views sharing storage.
   Tensor permute(const std::vector<std::int64_t>& perm) const;
+  // A view sharing this tensor's storage: element i of the view sits at
+  // element offset + sum(i_d * strides_d) of this tensor's storage, counted
+  // from this tensor's element 0 (in elements; strides may be zero).
+  // Packed sub-byte formats have no element strides: DtypeError.
+  Tensor as_strided(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, std::int64_t offset) const;
   Tensor reshape(const std::vector<std::int64_t>& shape) const;  // copies when not contiguous
   // Same encodings, new policy fields other than storage (accum, rounding, ...).
   Tensor with_policy(const NumericsPolicy& policy) const;

@@ -1,5 +1,6 @@
 // schedule-choose-variants: records each kernel's implementation through the
 // VariantChooser interface (tessera/schedule/passes.h).
+#include "schedule/views.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -13,7 +14,8 @@ class DefaultChooser final : public VariantChooser {
  public:
   std::string choose(const ir::Operation& kernel) const override {
     switch (kernel_family(kernel)) {
-      case Family::view: return "view";
+      case Family::view:
+      case Family::collective: return view_unsupported(kernel_root_op(kernel)) ? "none" : "view";
       case Family::constant: return "constant";
       default: return has_tile_template(kernel) ? "tile" : "none";
     }

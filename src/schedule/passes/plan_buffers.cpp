@@ -12,6 +12,7 @@
 // - A view or constant kernel's result has no slot of its own (-1); a view
 //   keeps its source's slot alive for as long as the view is used.
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -31,6 +32,15 @@ void plan_buffers(ir::Operation& func) {
   auto root_of = [&](const ir::Value* v) {
     auto it = root.find(v);
     return it == root.end() ? v : it->second;
+  };
+  // Whether v reads its root's storage at the positions a kernel over v
+  // writes: the root itself, or reshapes and identities of it.
+  std::function<bool(const ir::Value*)> keeps_positions = [&](const ir::Value* v) {
+    const ir::Operation* d = v->defining_op();
+    if (!d || !is_kernel_op(*d) || kernel_family(*d) != Family::view) return true;
+    const std::string_view op = kernel_root_op(*d).name();
+    if (op != "graph.reshape" && op != "graph.stop_gradient") return false;
+    return keeps_positions(d->operand(0));
   };
   // Last kernel (or the return) reading each root's storage.
   std::unordered_map<const ir::Value*, std::size_t> last_use;
@@ -69,6 +79,7 @@ void plan_buffers(ir::Operation& func) {
     std::vector<std::int64_t> dying;
     if (family == Family::elementwise) {
       for (ir::Value* v : k->operands()) {
+        if (!keeps_positions(v)) continue;  // a slice or transpose reads other positions than it writes
         auto it = slot_of.find(root_of(v));
         if (it != slot_of.end() && busy_until[static_cast<std::size_t>(it->second)] == i &&
             std::find(dying.begin(), dying.end(), it->second) == dying.end()) {
