@@ -74,11 +74,42 @@ Tensor matrix_view(const Tensor& t, std::int64_t index, std::int64_t rows, std::
   return Tensor::wrap(base, {rows, cols}, {cols, 1}, t.policy(), std::shared_ptr<void>());
 }
 
+// Index inputs in range, on the host, before any kernel reads them.
+void check_indices(const TileKernel& tk, const std::vector<Tensor>& inputs, const std::vector<std::int64_t>& domain) {
+  for (const IndexCheck& c : tk.index_checks) {
+    const std::int64_t n = c.bound_in_domain ? domain.at(c.dim) : inputs.at(c.bound_input).shape().at(c.dim);
+    for (double v : inputs.at(c.input).to_values()) {
+      if (!(v >= static_cast<double>(-n) && v < static_cast<double>(n))) {
+        raise(ErrorCode::IndexOutOfRange, c.op + " index " + std::to_string(static_cast<long long>(v)) +
+                                              " is out of range for axis " + std::to_string(c.dim) + " of size " +
+                                              std::to_string(n) + " (valid: -" + std::to_string(n) + " to " +
+                                              std::to_string(n - 1) + ")");
+      }
+    }
+  }
+}
+
+// InverseIndex's offsets [n + 1] and order [numel(indices)] (a stable counting sort).
+std::vector<Tensor> inverse_index(const Tensor& indices, std::int64_t n) {
+  const auto values = indices.to_values();
+  std::vector<double> offsets(static_cast<std::size_t>(n) + 1, 0.0), order(values.size());
+  auto wrap = [n](double v) { return static_cast<std::size_t>(v < 0 ? static_cast<std::int64_t>(v) + n : static_cast<std::int64_t>(v)); };
+  for (double v : values) offsets[wrap(v) + 1] += 1.0;
+  for (std::size_t i = 1; i < offsets.size(); ++i) offsets[i] += offsets[i - 1];
+  std::vector<double> next(offsets.begin(), offsets.end() - 1);
+  for (std::size_t j = 0; j < values.size(); ++j) order[static_cast<std::size_t>(next[wrap(values[j])]++)] = static_cast<double>(j);
+  const NumericsPolicy i64 = default_policy(DType::int64);
+  return {Tensor::from_values(offsets, {n + 1}, i64), Tensor::from_values(order, {static_cast<std::int64_t>(order.size())}, i64)};
+}
+
 // Launches a step's tile kernel: flat buffers and scalars; a matrix kernel
 // once per batch matrix with its operands' 2-D views.
 void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                  const std::vector<std::int64_t>& domain, const cpu::LaunchOptions& options) {
   const TileKernel& tk = step.tile;
+  check_indices(tk, inputs, domain);
+  std::vector<Tensor> extra;
+  if (tk.inverse) extra = inverse_index(inputs.at(tk.inverse->input), domain.at(tk.inverse->dim));
   auto args_for = [&](std::int64_t batch, const Tensor* a_view, const Tensor* b_view) {
     std::vector<cpu::KernelArg> kargs;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -91,6 +122,7 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
       }
     }
     for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
+    for (const Tensor& t : extra) kargs.emplace_back(t);
     for (const KernelScalar& s : tk.scalars) {
       switch (s.kind) {
         case KernelScalar::Kind::dim: kargs.emplace_back(domain.at(s.index)); break;

@@ -50,6 +50,27 @@ struct MatrixLaunch {
   std::int64_t bm = 128, bn = 128;
 };
 
+// Integer indices the executable checks on the host before a launch: every
+// value of input `input` must lie in [-n, n), n = dim `dim` of input
+// `bound_input` (or of the kernel's domain when `bound_in_domain`).
+struct IndexCheck {
+  std::size_t input = 0;
+  bool bound_in_domain = false;
+  std::size_t bound_input = 0;
+  std::size_t dim = 0;
+  std::string op;  // for the message: "gather", "scatter_add"
+};
+
+// The inverse of an index input (scatter_add): the executable sorts the
+// positions j of input `input` stably by their (wrapped) value i in
+// [0, n), n = the domain's dim `dim`, and passes two int64 buffers after the
+// outputs: offsets [n + 1] and order [numel(input)], so that the positions
+// with value i are order[offsets[i] .. offsets[i + 1]), in increasing j.
+struct InverseIndex {
+  std::size_t input = 0;
+  std::size_t dim = 0;
+};
+
 struct TileKernel {
   ir::Operation* func = nullptr;  // the Tile IR kernel, in the module passed to lower_kernel
   std::vector<KernelScalar> scalars;
@@ -62,6 +83,8 @@ struct TileKernel {
   // (a normalization whose result has the input's shape): numel(input) /
   // dim lanes instead of numel(domain).
   std::optional<std::pair<std::size_t, std::size_t>> rows_of;
+  std::vector<IndexCheck> index_checks;
+  std::optional<InverseIndex> inverse;
 };
 
 // Whether a template covers `kernel`; when not, `why` names the first op or

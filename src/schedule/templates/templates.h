@@ -17,6 +17,9 @@ TileKernel lower_reduction(const ir::Operation& kernel, ir::Module& out, const s
 bool gemm_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_gemm(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool copy_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_copy(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 bool normalization_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 

@@ -1,0 +1,297 @@
+// The copy template: graph.concat, graph.gather, graph.slice_embed,
+// graph.iota and graph.scatter_add -> one Tile IR kernel with one lane per
+// result element, which finds its source by index arithmetic on the result's
+// multi-index (result dims d0.. are kernel scalars).
+//
+//   concat:      the operand whose range along the axis holds the index
+//   gather:      x at (pre, wrap(indices[j]), post); the executable checks the
+//                indices' range on the host first (a clear IndexError)
+//   slice_embed: x where the index lies on the slice's lattice, else 0
+//   iota:        the index along the axis
+//   scatter_add: the sum, in increasing j, of the updates whose index is
+//                this element's; the executable passes the inverse index
+//                (InverseIndex), so each lane reads only its own updates
+//
+// Moving ops store the loaded value unchanged (same policy in and out).
+#include <set>
+
+#include "graph/shape_rules.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+const NumericsPolicy kF64 = default_policy(DType::fp64);
+
+std::vector<Value*> none() {
+  return {};
+}
+
+class CopyBuilder {
+ public:
+  CopyBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const ir::Shape& domain = kernel_.attrs().get_shape("domain");
+    rank_ = domain.size();
+    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 1024;
+    const std::size_t num_in = body_.num_arguments();
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      params.emplace_back("in" + std::to_string(k),
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, body_.argument(k)->type().policy));
+    }
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, root_.result(0)->type().policy, /*is_mut=*/true));
+    TileKernel result;
+    const bool scatter = root_.name() == "graph.scatter_add";
+    if (scatter) {
+      params.emplace_back("offsets", Type::gmem({ir::Dim::named("no")}, default_policy(DType::int64)));
+      params.emplace_back("order", Type::gmem({ir::Dim::named("nj")}, default_policy(DType::int64)));
+    }
+    for (std::size_t d = 0; d < rank_; ++d) {
+      params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::dim, d});
+    }
+    // Every operand's dims, in order.
+    for (std::size_t k = 0; k < root_.num_operands(); ++k) {
+      const std::size_t in = index_of(root_.operand(k));
+      for (std::size_t d = 0; d < root_.operand(k)->type().rank(); ++d) {
+        params.emplace_back("x" + std::to_string(k) + "_" + std::to_string(d), Type::lane(DType::int64));
+        result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, in});
+      }
+    }
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    std::size_t next = num_in + 1;
+    out_buffer_ = fb.argument(num_in);
+    if (scatter) offsets_ = fb.argument(next++), order_ = fb.argument(next++);
+    for (std::size_t d = 0; d < rank_; ++d) dims_.push_back(fb.argument(next++));
+    for (std::size_t k = 0; k < root_.num_operands(); ++k) {
+      operands_.push_back(fb.argument(index_of(root_.operand(k))));
+      std::vector<Value*> dims;
+      for (std::size_t d = 0; d < root_.operand(k)->type().rank(); ++d) dims.push_back(fb.argument(next++));
+      operand_dims_.push_back(dims);
+    }
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    tile::build_if(
+        b, cmp(b, "lt", i, n), {},
+        [&](ir::OpBuilder& then, std::span<Value* const>) {
+          // The result's multi-index.
+          idx_.assign(rank_, nullptr);
+          Value* rest = i;
+          for (std::size_t d = rank_; d-- > 0;) {
+            idx_[d] = op2(then, "rem", rest, dims_[d]);
+            rest = op2(then, "div", rest, dims_[d]);
+          }
+          Value* stored = nullptr;
+          const std::string_view op = root_.name();
+          if (op == "graph.concat") stored = concat(then);
+          else if (op == "graph.gather") stored = gather(then, result);
+          else if (op == "graph.slice_embed") stored = slice_embed(then);
+          else if (op == "graph.iota") stored = iota(then);
+          else stored = scatter_add(then, result);
+          then.create("tile.store_elem", {out_buffer_, i, stored});
+          return none();
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return none(); });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    return result;
+  }
+
+ private:
+  std::size_t index_of(const Value* v) const {
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      if (body_.argument(k) == v) return k;
+    }
+    return 0;
+  }
+
+  Value* integer(ir::OpBuilder& b, std::int64_t v) { return tile::build_int(b, v); }
+
+  // Row-major offset of multi-index `at` in a tensor of `dims`.
+  Value* offset(ir::OpBuilder& b, const std::vector<Value*>& at, const std::vector<Value*>& dims) {
+    Value* off = integer(b, 0);
+    for (std::size_t d = 0; d < at.size(); ++d) off = op2(b, "add", op2(b, "mul", off, dims[d]), at[d]);
+    return off;
+  }
+
+  // Row-major flat index of result dims [from, to).
+  Value* flat(ir::OpBuilder& b, std::size_t from, std::size_t to) {
+    return offset(b, std::vector<Value*>(idx_.begin() + static_cast<std::ptrdiff_t>(from), idx_.begin() + static_cast<std::ptrdiff_t>(to)),
+                  std::vector<Value*>(dims_.begin() + static_cast<std::ptrdiff_t>(from), dims_.begin() + static_cast<std::ptrdiff_t>(to)));
+  }
+  Value* product(ir::OpBuilder& b, const std::vector<Value*>& dims, std::size_t from, std::size_t to) {
+    Value* p = integer(b, 1);
+    for (std::size_t d = from; d < to; ++d) p = op2(b, "mul", p, dims[d]);
+    return p;
+  }
+
+  Value* load(ir::OpBuilder& b, std::size_t operand, Value* at) {
+    return tile::build(b, "tile.load_elem", {operands_[operand], at});
+  }
+
+  // An int64 index lane from an integer tensor element.
+  Value* index_value(ir::OpBuilder& b, std::size_t operand, Value* at) {
+    Value* v = load(b, operand, at);
+    return v->type().dtype() == DType::int64 ? v : cast(b, v, default_policy(DType::int64));
+  }
+
+  Value* concat(ir::OpBuilder& b) {
+    const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
+    // Nested ifs: operand k when idx[axis] < start_k + size_k.
+    const Type stored_type = Type::lane(root_.result(0)->type().policy);
+    std::function<Value*(ir::OpBuilder&, std::size_t, Value*)> pick = [&](ir::OpBuilder& ib, std::size_t k,
+                                                                            Value* start) -> Value* {
+      std::vector<Value*> at = idx_;
+      at[axis] = op2(ib, "sub", idx_[axis], start);
+      auto read = [&, k, at](ir::OpBuilder& rb) { return load(rb, k, offset(rb, at, operand_dims_[k])); };
+      if (k + 1 == operands_.size()) return read(ib);
+      Value* end = op2(ib, "add", start, operand_dims_[k][axis]);
+      Value* zero = LaneProgram::finish(ib, real(ib, 0.0), root_.result(0)->type().policy, false).stored;
+      (void)stored_type;
+      ir::Operation* branch = tile::build_if(
+          ib, cmp(ib, "lt", idx_[axis], end), {zero},
+          [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{read(tb)}; },
+          [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{pick(eb, k + 1, end)}; });
+      return branch->result(0);
+    };
+    return pick(b, 0, integer(b, 0));
+  }
+
+  Value* gather(ir::OpBuilder& b, TileKernel& result) {
+    const std::size_t xr = root_.operand(0)->type().rank();
+    const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), xr));
+    const std::size_t ri = root_.operand(1)->type().rank();
+    result.index_checks.push_back(IndexCheck{index_of(root_.operand(1)), false, index_of(root_.operand(0)), axis, "gather"});
+    const std::vector<Value*>& xd = operand_dims_[0];
+    Value* j = flat(b, axis, axis + ri);
+    Value* v = index_value(b, 1, j);
+    v = select(b, cmp(b, "lt", v, integer(b, 0)), op2(b, "add", v, xd[axis]), v);
+    Value* pre = flat(b, 0, axis);
+    Value* post = flat(b, axis + ri, rank_);
+    Value* post_size = product(b, xd, axis + 1, xr);
+    Value* at = op2(b, "add", op2(b, "mul", op2(b, "add", op2(b, "mul", pre, xd[axis]), v), post_size), post);
+    return load(b, 0, at);
+  }
+
+  Value* slice_embed(ir::OpBuilder& b) {
+    const auto& starts = root_.attrs().get_ints("starts");
+    const auto& stops = root_.attrs().get_ints("stops");
+    std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
+    if (steps.empty()) steps.assign(rank_, 1);
+    const ir::Shape& shape = root_.result(0)->type().shape;
+    Value* inside = tile::build_bool(b, true);
+    std::vector<Value*> at(rank_);
+    for (std::size_t a = 0; a < rank_; ++a) {
+      if (shape[a].is_symbolic()) {  // a full slice (shape inference guarantees it)
+        at[a] = idx_[a];
+        continue;
+      }
+      const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
+      Value* rel = op2(b, "sub", idx_[a], integer(b, s.start));
+      Value* q = op2(b, "div", rel, integer(b, s.step));
+      Value* ok = op2(b, "and", cmp(b, "ge", rel, integer(b, 0)),
+                      op2(b, "and", cmp(b, "eq", op2(b, "rem", rel, integer(b, s.step)), integer(b, 0)),
+                          cmp(b, "lt", q, integer(b, s.size))));
+      inside = op2(b, "and", inside, ok);
+      at[a] = q;
+    }
+    Value* zero = LaneProgram::finish(b, real(b, 0.0), root_.result(0)->type().policy, false).stored;
+    ir::Operation* branch = tile::build_if(
+        b, inside, {zero},
+        [&](ir::OpBuilder& tb, std::span<Value* const>) {
+          return std::vector<Value*>{load(tb, 0, offset(tb, at, operand_dims_[0]))};
+        },
+        [](ir::OpBuilder&, std::span<Value* const> a) { return std::vector<Value*>{a[0]}; });
+    return branch->result(0);
+  }
+
+  Value* iota(ir::OpBuilder& b) {
+    const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
+    return LaneProgram::finish(b, cast(b, idx_[axis], kF64), root_.result(0)->type().policy).stored;
+  }
+
+  Value* scatter_add(ir::OpBuilder& b, TileKernel& result) {
+    const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
+    const std::size_t idx_input = index_of(root_.operand(1));
+    result.index_checks.push_back(IndexCheck{idx_input, true, 0, axis, "scatter_add"});
+    result.inverse = InverseIndex{idx_input, axis};
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    const NumericsPolicy acc_policy = default_policy(p.accum);
+    Value* m = product(b, operand_dims_[1], 0, operand_dims_[1].size());  // number of indices
+    Value* pre = flat(b, 0, axis);
+    Value* post = flat(b, axis + 1, rank_);
+    Value* post_size = product(b, dims_, axis + 1, rank_);
+    Value* lo = tile::build(b, "tile.load_elem", {offsets_, idx_[axis]});
+    Value* hi = tile::build(b, "tile.load_elem", {offsets_, op2(b, "add", idx_[axis], integer(b, 1))});
+    ir::Operation* loop = tile::build_for(
+        b, lo, hi, integer(b, 1), {tile::build_real(b, 0.0, acc_policy)},
+        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* j = tile::build(lb, "tile.load_elem", {order_, a[0]});
+          Value* at = op2(lb, "add", op2(lb, "mul", op2(lb, "add", op2(lb, "mul", pre, m), j), post_size), post);
+          Value* u = cast(lb, LaneProgram::decode(lb, load(lb, 0, at)), acc_policy);
+          return std::vector<Value*>{op2(lb, "add", a[1], u)};
+        });
+    return LaneProgram::finish(b, cast(b, loop->result(0), kF64), p).stored;
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  std::size_t rank_ = 0;
+  Value* out_buffer_ = nullptr;
+  Value* offsets_ = nullptr;
+  Value* order_ = nullptr;
+  std::vector<Value*> dims_, idx_, operands_;
+  std::vector<std::vector<Value*>> operand_dims_;
+};
+
+}  // namespace
+
+bool copy_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  const ir::Block& body = kernel_body(kernel);
+  static const std::set<std::string_view> kOps = {"graph.concat", "graph.gather", "graph.slice_embed", "graph.iota",
+                                                  "graph.scatter_add"};
+  if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' has no copy lowering");
+  for (const auto& op : body.ops()) {
+    if (op.get() != &root && op.get() != body.terminator()) {
+      return fail("'" + std::string(op->name()) + "' is fused with a copy");
+    }
+  }
+  for (const Value* v : root.operands()) {
+    if (auto bad = unsupported_policy(v->type().policy)) return fail("an operand has " + *bad);
+  }
+  if (auto bad = unsupported_policy(root.result(0)->type().policy)) return fail("the result has " + *bad);
+  if (root.name() == "graph.scatter_add" && !is_float(root.result(0)->type().dtype())) {
+    return fail("an integer graph.scatter_add (its exact-sum check runs on the reference executor only)");
+  }
+  return true;
+}
+
+TileKernel lower_copy(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return CopyBuilder(kernel, out, name).build();
+}
+
+}  // namespace tessera::schedule::templates
