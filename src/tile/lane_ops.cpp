@@ -154,6 +154,20 @@ void register_lane_ops(ir::Registry& r) {
   // kernels (computed in double, rounded once) bit for bit.
   add_unary(r, "tanh", "Hyperbolic tangent, rounded once.", Domain::floating);
   add_unary(r, "erf", "Error function, rounded once.", Domain::floating);
+  add_unary(r, "cos", "Cosine, rounded once.", Domain::floating);
+  // Graph IR's random ops draw Philox bits per element counter.
+  r.add(OpDef{
+      .name = "tile.philox",
+      .summary = "32 random bits (as int64 in [0, 2^32)) from Philox4x32-10 for element counter `counter` of stream "
+                 "`seed` (tessera/numerics/philox.h): the same bits on every backend.",
+      .operands = {"counter"},
+      .attrs = {{.name = "seed", .kind = AttrKind::integer, .required = true}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], Domain::integer, "tile.philox", "counter");
+            return one(kIndex);
+          },
+  });
   // The overflow-safe normalizations scale rows by powers of two and
   // accumulate squares with fused multiply-adds.
   r.add(OpDef{

@@ -13,6 +13,7 @@ set(_tessera_cpu_headers
   "tessera_cpu/tessera_cpu.h=${_tessera_cpu_dir}/runtime/tessera_cpu.h"
   "tessera/numerics/dtype.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/dtype.h"
   "tessera/numerics/convert.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/convert.h"
+  "tessera/numerics/philox.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/philox.h"
 )
 set(TESSERA_CPU_EMBEDDED_HEADERS "")
 foreach(entry ${_tessera_cpu_headers})

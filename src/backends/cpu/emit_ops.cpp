@@ -88,7 +88,9 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   // The absolute value is exact in every signed float format.
   if (n == "abs") return "std::fabs(" + x + ")";
-  if (n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  if (n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" || n == "cos") {
+    return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  }
   unsupported(op, "unknown unary op");
 }
 
@@ -190,9 +192,13 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "args.grid";
   if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
-  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" ||
-      n == "erf")
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
+      n == "cos")
     return unary(op, n, a[0]);
+  if (n == "philox") {
+    return "static_cast<std::int64_t>(tessera::random_bits32(static_cast<std::uint64_t>(" +
+           cpp_int_literal(op.attrs().get_int("seed")) + "), static_cast<std::uint64_t>(" + a[0] + ")))";
+  }
   if (n == "fma") {
     const NumericsPolicy& p = op.result(0)->type().policy;
     if (native_float(p)) return "std::fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")";

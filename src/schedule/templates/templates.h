@@ -20,6 +20,9 @@ TileKernel lower_gemm(const ir::Operation& kernel, ir::Module& out, const std::s
 bool copy_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_copy(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool random_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_random(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 bool normalization_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 

@@ -71,7 +71,7 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
-  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") return rounded(p, n + "(" + as_double(x) + ")");
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf" || n == "cos") return rounded(p, n + "(" + as_double(x) + ")");
   unsupported(op, "unknown unary op");
 }
 
@@ -147,9 +147,13 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "p.grid";
   if (auto e = codegen::common_lane_expr(op, a, cu_dtype, [] { return std::string("W"); })) return *e;
-  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" ||
-      n == "erf")
+  if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
+      n == "cos")
     return unary(op, n, a[0]);
+  if (n == "philox") {
+    return "(tsr::i64)tsr::random_bits32((tsr::u64)" + cu_int_literal(op.attrs().get_int("seed")) + ", (tsr::u64)(" +
+           a[0] + "))";
+  }
   if (n == "fma") {
     const NumericsPolicy& p = op.result(0)->type().policy;
     if (p.storage == DType::fp64) return "fma(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
