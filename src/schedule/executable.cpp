@@ -212,14 +212,27 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       // lower_kernel raises the CompileError for "none", naming the op.
       step.tile = lower_kernel(*k, state->tile, function + "_" + kernel_name(*k));
       ir::verify_function(*step.tile.func);
-      step.compiled = std::make_shared<cpu::CompiledKernel>(cpu::compile_kernel(*step.tile.func, options.cpu));
-      report.cache_hit = step.compiled->cache_hit;
-      report.compile_seconds = step.compiled->compile_seconds;
     } else if (step.variant == "constant") {
       step.constant = make_constant(*kernel_body(*k).ops().front());
     }
     state->reports.push_back(report);
     state->steps.push_back(std::move(step));
+  }
+  // Every kernel of the executable in one host-compiler invocation.
+  std::vector<const ir::Operation*> funcs;
+  for (const Step& step : state->steps) {
+    if (step.tile.func) funcs.push_back(step.tile.func);
+  }
+  if (!funcs.empty()) {
+    std::vector<cpu::CompiledKernel> compiled = cpu::compile_kernels(funcs, options.cpu);
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < state->steps.size(); ++i) {
+      Step& step = state->steps[i];
+      if (!step.tile.func) continue;
+      step.compiled = std::make_shared<cpu::CompiledKernel>(std::move(compiled[next++]));
+      state->reports[i].cache_hit = step.compiled->cache_hit;
+      state->reports[i].compile_seconds = step.compiled->compile_seconds;
+    }
   }
   state->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<Executable>(new Executable(std::move(state)));

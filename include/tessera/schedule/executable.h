@@ -36,7 +36,7 @@ struct KernelReport {
   std::string family;   // elementwise, ...
   std::string variant;  // tile, view, constant
   bool cache_hit = false;
-  double compile_seconds = 0.0;
+  double compile_seconds = 0.0;  // of the executable's whole unit (one host compile for all kernels)
 };
 
 class Executable {

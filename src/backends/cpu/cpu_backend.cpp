@@ -22,7 +22,8 @@ LoadedKernel::~LoadedKernel() {
 
 namespace {
 
-std::shared_ptr<const LoadedKernel> load(const std::string& path, const std::string& kernel_name) {
+std::shared_ptr<const LoadedKernel> load(const std::string& path, const std::string& kernel_name,
+                                         const std::string& entry = "tessera_cpu_run_groups") {
   auto k = std::make_shared<LoadedKernel>();
   k->path = path;
   k->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -33,7 +34,7 @@ std::shared_ptr<const LoadedKernel> load(const std::string& path, const std::str
   }
   using AbiFn = unsigned (*)();
   auto abi = reinterpret_cast<AbiFn>(::dlsym(k->handle, "tessera_cpu_abi_version"));
-  k->run_groups = reinterpret_cast<RunGroupsFn>(::dlsym(k->handle, "tessera_cpu_run_groups"));
+  k->run_groups = reinterpret_cast<RunGroupsFn>(::dlsym(k->handle, entry.c_str()));
   if (abi == nullptr || k->run_groups == nullptr || abi() != tessera_cpu::kAbiVersion) {
     raise(ErrorCode::Compile, "the compiled kernel at " + path + " does not export the CPU kernel ABI version " +
                                   std::to_string(tessera_cpu::kAbiVersion));
@@ -49,9 +50,24 @@ std::string emit_kernel_source(const ir::Operation& kernel_func, const CompileOp
 }
 
 CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOptions& options) {
+  const ir::Operation* one[] = {&kernel_func};
+  return std::move(compile_kernels(one, options).front());
+}
+
+std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const> kernel_funcs,
+                                            const CompileOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  detail::EmittedKernel e = detail::emit_kernel(kernel_func, options);
+  // One kernel alone is its own unit (the form emit_kernel_source shows);
+  // several share one unit, each in its namespace k<i>.
+  const bool alone = kernel_funcs.size() == 1;
+  std::vector<detail::EmittedKernel> emitted;
+  std::string unit_source = alone ? "" : detail::kUnitPrologue;
+  for (std::size_t i = 0; i < kernel_funcs.size(); ++i) {
+    emitted.push_back(detail::emit_kernel(*kernel_funcs[i], options, alone ? "" : "k" + std::to_string(i)));
+    unit_source += emitted.back().source + "\n";
+  }
+  if (!alone) unit_source += detail::kUnitEpilogue;
 
   const detail::HostCompiler cxx = detail::find_host_compiler(options.cxx);
   std::vector<std::string> flags = detail::default_compile_flags();
@@ -63,12 +79,11 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
                          TESSERA_VERSION_STRING + "\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " +
                          detail::CompileCache::header_hash() + "\nlinks " + detail::libtessera_path() + "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
-  key_text += "\n" + e.source;
+  key_text += "\n" + unit_source;
   const std::string key = detail::sha256_hex(key_text);
 
-  CompiledKernel k;
   auto build = [&] {
-    detail::write_file_atomic(cache.source_path(key), e.source);
+    detail::write_file_atomic(cache.source_path(key), unit_source);
     const std::string tmp = cache.temp_object_path(key);
     try {
       detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
@@ -78,33 +93,49 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
     }
     cache.publish(key, tmp);
   };
-  k.cache_hit = options.use_cache && cache.valid(key);
-  if (!k.cache_hit) build();
-  std::shared_ptr<const detail::LoadedKernel> loaded;
+  auto load_all = [&] {
+    std::vector<std::shared_ptr<const detail::LoadedKernel>> loaded;
+    for (std::size_t i = 0; i < emitted.size(); ++i) {
+      loaded.push_back(detail::load(cache.object_path(key), emitted[i].name,
+                                    detail::entry_symbol(alone ? "" : "k" + std::to_string(i))));
+    }
+    return loaded;
+  };
+  bool cache_hit = options.use_cache && cache.valid(key);
+  if (!cache_hit) build();
+  std::vector<std::shared_ptr<const detail::LoadedKernel>> loaded;
   try {
-    loaded = detail::load(cache.object_path(key), e.name);
+    loaded = load_all();
   } catch (const Error&) {
     // An entry that passed validation but does not load (written by a
     // different build whose library it cannot find, say) is rebuilt once.
-    if (!k.cache_hit) throw;
-    k.cache_hit = false;
+    if (!cache_hit) throw;
+    cache_hit = false;
     build();
-    loaded = detail::load(cache.object_path(key), e.name);
+    loaded = load_all();
   }
 
-  k.name = e.name;
-  k.source = std::move(e.source);
-  k.cache_key = key;
-  k.library_path = cache.object_path(key);
-  k.compiler = cxx.path + " (" + cxx.version + ")";
-  k.params = std::move(e.params);
-  k.symbols = std::move(e.symbols);
-  k.specialized = std::move(e.specialized);
-  k.group_shape = std::move(e.group_shape);
-  k.group_size = e.group_size;
-  k.handle = std::move(loaded);
-  k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return k;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<CompiledKernel> out;
+  for (std::size_t i = 0; i < emitted.size(); ++i) {
+    detail::EmittedKernel& e = emitted[i];
+    CompiledKernel k;
+    k.name = e.name;
+    k.source = std::move(e.source);
+    k.cache_key = key;
+    k.library_path = cache.object_path(key);
+    k.cache_hit = cache_hit;
+    k.compiler = cxx.path + " (" + cxx.version + ")";
+    k.params = std::move(e.params);
+    k.symbols = std::move(e.symbols);
+    k.specialized = std::move(e.specialized);
+    k.group_shape = std::move(e.group_shape);
+    k.group_size = e.group_size;
+    k.handle = std::move(loaded[i]);
+    k.compile_seconds = seconds;
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 }  // namespace tessera::cpu

@@ -26,7 +26,18 @@ struct EmittedKernel {
   std::int64_t shared_bytes = 0;  // arena bytes the kernel uses
 };
 
-EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions& options);
+// `unit` non-empty: the kernel is one of several in a translation unit; its
+// code goes into namespace `unit`, it exports entry_symbol(unit), and the
+// unit supplies kUnitPrologue and kUnitEpilogue once.
+EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions& options,
+                          const std::string& unit = "");
+// The exported entry of a kernel: tessera_cpu_run_groups[_unit].
+std::string entry_symbol(const std::string& unit);
+inline constexpr const char* kUnitPrologue =
+    "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
+    "#include \"tessera_cpu/tessera_cpu.h\"\n\n";
+inline constexpr const char* kUnitEpilogue =
+    "extern \"C\" unsigned tessera_cpu_abi_version() noexcept { return tsr::kAbiVersion; }\n\n";
 
 // C++ spellings shared by the emitter files.
 std::string cpp_dtype(DType dtype);       // "DType::fp32"

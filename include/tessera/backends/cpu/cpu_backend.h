@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -91,6 +92,11 @@ struct LaunchOptions {
 // CompileError when the kernel uses something the backend cannot emit (the
 // message names the op) or when the host compiler fails or is missing.
 CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOptions& options = {});
+// Compiles several kernels in one host-compiler invocation (one translation
+// unit, one shared object, one cache entry); results are in order.
+// compile_seconds is the whole unit's time.
+std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const> kernel_funcs,
+                                            const CompileOptions& options = {});
 
 // Runs `grid` groups (-1: the default extent, one tile per element of the
 // first mut parameter, allowed only for kernels without a group shape).
