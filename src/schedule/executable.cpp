@@ -2,6 +2,7 @@
 #include "tessera/schedule/executable.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -121,7 +122,14 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
         kargs.emplace_back(inputs[i].reshape({inputs[i].numel()}));
       }
     }
-    for (const Tensor& t : outputs) kargs.emplace_back(t.reshape({t.numel()}));
+    for (const Tensor& t : outputs) {
+      if (tk.matrix && tk.matrix->matrix_outputs) {
+        const std::int64_t m = domain[domain.size() - 2], n = domain.back();
+        kargs.emplace_back(matrix_view(t, batch, m, n));
+      } else {
+        kargs.emplace_back(t.reshape({t.numel()}));
+      }
+    }
     for (const Tensor& t : extra) kargs.emplace_back(t);
     for (const KernelScalar& s : tk.scalars) {
       switch (s.kind) {
@@ -251,6 +259,9 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     values[body.argument(i)] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
   }
   std::vector<Tensor> slots;
+  // TESSERA_TRACE_KERNELS=1 prints each kernel's wall time to stderr.
+  const char* trace_env = std::getenv("TESSERA_TRACE_KERNELS");
+  const bool trace = trace_env && *trace_env && std::string(trace_env) != "0";
   cpu::LaunchOptions launch_options;
   launch_options.num_threads = state_->num_threads;
   for (const Step& step : state_->steps) {
@@ -309,7 +320,14 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       }
     }
     try {
+      const auto t0 = std::chrono::steady_clock::now();
       launch_step(step, inputs, outputs, domain, launch_options);
+      if (trace) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "tessera: %s %s (%s, %s) %.3f ms\n", state_->function.c_str(), kernel_name(k).c_str(),
+                     std::string(kernel_root_op(k).name()).c_str(), std::string(family_name(kernel_family(k))).c_str(),
+                     ms);
+      }
     } catch (const Error& e) {
       const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());

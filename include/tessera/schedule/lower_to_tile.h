@@ -48,6 +48,8 @@ struct MatrixLaunch {
   std::size_t a = 0, b = 1;
   bool transpose_a = false, transpose_b = false;
   std::int64_t bm = 128, bn = 128;
+  // The outputs too are passed as that batch's 2-D [M, N] matrices.
+  bool matrix_outputs = false;
 };
 
 // Integer indices the executable checks on the host before a launch: every

@@ -85,9 +85,13 @@ class GemmBuilder {
         any_broadcast = any_broadcast || broadcasts(t.shape, domain);
       }
     }
+    direct_ = num_out == 1 && yield.operand(0) == root_.result(0);
+    for (const auto& op : body_.ops()) {
+      if (op.get() != &root_ && op.get() != body_.terminator() && !is_splat_constant(*op)) direct_ = false;
+    }
     for (std::size_t j = 0; j < num_out; ++j) {
-      params.emplace_back("out" + std::to_string(j),
-                          Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
+      const ir::Shape shape = direct_ ? ir::Shape{ir::Dim::named("om"), ir::Dim::named("on")} : ir::Shape{ir::Dim::named("n")};
+      params.emplace_back("out" + std::to_string(j), Type::gmem(shape, yield.operand(j)->type().policy, /*is_mut=*/true));
     }
     TileKernel result;
     auto scalar = [&](const std::string& name, KernelScalar s) {
@@ -102,7 +106,7 @@ class GemmBuilder {
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
       scalar("d" + std::to_string(d), KernelScalar{KernelScalar::Kind::dim, d});
     }
-    const std::int64_t lanes = 128;
+    const std::int64_t lanes = bn_;  // the epilogue's lane c takes column c
     // Shared memory holds the accumulator tile for the epilogue.
     const std::int64_t shared = bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
     ir::Operation* func = tile::build_kernel(
@@ -126,50 +130,54 @@ class GemmBuilder {
     m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
     n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
     Value* acc = blocked_product(b);
-    Value* staged = tile::build(b, "tile.smem_alloc", {},
-                                {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
-    Value* zero = tile::build_int(b, 0);
-    b.create("tile.tile_store", {staged, zero, zero, acc});
-    b.create("tile.barrier", {});
-
-    // The epilogue, per lane.
-    Value* lid = tile::build(b, "tile.linear_id", {});
     const NumericsPolicy& p = root_.result(0)->type().policy;
-    tile::build_for(b, lid, tile::build_int(b, bm_ * bn_), tile::build_int(b, lanes), {},
-                    [&](ir::OpBuilder& lb, std::span<Value* const> e) {
-                      Value* r = op2(lb, "div", e[0], tile::build_int(lb, bn_));
-                      Value* c = op2(lb, "rem", e[0], tile::build_int(lb, bn_));
-                      Value* gm = op2(lb, "add", m0_, r);
-                      Value* gn = op2(lb, "add", n0_, c);
-                      Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
-                      tile::build_if(
-                          lb, inside, {},
-                          [&](ir::OpBuilder& ib, std::span<Value* const>) {
-                            // Flat index in the output domain: ((batch * M) + gm) * N + gn.
-                            Value* i = op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
-                            LaneProgram lanes_of(domain, i, dims);
-                            for (std::size_t k = 0; k < num_in; ++k) {
-                              if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
-                            }
-                            Value* v = tile::build(ib, "tile.load_elem", {staged, r, c});
-                            lanes_of.bind_value(root_.result(0), lanes_of.finish(ib, cast(ib, v, kF64), p));
-                            for (const auto& op : body_.ops()) {
-                              if (op.get() == body_.terminator()) break;
-                              if (op.get() != &root_) lanes_of.lower_op(ib, *op);
-                            }
-                            for (std::size_t j = 0; j < num_out; ++j) {
-                              ib.create("tile.store_elem",
-                                        {fb.argument(num_in + j), i, lanes_of.value(ib, yield.operand(j)).stored});
-                            }
-                            return std::vector<Value*>{};
-                          },
-                          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
-                      return std::vector<Value*>{};
-                    });
+    if (direct_) {
+      // No epilogue: the accumulator, rounded to the result policy, is stored as a tile.
+      if (p != acc_policy_) acc = tile::build(b, "tile.tile_cast", {acc}, {{"to", p}});
+      b.create("tile.tile_store", {fb.argument(num_in), m0_, n0_, acc});
+    } else {
+      Value* staged = tile::build(b, "tile.smem_alloc", {},
+                                  {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
+      Value* zero = tile::build_int(b, 0);
+      b.create("tile.tile_store", {staged, zero, zero, acc});
+      b.create("tile.barrier", {});
+      // The epilogue: lane c takes column c of the tile, row by row.
+      Value* c = tile::build(b, "tile.linear_id", {});
+      Value* gn = op2(b, "add", n0_, c);
+      tile::build_for(b, zero, tile::build_int(b, bm_), tile::build_int(b, 1), {},
+                      [&](ir::OpBuilder& lb, std::span<Value* const> row) {
+                        Value* r = row[0];
+                        Value* gm = op2(lb, "add", m0_, r);
+                        Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
+                        tile::build_if(
+                            lb, inside, {},
+                            [&](ir::OpBuilder& ib, std::span<Value* const>) {
+                              // Flat index in the output domain: ((batch * M) + gm) * N + gn.
+                              Value* i = op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
+                              LaneProgram lanes_of(domain, i, dims);
+                              for (std::size_t k = 0; k < num_in; ++k) {
+                                if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
+                              }
+                              Value* v = tile::build(ib, "tile.load_elem", {staged, r, c});
+                              lanes_of.bind_value(root_.result(0), LaneProgram::finish(ib, cast(ib, v, kF64), p));
+                              for (const auto& op : body_.ops()) {
+                                if (op.get() == body_.terminator()) break;
+                                if (op.get() != &root_) lanes_of.lower_op(ib, *op);
+                              }
+                              for (std::size_t j = 0; j < num_out; ++j) {
+                                ib.create("tile.store_elem",
+                                          {fb.argument(num_in + j), i, lanes_of.value(ib, yield.operand(j)).stored});
+                              }
+                              return std::vector<Value*>{};
+                            },
+                            [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+                        return std::vector<Value*>{};
+                      });
+    }
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
-    result.matrix = MatrixLaunch{a_index_, b_index_, ta_, tb_, bm_, bn_};
+    result.matrix = MatrixLaunch{a_index_, b_index_, ta_, tb_, bm_, bn_, direct_};
     return result;
   }
 
@@ -231,6 +239,7 @@ class GemmBuilder {
   std::string name_;
   std::int64_t bm_ = 128, bn_ = 128, bk_ = 64;
   bool ta_ = false, tb_ = false;
+  bool direct_ = false;  // no epilogue: the accumulator tile goes straight to the result
   std::size_t a_index_ = 0, b_index_ = 1;
   NumericsPolicy acc_policy_;
   std::optional<NumericsPolicy> mma_policy_;
