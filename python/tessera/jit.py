@@ -7,11 +7,12 @@ canonicalized (canonicalize, cse, dce: rewrites that keep results bitwise
 identical) and cached; later calls with the same signature run the cached
 graph without tracing again.
 
-Which path runs it is ``TESSERA_BACKEND``: ``reference`` (the default while
-op families still lack Schedule IR templates) runs the reference executor;
-``compiled`` compiles the graph once per signature through Schedule IR and
-Tile IR into CPU kernels (tessera/schedule/executable.h) and runs those. A
-graph with a kernel no template covers is then a CompileError naming the op;
+Which path runs it is ``TESSERA_BACKEND``: ``compiled`` (the default)
+compiles the graph once per signature through Schedule IR and Tile IR into
+CPU kernels (tessera/schedule/executable.h) and runs those; ``reference``
+runs the reference executor, the scalar oracle. A graph with a kernel no
+template covers (an integer sum, a packed fp4 operand, stochastic rounding)
+is a CompileError naming the op and suggesting ``TESSERA_BACKEND=reference``;
 nothing falls back to the reference silently.
 
 Parameters annotated ``tessera.Tensor["B", "D", fp8_e4m3 @ accum(fp32)]``
@@ -156,7 +157,7 @@ class JitFunction:
             raise ArgumentError(f"@tessera.jit target must be 'cpu' or 'cuda', got {target!r}")
         if target == "cuda":
             raise CompileError("@tessera.jit(target='cuda') is not built yet: jit functions run on the CPU "
-                               "reference executor until the CUDA backend lands")
+                               "until the CUDA path of compiled executables lands")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options = {"capture_graph": capture_graph, "deterministic": deterministic, "target": target}

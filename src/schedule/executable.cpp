@@ -361,7 +361,7 @@ double Executable::compile_seconds() const {
 
 std::string default_backend() {
   const char* env = std::getenv("TESSERA_BACKEND");
-  const std::string value = env && *env ? env : "reference";
+  const std::string value = env && *env ? env : "compiled";
   if (value != "reference" && value != "compiled") {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_BACKEND is '" + value + "'; expected 'compiled' or 'reference'");
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/ir/text.h"
@@ -59,6 +60,50 @@ TEST(ScheduleCuda, ElementwiseTemplateEmitsAndCompilesForSm90a) {
   o.arch = "sm_90a";
   o.extra = {"--fmad=false", "-std=c++17"};
   EXPECT_FALSE(cu::compile(src, "g_k0.cu", 0, o).cubin.empty());
+}
+
+// Every template is designed for both backends: each kernel of a program
+// touching every family emits CUDA C++ that NVRTC compiles for sm_90a.
+TEST(ScheduleCuda, EveryTemplateEmitsAndCompilesForSm90a) {
+  const char* text = R"(
+func @all(%x: tensor<[B, 64] fp32>, %w: tensor<[64, 32] bf16 @accum(fp32)>, %g: tensor<[64] fp32>,
+          %i: tensor<[5] int64>) -> (tensor<[B, 32] bf16 @accum(fp32)>, tensor<[B] fp32>, tensor<[B, 64] fp32>,
+                                     tensor<[B, 64] fp32>, tensor<[5, 64] fp32>, tensor<[B, 64] fp32>,
+                                     tensor<[B, 128] fp32>, tensor<[7, 64] fp32>, tensor<[4, 8] fp32>) {
+  %xb = graph.cast %x {policy = policy<bf16 @accum(fp32)>} : tensor<[B, 64] bf16 @accum(fp32)>
+  %0 = graph.matmul %xb, %w : tensor<[B, 32] bf16 @accum(fp32)>
+  %1 = graph.relu %0 : tensor<[B, 32] bf16 @accum(fp32)>
+  %2 = graph.sum %x {axes = [1]} : tensor<[B] fp32>
+  %3 = graph.softmax_safe %x {axis = -1} : tensor<[B, 64] fp32>
+  %4 = graph.layernorm_safe %x, %g {axis = -1} : tensor<[B, 64] fp32>
+  %5 = graph.gather %3, %i {axis = 0} : tensor<[5, 64] fp32>
+  %6 = graph.dropout %4 {p = 0.5, seed = 3} : tensor<[B, 64] fp32>
+  %7 = graph.concat %3, %4 {axis = 1} : tensor<[B, 128] fp32>
+  %8 = graph.scatter_add %5, %i {axis = 0, shape = shape<[7, 64]>} : tensor<[7, 64] fp32>
+  %9 = graph.randn {policy = policy<fp32>, seed = 4, shape = shape<[4, 8]>} : tensor<[4, 8] fp32>
+  return %1, %2, %3, %4, %5, %6, %7, %8, %9
+}
+)";
+  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "all");
+  ir::Module tile;
+  std::set<std::string> families;
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("all"))) {
+    if (schedule::kernel_variant(*k) != "tile") continue;
+    families.insert(std::string(schedule::family_name(schedule::kernel_family(*k))));
+    const std::string name = "all_" + schedule::kernel_name(*k);
+    const schedule::TileKernel tk = schedule::lower_kernel(*k, tile, name);
+    sources.emplace_back(name, cu::emit_kernel_source(*tk.func));
+  }
+  EXPECT_EQ(families, (std::set<std::string>{"elementwise", "gemm", "reduction", "normalization", "copy", "random"}));
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  cu::CompileOptions o;
+  o.arch = "sm_90a";
+  o.extra = {"--fmad=false", "-std=c++17"};
+  for (const auto& [name, src] : sources) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(cu::compile(src, name + ".cu", 0, o).cubin.empty());
+  }
 }
 
 TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {

@@ -74,9 +74,8 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
 ir::Module schedule_module(const ir::Module& module, const std::string& function);
 
 // Which path runs Graph IR programs: "compiled" or "reference", from
-// $TESSERA_BACKEND (default "reference" until every op family has a
-// template: docs/design/0005-schedule-ir.md). Another value is an
-// ArgumentError naming the two.
+// $TESSERA_BACKEND (default "compiled": docs/design/0005-schedule-ir.md).
+// Another value is an ArgumentError naming the two.
 std::string default_backend();
 
 }  // namespace tessera::schedule
