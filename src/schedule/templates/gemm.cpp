@@ -106,7 +106,7 @@ class GemmBuilder {
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
       scalar("d" + std::to_string(d), KernelScalar{KernelScalar::Kind::dim, d});
     }
-    const std::int64_t lanes = bn_;  // the epilogue's lane c takes column c
+    const std::int64_t lanes = bm_;  // the epilogue's lane r takes row r
     // Shared memory holds the accumulator tile for the epilogue.
     const std::int64_t shared = bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
     ir::Operation* func = tile::build_kernel(
@@ -141,13 +141,25 @@ class GemmBuilder {
       Value* zero = tile::build_int(b, 0);
       b.create("tile.tile_store", {staged, zero, zero, acc});
       b.create("tile.barrier", {});
-      // The epilogue: lane c takes column c of the tile, row by row.
-      Value* c = tile::build(b, "tile.linear_id", {});
-      Value* gn = op2(b, "add", n0_, c);
-      tile::build_for(b, zero, tile::build_int(b, bm_), tile::build_int(b, 1), {},
-                      [&](ir::OpBuilder& lb, std::span<Value* const> row) {
-                        Value* r = row[0];
-                        Value* gm = op2(lb, "add", m0_, r);
+      // The epilogue.
+      // Broadcast epilogue operands are addressed from (batch index, row, column).
+      std::vector<Value*> batch_index;
+      if (!dims.empty()) {
+        batch_index.assign(domain.size() - 2, nullptr);
+        Value* rest = batch;
+        for (std::size_t d = domain.size() - 2; d-- > 0;) {
+          batch_index[d] = op2(b, "rem", rest, dims[d]);
+          rest = op2(b, "div", rest, dims[d]);
+        }
+      }
+      // Lane r takes row r of the tile, column by column: on the CPU the
+      // lanes run one after the other, so each walks contiguous memory.
+      Value* r = tile::build(b, "tile.linear_id", {});
+      Value* gm = op2(b, "add", m0_, r);
+      tile::build_for(b, zero, tile::build_int(b, bn_), tile::build_int(b, 1), {},
+                      [&](ir::OpBuilder& lb, std::span<Value* const> col) {
+                        Value* c = col[0];
+                        Value* gn = op2(lb, "add", n0_, c);
                         Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
                         tile::build_if(
                             lb, inside, {},
@@ -155,6 +167,12 @@ class GemmBuilder {
                               // Flat index in the output domain: ((batch * M) + gm) * N + gn.
                               Value* i = op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
                               LaneProgram lanes_of(domain, i, dims);
+                              if (!dims.empty()) {
+                                std::vector<Value*> index = batch_index;
+                                index.push_back(gm);
+                                index.push_back(gn);
+                                lanes_of.set_index(index);
+                              }
                               for (std::size_t k = 0; k < num_in; ++k) {
                                 if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
                               }

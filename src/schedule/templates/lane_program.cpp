@@ -146,6 +146,15 @@ ir::Value* LaneProgram::offset_of(ir::OpBuilder& b, const ir::Shape& shape) {
     if (kept[d]) first = std::min(first, d), last = d + 1;
   }
   if (first == rank) return tile::build_int(b, 0);
+  if (!index_.empty()) {
+    // Row-major over the kept dims, from the known multi-index.
+    ir::Value* offset = nullptr;
+    for (std::size_t d = first; d < last; ++d) {
+      if (!kept[d]) continue;
+      offset = offset ? op2(b, "add", op2(b, "mul", offset, dims_.at(d)), index_[d]) : index_[d];
+    }
+    return offset;
+  }
   bool contiguous = true;
   for (std::size_t d = first; d < last; ++d) contiguous = contiguous && kept[d];
   if (contiguous) {

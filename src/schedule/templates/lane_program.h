@@ -49,6 +49,10 @@ class LaneProgram {
   LaneProgram(ir::Shape domain, ir::Value* i, std::vector<ir::Value*> dims)
       : domain_(std::move(domain)), i_(i), dims_(std::move(dims)) {}
 
+  // The domain multi-index of `i`, where the template has it (a GEMM tile's
+  // row and column): broadcast operands are then addressed without dividing i.
+  void set_index(std::vector<ir::Value*> index) { index_ = std::move(index); }
+
   // `v` is read from gmem `buffer` (flat, row-major) at its broadcast offset.
   void bind_input(const ir::Value* v, ir::Value* buffer) { inputs_[v] = buffer; }
   void bind_value(const ir::Value* v, LaneValue lane) { values_[v] = lane; }
@@ -71,6 +75,7 @@ class LaneProgram {
   ir::Shape domain_;
   ir::Value* i_;
   std::vector<ir::Value*> dims_;
+  std::vector<ir::Value*> index_;
   std::unordered_map<const ir::Value*, ir::Value*> inputs_;
   std::unordered_map<const ir::Value*, LaneValue> values_;
 };
