@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "tensor_args.h"
+#include "tessera/schedule/eager.h"
 #include "tessera/graph/executor.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/runtime/cuda.h"
@@ -219,7 +220,10 @@ nb::object codes_to_numpy(const Tensor& device_tensor) {
 
 nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inputs, nb::dict attrs) {
   const ir::OpDef& def = ir::Registry::global().get(name);
-  auto results = graph::execute_op(def, inputs, attrs_from_python(def, attrs));
+  // TESSERA_EAGER=compiled: cached single-op executables (tessera/schedule/eager.h).
+  auto results = schedule::eager_backend() == "compiled"
+                     ? schedule::run_op_compiled(def, inputs, attrs_from_python(def, attrs))
+                     : graph::execute_op(def, inputs, attrs_from_python(def, attrs));
   if (results.size() == 1) return nb::cast(std::move(results[0]));
   return nb::cast(nb::tuple(nb::cast(results)));
 }
@@ -267,7 +271,9 @@ void bind_tensor(nb::module_& m) {
     }
   });
   m.def("execute_op", &execute_op_py, nb::arg("name"), nb::arg("inputs"), nb::arg("attrs"),
-        "Runs one Graph IR op eagerly on the reference executor.");
+        "Runs one Graph IR op eagerly: on the reference executor, or with TESSERA_EAGER=compiled on a cached "
+        "compiled single-op executable.");
+  m.def("_eager_cache_size", &schedule::eager_cache_size);
 }
 
 }  // namespace tessera::python

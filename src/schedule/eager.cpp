@@ -1,0 +1,119 @@
+// Eager ops on compiled kernels (tessera/schedule/eager.h).
+#include "tessera/schedule/eager.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "tessera/ir/builder.h"
+#include "tessera/ir/pass.h"
+#include "tessera/ir/text.h"
+#include "tessera/schedule/executable.h"
+#include "tessera/support/error.h"
+
+namespace tessera::schedule {
+namespace {
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<Executable>> executables;
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+// Operand shapes with every dim > 1 a symbol, equal sizes sharing one.
+std::vector<ir::Shape> shape_pattern(std::span<const Tensor> inputs) {
+  std::map<std::int64_t, std::string> symbol_of;
+  std::vector<ir::Shape> shapes;
+  for (const Tensor& t : inputs) {
+    ir::Shape s;
+    for (std::int64_t d : t.shape()) {
+      if (d <= 1) {
+        s.push_back(ir::Dim::fixed(d));
+        continue;
+      }
+      auto it = symbol_of.find(d);
+      if (it == symbol_of.end()) it = symbol_of.emplace(d, "S" + std::to_string(symbol_of.size())).first;
+      s.push_back(ir::Dim::named(it->second));
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+// func @eager(args of `shapes`) { results = op(args); return results }
+ir::Module one_op_module(const ir::OpDef& def, std::span<const Tensor> inputs, const std::vector<ir::Shape>& shapes,
+                         const ir::AttrMap& attrs) {
+  ir::Module m;
+  auto func = ir::make_function("eager", {});
+  ir::Block& body = ir::function_body(*func);
+  std::vector<ir::Value*> args;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    args.push_back(body.add_argument(ir::Type::tensor(shapes[i], inputs[i].policy()), "a" + std::to_string(i)));
+  }
+  ir::OpBuilder b(body);
+  ir::Operation* op = b.create(def, args, attrs, {});
+  b.create("return", op->results(), {}, {});
+  m.add_function(std::move(func));
+  return m;
+}
+
+}  // namespace
+
+std::string eager_backend() {
+  const char* env = std::getenv("TESSERA_EAGER");
+  const std::string value = env && *env ? env : "reference";
+  if (value != "reference" && value != "compiled") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_EAGER is '" + value + "'; expected 'compiled' or 'reference'");
+  }
+  return value;
+}
+
+std::size_t eager_cache_size() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  return cache().executables.size();
+}
+
+std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  const ir::AttrMap full = ir::complete_attrs(def, attrs);
+  // The shape-generic pattern when the op's shape rules accept it, else the exact shapes.
+  std::vector<ir::Shape> shapes = shape_pattern(inputs);
+  {
+    std::vector<ir::Type> types;
+    for (std::size_t i = 0; i < inputs.size(); ++i) types.push_back(ir::Type::tensor(shapes[i], inputs[i].policy()));
+    try {
+      ir::infer_result_types(def, types, full, {});
+    } catch (const Error&) {
+      shapes.clear();
+      for (const Tensor& t : inputs) shapes.push_back(ir::fixed_shape(t.shape()));
+    }
+  }
+  std::string key = def.name + " " + ir::print_attr_map(full);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    key += " " + ir::print_type(ir::Type::tensor(shapes[i], inputs[i].policy()));
+  }
+  std::shared_ptr<Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    auto it = cache().executables.find(key);
+    if (it != cache().executables.end()) exe = it->second;
+  }
+  if (!exe) {
+    // Concrete types first: bad operands get the reference's errors, not a symbolic variant of them.
+    std::vector<ir::Type> concrete;
+    for (const Tensor& t : inputs) concrete.push_back(ir::Type::tensor(ir::fixed_shape(t.shape()), t.policy()));
+    ir::infer_result_types(def, concrete, full, {});
+    ir::Module m = one_op_module(def, inputs, shapes, full);
+    exe = compile_executable(m, "eager");
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    cache().executables.emplace(key, exe);
+  }
+  return exe->run(inputs);
+}
+
+}  // namespace tessera::schedule
