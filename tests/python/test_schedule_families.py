@@ -1,0 +1,146 @@
+"""Every op family through @tessera.jit on the compiled path (the default),
+against the reference executor (TESSERA_BACKEND=reference) and numpy float64:
+gradients of an MLP, random programs mixing families, determinism across
+thread counts, eager ops on compiled kernels (TESSERA_EAGER=compiled)."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import ops
+from tessera.errors import ArgumentError
+
+
+def _on(backend, monkeypatch, fn, *args):
+    monkeypatch.setenv("TESSERA_BACKEND", backend)
+    out = tessera.jit(fn)(*args)
+    return [np.asarray(o.numpy(), np.float64) for o in (out if isinstance(out, (tuple, list)) else [out])]
+
+
+def _mlp_loss(w1, b1, w2, b2, x, y):
+    h = ops.relu(ops.matmul(x, w1) + b1)
+    logits = ops.matmul(h, w2) + b2
+    logp = logits - ops.logsumexp(logits, axis=-1, keepdims=True)
+    return ops.mean(ops.sum(-(y * logp), axis=-1))
+
+
+def test_mlp_gradients_match_reference_and_numpy(monkeypatch):
+    rng = np.random.default_rng(0)
+    b, d, h, c = 37, 300, 70, 11  # K = 300 > 256: the blocked order differs from the reference's
+    w1 = (rng.standard_normal((d, h)) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((h, c)) * 0.1).astype(np.float32)
+    b1 = rng.standard_normal(h).astype(np.float32)
+    b2 = rng.standard_normal(c).astype(np.float32)
+    x = rng.standard_normal((b, d)).astype(np.float32)
+    y = np.eye(c, dtype=np.float32)[rng.integers(0, c, b)]
+    args = [tessera.tensor(a) for a in (w1, b1, w2, b2, x, y)]
+    grad = tessera.grad(_mlp_loss, argnums=(0, 1, 2, 3))
+    got = _on("compiled", monkeypatch, grad, *args)
+    want = _on("reference", monkeypatch, grad, *args)
+    # numpy float64
+    z1 = x.astype(np.float64) @ w1 + b1
+    hh = np.maximum(z1, 0)
+    logits = hh @ w2 + b2
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    dl = (e / e.sum(-1, keepdims=True) - y) / b
+    dh = (dl @ w2.T) * (z1 > 0)
+    exact = [x.T @ dh, dh.sum(0), hh.T @ dl, dl.sum(0)]
+    for g, w, e64 in zip(got, want, exact):
+        scale = np.abs(e64).max()
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * scale)
+        np.testing.assert_allclose(g, e64, rtol=0, atol=1e-5 * scale)
+
+
+_UNARY = [ops.tanh, ops.relu, ops.sigmoid, lambda v: ops.gelu(v), lambda v: v * 0.5 + 1.0]
+
+
+def _random_program(rng, n_steps):
+    """A chain over x [R, C] and w [C, C] mixing every family."""
+    steps = [int(s) for s in rng.integers(0, 9, n_steps)]
+
+    def f(x, w):
+        v = x
+        for s in steps:
+            if s == 0:
+                v = _UNARY[int(rng.integers(0, len(_UNARY)))](v)
+            elif s == 1:
+                v = v - ops.mean(v, axis=-1, keepdims=True)
+            elif s == 2:
+                v = v / (ops.max(ops.abs(v), axis=0, keepdims=True) + 1.0)
+            elif s == 3:
+                v = ops.matmul(v, w)
+            elif s == 4:
+                v = ops.softmax_safe(v, axis=-1)
+            elif s == 5:
+                v = ops.layernorm_safe(v, axis=-1)
+            elif s == 6:
+                v = ops.transpose(ops.transpose(v, (1, 0)) * 2.0, (1, 0))
+            elif s == 7:
+                v = ops.concat([ops.slice(v, (0, 0), (2 ** 62, 1)), ops.slice(v, (0, 1), (2 ** 62, 2 ** 62))], axis=1)
+            else:
+                v = ops.rmsnorm_safe(v, axis=-1) + ops.sum(v, axis=1, keepdims=True) * 0.01
+        return v
+
+    return f, steps
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_programs_match_reference(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    r, c = int(rng.integers(1, 40)), int(rng.integers(2, 40))
+    x = tessera.tensor(rng.standard_normal((r, c)).astype(np.float32))
+    w = tessera.tensor((rng.standard_normal((c, c)) / np.sqrt(c)).astype(np.float32))
+    f, steps = _random_program(np.random.default_rng(seed + 100), 6)
+    got = _on("compiled", monkeypatch, f, x, w)[0]
+    f2, _ = _random_program(np.random.default_rng(seed + 100), 6)
+    want = _on("reference", monkeypatch, f2, x, w)[0]
+    # Rows and contractions here are at most 40 long: the canonical order is the
+    # reference's, so only elementwise ulps of different transcendental paths remain.
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"steps {steps}")
+
+
+def test_results_do_not_depend_on_thread_count(monkeypatch):
+    rng = np.random.default_rng(3)
+    x = tessera.tensor(rng.standard_normal((300, 700)).astype(np.float32))
+    w = tessera.tensor(rng.standard_normal((700, 300)).astype(np.float32))
+
+    def f(x, w):
+        return ops.softmax_safe(ops.matmul(x, w), axis=-1), ops.sum(x, axis=0)
+
+    runs = []
+    for threads in ("1", "2", "1"):
+        monkeypatch.setenv("TESSERA_NUM_THREADS", threads)
+        runs.append(_on("compiled", monkeypatch, f, x, w))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
+
+
+def test_gather_index_error_points_at_the_user_line(monkeypatch):
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+
+    @tessera.jit
+    def f(x, i):
+        return ops.gather(x, i, axis=0)
+
+    x = tessera.tensor(np.ones((4, 3), np.float32))
+    with pytest.raises(ArgumentError, match=r"gather index 7 is out of range for axis 0 of size 4"):
+        f(x, tessera.tensor(np.array([1, 7], np.int64)))
+
+
+def test_eager_ops_on_compiled_kernels(monkeypatch):
+    monkeypatch.setenv("TESSERA_EAGER", "compiled")
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((50, 60)).astype(np.float32)
+    b = rng.standard_normal((60, 60)).astype(np.float32)
+    before = tessera._C._eager_cache_size()
+    got = ops.matmul(tessera.tensor(a), tessera.tensor(b)).numpy()
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    # Another shape with the same pattern ([S0, S1] @ [S1, S1]) reuses the executable.
+    ops.matmul(tessera.tensor(a[:20, :30]), tessera.tensor(b[:30, :30]))
+    assert tessera._C._eager_cache_size() == before + 1
+    # Bad operands get the reference's errors.
+    with pytest.raises(tessera.errors.ShapeError):
+        ops.add(tessera.tensor(a), tessera.tensor(b[:5]))
+    # Shapes the pattern cannot express (a reshape's static target) compile for the exact shapes.
+    np.testing.assert_array_equal(ops.reshape(tessera.tensor(a), (60, 50)).numpy(), a.reshape(60, 50))
