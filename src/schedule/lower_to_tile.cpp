@@ -1,12 +1,21 @@
 // Schedule IR -> Tile IR: picks the template of a kernel's family.
 #include "tessera/schedule/lower_to_tile.h"
 
+#include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
 #include "schedule/views.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/support/error.h"
 
 namespace tessera::schedule {
+
+bool lane_fusible(const ir::Operation& op) {
+  if (!templates::lane_op_covered(op.name())) return false;
+  for (const ir::Value* v : op.operands()) {
+    if (templates::unsupported_policy(v->type().policy)) return false;
+  }
+  return !templates::unsupported_policy(op.result(0)->type().policy);
+}
 
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   const Family family = kernel_family(kernel);

@@ -89,6 +89,11 @@ struct TileKernel {
   std::optional<InverseIndex> inverse;
 };
 
+// Whether Graph IR op `op` can be computed per lane inside any template (a
+// covered elementwise op on policies kernels take): partitioning fuses
+// siblings only then, so one uncompilable op never spoils a kernel.
+bool lane_fusible(const ir::Operation& op);
+
 // Whether a template covers `kernel`; when not, `why` names the first op or
 // construct it cannot lower.
 bool has_tile_template(const ir::Operation& kernel, std::string* why = nullptr);

@@ -21,6 +21,7 @@
 
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
+#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/schedule/schedule_dialect.h"
 
@@ -34,6 +35,7 @@ struct Group {
   std::set<int> deps;               // groups this one depends on, transitively
   std::size_t first_position = 0;
   int effect_predecessor = -1;  // the previous group with effects (their order is kept)
+  bool lane_fusible = true;     // every op computes per lane in any template (sibling fusion)
 };
 
 bool fuses_elementwise(Family f) {
@@ -63,7 +65,10 @@ class Partitioner {
         continue;
       }
       const Family family = family_of(*op);
+      const bool siblings = family == Family::elementwise && lane_fusible(*op);
+      if (siblings) merge_sibling_operands(*op);
       int g = family == Family::elementwise ? joinable_group(*op) : -1;
+      if (g < 0 && siblings) g = sibling_group(*op);
       if (g < 0) {
         g = static_cast<int>(groups_.size());
         groups_.push_back(Group{family, op->result(0)->type().shape, {}, {}, position_[op]});
@@ -107,16 +112,80 @@ class Partitioner {
     return -1;
   }
 
+  // g now depends on h (and on what h depends on); so does every group that
+  // depends on g, keeping the transitive sets exact.
   void depend(int g, int h) {
-    auto& deps = groups_[static_cast<std::size_t>(g)].deps;
-    deps.insert(h);
-    const auto& more = groups_[static_cast<std::size_t>(h)].deps;
-    deps.insert(more.begin(), more.end());
+    std::set<int> add = groups_[static_cast<std::size_t>(h)].deps;
+    add.insert(h);
+    for (std::size_t k = 0; k < groups_.size(); ++k) {
+      Group& group = groups_[k];
+      if (static_cast<int>(k) == g || group.deps.count(g)) group.deps.insert(add.begin(), add.end());
+    }
+  }
+
+  bool is_open_elementwise(int g, const ir::Shape& domain) const {
+    const Group& group = groups_[static_cast<std::size_t>(g)];
+    return group.family == Family::elementwise && group.lane_fusible && !group.ops.empty() && group.domain == domain;
+  }
+
+  // Sibling fusion, part 1: an elementwise op reading two elementwise groups
+  // of its domain that do not depend on each other merges them first, so one
+  // kernel computes both branches and the op.
+  void merge_sibling_operands(const ir::Operation& op) {
+    const ir::Shape& domain = op.result(0)->type().shape;
+    int into = -1;
+    for (ir::Value* v : op.operands()) {
+      const int g = group_of(v);
+      if (g < 0 || g == into || !is_open_elementwise(g, domain)) continue;
+      if (into < 0) {
+        into = g;
+        continue;
+      }
+      const auto& a = groups_[static_cast<std::size_t>(into)];
+      const auto& b = groups_[static_cast<std::size_t>(g)];
+      if (!a.deps.count(g) && !b.deps.count(into)) merge(g, into);
+    }
+  }
+
+  // Sibling fusion, part 2: an elementwise op that reads no group (only
+  // arguments and constants) joins the latest elementwise group of its
+  // domain, which cannot depend on it.
+  int sibling_group(const ir::Operation& op) const {
+    for (ir::Value* v : op.operands()) {
+      if (group_of(v) >= 0) return -1;
+    }
+    const ir::Shape& domain = op.result(0)->type().shape;
+    for (std::size_t g = groups_.size(); g-- > 0;) {
+      if (is_open_elementwise(static_cast<int>(g), domain)) return static_cast<int>(g);
+    }
+    return -1;
+  }
+
+  // Moves every op of group `from` into group `into` (siblings: neither
+  // depends on the other); `from` is left empty.
+  void merge(int from, int into) {
+    Group& src = groups_[static_cast<std::size_t>(from)];
+    Group& dst = groups_[static_cast<std::size_t>(into)];
+    for (ir::Operation* op : src.ops) group_[op] = into;
+    dst.ops.insert(dst.ops.end(), src.ops.begin(), src.ops.end());
+    std::sort(dst.ops.begin(), dst.ops.end(),
+              [&](const ir::Operation* x, const ir::Operation* y) { return position_.at(x) < position_.at(y); });
+    dst.first_position = std::min(dst.first_position, src.first_position);
+    std::set<int> src_deps = src.deps;
+    src.ops.clear();
+    src.deps.clear();
+    for (Group& group : groups_) {
+      if (group.deps.erase(from)) group.deps.insert(into);
+    }
+    for (int h : src_deps) {
+      if (h != into) depend(into, h);
+    }
   }
 
   void add_to_group(ir::Operation* op, int g) {
     group_[op] = g;
     groups_[static_cast<std::size_t>(g)].ops.push_back(op);
+    if (!lane_fusible(*op)) groups_[static_cast<std::size_t>(g)].lane_fusible = false;
     for (ir::Value* v : op->operands()) {
       const int h = group_of(v);
       if (h >= 0 && h != g) depend(g, h);
@@ -160,6 +229,7 @@ class Partitioner {
     for (std::size_t g = 0; g < n; ++g) {
       if (pending[g] == 0) ready.emplace(groups_[g].first_position, static_cast<int>(g));
     }
+    // Groups emptied by a merge come out first and build no kernel.
     std::vector<int> order;
     while (!ready.empty()) {
       const int g = ready.top().second;
@@ -192,6 +262,7 @@ class Partitioner {
     int next_name = 0;
     for (int g : topological_order()) {
       Group& group = groups_[static_cast<std::size_t>(g)];
+      if (group.ops.empty()) continue;  // merged into a sibling
       std::set<const ir::Operation*> members(group.ops.begin(), group.ops.end());
       // Inputs: external operands in order of first use; inlined constants are copied in.
       std::vector<ir::Value*> inputs;

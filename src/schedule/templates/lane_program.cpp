@@ -199,9 +199,39 @@ ir::Value* LaneProgram::sigmoid(ir::OpBuilder& b, ir::Value* x) {
   return select(b, cmp(b, "ge", x, real(b, 0.0)), pos, negv);
 }
 
+// Plain fp32 (fp32 storage and accumulation, nearest even, overflow to
+// infinity) operands and result: + - * / and sqrt computed in fp32 round
+// exactly as the reference's fp64 result rounded to fp32 (fp64 carries more
+// than 2 * 24 + 2 bits, so the double rounding is innocuous), and max/min are
+// exact; so these run in fp32 without conversions.
+bool plain_fp32(const ir::Operation& op) {
+  const NumericsPolicy f32 = default_policy(DType::fp32);
+  if (op.result(0)->type().policy != f32) return false;
+  for (const ir::Value* v : op.operands()) {
+    if (v->type().policy != f32) return false;
+  }
+  return true;
+}
+
+const std::map<std::string_view, const char*> kFp32Binaries = {{"add", "add"}, {"sub", "sub"}, {"mul", "mul"},
+                                                               {"div", "div"}, {"maximum", "max"},
+                                                               {"minimum", "min"}};
+
 void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   const std::string_view name = op.name().substr(std::string_view("graph.").size());
   const NumericsPolicy& p = op.result(0)->type().policy;
+  if (plain_fp32(op)) {
+    ir::Value* r = nullptr;
+    if (auto it = kFp32Binaries.find(name); it != kFp32Binaries.end()) {
+      r = op2(b, it->second, value(b, op.operand(0)).stored, value(b, op.operand(1)).stored);
+    } else if (name == "neg" || name == "abs" || name == "sqrt") {
+      r = op1(b, name == "neg" ? "neg" : (name == "abs" ? "abs" : "sqrt"), value(b, op.operand(0)).stored);
+    }
+    if (r) {
+      values_[op.result(0)] = LaneValue{r, decode(b, r)};
+      return;
+    }
+  }
   auto arg = [&](std::size_t k) { return as_real(b, value(b, op.operand(k))); };
   ir::Value* x = nullptr;
   bool via_accum = true;
