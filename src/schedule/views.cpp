@@ -53,7 +53,11 @@ std::vector<Tensor> apply_view(const ir::Operation& op, const std::vector<Tensor
   const Tensor& x = inputs.at(0);
   if (n == "graph.reshape") return {x.reshape(result_sizes.at(0))};
   if (n == "graph.stop_gradient" || is_collective(n)) return {x};
-  if (n == "graph.transpose") return {x.permute(op.attrs().get_ints("perm"))};
+  if (n == "graph.transpose") {
+    std::vector<std::int64_t> perm;  // negative entries count from the end
+    for (std::int64_t p : op.attrs().get_ints("perm")) perm.push_back(graph::normalize_axis(p, x.rank()));
+    return {x.permute(perm)};
+  }
   if (n == "graph.slice") {
     const auto& starts = op.attrs().get_ints("starts");
     const auto& stops = op.attrs().get_ints("stops");
