@@ -15,3 +15,8 @@ taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py
 taskset -c 0 .venv/bin/python bench/autodiff_jax_bench.py
 taskset -c 0 .venv/bin/python bench/kernel_gemm_bench.py
 taskset -c 0 .venv/bin/python bench/schedule_elementwise_bench.py
+# Schedule IR: each on one core and on all cores.
+for c in 1 all; do
+  .venv/bin/python bench/schedule_mlp_bench.py --cores "$c"
+  .venv/bin/python bench/schedule_norm_bench.py --cores "$c"
+done
