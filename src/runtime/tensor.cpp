@@ -5,6 +5,7 @@
 #include "runtime/strided_walk.h"
 #include "tessera/numerics/convert.h"
 #include "tessera/runtime/cuda.h"
+#include "tessera/runtime/host_allocator.h"
 #include "tessera/support/error.h"
 
 namespace tessera {
@@ -90,15 +91,19 @@ std::size_t storage_bytes_for(DType dtype, std::int64_t n) {
   return static_cast<std::size_t>(n) * static_cast<std::size_t>(storage_bytes(dtype));
 }
 
-Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
+Tensor Tensor::empty(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
   check_shape(shape);
   Tensor t;
   t.strides_ = contiguous_strides(shape);
   t.shape_ = std::move(shape);
   t.policy_ = policy;
-  std::size_t bytes = std::max<std::size_t>(storage_bytes_for(policy.storage, t.numel()), 1);
-  std::shared_ptr<std::byte[]> buf(new std::byte[bytes]());
-  t.storage_ = std::shared_ptr<std::byte>(buf, buf.get());
+  t.storage_ = runtime::allocate_host(storage_bytes_for(policy.storage, t.numel()));
+  return t;
+}
+
+Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
+  Tensor t = empty(std::move(shape), policy);
+  std::memset(t.storage_.get(), 0, std::max<std::size_t>(storage_bytes_for(policy.storage, t.numel()), 1));
   return t;
 }
 
@@ -308,8 +313,9 @@ Tensor Tensor::to(const std::string& device) const {
   t.device_ = "cpu";
   const std::size_t first_byte = is_packed(dtype()) ? 0 : static_cast<std::size_t>(lo) * storage_bytes(dtype());
   const std::size_t bytes = storage_bytes_for(dtype(), hi + 1) - first_byte;
-  std::shared_ptr<std::byte[]> buf(new std::byte[std::max<std::size_t>(bytes, 1)]());
-  t.storage_ = std::shared_ptr<std::byte>(buf, buf.get());
+  std::shared_ptr<std::byte> buf = runtime::allocate_host(bytes);
+  std::memset(buf.get(), 0, std::max<std::size_t>(bytes, 1));
+  t.storage_ = buf;
   t.offset_ = offset_ - lo;
   const std::size_t exact = is_packed(dtype()) ? bytes - 1 : bytes;
   if (numel() > 0) {

@@ -148,7 +148,12 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
       n = length == 0 ? 0 : x.numel() / length;
     }
     const std::int64_t lanes = tk.lanes_per_group;
-    cpu::launch(*step.compiled, (n + lanes - 1) / lanes, args_for(0, nullptr, nullptr), options);
+    std::int64_t grid = (n + lanes - 1) / lanes;
+    if (tk.row_tiled) {
+      const std::int64_t c = domain.back();
+      grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);
+    }
+    cpu::launch(*step.compiled, grid, args_for(0, nullptr, nullptr), options);
     return;
   }
   const MatrixLaunch& ml = *tk.matrix;
@@ -301,7 +306,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       if (slot >= 0 && static_cast<std::size_t>(slot) < slots.size() && slots[static_cast<std::size_t>(slot)].defined()) {
         out = slots[static_cast<std::size_t>(slot)];
       } else {
-        out = Tensor::zeros(concrete_sizes(t, bindings), t.policy);
+        // Every template writes each element of its outputs.
+        out = Tensor::empty(concrete_sizes(t, bindings), t.policy);
         if (slot >= 0) {
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;

@@ -6,15 +6,27 @@
 // shape symbols or autotune names, after the Tile IR passes (nothing is
 // compiled); with --target cuda, the CUDA C++ the CUDA backend generates
 // (no GPU needed). Kernels have no graph or schedule level: that says so.
+//
+// A Graph IR file (.tir, the IR text form) takes the Schedule IR path of
+// @jit functions instead: --emit schedule prints each function's Schedule
+// IR (partitioned, variants chosen, tiled, buffers planned), --emit tile the
+// Tile IR kernel each template makes of it, and --emit target those kernels'
+// CPU (or CUDA) C++. Nothing is compiled.
 #include "tools/cli_compile.h"
 
 #include <algorithm>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 
+#include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/frontend/compile_command.h"
+#include "tessera/ir/text.h"
+#include "tessera/ir/verifier.h"
 #include "tessera/runtime/kernel.h"
+#include "tessera/schedule/executable.h"
+#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/support/error.h"
 
 namespace tessera {
@@ -22,7 +34,8 @@ namespace tessera {
 namespace {
 
 constexpr const char* kCompileUsage =
-    "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda] [-D NAME=VALUE]... [-o OUT]\n";
+    "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda] [-D NAME=VALUE]... [-o OUT]\n"
+    "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda] [-o OUT]\n";
 
 struct CompileArgs {
   std::string file;
@@ -119,6 +132,70 @@ int emit_target(const CompileArgs& a, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+void write_output(const CompileArgs& a, const std::string& text, std::ostream& out) {
+  if (a.output.empty()) {
+    out << text;
+    return;
+  }
+  std::ofstream file(a.output, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) raise(ErrorCode::ArgumentInvalid, "cannot write '" + a.output + "'");
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A Graph IR file through the Schedule IR path (see the top of this file).
+int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.emit != "schedule" && a.emit != "tile" && a.emit != "target") {
+    err << "tessera compile: unknown level '" << a.emit << "' for --emit on a Graph IR file; expected schedule, tile "
+        << "or target\n";
+    return 2;
+  }
+  if (!a.defines.empty()) {
+    err << "tessera compile: -D applies to .tsr kernels; a Graph IR file's shapes are in its types\n";
+    return 2;
+  }
+  try {
+    std::ifstream stream(a.file, std::ios::binary);
+    if (!stream) raise(ErrorCode::ArgumentInvalid, "cannot open input file '" + a.file + "'");
+    std::ostringstream text;
+    text << stream.rdbuf();
+    const ir::Module module = ir::parse_module(text.str(), a.file);
+    ir::verify(module);
+    std::string result;
+    for (const auto& f : module.functions()) {
+      const std::string& name = ir::function_name(*f);
+      ir::Module scheduled = schedule::schedule_module(module, name);
+      if (a.emit == "schedule") {
+        result += ir::print_module(scheduled);
+        continue;
+      }
+      ir::Module tile;
+      std::vector<ir::Operation*> kernels;
+      for (const auto& op : ir::function_body(*scheduled.lookup(name)).ops()) {
+        if (op->name() != "schedule.kernel" || op->attrs().get_string("variant") != "tile") continue;
+        kernels.push_back(schedule::lower_kernel(*op, tile, name + "_" + op->attrs().get_string("name")).func);
+      }
+      if (a.emit == "tile") {
+        result += ir::print_module(tile);
+        continue;
+      }
+      for (const ir::Operation* k : kernels) {
+        result += "// ===== kernel " + ir::function_name(*k) + " =====\n";
+        result += a.target == "cuda" ? cuda::emit_kernel_source(*k) : cpu::emit_kernel_source(*k);
+      }
+    }
+    write_output(a, result, out);
+  } catch (const Error& error) {
+    err << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_kernel_compile_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -131,6 +208,7 @@ int run_kernel_compile_command(const std::vector<std::string>& args, std::ostrea
     err << "tessera compile: --target is cpu or cuda, got '" << a.target << "'\n";
     return 2;
   }
+  if (ends_with(a.file, ".tir")) return emit_graph_file(a, out, err);
   if (a.emit == "graph" || a.emit == "schedule") {
     err << "tessera compile: --emit " << a.emit << ": a .tsr file holds tile-level kernels, which have no " << a.emit
         << " IR (that level is built for @tessera.jit functions); use --emit tile or --emit target\n";

@@ -108,6 +108,31 @@ func @k(%x: tensor<[N, 1, 5] fp32>, %y: tensor<[3, 1] fp32>) -> (tensor<[N, 3, 5
             (std::vector<std::int64_t>{0, 3, 5}));
 }
 
+// A broadcast over a static last dim >= 64 runs row-tiled (a group covers
+// part of one row): rows of 100 (one partial group each), of 1100 (a full
+// and a partial group of 1024 lanes), a symbolic leading dim, and zero rows.
+TEST(ScheduleExecutable, RowTiledBroadcastsMatchReference) {
+  const std::string text = R"(
+func @r(%x: tensor<[N, 3, 100] fp32>, %a: tensor<[3, 1] fp32>, %b: tensor<[100] fp32>, %c: tensor<[N, 1, 1] fp32>) -> (tensor<[N, 3, 100] fp32>) {
+  %0 = graph.mul %x, %a : tensor<[N, 3, 100] fp32>
+  %1 = graph.add %0, %b : tensor<[N, 3, 100] fp32>
+  %2 = graph.sub %1, %c : tensor<[N, 3, 100] fp32>
+  return %2
+}
+func @w(%x: tensor<[5, 1100] fp32>, %b: tensor<[1100] fp32>, %s: tensor<[5, 1] fp32>) -> (tensor<[5, 1100] fp32>) {
+  %0 = graph.add %x, %b : tensor<[5, 1100] fp32>
+  %1 = graph.div %0, %s : tensor<[5, 1100] fp32>
+  return %1
+}
+)";
+  const NumericsPolicy f32 = default_policy(DType::fp32);
+  check_against_reference(text, "r", {sample({7, 3, 100}, f32, 31), sample({3, 1}, f32, 32), sample({100}, f32, 33),
+                                      sample({7, 1, 1}, f32, 34)});
+  check_against_reference(text, "r", {sample({0, 3, 100}, f32, 35), sample({3, 1}, f32, 36), sample({100}, f32, 37),
+                                      sample({0, 1, 1}, f32, 38)});
+  check_against_reference(text, "w", {sample({5, 1100}, f32, 39), sample({1100}, f32, 40), sample({5, 1}, f32, 41)});
+}
+
 TEST(ScheduleExecutable, BufferReuseAndViewsKeepValuesIntact) {
   // The two exps' results are reused and written in place; the reshape views
   // a value that is also read later.

@@ -22,6 +22,24 @@ def test_console_script_is_installed():
     assert _tessera() is not None
 
 
+def test_tessera_opt_console_script_runs_passes_on_stdin():
+    exe = Path(sys.executable).parent / "tessera-opt"
+    opt = str(exe) if exe.exists() else shutil.which("tessera-opt")
+    assert opt is not None, "pip install . must put tessera-opt beside tessera"
+    text = (
+        "func @f(%x: tensor<[4] fp32>) -> (tensor<[4] fp32>) {\n"
+        "  %0 = graph.add %x, %x : tensor<[4] fp32>\n"
+        "  %1 = graph.exp %0 : tensor<[4] fp32>\n"
+        "  return %1\n"
+        "}\n"
+    )
+    result = subprocess.run([opt, "-", "--pass", "schedule-partition"], input=text, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "schedule.kernel" in result.stdout and "graph.exp" in result.stdout
+    bad = subprocess.run([opt, "-", "--pass", "no-such-pass"], input=text, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no-such-pass" in bad.stderr
+
+
 def test_info(tmp_path):
     env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "cache"))
     result = run("info", env=env)

@@ -85,6 +85,10 @@ struct TileKernel {
   // (a normalization whose result has the input's shape): numel(input) /
   // dim lanes instead of numel(domain).
   std::optional<std::pair<std::size_t, std::size_t>> rows_of;
+  // A kernel whose groups tile the domain's rows: each group covers
+  // lanes_per_group columns of one row (all dims but the last), so the grid
+  // is numel(domain) / C * ceil(C / lanes_per_group), C = the last dim.
+  bool row_tiled = false;
   std::vector<IndexCheck> index_checks;
   std::optional<InverseIndex> inverse;
 };

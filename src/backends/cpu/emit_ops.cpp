@@ -206,9 +206,8 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   }
   if (n == "ldexp") {
     const NumericsPolicy& p = op.result(0)->type().policy;
-    const std::string e = "tsr::clamp_exponent(" + a[1] + ")";
-    if (native_float(p)) return "std::ldexp(" + a[0] + ", " + e + ")";
-    return rounded(p, "std::ldexp(" + as_double(a[0]) + ", " + e + ")");
+    if (native_float(p)) return "tsr::scale_pow2(" + a[0] + ", " + a[1] + ")";
+    return rounded(p, "tsr::scale_pow2(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");

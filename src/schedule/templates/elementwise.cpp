@@ -12,6 +12,15 @@
 // Buffers are passed flat (row-major, contiguous): the executable hands the
 // template contiguous tensors. The domain's dims d0.. are passed as scalars
 // only when an input is broadcast.
+//
+// With a broadcast input, a flat lane index would need a division per
+// element to find the broadcast offset. When the domain has rank >= 2 and a
+// static last dim C >= kMinRowTile, the kernel is row-tiled instead: group g
+// covers columns [c*T, c*T + T) of row g / ceil(C/T) (T = min(tile, C rounded
+// up to 64)), so the divisions are per group and each lane knows its
+// (row..., column) index.
+#include <algorithm>
+
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -20,6 +29,10 @@
 namespace tessera::schedule::templates {
 
 using ir::Type;
+
+namespace {
+constexpr std::int64_t kMinRowTile = 64;
+}  // namespace
 
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
   const ir::Block& body = kernel_body(kernel);
@@ -40,25 +53,54 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     params.emplace_back("out" + std::to_string(j),
                         Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
   }
+  // Row tiling (see above): T lanes per group over one row's columns.
+  std::int64_t lanes_used = lanes;
+  const bool row_tiled = any_broadcast && domain.size() >= 2 && !domain.back().is_symbolic() &&
+                         domain.back().size >= kMinRowTile;
+  if (row_tiled) {
+    lanes_used = std::min(lanes, (domain.back().size + kMinRowTile - 1) / kMinRowTile * kMinRowTile);
+  }
   TileKernel result;
+  result.row_tiled = row_tiled;
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
     params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
     result.scalars.push_back(KernelScalar{KernelScalar::Kind::dim, d});
   }
   ir::Operation* func =
-      tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel.location());
+      tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes_used}}, kernel.location());
   ir::Block& fb = ir::function_body(*func);
   ir::OpBuilder b(fb);
   std::vector<ir::Value*> dims;
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(num_in + num_out + d));
   ir::Value* gid = tile::build(b, "tile.group_id", {});
   ir::Value* lid = tile::build(b, "tile.linear_id", {});
-  ir::Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
-  ir::Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+  ir::Value* i = nullptr;
+  ir::Value* in_range = nullptr;
+  std::vector<ir::Value*> index;
+  if (row_tiled) {
+    const std::int64_t c = domain.back().size;
+    ir::Value* chunks = tile::build_int(b, (c + lanes_used - 1) / lanes_used);
+    ir::Value* row = op2(b, "div", gid, chunks);
+    ir::Value* col = op2(b, "add", op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, lanes_used)), lid);
+    i = op2(b, "add", op2(b, "mul", row, dims.back()), col);
+    in_range = cmp(b, "lt", col, dims.back());
+    // The row's multi-index over the leading dims (per group: uniform).
+    index.assign(domain.size(), nullptr);
+    index.back() = col;
+    ir::Value* rest = row;
+    for (std::size_t d = domain.size() - 1; d-- > 0;) {
+      index[d] = d == 0 ? rest : op2(b, "rem", rest, dims[d]);
+      if (d > 0) rest = op2(b, "div", rest, dims[d]);
+    }
+  } else {
+    i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    in_range = cmp(b, "lt", i, tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}}));
+  }
   tile::build_if(
-      b, cmp(b, "lt", i, n), {},
+      b, in_range, {},
       [&](ir::OpBuilder& then, std::span<ir::Value* const>) {
         LaneProgram lanes_of(domain, i, dims);
+        if (row_tiled) lanes_of.set_index(index);
         for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body.argument(k), fb.argument(k));
         for (const auto& op : body.ops()) {
           if (op.get() == body.terminator()) break;
@@ -72,7 +114,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       [](ir::OpBuilder&, std::span<ir::Value* const>) { return std::vector<ir::Value*>{}; });
   tile::finish_kernel(*func);
   result.func = func;
-  result.lanes_per_group = lanes;
+  result.lanes_per_group = lanes_used;
   return result;
 }
 

@@ -152,12 +152,21 @@ class NormalizationBuilder {
     Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
     // An infinite or NaN max makes every exp NaN; those rows take other branches.
     Value* m_acc = to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m));
+    // When the result's storage is the accumulation type, the sum pass
+    // parks each e in the result (exactly) and the last pass reads it back
+    // instead of computing exp again. Normalization results never share a
+    // buffer with their input (plan_buffers), so x stays readable.
+    const bool keep_e = root_.result(0)->type().policy.storage == acc_.storage;
     Value* s = blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, shifted_exp(eb, r, m_acc));
+      Value* e = shifted_exp(eb, r, m_acc);
+      if (keep_e) store(eb, row_->offset(eb, r), e);
+      return op2(eb, "add", acc, e);
     });
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
     row_pass(b, integer(b, 0), length_, {}, [&](ir::OpBuilder& lb, Value* r, std::span<Value* const>) {
-      Value* normal = quotient(lb, shifted_exp(lb, r, m_acc), s);
+      Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})))
+                        : shifted_exp(lb, r, m_acc);
+      Value* normal = quotient(lb, e, s);
       Value* inf_row = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
       Value* y = select(lb, bad, acc_real(lb, std::nan("")), select(lb, m_is_inf, inf_row, normal));
       store(lb, row_->offset(lb, r), y);

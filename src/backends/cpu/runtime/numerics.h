@@ -208,6 +208,20 @@ inline int clamp_exponent(std::int64_t e) {
   return static_cast<int>(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
 }
 
+// tile.ldexp: x * 2^e. When 2^e is a normal number of x's type the product is
+// the correctly rounded x * 2^e, which is what ldexp returns too (also for a
+// subnormal result), so one multiply by a power of two built from its bits
+// replaces the library call; it inlines, and a loop-invariant scale hoists.
+template <class F>
+inline F scale_pow2(F x, std::int64_t e) {
+  if constexpr (std::is_same_v<F, float>) {
+    if (e >= -126 && e <= 127) return x * std::bit_cast<float>(static_cast<std::uint32_t>(e + 127) << 23);
+  } else {
+    if (e >= -1022 && e <= 1023) return x * std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+  }
+  return std::ldexp(x, clamp_exponent(e));
+}
+
 // Saturating integer operations (results clamp to D's range).
 template <DType D>
 inline std::int64_t iadd(std::int64_t a, std::int64_t b) {
