@@ -30,6 +30,7 @@ void bind_schedule(nb::module_& m) {
       .def("schedule_ir", &schedule::Executable::schedule_ir)
       .def("tile_ir", &schedule::Executable::tile_ir)
       .def("target", &schedule::Executable::target)
+      .def_prop_ro("device", &schedule::Executable::device)
       .def_prop_ro("compile_seconds", &schedule::Executable::compile_seconds)
       .def_prop_ro("kernels", [](const schedule::Executable& e) {
         nb::list out;
@@ -46,12 +47,13 @@ void bind_schedule(nb::module_& m) {
       });
   m.def(
       "compile_executable",
-      [](const IRModule& module, const std::string& function, int num_threads) {
+      [](const IRModule& module, const std::string& function, int num_threads, const std::string& device) {
         schedule::ExecutableOptions options;
         options.num_threads = num_threads;
+        options.device = device;
         return schedule::compile_executable(*module.module, function, options);
       },
-      nb::arg("module"), nb::arg("function"), nb::arg("num_threads") = 0);
+      nb::arg("module"), nb::arg("function"), nb::arg("num_threads") = 0, nb::arg("device") = "cpu");
   m.def(
       "schedule_ir",
       [](const IRModule& module, const std::string& function) {

@@ -31,7 +31,7 @@ import numpy as np
 
 from tessera import _C
 from tessera._trace import TraceContext, Tracer, active, _user_frame
-from tessera.errors import ArgumentError, CompileError, DtypeError, ShapeError
+from tessera.errors import ArgumentError, CompileError, DeviceError, DtypeError, ShapeError
 
 CANONICAL_PIPELINE = ("canonicalize", "cse", "dce")
 _LEVELS = ("graph", "schedule", "tile", "target")
@@ -142,22 +142,24 @@ class _Traced:
         self.raw_text = raw_text
         self.rebuild = rebuild
         self.tensor_positions = tensor_positions
-        self._executable = None
+        self._executables = {}
+        self.device = "cpu"  # where the last call ran
 
-    def executable(self):
-        """The compiled executable of this signature (compiled on first use)."""
-        if self._executable is None:
-            self._executable = _C.compile_executable(self.graph.module, self.graph.name)
-        return self._executable
+    def executable(self, device=None):
+        """The compiled executable of this signature on ``device`` (default: that of the last
+        call), compiled on first use."""
+        device = device or self.device
+        exe = self._executables.get(device)
+        if exe is None:
+            exe = self._executables[device] = _C.compile_executable(self.graph.module, self.graph.name,
+                                                                    device=device)
+        return exe
 
 
 class JitFunction:
     def __init__(self, fn, *, capture_graph=False, deterministic=True, target="cpu", static_argnames=()):
         if target not in ("cpu", "cuda"):
             raise ArgumentError(f"@tessera.jit target must be 'cpu' or 'cuda', got {target!r}")
-        if target == "cuda":
-            raise CompileError("@tessera.jit(target='cuda') is not built yet: jit functions run on the CPU "
-                               "until the CUDA path of compiled executables lands")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options = {"capture_graph": capture_graph, "deterministic": deterministic, "target": target}
@@ -241,11 +243,33 @@ class JitFunction:
             self._cache[key] = entry
         self._last = entry
         args = [tensors[n] for n in entry.tensor_positions]
+        device = self._device_of(tensors)
+        if device != "cpu":
+            args = [a if a.device == device else a.to(device) for a in args]
+        entry.device = device
         if _C.default_backend() == "compiled":
-            results = entry.executable().run(args)
-        else:
+            results = entry.executable(device).run(args)
+        elif device == "cpu":
             results = entry.graph.execute(args)
+        else:
+            # The reference executor (the oracle) runs on the host.
+            results = [r.to(device) for r in entry.graph.execute([a.to("cpu") for a in args])]
         return entry.rebuild(results)
+
+    def _device_of(self, tensors):
+        """The device a call runs on: its tensors' device (all the same), or cuda:0 for
+        target="cuda" with host tensors."""
+        devices = {}
+        for name, t in tensors.items():
+            devices.setdefault(t.device, name)
+        if len(devices) > 1:
+            (d0, n0), (d1, n1) = list(devices.items())[:2]
+            raise DeviceError(f"{self.__name__}() got argument '{n0}' on {d0} and argument '{n1}' on {d1}; "
+                              f"move them to one device with .to(...)")
+        device = next(iter(devices), "cpu")
+        if self.options["target"] == "cuda" and device == "cpu":
+            return "cuda:0"
+        return device
 
     # -- tracing -----------------------------------------------------------
     def _trace(self, bound, arg_types, bindings):

@@ -91,18 +91,29 @@ std::size_t storage_bytes_for(DType dtype, std::int64_t n) {
   return static_cast<std::size_t>(n) * static_cast<std::size_t>(storage_bytes(dtype));
 }
 
-Tensor Tensor::empty(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
+Tensor Tensor::empty(std::vector<std::int64_t> shape, const NumericsPolicy& policy, const std::string& device) {
   check_shape(shape);
   Tensor t;
   t.strides_ = contiguous_strides(shape);
   t.shape_ = std::move(shape);
   t.policy_ = policy;
-  t.storage_ = runtime::allocate_host(storage_bytes_for(policy.storage, t.numel()));
+  const std::size_t bytes = storage_bytes_for(policy.storage, t.numel());
+  const std::string target = canonical_device(device);
+  if (target == "cpu") {
+    t.storage_ = runtime::allocate_host(bytes);
+    return t;
+  }
+  try {
+    t.storage_ = std::static_pointer_cast<std::byte>(cuda::allocate_shared(cuda::parse_device(target), std::max<std::size_t>(bytes, 1)));
+  } catch (const Error& e) {
+    raise(e.code(), "cannot allocate a tensor on " + target + ": " + e.message());
+  }
+  t.device_ = target;
   return t;
 }
 
 Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy) {
-  Tensor t = empty(std::move(shape), policy);
+  Tensor t = empty(std::move(shape), policy, "cpu");
   std::memset(t.storage_.get(), 0, std::max<std::size_t>(storage_bytes_for(policy.storage, t.numel()), 1));
   return t;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <unordered_map>
 
 #include "graph/kernel_support.h"
@@ -27,8 +28,9 @@ struct Step {
   const ir::Operation* kernel = nullptr;
   std::string variant;
   std::vector<std::int64_t> buffers;
-  // variant "tile"
+  // variant "tile": compiled for the CPU or for a CUDA device
   std::shared_ptr<cpu::CompiledKernel> compiled;
+  std::shared_ptr<cuda::CompiledKernel> gpu;
   TileKernel tile;
   // variant "constant"
   Tensor constant;
@@ -69,17 +71,19 @@ Tensor make_constant(const ir::Operation& op) {
 
 
 // One batch matrix of `t` (rows x cols, row-major) as a 2-D view.
+// (Metadata only: the same on the host and on a device.)
 Tensor matrix_view(const Tensor& t, std::int64_t index, std::int64_t rows, std::int64_t cols) {
-  if (rows * cols == 0) return Tensor::zeros({rows, cols}, t.policy());
-  auto* base = static_cast<char*>(t.data()) + index * rows * cols * t.element_bytes();
-  return Tensor::wrap(base, {rows, cols}, {cols, 1}, t.policy(), std::shared_ptr<void>());
+  if (rows * cols == 0) return Tensor::empty({rows, cols}, t.policy(), t.device());
+  return t.as_strided({rows, cols}, {cols, 1}, index * rows * cols);
 }
 
 // Index inputs in range, on the host, before any kernel reads them.
 void check_indices(const TileKernel& tk, const std::vector<Tensor>& inputs, const std::vector<std::int64_t>& domain) {
   for (const IndexCheck& c : tk.index_checks) {
     const std::int64_t n = c.bound_in_domain ? domain.at(c.dim) : inputs.at(c.bound_input).shape().at(c.dim);
-    for (double v : inputs.at(c.input).to_values()) {
+    // A device index tensor is read through a host copy (this synchronizes).
+    const Tensor& indices = inputs.at(c.input);
+    for (double v : (indices.is_cpu() ? indices : indices.to("cpu")).to_values()) {
       if (!(v >= static_cast<double>(-n) && v < static_cast<double>(n))) {
         raise(ErrorCode::IndexOutOfRange, c.op + " index " + std::to_string(static_cast<long long>(v)) +
                                               " is out of range for axis " + std::to_string(c.dim) + " of size " +
@@ -92,7 +96,7 @@ void check_indices(const TileKernel& tk, const std::vector<Tensor>& inputs, cons
 
 // InverseIndex's offsets [n + 1] and order [numel(indices)] (a stable counting sort).
 std::vector<Tensor> inverse_index(const Tensor& indices, std::int64_t n) {
-  const auto values = indices.to_values();
+  const auto values = (indices.is_cpu() ? indices : indices.to("cpu")).to_values();
   std::vector<double> offsets(static_cast<std::size_t>(n) + 1, 0.0), order(values.size());
   auto wrap = [n](double v) { return static_cast<std::size_t>(v < 0 ? static_cast<std::int64_t>(v) + n : static_cast<std::int64_t>(v)); };
   for (double v : values) offsets[wrap(v) + 1] += 1.0;
@@ -100,13 +104,29 @@ std::vector<Tensor> inverse_index(const Tensor& indices, std::int64_t n) {
   std::vector<double> next(offsets.begin(), offsets.end() - 1);
   for (std::size_t j = 0; j < values.size(); ++j) order[static_cast<std::size_t>(next[wrap(values[j])]++)] = static_cast<double>(j);
   const NumericsPolicy i64 = default_policy(DType::int64);
-  return {Tensor::from_values(offsets, {n + 1}, i64), Tensor::from_values(order, {static_cast<std::int64_t>(order.size())}, i64)};
+  Tensor o = Tensor::from_values(offsets, {n + 1}, i64);
+  Tensor p = Tensor::from_values(order, {static_cast<std::int64_t>(order.size())}, i64);
+  if (!indices.is_cpu()) return {o.to(indices.device()), p.to(indices.device())};
+  return {o, p};
 }
+
+// One launch of a compiled step on its backend.
+struct Launcher {
+  const cpu::LaunchOptions* cpu = nullptr;
+  const cuda::KernelLaunchOptions* gpu = nullptr;
+  void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
+    if (step.gpu) {
+      cuda::launch(*step.gpu, grid, std::move(args), *gpu);
+    } else {
+      cpu::launch(*step.compiled, grid, std::move(args), *cpu);
+    }
+  }
+};
 
 // Launches a step's tile kernel: flat buffers and scalars; a matrix kernel
 // once per batch matrix with its operands' 2-D views.
 void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                 const std::vector<std::int64_t>& domain, const cpu::LaunchOptions& options) {
+                 const std::vector<std::int64_t>& domain, const Launcher& launch) {
   const TileKernel& tk = step.tile;
   check_indices(tk, inputs, domain);
   std::vector<Tensor> extra;
@@ -153,7 +173,7 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
       const std::int64_t c = domain.back();
       grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);
     }
-    cpu::launch(*step.compiled, grid, args_for(0, nullptr, nullptr), options);
+    launch(step, grid, args_for(0, nullptr, nullptr));
     return;
   }
   const MatrixLaunch& ml = *tk.matrix;
@@ -170,7 +190,7 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
   for (std::size_t i = 0; i < a_batch.size(); ++i) {
     const Tensor av = matrix_view(a, a_batch[i], ar, ac);
     const Tensor bv = matrix_view(b, b_batch[i], br, bc);
-    cpu::launch(*step.compiled, grid, args_for(static_cast<std::int64_t>(i), &av, &bv), options);
+    launch(step, grid, args_for(static_cast<std::int64_t>(i), &av, &bv));
   }
 }
 
@@ -184,6 +204,7 @@ struct Executable::State {
   std::vector<KernelReport> reports;
   double compile_seconds = 0.0;
   int num_threads = 0;
+  std::string device = "cpu";
 };
 
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -212,6 +233,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   auto state = std::make_unique<Executable::State>();
   state->function = function;
   state->num_threads = options.num_threads;
+  state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
   state->schedule = schedule_module(module, function);
 
   ir::Operation& func = *state->schedule.lookup(function);
@@ -227,6 +249,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       ir::verify_function(*step.tile.func);
     } else if (step.variant == "constant") {
       step.constant = make_constant(*kernel_body(*k).ops().front());
+      if (state->device != "cpu") step.constant = step.constant.to(state->device);
     }
     state->reports.push_back(report);
     state->steps.push_back(std::move(step));
@@ -236,7 +259,23 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   for (const Step& step : state->steps) {
     if (step.tile.func) funcs.push_back(step.tile.func);
   }
-  if (!funcs.empty()) {
+  if (!funcs.empty() && state->device != "cpu") {
+    // NVRTC compiles one kernel per program; the programs compile in parallel.
+    cuda::KernelCompileOptions o = options.cuda;
+    o.device = cuda::parse_device(state->device);
+    std::vector<std::future<cuda::CompiledKernel>> pending;
+    for (const ir::Operation* f : funcs) {
+      pending.push_back(std::async(std::launch::async, [f, o] { return cuda::compile_kernel(*f, o); }));
+    }
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < state->steps.size(); ++i) {
+      Step& step = state->steps[i];
+      if (!step.tile.func) continue;
+      step.gpu = std::make_shared<cuda::CompiledKernel>(pending[next++].get());
+      state->reports[i].cache_hit = step.gpu->cache_hit;
+      state->reports[i].compile_seconds = step.gpu->compile_seconds;
+    }
+  } else if (!funcs.empty()) {
     std::vector<cpu::CompiledKernel> compiled = cpu::compile_kernels(funcs, options.cpu);
     std::size_t next = 0;
     for (std::size_t i = 0; i < state->steps.size(); ++i) {
@@ -256,10 +295,12 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   const ir::Block& body = ir::function_body(func);
   const graph::SymbolBindings bindings = graph::bind_arguments(func, args);
   std::unordered_map<const ir::Value*, Tensor> values;
+  const std::string& device = state_->device;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].is_cpu()) {
-      raise(ErrorCode::Device, "argument " + std::to_string(i) + " is on " + args[i].device() +
-                                   "; compiled Graph IR runs on the CPU (the CUDA path is not built yet)");
+    if (args[i].device() != device) {
+      raise(ErrorCode::Device, "argument " + std::to_string(i) + " of " + state_->function + " is on " +
+                                   args[i].device() + ", but this executable was compiled for " + device +
+                                   "; move it with .to(\"" + device + "\")");
     }
     values[body.argument(i)] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
   }
@@ -269,6 +310,11 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   const bool trace = trace_env && *trace_env && std::string(trace_env) != "0";
   cpu::LaunchOptions launch_options;
   launch_options.num_threads = state_->num_threads;
+  // Each launch synchronizes to report a fault of its kernel (an index out
+  // of range, an integer division by zero) naming the kernel and its op.
+  cuda::KernelLaunchOptions gpu_options;
+  gpu_options.check_faults = true;
+  const Launcher launch{&launch_options, &gpu_options};
   for (const Step& step : state_->steps) {
     const ir::Operation& k = *step.kernel;
     std::vector<Tensor> inputs;
@@ -307,7 +353,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
         out = slots[static_cast<std::size_t>(slot)];
       } else {
         // Every template writes each element of its outputs.
-        out = Tensor::empty(concrete_sizes(t, bindings), t.policy);
+        out = Tensor::empty(concrete_sizes(t, bindings), t.policy, device);
         if (slot >= 0) {
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;
@@ -327,7 +373,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     }
     try {
       const auto t0 = std::chrono::steady_clock::now();
-      launch_step(step, inputs, outputs, domain, launch_options);
+      launch_step(step, inputs, outputs, domain, launch);
       if (trace) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "tessera: %s %s (%s, %s) %.3f ms\n", state_->function.c_str(), kernel_name(k).c_str(),
@@ -353,10 +399,17 @@ std::string Executable::tile_ir() const {
 std::string Executable::target() const {
   std::string out;
   for (const Step& s : state_->steps) {
+    if (s.gpu) {
+      out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.gpu->name + ", " + s.gpu->arch + ") ----\n" +
+             s.gpu->source + "\n";
+    }
     if (!s.compiled) continue;
     out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.compiled->name + ") ----\n" + s.compiled->source + "\n";
   }
   return out;
+}
+const std::string& Executable::device() const {
+  return state_->device;
 }
 const std::vector<KernelReport>& Executable::kernels() const {
   return state_->reports;

@@ -175,7 +175,7 @@ def test_jit_options():
         return x + x
 
     np.testing.assert_array_equal(f(tessera.tensor(np.ones(2, np.float32))).numpy(), [2.0, 2.0])
-    with pytest.raises(tessera.CompileError, match="cuda"):
-        tessera.jit(target="cuda")(lambda x: x)
+    # target="cuda" is accepted (tests/python/test_jit_cuda.py runs it).
+    assert tessera.jit(target="cuda")(lambda x: x).options["target"] == "cuda"
     with pytest.raises(tessera.ArgumentError):
         tessera.jit(target="tpu")(lambda x: x)

@@ -29,8 +29,9 @@ class Tensor {
   // except e8m0, whose code 0 is 2^-127).
   static Tensor zeros(std::vector<std::int64_t> shape, const NumericsPolicy& policy);
   // Contiguous tensor whose contents are unspecified (for results a kernel
-  // writes in full); large blocks come from the host cache (host_allocator.h).
-  static Tensor empty(std::vector<std::int64_t> shape, const NumericsPolicy& policy);
+  // writes in full) on `device`: large host blocks come from the host cache
+  // (host_allocator.h), device memory from the device's caching allocator.
+  static Tensor empty(std::vector<std::int64_t> shape, const NumericsPolicy& policy, const std::string& device = "cpu");
   // Row-major values encoded with the policy's rounding and overflow;
   // stochastic rounding draws from Philox(seed, element index).
   static Tensor from_values(std::span<const double> values, std::vector<std::int64_t> shape,

@@ -21,13 +21,19 @@
 #include <vector>
 
 #include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/ir/ir.h"
 #include "tessera/runtime/tensor.h"
 
 namespace tessera::schedule {
 
 struct ExecutableOptions {
+  // Where the executable runs: "cpu" (the CPU backend, one host compile for
+  // every kernel) or "cuda:N" (the CUDA backend: NVRTC, the kernels compiled
+  // in parallel; arguments and results live on that device).
+  std::string device = "cpu";
   cpu::CompileOptions cpu;  // cache dir, host compiler, flags
+  cuda::KernelCompileOptions cuda;  // cache dir, arch (the device's own when empty)
   int num_threads = 0;      // 0: $TESSERA_NUM_THREADS, else every hardware thread
 };
 
@@ -52,7 +58,8 @@ class Executable {
 
   std::string schedule_ir() const;  // the Schedule IR function (text form)
   std::string tile_ir() const;      // the Tile IR kernels (text form)
-  std::string target() const;       // the generated host C++ of each kernel
+  std::string target() const;       // the generated host (or CUDA) C++ of each kernel
+  const std::string& device() const;  // "cpu" or "cuda:N"
   const std::vector<KernelReport>& kernels() const;
   double compile_seconds() const;
 

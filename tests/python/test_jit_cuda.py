@@ -1,0 +1,120 @@
+"""@tessera.jit on cuda tensors: the same Schedule IR executable compiled by the
+CUDA backend (NVRTC), checked against the CPU executable and float64 numpy.
+GPU tests skip without a device; the no-GPU and mixed-device errors are
+checked everywhere."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C
+
+HAS_GPU = _C._cuda_available()
+needs_gpu = pytest.mark.skipif(not HAS_GPU, reason=f"no CUDA device: {_C._cuda_unavailable_reason()}")
+ops = tessera.ops
+
+
+def _ulps(a, b):
+    """Distance in fp32 units in the last place, elementwise (NaN == NaN)."""
+    a = np.ascontiguousarray(a, np.float32).view(np.int32).astype(np.int64)
+    b = np.ascontiguousarray(b, np.float32).view(np.int32).astype(np.int64)
+    a = np.where(a < 0, -(a & 0x7FFFFFFF), a)
+    b = np.where(b < 0, -(b & 0x7FFFFFFF), b)
+    return np.abs(a - b)
+
+
+def test_target_cuda_without_gpu_is_a_device_error():
+    if HAS_GPU:
+        pytest.skip("a CUDA device is present")
+    f = tessera.jit(target="cuda")(lambda x: x + x)
+    with pytest.raises(tessera.DeviceError, match="unavailable"):
+        f(tessera.tensor(np.ones(4, np.float32)))
+
+
+def test_executable_for_another_device_names_both():
+    f = tessera.jit(lambda x: x * 2.0)
+    x = tessera.tensor(np.ones(3, np.float32))
+    f(x)
+    exe = f.executable()
+    assert exe.device == "cpu"
+    if not HAS_GPU:
+        return
+    with pytest.raises(tessera.DeviceError, match="cuda:0.*compiled for cpu"):
+        exe.run([x.to("cuda:0")])
+
+
+@needs_gpu
+def test_mixed_devices_are_a_device_error_naming_both():
+    f = tessera.jit(lambda x, y: x + y)
+    x = tessera.tensor(np.ones(3, np.float32))
+    with pytest.raises(tessera.DeviceError, match="'x' on cpu and argument 'y' on cuda:0"):
+        f(x, x.to("cuda:0"))
+
+
+@needs_gpu
+def test_mlp_gradients_on_the_gpu_match_the_cpu_executable(rng):
+    def loss(w1, b1, w2, x, y):
+        h = ops.relu(ops.matmul(x, w1) + b1)
+        logits = ops.matmul(h, w2)
+        return ops.mean(-ops.sum(y * ops.log(ops.softmax_safe(logits, axis=-1)), axis=-1))
+
+    step = tessera.jit(tessera.value_and_grad(loss, argnums=(0, 1, 2)))
+    shapes = [(96, 130), (130,), (130, 10), (70, 96)]
+    host = [tessera.tensor((rng.standard_normal(s) * 0.2).astype(np.float32)) for s in shapes]
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 70)]
+    host.append(tessera.tensor(y))
+    want_loss, want_grads = step(*host)
+    dev = [t.to("cuda:0") for t in host]
+    got_loss, got_grads = step(*dev)
+    assert got_loss.device == "cuda:0" and all(g.device == "cuda:0" for g in got_grads)
+    assert step.executable().device == "cuda:0"
+    np.testing.assert_allclose(got_loss.numpy(), want_loss.numpy(), rtol=1e-5)
+    for g, w in zip(got_grads, want_grads):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-6)
+    # Ten runs on the GPU give the same bits.
+    first = [g.numpy() for g in got_grads]
+    for _ in range(9):
+        _, again = step(*dev)
+        for a, b in zip(again, first):
+            np.testing.assert_array_equal(a.numpy(), b)
+
+
+@needs_gpu
+def test_every_family_on_the_gpu_agrees_with_the_cpu(rng):
+    def f(x, b, idx):
+        e = ops.tanh(x * 0.5 + b)                      # elementwise with a broadcast
+        s = ops.sum(e, axis=-1)                        # reduction
+        n = ops.layernorm_safe(x, axis=-1)             # normalization
+        g = ops.gather(x, idx, axis=0)                 # copy
+        t = ops.transpose(x, (1, 0))                   # view
+        return s, n, g, ops.matmul(t, x)               # gemm
+
+    jf = tessera.jit(f)
+    x = tessera.tensor(rng.standard_normal((300, 257)).astype(np.float32))
+    b = tessera.tensor(rng.standard_normal((257,)).astype(np.float32))
+    idx = tessera.tensor(np.array([3, -1, 0, 299], np.int64))
+    want = jf(x, b, idx)
+    got = jf(x.to("cuda:0"), b.to("cuda:0"), idx.to("cuda:0"))
+    names = ("sum", "layernorm", "gather", "matmul")
+    for name, g, w in zip(names, got, want):
+        assert g.device == "cuda:0", name
+        gv, wv = g.numpy(), w.numpy()
+        if name == "gather":
+            np.testing.assert_array_equal(gv, wv)
+        elif name == "matmul":
+            np.testing.assert_allclose(gv, wv, rtol=1e-5, atol=1e-4)
+        else:
+            # Same canonical order on both backends; tanh may differ by an ulp per element.
+            assert _ulps(gv, wv).max() <= 64, f"{name}: {_ulps(gv, wv).max()} ulps"
+    with pytest.raises(tessera.TesseraError, match="out of range"):
+        jf(x.to("cuda:0"), b.to("cuda:0"), tessera.tensor(np.array([300], np.int64)).to("cuda:0"))
+
+
+@needs_gpu
+def test_target_cuda_moves_host_inputs_to_cuda0(rng):
+    f = tessera.jit(target="cuda")(lambda x: ops.exp(x) - 1.0)
+    xv = rng.standard_normal(1000).astype(np.float32)
+    out = f(tessera.tensor(xv))
+    assert out.device == "cuda:0"
+    assert _ulps(out.numpy(), (np.exp(xv.astype(np.float64)) - 1.0).astype(np.float32)).max() <= 2
+    assert "__global__" in f.inspect_ir("target")
