@@ -11,6 +11,8 @@
 # TESSERA_GTEST_SOURCE (a GoogleTest source tree, built first when the system
 # has no GoogleTest package; /usr/src/googletest is tried too), OUT (a folder
 # that receives the logs; default BUILD_DIR/gpu_check_logs).
+# GPU_CHECK_ONLY=schedule builds and runs only the Schedule IR part (templates and
+# executables on the GPU, @jit on cuda tensors, its benchmark), for quick rounds.
 # Exit status: 0 when every step passed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,12 +70,18 @@ echo "== configure + build ($jobs jobs)"
 t0=$(stamp)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_TESTS=ON \
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
-  cmake --build "$build" -j"$jobs" --target tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures \
-    tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench \
-    >"$logs/build.log" 2>&1; then
+  if [ "${GPU_CHECK_ONLY:-}" = schedule ]; then
+    targets=(tessera tessera_cli tessera_schedule_tests)
+  else
+    targets=(tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures
+      tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench)
+  fi &&
+  cmake --build "$build" -j"$jobs" --target "${targets[@]}" >"$logs/build.log" 2>&1; then
   row "build (C++)" PASS "$(($(stamp) - t0)) s"
   # The rest (the Python module) apart, so a failure there still lets the C++ tests run.
-  if ! cmake --build "$build" -j"$jobs" >>"$logs/build.log" 2>&1; then
+  rest=()
+  [ "${GPU_CHECK_ONLY:-}" = schedule ] && rest=(--target _C)
+  if [ $have_python -eq 1 ] && ! cmake --build "$build" -j"$jobs" "${rest[@]}" >>"$logs/build.log" 2>&1; then
     tail -30 "$logs/build.log"
     row "build (Python module)" FAIL "see $logs/build.log"
     have_python=0
@@ -88,6 +96,7 @@ fi
 echo "== tessera info"
 "$build/tools/tessera" info | tee "$logs/info.txt"
 
+if [ -z "${GPU_CHECK_ONLY:-}" ]; then
 echo "== ctest"
 t0=$(stamp)
 ctest --test-dir "$build" -j"$jobs" --output-on-failure -LE gpu >"$logs/ctest.log" 2>&1
@@ -125,6 +134,8 @@ bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 [ "$bad" -eq 0 ] && row "gpu conformance (vs CPU backend)" PASS "$conf kernels passed" ||
   row "gpu conformance (vs CPU backend)" FAIL "$bad failed, $conf passed"
 
+fi  # GPU_CHECK_ONLY
+
 echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
 "$build/tests/cpp/tessera_schedule_tests" --gtest_filter='ScheduleCuda*' 2>&1 | tee "$logs/schedule_cuda.log" |
   grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|bit-identical" | head -20
@@ -136,6 +147,7 @@ else
   row "schedule templates + executable on GPU" FAIL "see $logs/schedule_cuda.log"
 fi
 
+if [ -z "${GPU_CHECK_ONLY:-}" ]; then
 # compute-sanitizer over the conformance kernels (GpuCodegen.*: every kernel of
 # tests/conformance plus the tensor-core GEMM, on the GPU): memcheck for
 # out-of-bounds and misaligned accesses, racecheck for shared-memory hazards.
@@ -178,12 +190,16 @@ rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] && row "runtime figures" PASS "$(grep -c 'gpu-figures\]' "$logs/figures.log") lines above" ||
   row "runtime figures" FAIL "see $logs/figures.log"
 
+fi  # GPU_CHECK_ONLY
+
 if [ $have_python -eq 1 ]; then
-  echo "== Python CUDA tensor tests"
   pkg="$build/pydev/tessera"
   rm -rf "$build/pydev" && mkdir -p "$pkg"
   for f in python/tessera/*; do ln -s "$root/$f" "$pkg/$(basename "$f")"; done
   cp "$build"/python/_C*.so "$build"/src/libtessera.so* "$pkg/"
+fi
+if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
+  echo "== Python CUDA tensor tests"
   PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
     2>&1 | tee "$logs/pytest_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
@@ -195,6 +211,8 @@ if [ $have_python -eq 1 ]; then
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||
     row "python cuda kernel tests" FAIL "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')"
+fi
+if [ $have_python -eq 1 ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
   PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py \
     2>&1 | tee "$logs/pytest_jit_cuda.log" | tail -15
