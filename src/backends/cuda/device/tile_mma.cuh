@@ -199,6 +199,10 @@ __device__ __forceinline__ Tile<D, R, C, L> mma_scalar(const AV& a, const BV& b,
     int r, c;
     typename Traits<D>::value x = acc.v[s];
     if (L::coord(tid, s, r, c) && r < R) {
+      // Not unrolled: with the slot loop unrolled, an unrolled k loop made
+      // slots x K copies (8192 for a 128x128x64 fp32 tile on 128 threads),
+      // and NVRTC took minutes per kernel.
+#pragma unroll 1
       for (int k = 0; k < K; ++k) {
         const typename Traits<D>::value av = (typename Traits<D>::value)decode_s<AD>(*a.at(r, k));
         const typename Traits<D>::value bv = (typename Traits<D>::value)decode_s<BD>(*b.at(k, c));
