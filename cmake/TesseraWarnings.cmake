@@ -24,3 +24,10 @@ if(TESSERA_SANITIZE)
   endif()
   target_link_options(tessera_flags INTERFACE -fsanitize=address,undefined)
 endif()
+if(TESSERA_BUILD_FUZZERS)
+  # Coverage for libFuzzer and the sanitizers in the whole library, which
+  # fuzz/ir_parser_fuzz links (the fuzzer's main comes from its own link flags).
+  target_compile_options(tessera_flags INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+                         -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  target_link_options(tessera_flags INTERFACE -fsanitize=address,undefined)
+endif()

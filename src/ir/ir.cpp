@@ -62,10 +62,24 @@ Region& Operation::add_region() {
   return *regions_.back();
 }
 
+namespace {
+void drop_all_operands(Operation& op) {
+  op.drop_operands();
+  for (std::size_t r = 0; r < op.num_regions(); ++r) {
+    Region& region = op.region(r);
+    for (std::size_t b = 0; b < region.num_blocks(); ++b) {
+      for (auto& inner : region.block(b).ops()) drop_all_operands(*inner);
+    }
+  }
+}
+}  // namespace
+
 Block::~Block() {
-  // Ops may use each other's results; drop every operand first so no use
-  // list points at a destroyed op.
-  for (auto& op : ops_) op->drop_operands();
+  // Ops may use each other's results, and ops nested in their regions may
+  // use results of this block (a failed parse destroys such a block without
+  // a Module around it): drop every operand, nested ones included, first so
+  // no use list points at a destroyed op. Found by fuzz/ir_parser_fuzz.
+  for (auto& op : ops_) drop_all_operands(*op);
 }
 
 Value* Block::add_argument(Type type, std::string name) {
@@ -102,18 +116,6 @@ Block& Region::add_block() {
   blocks_.push_back(std::make_unique<Block>(this));
   return *blocks_.back();
 }
-
-namespace {
-void drop_all_operands(Operation& op) {
-  op.drop_operands();
-  for (std::size_t r = 0; r < op.num_regions(); ++r) {
-    Region& region = op.region(r);
-    for (std::size_t b = 0; b < region.num_blocks(); ++b) {
-      for (auto& inner : region.block(b).ops()) drop_all_operands(*inner);
-    }
-  }
-}
-}  // namespace
 
 Module::~Module() {
   for (auto& f : functions_) drop_all_operands(*f);

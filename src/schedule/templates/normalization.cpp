@@ -199,7 +199,11 @@ class NormalizationBuilder {
   }
 
   void normalize(ir::OpBuilder& b, bool center) {
-    auto [amax, nonfinite] = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
+    // Plain variables, not a structured binding: lambdas below capture them
+    // (which clang accepts only from version 16).
+    const std::pair<Value*, Value*> stats = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
+    Value* amax = stats.first;
+    Value* nonfinite = stats.second;
     Value* k = op1(b, "frexp_exp", amax);
     Value* minus_k = op1(b, "neg", k);
     auto u = [&](ir::OpBuilder& lb, Value* r) { return scaled(lb, x64(lb, r), minus_k); };
