@@ -332,6 +332,8 @@ Tensor Tensor::to(const std::string& device) const {
   if (numel() > 0) {
     cuda::copy_to_host(ordinal, buf.get(), reinterpret_cast<cuda::DevicePtr>(storage_.get()) + first_byte, exact);
   }
+  // The copy waited for the queued work: faults it recorded surface here.
+  cuda::run_deferred_checks(ordinal);
   return t;
 }
 

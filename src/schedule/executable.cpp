@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <optional>
 #include <unordered_map>
 
 #include "graph/kernel_support.h"
+#include "schedule/compile_progress.h"
 #include "schedule/views.h"
 #include "tessera/autodiff/autodiff.h"
 #include "tessera/graph/executor.h"
@@ -259,6 +261,11 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   for (const Step& step : state->steps) {
     if (step.tile.func) funcs.push_back(step.tile.func);
   }
+  std::optional<CompileProgress> progress;
+  if (!funcs.empty()) {
+    progress.emplace(std::to_string(funcs.size()) + (funcs.size() == 1 ? " kernel of " : " kernels of ") + function +
+                     " for " + state->device);
+  }
   if (!funcs.empty() && state->device != "cpu") {
     // NVRTC compiles one kernel per program; the programs compile in parallel.
     cuda::KernelCompileOptions o = options.cuda;
@@ -286,6 +293,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       state->reports[i].compile_seconds = step.compiled->compile_seconds;
     }
   }
+  progress.reset();
   state->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::shared_ptr<Executable>(new Executable(std::move(state)));
 }
@@ -310,12 +318,36 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   const bool trace = trace_env && *trace_env && std::string(trace_env) != "0";
   cpu::LaunchOptions launch_options;
   launch_options.num_threads = state_->num_threads;
-  // Each launch synchronizes to report a fault of its kernel (an index out
-  // of range, an integer division by zero) naming the kernel and its op.
+  // On a GPU the kernels queue on the device's default stream without
+  // synchronizing. Each writes its first fault (an index out of range, an
+  // integer division by zero: no Graph IR op can cause one today, as indices
+  // are checked on the host, but a template bug must not pass silently)
+  // into its slot of a per-run record, which a
+  // deferred check reads at the next host read of the device and raises
+  // naming the kernel and its op (tessera/runtime/cuda.h). TESSERA_CUDA_SYNC=1
+  // (or TESSERA_TRACE_KERNELS) synchronizes after every launch instead.
+  const bool on_gpu = device != "cpu";
+  const char* sync_env = std::getenv("TESSERA_CUDA_SYNC");
+  const bool sync_each = trace || (sync_env && *sync_env && std::string(sync_env) != "0");
+  const int ordinal = on_gpu ? cuda::parse_device(device) : 0;
+  std::shared_ptr<void> fault_slots;
+  if (on_gpu && !sync_each) {
+    // A program that never reads back would pile up checks: past 64, read them (one synchronization).
+    if (cuda::pending_checks(ordinal) >= 64) cuda::run_deferred_checks(ordinal);
+    const std::size_t bytes = state_->steps.size() * cuda::kFaultRecordBytes;
+    fault_slots = cuda::allocate_shared(ordinal, std::max<std::size_t>(bytes, 1));
+    cuda::memset_async(ordinal, reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), 0, bytes);
+  }
   cuda::KernelLaunchOptions gpu_options;
-  gpu_options.check_faults = true;
+  gpu_options.check_faults = sync_each;
   const Launcher launch{&launch_options, &gpu_options};
+  std::size_t step_index = 0;
   for (const Step& step : state_->steps) {
+    const std::size_t this_step = step_index++;
+    if (fault_slots) {
+      gpu_options.fault_record =
+          reinterpret_cast<cuda::DevicePtr>(fault_slots.get()) + this_step * cuda::kFaultRecordBytes;
+    }
     const ir::Operation& k = *step.kernel;
     std::vector<Tensor> inputs;
     for (ir::Value* v : k.operands()) inputs.push_back(values.at(v));
@@ -384,6 +416,38 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
+  }
+  if (fault_slots) {
+    // What the check needs outlives this call: the compiled kernels, and
+    // for each its name, op and the user's line.
+    struct Slot {
+      std::size_t index;
+      std::shared_ptr<cuda::CompiledKernel> kernel;
+      std::string label;
+      SourceLocation where;
+    };
+    std::vector<Slot> slots_to_check;
+    for (std::size_t i = 0; i < state_->steps.size(); ++i) {
+      const Step& s = state_->steps[i];
+      if (!s.gpu) continue;
+      const ir::Operation& first = kernel_root_op(*s.kernel);
+      slots_to_check.push_back(
+          {i, s.gpu, "kernel " + kernel_name(*s.kernel) + " (" + std::string(first.name()) + ")", first.location()});
+    }
+    const std::size_t count = state_->steps.size();
+    cuda::defer_check(ordinal, [ordinal, fault_slots, count, slots_to_check = std::move(slots_to_check)] {
+      std::vector<unsigned char> host(count * cuda::kFaultRecordBytes);
+      cuda::copy_to_host(ordinal, host.data(), reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), host.size());
+      for (const Slot& s : slots_to_check) {
+        if (auto bad = cuda::describe_fault(*s.kernel, host.data() + s.index * cuda::kFaultRecordBytes)) {
+          try {
+            raise(bad->code, bad->message);
+          } catch (const Error& e) {
+            ir::rethrow_for_op(e, s.label, s.where);
+          }
+        }
+      }
+    });
   }
   std::vector<Tensor> results;
   for (ir::Value* v : ir::function_results(func)) results.push_back(values.at(v));

@@ -171,6 +171,39 @@ TEST(CudaCodegenGpu, ScaleMatchesHandComputedValues) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(v[i], want[i]) << i;
 }
 
+// Deferred checking (compiled executables): the launch does not synchronize;
+// the kernel writes its fault into the caller's record, which describe_fault
+// reads back into the message the synchronous launch raises.
+TEST(CudaCodegenGpu, FaultRecordGivenByTheCallerIsDescribedLater) {
+  if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
+  const char* src = R"(
+@kernel
+def shift(x: f32[n], y: mut f32[n]):
+    i = tile.linear_id()
+    y[i] = x[i + 1]
+)";
+  std::vector<Kernel> ks = tessera::kernels_from_source(src, "shift.tsr");
+  const cu::CompiledKernel k = cu::compile_kernel(ks.at(0).specialize()->func());
+  tessera::NumericsPolicy f32;
+  tessera::Tensor x = tessera::Tensor::from_values(std::vector<double>(5, 1.0), {5}, f32).to("cuda:0");
+  tessera::Tensor y = tessera::Tensor::from_values(std::vector<double>(5, 0.0), {5}, f32).to("cuda:0");
+  auto record = cu::allocate_shared(0, cu::kFaultRecordBytes);
+  cu::memset_async(0, reinterpret_cast<cu::DevicePtr>(record.get()), 0, cu::kFaultRecordBytes);
+  cu::KernelLaunchOptions o;
+  o.check_faults = false;
+  o.fault_record = reinterpret_cast<cu::DevicePtr>(record.get());
+  EXPECT_NO_THROW(cu::launch(k, -1, {x, y}, o));
+  unsigned char host[cu::kFaultRecordBytes];
+  cu::copy_to_host(0, host, reinterpret_cast<cu::DevicePtr>(record.get()), sizeof host);
+  auto fault = cu::describe_fault(k, host);
+  ASSERT_TRUE(fault.has_value());
+  EXPECT_EQ(fault->code, tessera::ErrorCode::IndexOutOfRange);
+  EXPECT_NE(fault->message.find("load index 5 out of range for dim 0 of 'x' (extent 5)"), std::string::npos)
+      << fault->message;
+  // The other lanes ran: y[0..3] = x[1..4].
+  EXPECT_EQ(y.to("cpu").to_values()[0], 1.0);
+}
+
 TEST(CudaCodegenGpu, OutOfBoundsLoadIsRaisedNamingTheParameter) {
   if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
   const char* src = R"(

@@ -122,3 +122,23 @@ def test_bad_backend_name(monkeypatch):
 
     with pytest.raises(ArgumentError, match="TESSERA_BACKEND is 'fast'; expected 'compiled' or 'reference'"):
         f(tessera.tensor(np.zeros(3, np.float32)))
+
+
+def test_long_compiles_show_progress_and_cached_ones_stay_quiet(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, tessera\n"
+            "f = tessera.jit(lambda x: tessera.ops.exp(x) * 3.0)\n"
+            "f(tessera.tensor(np.ones(4, np.float32)))\n")
+    base = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "cache"))
+    run = lambda **env: subprocess.run([sys.executable, "-c", code], env=dict(base, **env), capture_output=True,
+                                       text=True, timeout=300)
+    # The mark moved to 0 ms: the first (uncached) compile announces itself and its end.
+    first = run(TESSERA_PROGRESS_AFTER_MS="0")
+    assert first.returncode == 0, first.stderr
+    assert "tessera: compiling 1 kernel of <lambda> for cpu ..." in first.stderr
+    assert "tessera: compiled 1 kernel of <lambda> for cpu in" in first.stderr
+    # Turned off, nothing; with the default mark, a cached compile ends before it.
+    assert "tessera:" not in run(TESSERA_PROGRESS="0", TESSERA_PROGRESS_AFTER_MS="0").stderr
+    assert "tessera:" not in run().stderr

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -155,6 +156,22 @@ void copy_to_device_async(DevicePtr dst, const void* src, std::size_t bytes, con
 void copy_to_host_async(void* dst, DevicePtr src, std::size_t bytes, const Stream& stream);
 void copy_device_to_device_async(DevicePtr dst, DevicePtr src, std::size_t bytes, const Stream& stream);
 void memset_async(DevicePtr dst, unsigned char value, std::size_t bytes, const Stream& stream);
+// The same on the device's default stream.
+void memset_async(int device, DevicePtr dst, unsigned char value, std::size_t bytes);
+
+// ---- deferred checks -------------------------------------------------------------
+//
+// Work queued without synchronizing (the kernels of a compiled executable)
+// leaves a check behind: it runs at the device's next host read,
+// Tensor::to("cpu") (so .numpy()), or at synchronize_checks(). A check
+// reads its fault records back and raises the first fault it finds.
+
+void defer_check(int device, std::function<void()> check);
+// Runs and removes the device's pending checks, oldest first. The first that
+// raises propagates; the checks after it are dropped (they belong to work
+// queued after the fault, whose inputs it may have spoiled).
+void run_deferred_checks(int device);
+std::size_t pending_checks(int device);
 
 // ---- run-time compilation (NVRTC) ------------------------------------------------
 

@@ -219,4 +219,9 @@ void memset_async(DevicePtr dst, unsigned char value, std::size_t bytes, const S
   check(driver().cuMemsetD8Async(dst, value, bytes, stream_of(stream)), "cuMemsetD8Async");
 }
 
+void memset_async(int device, DevicePtr dst, unsigned char value, std::size_t bytes) {
+  use_device(device);
+  check(driver().cuMemsetD8Async(dst, value, bytes, nullptr), "cuMemsetD8Async");
+}
+
 }  // namespace tessera::cuda

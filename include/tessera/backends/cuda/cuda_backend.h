@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/ir/ir.h"
 #include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
 
 namespace tessera::cuda {
 
@@ -96,10 +98,26 @@ struct CompiledKernel {
 struct KernelLaunchOptions {
   const Stream* stream = nullptr;  // nullptr: the device's default stream
   // Synchronize after the launch and raise the first fault the kernel
-  // recorded. false: no fault record, no synchronization (benchmarks, graph
-  // capture); faulting accesses are still skipped.
+  // recorded. false: no synchronization; faulting accesses are still
+  // skipped, and recorded in `fault_record` when one is given.
   bool check_faults = true;
+  // With check_faults false: a zeroed device buffer of kFaultRecordBytes the
+  // kernel writes its first fault into, for the caller to read later
+  // (describe_fault) without synchronizing now. 0: no record.
+  DevicePtr fault_record = 0;
 };
+
+// The size of one kernel fault record.
+inline constexpr std::size_t kFaultRecordBytes = 40;
+
+// A fault record read back to the host: nullopt when it holds no fault, else
+// the error launch() raises for it (code and message naming the kernel, the
+// access and the extent).
+struct KernelFault {
+  ErrorCode code;
+  std::string message;
+};
+std::optional<KernelFault> describe_fault(const CompiledKernel& kernel, const void* host_record);
 
 // Emits and compiles (or loads from the cache) one kernel function. Raises
 // CompileError when the kernel uses something this backend cannot emit (the

@@ -38,6 +38,7 @@ struct HostFault {
   std::int32_t code, kind, param, dim;
   std::int64_t index, extent, group;
 };
+static_assert(sizeof(HostFault) == kFaultRecordBytes, "kFaultRecordBytes must match the device's fault record");
 struct alignas(64) HostTmaMap {
   unsigned long long bits[16];
 };
@@ -248,6 +249,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
           "kernel '" + k.name + "': " + std::to_string(blocks) + " thread blocks exceed CUDA's grid limit of 2^31 - 1");
   }
   std::shared_ptr<void> fault;
+  if (!options.check_faults && options.fault_record != 0) hp.fault = reinterpret_cast<void*>(options.fault_record);
   if (options.check_faults) {
     fault = allocate_shared(k.device, sizeof(detail::HostFault));
     const DevicePtr fp = reinterpret_cast<DevicePtr>(fault.get());
@@ -270,7 +272,14 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   if (options.stream != nullptr) options.stream->synchronize();
   detail::HostFault f{};
   copy_to_host(k.device, &f, reinterpret_cast<DevicePtr>(fault.get()), sizeof f);
-  if (f.code == 0) return;
+  if (auto bad = describe_fault(k, &f)) raise(bad->code, bad->message);
+}
+
+std::optional<KernelFault> describe_fault(const CompiledKernel& k, const void* host_record) {
+  detail::HostFault f{};
+  std::memcpy(&f, host_record, sizeof f);
+  if (f.code == 0) return std::nullopt;
+  const std::string device = "cuda:" + std::to_string(k.device);
   std::string what;
   auto param_name = [&](int p) {
     if (p >= 0 && static_cast<std::size_t>(p) < k.signature.params.size()) return k.signature.params[p].name;
@@ -288,9 +297,9 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
     case 3: what = "negative integer exponent " + std::to_string(f.index); break;
     default: what = "tile.for step " + std::to_string(f.index) + " is not positive"; break;
   }
-  raise(f.code == 1 ? ErrorCode::IndexOutOfRange : ErrorCode::ArgumentInvalid,
-        "kernel '" + k.name + "': " + what + " (group " + std::to_string(f.group) + " of kernel '" + k.name + "', on " +
-            device + ")");
+  return KernelFault{f.code == 1 ? ErrorCode::IndexOutOfRange : ErrorCode::ArgumentInvalid,
+                     "kernel '" + k.name + "': " + what + " (group " + std::to_string(f.group) + " of kernel '" + k.name +
+                         "', on " + device + ")"};
 }
 
 }  // namespace tessera::cuda
