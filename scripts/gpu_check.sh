@@ -71,7 +71,7 @@ t0=$(stamp)
 if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_BUILD_TESTS=ON \
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
   if [ "${GPU_CHECK_ONLY:-}" = schedule ]; then
-    targets=(tessera tessera_cli tessera_schedule_tests)
+    targets=(tessera tessera_cli tessera_schedule_tests tessera_cuda_codegen_tests)
   else
     targets=(tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures
       tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench)
@@ -146,6 +146,13 @@ if [ "$rc" -eq 0 ] && ! grep -q "SKIPPED \] ScheduleCudaGpu" "$logs/schedule_cud
 else
   row "schedule templates + executable on GPU" FAIL "see $logs/schedule_cuda.log"
 fi
+
+echo "== deferred fault records (launches that do not synchronize)"
+"$build/tests/cpp/tessera_cuda_codegen_tests" --gtest_filter='*FaultRecord*' 2>&1 | tee "$logs/fault_record.log" |
+  grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure" | head -5
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && ! grep -q "SKIPPED \]" "$logs/fault_record.log" && row "deferred fault record" PASS "described after the launch" ||
+  row "deferred fault record" FAIL "see $logs/fault_record.log"
 
 if [ -z "${GPU_CHECK_ONLY:-}" ]; then
 # compute-sanitizer over the conformance kernels (GpuCodegen.*: every kernel of

@@ -237,6 +237,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->num_threads = options.num_threads;
   state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
   state->schedule = schedule_module(module, function);
+  if (state->device != "cpu") retile_for_cuda(*state->schedule.lookup(function));
 
   ir::Operation& func = *state->schedule.lookup(function);
   for (ir::Operation* k : kernels_of(func)) {

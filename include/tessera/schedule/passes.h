@@ -42,6 +42,11 @@ const VariantChooser& default_variant_chooser();
 void choose_variants(ir::Operation& func, const VariantChooser& chooser = default_variant_chooser());
 
 void assign_tiles(ir::Operation& func);
+// The knobs of a CUDA executable where they differ from the CPU's: GEMM
+// blocks of 64x64x32 (enough thread blocks for a GPU at MLP sizes; the
+// scalar mma path keeps 128x128 tiles in too few blocks), or
+// $TESSERA_CUDA_GEMM_TILE = "BM,BN,BK". Numerics do not change.
+void retile_for_cuda(ir::Operation& func);
 void plan_buffers(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.

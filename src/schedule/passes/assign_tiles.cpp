@@ -1,7 +1,11 @@
 // schedule-tile: the tiling knobs of each kernel, kept as the `tile`
 // attribute for the templates (and, later, autotuning) to read. Knobs never
 // change numerics: reduction orders depend on the shape alone.
+#include <cstdlib>
+#include <string>
+
 #include "tessera/schedule/passes.h"
+#include "tessera/support/error.h"
 #include "tessera/schedule/schedule_dialect.h"
 
 namespace tessera::schedule {
@@ -21,6 +25,36 @@ void assign_tiles(ir::Operation& func) {
       case Family::gemm: k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64}); break;
       default: break;
     }
+  }
+}
+
+std::vector<std::int64_t> cuda_gemm_tile() {
+  const char* env = std::getenv("TESSERA_CUDA_GEMM_TILE");
+  if (!env || !*env) return {64, 64, 32};
+  std::vector<std::int64_t> t;
+  std::string text = env;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    try {
+      t.push_back(std::stoll(text.substr(at, comma - at)));
+    } catch (const std::exception&) {
+      t.clear();
+      break;
+    }
+    at = comma + 1;
+  }
+  if (t.size() != 3 || t[0] <= 0 || t[1] <= 0 || t[2] <= 0 || 256 % t[2] != 0) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_GEMM_TILE is '" + text +
+                                          "'; expected BM,BN,BK (positive, BK dividing 256), such as 64,64,32");
+  }
+  return t;
+}
+
+void retile_for_cuda(ir::Operation& func) {
+  const std::vector<std::int64_t> gemm = cuda_gemm_tile();
+  for (ir::Operation* k : kernels_of(func)) {
+    if (kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
   }
 }
 
