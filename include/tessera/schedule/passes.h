@@ -43,9 +43,10 @@ void choose_variants(ir::Operation& func, const VariantChooser& chooser = defaul
 
 void assign_tiles(ir::Operation& func);
 // The knobs of a CUDA executable where they differ from the CPU's: GEMM
-// blocks of 64x64x32 (enough thread blocks for a GPU at MLP sizes; the
-// scalar mma path keeps 128x128 tiles in too few blocks), or
-// $TESSERA_CUDA_GEMM_TILE = "BM,BN,BK". Numerics do not change.
+// blocks of 32x32x32, or $TESSERA_CUDA_GEMM_TILE = "BM,BN,BK". On an H100
+// the fp32 jit(grad) MLP step (B256, D1024) took 21.1 ms with the CPU's
+// 128x128x64 (too few thread blocks), 5.8 ms with 64x64x32 and 3.0 ms with
+// 32x32x32. Numerics do not change (the order depends on the shape alone).
 void retile_for_cuda(ir::Operation& func);
 void plan_buffers(ir::Operation& func);
 

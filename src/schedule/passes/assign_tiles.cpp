@@ -30,7 +30,7 @@ void assign_tiles(ir::Operation& func) {
 
 std::vector<std::int64_t> cuda_gemm_tile() {
   const char* env = std::getenv("TESSERA_CUDA_GEMM_TILE");
-  if (!env || !*env) return {64, 64, 32};
+  if (!env || !*env) return {32, 32, 32};
   std::vector<std::int64_t> t;
   std::string text = env;
   std::size_t at = 0;
