@@ -8,6 +8,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+
 #include "bindings.h"
 #include "tensor_args.h"
 #include "tessera/schedule/eager.h"
@@ -220,8 +222,10 @@ nb::object codes_to_numpy(const Tensor& device_tensor) {
 
 nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inputs, nb::dict attrs) {
   const ir::OpDef& def = ir::Registry::global().get(name);
-  // TESSERA_EAGER=compiled: cached single-op executables (tessera/schedule/eager.h).
-  auto results = schedule::eager_backend() == "compiled"
+  // TESSERA_EAGER=compiled, or an operand on a GPU: cached single-op
+  // executables (tessera/schedule/eager.h).
+  const bool on_gpu = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.is_cpu(); });
+  auto results = on_gpu || schedule::eager_backend() == "compiled"
                      ? schedule::run_op_compiled(def, inputs, attrs_from_python(def, attrs))
                      : graph::execute_op(def, inputs, attrs_from_python(def, attrs));
   if (results.size() == 1) return nb::cast(std::move(results[0]));

@@ -63,11 +63,15 @@ ir::Module one_op_module(const ir::OpDef& def, std::span<const Tensor> inputs, c
   return m;
 }
 
+std::string eager_backend_value() {
+  const char* env = std::getenv("TESSERA_EAGER");
+  return env && *env ? env : "reference";
+}
+
 }  // namespace
 
 std::string eager_backend() {
-  const char* env = std::getenv("TESSERA_EAGER");
-  const std::string value = env && *env ? env : "reference";
+  const std::string value = eager_backend_value();
   if (value != "reference" && value != "compiled") {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_EAGER is '" + value + "'; expected 'compiled' or 'reference'");
   }
@@ -79,7 +83,37 @@ std::size_t eager_cache_size() {
   return cache().executables.size();
 }
 
-std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+namespace {
+
+// The device an eager op runs on: its tensor operands' (one device), where a
+// 0-d host tensor (a Python scalar) goes along to a GPU operand's device.
+std::string device_of(const ir::OpDef& def, std::vector<Tensor>& inputs) {
+  std::string device = "cpu";
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < inputs.size() && device == "cpu"; ++i) {
+    if (!inputs[i].is_cpu()) {
+      device = inputs[i].device();
+      first = i;
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].device() == device) continue;
+    if (inputs[i].is_cpu() && inputs[i].rank() == 0) {
+      inputs[i] = inputs[i].to(device);
+      continue;
+    }
+    raise(ErrorCode::Device, def.name + ": operand " + std::to_string(first) + " is on " + device + " and operand " +
+                                 std::to_string(i) + " on " + inputs[i].device() + "; move them to one device with .to(...)");
+  }
+  return device;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> given, const ir::AttrMap& attrs) {
+  std::vector<Tensor> owned(given.begin(), given.end());
+  const std::string device = device_of(def, owned);
+  const std::span<const Tensor> inputs(owned);
   const ir::AttrMap full = ir::complete_attrs(def, attrs);
   // The shape-generic pattern when the op's shape rules accept it, else the exact shapes.
   std::vector<ir::Shape> shapes = shape_pattern(inputs);
@@ -93,7 +127,7 @@ std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor
       for (const Tensor& t : inputs) shapes.push_back(ir::fixed_shape(t.shape()));
     }
   }
-  std::string key = def.name + " " + ir::print_attr_map(full);
+  std::string key = device + " " + def.name + " " + ir::print_attr_map(full);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     key += " " + ir::print_type(ir::Type::tensor(shapes[i], inputs[i].policy()));
   }
@@ -109,7 +143,9 @@ std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor
     for (const Tensor& t : inputs) concrete.push_back(ir::Type::tensor(ir::fixed_shape(t.shape()), t.policy()));
     ir::infer_result_types(def, concrete, full, {});
     ir::Module m = one_op_module(def, inputs, shapes, full);
-    exe = compile_executable(m, "eager");
+    ExecutableOptions options;
+    options.device = device;
+    exe = compile_executable(m, "eager", options);
     std::lock_guard<std::mutex> lock(cache().mutex);
     cache().executables.emplace(key, exe);
   }

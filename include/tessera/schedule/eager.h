@@ -10,9 +10,13 @@
 // a pattern compiles (one host-compiler invocation, then the disk cache);
 // later calls run the cached executable.
 //
-// TESSERA_EAGER=compiled selects this path; the default stays the reference
-// executor until the common op families are compiled when Tessera is built
-// (docs/design/0005-schedule-ir.md says why).
+// TESSERA_EAGER=compiled selects this path on the host; the default there
+// stays the reference executor until the common op families are compiled
+// when Tessera is built (docs/design/0005-schedule-ir.md says why). Ops on
+// cuda tensors always take it, compiled for their device (NVRTC, cached on
+// disk, shape-generic the same way); a 0-d host operand (a Python scalar)
+// is copied to that device, and any other operand on another device is a
+// DeviceError naming both.
 #pragma once
 
 #include <span>
