@@ -171,6 +171,7 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
     }
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
+    if (tk.group_per_row) grid = n;
     if (tk.row_tiled) {
       const std::int64_t c = domain.back();
       grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);
@@ -237,7 +238,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->num_threads = options.num_threads;
   state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
   state->schedule = schedule_module(module, function);
-  if (state->device != "cpu") retile_for_cuda(*state->schedule.lookup(function));
+  set_target_knobs(*state->schedule.lookup(function), state->device != "cpu");
 
   ir::Operation& func = *state->schedule.lookup(function);
   for (ir::Operation* k : kernels_of(func)) {

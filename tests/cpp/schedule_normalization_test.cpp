@@ -2,6 +2,7 @@
 // for rows of up to kReductionBlock elements (same roundings, same scalings),
 // within tolerance beyond (the canonical blocked sum order).
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "schedule_test_support.h"
@@ -92,6 +93,49 @@ func @h(%x: tensor<[4, 5000] fp32>) -> (tensor<[4, 5000] fp32>, tensor<[4] fp32>
     const double absolute = k == 2 ? 1e-6 : 1e-9;
     for (std::size_t i = 0; i < g.size(); ++i) {
       EXPECT_NEAR(g[i], w[i], 1e-5 * std::fabs(w[i]) + absolute) << "result " << k << " element " << i;
+    }
+  }
+}
+
+// The cooperative form (a group of L lanes per row, the CUDA default) gives
+// the lane-per-row bits for every L: the same reference bits on rows of 200
+// with special values, and the same canonical sum on rows of 70000 (two
+// superblocks of block sums), also along an inner axis.
+TEST(ScheduleNormalization, CooperativeRowsGiveTheSameBitsForAnyLaneCount) {
+  const std::string text = R"(
+func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
+  %1 = graph.logsumexp %x {axis = -1} : tensor<[R] fp32>
+  %2 = graph.layernorm_safe %x, %g {axis = -1, eps = 1e-5} : tensor<[R, N] fp32>
+  %3 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : tensor<[R, N] fp32>
+  return %0, %1, %2, %3
+}
+func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3, 6] fp32>) {
+  %0 = graph.softmax_safe %x {axis = 1} : tensor<[3, 40, 6] fp32>
+  %1 = graph.logsumexp %x {axis = 1} : tensor<[3, 6] fp32>
+  return %0, %1
+}
+)";
+  struct Env {
+    explicit Env(const std::string& v) { setenv("TESSERA_ROW_LANES", v.c_str(), 1); }
+    ~Env() { unsetenv("TESSERA_ROW_LANES"); }
+  };
+  ir::Module m = ir::parse_module(text);
+  const std::vector<Tensor> long_args{sample({2, 70000}, kF32, 11, false), sample({70000}, kF32, 12, false)};
+  std::vector<Tensor> lane_per_row;
+  {
+    Env env("1");
+    lane_per_row = schedule::compile_executable(m, "c", test_options())->run(long_args);
+  }
+  for (const char* lanes : {"3", "32", "256"}) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes);
+    Env env(lanes);
+    auto exe = check_against_reference(text, "c", {special_rows(18, 200, kF32, 13), sample({200}, kF32, 14, false)});
+    EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
+    check_against_reference(text, "inner", {sample({3, 40, 6}, kF32, 15)});
+    const auto got = exe->run(long_args);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      schedule_test::expect_bitwise_equal(got[k], lane_per_row[k], "70000-element rows, result " + std::to_string(k));
     }
   }
 }

@@ -89,6 +89,8 @@ struct TileKernel {
   // lanes_per_group columns of one row (all dims but the last), so the grid
   // is numel(domain) / C * ceil(C / lanes_per_group), C = the last dim.
   bool row_tiled = false;
+  // One group per row (a cooperative normalization): the grid is the row count.
+  bool group_per_row = false;
   std::vector<IndexCheck> index_checks;
   std::optional<InverseIndex> inverse;
 };

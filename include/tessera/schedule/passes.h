@@ -42,12 +42,16 @@ const VariantChooser& default_variant_chooser();
 void choose_variants(ir::Operation& func, const VariantChooser& chooser = default_variant_chooser());
 
 void assign_tiles(ir::Operation& func);
-// The knobs of a CUDA executable where they differ from the CPU's: GEMM
-// blocks of 32x32x32, or $TESSERA_CUDA_GEMM_TILE = "BM,BN,BK". On an H100
-// the fp32 jit(grad) MLP step (B256, D1024) took 21.1 ms with the CPU's
-// 128x128x64 (too few thread blocks), 5.8 ms with 64x64x32 and 3.0 ms with
-// 32x32x32. Numerics do not change (the order depends on the shape alone).
-void retile_for_cuda(ir::Operation& func);
+// The knobs that depend on the target, set when an executable is compiled:
+// - on CUDA, GEMM blocks of 32x32x32, or $TESSERA_CUDA_GEMM_TILE =
+//   "BM,BN,BK". On an H100 the fp32 jit(grad) MLP step (B256, D1024) took
+//   21.1 ms with the CPU's 128x128x64 (too few thread blocks), 5.8 ms with
+//   64x64x32 and 3.0 ms with 32x32x32;
+// - normalization kernels get `row_lanes` lanes per row (a group per row)
+//   on CUDA, 256 or $TESSERA_ROW_LANES; on the CPU a lane per row unless
+//   $TESSERA_ROW_LANES says otherwise (tests run the cooperative form there).
+// Numerics do not change: the summation order depends on the shape alone.
+void set_target_knobs(ir::Operation& func, bool cuda);
 void plan_buffers(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.

@@ -2,6 +2,7 @@
 // attribute for the templates (and, later, autotuning) to read. Knobs never
 // change numerics: reduction orders depend on the shape alone.
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "tessera/schedule/passes.h"
@@ -51,10 +52,31 @@ std::vector<std::int64_t> cuda_gemm_tile() {
   return t;
 }
 
-void retile_for_cuda(ir::Operation& func) {
-  const std::vector<std::int64_t> gemm = cuda_gemm_tile();
+// $TESSERA_ROW_LANES: lanes per row of normalization kernels (1: a lane per row).
+std::optional<std::int64_t> row_lanes_from_env() {
+  const char* env = std::getenv("TESSERA_ROW_LANES");
+  if (!env || !*env) return std::nullopt;
+  std::int64_t v = 0;
+  try {
+    std::size_t used = 0;
+    v = std::stoll(env, &used);
+    if (used != std::string(env).size()) v = 0;
+  } catch (const std::exception&) {
+    v = 0;
+  }
+  if (v < 1 || v > 256) {
+    raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ROW_LANES is '") + env + "'; expected 1 to 256");
+  }
+  return v;
+}
+
+void set_target_knobs(ir::Operation& func, bool cuda) {
+  const std::optional<std::int64_t> lanes_env = row_lanes_from_env();
+  const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 256 : 1);
+  const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
-    if (kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
+    if (cuda && kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
+    if (kernel_family(*k) == Family::normalization && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
   }
 }
 

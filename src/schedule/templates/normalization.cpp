@@ -10,6 +10,14 @@
 //              mean of squares of the rescaled deviations (fmas); output
 //   rmsnorm:   max|x| and finiteness; mean of squares; output
 //
+// With the `row_lanes` knob L > 1 (CUDA executables), a group of L lanes
+// shares one row instead: max passes split the row over the lanes and fold
+// their results in lane order (max is exact, so any order gives the same
+// value); blocked sums give lane t the 256-element blocks t, t + L, ... of
+// each superblock, park the block sums in shared memory, and lane 0 adds
+// them in block order, so the sum is the canonical one bit for bit; output
+// passes are strided over the lanes (coalesced on a GPU).
+//
 // Every intermediate is rounded to the accumulation type exactly where the
 // reference rounds it, with the same power-of-two scalings, so rows of up to
 // kReductionBlock elements agree with the reference bit for bit; longer rows
@@ -24,6 +32,7 @@
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
+#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
 
@@ -36,6 +45,9 @@ using ir::Value;
 const NumericsPolicy kF64 = default_policy(DType::fp64);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::int64_t kNoExponent = std::numeric_limits<int>::min() / 2;  // the reference's "no term"
+// Shared memory of a cooperative kernel: at most two fold passes of three
+// arrays of L + 1 eight-byte values (L <= 256) and two block-sum arrays.
+constexpr std::int64_t kCoopSharedBytes = 40 * 1024;
 
 class NormalizationBuilder {
  public:
@@ -43,7 +55,10 @@ class NormalizationBuilder {
       : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
 
   TileKernel build() {
-    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64;
+    row_lanes_ = kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
+    coop_ = row_lanes_ > 1;
+    const std::int64_t lanes =
+        coop_ ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     const Value* x = root_.operand(0);
     const std::size_t rank = x->type().rank();
     axis_ = graph::normalize_axis(root_.attrs().get_int("axis"), rank);
@@ -62,8 +77,9 @@ class NormalizationBuilder {
       params.emplace_back("x" + std::to_string(d), Type::lane(DType::int64));
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
     }
-    ir::Operation* func =
-        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
+    if (coop_) options.shared_bytes = kCoopSharedBytes;
+    ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
     std::vector<Value*> dims;
@@ -73,7 +89,8 @@ class NormalizationBuilder {
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* o = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    lid_ = lid;
+    Value* o = coop_ ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     // Rows: numel(x) / L for results of x's shape, numel(domain) for logsumexp.
     Value* rows = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     const bool same_shape = root_.name() != "graph.logsumexp";
@@ -81,17 +98,27 @@ class NormalizationBuilder {
       rows = op2(b, "div", rows, dims[static_cast<std::size_t>(axis_)]);
       result.rows_of = std::make_pair(x_index, static_cast<std::size_t>(axis_));
     }
-    tile::build_if(
-        b, cmp(b, "lt", o, rows), {},
-        [&](ir::OpBuilder& then, std::span<Value* const>) {
-          row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
-          length_ = row_->length();
-          if (root_.name() == "graph.softmax_safe") softmax(then);
-          else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
-          else normalize(then, root_.name() == "graph.layernorm_safe");
-          return std::vector<Value*>{};
-        },
-        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    auto body = [&](ir::OpBuilder& then) {
+      row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
+      length_ = row_->length();
+      if (root_.name() == "graph.softmax_safe") softmax(then);
+      else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
+      else normalize(then, root_.name() == "graph.layernorm_safe");
+    };
+    if (coop_) {
+      // One group per row (the executable launches exactly the rows):
+      // control flow stays uniform around the barriers.
+      result.group_per_row = true;
+      body(b);
+    } else {
+      tile::build_if(
+          b, cmp(b, "lt", o, rows), {},
+          [&](ir::OpBuilder& then, std::span<Value* const>) {
+            body(then);
+            return std::vector<Value*>{};
+          },
+          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    }
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
@@ -127,15 +154,127 @@ class NormalizationBuilder {
     b.create("tile.store_elem", {out_buffer_, index, v.stored});
   }
 
+  // ---- passes over the row: one lane, or the group's lanes together ----
+
+  // A pass carrying values (max, flags, counts) folded with `combine`,
+  // which must be associative and commutative on the values it sees.
+  using Combine = std::function<std::vector<Value*>(ir::OpBuilder&, std::span<Value* const>, std::span<Value* const>)>;
+  std::vector<Value*> fold_pass(ir::OpBuilder& b, std::vector<Value*> inits, const PassStep& step,
+                                const Combine& combine) {
+    if (!coop_) return row_pass(b, integer(b, 0), length_, std::move(inits), step);
+    ir::Operation* loop = tile::build_for(b, lid_, length_, integer(b, row_lanes_), inits,
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            return step(lb, a[0], a.subspan(1));
+                                          });
+    // Each lane's values to shared memory; lane 0 folds them in lane order
+    // into slot L; every lane reads slot L.
+    std::vector<Value*> arrays;
+    for (std::size_t k = 0; k < inits.size(); ++k) {
+      arrays.push_back(shared(b, inits[k]->type().policy, row_lanes_ + 1));
+      b.create("tile.store_elem", {arrays[k], lid_, loop->result(k)});
+    }
+    b.create("tile.barrier", {});
+    Value* slot = integer(b, row_lanes_);
+    tile::build_if(
+        b, cmp(b, "eq", lid_, integer(b, 0)), {},
+        [&](ir::OpBuilder& lb, std::span<Value* const>) {
+          ir::Operation* fold = tile::build_for(
+              lb, integer(lb, 0), integer(lb, row_lanes_), integer(lb, 1), inits,
+              [&](ir::OpBuilder& fb, std::span<Value* const> a) {
+                std::vector<Value*> theirs;
+                for (Value* arr : arrays) theirs.push_back(tile::build(fb, "tile.load_elem", {arr, a[0]}));
+                return combine(fb, a.subspan(1), theirs);
+              });
+          for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], slot, fold->result(k)});
+          return std::vector<Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    b.create("tile.barrier", {});
+    std::vector<Value*> out;
+    for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, slot}));
+    return out;
+  }
+
+  // A pass without carried values (the output pass): strided over the lanes.
+  void each_element(ir::OpBuilder& b, const std::function<void(ir::OpBuilder&, Value*)>& body) {
+    Value* from = coop_ ? lid_ : integer(b, 0);
+    Value* step = integer(b, coop_ ? row_lanes_ : 1);
+    tile::build_for(b, from, length_, step, {}, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+      body(lb, a[0]);
+      return std::vector<Value*>{};
+    });
+  }
+
+  // The canonical blocked sum (row_loops.h); with the group's lanes, lane t
+  // sums blocks t, t + L, .. of each superblock and lane 0 adds the block
+  // sums in order, exactly as blocked_sum's middle loop does.
+  Value* sum(ir::OpBuilder& b, const SumStep& step) {
+    if (!coop_) return blocked_sum(b, length_, acc_, step);
+    Value* zero = acc_real(b, 0.0);
+    Value* one = integer(b, 1);
+    Value* block = integer(b, kReductionBlock);
+    auto ceil_div = [&](Value* a) { return op2(b, "div", op2(b, "add", a, integer(b, kReductionBlock - 1)), block); };
+    Value* num_blocks = ceil_div(length_);
+    Value* num_super = ceil_div(num_blocks);
+    Value* partial = shared(b, acc_, kReductionBlock + 1);
+    Value* slot = integer(b, kReductionBlock);
+    ir::Operation* outer = tile::build_for(
+        b, integer(b, 0), num_super, one, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+          Value* b_lo = op2(sb, "mul", s[0], block);
+          Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
+          tile::build_for(sb, op2(sb, "add", b_lo, lid_), b_hi, integer(sb, row_lanes_), {},
+                          [&](ir::OpBuilder& bb, std::span<Value* const> j) {
+                            Value* r_lo = op2(bb, "mul", j[0], block);
+                            Value* r_hi = op2(bb, "min", length_, op2(bb, "add", r_lo, block));
+                            ir::Operation* inner = tile::build_for(
+                                bb, r_lo, r_hi, integer(bb, 1), {acc_real(bb, 0.0)},
+                                [&](ir::OpBuilder& eb, std::span<Value* const> e) {
+                                  return std::vector<Value*>{step(eb, e[0], e[1])};
+                                });
+                            bb.create("tile.store_elem", {partial, op2(bb, "sub", j[0], b_lo), inner->result(0)});
+                            return std::vector<Value*>{};
+                          });
+          sb.create("tile.barrier", {});
+          tile::build_if(
+              sb, cmp(sb, "eq", lid_, integer(sb, 0)), {},
+              [&](ir::OpBuilder& lb, std::span<Value* const>) {
+                ir::Operation* mid = tile::build_for(
+                    lb, integer(lb, 0), op2(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
+                    [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                      Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
+                      return std::vector<Value*>{op2(kb, "add", k[1], part)};
+                    });
+                lb.create("tile.store_elem", {partial, slot, mid->result(0)});
+                return std::vector<Value*>{};
+              },
+              [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+          sb.create("tile.barrier", {});
+          Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
+          // Every lane has read the slot before the next superblock writes partials.
+          sb.create("tile.barrier", {});
+          return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
+        });
+    return outer->result(0);
+  }
+
+  // A shared array of n values of `p` (coop mode).
+  Value* shared(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
+    return tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({n})}, {"policy", default_policy(p.storage)}});
+  }
+
   // Max (NaN ignored, as std::max), NaN seen, and the count of +inf.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
-    return row_pass(b, integer(b, 0), length_, {real(b, -kInf), boolean(b, false), integer(b, 0)},
+    return fold_pass(b, {real(b, -kInf), boolean(b, false), integer(b, 0)},
                     [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
                       Value* v = x64(lb, r);
                       Value* is_inf = cmp(lb, "eq", v, real(lb, kInf));
                       return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
                                                  op2(lb, "or", c[1], cmp(lb, "ne", v, v)),
                                                  op2(lb, "add", c[2], select(lb, is_inf, integer(lb, 1), integer(lb, 0)))};
+                    },
+                    [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+                      return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                                 op2(fb, "or", a[1], c[1]), op2(fb, "add", a[2], c[2])};
                     });
   }
 
@@ -157,20 +296,19 @@ class NormalizationBuilder {
     // instead of computing exp again. Normalization results never share a
     // buffer with their input (plan_buffers), so x stays readable.
     const bool keep_e = root_.result(0)->type().policy.storage == acc_.storage;
-    Value* s = blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
       Value* e = shifted_exp(eb, r, m_acc);
       if (keep_e) store(eb, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
-    row_pass(b, integer(b, 0), length_, {}, [&](ir::OpBuilder& lb, Value* r, std::span<Value* const>) {
+    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
       Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})))
                         : shifted_exp(lb, r, m_acc);
       Value* normal = quotient(lb, e, s);
       Value* inf_row = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
       Value* y = select(lb, bad, acc_real(lb, std::nan("")), select(lb, m_is_inf, inf_row, normal));
       store(lb, row_->offset(lb, r), y);
-      return std::vector<Value*>{};
     });
   }
 
@@ -179,22 +317,36 @@ class NormalizationBuilder {
     Value* m = stats[0];
     Value* m_is_inf = cmp(b, "eq", op1(b, "abs", m), real(b, kInf));
     Value* m_acc = to_acc(b, select(b, m_is_inf, real(b, 0.0), m));
-    Value* s = blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
       return op2(eb, "add", acc, shifted_exp(eb, r, m_acc));
     });
     Value* normal = op2(b, "add", m_acc, to_acc(b, op1(b, "log", to64(b, s))));
     Value* y = select(b, stats[1], acc_real(b, std::nan("")), select(b, m_is_inf, to_acc(b, m), normal));
-    store(b, o, y);
+    if (coop_) {
+      tile::build_if(
+          b, cmp(b, "eq", lid_, integer(b, 0)), {},
+          [&](ir::OpBuilder& lb, std::span<Value* const>) {
+            store(lb, o, y);
+            return std::vector<Value*>{};
+          },
+          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    } else {
+      store(b, o, y);
+    }
   }
 
   // Max |v| (NaN ignored) and whether some v is not finite.
   std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b, const std::function<Value*(ir::OpBuilder&, Value*)>& value) {
-    auto r = row_pass(b, integer(b, 0), length_, {real(b, 0.0), boolean(b, false)},
-                      [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
-                        Value* a = op1(lb, "abs", to64(lb, value(lb, i)));
-                        return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
-                                                   op2(lb, "or", c[1], not_(lb, cmp(lb, "lt", a, real(lb, kInf))))};
-                      });
+    auto r = fold_pass(b, {real(b, 0.0), boolean(b, false)},
+                       [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
+                         Value* a = op1(lb, "abs", to64(lb, value(lb, i)));
+                         return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
+                                                    op2(lb, "or", c[1], not_(lb, cmp(lb, "lt", a, real(lb, kInf))))};
+                       },
+                       [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                                    op2(fb, "or", a[1], c[1])};
+                       });
     return {r[0], r[1]};
   }
 
@@ -211,9 +363,7 @@ class NormalizationBuilder {
     Value* K = k;
     Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
     if (center) {
-      Value* mu = mean(b, blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-                         return op2(eb, "add", acc, u(eb, r));
-                       }));
+      Value* mu = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) { return op2(eb, "add", acc, u(eb, r)); }));
       auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
       Value* wmax = abs_max_pass(b, w).first;
       Value* minus_j = op1(b, "neg", op1(b, "frexp_exp", wmax));
@@ -221,7 +371,7 @@ class NormalizationBuilder {
       all_zero = cmp(b, "eq", wmax, real(b, 0.0));
       z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled(lb, w(lb, r), minus_j); };
     }
-    Value* ms = mean(b, blocked_sum(b, length_, acc_, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+    Value* ms = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
                        Value* v = z(eb, r);
                        return fma(eb, v, v, acc);
                      }));
@@ -243,7 +393,7 @@ class NormalizationBuilder {
       d = select(b, degenerate, acc_real(b, 0.0), d);
       shift = select(b, degenerate, integer(b, 0), shift);
     }
-    row_pass(b, integer(b, 0), length_, {}, [&](ir::OpBuilder& lb, Value* r, std::span<Value* const>) {
+    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
       Value* zr = z(lb, r);
       Value* y = scaled(lb, quotient(lb, zr, d), shift);
       y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
@@ -253,7 +403,6 @@ class NormalizationBuilder {
         y = op2(lb, "mul", y, param(lb, 0, r));
       }
       store(lb, row_->offset(lb, r), y);
-      return std::vector<Value*>{};
     });
   }
 
@@ -269,6 +418,9 @@ class NormalizationBuilder {
   std::int64_t axis_ = 0;
   NumericsPolicy acc_;
   std::optional<RowIndex> row_;
+  std::int64_t row_lanes_ = 1;
+  bool coop_ = false;
+  Value* lid_ = nullptr;
   Value* length_ = nullptr;
   Value* out_buffer_ = nullptr;
   std::vector<Value*> params_;
