@@ -72,7 +72,7 @@ std::optional<std::int64_t> row_lanes_from_env() {
 
 void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<std::int64_t> lanes_env = row_lanes_from_env();
-  const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 256 : 1);
+  const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
     if (cuda && kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
