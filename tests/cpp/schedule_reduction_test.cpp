@@ -4,6 +4,8 @@
 // results agree bit for bit; longer sums follow the blocked order exactly.
 #include <random>
 
+#include <cstdlib>
+
 #include "schedule_test_support.h"
 #include "tessera/schedule/lower_to_tile.h"
 
@@ -129,6 +131,50 @@ func @t(%x: tensor<[64, 70000] fp32>) -> (tensor<[64] fp32>, tensor<[70000] fp32
     auto b = exe->run(args);
     expect_bitwise_equal(b[0], a[0], "rows, run " + std::to_string(run));
     expect_bitwise_equal(b[1], a[1], "columns, run " + std::to_string(run));
+  }
+}
+
+// Sums and means with a group of lanes per output element (the CUDA
+// default; TESSERA_ROW_LANES forces it here) give the lane-per-output bits:
+// the reference's on short rows with a fused consumer and scattered axes,
+// and the same canonical sum on rows of 70000 (two superblocks), for any
+// lane count. max and argmax keep a lane per output.
+TEST(ScheduleReduction, CooperativeSumsGiveTheSameBitsForAnyLaneCount) {
+  const std::string text = R"(
+func @r(%x: tensor<[6, 70000] fp32>) -> (tensor<[6] fp32>, tensor<[6] fp32>, tensor<[6] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[6] fp32>
+  %1 = graph.mean %x {axes = [1]} : tensor<[6] fp32>
+  %2 = graph.max %x {axes = [1]} : tensor<[6] fp32>
+  return %0, %1, %2
+}
+func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
+  %0 = graph.sum %x {axes = [0, 2]} : tensor<[7] fp32>
+  %c = graph.constant {policy = policy<fp32>, shape = shape<[]>, value = dense<[0.5]>} : tensor<[] fp32>
+  %1 = graph.mean %x {axes = [1]} : tensor<[5, 9] fp32>
+  %2 = graph.mul %1, %c : tensor<[5, 9] fp32>
+  return %0, %2
+}
+)";
+  struct Env {
+    explicit Env(const std::string& v) { setenv("TESSERA_ROW_LANES", v.c_str(), 1); }
+    ~Env() { unsetenv("TESSERA_ROW_LANES"); }
+  };
+  ir::Module m = ir::parse_module(text);
+  const std::vector<Tensor> long_args{sample({6, 70000}, kF32, 21, false)};
+  std::vector<Tensor> one_lane;
+  {
+    Env env("1");
+    one_lane = schedule::compile_executable(m, "r", test_options())->run(long_args);
+  }
+  for (const char* lanes : {"2", "32", "256"}) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes);
+    Env env(lanes);
+    auto exe = check_against_reference(text, "s", {sample({5, 7, 9}, kF32, 22)});
+    EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
+    const auto got = schedule::compile_executable(m, "r", test_options())->run(long_args);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      expect_bitwise_equal(got[k], one_lane[k], "70000-element rows, result " + std::to_string(k));
+    }
   }
 }
 

@@ -76,7 +76,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
     if (cuda && kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
-    if (kernel_family(*k) == Family::normalization && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    const Family f = kernel_family(*k);
+    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
   }
 }
 

@@ -210,57 +210,10 @@ class NormalizationBuilder {
   // sums in order, exactly as blocked_sum's middle loop does.
   Value* sum(ir::OpBuilder& b, const SumStep& step) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
-    Value* zero = acc_real(b, 0.0);
-    Value* one = integer(b, 1);
-    Value* block = integer(b, kReductionBlock);
-    auto ceil_div = [&](Value* a) { return op2(b, "div", op2(b, "add", a, integer(b, kReductionBlock - 1)), block); };
-    Value* num_blocks = ceil_div(length_);
-    Value* num_super = ceil_div(num_blocks);
-    Value* partial = shared(b, acc_, kReductionBlock + 1);
-    Value* slot = integer(b, kReductionBlock);
-    ir::Operation* outer = tile::build_for(
-        b, integer(b, 0), num_super, one, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-          Value* b_lo = op2(sb, "mul", s[0], block);
-          Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
-          tile::build_for(sb, op2(sb, "add", b_lo, lid_), b_hi, integer(sb, row_lanes_), {},
-                          [&](ir::OpBuilder& bb, std::span<Value* const> j) {
-                            Value* r_lo = op2(bb, "mul", j[0], block);
-                            Value* r_hi = op2(bb, "min", length_, op2(bb, "add", r_lo, block));
-                            ir::Operation* inner = tile::build_for(
-                                bb, r_lo, r_hi, integer(bb, 1), {acc_real(bb, 0.0)},
-                                [&](ir::OpBuilder& eb, std::span<Value* const> e) {
-                                  return std::vector<Value*>{step(eb, e[0], e[1])};
-                                });
-                            bb.create("tile.store_elem", {partial, op2(bb, "sub", j[0], b_lo), inner->result(0)});
-                            return std::vector<Value*>{};
-                          });
-          sb.create("tile.barrier", {});
-          tile::build_if(
-              sb, cmp(sb, "eq", lid_, integer(sb, 0)), {},
-              [&](ir::OpBuilder& lb, std::span<Value* const>) {
-                ir::Operation* mid = tile::build_for(
-                    lb, integer(lb, 0), op2(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
-                    [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                      Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
-                      return std::vector<Value*>{op2(kb, "add", k[1], part)};
-                    });
-                lb.create("tile.store_elem", {partial, slot, mid->result(0)});
-                return std::vector<Value*>{};
-              },
-              [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
-          sb.create("tile.barrier", {});
-          Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
-          // Every lane has read the slot before the next superblock writes partials.
-          sb.create("tile.barrier", {});
-          return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
-        });
-    return outer->result(0);
+    return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
   }
 
-  // A shared array of n values of `p` (coop mode).
-  Value* shared(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
-    return tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({n})}, {"policy", default_policy(p.storage)}});
-  }
+  Value* shared(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) { return shared_array(b, p, n); }
 
   // Max (NaN ignored, as std::max), NaN seen, and the count of +inf.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {

@@ -13,13 +13,20 @@
 //
 // Reduced elements are enumerated row-major over the reduced axes (RowIndex,
 // row_loops.h).
+//
+// With the `row_lanes` knob L > 1 (CUDA executables), a sum or mean takes a
+// group of L lanes per output element: blocked_sum_cooperative gives the
+// same bits, and lane 0 runs the consumers and stores. max, min and argmax
+// keep a lane per output element.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
+#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
 
@@ -52,7 +59,11 @@ class ReductionBuilder {
 
   TileKernel build() {
     const ir::Shape& domain = kernel_.attrs().get_shape("domain");
-    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64;
+    const bool is_sum = root_.name() == "graph.sum" || root_.name() == "graph.mean";
+    row_lanes_ = is_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
+    const bool coop = row_lanes_ > 1;
+    const std::int64_t lanes =
+        coop ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_in = body_.num_arguments();
     const std::size_t num_out = yield.num_operands();
@@ -85,8 +96,9 @@ class ReductionBuilder {
     if (root_.name() != "graph.sum" && root_.name() != "graph.mean") {
       for (auto a : axes_) result.nonempty_dims.emplace_back(x_index, static_cast<std::size_t>(a));
     }
-    ir::Operation* func =
-        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
+    if (coop) options.shared_bytes = (kReductionBlock + 1) * 8;
+    ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
     std::vector<Value*> dims;
@@ -97,26 +109,44 @@ class ReductionBuilder {
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* o = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    lid_ = lid;
+    Value* o = coop ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    tile::build_if(
-        b, cmp(b, "lt", o, n), {},
-        [&](ir::OpBuilder& then, std::span<Value* const>) {
-          LaneProgram lanes_of(domain, o, dims);
-          for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
-          rows_.emplace(then, x_, xdims_, axes_, o);
-          lanes_of.bind_value(root_.result(0), reduce(then, lanes_of));
-          // Splat constants copied in before the root feed the consumers.
-          for (const auto& op : body_.ops()) {
-            if (op.get() == body_.terminator()) break;
-            if (op.get() != &root_) lanes_of.lower_op(then, *op);
-          }
-          for (std::size_t j = 0; j < num_out; ++j) {
-            then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
-          }
-          return std::vector<Value*>{};
-        },
-        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    LaneProgram lanes_of(domain, o, dims);
+    for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
+    auto consume = [&](ir::OpBuilder& then, LaneValue reduced) {
+      lanes_of.bind_value(root_.result(0), reduced);
+      // Splat constants copied in before the root feed the consumers.
+      for (const auto& op : body_.ops()) {
+        if (op.get() == body_.terminator()) break;
+        if (op.get() != &root_) lanes_of.lower_op(then, *op);
+      }
+      for (std::size_t j = 0; j < num_out; ++j) {
+        then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
+      }
+    };
+    auto on_lane = [&](Value* cond, const std::function<void(ir::OpBuilder&)>& body) {
+      tile::build_if(
+          b, cond, {},
+          [&](ir::OpBuilder& then, std::span<Value* const>) {
+            body(then);
+            return std::vector<Value*>{};
+          },
+          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    };
+    if (coop) {
+      // A group per output element (the executable launches exactly n): the
+      // lanes share the sum under uniform control flow, lane 0 finishes.
+      result.group_per_row = true;
+      rows_.emplace(b, x_, xdims_, axes_, o);
+      const LaneValue reduced = reduce(b, lanes_of);
+      on_lane(cmp(b, "eq", lid, tile::build_int(b, 0)), [&](ir::OpBuilder& then) { consume(then, reduced); });
+    } else {
+      on_lane(cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
+        rows_.emplace(then, x_, xdims_, axes_, o);
+        consume(then, reduce(then, lanes_of));
+      });
+    }
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
@@ -168,9 +198,11 @@ class ReductionBuilder {
   // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
   Value* blocked_sum(ir::OpBuilder& b) {
     const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
-    return templates::blocked_sum(b, length_, acc_policy, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+    const SumStep step = [&](ir::OpBuilder& eb, Value* r, Value* acc) {
       return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
-    });
+    };
+    if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_);
+    return templates::blocked_sum(b, length_, acc_policy, step);
   }
 
   const ir::Operation& kernel_;
@@ -183,6 +215,8 @@ class ReductionBuilder {
   Value* x_ = nullptr;
   std::optional<RowIndex> rows_;
   Value* length_ = nullptr;
+  std::int64_t row_lanes_ = 1;
+  Value* lid_ = nullptr;
 };
 
 }  // namespace

@@ -45,6 +45,17 @@ using SumStep = std::function<ir::Value*(ir::OpBuilder& b, ir::Value* r, ir::Val
 // The canonical blocked sum over r in [0, length) at `acc_policy`.
 ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy, const SumStep& step);
 
+// The same sum computed by a group of `lanes` lanes sharing the row (`lane`
+// = tile.linear_id): lane t sums the 256-element blocks t, t + lanes, .. of
+// each superblock into shared memory, and lane 0 adds the block sums in
+// block order, so the result has the bits of blocked_sum. Every lane gets
+// the sum; call it under uniform control flow (it has barriers).
+ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
+                                   const SumStep& step, ir::Value* lane, std::int64_t lanes);
+
+// A shared-memory array of n values of p's storage type.
+ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);
+
 // A sequential pass over r in [0, length) carrying `inits` (max, flags, ..).
 using PassStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r, std::span<ir::Value* const> carried)>;
 std::vector<ir::Value*> row_pass(ir::OpBuilder& b, ir::Value* from, ir::Value* length, std::vector<ir::Value*> inits,
