@@ -8,6 +8,7 @@ Rows:
   step, against torch (eager autograd) doing the same gradients;
 - a 5-op elementwise chain over 16M fp32 elements, against torch eager;
 - softmax_safe over 4096x4096 fp32, against torch.softmax;
+- sums of 4096x4096 fp32 over the last and the first axis, against torch.sum;
 - the first call of jit(grad) with an empty kernel cache (NVRTC compiles),
   and in a second process with a warm cache.
 Each Tessera result is checked against torch first (fp32, 1e-4 relative).
@@ -113,6 +114,13 @@ def main():
     a = seconds(lambda: sm(st), sync=sync)
     b = seconds(lambda: torch.softmax(sto, -1), sync=sync)
     rows.append(("softmax_safe 4096^2 fp32", a, b))
+
+    for axis in (-1, 0):
+        red = tessera.jit(lambda x, axis=axis: ops.sum(x, axis=axis))
+        np.testing.assert_allclose(red(st).numpy(), torch.sum(sto, axis).cpu().numpy(), rtol=1e-4, atol=1e-3)
+        a = seconds(lambda: red(st), sync=sync)
+        b = seconds(lambda: torch.sum(sto, axis), sync=sync)
+        rows.append((f"sum axis {axis} 4096^2 fp32", a, b))
 
     print(f"{'benchmark':<28} {'tessera ms':>11} {'torch ms':>9} {'vs torch':>9}")
     for name, a, b in rows:
