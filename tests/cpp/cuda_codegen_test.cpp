@@ -171,11 +171,12 @@ TEST(CudaCodegenGpu, ScaleMatchesHandComputedValues) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(v[i], want[i]) << i;
 }
 
-// Deferred checking (compiled executables): the launch does not synchronize;
-// the kernel writes its fault into the caller's record, which describe_fault
-// reads back into the message the synchronous launch raises.
-TEST(CudaCodegenGpu, FaultRecordGivenByTheCallerIsDescribedLater) {
-  if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
+// A kernel whose last lane loads one element past x (extent 5), and its buffers on cuda:0.
+struct ShiftKernel {
+  cu::CompiledKernel kernel;
+  tessera::Tensor x, y;
+};
+ShiftKernel shift_kernel() {
   const char* src = R"(
 @kernel
 def shift(x: f32[n], y: mut f32[n]):
@@ -183,10 +184,18 @@ def shift(x: f32[n], y: mut f32[n]):
     y[i] = x[i + 1]
 )";
   std::vector<Kernel> ks = tessera::kernels_from_source(src, "shift.tsr");
-  const cu::CompiledKernel k = cu::compile_kernel(ks.at(0).specialize()->func());
   tessera::NumericsPolicy f32;
-  tessera::Tensor x = tessera::Tensor::from_values(std::vector<double>(5, 1.0), {5}, f32).to("cuda:0");
-  tessera::Tensor y = tessera::Tensor::from_values(std::vector<double>(5, 0.0), {5}, f32).to("cuda:0");
+  return {cu::compile_kernel(ks.at(0).specialize()->func()),
+          tessera::Tensor::from_values(std::vector<double>(5, 1.0), {5}, f32).to("cuda:0"),
+          tessera::Tensor::from_values(std::vector<double>(5, 0.0), {5}, f32).to("cuda:0")};
+}
+
+// Deferred checking (compiled executables): the launch does not synchronize;
+// the kernel writes its fault into the caller's record, which describe_fault
+// reads back into the message the synchronous launch raises.
+TEST(CudaCodegenGpu, FaultRecordGivenByTheCallerIsDescribedLater) {
+  if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
+  auto [k, x, y] = shift_kernel();
   auto record = cu::allocate_shared(0, cu::kFaultRecordBytes);
   cu::memset_async(0, reinterpret_cast<cu::DevicePtr>(record.get()), 0, cu::kFaultRecordBytes);
   cu::KernelLaunchOptions o;
@@ -206,17 +215,7 @@ def shift(x: f32[n], y: mut f32[n]):
 
 TEST(CudaCodegenGpu, OutOfBoundsLoadIsRaisedNamingTheParameter) {
   if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
-  const char* src = R"(
-@kernel
-def shift(x: f32[n], y: mut f32[n]):
-    i = tile.linear_id()
-    y[i] = x[i + 1]
-)";
-  std::vector<Kernel> ks = tessera::kernels_from_source(src, "shift.tsr");
-  const cu::CompiledKernel k = cu::compile_kernel(ks.at(0).specialize()->func());
-  tessera::NumericsPolicy f32;
-  tessera::Tensor x = tessera::Tensor::from_values(std::vector<double>(5, 1.0), {5}, f32).to("cuda:0");
-  tessera::Tensor y = tessera::Tensor::from_values(std::vector<double>(5, 0.0), {5}, f32).to("cuda:0");
+  auto [k, x, y] = shift_kernel();
   try {
     cu::launch(k, -1, {x, y});
     FAIL() << "expected IndexOutOfRange";

@@ -116,20 +116,16 @@ func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3,
   return %0, %1
 }
 )";
-  struct Env {
-    explicit Env(const std::string& v) { setenv("TESSERA_ROW_LANES", v.c_str(), 1); }
-    ~Env() { unsetenv("TESSERA_ROW_LANES"); }
-  };
   ir::Module m = ir::parse_module(text);
   const std::vector<Tensor> long_args{sample({2, 70000}, kF32, 11, false), sample({70000}, kF32, 12, false)};
   std::vector<Tensor> lane_per_row;
   {
-    Env env("1");
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "1");
     lane_per_row = schedule::compile_executable(m, "c", test_options())->run(long_args);
   }
   for (const char* lanes : {"3", "32", "256"}) {
     SCOPED_TRACE(std::string("row lanes ") + lanes);
-    Env env(lanes);
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
     auto exe = check_against_reference(text, "c", {special_rows(18, 200, kF32, 13), sample({200}, kF32, 14, false)});
     EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
     check_against_reference(text, "inner", {sample({3, 40, 6}, kF32, 15)});

@@ -155,20 +155,16 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
   return %0, %2
 }
 )";
-  struct Env {
-    explicit Env(const std::string& v) { setenv("TESSERA_ROW_LANES", v.c_str(), 1); }
-    ~Env() { unsetenv("TESSERA_ROW_LANES"); }
-  };
   ir::Module m = ir::parse_module(text);
   const std::vector<Tensor> long_args{sample({6, 70000}, kF32, 21, false)};
   std::vector<Tensor> one_lane;
   {
-    Env env("1");
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "1");
     one_lane = schedule::compile_executable(m, "r", test_options())->run(long_args);
   }
   for (const char* lanes : {"2", "32", "256"}) {
     SCOPED_TRACE(std::string("row lanes ") + lanes);
-    Env env(lanes);
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
     auto exe = check_against_reference(text, "s", {sample({5, 7, 9}, kF32, 22)});
     EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
     const auto got = schedule::compile_executable(m, "r", test_options())->run(long_args);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -23,6 +24,18 @@ inline schedule::ExecutableOptions test_options() {
   o.cpu.cache_dir = (std::filesystem::temp_directory_path() / "tessera-schedule-tests").string();
   return o;
 }
+
+// Sets an environment variable for a scope (the knobs tests force, such as
+// TESSERA_ROW_LANES), unsetting it at the end.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 // Values covering signs, zero, tiny and large magnitudes, NaN and infinities.
 inline Tensor sample(std::vector<std::int64_t> shape, const NumericsPolicy& p, unsigned seed, bool specials = true) {
