@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -387,7 +388,17 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
         out = slots[static_cast<std::size_t>(slot)];
       } else {
         // Every template writes each element of its outputs.
-        out = Tensor::empty(concrete_sizes(t, bindings), t.policy, device);
+        const std::vector<std::int64_t> sizes = concrete_sizes(t, bindings);
+        try {
+          out = Tensor::empty(sizes, t.policy, device);
+        } catch (const std::bad_alloc&) {
+          const ir::Operation& first = kernel_root_op(k);
+          raise(ErrorCode::OutOfMemory,
+                "kernel " + kernel_name(k) + " (" + std::string(first.name()) + "): cannot allocate its result " +
+                    ir::print_type(ir::Type::tensor(ir::fixed_shape(sizes), t.policy)) + " (" +
+                    std::to_string(graph::numel_of(sizes)) + " elements) on " + device,
+                first.location());
+        }
         if (slot >= 0) {
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;

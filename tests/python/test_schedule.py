@@ -142,3 +142,12 @@ def test_long_compiles_show_progress_and_cached_ones_stay_quiet(tmp_path):
     # Turned off, nothing; with the default mark, a cached compile ends before it.
     assert "tessera:" not in run(TESSERA_PROGRESS="0", TESSERA_PROGRESS_AFTER_MS="0").stderr
     assert "tessera:" not in run().stderr
+
+
+def test_a_result_too_large_for_memory_is_a_located_out_of_memory_error():
+    # 2^50 fp32 elements (4 PiB): beyond any address space, so the allocation
+    # fails whatever the machine's overcommit policy.
+    f = tessera.jit(lambda x: tessera.ops.broadcast_to(x, (1 << 20, 1 << 20, 1 << 10)) * 2.0)
+    with pytest.raises(tessera.OutOfMemoryError, match=r"graph\.broadcast_to.*cannot allocate its result") as info:
+        f(tessera.tensor(np.ones((1, 1, 1), np.float32)))
+    assert "test_schedule.py" in str(info.value)
