@@ -14,6 +14,7 @@
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
 #include "tessera/graph/promotion.h"
+#include "tessera/numerics/elementary.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -121,8 +122,8 @@ double nan_min(double a, double b) {
 
 double sigmoid(double x) {
   // Split by sign so exp never overflows.
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
+  if (x >= 0) return 1.0 / (1.0 + elementary::exp(-x));
+  double e = elementary::exp(x);
   return e / (1.0 + e);
 }
 
@@ -131,7 +132,7 @@ double gelu_exact(double x) {
 }
 double gelu_tanh(double x) {
   const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + elementary::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
 }  // namespace
@@ -156,11 +157,11 @@ void register_elementwise_ops(ir::Registry& r) {
 
   add_unary(r, "neg", "Elementwise -x.", Needs::any, [](double x) { return -x; });
   add_unary(r, "abs", "Elementwise |x|.", Needs::any, [](double x) { return std::fabs(x); });
-  add_unary(r, "exp", "Elementwise e^x.", Needs::floating, [](double x) { return std::exp(x); });
-  add_unary(r, "log", "Elementwise natural logarithm.", Needs::floating, [](double x) { return std::log(x); });
+  add_unary(r, "exp", "Elementwise e^x.", Needs::floating, [](double x) { return elementary::exp(x); });
+  add_unary(r, "log", "Elementwise natural logarithm.", Needs::floating, [](double x) { return elementary::log(x); });
   add_unary(r, "sqrt", "Elementwise square root.", Needs::floating, [](double x) { return std::sqrt(x); });
   add_unary(r, "rsqrt", "Elementwise 1/sqrt(x).", Needs::floating, [](double x) { return 1.0 / std::sqrt(x); });
-  add_unary(r, "tanh", "Elementwise hyperbolic tangent.", Needs::floating, [](double x) { return std::tanh(x); });
+  add_unary(r, "tanh", "Elementwise hyperbolic tangent.", Needs::floating, [](double x) { return elementary::tanh(x); });
   add_unary(r, "sigmoid", "Elementwise 1/(1+e^-x), overflow-free.", Needs::floating, sigmoid);
   add_unary(r, "relu", "Elementwise max(x, 0); NaN stays NaN.", Needs::any,
             [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); });

@@ -38,6 +38,7 @@
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
+#include "tessera/numerics/elementary.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -125,7 +126,7 @@ void softmax_row(std::vector<double>& r, DType accum) {
   }
   double s = 0.0;
   for (double& v : r) {
-    v = round_to(std::exp(add_rounded(v, -m, accum)), accum);
+    v = round_to(elementary::exp(add_rounded(v, -m, accum)), accum);
     s = add_rounded(s, v, accum);
   }
   for (double& v : r) v = round_to(v / s, accum);
@@ -136,8 +137,8 @@ double logsumexp_row(const std::vector<double>& r, DType accum) {
   const double m = row_max(r);  // -inf for an empty row
   if (std::isinf(m)) return m;
   double s = 0.0;
-  for (double v : r) s = add_rounded(s, round_to(std::exp(add_rounded(v, -m, accum)), accum), accum);
-  return add_rounded(m, round_to(std::log(s), accum), accum);
+  for (double v : r) s = add_rounded(s, round_to(elementary::exp(add_rounded(v, -m, accum)), accum), accum);
+  return add_rounded(m, round_to(elementary::log(s), accum), accum);
 }
 
 // Normalizes `r` in place; `center` selects layernorm (else rmsnorm).

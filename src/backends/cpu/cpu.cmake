@@ -14,6 +14,7 @@ set(_tessera_cpu_headers
   "tessera/numerics/dtype.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/dtype.h"
   "tessera/numerics/convert.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/convert.h"
   "tessera/numerics/philox.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/philox.h"
+  "tessera/numerics/elementary.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/elementary.h"
 )
 set(TESSERA_CPU_EMBEDDED_HEADERS "")
 foreach(entry ${_tessera_cpu_headers})

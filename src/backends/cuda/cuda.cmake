@@ -8,9 +8,19 @@ set(TESSERA_CUDA_DEVICE_HEADERS
   tile_tma.cuh
 )
 set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
+# Headers shared with the host (one implementation of each math function),
+# embedded under their include paths.
+set(TESSERA_CUDA_SHARED_HEADERS
+  numerics/elementary.h
+)
 set(TESSERA_EMBEDDED_HEADERS "")
-foreach(header ${TESSERA_CUDA_DEVICE_HEADERS})
-  file(READ ${_tessera_cuda_dir}/device/${header} _text)
+foreach(header ${TESSERA_CUDA_DEVICE_HEADERS} ${TESSERA_CUDA_SHARED_HEADERS})
+  if(header IN_LIST TESSERA_CUDA_SHARED_HEADERS)
+    set(_header_path ${PROJECT_SOURCE_DIR}/include/tessera/${header})
+  else()
+    set(_header_path ${_tessera_cuda_dir}/device/${header})
+  endif()
+  file(READ ${_header_path} _text)
   # Raw string literals have a length limit on some compilers: split every
   # 16000 characters and let the compiler join the pieces.
   string(LENGTH "${_text}" _length)
@@ -22,7 +32,7 @@ foreach(header ${TESSERA_CUDA_DEVICE_HEADERS})
     math(EXPR _at "${_at} + 16000")
   endwhile()
   string(APPEND TESSERA_EMBEDDED_HEADERS "    {\"tessera/${header}\",\n${_pieces}},\n")
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_tessera_cuda_dir}/device/${header})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_header_path})
 endforeach()
 configure_file(${_tessera_cuda_dir}/embedded_headers.cpp.in
                ${PROJECT_BINARY_DIR}/generated/cuda_embedded_headers.cpp @ONLY)

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "tessera/numerics/convert.h"
+#include "tessera/numerics/elementary.h"
 #include "tessera/numerics/philox.h"
 #include "tessera_cpu/fault.h"
 

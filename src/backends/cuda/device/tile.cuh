@@ -13,6 +13,7 @@
 #pragma once
 
 #include "tessera/numerics.cuh"
+#include "tessera/numerics/elementary.h"
 
 namespace tsr {
 

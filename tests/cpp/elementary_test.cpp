@@ -1,0 +1,130 @@
+// Tessera's elementary functions (tessera/numerics/elementary.h) against the
+// C library's long double versions (64-bit mantissas, so an independent
+// reference 11 bits finer than the double results), with the ulp bounds the
+// header states, and their special values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "tessera/numerics/elementary.h"
+
+namespace el = tessera::elementary;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// |got - want| in units of the last place of want rounded to double.
+double ulp_error(double got, long double want) {
+  const double w = static_cast<double>(want);
+  if (got == w) return 0.0;
+  if (std::isinf(w) || std::isinf(got) || std::isnan(got)) return kInf;
+  const double a = std::fabs(w);
+  const double spacing = a == 0.0 ? std::numeric_limits<double>::denorm_min() : std::nextafter(a, kInf) - a;
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / spacing);
+}
+
+template <class Fn, class Ref>
+double worst_ulp(Fn fn, Ref ref, double lo, double hi, int samples) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(lo, hi);
+  double worst = 0.0;
+  for (int i = 0; i < samples; ++i) {
+    const double x = u(rng);
+    const double e = ulp_error(fn(x), ref(static_cast<long double>(x)));
+    EXPECT_LE(e, 1e6) << "x = " << x;  // names the first wild input
+    if (e > 1e6) break;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+auto ref_exp = [](long double x) { return expl(x); };
+auto ref_expm1 = [](long double x) { return expm1l(x); };
+auto ref_log = [](long double x) { return logl(x); };
+auto ref_tanh = [](long double x) { return tanhl(x); };
+
+TEST(Elementary, ExpWithinOneUlpOverItsWholeRange) {
+  auto f = [](double x) { return el::exp(x); };
+  EXPECT_LE(worst_ulp(f, ref_exp, -1.0, 1.0, 200000), 1.0);
+  EXPECT_LE(worst_ulp(f, ref_exp, -708.0, 709.78, 200000), 1.0);
+  // Subnormal results: rounded once.
+  EXPECT_LE(worst_ulp(f, ref_exp, -745.1, -708.5, 100000), 1.0);
+}
+
+TEST(Elementary, Expm1WithinTwoUlpAlsoNearZero) {
+  auto f = [](double x) { return el::expm1(x); };
+  EXPECT_LE(worst_ulp(f, ref_expm1, -1e-6, 1e-6, 100000), 2.0);
+  EXPECT_LE(worst_ulp(f, ref_expm1, -2.0, 2.0, 200000), 2.0);
+  EXPECT_LE(worst_ulp(f, ref_expm1, -60.0, 709.0, 100000), 2.0);
+}
+
+TEST(Elementary, LogWithinOneUlpIncludingSubnormalInputs) {
+  auto f = [](double x) { return el::log(x); };
+  EXPECT_LE(worst_ulp(f, ref_log, 0.5, 2.0, 200000), 1.0);
+  EXPECT_LE(worst_ulp(f, ref_log, 1e-300, 1e300, 200000), 1.0);
+  EXPECT_LE(worst_ulp(f, ref_log, 1e-320, 2e-308, 100000), 1.0);
+}
+
+TEST(Elementary, TanhWithinThreeUlp) {
+  auto f = [](double x) { return el::tanh(x); };
+  EXPECT_LE(worst_ulp(f, ref_tanh, -1e-3, 1e-3, 100000), 3.0);
+  EXPECT_LE(worst_ulp(f, ref_tanh, -25.0, 25.0, 200000), 3.0);
+}
+
+TEST(Elementary, SpecialValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  EXPECT_EQ(el::exp(0.0), 1.0);
+  EXPECT_EQ(el::exp(-0.0), 1.0);
+  EXPECT_EQ(el::exp(kInf), kInf);
+  EXPECT_EQ(el::exp(-kInf), 0.0);
+  EXPECT_EQ(el::exp(709.79), kInf);
+  EXPECT_EQ(el::exp(-746.0), 0.0);
+  EXPECT_EQ(el::exp(-745.13), tiny);
+  EXPECT_TRUE(std::isnan(el::exp(nan)));
+
+  EXPECT_TRUE(std::signbit(el::expm1(-0.0)));
+  EXPECT_EQ(el::expm1(-kInf), -1.0);
+  EXPECT_EQ(el::expm1(kInf), kInf);
+  EXPECT_EQ(el::expm1(tiny), tiny);
+  EXPECT_TRUE(std::isnan(el::expm1(nan)));
+
+  EXPECT_EQ(el::log(1.0), 0.0);
+  EXPECT_EQ(el::log(0.0), -kInf);
+  EXPECT_EQ(el::log(-0.0), -kInf);
+  EXPECT_EQ(el::log(kInf), kInf);
+  EXPECT_TRUE(std::isnan(el::log(-1.0)));
+  EXPECT_TRUE(std::isnan(el::log(-kInf)));
+  EXPECT_TRUE(std::isnan(el::log(nan)));
+  EXPECT_EQ(el::log(tiny), static_cast<double>(logl(static_cast<long double>(tiny))));
+
+  EXPECT_EQ(el::tanh(0.0), 0.0);
+  EXPECT_TRUE(std::signbit(el::tanh(-0.0)));
+  EXPECT_EQ(el::tanh(kInf), 1.0);
+  EXPECT_EQ(el::tanh(-kInf), -1.0);
+  EXPECT_EQ(el::tanh(19.2), 1.0);
+  EXPECT_EQ(el::tanh(-400.0), -1.0);
+  EXPECT_EQ(el::tanh(tiny), tiny);
+  EXPECT_TRUE(std::isnan(el::tanh(nan)));
+}
+
+// Rounded to fp32 (what fp32 tensors store), the results are the correctly
+// rounded float nearly always.
+TEST(Elementary, Fp32ResultsAreAlmostAlwaysCorrectlyRounded) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-20.0f, 20.0f);
+  int off = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const float x = u(rng);
+    off += static_cast<float>(el::exp(x)) != static_cast<float>(expl(x));
+    off += static_cast<float>(el::tanh(x)) != static_cast<float>(tanhl(x));
+    off += static_cast<float>(el::log(std::fabs(x))) != static_cast<float>(logl(std::fabs(x)));
+  }
+  EXPECT_LE(off, 3) << off << " of " << 3 * n << " fp32 results differ from the correctly rounded float";
+}
+
+}  // namespace
