@@ -135,7 +135,7 @@ def test_inspect_ir_levels():
     # The lower levels come from the same trace (symbolic N), without a call either.
     assert 'schedule.kernel %x {buffers = [-1], domain = shape<[N]>, family = "elementwise"' in f.inspect_ir("schedule")
     assert "tile.exp" in f.inspect_ir("tile")
-    assert "std::exp" in f.inspect_ir("target")
+    assert "tessera::elementary::exp" in f.inspect_ir("target")
     with pytest.raises(tessera.ArgumentError):
         f.inspect_ir("ptx")
 
