@@ -286,7 +286,9 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       state->reports[i].compile_seconds = step.gpu->compile_seconds;
     }
   } else if (!funcs.empty()) {
-    std::vector<cpu::CompiledKernel> compiled = cpu::compile_kernels(funcs, options.cpu);
+    cpu::CompileOptions cpu_options = options.cpu;
+    cpu_options.contiguous_buffers = true;  // operands are made contiguous before each launch
+    std::vector<cpu::CompiledKernel> compiled = cpu::compile_kernels(funcs, cpu_options);
     std::size_t next = 0;
     for (std::size_t i = 0; i < state->steps.size(); ++i) {
       Step& step = state->steps[i];

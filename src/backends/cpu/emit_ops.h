@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/common/c_lane_expr.h"
+#include "backends/common/index_bounds.h"
 #include "tessera/ir/ir.h"
 
 namespace tessera::cpu::detail {
@@ -29,6 +30,8 @@ struct LaneContext {
   std::function<std::string(const std::string&)> symbol;  // symbol name -> C++ expression
   std::string kernel_name;                                // for messages in generated code
   Access access = Access::checked;
+  // Integer adds and muls that cannot saturate are emitted as plain C++.
+  const codegen::IndexBounds* bounds = nullptr;
 };
 
 // True when the op (and every op nested in it) can fault only through an

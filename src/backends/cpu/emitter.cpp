@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/common/index_bounds.h"
 #include "backends/common/kernel_params.h"
 #include "backends/cpu/emit_ops.h"
 #include "tessera/ir/verifier.h"
@@ -78,6 +79,13 @@ class Emitter {
     uniform_ = std::make_unique<tile::UniformityAnalysis>(func_);
     collect_writes(body);
     bind_params(body);
+    // Symbols a scalar argument binds, or specialized outside the launcher's
+    // extent range, are not index bounds.
+    for (const KernelParam& p : out_.params)
+      if (!p.is_buffer) scalar_symbols_.insert(p.name);
+    for (const auto& [name, value] : options_.specialize)
+      if (value < 0 || static_cast<std::uint64_t>(value) >= codegen::kIndexLimit) scalar_symbols_.insert(name);
+    bounds_ = std::make_unique<codegen::IndexBounds>(func_, scalar_symbols_);
     assign_segments(body);
     // Groups of one tile with no group-level op are independent iterations of
     // one loop: the kernel runs a whole range of groups as one lane loop
@@ -320,7 +328,8 @@ class Emitter {
   }
 
   LaneContext lane_context() {
-    return LaneContext{lane_id_, [this](const std::string& s) { return symbol_expr(s); }, out_.name, access_};
+    return LaneContext{lane_id_, [this](const std::string& s) { return symbol_expr(s); }, out_.name, access_,
+                       bounds_.get()};
   }
 
   // ---- group-level emission ----
@@ -720,7 +729,8 @@ class Emitter {
       const ir::Type& t = arg->type();
       const std::string& n = name_.at(arg);
       if (t.is_gmem()) {
-        s << "  [[maybe_unused]] const auto " << n << " = tsr::gmem<" << cpp_dtype(t.dtype()) << ", " << t.rank()
+        s << "  [[maybe_unused]] const auto " << n << " = tsr::" << (options_.contiguous_buffers ? "gmem_unit<" : "gmem<")
+          << cpp_dtype(t.dtype()) << ", " << t.rank()
           << ">(args, " << i << ", " << cpp_string_literal(out_.params[i].name) << ", kKernel, "
           << cpp_overflow(t.policy.overflow) << ");\n";
       } else {
@@ -754,6 +764,8 @@ class Emitter {
   std::string body_;
   int indent_ = 1;
   std::string lane_id_;
+  std::unordered_set<std::string> scalar_symbols_;
+  std::unique_ptr<codegen::IndexBounds> bounds_;
   bool batched_ = false;             // one lane loop over a range of groups
   Access access_ = Access::checked;  // how the lane code being emitted accesses elements
   std::unordered_map<const ir::Value*, std::string> name_;

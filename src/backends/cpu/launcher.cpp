@@ -15,6 +15,7 @@
 #include <limits>
 #include <sstream>
 
+#include "backends/common/index_bounds.h"
 #include "backends/cpu/launch_binding.h"
 #include "backends/cpu/loaded_kernel.h"
 #include "backends/cpu/thread_pool.h"
@@ -231,6 +232,17 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
   }
   std::vector<std::int64_t> symbols;
   for (const std::string& s : k.symbols) symbols.push_back(binder.eval(s, "the kernel body"));
+  // Generated code writes index arithmetic on extents and group ids as plain
+  // integer arithmetic (codegen::IndexBounds), which is exact below 2^48.
+  for (std::size_t i = 0; i < symbols.size(); ++i) {
+    const bool scalar = std::any_of(k.params.begin(), k.params.end(),
+                                    [&](const KernelParam& p) { return !p.is_buffer && p.name == k.symbols[i]; });
+    if (!scalar && static_cast<std::uint64_t>(symbols[i]) >= codegen::kIndexLimit) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': extent " + k.symbols[i] + " = " +
+                                            std::to_string(symbols[i]) + " is outside [0, 2^48), the range of " +
+                                            "kernel index arithmetic");
+    }
+  }
 
   if (grid < -1)
     raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': grid " + std::to_string(grid) + " is negative");
@@ -247,6 +259,10 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
                                             "extent from; launch it with an explicit grid");
     }
     grid = std::get<Tensor>(args[static_cast<std::size_t>(first_mut - k.params.begin())].value).numel();
+  }
+  if (static_cast<std::uint64_t>(grid) >= codegen::kIndexLimit) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': grid " + std::to_string(grid) +
+                                          " is 2^48 or more, beyond the range of kernel index arithmetic");
   }
   return BoundLaunch{std::move(params), std::move(symbols), grid};
 }

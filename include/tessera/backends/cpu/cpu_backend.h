@@ -39,6 +39,10 @@ struct CompileOptions {
   std::vector<std::string> extra_flags;
   // false: always compile (the result still replaces the cache entry).
   bool use_cache = true;
+  // Every buffer argument has unit innermost stride (compiled Graph IR
+  // passes contiguous tensors): element offsets are then affine with unit
+  // step, which lets lane loops vectorize. The kernel checks it at launch.
+  bool contiguous_buffers = false;
 };
 
 // One kernel parameter as the launcher binds it.

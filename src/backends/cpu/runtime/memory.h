@@ -42,6 +42,21 @@ inline View<D, R> gmem(const LaunchArgs& a, int index, const char* name, const c
   return v;
 }
 
+// The view of gmem parameter `index` of a kernel compiled for contiguous
+// buffers: its innermost stride is checked to be 1 and then is the constant
+// 1, so offsets in the innermost index are affine with unit step and g++
+// vectorizes lane loops over it with contiguous loads and stores.
+template <DType D, int R>
+inline View<D, R> gmem_unit(const LaunchArgs& a, int index, const char* name, const char* kernel, Overflow o) {
+  View<D, R> v = gmem<D, R>(a, index, name, kernel, o);
+  if (R > 0 && v.shape[R - 1] > 1 && v.strides[R - 1] != 1) {
+    fail(kFaultArgument, "kernel '%s': buffer '%s' has innermost stride %lld; the kernel was compiled for "
+         "contiguous buffers", kernel, name, static_cast<long long>(v.strides[R - 1]));
+  }
+  if constexpr (R > 0) v.strides[R - 1] = 1;
+  return v;
+}
+
 // A row-major shared buffer of static shape at `offset` bytes into the arena.
 template <DType D, int R>
 inline View<D, R> smem(unsigned char* arena, std::size_t offset, const std::int64_t (&shape)[R], const char* name,

@@ -1,0 +1,42 @@
+// Upper bounds of non-negative integer lane values (the index arithmetic of
+// a kernel), so an emitter can write a plain + or * where the saturating
+// integer helpers could never saturate. Plain arithmetic keeps an element's
+// offset affine in the lane id, which a host compiler needs before it turns
+// a lane loop's element accesses into contiguous vector loads.
+//
+// Seeds: integer constants >= 0; linear_id, group_id and num_groups (below
+// kIndexLimit: the launcher refuses larger grids); symbols that are buffer
+// extents (below kIndexLimit: the launcher refuses larger extents; a symbol
+// bound by a scalar argument is not a seed). add and mul of bounded operands
+// stay bounded while the product or sum stays below 2^62; min of a bounded
+// operand is bounded; a tile.for induction variable is bounded by its
+// bounded upper limit when its lower limit is bounded (so non-negative).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tessera/ir/ir.h"
+
+namespace tessera::codegen {
+
+inline constexpr std::uint64_t kIndexLimit = std::uint64_t{1} << 48;
+
+class IndexBounds {
+ public:
+  // `scalar_symbols`: symbol names a scalar argument binds (not bounded).
+  IndexBounds(const ir::Operation& func, const std::unordered_set<std::string>& scalar_symbols);
+  // True when `op` is an integer add or mul whose result stays in [0, 2^62).
+  bool plain(const ir::Operation& op) const { return plain_.count(&op) != 0; }
+
+ private:
+  void visit(const ir::Block& block);
+  const std::uint64_t* bound(const ir::Value* v) const;
+
+  const std::unordered_set<std::string>& scalar_symbols_;
+  std::unordered_map<const ir::Value*, std::uint64_t> bound_;
+  std::unordered_set<const ir::Operation*> plain_;
+};
+
+}  // namespace tessera::codegen
