@@ -1,7 +1,8 @@
 // Correctly rounded accumulation steps for the Graph IR reference kernels.
 //
-// Reductions, GEMM and the normalization ops accumulate sequentially and round
-// the running value to the accumulation type after every step. Computing
+// Reductions and the normalization ops accumulate in the canonical order
+// (canonical_sum below), GEMM sequentially; each step rounds the running
+// value to the accumulation type. Computing
 // `acc + v` in double and then rounding to a narrower type rounds twice, and
 // the two roundings can disagree with one correct rounding when the double
 // lands exactly on a midpoint of the narrow grid. These helpers carry the
@@ -12,7 +13,9 @@
 // a narrower type (an unusual policy) are handled to about 106 bits.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "graph/kernel_support.h"
 
@@ -55,6 +58,38 @@ inline double fma_rounded(double acc, double a, double b, DType dtype) {
   const double bt = hi - s;
   const double lo = (s - (hi - bt)) + (t - bt);
   return round_exact(hi, lo, dtype);
+}
+
+// The canonical summation order of every floating-point sum, the compiled
+// kernels' too (tessera/schedule/lower_to_tile.h): blocks of 256 elements;
+// inside a block element p goes to strand p mod 16, each strand summed left
+// to right from zero, the 16 strands combined by a pairwise tree; block sums
+// left to right in superblocks of 256 blocks; superblock sums left to right.
+// `step(acc, i)` returns acc plus term i rounded once to `accum`
+// (add_rounded or fma_rounded).
+inline constexpr std::int64_t kSumBlock = 256;
+inline constexpr std::int64_t kSumStrands = 16;
+
+template <class Step>
+double canonical_sum(std::int64_t n, DType accum, const Step& step) {
+  double total = 0.0;
+  for (std::int64_t super_lo = 0; super_lo < n; super_lo += kSumBlock * kSumBlock) {
+    const std::int64_t super_hi = std::min(n, super_lo + kSumBlock * kSumBlock);
+    double super = 0.0;
+    for (std::int64_t lo = super_lo; lo < super_hi; lo += kSumBlock) {
+      const std::int64_t hi = std::min(n, lo + kSumBlock);
+      double strand[kSumStrands] = {};
+      for (std::int64_t i = lo; i < hi; ++i) {
+        double& s = strand[(i - lo) % kSumStrands];
+        s = step(s, i);
+      }
+      for (std::int64_t width = kSumStrands; width > 1; width /= 2)
+        for (std::int64_t k = 0; k < width / 2; ++k) strand[k] = add_rounded(strand[2 * k], strand[2 * k + 1], accum);
+      super = add_rounded(super, strand[0], accum);
+    }
+    total = add_rounded(total, super, accum);
+  }
+  return total;
 }
 
 // x * 2^e rounded to `dtype` (exact unless it leaves the normal range).

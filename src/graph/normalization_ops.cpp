@@ -91,10 +91,12 @@ int scale_exponent(const std::vector<double>& r) {
   return e;
 }
 
-// Sequential sum rounded at every step, then divided by the count.
+// The canonical sum (of squares), then divided by the count.
 double mean_of(const std::vector<double>& r, DType accum, bool squares) {
-  double acc = 0.0;
-  for (double v : r) acc = squares ? fma_rounded(acc, v, v, accum) : add_rounded(acc, v, accum);
+  const double acc = canonical_sum(static_cast<std::int64_t>(r.size()), accum, [&](double a, std::int64_t i) {
+    const double v = r[static_cast<std::size_t>(i)];
+    return squares ? fma_rounded(a, v, v, accum) : add_rounded(a, v, accum);
+  });
   return round_to(acc / static_cast<double>(r.size()), accum);
 }
 
@@ -124,11 +126,10 @@ void softmax_row(std::vector<double>& r, DType accum) {
     for (double& v : r) v = v == kInf ? round_to(1.0 / k, accum) : 0.0;
     return;
   }
-  double s = 0.0;
-  for (double& v : r) {
-    v = round_to(elementary::exp(add_rounded(v, -m, accum)), accum);
-    s = add_rounded(s, v, accum);
-  }
+  for (double& v : r) v = round_to(elementary::exp(add_rounded(v, -m, accum)), accum);
+  const double s = canonical_sum(static_cast<std::int64_t>(r.size()), accum, [&](double a, std::int64_t i) {
+    return add_rounded(a, r[static_cast<std::size_t>(i)], accum);
+  });
   for (double& v : r) v = round_to(v / s, accum);
 }
 
@@ -136,8 +137,10 @@ double logsumexp_row(const std::vector<double>& r, DType accum) {
   if (has_nan(r)) return kNaN;
   const double m = row_max(r);  // -inf for an empty row
   if (std::isinf(m)) return m;
-  double s = 0.0;
-  for (double v : r) s = add_rounded(s, round_to(elementary::exp(add_rounded(v, -m, accum)), accum), accum);
+  const double s = canonical_sum(static_cast<std::int64_t>(r.size()), accum, [&](double a, std::int64_t i) {
+    const double v = r[static_cast<std::size_t>(i)];
+    return add_rounded(a, round_to(elementary::exp(add_rounded(v, -m, accum)), accum), accum);
+  });
   return add_rounded(m, round_to(elementary::log(s), accum), accum);
 }
 

@@ -138,19 +138,19 @@ void add_reduction(ir::Registry& r, Kind kind, std::string name, std::string sum
             for (std::int64_t o = 0; o < layout.outer; ++o) {
               const std::int64_t* offs = layout.offsets.data() + o * layout.inner;
               double acc = 0.0;
-              if (kind == Kind::sum || kind == Kind::mean) {
+              if ((kind == Kind::sum || kind == Kind::mean) && !integer) {
+                acc = canonical_sum(layout.inner, accum, [&](double a, std::int64_t i) {
+                  return add_rounded(a, values[static_cast<std::size_t>(offs[i])], accum);
+                });
+                if (kind == Kind::mean) acc = round_to(acc / static_cast<double>(layout.inner), accum);
+              } else if (kind == Kind::sum || kind == Kind::mean) {
                 for (std::int64_t i = 0; i < layout.inner; ++i) {
-                  double v = values[static_cast<std::size_t>(offs[i])];
-                  if (integer) {
-                    acc += v;  // exact while |acc| <= 2^53
-                    if (std::fabs(acc) > limit) {
-                      raise(ErrorCode::ArgumentInvalid,
-                            op_name +
-                                " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the "
-                                "operand to a float first");
-                    }
-                  } else {
-                    acc = add_rounded(acc, v, accum);
+                  acc += values[static_cast<std::size_t>(offs[i])];  // exact while |acc| <= 2^53
+                  if (std::fabs(acc) > limit) {
+                    raise(ErrorCode::ArgumentInvalid,
+                          op_name +
+                              " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the "
+                              "operand to a float first");
                   }
                 }
                 if (integer) acc = check_integer_sum(acc, out.dtype(), op_name);

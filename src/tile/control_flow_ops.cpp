@@ -7,13 +7,23 @@
 //   tile.if %cond, %init...              then (%init...) / else (%init...) -> yield
 //   tile.while %init...                  before (%v...) -> condition %c, %v'...
 //                                        after (%v'...) -> yield %v''...
+//   tile.strands %lo, %hi, %init... {count = S}
+//                                        body (%i, %acc...) -> yield %acc'...
+//     S interleaved accumulations: index i in [lo, hi) updates strand
+//     (i - lo) mod S, each strand in increasing i from the inits; the results
+//     are the S strands' final values, strand-major (S x inits). The strands
+//     are independent, so a backend may run them side by side (SIMD lanes);
+//     the order inside each strand is fixed, so the results are too. The
+//     body is lane code (no group-level op).
 // The extra operands of tile.if are the values the branches start from (what
 // a variable held before the `if`); they give the results their types, so an
 // op's result types are always inferred from its operands. Results have the
 // types of the inits in all three ops.
+#include <algorithm>
 #include <string>
 
 #include "tessera/support/error.h"
+#include "tessera/tile/tile_dialect.h"
 #include "tile/tile_support.h"
 
 namespace tessera::tile {
@@ -42,6 +52,34 @@ void verify_for(const ir::Operation& op) {
   const ir::Block& body = op.region(0).block();
   require_block_args(body, args, "the body");
   require_terminator(body, "tile.yield", 0, iters, "the body");
+}
+
+// Lane code only: no group-level op and no tile value anywhere in the body.
+void require_lane_code(const ir::Block& block, const ir::Operation& owner) {
+  for (const auto& inner : block.ops()) {
+    bool tile_value = false;
+    for (std::size_t i = 0; i < inner->num_results(); ++i) tile_value |= inner->result(i)->type().is_tile();
+    if (is_group_cooperative(*inner) || tile_value) {
+      raise(ErrorCode::VerifyFailed, "'" + std::string(owner.name()) + "' holds lane code only; '" +
+                                         std::string(inner->name()) + "' is a group-level op");
+    }
+    for (std::size_t r = 0; r < inner->num_regions(); ++r) require_lane_code(inner->region(r).block(), owner);
+  }
+}
+
+void verify_strands(const ir::Operation& op) {
+  require_regions(op, 1);
+  const std::int64_t count = std::get<std::int64_t>(*op.attrs().find("count"));
+  if (count < 1 || count > 64) raise(ErrorCode::ArgumentInvalid, "attribute 'count' must be in [1, 64], got " +
+                                                                    std::to_string(count));
+  std::vector<Type> iters = operand_types(op, 2);
+  if (iters.empty()) raise(ErrorCode::VerifyFailed, "'tile.strands' needs at least one init");
+  std::vector<Type> args{op.operand(0)->type()};
+  args.insert(args.end(), iters.begin(), iters.end());
+  const ir::Block& body = op.region(0).block();
+  require_block_args(body, args, "the body");
+  require_terminator(body, "tile.yield", 0, iters, "the body");
+  require_lane_code(body, op);
 }
 
 void verify_if(const ir::Operation& op) {
@@ -78,11 +116,12 @@ void verify_parent(const ir::Operation& op, bool condition) {
     }
     return;
   }
-  bool ok = parent_name == "tile.for" || parent_name == "tile.if" ||
+  bool ok = parent_name == "tile.for" || parent_name == "tile.if" || parent_name == "tile.strands" ||
             (parent_name == "tile.while" && parent->num_regions() > 1 && &parent->region(1) == region);
   if (!ok) {
     raise(ErrorCode::VerifyFailed,
-          "'tile.yield' must end a region of 'tile.for', 'tile.if' or the after region of 'tile.while' (it is in '" +
+          "'tile.yield' must end a region of 'tile.for', 'tile.if', 'tile.strands' or the after region of 'tile.while' "
+          "(it is in '" +
               std::string(parent_name) + "')");
   }
 }
@@ -106,6 +145,29 @@ void register_control_flow_ops(ir::Registry& r) {
             return types_of(in, 3);
           },
       .verify = verify_for,
+  });
+  r.add(OpDef{
+      .name = "tile.strands",
+      .summary = "count interleaved accumulations over [lo, hi): index i updates strand (i - lo) mod count; "
+                 "results are the strands' final values, strand-major.",
+      .operands = {"lo", "hi", "inits"},
+      .variadic = true,
+      .attrs = {{.name = "count", .kind = AttrKind::integer, .required = true, .doc = "number of strands"}},
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type> in, const AttrMap& attrs) {
+            require_index(in[0], "tile.strands", "lo");
+            require_same(in[0], in[1], "tile.strands", "lo and hi");
+            const ir::Attribute* c = attrs.find("count");
+            const std::int64_t count = c ? std::get<std::int64_t>(*c) : 1;
+            std::vector<Type> out;
+            for (std::int64_t s = 0; s < std::max<std::int64_t>(1, std::min<std::int64_t>(count, 64)); ++s) {
+              std::vector<Type> one = types_of(in, 2);
+              out.insert(out.end(), one.begin(), one.end());
+            }
+            return out;
+          },
+      .verify = verify_strands,
   });
   r.add(OpDef{
       .name = "tile.if",

@@ -50,10 +50,19 @@ void check_domain(const Type& t, Domain domain, const std::string& op, std::stri
 
 void add_binary(ir::Registry& r, std::string name, std::string summary, Domain domain) {
   std::string op = "tile." + name;
+  // Integer add, sub and mul may carry `nowrap`: the producer promises the
+  // result is in range (an element offset, a loop bound), so backends emit
+  // plain arithmetic instead of the saturating helpers (as LLVM's nsw).
+  std::vector<ir::AttrSpec> attrs;
+  if (name == "add" || name == "sub" || name == "mul") {
+    attrs.push_back({.name = "nowrap", .kind = AttrKind::boolean,
+                     .doc = "integer result never leaves the int64 range: emitted as plain arithmetic"});
+  }
   r.add(OpDef{
       .name = op,
       .summary = std::move(summary),
       .operands = {"lhs", "rhs"},
+      .attrs = std::move(attrs),
       .infer =
           [op, domain](std::span<const Type> in, const AttrMap&) {
             check_domain(in[0], domain, op, "lhs");

@@ -89,6 +89,19 @@ ir::Operation* build_for(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, ir::Val
   return op;
 }
 
+ir::Operation* build_strands(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, std::int64_t count,
+                             std::vector<ir::Value*> inits, const BodyFn& body, SourceLocation location) {
+  std::vector<ir::Type> arg_types{lo->type()};
+  for (ir::Value* v : inits) arg_types.push_back(v->type());
+  std::vector<ir::Value*> operands{lo, hi};
+  operands.insert(operands.end(), inits.begin(), inits.end());
+  ir::AttrMap attrs;
+  attrs.set("count", count);
+  ir::Operation* op = b.create("tile.strands", std::move(operands), std::move(attrs), location);
+  build_region(*op, arg_types, body, "tile.yield", {}, location);
+  return op;
+}
+
 ir::Operation* build_if(ir::OpBuilder& b, ir::Value* cond, std::vector<ir::Value*> inits, const BodyFn& then_body,
                         const BodyFn& else_body, SourceLocation location) {
   std::vector<ir::Type> arg_types = types_of(inits);

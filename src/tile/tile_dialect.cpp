@@ -47,7 +47,7 @@ bool is_group_cooperative(const ir::Operation& op) {
 
 bool is_control_flow(const ir::Operation& op) {
   std::string_view n = op.name();
-  return n == "tile.for" || n == "tile.if" || n == "tile.while";
+  return n == "tile.for" || n == "tile.if" || n == "tile.while" || n == "tile.strands";
 }
 
 ir::Value* accessed_buffer(const ir::Operation& op) {

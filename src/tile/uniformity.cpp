@@ -101,6 +101,17 @@ void UniformityAnalysis::run(const ir::Block& block, bool uniform_control) {
       mark(op.result(0), false, "it depends on tile.linear_id" + where_text(op));
       continue;
     }
+    if (name == "tile.strands") {
+      // Conservative: the strand index and accumulators are per strand, so
+      // nothing inside the body and no result is taken as uniform.
+      const ir::Block& inner = op.region(0).block();
+      const std::string reason = "it is a strand value of tile.strands" + where_text(op);
+      for (std::size_t i = 0; i < inner.num_arguments(); ++i) mark(inner.argument(i), false, reason);
+      if (!all_uniform_) divergent_regions_.insert(&op);
+      run(inner, false);
+      for (std::size_t i = 0; i < op.num_results(); ++i) mark(op.result(i), false, reason);
+      continue;
+    }
     if (name == "tile.for" || name == "tile.if" || name == "tile.while") {
       const ir::Value* decider = nullptr;
       if (name == "tile.for") decider = divergent_operand(0, 3);

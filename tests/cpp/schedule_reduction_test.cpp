@@ -1,7 +1,6 @@
 // The reduction template against the reference executor and against an
-// independent model of the canonical blocked order (lower_to_tile.h).
-// Up to kReductionBlock reduced elements the order is the reference's, so
-// results agree bit for bit; longer sums follow the blocked order exactly.
+// independent model of the canonical blocked order (lower_to_tile.h), which
+// the reference follows too: results agree bit for bit at every length.
 #include <random>
 
 #include <cstdlib>
@@ -19,17 +18,20 @@ using schedule_test::test_options;
 
 const NumericsPolicy kF32 = default_policy(DType::fp32);
 
-// The canonical order written out directly in fp32.
+// The canonical order written out directly in fp32: blocks of strands.
 float canonical_sum(const std::vector<float>& v) {
   const std::size_t block = static_cast<std::size_t>(schedule::kReductionBlock);
+  const std::size_t strands = static_cast<std::size_t>(schedule::kReductionStrands);
   const std::size_t blocks = (v.size() + block - 1) / block;
   float total = 0.0f;
   for (std::size_t s = 0; s * block < blocks; ++s) {
     float super = 0.0f;
     for (std::size_t k = s * block; k < std::min(blocks, (s + 1) * block); ++k) {
-      float part = 0.0f;
-      for (std::size_t i = k * block; i < std::min(v.size(), (k + 1) * block); ++i) part += v[i];
-      super += part;
+      std::vector<float> strand(strands, 0.0f);
+      for (std::size_t i = k * block; i < std::min(v.size(), (k + 1) * block); ++i) strand[(i - k * block) % strands] += v[i];
+      for (std::size_t width = strands; width > 1; width /= 2)
+        for (std::size_t j = 0; j < width / 2; ++j) strand[j] = strand[2 * j] + strand[2 * j + 1];
+      super += strand[0];
     }
     total += super;
   }
@@ -106,9 +108,9 @@ func @h(%x: tensor<[3, L] fp32>) -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[
   EXPECT_NEAR(got[1].to_values()[0], exact_total, 1e-6 * 2.0 * 3 * length);
   EXPECT_EQ(static_cast<float>(got[2].to_values()[0]),
             static_cast<float>(static_cast<double>(canonical_sum(all)) / static_cast<double>(3 * length)));
-  // The reference sums sequentially: within the documented fp32 tolerance.
+  // The reference sums in the same order: the same bits.
   auto want = graph::execute(m, *m.lookup("h"), std::vector<Tensor>{x});
-  EXPECT_NEAR(got[1].to_values()[0], want[1].to_values()[0], 1e-6 * 2.0 * 3 * length);
+  for (std::size_t r = 0; r < 3; ++r) expect_bitwise_equal(got[r], want[r], "result " + std::to_string(r));
 }
 
 TEST(ScheduleReduction, ResultsDoNotDependOnThreadsOrRuns) {

@@ -29,16 +29,30 @@ def to_storage(v, store):
 
 
 def emulate_sum(rows, accum):
-    """rows: [outer, inner] float64 in the documented order; sequential sum rounded to accum each step.
-    Adding two values of the accumulation type (or narrower) in float64 then rounding once more is a
-    correct rounding (53 >= 2*24 + 2)."""
+    """rows: [outer, inner] float64 in the documented order, summed in the canonical order: blocks of 256;
+    in a block element p goes to strand p % 16, each strand summed left to right, the 16 strands combined
+    pairwise ((s0+s1)+(s2+s3))+...; block sums left to right within superblocks of 256 blocks; superblock sums
+    left to right. Every add is rounded to accum: adding two values of the accumulation type (or narrower) in
+    float64 then rounding once more is a correct rounding (53 >= 2*24 + 2)."""
     acc_t = {"fp32": np.float32, "fp16": np.float16, "fp64": np.float64}[accum]
+
+    def add(a, b):
+        return float(acc_t(a + b))
+
     out = np.zeros(rows.shape[0])
     for o in range(rows.shape[0]):
-        acc = 0.0
-        for v in rows[o]:
-            acc = float(acc_t(acc + v))
-        out[o] = acc
+        row, n, total = rows[o], rows.shape[1], 0.0
+        for sup in range(0, n, 256 * 256):
+            sup_sum = 0.0
+            for lo in range(sup, min(n, sup + 256 * 256), 256):
+                strands = [0.0] * 16
+                for i in range(lo, min(n, lo + 256)):
+                    strands[(i - lo) % 16] = add(strands[(i - lo) % 16], row[i])
+                while len(strands) > 1:
+                    strands = [add(strands[2 * k], strands[2 * k + 1]) for k in range(len(strands) // 2)]
+                sup_sum = add(sup_sum, strands[0])
+            total = add(total, sup_sum)
+        out[o] = total
     return out
 
 
@@ -101,11 +115,12 @@ def test_max_min_argmax_exact(rng, policy, axis):
 
 
 def test_fp16_accumulation_order_is_visible():
-    big_first = tessera.tensor(np.array([2048.0] + [1.0] * 8), dtype="fp16 @accum(fp16)")
-    assert decoded(ops.sum(big_first)) == 2048.0  # each 2048 + 1 ties back to 2048
-    small_first = tessera.tensor(np.array([1.0] * 8 + [2048.0]), dtype="fp16 @accum(fp16)")
-    assert decoded(ops.sum(small_first)) == 2056.0
-    assert decoded(ops.sum(tessera.tensor(np.array([2048.0] + [1.0] * 8), dtype="fp16 @accum(fp32)"))) == 2056.0
+    # 2048 then sixteen 1s, accumulated in fp16 (spacing 2 at 2048): left to right every 2048 + 1 would tie
+    # back to 2048. In the canonical order strand 0 holds 2048 + 1 (-> 2048) and strands 1..15 hold a 1 each;
+    # the pairwise tree gives [2048, 2 x7] -> [2050, 4, 4, 4] -> [2054, 8] -> 2062.
+    t = tessera.tensor(np.array([2048.0] + [1.0] * 16), dtype="fp16 @accum(fp16)")
+    assert decoded(ops.sum(t)) == 2062.0
+    assert decoded(ops.sum(tessera.tensor(np.array([2048.0] + [1.0] * 16), dtype="fp16 @accum(fp32)"))) == 2064.0
 
 
 def test_long_fp16_accumulated_sum_within_bound(rng):

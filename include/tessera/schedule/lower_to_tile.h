@@ -19,16 +19,22 @@
 
 namespace tessera::schedule {
 
-// The canonical accumulation order of every compiled sum (reductions, GEMM,
-// normalization): the reduced elements, in row-major order of the reduced
-// axes, are summed left to right in blocks of kReductionBlock; block sums are
+// The canonical accumulation order of every compiled sum (reductions and
+// normalizations): the reduced elements, in row-major order of the reduced
+// axes, form blocks of kReductionBlock. Inside a block, element p (counting
+// from the block's start) goes to strand p mod kReductionStrands; each
+// strand sums its elements left to right from zero, and the strands are
+// combined by a pairwise tree ((s0 + s1) + (s2 + s3)) + ... . Block sums are
 // summed left to right in superblocks of kReductionBlock blocks; superblock
 // sums are summed left to right. Every add rounds once to the accumulation
 // type. The order depends on the reduced length alone (never on threads or
-// tile sizes), equals the reference executor's sequential order up to
-// kReductionBlock elements, and a reduced dim split across devices at
-// superblock boundaries keeps it (docs/design/0005-schedule-ir.md).
+// tile sizes), the reference executor sums in the same order (so compiled
+// sums equal it bit for bit), the strands let a CPU kernel sum with SIMD
+// lanes, and a reduced dim split across devices at superblock boundaries
+// keeps the order (docs/design/0005-schedule-ir.md). GEMMs accumulate k in
+// blocks of kReductionBlock too, sequentially inside a block.
 inline constexpr std::int64_t kReductionBlock = 256;
+inline constexpr std::int64_t kReductionStrands = 16;
 
 // A launch-time scalar of a generated kernel.
 struct KernelScalar {

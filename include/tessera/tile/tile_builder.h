@@ -62,6 +62,11 @@ using BodyFn = std::function<std::vector<ir::Value*>(ir::OpBuilder& body, std::s
 ir::Operation* build_for(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, ir::Value* step, std::vector<ir::Value*> inits,
                          const BodyFn& body, std::optional<std::int64_t> prefetch = std::nullopt,
                          std::vector<std::string> arg_names = {}, SourceLocation location = {});
+// tile.strands: `count` interleaved accumulations over [lo, hi); the body's
+// arguments are (i, acc...) and it returns the next acc values. The op's
+// results are the strands' final values, strand-major.
+ir::Operation* build_strands(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, std::int64_t count,
+                             std::vector<ir::Value*> inits, const BodyFn& body, SourceLocation location = {});
 // tile.if: both branches receive the inits as block arguments and return
 // values of the inits' types.
 ir::Operation* build_if(ir::OpBuilder& b, ir::Value* cond, std::vector<ir::Value*> inits, const BodyFn& then_body,

@@ -27,8 +27,9 @@ class IndexBounds {
  public:
   // `scalar_symbols`: symbol names a scalar argument binds (not bounded).
   IndexBounds(const ir::Operation& func, const std::unordered_set<std::string>& scalar_symbols);
-  // True when `op` is an integer add or mul whose result stays in [0, 2^62).
-  bool plain(const ir::Operation& op) const { return plain_.count(&op) != 0; }
+  // True when `op` is an integer add or mul whose result stays in [0, 2^62),
+  // or an add, sub or mul its producer marked `nowrap`.
+  bool plain(const ir::Operation& op) const;
 
  private:
   void visit(const ir::Block& block);

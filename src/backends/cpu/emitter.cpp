@@ -622,6 +622,7 @@ class Emitter {
   void emit_lane_op(const ir::Operation& op) {
     const std::string_view n = op.name();
     if (n == "tile.for") return emit_lane_for(op);
+    if (n == "tile.strands") return emit_lane_strands(op);
     if (n == "tile.if") return emit_lane_if(op);
     if (n == "tile.while") return emit_lane_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
@@ -649,6 +650,89 @@ class Emitter {
     --indent_;
     line("}");
     for (std::size_t i = 0; i < op.num_results(); ++i) line(ref(op.result(i)) + " = " + ref(iters[i]) + ";");
+    --indent_;
+    line("}");
+  }
+
+  // tile.strands runs in rounds of `count` consecutive indices, one per
+  // strand: the loop over a round's strands has independent iterations and
+  // consecutive element accesses, so g++ vectorizes it. With a maskable body
+  // those accesses are masked and a faulting round re-runs checked, which
+  // raises at its first faulting index in order (stores of later indices of
+  // that round may already have happened). The ragged last round, and every
+  // round of a body that cannot be masked, run checked.
+  void emit_lane_strands(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    const std::int64_t count = std::get<std::int64_t>(*op.attrs().find("count"));
+    const std::string count_text = std::to_string(count);
+    const std::size_t n_acc = body.num_arguments() - 1;
+    bool maskable = true;
+    for (const auto& inner : body.ops()) maskable &= maskable_lane_op(*inner);
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
+    line("{  // tile.strands");
+    ++indent_;
+    const std::string lo = fresh("lo"), hi = fresh("hi"), round = fresh("round");
+    line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ";");
+    std::vector<std::string> accs;
+    for (std::size_t j = 0; j < n_acc; ++j) {
+      accs.push_back(fresh("strand"));
+      line(cpp_value_type(body.argument(1 + j)->type().dtype()) + " " + accs[j] + "[" + count_text + "];");
+      line("for (auto& s : " + accs[j] + ") s = " + ref(op.operand(2 + j)) + ";");
+    }
+    // One index: the body with strand `s` of every accumulator.
+    auto emit_step = [&](const std::string& index, const std::string& s, Access access) {
+      line("const std::int64_t " + name_.at(body.argument(0)) + " = " + index + ";");
+      for (std::size_t j = 0; j < n_acc; ++j) {
+        line(cpp_value_type(body.argument(1 + j)->type().dtype()) + " " + name_.at(body.argument(1 + j)) + " = " +
+             accs[j] + "[" + s + "];");
+      }
+      access_ = access;
+      emit_lane_block(body);
+      access_ = Access::checked;
+      for (std::size_t j = 0; j < n_acc; ++j)
+        line(accs[j] + "[" + s + "] = " + ref(body.terminator()->operand(j)) + ";");
+    };
+    line("std::int64_t " + round + " = " + lo + ";");
+    if (maskable) {
+      const std::string s = fresh("s"), round_ok = fresh("round_ok");
+      line("for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {");
+      ++indent_;
+      line("bool " + round_ok + " = true;");
+      line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
+      ++indent_;
+      line("bool lane_ok = true;");
+      emit_step(round + " + " + s, s, Access::masked);
+      line(round_ok + " &= lane_ok;");
+      --indent_;
+      line("}");
+      line("if (!" + round_ok + ") [[unlikely]] {");
+      ++indent_;
+      line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
+      ++indent_;
+      emit_step(round + " + " + s, s, Access::checked);
+      --indent_;
+      line("}");
+      line("tsr::lane_fault_lost(kKernel, " + round + ");");
+      --indent_;
+      line("}");
+      --indent_;
+      line("}");
+    }
+    const std::string s = fresh("s");
+    line("for (; " + round + " < " + hi + "; " + round + " += " + count_text + ") {");
+    ++indent_;
+    line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + " && " + round + " + " + s + " < " + hi +
+         "; ++" + s + ") {");
+    ++indent_;
+    emit_step(round + " + " + s, s, Access::checked);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    for (std::int64_t k = 0; k < count; ++k)
+      for (std::size_t j = 0; j < n_acc; ++j)
+        line(ref(op.result(static_cast<std::size_t>(k) * n_acc + j)) + " = " + accs[j] + "[" + std::to_string(k) +
+             "];");
     --indent_;
     line("}");
   }

@@ -52,6 +52,21 @@ Value* RowIndex::load(ir::OpBuilder& b, Value* r) const {
   return tile::build(b, "tile.load_elem", {x_, offset(b, r)});
 }
 
+Value* block_sum(ir::OpBuilder& b, Value* lo, Value* hi, Value* zero, const SumStep& step) {
+  ir::Operation* strands = tile::build_strands(b, lo, hi, kReductionStrands, {zero},
+                                               [&](ir::OpBuilder& eb, std::span<Value* const> a) {
+                                                 return std::vector<Value*>{step(eb, a[0], a[1])};
+                                               });
+  std::vector<Value*> level;
+  for (std::size_t k = 0; k < strands->num_results(); ++k) level.push_back(strands->result(k));
+  while (level.size() > 1) {
+    std::vector<Value*> next;
+    for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(op2(b, "add", level[k], level[k + 1]));
+    level = std::move(next);
+  }
+  return level[0];
+}
+
 Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step) {
   Value* zero = tile::build_real(b, 0.0, acc_policy);
   Value* one_i = tile::build_int(b, 1);
@@ -68,10 +83,7 @@ Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_po
             sb, b_lo, b_hi, one_i, {zero}, [&](ir::OpBuilder& bb, std::span<Value* const> k) {
               Value* r_lo = op2(bb, "mul", k[0], block);
               Value* r_hi = op2(bb, "min", length, op2(bb, "add", r_lo, block));
-              ir::Operation* inner = tile::build_for(
-                  bb, r_lo, r_hi, one_i, {zero},
-                  [&](ir::OpBuilder& eb, std::span<Value* const> e) { return single(step(eb, e[0], e[1])); });
-              return single(op2(bb, "add", k[1], inner->result(0)));
+              return single(op2(bb, "add", k[1], block_sum(bb, r_lo, r_hi, zero, step)));
             });
         return single(op2(sb, "add", s[1], mid->result(0)));
       });
@@ -111,12 +123,8 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                         [&](ir::OpBuilder& bb, std::span<Value* const> j) {
                           Value* r_lo = op2(bb, "mul", j[0], block);
                           Value* r_hi = op2(bb, "min", length, op2(bb, "add", r_lo, block));
-                          ir::Operation* inner = tile::build_for(
-                              bb, r_lo, r_hi, integer(bb, 1), {acc_real(bb, 0.0)},
-                              [&](ir::OpBuilder& eb, std::span<Value* const> e) {
-                                return std::vector<Value*>{step(eb, e[0], e[1])};
-                              });
-                          bb.create("tile.store_elem", {partial, op2(bb, "sub", j[0], b_lo), inner->result(0)});
+                          Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
+                          bb.create("tile.store_elem", {partial, op2(bb, "sub", j[0], b_lo), sum});
                           return std::vector<Value*>{};
                         });
         sb.create("tile.barrier", {});

@@ -42,6 +42,11 @@ class RowIndex {
 
 using SumStep = std::function<ir::Value*(ir::OpBuilder& b, ir::Value* r, ir::Value* acc)>;
 
+// One block's sum, r in [lo, hi) (at most kReductionBlock elements), in the
+// canonical order: kReductionStrands strands from `zero`, then their
+// pairwise tree.
+ir::Value* block_sum(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, ir::Value* zero, const SumStep& step);
+
 // The canonical blocked sum over r in [0, length) at `acc_policy`.
 ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy, const SumStep& step);
 

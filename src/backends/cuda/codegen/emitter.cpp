@@ -583,6 +583,7 @@ class Emitter {
   void emit_op(const ir::Operation& op) {
     const std::string_view n = op.name();
     if (n == "tile.for") return emit_for(op);
+    if (n == "tile.strands") return emit_strands(op);
     if (n == "tile.if") return emit_if(op);
     if (n == "tile.while") return emit_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, args_of(op)));
@@ -613,6 +614,47 @@ class Emitter {
     --indent_;
     line("}");
     for (std::size_t i = 0; i < op.num_results(); ++i) name_[op.result(i)] = name_.at(iters[i]);
+  }
+
+  // tile.strands: rounds of `count` consecutive indices, strand s taking the
+  // s-th index of each round (the op's order; one thread runs them all).
+  void emit_strands(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    const std::int64_t count = std::get<std::int64_t>(*op.attrs().find("count"));
+    const std::string count_text = std::to_string(count);
+    const std::size_t n_acc = body.num_arguments() - 1;
+    for (std::size_t i = 0; i < op.num_results(); ++i) declare(op.result(i));
+    line("{  // tile.strands");
+    ++indent_;
+    const std::string lo = fresh("lo"), hi = fresh("hi"), round = fresh("round"), s = fresh("s");
+    line("const tsr::i64 " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " + name_.at(op.operand(1)) + ";");
+    std::vector<std::string> accs;
+    for (std::size_t j = 0; j < n_acc; ++j) {
+      accs.push_back(fresh("strand"));
+      line(type_of(body.argument(1 + j)) + " " + accs[j] + "[" + count_text + "];");
+      line("for (int k = 0; k < " + count_text + "; ++k) " + accs[j] + "[k] = " + name_.at(op.operand(2 + j)) + ";");
+    }
+    line("for (tsr::i64 " + round + " = " + lo + "; " + round + " < " + hi + "; " + round + " += " + count_text + ")");
+    line("for (tsr::i64 " + s + " = 0; " + s + " < " + count_text + " && " + round + " + " + s + " < " + hi + "; ++" +
+         s + ") {");
+    ++indent_;
+    name_[body.argument(0)] = fresh("iv");
+    line("const tsr::i64 " + name_.at(body.argument(0)) + " = " + round + " + " + s + ";");
+    for (std::size_t j = 0; j < n_acc; ++j) {
+      name_[body.argument(1 + j)] = fresh("a");
+      line(type_of(body.argument(1 + j)) + " " + name_.at(body.argument(1 + j)) + " = " + accs[j] + "[" + s + "];");
+    }
+    emit_block(body);
+    for (std::size_t j = 0; j < n_acc; ++j)
+      line(accs[j] + "[" + s + "] = " + name_.at(body.terminator()->operand(j)) + ";");
+    --indent_;
+    line("}");
+    for (std::int64_t k = 0; k < count; ++k)
+      for (std::size_t j = 0; j < n_acc; ++j)
+        line(name_.at(op.result(static_cast<std::size_t>(k) * n_acc + j)) + " = " + accs[j] + "[" +
+             std::to_string(k) + "];");
+    --indent_;
+    line("}");
   }
 
   void emit_if(const ir::Operation& op) {
