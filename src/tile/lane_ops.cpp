@@ -70,6 +70,14 @@ void add_binary(ir::Registry& r, std::string name, std::string summary, Domain d
             require_same(in[0], in[1], op, "lhs and rhs");
             return one(in[0]);
           },
+      .verify =
+          [](const ir::Operation& o) {
+            const ir::Attribute* nowrap = o.attrs().find("nowrap");
+            if (nowrap && is_float(o.result(0)->type().dtype())) {
+              raise(ErrorCode::VerifyFailed,
+                    "'nowrap' applies to integer arithmetic, not " + ir::print_type(o.result(0)->type()));
+            }
+          },
   });
 }
 

@@ -1,12 +1,15 @@
 // Index arithmetic in generated CPU kernels: adds and muls that cannot
 // saturate are plain C++ (codegen::IndexBounds), kernels compiled for
 // contiguous buffers read them through unit-stride views, and the launcher
-// refuses extents and grids beyond the range that makes this exact.
+// refuses extents and grids beyond the range that makes this exact; and
+// tile.strands, run as rounds of consecutive elements (SIMD lanes).
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 #include "cpu_backend_test_util.h"
+#include "tessera/ir/text.h"
 #include "tessera/support/error.h"
 
 namespace tessera {
@@ -80,6 +83,71 @@ TEST(CpuBackendIndex, ExtentsOfTwoToThe48OrMoreAreRefused) {
     EXPECT_NE(std::string(e.message()).find("2^48"), std::string::npos) << e.message();
   }
   EXPECT_THROW(cpu::launch(ck, std::int64_t{1} << 48, {one, y}), ArgumentError);
+}
+
+// y[0] = tree of 4 strands summing x[i + shift]^2 over i in [0, n).
+std::string strands_kernel(int shift) {
+  return R"(
+func @strands(%x: gmem<[n] fp32>, %y: gmem<[1] fp32 mut>) -> () attributes {kernel = true} {
+  %0 = tile.const {policy = policy<int64>, value = 0} : lane<int64>
+  %s = tile.const {policy = policy<int64>, value = )" + std::to_string(shift) + R"(} : lane<int64>
+  %1 = tile.symbol {name = "n"} : lane<int64>
+  %2 = tile.const {policy = policy<fp32>, value = 0.0} : lane<fp32>
+  %3:4 = tile.strands %0, %1, %2 {count = 4} : lane<fp32>, lane<fp32>, lane<fp32>, lane<fp32> {
+    ^(%i: lane<int64>, %acc: lane<fp32>):
+    %4 = tile.add %i, %s {nowrap = true} : lane<int64>
+    %5 = tile.load_elem %x, %4 : lane<fp32>
+    %6 = tile.mul %5, %5 : lane<fp32>
+    %7 = tile.add %acc, %6 : lane<fp32>
+    tile.yield %7
+  }
+  %8 = tile.add %3#0, %3#1 : lane<fp32>
+  %9 = tile.add %3#2, %3#3 : lane<fp32>
+  %10 = tile.add %8, %9 : lane<fp32>
+  tile.store_elem %y, %0, %10
+  return
+}
+)";
+}
+
+TEST(CpuBackendStrands, StrandsSumInterleavedElementsInOrder) {
+  ir::Module m = ir::parse_module(strands_kernel(0), "strands.tir");
+  cpu::CompileOptions options;
+  options.contiguous_buffers = true;
+  cpu::CompiledKernel ck = compile(*m.lookup("strands"), options);
+  EXPECT_NE(ck.source.find("// tile.strands"), std::string::npos) << ck.source;
+  EXPECT_NE(ck.source.find("tsr::load_m("), std::string::npos) << ck.source;  // the rounds are masked
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1e3f);
+  for (int n : {0, 3, 4, 1001, 4096}) {
+    std::vector<double> xs(static_cast<std::size_t>(n));
+    for (double& v : xs) v = dist(rng);
+    // The strand order written out in fp32: strand i % 4, then ((s0 + s1) + (s2 + s3)).
+    float strand[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) {
+      const float v = static_cast<float>(xs[static_cast<std::size_t>(i)]);
+      strand[i % 4] += v * v;
+    }
+    const float want = (strand[0] + strand[1]) + (strand[2] + strand[3]);
+    Tensor x = n == 0 ? Tensor::zeros({0}, pol(DType::fp32)) : f32_tensor(xs, {n});
+    Tensor y = Tensor::zeros({1}, pol(DType::fp32));
+    cpu::launch(ck, 1, {x, y});
+    EXPECT_EQ(static_cast<float>(y.to_values()[0]), want) << "n = " << n;
+  }
+}
+
+TEST(CpuBackendStrands, AnOutOfRangeAccessInAMaskedRoundRaisesAtItsFirstIndex) {
+  ir::Module m = ir::parse_module(strands_kernel(1), "strands.tir");
+  cpu::CompiledKernel ck = compile(*m.lookup("strands"));
+  Tensor x = Tensor::zeros({1000}, pol(DType::fp32));  // the last round reads x[997..1000]
+  Tensor y = Tensor::zeros({1}, pol(DType::fp32));
+  try {
+    cpu::launch(ck, 1, {x, y});
+    FAIL() << "expected an index error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange);
+    EXPECT_NE(std::string(e.message()).find("index 1000 out of range"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace
