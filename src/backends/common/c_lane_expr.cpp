@@ -62,8 +62,10 @@ std::optional<std::string> common_lane_expr(const ir::Operation& op, const std::
     if (it == preds.end()) return std::nullopt;  // the backend names the unknown predicate
     return "(" + a[0] + " " + it->second + " " + a[1] + ")";
   }
-  if (n == "and") return "(" + a[0] + " && " + a[1] + ")";
-  if (n == "or") return "(" + a[0] + " || " + a[1] + ")";
+  // Both operands are already computed bools: the non-short-circuit forms
+  // mean the same and keep lane code free of branches (vectorizable).
+  if (n == "and") return "static_cast<bool>(" + a[0] + " & " + a[1] + ")";
+  if (n == "or") return "static_cast<bool>(" + a[0] + " | " + a[1] + ")";
   if (n == "not") return "(!" + a[0] + ")";
   if (n == "select") return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
   if (n == "reduce_sum") return "tsr::reduce_sum(" + a[0] + ")";

@@ -632,6 +632,9 @@ class Emitter {
 
   void emit_lane_for(const ir::Operation& op) {
     const ir::Block& body = op.region(0).block();
+    bool maskable = body.num_arguments() == 1;  // no carried values: independent iterations
+    for (const auto& inner : body.ops()) maskable &= maskable_lane_op(*inner);
+    if (maskable) return emit_masked_lane_for(op);
     std::vector<const ir::Value*> iters;
     for (std::size_t i = 1; i < body.num_arguments(); ++i) iters.push_back(body.argument(i));
     for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
@@ -650,6 +653,47 @@ class Emitter {
     --indent_;
     line("}");
     for (std::size_t i = 0; i < op.num_results(); ++i) line(ref(op.result(i)) + " = " + ref(iters[i]) + ";");
+    --indent_;
+    line("}");
+  }
+
+  // A lane-level tile.for without carried values whose body can be masked
+  // (an output pass over a row): its accesses are masked, so g++ can
+  // vectorize it; a fault re-runs the loop checked, which raises at the first
+  // faulting iteration (stores of later iterations may already have
+  // happened, and an in-place store may have been applied twice: the
+  // kernel's outputs are not defined after a fault).
+  void emit_masked_lane_for(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    line("{  // tile.for (masked)");
+    ++indent_;
+    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step"), faults = fresh("faults");
+    line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ", " +
+         step + " = " + ref(op.operand(2)) + ";");
+    require_positive_step(step);
+    const std::string& iv = name_.at(body.argument(0));
+    const std::string loop =
+        "for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {";
+    line("std::int32_t " + faults + " = 0;");
+    line(loop);
+    ++indent_;
+    line("bool lane_ok = true;");
+    access_ = Access::masked;
+    emit_lane_block(body);
+    access_ = Access::checked;
+    line(faults + " += static_cast<std::int32_t>(!lane_ok);");
+    --indent_;
+    line("}");
+    line("if (" + faults + " != 0) [[unlikely]] {");
+    ++indent_;
+    line(loop);
+    ++indent_;
+    emit_lane_block(body);
+    --indent_;
+    line("}");
+    line("tsr::lane_fault_lost(kKernel, " + lo + ");");
+    --indent_;
+    line("}");
     --indent_;
     line("}");
   }
@@ -694,18 +738,19 @@ class Emitter {
     };
     line("std::int64_t " + round + " = " + lo + ";");
     if (maskable) {
-      const std::string s = fresh("s"), round_ok = fresh("round_ok");
+      const std::string s = fresh("s"), round_ok = fresh("round_faults");
       line("for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {");
       ++indent_;
-      line("bool " + round_ok + " = true;");
+      // An integer count, not a bool: g++ vectorizes a sum reduction.
+      line("std::int32_t " + round_ok + " = 0;");
       line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
       ++indent_;
       line("bool lane_ok = true;");
       emit_step(round + " + " + s, s, Access::masked);
-      line(round_ok + " &= lane_ok;");
+      line(round_ok + " += static_cast<std::int32_t>(!lane_ok);");
       --indent_;
       line("}");
-      line("if (!" + round_ok + ") [[unlikely]] {");
+      line("if (" + round_ok + " != 0) [[unlikely]] {");
       ++indent_;
       line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
       ++indent_;

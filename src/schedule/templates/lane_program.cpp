@@ -84,6 +84,9 @@ ir::Value* op1(ir::OpBuilder& b, const char* op, ir::Value* x) {
 ir::Value* op2(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y) {
   return tile::build(b, std::string("tile.") + op, {x, y});
 }
+ir::Value* index_op(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y) {
+  return tile::build(b, std::string("tile.") + op, {x, y}, {{"nowrap", true}});
+}
 ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y) {
   return tile::build(b, "tile.cmp", {x, y}, {{"pred", std::string(pred)}});
 }

@@ -84,6 +84,10 @@ class LaneProgram {
 ir::Value* real(ir::OpBuilder& b, double x);  // lane<fp64> constant
 ir::Value* op1(ir::OpBuilder& b, const char* op, ir::Value* x);
 ir::Value* op2(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y);
+// Integer add, sub or mul of element offsets and loop bounds, which stay in
+// range by construction (an offset of an element that exists): marked
+// `nowrap`, so backends emit plain arithmetic that keeps accesses affine.
+ir::Value* index_op(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y);
 ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y);
 ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y);
 ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to);

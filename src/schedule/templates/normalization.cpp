@@ -161,7 +161,27 @@ class NormalizationBuilder {
   using Combine = std::function<std::vector<Value*>(ir::OpBuilder&, std::span<Value* const>, std::span<Value* const>)>;
   std::vector<Value*> fold_pass(ir::OpBuilder& b, std::vector<Value*> inits, const PassStep& step,
                                 const Combine& combine) {
-    if (!coop_) return row_pass(b, integer(b, 0), length_, std::move(inits), step);
+    if (!coop_) {
+      // Strands, combined by a pairwise tree: the folds here (max, or, count)
+      // are exact, so any order gives the same values, and strands let a CPU
+      // kernel run the pass in SIMD lanes.
+      ir::Operation* st = tile::build_strands(b, integer(b, 0), length_, kReductionStrands, inits,
+                                              [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                                return step(lb, a[0], a.subspan(1));
+                                              });
+      const std::size_t n = inits.size();
+      std::vector<std::vector<Value*>> level;
+      for (std::size_t s = 0; s < static_cast<std::size_t>(kReductionStrands); ++s) {
+        level.emplace_back();
+        for (std::size_t k = 0; k < n; ++k) level.back().push_back(st->result(s * n + k));
+      }
+      while (level.size() > 1) {
+        std::vector<std::vector<Value*>> next;
+        for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(combine(b, level[k], level[k + 1]));
+        level = std::move(next);
+      }
+      return level[0];
+    }
     ir::Operation* loop = tile::build_for(b, lid_, length_, integer(b, row_lanes_), inits,
                                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
                                             return step(lb, a[0], a.subspan(1));
@@ -215,20 +235,25 @@ class NormalizationBuilder {
 
   Value* shared(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) { return shared_array(b, p, n); }
 
-  // Max (NaN ignored, as std::max), NaN seen, and the count of +inf.
+  // Max (NaN ignored, as std::max), NaN seen (bool), and the count of +inf
+  // (int64). The flag and the count are carried as fp64 (1.0 once seen; an
+  // exact count below 2^53) so every carried value is a double and the pass
+  // vectorizes: g++ does not vectorize bool or int64 carries beside doubles.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
-    return fold_pass(b, {real(b, -kInf), boolean(b, false), integer(b, 0)},
-                    [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
-                      Value* v = x64(lb, r);
-                      Value* is_inf = cmp(lb, "eq", v, real(lb, kInf));
-                      return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
-                                                 op2(lb, "or", c[1], cmp(lb, "ne", v, v)),
-                                                 op2(lb, "add", c[2], select(lb, is_inf, integer(lb, 1), integer(lb, 0)))};
-                    },
-                    [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-                      return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                 op2(fb, "or", a[1], c[1]), op2(fb, "add", a[2], c[2])};
-                    });
+    auto r = fold_pass(b, {real(b, -kInf), real(b, 0.0), real(b, 0.0)},
+                       [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
+                         Value* v = x64(lb, i);
+                         Value* is_inf = cmp(lb, "eq", v, real(lb, kInf));
+                         return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
+                                                    select(lb, cmp(lb, "ne", v, v), real(lb, 1.0), c[1]),
+                                                    op2(lb, "add", c[2], select(lb, is_inf, real(lb, 1.0), real(lb, 0.0)))};
+                       },
+                       [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                                    select(fb, cmp(fb, "gt", c[1], a[1]), c[1], a[1]),
+                                                    op2(fb, "add", a[2], c[2])};
+                       });
+    return {r[0], cmp(b, "ne", r[1], real(b, 0.0)), cast(b, r[2], default_policy(DType::int64))};
   }
 
   // round_to(exp(round_to(x - m)), accum).
@@ -290,17 +315,18 @@ class NormalizationBuilder {
 
   // Max |v| (NaN ignored) and whether some v is not finite.
   std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b, const std::function<Value*(ir::OpBuilder&, Value*)>& value) {
-    auto r = fold_pass(b, {real(b, 0.0), boolean(b, false)},
+    // The flag is carried as fp64 1.0 once seen (see max_pass).
+    auto r = fold_pass(b, {real(b, 0.0), real(b, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                          Value* a = op1(lb, "abs", to64(lb, value(lb, i)));
                          return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
-                                                    op2(lb, "or", c[1], not_(lb, cmp(lb, "lt", a, real(lb, kInf))))};
+                                                    select(lb, cmp(lb, "lt", a, real(lb, kInf)), c[1], real(lb, 1.0))};
                        },
                        [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
                          return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                    op2(fb, "or", a[1], c[1])};
+                                                    select(fb, cmp(fb, "gt", c[1], a[1]), c[1], a[1])};
                        });
-    return {r[0], r[1]};
+    return {r[0], cmp(b, "ne", r[1], real(b, 0.0))};
   }
 
   void normalize(ir::OpBuilder& b, bool center) {

@@ -21,28 +21,28 @@ RowIndex::RowIndex(ir::OpBuilder& b, Value* x, std::vector<Value*> dims, std::ve
   Value* s = tile::build_int(b, 1);
   for (std::size_t d = rank; d-- > 0;) {
     strides_[d] = s;
-    s = op2(b, "mul", s, dims_[d]);
+    s = index_op(b, "mul", s, dims_[d]);
   }
   base_ = tile::build_int(b, 0);
   Value* rest = o;
   for (std::size_t d = rank; d-- > 0;) {
     if (reduced(d)) continue;
-    base_ = op2(b, "add", base_, op2(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
+    base_ = index_op(b, "add", base_, index_op(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
     rest = op2(b, "div", rest, dims_[d]);
   }
   length_ = tile::build_int(b, 1);
-  for (auto a : axes_) length_ = op2(b, "mul", length_, dims_[static_cast<std::size_t>(a)]);
+  for (auto a : axes_) length_ = index_op(b, "mul", length_, dims_[static_cast<std::size_t>(a)]);
   adjacent_ = axes_.empty() || axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size());
 }
 
 Value* RowIndex::offset(ir::OpBuilder& b, Value* r) const {
   if (axes_.empty()) return base_;
-  if (adjacent_) return op2(b, "add", base_, op2(b, "mul", r, strides_[static_cast<std::size_t>(axes_.back())]));
+  if (adjacent_) return index_op(b, "add", base_, index_op(b, "mul", r, strides_[static_cast<std::size_t>(axes_.back())]));
   Value* offset = base_;
   Value* rest = r;
   for (std::size_t k = axes_.size(); k-- > 0;) {
     const std::size_t d = static_cast<std::size_t>(axes_[k]);
-    offset = op2(b, "add", offset, op2(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
+    offset = index_op(b, "add", offset, index_op(b, "mul", op2(b, "rem", rest, dims_[d]), strides_[d]));
     rest = op2(b, "div", rest, dims_[d]);
   }
   return offset;
@@ -71,18 +71,18 @@ Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_po
   Value* zero = tile::build_real(b, 0.0, acc_policy);
   Value* one_i = tile::build_int(b, 1);
   Value* block = tile::build_int(b, kReductionBlock);
-  auto ceil_div = [&](Value* a) { return op2(b, "div", op2(b, "add", a, tile::build_int(b, kReductionBlock - 1)), block); };
+  auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, tile::build_int(b, kReductionBlock - 1)), block); };
   Value* num_blocks = ceil_div(length);
   Value* num_super = ceil_div(num_blocks);
   auto single = [](Value* v) { return std::vector<Value*>{v}; };
   ir::Operation* outer = tile::build_for(
       b, tile::build_int(b, 0), num_super, one_i, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-        Value* b_lo = op2(sb, "mul", s[0], block);
-        Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
+        Value* b_lo = index_op(sb, "mul", s[0], block);
+        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
         ir::Operation* mid = tile::build_for(
             sb, b_lo, b_hi, one_i, {zero}, [&](ir::OpBuilder& bb, std::span<Value* const> k) {
-              Value* r_lo = op2(bb, "mul", k[0], block);
-              Value* r_hi = op2(bb, "min", length, op2(bb, "add", r_lo, block));
+              Value* r_lo = index_op(bb, "mul", k[0], block);
+              Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
               return single(op2(bb, "add", k[1], block_sum(bb, r_lo, r_hi, zero, step)));
             });
         return single(op2(sb, "add", s[1], mid->result(0)));
@@ -110,21 +110,21 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   Value* zero = acc_real(b, 0.0);
   Value* one = integer(b, 1);
   Value* block = integer(b, kReductionBlock);
-  auto ceil_div = [&](Value* a) { return op2(b, "div", op2(b, "add", a, integer(b, kReductionBlock - 1)), block); };
+  auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
   Value* num_blocks = ceil_div(length);
   Value* num_super = ceil_div(num_blocks);
   Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
   Value* slot = integer(b, kReductionBlock);
   ir::Operation* outer = tile::build_for(
       b, integer(b, 0), num_super, one, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-        Value* b_lo = op2(sb, "mul", s[0], block);
-        Value* b_hi = op2(sb, "min", num_blocks, op2(sb, "add", b_lo, block));
-        tile::build_for(sb, op2(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
+        Value* b_lo = index_op(sb, "mul", s[0], block);
+        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+        tile::build_for(sb, index_op(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
                         [&](ir::OpBuilder& bb, std::span<Value* const> j) {
-                          Value* r_lo = op2(bb, "mul", j[0], block);
-                          Value* r_hi = op2(bb, "min", length, op2(bb, "add", r_lo, block));
+                          Value* r_lo = index_op(bb, "mul", j[0], block);
+                          Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
                           Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
-                          bb.create("tile.store_elem", {partial, op2(bb, "sub", j[0], b_lo), sum});
+                          bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
                           return std::vector<Value*>{};
                         });
         sb.create("tile.barrier", {});
@@ -132,7 +132,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
             sb, cmp(sb, "eq", lane, integer(sb, 0)), {},
             [&](ir::OpBuilder& lb, std::span<Value* const>) {
               ir::Operation* mid = tile::build_for(
-                  lb, integer(lb, 0), op2(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
+                  lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
                   [&](ir::OpBuilder& kb, std::span<Value* const> k) {
                     Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
                     return std::vector<Value*>{op2(kb, "add", k[1], part)};
