@@ -213,5 +213,52 @@ func @f(%x: tensor<[B, 200] fp32>, %w: tensor<[200, 96] fp32>, %b: tensor<[96] f
   }
 }
 
+// Without GEMMs (whose products the GPU may fuse differently), the GPU
+// executable gives the CPU executable's bits: exp, log and tanh are the same
+// code on both (tessera/numerics/elementary.h), sums follow the same
+// canonical order, and neither side contracts a*b+c.
+TEST(ScheduleCudaGpu, TranscendentalsSumsAndNormalizationsGiveTheCpuBits) {
+  if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
+  const char* text = R"(
+func @t(%x: tensor<[B, 300] fp32>) -> (tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B, 300] fp32>,
+                                       tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B, 300] fp32>,
+                                       tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B] fp32>, tensor<[B] fp32>) {
+  %0 = graph.exp %x : tensor<[B, 300] fp32>
+  %a = graph.abs %x : tensor<[B, 300] fp32>
+  %1 = graph.log %a : tensor<[B, 300] fp32>
+  %2 = graph.tanh %x : tensor<[B, 300] fp32>
+  %3 = graph.sigmoid %x : tensor<[B, 300] fp32>
+  %4 = graph.gelu %x {approximate = "tanh"} : tensor<[B, 300] fp32>
+  %5 = graph.softmax_safe %x {axis = -1} : tensor<[B, 300] fp32>
+  %6 = graph.layernorm_safe %x {axis = -1} : tensor<[B, 300] fp32>
+  %7 = graph.rmsnorm_safe %x {axis = -1} : tensor<[B, 300] fp32>
+  %8 = graph.sum %x {axes = [1], keepdims = false} : tensor<[B] fp32>
+  %9 = graph.logsumexp %x {axis = -1} : tensor<[B] fp32>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9
+}
+)";
+  const ir::Module m = ir::parse_module(text);
+  schedule::ExecutableOptions cpu_options;
+  cpu_options.cpu.cache_dir = (std::filesystem::temp_directory_path() / "tessera-schedule-tests").string();
+  schedule::ExecutableOptions gpu_options = cpu_options;
+  gpu_options.device = "cuda:0";
+  auto cpu_exe = schedule::compile_executable(m, "t", cpu_options);
+  auto gpu_exe = schedule::compile_executable(m, "t", gpu_options);
+  std::vector<double> v(37 * 300);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 6.0 * std::sin(0.731 * static_cast<double>(i) + 0.2);
+  const Tensor x = Tensor::from_values(v, {37, 300}, default_policy(DType::fp32));
+  const auto want = cpu_exe->run(std::vector<Tensor>{x});
+  const auto got = gpu_exe->run(std::vector<Tensor>{x.to("cuda:0")});
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    const Tensor g = got[r].to("cpu");
+    const auto gc = g.codes(), wc = want[r].codes();
+    ASSERT_EQ(gc.size(), wc.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < gc.size(); ++i) differ += gc[i] != wc[i];
+    EXPECT_EQ(differ, 0u) << "result " << r << ": " << differ << " of " << gc.size() << " elements differ";
+  }
+}
+
 }  // namespace
 }  // namespace tessera
