@@ -632,11 +632,15 @@ class Emitter {
     for (std::size_t j = 0; j < n_acc; ++j) {
       accs.push_back(fresh("strand"));
       line(type_of(body.argument(1 + j)) + " " + accs[j] + "[" + count_text + "];");
+      line("#pragma unroll");
       line("for (int k = 0; k < " + count_text + "; ++k) " + accs[j] + "[k] = " + name_.at(op.operand(2 + j)) + ";");
     }
+    // The strand loop unrolls fully, so the strand arrays live in registers
+    // (indexed by constants) rather than in local memory.
     line("for (tsr::i64 " + round + " = " + lo + "; " + round + " < " + hi + "; " + round + " += " + count_text + ")");
-    line("for (tsr::i64 " + s + " = 0; " + s + " < " + count_text + " && " + round + " + " + s + " < " + hi + "; ++" +
-         s + ") {");
+    line("#pragma unroll");
+    line("for (int " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ")");
+    line("if (" + round + " + " + s + " < " + hi + ") {");
     ++indent_;
     name_[body.argument(0)] = fresh("iv");
     line("const tsr::i64 " + name_.at(body.argument(0)) + " = " + round + " + " + s + ";");
