@@ -77,6 +77,12 @@ std::optional<std::string> common_lane_expr(const ir::Operation& op, const std::
     return std::nullopt;
   }
   const std::string dt = dtype_name(d);
+  // `nowrap`: the producer promises the result is in range (lane_ops.cpp).
+  if (const ir::Attribute* nowrap = op.attrs().find("nowrap"); nowrap && std::get<bool>(*nowrap)) {
+    if (n == "add") return "(" + a[0] + " + " + a[1] + ")";
+    if (n == "sub") return "(" + a[0] + " - " + a[1] + ")";
+    if (n == "mul") return "(" + a[0] + " * " + a[1] + ")";
+  }
   if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
   if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";
   if (n == "mul") return "tsr::imul<" + dt + ">(" + a[0] + ", " + a[1] + ")";
