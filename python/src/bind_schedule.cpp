@@ -30,6 +30,7 @@ void bind_schedule(nb::module_& m) {
       .def("schedule_ir", &schedule::Executable::schedule_ir)
       .def("tile_ir", &schedule::Executable::tile_ir)
       .def("target", &schedule::Executable::target)
+      .def("ptx", &schedule::Executable::ptx)
       .def_prop_ro("device", &schedule::Executable::device)
       .def_prop_ro("compile_seconds", &schedule::Executable::compile_seconds)
       .def_prop_ro("kernels", [](const schedule::Executable& e) {

@@ -308,9 +308,13 @@ class JitFunction:
     def graph_ir(self) -> str:
         return self.inspect_ir("graph")
 
-    def inspect_ir(self, level: str = "graph", *, optimized: bool = True) -> str:
+    def inspect_ir(self, level: str = "graph", *, optimized: bool = True, ptx: bool = False) -> str:
+        """The program at one level: "graph", "schedule", "tile" or "target" (the generated C++ or CUDA
+        C++ of each kernel). ``ptx=True`` with "target" gives the PTX of each kernel of a CUDA executable."""
         if level not in _LEVELS:
             raise ArgumentError(f"inspect_ir: level must be one of {', '.join(_LEVELS)}, got {level!r}")
+        if ptx and level != "target":
+            raise ArgumentError(f"inspect_ir: ptx=True applies to level \"target\", got {level!r}")
         entry = self._last or self._trace_from_annotations()
         self._last = entry
         if level == "graph":
@@ -319,6 +323,8 @@ class JitFunction:
             return _C.schedule_ir(entry.graph.module, entry.graph.name)
         # Tile IR and target code exist once every kernel is compiled.
         exe = entry.executable()
+        if ptx:
+            return exe.ptx()
         return exe.tile_ir() if level == "tile" else exe.target()
 
     def executable(self):

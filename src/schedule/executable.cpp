@@ -487,6 +487,22 @@ std::string Executable::target() const {
   }
   return out;
 }
+std::string Executable::ptx() const {
+  if (state_->device == "cpu") {
+    raise(ErrorCode::ArgumentInvalid, "PTX exists for CUDA executables; " + state_->function +
+                                          " runs on cpu (its target code is C++: inspect_ir(\"target\"))");
+  }
+  cuda::KernelCompileOptions o;
+  o.device = cuda::parse_device(state_->device);
+  o.ptx = true;
+  std::string out;
+  for (const Step& s : state_->steps) {
+    if (!s.gpu || !s.tile.func) continue;
+    const cuda::CompiledKernel k = cuda::compile_kernel(*s.tile.func, o);
+    out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + k.name + ", " + k.arch + ") ----\n" + k.ptx + "\n";
+  }
+  return out;
+}
 const std::string& Executable::device() const {
   return state_->device;
 }

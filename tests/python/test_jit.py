@@ -138,6 +138,11 @@ def test_inspect_ir_levels():
     assert "tessera::elementary::exp" in f.inspect_ir("target")
     with pytest.raises(tessera.ArgumentError):
         f.inspect_ir("ptx")
+    # PTX is a CUDA executable's (test_jit_cuda.py); on the CPU it is an error that says so.
+    with pytest.raises(tessera.ArgumentError, match="runs on cpu"):
+        f.inspect_ir("target", ptx=True)
+    with pytest.raises(tessera.ArgumentError, match="applies to level"):
+        f.inspect_ir("tile", ptx=True)
 
 
 def test_traced_values_cannot_be_read():

@@ -117,12 +117,17 @@ def test_target_cuda_moves_host_inputs_to_cuda0(rng):
     out = f(tessera.tensor(xv))
     assert out.device == "cuda:0"
     # Each op rounds to fp32 (exp, then the subtraction, which is exact near 1):
-    # the GPU's exp may differ from the host's by an ulp, an absolute error of
+    # Tessera's exp may differ from numpy's by an ulp, an absolute error of
     # at most 2 ulps of exp(x) after the cancellation.
     e = np.exp(xv.astype(np.float64)).astype(np.float32)
     want = e - np.float32(1.0)
     assert np.all(np.abs(out.numpy().astype(np.float64) - want) <= 2 * np.spacing(e).astype(np.float64))
+    # The same exp as the CPU's (tessera/numerics/elementary.h): the same bits.
+    cpu = tessera.jit(lambda x: ops.exp(x) - 1.0)(tessera.tensor(xv))
+    np.testing.assert_array_equal(out.numpy(), cpu.numpy())
     assert "__global__" in f.inspect_ir("target")
+    ptx = f.inspect_ir("target", ptx=True)
+    assert ".entry" in ptx and "// ---- kernel k0" in ptx
 
 
 @needs_gpu

@@ -59,6 +59,9 @@ class Executable {
   std::string schedule_ir() const;  // the Schedule IR function (text form)
   std::string tile_ir() const;      // the Tile IR kernels (text form)
   std::string target() const;       // the generated host (or CUDA) C++ of each kernel
+  // The PTX NVRTC makes of each kernel of a CUDA executable (compiled again
+  // with the PTX kept; the cubins are cached). An ArgumentError on the CPU.
+  std::string ptx() const;
   const std::string& device() const;  // "cpu" or "cuda:N"
   const std::vector<KernelReport>& kernels() const;
   double compile_seconds() const;
