@@ -97,7 +97,8 @@ class ReductionBuilder {
       for (auto a : axes_) result.nonempty_dims.emplace_back(x_index, static_cast<std::size_t>(a));
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
-    if (coop) options.shared_bytes = (kReductionBlock + 1) * 8;
+    // Block sums and the slot, and one strand partial per lane (row_loops.h).
+    if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_) * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);

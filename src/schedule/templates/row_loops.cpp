@@ -115,18 +115,73 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   Value* num_super = ceil_div(num_blocks);
   Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
   Value* slot = integer(b, kReductionBlock);
+  // With a multiple of kReductionStrands lanes, lanes take (block, strand)
+  // pairs: lanes / S blocks at a time, lane t running strand t mod S of block
+  // t / S (consecutive lanes read consecutive elements), then one lane per
+  // block combines its S strands by the canonical tree. Otherwise a lane
+  // takes whole blocks. Both give block_sum's bits.
+  const std::int64_t S = kReductionStrands;
+  const bool strand_lanes = lanes >= S && lanes % S == 0;
+  Value* strand_part = strand_lanes ? shared_array(b, acc_policy, lanes) : nullptr;
+  auto block_sums_by_strands = [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
+    const std::int64_t per_chunk = lanes / S;
+    Value* my_block_offset = op2(sb, "div", lane, integer(sb, S));
+    Value* my_strand = op2(sb, "rem", lane, integer(sb, S));
+    tile::build_for(sb, b_lo, b_hi, integer(sb, per_chunk), {}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+      Value* my_block = index_op(cb, "add", c[0], my_block_offset);
+      ir::Operation* part = tile::build_if(
+          cb, cmp(cb, "lt", my_block, b_hi), {acc_real(cb, 0.0)},
+          [&](ir::OpBuilder& ib, std::span<Value* const> init) {
+            Value* r_lo = index_op(ib, "mul", my_block, block);
+            Value* r_hi = op2(ib, "min", length, index_op(ib, "add", r_lo, block));
+            ir::Operation* strand = tile::build_for(
+                ib, index_op(ib, "add", r_lo, my_strand), r_hi, integer(ib, S), {init[0]},
+                [&](ir::OpBuilder& eb, std::span<Value* const> e) { return std::vector<Value*>{step(eb, e[0], e[1])}; });
+            return std::vector<Value*>{strand->result(0)};
+          },
+          [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
+      cb.create("tile.store_elem", {strand_part, lane, part->result(0)});
+      cb.create("tile.barrier", {});
+      Value* combined_block = index_op(cb, "add", c[0], lane);
+      Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
+      tile::build_if(
+          cb, combines, {},
+          [&](ir::OpBuilder& tb, std::span<Value* const>) {
+            std::vector<Value*> level;
+            Value* first = index_op(tb, "mul", lane, integer(tb, S));
+            for (std::int64_t k = 0; k < S; ++k)
+              level.push_back(
+                  tile::build(tb, "tile.load_elem", {strand_part, index_op(tb, "add", first, integer(tb, k))}));
+            while (level.size() > 1) {
+              std::vector<Value*> next;
+              for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(op2(tb, "add", level[k], level[k + 1]));
+              level = std::move(next);
+            }
+            tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), level[0]});
+            return std::vector<Value*>{};
+          },
+          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+      // The strand partials are read before the next chunk writes them.
+      cb.create("tile.barrier", {});
+      return std::vector<Value*>{};
+    });
+  };
   ir::Operation* outer = tile::build_for(
       b, integer(b, 0), num_super, one, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
         Value* b_lo = index_op(sb, "mul", s[0], block);
         Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
-        tile::build_for(sb, index_op(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
-                        [&](ir::OpBuilder& bb, std::span<Value* const> j) {
-                          Value* r_lo = index_op(bb, "mul", j[0], block);
-                          Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
-                          Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
-                          bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
-                          return std::vector<Value*>{};
-                        });
+        if (strand_lanes) {
+          block_sums_by_strands(sb, b_lo, b_hi);
+        } else {
+          tile::build_for(sb, index_op(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
+                          [&](ir::OpBuilder& bb, std::span<Value* const> j) {
+                            Value* r_lo = index_op(bb, "mul", j[0], block);
+                            Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
+                            Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
+                            bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
+                            return std::vector<Value*>{};
+                          });
+        }
         sb.create("tile.barrier", {});
         tile::build_if(
             sb, cmp(sb, "eq", lane, integer(sb, 0)), {},
