@@ -10,10 +10,13 @@ Rows:
 - softmax_safe over 4096x4096 fp32, against torch.softmax;
 - sums of 4096x4096 fp32 over the last and the first axis, against torch.sum;
 - the first call of jit(grad) with an empty kernel cache (NVRTC compiles),
-  and in a second process with a warm cache.
+  and in a second process with a warm cache;
+- the same jit(grad) step with capture_graph=True (one CUDA graph replayed
+  with new buffer addresses) against plain launches, at the size above and
+  at a small one where launch overhead dominates.
 Each Tessera result is checked against torch first (fp32, 1e-4 relative).
-Today every launch synchronizes (to report kernel faults), which the per-step
-times include.
+Launches do not synchronize; a per-step time ends with a device
+synchronization.
 """
 
 import argparse
@@ -130,6 +133,18 @@ def main():
         cold = first_call(B, D)
         warm = first_call(B, D)
     print(f"first call of jit(grad) MLP: {cold:.2f} s with an empty cache, {warm:.2f} s in a second process")
+
+    print(f"{'graph replay vs launches':<28} {'graph ms':>11} {'plain ms':>9} {'speedup':>9}")
+    for gb, gd in ((B, D), (32, 256)):
+        gh = [rng.standard_normal(s).astype(np.float32) * 0.05 for s in [(gd, gd), (gd,), (gd, 10), (10,), (gb, gd)]]
+        gh.append(np.eye(10, dtype=np.float32)[rng.integers(0, 10, gb)])
+        gt = [tessera.tensor(h).to(dev) for h in gh]
+        plain = tessera.jit(tessera.grad(mlp_loss, argnums=(0, 1, 2, 3)))
+        graphed = tessera.jit(capture_graph=True)(tessera.grad(mlp_loss, argnums=(0, 1, 2, 3)))
+        for a, b in zip(graphed(*gt), plain(*gt)):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())  # the same kernels: the same bits
+        a, b = seconds(lambda: graphed(*gt), sync=sync), seconds(lambda: plain(*gt), sync=sync)
+        print(f"{'jit(grad) MLP B%d D%d' % (gb, gd):<28} {a * 1e3:11.3f} {b * 1e3:9.3f} {b / a:8.2f}x")
 
 
 if __name__ == "__main__":

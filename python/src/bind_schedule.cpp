@@ -27,6 +27,20 @@ void bind_schedule(nb::module_& m) {
             return out;
           },
           nb::arg("args"))
+      .def(
+          "run_graph",
+          [](const schedule::Executable& e, const std::vector<Tensor>& args) {
+            std::vector<Tensor> out;
+            {
+              nb::gil_scoped_release release;
+              out = e.run_graph(args);
+            }
+            return out;
+          },
+          nb::arg("args"),
+          "run() through a CUDA graph built on the first call for these argument shapes and replayed, with new "
+          "buffer addresses, on later calls (CUDA executables only).")
+      .def_prop_ro("graphs", &schedule::Executable::graphs)
       .def("schedule_ir", &schedule::Executable::schedule_ir)
       .def("tile_ir", &schedule::Executable::tile_ir)
       .def("target", &schedule::Executable::target)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <unordered_map>
@@ -113,12 +114,39 @@ std::vector<Tensor> inverse_index(const Tensor& indices, std::int64_t n) {
   return {o, p};
 }
 
+// A run through a CUDA graph: the launches become the graph's nodes when it
+// is built, and replace its nodes' parameters, in the same order, when it is
+// replayed.
+struct GraphRecorder {
+  cuda::KernelGraph* graph = nullptr;
+  bool building = false;
+  std::size_t next = 0;
+  void record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
+              const cuda::KernelLaunchOptions& options) {
+    std::optional<cuda::PreparedLaunch> p = cuda::prepare_launch(k, grid, std::move(args), options);
+    if (!p) return;
+    if (building) {
+      graph->add(*p);
+    } else {
+      if (next >= graph->size()) {
+        raise(ErrorCode::Internal, "a graph replay made more launches than the " + std::to_string(graph->size()) +
+                                       " its graph was built with");
+      }
+      graph->set(next, *p);
+    }
+    ++next;
+  }
+};
+
 // One launch of a compiled step on its backend.
 struct Launcher {
   const cpu::LaunchOptions* cpu = nullptr;
   const cuda::KernelLaunchOptions* gpu = nullptr;
+  GraphRecorder* graph = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
-    if (step.gpu) {
+    if (step.gpu && graph) {
+      graph->record(*step.gpu, grid, std::move(args), *gpu);
+    } else if (step.gpu) {
       cuda::launch(*step.gpu, grid, std::move(args), *gpu);
     } else {
       cpu::launch(*step.compiled, grid, std::move(args), *cpu);
@@ -131,6 +159,11 @@ struct Launcher {
 void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                  const std::vector<std::int64_t>& domain, const Launcher& launch) {
   const TileKernel& tk = step.tile;
+  if (launch.graph && (!tk.index_checks.empty() || tk.inverse)) {
+    // Inside a graph the indices are not computed yet when the launches are recorded.
+    raise(ErrorCode::ArgumentInvalid, "it checks its indices through a host copy, which cannot happen inside a CUDA "
+                                      "graph; call the function without capture_graph");
+  }
   check_indices(tk, inputs, domain);
   std::vector<Tensor> extra;
   if (tk.inverse) extra = inverse_index(inputs.at(tk.inverse->input), domain.at(tk.inverse->dim));
@@ -209,6 +242,13 @@ struct Executable::State {
   double compile_seconds = 0.0;
   int num_threads = 0;
   std::string device = "cpu";
+  // CUDA graphs of run_graph, one per argument shapes.
+  struct CapturedGraph {
+    std::vector<std::vector<std::int64_t>> shapes;
+    std::shared_ptr<cuda::KernelGraph> graph;
+  };
+  std::mutex graphs_mutex;
+  std::vector<CapturedGraph> graphs;
 };
 
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -304,6 +344,19 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
 }
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
+  return run_impl(args, false);
+}
+
+std::vector<Tensor> Executable::run_graph(std::span<const Tensor> args) const {
+  return run_impl(args, true);
+}
+
+std::size_t Executable::graphs() const {
+  std::lock_guard<std::mutex> lock(state_->graphs_mutex);
+  return state_->graphs.size();
+}
+
+std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_graph) const {
   const ir::Operation& func = *state_->schedule.lookup(state_->function);
   const ir::Block& body = ir::function_body(func);
   const graph::SymbolBindings bindings = graph::bind_arguments(func, args);
@@ -345,7 +398,29 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   }
   cuda::KernelLaunchOptions gpu_options;
   gpu_options.check_faults = sync_each;
-  const Launcher launch{&launch_options, &gpu_options};
+  // run_graph: the launches build (first call for these shapes) or update
+  // (later calls) a CUDA graph, which runs once every node is set. With
+  // TESSERA_CUDA_SYNC or TESSERA_TRACE_KERNELS, which check each launch, it
+  // launches one by one as run() does.
+  if (use_graph && !on_gpu) {
+    raise(ErrorCode::ArgumentInvalid, "run_graph needs a CUDA executable; " + state_->function + " runs on cpu");
+  }
+  GraphRecorder recorder;
+  std::unique_lock<std::mutex> graph_lock(state_->graphs_mutex, std::defer_lock);
+  if (use_graph && !sync_each) {
+    graph_lock.lock();  // one run at a time updates a graph's nodes
+    std::vector<std::vector<std::int64_t>> shapes;
+    for (const Tensor& a : args) shapes.push_back(a.shape());
+    for (auto& g : state_->graphs) {
+      if (g.shapes == shapes) recorder.graph = g.graph.get();
+    }
+    if (recorder.graph == nullptr) {
+      state_->graphs.push_back({std::move(shapes), std::make_shared<cuda::KernelGraph>(ordinal)});
+      recorder.graph = state_->graphs.back().graph.get();
+      recorder.building = true;
+    }
+  }
+  const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr};
   std::size_t step_index = 0;
   for (const Step& step : state_->steps) {
     const std::size_t this_step = step_index++;
@@ -376,7 +451,17 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     }
     // Kernels read their operands contiguous (a view's consumer copies it here).
     for (Tensor& t : inputs) {
-      if (!t.is_contiguous()) t = t.contiguous();
+      if (t.is_contiguous()) continue;
+      if (recorder.graph) {
+        // The copy would run now, before the graph has computed what it copies.
+        const ir::Operation& first = kernel_root_op(k);
+        raise(ErrorCode::ArgumentInvalid,
+              "kernel " + kernel_name(k) + " (" + std::string(first.name()) +
+                  ") reads a non-contiguous view, which is copied outside the kernels and cannot run inside a CUDA "
+                  "graph; call the function without capture_graph",
+              first.location());
+      }
+      t = t.contiguous();
     }
     const auto domain =
         concrete_sizes(ir::Type::tensor(k.attrs().get_shape("domain"), k.result(0)->type().policy), bindings);
@@ -428,9 +513,19 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
                      ms);
       }
     } catch (const Error& e) {
+      // A graph left half built is dropped, so the next call builds it again.
+      if (recorder.building) std::erase_if(state_->graphs, [&](const auto& g) { return g.graph.get() == recorder.graph; });
       const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
+  }
+  if (recorder.graph) {
+    if (recorder.building) recorder.graph->instantiate();
+    if (recorder.next != recorder.graph->size()) {
+      raise(ErrorCode::Internal, "a graph replay of " + state_->function + " made " + std::to_string(recorder.next) +
+                                     " launches; its graph has " + std::to_string(recorder.graph->size()));
+    }
+    recorder.graph->launch(nullptr);
   }
   if (fault_slots) {
     // What the check needs outlives this call: the compiled kernels, and

@@ -184,3 +184,14 @@ def test_jit_options():
     assert tessera.jit(target="cuda")(lambda x: x).options["target"] == "cuda"
     with pytest.raises(tessera.ArgumentError):
         tessera.jit(target="tpu")(lambda x: x)
+
+
+def test_capture_graph_on_the_cpu_runs_plain_launches():
+    # The CPU has no graphs (its launches are function calls): capture_graph changes nothing there,
+    # and an executable's run_graph says it needs a CUDA executable.
+    f = tessera.jit(capture_graph=True)(lambda x: x * 2.0 + 1.0)
+    x = tessera.tensor(np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(f(x).numpy(), np.arange(4, dtype=np.float32) * 2 + 1)
+    assert f.executable().graphs == 0
+    with pytest.raises(tessera.ArgumentError, match="needs a CUDA executable"):
+        f.executable().run_graph([x])

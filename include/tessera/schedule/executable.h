@@ -55,6 +55,16 @@ class Executable {
   // shapes (symbols bind as in the reference executor); views are made
   // contiguous first.
   std::vector<Tensor> run(std::span<const Tensor> args) const;
+  // run() through a CUDA graph (a CUDA executable only). The first call for
+  // given argument shapes builds a graph of the executable's launches and
+  // runs it; later calls with the same shapes replace the nodes' buffer
+  // addresses (new inputs, fresh outputs and intermediates) and replay it:
+  // one graph launch instead of one launch per kernel, and no copies. New
+  // shapes build another graph (the executable keeps one per shapes). Steps
+  // that read device data on the host (gather and scatter index checks,
+  // non-contiguous intermediate views) cannot run inside a graph and raise.
+  std::vector<Tensor> run_graph(std::span<const Tensor> args) const;
+  std::size_t graphs() const;  // the graphs run_graph has built
 
   std::string schedule_ir() const;  // the Schedule IR function (text form)
   std::string tile_ir() const;      // the Tile IR kernels (text form)
@@ -72,6 +82,7 @@ class Executable {
   friend std::shared_ptr<Executable> compile_executable(const ir::Module&, const std::string&,
                                                         const ExecutableOptions&);
   explicit Executable(std::unique_ptr<State> state);
+  std::vector<Tensor> run_impl(std::span<const Tensor> args, bool use_graph) const;
   std::unique_ptr<State> state_;
 };
 

@@ -45,6 +45,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/deferred_checks.cpp
   ${_tessera_cuda_dir}/module.cpp
   ${_tessera_cuda_dir}/graph_capture.cpp
+  ${_tessera_cuda_dir}/kernel_graph.cpp
   ${_tessera_cuda_dir}/cublas.cpp
   ${_tessera_cuda_dir}/cublaslt.cpp
   ${_tessera_cuda_dir}/codegen/emit_lane.cpp

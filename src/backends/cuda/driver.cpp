@@ -95,6 +95,9 @@ LoadedDriver& loaded() {
     resolve(library, a.cuGraphExecDestroy, {"cuGraphExecDestroy"}, missing);
     resolve(library, a.cuGraphDestroy, {"cuGraphDestroy"}, missing);
     resolve(library, a.cuGraphGetNodes, {"cuGraphGetNodes"}, missing);
+    resolve(library, a.cuGraphCreate, {"cuGraphCreate"}, missing);
+    resolve(library, a.cuGraphAddKernelNode, {"cuGraphAddKernelNode_v2"}, missing);
+    resolve(library, a.cuGraphExecKernelNodeSetParams, {"cuGraphExecKernelNodeSetParams_v2"}, missing);
     {
       std::string optional;  // absent on old drivers: TMA copies fall back to cp.async
       resolve(library, a.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional);

@@ -23,6 +23,19 @@ using CUgraph = struct CUgraph_st*;
 using CUgraphExec = struct CUgraphExec_st*;
 using CUgraphNode = struct CUgraphNode_st*;
 
+// CUDA_KERNEL_NODE_PARAMS (the _v2 layout of cuGraphAddKernelNode_v2 and
+// cuGraphExecKernelNodeSetParams_v2).
+struct KernelNodeParams {
+  CUfunction func;
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern;  // CUkernel; unused when func is set
+  CUcontext ctx;
+};
+
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorOutOfMemory = 2;
 constexpr CUresult kCudaErrorNotReady = 600;
@@ -88,6 +101,9 @@ struct DriverApi {
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
   CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode*, std::size_t*);
+  CUresult (*cuGraphCreate)(CUgraph*, unsigned);
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, std::size_t, const void*);
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const void*);
   // Optional (drivers for CUDA 12 and later): nullptr when absent, and TMA
   // copies then fall back to cp.async.
   CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*, const unsigned long long*,

@@ -130,6 +130,43 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
 void launch(const CompiledKernel& kernel, std::int64_t grid, std::vector<KernelArg> args,
             const KernelLaunchOptions& options = {});
 
+// A launch prepared but not issued: the kernel, its configuration and its
+// one by-value parameter block (buffer addresses, extents, scalars). A
+// KernelGraph node runs exactly what launch() would have run.
+struct PreparedLaunch {
+  const Function* function = nullptr;
+  LaunchConfig config;
+  std::vector<unsigned char> params;
+};
+
+// launch() without issuing it, for options.check_faults == false (a
+// prepared launch cannot wait for its own fault record). nullopt for an
+// empty grid.
+std::optional<PreparedLaunch> prepare_launch(const CompiledKernel& kernel, std::int64_t grid,
+                                             std::vector<KernelArg> args, const KernelLaunchOptions& options);
+
+// A CUDA graph built node by node from prepared launches, each node after
+// the one added before it (not by stream capture), so that a node's
+// parameters can be replaced before a replay: a captured executable runs on
+// new input and output buffers by updating addresses, not by copying data.
+class KernelGraph {
+ public:
+  explicit KernelGraph(int device);
+  void add(const PreparedLaunch& launch);
+  // Instantiates the graph; nodes are fixed from then on.
+  void instantiate();
+  // Node `node`'s parameters for the next replay (the same kernel and launch
+  // shape as when it was added).
+  void set(std::size_t node, const PreparedLaunch& launch);
+  void launch(const Stream* stream) const;  // nullptr: the device's default stream
+  std::size_t size() const;
+  int device() const;
+
+ private:
+  struct Handle;
+  std::shared_ptr<Handle> handle_;
+};
+
 // The CUDA C++ for a kernel without compiling it (needs no GPU).
 std::string emit_kernel_source(const ir::Operation& kernel_func, const KernelCompileOptions& options = {});
 

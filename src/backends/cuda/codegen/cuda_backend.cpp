@@ -219,12 +219,16 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   return k;
 }
 
-void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args,
-            const KernelLaunchOptions& options) {
+namespace {
+
+// The parameter block and configuration of a launch; `fault` receives the
+// record a checked launch allocates. nullopt for an empty grid.
+std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg>& args,
+                                      const KernelLaunchOptions& options, std::shared_ptr<void>& fault) {
   if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
   const std::string device = "cuda:" + std::to_string(k.device);
   cpu::detail::BoundLaunch bound = cpu::detail::bind_launch(k.signature, grid, args, device);
-  if (bound.grid == 0) return;
+  if (bound.grid == 0) return std::nullopt;
   detail::HostParams hp;
   std::memset(&hp, 0, sizeof hp);
   for (std::size_t i = 0; i < bound.params.size(); ++i) {
@@ -241,14 +245,13 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   hp.grid = bound.grid;
   if (!k.tma_maps.empty() && !detail::encode_tma_maps(k, bound, hp)) {
     if (!k.cp_async_form) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
-    return launch(*k.cp_async_form, grid, std::move(args), options);
+    return prepare(*k.cp_async_form, grid, args, options, fault);
   }
   const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
   if (blocks > 0x7FFFFFFF) {
     raise(ErrorCode::ArgumentInvalid,
           "kernel '" + k.name + "': " + std::to_string(blocks) + " thread blocks exceed CUDA's grid limit of 2^31 - 1");
   }
-  std::shared_ptr<void> fault;
   if (!options.check_faults && options.fault_record != 0) hp.fault = reinterpret_cast<void*>(options.fault_record);
   if (options.check_faults) {
     fault = allocate_shared(k.device, sizeof(detail::HostFault));
@@ -261,18 +264,44 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
     }
     hp.fault = fault.get();
   }
-  LaunchConfig config;
-  config.grid = {static_cast<unsigned>(blocks)};
-  config.block = {static_cast<unsigned>(k.block_threads)};
-  config.shared_bytes = static_cast<unsigned>(k.shared_bytes);
-  config.stream = options.stream;
-  void* params[] = {&hp, nullptr};
-  k.handle->function.launch(config, params);
+  PreparedLaunch p;
+  p.function = &k.handle->function;
+  p.config.grid = {static_cast<unsigned>(blocks)};
+  p.config.block = {static_cast<unsigned>(k.block_threads)};
+  p.config.shared_bytes = static_cast<unsigned>(k.shared_bytes);
+  p.config.stream = options.stream;
+  p.params.resize(sizeof hp);
+  std::memcpy(p.params.data(), &hp, sizeof hp);
+  return p;
+}
+
+}  // namespace
+
+std::optional<PreparedLaunch> prepare_launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args,
+                                             const KernelLaunchOptions& options) {
+  if (options.check_faults) {
+    raise(ErrorCode::ArgumentInvalid, "prepare_launch of kernel '" + k.name +
+                                          "' needs check_faults = false (a prepared launch cannot wait for its fault "
+                                          "record); give it a fault_record instead");
+  }
+  std::shared_ptr<void> no_fault;
+  return prepare(k, grid, args, options, no_fault);
+}
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args,
+            const KernelLaunchOptions& options) {
+  std::shared_ptr<void> fault;
+  std::optional<PreparedLaunch> p = prepare(k, grid, args, options, fault);
+  if (!p) return;
+  void* params[] = {p->params.data(), nullptr};
+  p->function->launch(p->config, params);
   if (!options.check_faults) return;
   if (options.stream != nullptr) options.stream->synchronize();
   detail::HostFault f{};
   copy_to_host(k.device, &f, reinterpret_cast<DevicePtr>(fault.get()), sizeof f);
-  if (auto bad = describe_fault(k, &f)) raise(bad->code, bad->message);
+  // The fault record belongs to the kernel that ran (the cp.async form when the TMA maps did not fit).
+  const CompiledKernel& ran = p->function == &k.handle->function || !k.cp_async_form ? k : *k.cp_async_form;
+  if (auto bad = describe_fault(ran, &f)) raise(bad->code, bad->message);
 }
 
 std::optional<KernelFault> describe_fault(const CompiledKernel& k, const void* host_record) {

@@ -1,0 +1,112 @@
+// KernelGraph (tessera/backends/cuda/cuda_backend.h): a CUDA graph built node
+// by node from prepared launches, with node parameters replaceable between
+// replays (cuGraphExecKernelNodeSetParams).
+#include <vector>
+
+#include "backends/cuda/driver_api.h"
+#include "tessera/backends/cuda/cuda_backend.h"
+#include "tessera/support/error.h"
+
+namespace tessera::cuda {
+
+using namespace detail;
+
+struct KernelGraph::Handle {
+  int device = 0;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  std::vector<CUgraphNode> nodes;
+  ~Handle() {
+    try {  // a destructor must not throw
+      use_device(device);
+      if (exec) driver().cuGraphExecDestroy(exec);
+      if (graph) driver().cuGraphDestroy(graph);
+    } catch (...) {
+    }
+  }
+};
+
+namespace {
+
+// The node parameters of a prepared launch; `slot` must outlive the call
+// (the driver copies the parameter block when the node is added or set).
+KernelNodeParams node_params(const PreparedLaunch& p, void*& slot) {
+  if (p.function == nullptr) raise(ErrorCode::ArgumentInvalid, "a graph node needs a prepared launch with a kernel");
+  slot = const_cast<unsigned char*>(p.params.data());
+  KernelNodeParams n{};
+  n.func = static_cast<CUfunction>(p.function->handle());
+  n.grid_x = p.config.grid.x;
+  n.grid_y = p.config.grid.y;
+  n.grid_z = p.config.grid.z;
+  n.block_x = p.config.block.x;
+  n.block_y = p.config.block.y;
+  n.block_z = p.config.block.z;
+  n.shared_bytes = p.config.shared_bytes;
+  n.kernel_params = &slot;
+  return n;
+}
+
+}  // namespace
+
+KernelGraph::KernelGraph(int device) : handle_(std::make_shared<Handle>()) {
+  handle_->device = device;
+  use_device(device);
+  check(driver().cuGraphCreate(&handle_->graph, 0), "cuGraphCreate");
+}
+
+void KernelGraph::add(const PreparedLaunch& launch) {
+  if (handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::add after instantiate()");
+  if (launch.function && launch.function->device() != handle_->device) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + launch.function->name() + "' is loaded on cuda:" +
+                                          std::to_string(launch.function->device()) + ", the graph is for cuda:" +
+                                          std::to_string(handle_->device));
+  }
+  use_device(handle_->device);
+  void* slot = nullptr;
+  const KernelNodeParams n = node_params(launch, slot);
+  CUgraphNode node = nullptr;
+  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
+  check(driver().cuGraphAddKernelNode(&node, handle_->graph, after, after ? 1 : 0, &n),
+        ("cuGraphAddKernelNode('" + launch.function->name() + "')").c_str());
+  handle_->nodes.push_back(node);
+}
+
+void KernelGraph::instantiate() {
+  if (handle_->exec) return;
+  use_device(handle_->device);
+  check(driver().cuGraphInstantiateWithFlags(&handle_->exec, handle_->graph, 0), "cuGraphInstantiate");
+}
+
+void KernelGraph::set(std::size_t node, const PreparedLaunch& launch) {
+  if (!handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::set before instantiate()");
+  if (node >= handle_->nodes.size()) {
+    raise(ErrorCode::ArgumentInvalid, "KernelGraph::set: node " + std::to_string(node) + " of a graph of " +
+                                          std::to_string(handle_->nodes.size()));
+  }
+  use_device(handle_->device);
+  void* slot = nullptr;
+  const KernelNodeParams n = node_params(launch, slot);
+  check(driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n),
+        ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
+}
+
+void KernelGraph::launch(const Stream* stream) const {
+  if (!handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::launch before instantiate()");
+  if (stream && stream->device() != handle_->device) {
+    raise(ErrorCode::ArgumentInvalid, "a graph for cuda:" + std::to_string(handle_->device) +
+                                          " cannot run on a stream of cuda:" + std::to_string(stream->device()));
+  }
+  use_device(handle_->device);
+  check(driver().cuGraphLaunch(handle_->exec, stream ? static_cast<CUstream>(stream->handle()) : nullptr),
+        "cuGraphLaunch");
+}
+
+std::size_t KernelGraph::size() const {
+  return handle_->nodes.size();
+}
+
+int KernelGraph::device() const {
+  return handle_->device;
+}
+
+}  // namespace tessera::cuda
