@@ -142,6 +142,16 @@ TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {
   }
 }
 
+// One function compiled for the CPU and for cuda:0.
+std::pair<std::shared_ptr<schedule::Executable>, std::shared_ptr<schedule::Executable>> cpu_and_gpu_executables(
+    const ir::Module& m, const std::string& function) {
+  schedule::ExecutableOptions cpu_options;
+  cpu_options.cpu.cache_dir = (std::filesystem::temp_directory_path() / "tessera-schedule-tests").string();
+  schedule::ExecutableOptions gpu_options = cpu_options;
+  gpu_options.device = "cuda:0";
+  return {schedule::compile_executable(m, function, cpu_options), schedule::compile_executable(m, function, gpu_options)};
+}
+
 // A whole executable on the GPU (ExecutableOptions::device = "cuda:0"): a
 // GEMM with its bias/relu epilogue, a softmax, a row sum, a strided view and
 // a batched product, against the CPU executable. Elementwise and normalized
@@ -164,12 +174,7 @@ func @f(%x: tensor<[B, 200] fp32>, %w: tensor<[200, 96] fp32>, %b: tensor<[96] f
 }
 )";
   const ir::Module m = ir::parse_module(text);
-  schedule::ExecutableOptions cpu_options;
-  cpu_options.cpu.cache_dir = (std::filesystem::temp_directory_path() / "tessera-schedule-tests").string();
-  schedule::ExecutableOptions gpu_options = cpu_options;
-  gpu_options.device = "cuda:0";
-  auto cpu_exe = schedule::compile_executable(m, "f", cpu_options);
-  auto gpu_exe = schedule::compile_executable(m, "f", gpu_options);
+  auto [cpu_exe, gpu_exe] = cpu_and_gpu_executables(m, "f");
   EXPECT_EQ(gpu_exe->device(), "cuda:0");
   EXPECT_NE(gpu_exe->target().find("__global__"), std::string::npos);
   const NumericsPolicy f32 = default_policy(DType::fp32);
@@ -238,12 +243,7 @@ func @t(%x: tensor<[B, 300] fp32>) -> (tensor<[B, 300] fp32>, tensor<[B, 300] fp
 }
 )";
   const ir::Module m = ir::parse_module(text);
-  schedule::ExecutableOptions cpu_options;
-  cpu_options.cpu.cache_dir = (std::filesystem::temp_directory_path() / "tessera-schedule-tests").string();
-  schedule::ExecutableOptions gpu_options = cpu_options;
-  gpu_options.device = "cuda:0";
-  auto cpu_exe = schedule::compile_executable(m, "t", cpu_options);
-  auto gpu_exe = schedule::compile_executable(m, "t", gpu_options);
+  auto [cpu_exe, gpu_exe] = cpu_and_gpu_executables(m, "t");
   std::vector<double> v(37 * 300);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = 6.0 * std::sin(0.731 * static_cast<double>(i) + 0.2);
   const Tensor x = Tensor::from_values(v, {37, 300}, default_policy(DType::fp32));

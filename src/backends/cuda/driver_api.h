@@ -127,6 +127,8 @@ void check(CUresult rc, const char* what);
 // Makes the device's primary context current on this thread (retained once
 // per process) after checking the ordinal.
 void use_device(int ordinal);
+// Destroys what is not null, for destructors (never throws).
+void destroy_graph(int device, CUgraph graph, CUgraphExec exec) noexcept;
 
 // ---- NVRTC ---------------------------------------------------------------
 using nvrtcResult = int;

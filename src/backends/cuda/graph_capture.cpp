@@ -12,15 +12,17 @@ struct Graph::Handle {
   int device = 0;
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  ~Handle() {
-    try {  // a destructor must not throw
-      use_device(device);
-      if (exec) driver().cuGraphExecDestroy(exec);
-      if (graph) driver().cuGraphDestroy(graph);
-    } catch (...) {
-    }
-  }
+  ~Handle() { destroy_graph(device, graph, exec); }
 };
+
+void detail::destroy_graph(int device, CUgraph graph, CUgraphExec exec) noexcept {
+  try {
+    use_device(device);
+    if (exec) driver().cuGraphExecDestroy(exec);
+    if (graph) driver().cuGraphDestroy(graph);
+  } catch (...) {
+  }
+}
 
 void Graph::replay(const Stream& stream) const {
   if (!handle_) raise(ErrorCode::ArgumentInvalid, "replay of an empty Graph (capture one with GraphCapture)");

@@ -16,14 +16,7 @@ struct KernelGraph::Handle {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   std::vector<CUgraphNode> nodes;
-  ~Handle() {
-    try {  // a destructor must not throw
-      use_device(device);
-      if (exec) driver().cuGraphExecDestroy(exec);
-      if (graph) driver().cuGraphDestroy(graph);
-    } catch (...) {
-    }
-  }
+  ~Handle() { destroy_graph(device, graph, exec); }
 };
 
 namespace {
