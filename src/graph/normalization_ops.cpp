@@ -211,6 +211,50 @@ void add_softmax(ir::Registry& r) {
   });
 }
 
+// softmax's Jacobian at y applied to t (it is symmetric): y (t - sum(t y))
+// along `axis`, each step rounded once to the accumulation type, the sum in
+// the canonical order: with fp32 storage the bits of mul, sum, sub and mul
+// one by one. What autodiff emits for softmax_safe's JVP and VJP, so that a
+// compiled gradient is one row kernel.
+void add_softmax_linear(ir::Registry& r) {
+  std::string op_name = "graph.softmax_linear";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "y * (t - sum(t * y)) along `axis`: softmax's Jacobian at its result y applied to t.",
+      .operands = {"y", "t"},
+      .attrs = {int_attr("axis", -1)},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            require_float(in[0], op_name, "operand y");
+            require_float(in[1], op_name, "operand t");
+            if (!(in[0] == in[1])) {
+              raise(ErrorCode::ShapeMismatch, op_name + " needs y and t of one type, got " + ir::print_type(in[0]) +
+                                                  " and " + ir::print_type(in[1]));
+            }
+            normalize_axis(attrs.get_int("axis"), in[0].rank());
+            return std::vector<ir::Type>{in[0]};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            Rows ys(call.inputs[0], call.attrs), ts(call.inputs[1], call.attrs);
+            std::vector<double> out(ys.values.size());
+            const DType accum = call.result_types[0].policy.accum;
+            for (std::int64_t o = 0; o < ys.layout.outer; ++o) {
+              const auto y = ys.row(o), t = ts.row(o);
+              const double s = canonical_sum(ys.layout.inner, accum, [&](double a, std::int64_t i) {
+                const auto k = static_cast<std::size_t>(i);
+                return add_rounded(a, round_to(y[k] * t[k], accum), accum);
+              });
+              for (std::int64_t i = 0; i < ys.layout.inner; ++i) {
+                const auto k = static_cast<std::size_t>(i);
+                out[ys.offset(o, i)] = round_to(y[k] * add_rounded(t[k], -s, accum), accum);
+              }
+            }
+            return std::vector<Tensor>{make_result(out, call.result_types[0])};
+          },
+  });
+}
+
 void add_logsumexp(ir::Registry& r) {
   std::string op_name = "graph.logsumexp";
   r.add(OpDef{
@@ -299,6 +343,7 @@ void add_norm(ir::Registry& r, const std::string& op_name, bool center, double d
 
 void register_normalization_ops(ir::Registry& r) {
   add_softmax(r);
+  add_softmax_linear(r);
   add_logsumexp(r);
   add_norm(r, "graph.layernorm_safe", true, 1e-5);
   add_norm(r, "graph.rmsnorm_safe", false, 1e-6);

@@ -208,6 +208,8 @@ std::vector<Case> cases() {
       {"matmul batch broadcast", "graph.matmul", {x({2, 2, 3}), x({3, 2})}},
       {"softmax", "graph.softmax_safe", {x({2, 4})}},
       {"softmax axis0", "graph.softmax_safe", {x({3, 2})}, attrs({{"axis", std::int64_t{0}}})},
+      {"softmax_linear", "graph.softmax_linear", {x({2, 4}), x({2, 4})}},
+      {"softmax_linear axis0", "graph.softmax_linear", {x({3, 2}), x({3, 2})}, attrs({{"axis", std::int64_t{0}}})},
       {"logsumexp", "graph.logsumexp", {x({2, 4})}},
       {"logsumexp keepdims axis0",
        "graph.logsumexp",

@@ -1,6 +1,7 @@
 // JVP and VJP rules of the overflow-safe normalizations
 // (graph/normalization_ops.cpp), along the op's `axis` with y the result:
-//   softmax:    dy = y (t - sum(t y))                       (self-adjoint)
+//   softmax:    dy = y (t - sum(t y))                       (self-adjoint),
+//               one graph.softmax_linear op (one row kernel when compiled)
 //   logsumexp:  dy = sum(t softmax(x))
 //   layernorm:  xhat = (x - mean) r, r = 1/sqrt(var + eps);
 //               dxhat = r (tc - xhat mean(tc xhat)), tc = t - mean(t);
@@ -92,9 +93,13 @@ Values norm_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
   return out;
 }
 
+// y (t - sum(t y)): one graph.softmax_linear op, which compiles to one row kernel.
+Value* softmax_linear(RuleContext& c, Value* y, Value* t, std::int64_t axis) {
+  return c.op("graph.softmax_linear", {y, t}, ir::AttrMap{{"axis", axis}});
+}
+
 Value* softmax_map(RuleContext& c, ir::Operation& op, Value* t) {
-  Value* y = c.primal(op.result(0));
-  return mul(c, y, sub(c, t, sum_keep(c, mul(c, t, y), axis_of(op))));
+  return softmax_linear(c, c.primal(op.result(0)), t, axis_of(op));
 }
 
 Value* softmax_of_x(RuleContext& c, ir::Operation& op) {
@@ -109,6 +114,29 @@ void register_normalization_rules() {
   });
   register_builtin_vjp("graph.softmax_safe", [](RuleContext& c, ir::Operation& op, const Values& ct) {
     return Values{softmax_map(c, op, ct[0])};
+  });
+  // o = y (t - s), s = sum(t y), bilinear in (y, t):
+  //   JVP: ty (t - s) - y sum(t ty) + softmax_linear(y, tt);
+  //   VJP of a cotangent g: y-bar = g (t - s) - t sum(g y), t-bar = softmax_linear(y, g) (symmetric).
+  register_builtin_jvp("graph.softmax_linear", [](RuleContext& c, ir::Operation& op, const Values& t) {
+    const std::int64_t axis = axis_of(op);
+    Value* y = c.primal(op.operand(0));
+    Value* tv = c.primal(op.operand(1));
+    Value* out = nullptr;
+    if (t[0]) {
+      Value* s = sum_keep(c, mul(c, tv, y), axis);
+      out = sub(c, mul(c, t[0], sub(c, tv, s)), mul(c, y, sum_keep(c, mul(c, tv, t[0]), axis)));
+    }
+    if (t[1]) out = add_maybe(c, out, softmax_linear(c, y, t[1], axis));
+    return Values{out};
+  });
+  register_builtin_vjp("graph.softmax_linear", [](RuleContext& c, ir::Operation& op, const Values& ct) {
+    const std::int64_t axis = axis_of(op);
+    Value* y = c.primal(op.operand(0));
+    Value* tv = c.primal(op.operand(1));
+    Value* s = sum_keep(c, mul(c, tv, y), axis);
+    Value* y_bar = sub(c, mul(c, ct[0], sub(c, tv, s)), mul(c, tv, sum_keep(c, mul(c, ct[0], y), axis)));
+    return Values{y_bar, softmax_linear(c, y, ct[0], axis)};
   });
   register_builtin_jvp("graph.logsumexp", [](RuleContext& c, ir::Operation& op, const Values& t) {
     return Values{c.op(

@@ -12,7 +12,8 @@
 //   operand's own type -> x. These ops move encodings without decoding them
 //   (shape_ops.cpp), so composing or dropping them moves the same bits.
 // - Arithmetic identities: neg(neg(x)) -> x, mul(x, 1) -> x, x - (+0) -> x,
-//   x + (-0) -> x, cast(x) to x's own policy -> x. The reference computes in
+//   x + (-0) -> x, cast(x) to x's own policy -> x (the constant also when
+//   reshaped or broadcast, which keeps every element equal). The reference computes in
 //   double from decoded operands, rounds to the accumulation type and
 //   encodes to storage. -(-v), v * 1, v - (+0) and v + (-0) equal v in
 //   double for every v (signed zeros included: -0 - (+0) = -0,
@@ -128,12 +129,23 @@ bool fold_neg(ir::Block&, Pos, ir::Operation& op) {
   return replace_with(op, x);
 }
 
+// The value of a splat constant, also seen through reshape and broadcast_to
+// (which move its encodings unchanged, so every element is still the same):
+// autodiff's seed 1.0 reaches a gradient as broadcast_to(reshape(1.0)).
+std::optional<double> splat_through_movement(const ir::Value* v) {
+  while (const ir::Operation* d = v->defining_op()) {
+    if (d->name() != "graph.reshape" && d->name() != "graph.broadcast_to") break;
+    v = d->operand(0);
+  }
+  return splat_value(v);
+}
+
 // Replaces op(x, c) (or op(c, x) when `commutes`) by x when c is a splat with the bits of `identity`.
 bool fold_identity_operand(ir::Operation& op, double identity, bool commutes) {
   if (op.num_operands() != 2) return false;
   for (std::size_t k = 0; k < (commutes ? 2u : 1u); ++k) {
     ir::Value* x = op.operand(k);
-    auto c = splat_value(op.operand(1 - k));
+    auto c = splat_through_movement(op.operand(1 - k));
     if (!c || std::bit_cast<std::uint64_t>(*c) != std::bit_cast<std::uint64_t>(identity)) continue;
     if (arithmetic_is_exact(x->type()) && replace_with(op, x)) return true;
   }

@@ -1,4 +1,4 @@
-// The normalization template: graph.softmax_safe, graph.logsumexp,
+// The normalization template: graph.softmax_safe, graph.softmax_linear, graph.logsumexp,
 // graph.layernorm_safe and graph.rmsnorm_safe -> one Tile IR kernel with one
 // lane per row along the op's axis. Each lane makes the reference kernel's
 // passes over its row (graph/normalization_ops.cpp), re-reading the row
@@ -102,6 +102,7 @@ class NormalizationBuilder {
       row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
       length_ = row_->length();
       if (root_.name() == "graph.softmax_safe") softmax(then);
+      else if (root_.name() == "graph.softmax_linear") softmax_linear(then);
       else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
       else normalize(then, root_.name() == "graph.layernorm_safe");
     };
@@ -262,6 +263,22 @@ class NormalizationBuilder {
     return to_acc(b, op1(b, "exp", to64(b, d)));
   }
 
+  // y (t - sum(t y)) with y = operand 0 (the row) and t = operand 1, of the
+  // same shape and so read at the same offsets; every step rounds once at
+  // the accumulation type, as the reference does.
+  void softmax_linear(ir::OpBuilder& b) {
+    Value* t_buffer = params_.at(0);
+    auto t_at = [&](ir::OpBuilder& lb, Value* r) {
+      return to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {t_buffer, row_->offset(lb, r)})));
+    };
+    Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
+      return op2(lb, "add", acc, op2(lb, "mul", to_acc(lb, x64(lb, r)), t_at(lb, r)));
+    });
+    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
+      store(lb, row_->offset(lb, r), op2(lb, "mul", to_acc(lb, x64(lb, r)), op2(lb, "sub", t_at(lb, r), s)));
+    });
+  }
+
   void softmax(ir::OpBuilder& b) {
     auto stats = max_pass(b);
     Value* m = stats[0];
@@ -420,8 +437,8 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   };
   const ir::Operation& root = kernel_root_op(kernel);
   const ir::Block& body = kernel_body(kernel);
-  static const std::set<std::string_view> kOps = {"graph.softmax_safe", "graph.logsumexp", "graph.layernorm_safe",
-                                                  "graph.rmsnorm_safe"};
+  static const std::set<std::string_view> kOps = {"graph.softmax_safe", "graph.softmax_linear", "graph.logsumexp",
+                                                  "graph.layernorm_safe", "graph.rmsnorm_safe"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
   for (const auto& op : body.ops()) {
     if (op.get() != &root && op.get() != body.terminator()) {
