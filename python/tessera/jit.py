@@ -34,6 +34,30 @@ from tessera._trace import TraceContext, Tracer, active, _user_frame
 from tessera.errors import ArgumentError, CompileError, DeviceError, DtypeError, ShapeError
 
 CANONICAL_PIPELINE = ("canonicalize", "cse", "dce")
+
+
+def _flat_arguments(signature, bound):
+    """(name, value) per argument, with the elements of *args as "name[i]" and of **kwargs as
+    "name[key]": tensors passed through them are arguments like any other (traced, not baked in as
+    constants), and other values in them are static."""
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            for i, v in enumerate(value):
+                yield f"{name}[{i}]", v
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            for k, v in value.items():
+                yield f"{name}[{k}]", v
+        else:
+            yield name, value
+
+
+def _split_key(name):
+    """("args", 0) for "args[0]", ("kw", "x") for "kw[x]", (name, None) for a plain parameter."""
+    if not name.endswith("]") or "[" not in name:
+        return name, None
+    param, index = name[:-1].split("[", 1)
+    return param, int(index) if index.isdigit() else index
 _LEVELS = ("graph", "schedule", "tile", "target")
 
 
@@ -177,7 +201,7 @@ class JitFunction:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         tensors, statics, bindings = {}, {}, {}
-        for name, value in bound.arguments.items():
+        for name, value in _flat_arguments(self.signature, bound):
             spec = self.specs.get(name)
             if name in self.static_argnames:
                 statics[name] = value
@@ -283,7 +307,17 @@ class JitFunction:
             ctx.bindings = dict(bindings)
             call_args = dict(bound.arguments)
             for name, (dims, policy) in arg_types.items():
-                call_args[name] = ctx.argument(dims, policy, name)
+                param, index = _split_key(name)
+                if index is None:
+                    call_args[name] = ctx.argument(dims, policy, name)
+                else:  # an element of *args or **kwargs
+                    tracer = ctx.argument(dims, policy, f"{param}_{index}")
+                    if isinstance(call_args[param], dict):
+                        call_args[param] = {**call_args[param], index: tracer}
+                    else:
+                        elements = list(call_args[param])
+                        elements[index] = tracer
+                        call_args[param] = tuple(elements)
             call = inspect.BoundArguments(self.signature, call_args)
             out = self.fn(*call.args, **call.kwargs)
             leaves, rebuild = _flatten(out)

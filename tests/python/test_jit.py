@@ -195,3 +195,31 @@ def test_capture_graph_on_the_cpu_runs_plain_launches():
     assert f.executable().graphs == 0
     with pytest.raises(tessera.ArgumentError, match="needs a CUDA executable"):
         f.executable().run_graph([x])
+
+
+def test_tensors_passed_through_varargs_and_kwargs_are_arguments():
+    # Elements of *args and **kwargs are traced like named parameters: new values reuse the trace
+    # (they are not baked in as constants), and other values in them are static.
+    @tessera.jit
+    def f(*xs, **kw):
+        return xs[0] * kw["scale"] + xs[1] * kw["b"]
+
+    a = tessera.tensor(np.arange(3, dtype=np.float32))
+    b = tessera.tensor(np.ones(3, np.float32))
+    np.testing.assert_array_equal(f(a, b, scale=2.0, b=b).numpy(), np.arange(3) * 2.0 + 1.0)
+    c = tessera.tensor(np.full(3, 5.0, np.float32))
+    np.testing.assert_array_equal(f(c, b, scale=2.0, b=c).numpy(), np.full(3, 15.0))  # 5 * 2 + 1 * 5
+    assert f.trace_count == 1
+    header = f.inspect_ir("graph").splitlines()[0]
+    assert "%xs_0" in header and "%xs_1" in header and "%kw_b" in header, header
+    f(c, b, scale=3.0, b=c)  # a new static value: a new trace
+    assert f.trace_count == 2
+
+
+def test_jit_of_grad_traces_once_for_new_values():
+    g = tessera.jit(tessera.grad(lambda x, y: ops.sum(x * y)))
+    x = tessera.tensor(np.arange(4, dtype=np.float32))
+    y = tessera.tensor(np.ones(4, np.float32))
+    np.testing.assert_array_equal(g(x, y).numpy(), np.ones(4))
+    np.testing.assert_array_equal(g(x, x).numpy(), np.arange(4))
+    assert g.trace_count == 1
