@@ -38,6 +38,7 @@
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
+#include "tessera/numerics/convert.h"
 #include "tessera/numerics/elementary.h"
 #include "tessera/support/error.h"
 
@@ -255,6 +256,68 @@ void add_softmax_linear(ir::Registry& r) {
   });
 }
 
+// layernorm's (center) or rmsnorm's Jacobian at x applied to g, with the
+// plain (not overflow-scaled) statistics autodiff uses:
+//   xc = x - mean(x) (center) or x, r = 1/sqrt(mean(xc xc) + eps), xhat = xc r,
+//   out = r (gc - xhat mean(g xhat)), gc = g - mean(g) (center) or g.
+// Each step rounds once at the accumulation type (eps first to x's
+// storage, as a constant of x's policy), sums in the canonical order: with
+// fp32 storage the bits of the primitive ops one by one. What autodiff emits
+// for layernorm_safe's and rmsnorm_safe's JVP and VJP, so that their
+// gradient is one row kernel.
+void add_norm_linear(ir::Registry& r) {
+  std::string op_name = "graph.norm_linear";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "r (gc - xhat mean(g xhat)) along `axis`: layernorm's (center) or rmsnorm's Jacobian at x applied to g.",
+      .operands = {"x", "g"},
+      .attrs = {int_attr("axis", -1), real_attr("eps", 1e-5), bool_attr("center", true)},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            require_float(in[0], op_name, "operand x");
+            require_float(in[1], op_name, "operand g");
+            if (!(in[0] == in[1])) {
+              raise(ErrorCode::ShapeMismatch, op_name + " needs x and g of one type, got " + ir::print_type(in[0]) +
+                                                  " and " + ir::print_type(in[1]));
+            }
+            normalize_axis(attrs.get_int("axis"), in[0].rank());
+            check_eps(attrs.get_real("eps"), op_name);
+            return std::vector<ir::Type>{in[0]};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            Rows xs(call.inputs[0], call.attrs), gs(call.inputs[1], call.attrs);
+            std::vector<double> out(xs.values.size());
+            const DType accum = call.result_types[0].policy.accum;
+            const DType storage = call.inputs[0].dtype();
+            const bool center = call.attrs.get_bool("center");
+            const double eps = decode_value(encode_value(call.attrs.get_real("eps"), storage), storage);
+            const std::int64_t n = xs.layout.inner;
+            auto mean = [&](auto term) {
+              const double s = canonical_sum(n, accum, [&](double a, std::int64_t i) { return add_rounded(a, term(i), accum); });
+              return round_to(s / static_cast<double>(n), accum);
+            };
+            for (std::int64_t o = 0; o < xs.layout.outer; ++o) {
+              const auto x = xs.row(o), g = gs.row(o);
+              auto at = [](const std::vector<double>& v, std::int64_t i) { return v[static_cast<std::size_t>(i)]; };
+              const double m = center ? mean([&](std::int64_t i) { return at(x, i); }) : 0.0;
+              auto xc = [&](std::int64_t i) { return center ? round_to(at(x, i) - m, accum) : at(x, i); };
+              const double var = mean([&](std::int64_t i) { return round_to(xc(i) * xc(i), accum); });
+              const double rr = round_to(1.0 / std::sqrt(round_to(var + eps, accum)), accum);
+              auto xhat = [&](std::int64_t i) { return round_to(xc(i) * rr, accum); };
+              const double gm = center ? mean([&](std::int64_t i) { return at(g, i); }) : 0.0;
+              const double q = mean([&](std::int64_t i) { return round_to(at(g, i) * xhat(i), accum); });
+              for (std::int64_t i = 0; i < n; ++i) {
+                const double gc = center ? round_to(at(g, i) - gm, accum) : at(g, i);
+                const double w = round_to(gc - round_to(xhat(i) * q, accum), accum);
+                out[xs.offset(o, i)] = round_to(rr * w, accum);
+              }
+            }
+            return std::vector<Tensor>{make_result(out, call.result_types[0])};
+          },
+  });
+}
+
 void add_logsumexp(ir::Registry& r) {
   std::string op_name = "graph.logsumexp";
   r.add(OpDef{
@@ -344,6 +407,7 @@ void add_norm(ir::Registry& r, const std::string& op_name, bool center, double d
 void register_normalization_ops(ir::Registry& r) {
   add_softmax(r);
   add_softmax_linear(r);
+  add_norm_linear(r);
   add_logsumexp(r);
   add_norm(r, "graph.layernorm_safe", true, 1e-5);
   add_norm(r, "graph.rmsnorm_safe", false, 1e-6);

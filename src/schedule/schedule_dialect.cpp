@@ -82,7 +82,8 @@ Family family_of(const ir::Operation& graph_op) {
     }
     for (const char* n : {"sum", "mean", "max", "min", "argmax"}) m[std::string("graph.") + n] = Family::reduction;
     for (const char* n : {"matmul", "gemm"}) m[std::string("graph.") + n] = Family::gemm;
-    for (const char* n : {"softmax_safe", "softmax_linear", "logsumexp", "layernorm_safe", "rmsnorm_safe"}) {
+    for (const char* n : {"softmax_safe", "softmax_linear", "logsumexp", "layernorm_safe", "rmsnorm_safe",
+                          "norm_linear"}) {
       m[std::string("graph.") + n] = Family::normalization;
     }
     for (const char* n : {"reshape", "stop_gradient", "transpose", "slice", "split", "split_qkv"}) {

@@ -47,7 +47,8 @@ TEST(ScheduleNormalization, EveryOpAndPolicyMatchesReferenceBitwise) {
     const std::string t = std::string("tensor<[R, 200] ") + storage + ">";
     const std::string v = std::string("tensor<[200] ") + storage + ">";
     const std::string text = "func @f(%x: " + t + ", %g: " + v + ", %b: " + v + ") -> (" + t + ", tensor<[R] " +
-                             storage + ">, " + t + ", " + t + ", " + t + ", " + t + ", " + t + ") {\n"
+                             storage + ">, " + t + ", " + t + ", " + t + ", " + t + ", " + t + ", " + t + ", " + t +
+                             ") {\n"
                              "  %0 = graph.softmax_safe %x {axis = -1} : " + t + "\n"
                              "  %1 = graph.logsumexp %x {axis = 1} : tensor<[R] " + storage + ">\n"
                              "  %2 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : " + t + "\n"
@@ -55,7 +56,9 @@ TEST(ScheduleNormalization, EveryOpAndPolicyMatchesReferenceBitwise) {
                              "  %4 = graph.layernorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
                              "  %5 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
                              "  %6 = graph.softmax_linear %0, %x {axis = -1} : " + t + "\n"
-                             "  return %0, %1, %2, %3, %4, %5, %6\n}\n";
+                             "  %7 = graph.norm_linear %x, %0 {axis = -1, eps = 1e-5, center = true} : " + t + "\n"
+                             "  %8 = graph.norm_linear %x, %0 {axis = -1, eps = 1e-6, center = false} : " + t + "\n"
+                             "  return %0, %1, %2, %3, %4, %5, %6, %7, %8\n}\n";
     const NumericsPolicy p = parse_policy(storage);
     check_against_reference(text, "f", {special_rows(18, 200, p, 1), sample({200}, p, 2, false), sample({200}, p, 3, false)});
   }
@@ -79,13 +82,14 @@ func @g(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3, 1, 
 TEST(ScheduleNormalization, LongRowsMatchReferenceBitwise) {
   const std::string text = R"(
 func @h(%x: tensor<[4, 5000] fp32>) -> (tensor<[4, 5000] fp32>, tensor<[4] fp32>, tensor<[4, 5000] fp32>,
-                                        tensor<[4, 5000] fp32>, tensor<[4, 5000] fp32>) {
+                                        tensor<[4, 5000] fp32>, tensor<[4, 5000] fp32>, tensor<[4, 5000] fp32>) {
   %0 = graph.softmax_safe %x {axis = -1} : tensor<[4, 5000] fp32>
   %1 = graph.logsumexp %x {axis = -1} : tensor<[4] fp32>
   %2 = graph.layernorm_safe %x {axis = -1} : tensor<[4, 5000] fp32>
   %3 = graph.rmsnorm_safe %x {axis = -1} : tensor<[4, 5000] fp32>
   %4 = graph.softmax_linear %0, %x {axis = -1} : tensor<[4, 5000] fp32>
-  return %0, %1, %2, %3, %4
+  %5 = graph.norm_linear %x, %2 {axis = -1, eps = 1e-5, center = true} : tensor<[4, 5000] fp32>
+  return %0, %1, %2, %3, %4, %5
 }
 )";
   ir::Module m = ir::parse_module(text);
@@ -102,13 +106,14 @@ func @h(%x: tensor<[4, 5000] fp32>) -> (tensor<[4, 5000] fp32>, tensor<[4] fp32>
 // superblocks of block sums), also along an inner axis.
 TEST(ScheduleNormalization, CooperativeRowsGiveTheSameBitsForAnyLaneCount) {
   const std::string text = R"(
-func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>) {
+func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>) {
   %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
   %1 = graph.logsumexp %x {axis = -1} : tensor<[R] fp32>
   %2 = graph.layernorm_safe %x, %g {axis = -1, eps = 1e-5} : tensor<[R, N] fp32>
   %3 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : tensor<[R, N] fp32>
   %4 = graph.softmax_linear %0, %x {axis = -1} : tensor<[R, N] fp32>
-  return %0, %1, %2, %3, %4
+  %5 = graph.norm_linear %x, %0 {axis = -1, eps = 1e-5, center = true} : tensor<[R, N] fp32>
+  return %0, %1, %2, %3, %4, %5
 }
 func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3, 6] fp32>) {
   %0 = graph.softmax_safe %x {axis = 1} : tensor<[3, 40, 6] fp32>

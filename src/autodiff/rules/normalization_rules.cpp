@@ -65,10 +65,11 @@ Norm norm_of(RuleContext& c, ir::Operation& op) {
   return n;
 }
 
-// r (g - [mean(g)] - xhat mean(g xhat)): the normalization's own linear map (both modes).
-Value* project(RuleContext& c, const Norm& n, Value* g) {
-  Value* centered = n.center ? sub(c, g, mean_keep(c, g, n.axis)) : g;
-  return mul(c, n.r, sub(c, centered, mul(c, n.xhat, mean_keep(c, mul(c, g, n.xhat), n.axis))));
+// project() as one graph.norm_linear op (one row kernel when compiled).
+Value* norm_linear(RuleContext& c, ir::Operation& op, Value* g) {
+  return c.op("graph.norm_linear", {c.primal(op.operand(0)), g},
+              ir::AttrMap{{"axis", axis_of(op)}, {"eps", op.attrs().get_real("eps")},
+                          {"center", op.name() == "graph.layernorm_safe"}});
 }
 
 Values norm_jvp(RuleContext& c, ir::Operation& op, const Values& t) {
@@ -76,7 +77,7 @@ Values norm_jvp(RuleContext& c, ir::Operation& op, const Values& t) {
   std::size_t rank = op.operand(0)->type().rank();
   Value* out = nullptr;
   if (t[0]) {
-    out = project(c, n, t[0]);
+    out = norm_linear(c, op, t[0]);
     if (n.gamma) out = mul(c, out, n.gamma);
   }
   if (t.size() > 1 && t[1]) out = add_maybe(c, out, mul(c, n.xhat, along_axis(c, t[1], n.axis, rank)));
@@ -87,7 +88,7 @@ Values norm_jvp(RuleContext& c, ir::Operation& op, const Values& t) {
 Values norm_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
   Norm n = norm_of(c, op);
   Value* g = n.gamma ? mul(c, ct[0], n.gamma) : ct[0];
-  Values out{project(c, n, g)};
+  Values out{norm_linear(c, op, g)};
   if (op.num_operands() > 1) out.push_back(sum_others(c, mul(c, ct[0], n.xhat), n.axis));
   if (op.num_operands() > 2) out.push_back(sum_others(c, ct[0], n.axis));
   return out;
@@ -104,6 +105,34 @@ Value* softmax_map(RuleContext& c, ir::Operation& op, Value* t) {
 
 Value* softmax_of_x(RuleContext& c, ir::Operation& op) {
   return c.op("graph.softmax_safe", {c.primal(op.operand(0))}, ir::AttrMap{{"axis", axis_of(op)}});
+}
+
+// o = r (gc - xhat q), q = mean(g xhat): linear and symmetric in g, so
+// g's tangent and cotangent go through norm_linear itself. In x (tangent
+// u, dxc = u - [mean(u)]): dr = -r^3 mean(xc dxc), dxhat = r dxc + xc dr,
+// dq = mean(g dxhat), do = dr w - r q dxhat - r xhat dq with w = gc - xhat q;
+// its transpose for a cotangent k is v - [mean(v)] with
+// h = -r q k - r mean(k xhat) g and v = r h - r^3 (mean(k w) + mean(h xc)) xc.
+struct LinearNorm {
+  std::int64_t axis;
+  bool center;
+  Value *x, *g, *xc, *r, *r3, *xhat, *q, *w;
+};
+LinearNorm linear_norm_of(RuleContext& c, ir::Operation& op) {
+  LinearNorm n{};
+  n.axis = axis_of(op);
+  n.center = op.attrs().get_bool("center");
+  n.x = c.primal(op.operand(0));
+  n.g = c.primal(op.operand(1));
+  n.xc = n.center ? sub(c, n.x, mean_keep(c, n.x, n.axis)) : n.x;
+  Value* var = mean_keep(c, mul(c, n.xc, n.xc), n.axis);
+  n.r = c.op("graph.rsqrt", {add(c, var, like(c, n.x, op.attrs().get_real("eps")))});
+  n.r3 = mul(c, n.r, mul(c, n.r, n.r));
+  n.xhat = mul(c, n.xc, n.r);
+  n.q = mean_keep(c, mul(c, n.g, n.xhat), n.axis);
+  Value* gc = n.center ? sub(c, n.g, mean_keep(c, n.g, n.axis)) : n.g;
+  n.w = sub(c, gc, mul(c, n.xhat, n.q));
+  return n;
 }
 
 }  // namespace
@@ -137,6 +166,31 @@ void register_normalization_rules() {
     Value* s = sum_keep(c, mul(c, tv, y), axis);
     Value* y_bar = sub(c, mul(c, ct[0], sub(c, tv, s)), mul(c, tv, sum_keep(c, mul(c, ct[0], y), axis)));
     return Values{y_bar, softmax_linear(c, y, ct[0], axis)};
+  });
+  auto relinear = [](RuleContext& c, ir::Operation& op, Value* g) {
+    return c.op("graph.norm_linear", {c.primal(op.operand(0)), g}, op.attrs());
+  };
+  register_builtin_jvp("graph.norm_linear", [relinear](RuleContext& c, ir::Operation& op, const Values& t) {
+    Value* out = nullptr;
+    if (t[0]) {
+      const LinearNorm n = linear_norm_of(c, op);
+      Value* dxc = n.center ? sub(c, t[0], mean_keep(c, t[0], n.axis)) : t[0];
+      Value* dr = neg(c, mul(c, n.r3, mean_keep(c, mul(c, n.xc, dxc), n.axis)));
+      Value* dxhat = add(c, mul(c, n.r, dxc), mul(c, n.xc, dr));
+      Value* dq = mean_keep(c, mul(c, n.g, dxhat), n.axis);
+      out = sub(c, sub(c, mul(c, dr, n.w), mul(c, mul(c, n.r, n.q), dxhat)), mul(c, mul(c, n.r, n.xhat), dq));
+    }
+    if (t[1]) out = add_maybe(c, out, relinear(c, op, t[1]));
+    return Values{out};
+  });
+  register_builtin_vjp("graph.norm_linear", [relinear](RuleContext& c, ir::Operation& op, const Values& ct) {
+    const LinearNorm n = linear_norm_of(c, op);
+    Value* k = ct[0];
+    Value* h = neg(c, add(c, mul(c, mul(c, n.r, n.q), k), mul(c, mul(c, n.r, mean_keep(c, mul(c, k, n.xhat), n.axis)), n.g)));
+    Value* scale = mul(c, n.r3, add(c, mean_keep(c, mul(c, k, n.w), n.axis), mean_keep(c, mul(c, h, n.xc), n.axis)));
+    Value* v = sub(c, mul(c, n.r, h), mul(c, scale, n.xc));
+    Value* x_bar = n.center ? sub(c, v, mean_keep(c, v, n.axis)) : v;
+    return Values{x_bar, relinear(c, op, k)};
   });
   register_builtin_jvp("graph.logsumexp", [](RuleContext& c, ir::Operation& op, const Values& t) {
     return Values{c.op(

@@ -103,6 +103,7 @@ class NormalizationBuilder {
       length_ = row_->length();
       if (root_.name() == "graph.softmax_safe") softmax(then);
       else if (root_.name() == "graph.softmax_linear") softmax_linear(then);
+      else if (root_.name() == "graph.norm_linear") norm_linear(then);
       else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
       else normalize(then, root_.name() == "graph.layernorm_safe");
     };
@@ -279,6 +280,39 @@ class NormalizationBuilder {
     });
   }
 
+  // graph.norm_linear (graph/normalization_ops.cpp): x = operand 0 (the
+  // row), g = operand 1 read at the same offsets; the statistics take one
+  // pass each (mean of x, of xc^2, of g, of g xhat), every step rounded once
+  // at the accumulation type as the reference does.
+  void norm_linear(ir::OpBuilder& b) {
+    const bool center = root_.attrs().get_bool("center");
+    const DType storage = root_.operand(0)->type().dtype();
+    const double eps = decode_value(encode_value(root_.attrs().get_real("eps"), storage), storage);
+    Value* g_buffer = params_.at(0);
+    auto g_at = [&](ir::OpBuilder& lb, Value* r) {
+      return to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {g_buffer, row_->offset(lb, r)})));
+    };
+    auto x_at = [&](ir::OpBuilder& lb, Value* r) { return to_acc(lb, x64(lb, r)); };
+    auto mean_of = [&](const std::function<Value*(ir::OpBuilder&, Value*)>& term) {
+      return mean(b, sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, term(lb, r)); }));
+    };
+    Value* m = center ? mean_of(x_at) : nullptr;
+    auto xc_at = [&](ir::OpBuilder& lb, Value* r) { return center ? op2(lb, "sub", x_at(lb, r), m) : x_at(lb, r); };
+    Value* var = mean_of([&](ir::OpBuilder& lb, Value* r) {
+      Value* c = xc_at(lb, r);
+      return op2(lb, "mul", c, c);
+    });
+    Value* rr = quotient(b, acc_real(b, 1.0), op1(b, "sqrt", to64(b, op2(b, "add", var, acc_real(b, eps)))));
+    auto xhat_at = [&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", xc_at(lb, r), rr); };
+    Value* gm = center ? mean_of(g_at) : nullptr;
+    Value* q = mean_of([&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", g_at(lb, r), xhat_at(lb, r)); });
+    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
+      Value* gc = center ? op2(lb, "sub", g_at(lb, r), gm) : g_at(lb, r);
+      Value* w = op2(lb, "sub", gc, op2(lb, "mul", xhat_at(lb, r), q));
+      store(lb, row_->offset(lb, r), op2(lb, "mul", rr, w));
+    });
+  }
+
   void softmax(ir::OpBuilder& b) {
     auto stats = max_pass(b);
     Value* m = stats[0];
@@ -438,7 +472,7 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   const ir::Operation& root = kernel_root_op(kernel);
   const ir::Block& body = kernel_body(kernel);
   static const std::set<std::string_view> kOps = {"graph.softmax_safe", "graph.softmax_linear", "graph.logsumexp",
-                                                  "graph.layernorm_safe", "graph.rmsnorm_safe"};
+                                                  "graph.layernorm_safe", "graph.rmsnorm_safe", "graph.norm_linear"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
   for (const auto& op : body.ops()) {
     if (op.get() != &root && op.get() != body.terminator()) {
