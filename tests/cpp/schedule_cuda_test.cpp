@@ -221,13 +221,15 @@ func @f(%x: tensor<[B, 200] fp32>, %w: tensor<[200, 96] fp32>, %b: tensor<[96] f
 // Without GEMMs (whose products the GPU may fuse differently), the GPU
 // executable gives the CPU executable's bits: exp, log and tanh are the same
 // code on both (tessera/numerics/elementary.h), sums follow the same
-// canonical order, and neither side contracts a*b+c.
+// canonical order, and neither side contracts a*b+c. The normalizations'
+// gradient kernels (softmax_linear, norm_linear) included.
 TEST(ScheduleCudaGpu, TranscendentalsSumsAndNormalizationsGiveTheCpuBits) {
   if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
   const char* text = R"(
 func @t(%x: tensor<[B, 300] fp32>) -> (tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B, 300] fp32>,
                                        tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B, 300] fp32>,
-                                       tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B] fp32>, tensor<[B] fp32>) {
+                                       tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B] fp32>, tensor<[B] fp32>,
+                                       tensor<[B, 300] fp32>, tensor<[B, 300] fp32>, tensor<[B, 300] fp32>) {
   %0 = graph.exp %x : tensor<[B, 300] fp32>
   %a = graph.abs %x : tensor<[B, 300] fp32>
   %1 = graph.log %a : tensor<[B, 300] fp32>
@@ -239,7 +241,10 @@ func @t(%x: tensor<[B, 300] fp32>) -> (tensor<[B, 300] fp32>, tensor<[B, 300] fp
   %7 = graph.rmsnorm_safe %x {axis = -1} : tensor<[B, 300] fp32>
   %8 = graph.sum %x {axes = [1], keepdims = false} : tensor<[B] fp32>
   %9 = graph.logsumexp %x {axis = -1} : tensor<[B] fp32>
-  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9
+  %10 = graph.softmax_linear %5, %x {axis = -1} : tensor<[B, 300] fp32>
+  %11 = graph.norm_linear %x, %5 {axis = -1, eps = 1e-5, center = true} : tensor<[B, 300] fp32>
+  %12 = graph.norm_linear %x, %5 {axis = -1, eps = 1e-6, center = false} : tensor<[B, 300] fp32>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12
 }
 )";
   const ir::Module m = ir::parse_module(text);
