@@ -212,6 +212,20 @@ void add_softmax(ir::Registry& r) {
   });
 }
 
+// The result type of an op on two float tensors of one type along `axis`
+// (softmax_linear, norm_linear): that type.
+ir::Type row_pair_type(std::span<const ir::Type> in, const AttrMap& attrs, const std::string& op_name,
+                       const char* first, const char* second) {
+  require_float(in[0], op_name, std::string("operand ") + first);
+  require_float(in[1], op_name, std::string("operand ") + second);
+  if (!(in[0] == in[1])) {
+    raise(ErrorCode::ShapeMismatch, op_name + " needs " + first + " and " + second + " of one type, got " +
+                                        ir::print_type(in[0]) + " and " + ir::print_type(in[1]));
+  }
+  normalize_axis(attrs.get_int("axis"), in[0].rank());
+  return in[0];
+}
+
 // softmax's Jacobian at y applied to t (it is symmetric): y (t - sum(t y))
 // along `axis`, each step rounded once to the accumulation type, the sum in
 // the canonical order: with fp32 storage the bits of mul, sum, sub and mul
@@ -226,14 +240,7 @@ void add_softmax_linear(ir::Registry& r) {
       .attrs = {int_attr("axis", -1)},
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
-            require_float(in[0], op_name, "operand y");
-            require_float(in[1], op_name, "operand t");
-            if (!(in[0] == in[1])) {
-              raise(ErrorCode::ShapeMismatch, op_name + " needs y and t of one type, got " + ir::print_type(in[0]) +
-                                                  " and " + ir::print_type(in[1]));
-            }
-            normalize_axis(attrs.get_int("axis"), in[0].rank());
-            return std::vector<ir::Type>{in[0]};
+            return std::vector<ir::Type>{row_pair_type(in, attrs, op_name, "y", "t")};
           },
       .reference =
           [](const KernelCall& call) {
@@ -274,15 +281,8 @@ void add_norm_linear(ir::Registry& r) {
       .attrs = {int_attr("axis", -1), real_attr("eps", 1e-5), bool_attr("center", true)},
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
-            require_float(in[0], op_name, "operand x");
-            require_float(in[1], op_name, "operand g");
-            if (!(in[0] == in[1])) {
-              raise(ErrorCode::ShapeMismatch, op_name + " needs x and g of one type, got " + ir::print_type(in[0]) +
-                                                  " and " + ir::print_type(in[1]));
-            }
-            normalize_axis(attrs.get_int("axis"), in[0].rank());
             check_eps(attrs.get_real("eps"), op_name);
-            return std::vector<ir::Type>{in[0]};
+            return std::vector<ir::Type>{row_pair_type(in, attrs, op_name, "x", "g")};
           },
       .reference =
           [](const KernelCall& call) {
