@@ -331,14 +331,46 @@ class NormalizationBuilder {
       return op2(eb, "add", acc, e);
     });
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
-    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
-      Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})))
-                        : shifted_exp(lb, r, m_acc);
-      Value* normal = quotient(lb, e, s);
-      Value* inf_row = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
-      Value* y = select(lb, bad, acc_real(lb, std::nan("")), select(lb, m_is_inf, inf_row, normal));
-      store(lb, row_->offset(lb, r), y);
-    });
+    // The row's case is uniform, so each case is its own loop: the common
+    // one reads only e and divides at the accumulation type (a division of
+    // two values of that type, correctly rounded, is the reference's
+    // round_to(e / s) in fp64, as 53 >= 2 * 24 + 2).
+    auto each_case = [&](ir::OpBuilder& cb, Value* cond, const std::function<void(ir::OpBuilder&)>& then,
+                         const std::function<void(ir::OpBuilder&)>& otherwise) {
+      tile::build_if(
+          cb, cond, {},
+          [&](ir::OpBuilder& tb, std::span<Value* const>) {
+            then(tb);
+            return std::vector<Value*>{};
+          },
+          [&](ir::OpBuilder& eb, std::span<Value* const>) {
+            otherwise(eb);
+            return std::vector<Value*>{};
+          });
+    };
+    each_case(
+        b, bad,
+        [&](ir::OpBuilder& nb) {
+          each_element(nb, [&](ir::OpBuilder& lb, Value* r) { store(lb, row_->offset(lb, r), acc_real(lb, std::nan(""))); });
+        },
+        [&](ir::OpBuilder& ob) {
+          each_case(
+              ob, m_is_inf,
+              [&](ir::OpBuilder& ib) {
+                each_element(ib, [&](ir::OpBuilder& lb, Value* r) {
+                  Value* y = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
+                  store(lb, row_->offset(lb, r), y);
+                });
+              },
+              [&](ir::OpBuilder& fb) {
+                each_element(fb, [&](ir::OpBuilder& lb, Value* r) {
+                  Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem",
+                                                                                      {out_buffer_, row_->offset(lb, r)})))
+                                    : shifted_exp(lb, r, m_acc);
+                  store(lb, row_->offset(lb, r), op2(lb, "div", e, s));
+                });
+              });
+        });
   }
 
   void logsumexp(ir::OpBuilder& b, Value* o) {
