@@ -16,12 +16,6 @@ IndexBounds::IndexBounds(const ir::Operation& func, const std::unordered_set<std
   visit(ir::function_body(func));
 }
 
-bool IndexBounds::plain(const ir::Operation& op) const {
-  if (plain_.count(&op) != 0) return true;
-  const ir::Attribute* nowrap = op.attrs().find("nowrap");
-  return nowrap && std::get<bool>(*nowrap) && op.num_results() == 1 && !is_float(op.result(0)->type().dtype());
-}
-
 const std::uint64_t* IndexBounds::bound(const ir::Value* v) const {
   auto it = bound_.find(v);
   return it == bound_.end() ? nullptr : &it->second;

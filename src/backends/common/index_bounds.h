@@ -27,9 +27,10 @@ class IndexBounds {
  public:
   // `scalar_symbols`: symbol names a scalar argument binds (not bounded).
   IndexBounds(const ir::Operation& func, const std::unordered_set<std::string>& scalar_symbols);
-  // True when `op` is an integer add or mul whose result stays in [0, 2^62),
-  // or an add, sub or mul its producer marked `nowrap`.
-  bool plain(const ir::Operation& op) const;
+  // True when `op` is an integer add or mul whose result stays in [0, 2^62).
+  // (Ops their producer marked `nowrap` are plain anyway: codegen's
+  // common_lane_expr writes them so on every backend.)
+  bool plain(const ir::Operation& op) const { return plain_.count(&op) != 0; }
 
  private:
   void visit(const ir::Block& block);

@@ -192,9 +192,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "args.grid";
-  if (ctx.bounds && ctx.bounds->plain(op)) {
-    return "(" + a[0] + (n == "add" ? " + " : (n == "sub" ? " - " : " * ")) + a[1] + ")";
-  }
+  if (ctx.bounds && ctx.bounds->plain(op)) return "(" + a[0] + (n == "add" ? " + " : " * ") + a[1] + ")";
   if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
       n == "cos")

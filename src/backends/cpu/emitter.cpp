@@ -657,43 +657,50 @@ class Emitter {
     line("}");
   }
 
-  // A lane-level tile.for without carried values whose body can be masked
-  // (an output pass over a row): its accesses are masked, so g++ can
-  // vectorize it; a fault re-runs the loop checked, which raises at the first
-  // faulting iteration (stores of later iterations may already have
-  // happened, and an in-place store may have been applied twice: the
-  // kernel's outputs are not defined after a fault).
-  void emit_masked_lane_for(const ir::Operation& op) {
-    const ir::Block& body = op.region(0).block();
-    line("{  // tile.for (masked)");
-    ++indent_;
-    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step"), faults = fresh("faults");
-    line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ", " +
-         step + " = " + ref(op.operand(2)) + ";");
-    require_positive_step(step);
-    const std::string& iv = name_.at(body.argument(0));
-    const std::string loop =
-        "for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {";
+  // `header` (a `for (...) {` line) with masked accesses in `body`, counting
+  // the iterations that faulted (an integer sum, which g++ vectorizes; a
+  // bool would not). After a fault the loop re-runs checked, which raises at
+  // its first faulting iteration in order; `lost` names the place if it did
+  // not. Stores of later iterations may already have happened then (an
+  // in-place store even twice): a kernel's outputs are not defined after a
+  // fault.
+  void emit_masked_loop(const std::string& header, const std::string& lost, const std::function<void()>& body) {
+    const std::string faults = fresh("faults");
     line("std::int32_t " + faults + " = 0;");
-    line(loop);
+    line(header);
     ++indent_;
     line("bool lane_ok = true;");
     access_ = Access::masked;
-    emit_lane_block(body);
+    body();
     access_ = Access::checked;
     line(faults + " += static_cast<std::int32_t>(!lane_ok);");
     --indent_;
     line("}");
     line("if (" + faults + " != 0) [[unlikely]] {");
     ++indent_;
-    line(loop);
+    line(header);
     ++indent_;
-    emit_lane_block(body);
+    body();
     --indent_;
     line("}");
-    line("tsr::lane_fault_lost(kKernel, " + lo + ");");
+    line("tsr::lane_fault_lost(kKernel, " + lost + ");");
     --indent_;
     line("}");
+  }
+
+  // A lane-level tile.for without carried values whose body can be masked
+  // (an output pass over a row) runs as a masked loop, so g++ can vectorize it.
+  void emit_masked_lane_for(const ir::Operation& op) {
+    const ir::Block& body = op.region(0).block();
+    line("{  // tile.for (masked)");
+    ++indent_;
+    const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
+    line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ", " +
+         step + " = " + ref(op.operand(2)) + ";");
+    require_positive_step(step);
+    const std::string& iv = name_.at(body.argument(0));
+    emit_masked_loop("for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {",
+                     lo, [&] { emit_lane_block(body); });
     --indent_;
     line("}");
   }
@@ -701,10 +708,8 @@ class Emitter {
   // tile.strands runs in rounds of `count` consecutive indices, one per
   // strand: the loop over a round's strands has independent iterations and
   // consecutive element accesses, so g++ vectorizes it. With a maskable body
-  // those accesses are masked and a faulting round re-runs checked, which
-  // raises at its first faulting index in order (stores of later indices of
-  // that round may already have happened). The ragged last round, and every
-  // round of a body that cannot be masked, run checked.
+  // those rounds are masked loops (emit_masked_loop). The ragged last round,
+  // and every round of a body that cannot be masked, run checked.
   void emit_lane_strands(const ir::Operation& op) {
     const ir::Block& body = op.region(0).block();
     const std::int64_t count = std::get<std::int64_t>(*op.attrs().find("count"));
@@ -715,7 +720,7 @@ class Emitter {
     for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
     line("{  // tile.strands");
     ++indent_;
-    const std::string lo = fresh("lo"), hi = fresh("hi"), round = fresh("round");
+    const std::string lo = fresh("lo"), hi = fresh("hi"), round = fresh("round"), s = fresh("s");
     line("const std::int64_t " + lo + " = " + ref(op.operand(0)) + ", " + hi + " = " + ref(op.operand(1)) + ";");
     std::vector<std::string> accs;
     for (std::size_t j = 0; j < n_acc; ++j) {
@@ -723,53 +728,32 @@ class Emitter {
       line(cpp_value_type(body.argument(1 + j)->type().dtype()) + " " + accs[j] + "[" + count_text + "];");
       line("for (auto& s : " + accs[j] + ") s = " + ref(op.operand(2 + j)) + ";");
     }
-    // One index: the body with strand `s` of every accumulator.
-    auto emit_step = [&](const std::string& index, const std::string& s, Access access) {
-      line("const std::int64_t " + name_.at(body.argument(0)) + " = " + index + ";");
+    // Index round + s: the body with strand s of every accumulator.
+    auto emit_step = [&] {
+      line("const std::int64_t " + name_.at(body.argument(0)) + " = " + round + " + " + s + ";");
       for (std::size_t j = 0; j < n_acc; ++j) {
         line(cpp_value_type(body.argument(1 + j)->type().dtype()) + " " + name_.at(body.argument(1 + j)) + " = " +
              accs[j] + "[" + s + "];");
       }
-      access_ = access;
       emit_lane_block(body);
-      access_ = Access::checked;
       for (std::size_t j = 0; j < n_acc; ++j)
         line(accs[j] + "[" + s + "] = " + ref(body.terminator()->operand(j)) + ";");
     };
     line("std::int64_t " + round + " = " + lo + ";");
     if (maskable) {
-      const std::string s = fresh("s"), round_ok = fresh("round_faults");
       line("for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {");
       ++indent_;
-      // An integer count, not a bool: g++ vectorizes a sum reduction.
-      line("std::int32_t " + round_ok + " = 0;");
-      line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
-      ++indent_;
-      line("bool lane_ok = true;");
-      emit_step(round + " + " + s, s, Access::masked);
-      line(round_ok + " += static_cast<std::int32_t>(!lane_ok);");
-      --indent_;
-      line("}");
-      line("if (" + round_ok + " != 0) [[unlikely]] {");
-      ++indent_;
-      line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {");
-      ++indent_;
-      emit_step(round + " + " + s, s, Access::checked);
-      --indent_;
-      line("}");
-      line("tsr::lane_fault_lost(kKernel, " + round + ");");
-      --indent_;
-      line("}");
+      emit_masked_loop("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {", round,
+                       emit_step);
       --indent_;
       line("}");
     }
-    const std::string s = fresh("s");
     line("for (; " + round + " < " + hi + "; " + round + " += " + count_text + ") {");
     ++indent_;
     line("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + " && " + round + " + " + s + " < " + hi +
          "; ++" + s + ") {");
     ++indent_;
-    emit_step(round + " + " + s, s, Access::checked);
+    emit_step();
     --indent_;
     line("}");
     --indent_;

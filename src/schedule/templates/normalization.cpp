@@ -13,15 +13,14 @@
 // With the `row_lanes` knob L > 1 (CUDA executables), a group of L lanes
 // shares one row instead: max passes split the row over the lanes and fold
 // their results in lane order (max is exact, so any order gives the same
-// value); blocked sums give lane t the 256-element blocks t, t + L, ... of
-// each superblock, park the block sums in shared memory, and lane 0 adds
-// them in block order, so the sum is the canonical one bit for bit; output
-// passes are strided over the lanes (coalesced on a GPU).
+// value); blocked sums run blocked_sum_cooperative (row_loops.h), which gives
+// the canonical sum bit for bit; output passes are strided over the lanes
+// (coalesced on a GPU).
 //
 // Every intermediate is rounded to the accumulation type exactly where the
-// reference rounds it, with the same power-of-two scalings, so rows of up to
-// kReductionBlock elements agree with the reference bit for bit; longer rows
-// sum in the canonical blocked order (lower_to_tile.h). The accumulation
+// reference rounds it, with the same power-of-two scalings, and sums follow
+// the canonical order the reference follows too (lower_to_tile.h), so rows
+// of every length agree with the reference bit for bit. The accumulation
 // type must be fp32 or fp64 and hold every storage value exactly.
 #include <cmath>
 #include <functional>
@@ -113,13 +112,7 @@ class NormalizationBuilder {
       result.group_per_row = true;
       body(b);
     } else {
-      tile::build_if(
-          b, cmp(b, "lt", o, rows), {},
-          [&](ir::OpBuilder& then, std::span<Value* const>) {
-            body(then);
-            return std::vector<Value*>{};
-          },
-          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+      if_then(b, cmp(b, "lt", o, rows), body);
     }
     tile::finish_kernel(*func);
     result.func = func;
@@ -177,12 +170,9 @@ class NormalizationBuilder {
         level.emplace_back();
         for (std::size_t k = 0; k < n; ++k) level.back().push_back(st->result(s * n + k));
       }
-      while (level.size() > 1) {
-        std::vector<std::vector<Value*>> next;
-        for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(combine(b, level[k], level[k + 1]));
-        level = std::move(next);
-      }
-      return level[0];
+      return pairwise_tree(std::move(level), [&](const std::vector<Value*>& x, const std::vector<Value*>& y) {
+        return combine(b, x, y);
+      });
     }
     ir::Operation* loop = tile::build_for(b, lid_, length_, integer(b, row_lanes_), inits,
                                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
@@ -192,25 +182,21 @@ class NormalizationBuilder {
     // into slot L; every lane reads slot L.
     std::vector<Value*> arrays;
     for (std::size_t k = 0; k < inits.size(); ++k) {
-      arrays.push_back(shared(b, inits[k]->type().policy, row_lanes_ + 1));
+      arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_ + 1));
       b.create("tile.store_elem", {arrays[k], lid_, loop->result(k)});
     }
     b.create("tile.barrier", {});
     Value* slot = integer(b, row_lanes_);
-    tile::build_if(
-        b, cmp(b, "eq", lid_, integer(b, 0)), {},
-        [&](ir::OpBuilder& lb, std::span<Value* const>) {
-          ir::Operation* fold = tile::build_for(
-              lb, integer(lb, 0), integer(lb, row_lanes_), integer(lb, 1), inits,
-              [&](ir::OpBuilder& fb, std::span<Value* const> a) {
-                std::vector<Value*> theirs;
-                for (Value* arr : arrays) theirs.push_back(tile::build(fb, "tile.load_elem", {arr, a[0]}));
-                return combine(fb, a.subspan(1), theirs);
-              });
-          for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], slot, fold->result(k)});
-          return std::vector<Value*>{};
-        },
-        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+      ir::Operation* fold = tile::build_for(lb, integer(lb, 0), integer(lb, row_lanes_), integer(lb, 1), inits,
+                                            [&](ir::OpBuilder& fb, std::span<Value* const> a) {
+                                              std::vector<Value*> theirs;
+                                              for (Value* arr : arrays)
+                                                theirs.push_back(tile::build(fb, "tile.load_elem", {arr, a[0]}));
+                                              return combine(fb, a.subspan(1), theirs);
+                                            });
+      for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], slot, fold->result(k)});
+    });
     b.create("tile.barrier", {});
     std::vector<Value*> out;
     for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, slot}));
@@ -235,7 +221,11 @@ class NormalizationBuilder {
     return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
   }
 
-  Value* shared(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) { return shared_array(b, p, n); }
+  // Operand 1 of softmax_linear and norm_linear (the row's shape, so read at
+  // the row's offsets), at the accumulation type.
+  Value* second_at(ir::OpBuilder& b, Value* r) {
+    return to_acc(b, LaneProgram::decode(b, tile::build(b, "tile.load_elem", {params_.at(0), row_->offset(b, r)})));
+  }
 
   // Max (NaN ignored, as std::max), NaN seen (bool), and the count of +inf
   // (int64). The flag and the count are carried as fp64 (1.0 once seen; an
@@ -268,15 +258,11 @@ class NormalizationBuilder {
   // same shape and so read at the same offsets; every step rounds once at
   // the accumulation type, as the reference does.
   void softmax_linear(ir::OpBuilder& b) {
-    Value* t_buffer = params_.at(0);
-    auto t_at = [&](ir::OpBuilder& lb, Value* r) {
-      return to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {t_buffer, row_->offset(lb, r)})));
-    };
     Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
-      return op2(lb, "add", acc, op2(lb, "mul", to_acc(lb, x64(lb, r)), t_at(lb, r)));
+      return op2(lb, "add", acc, op2(lb, "mul", to_acc(lb, x64(lb, r)), second_at(lb, r)));
     });
     each_element(b, [&](ir::OpBuilder& lb, Value* r) {
-      store(lb, row_->offset(lb, r), op2(lb, "mul", to_acc(lb, x64(lb, r)), op2(lb, "sub", t_at(lb, r), s)));
+      store(lb, row_->offset(lb, r), op2(lb, "mul", to_acc(lb, x64(lb, r)), op2(lb, "sub", second_at(lb, r), s)));
     });
   }
 
@@ -288,10 +274,6 @@ class NormalizationBuilder {
     const bool center = root_.attrs().get_bool("center");
     const DType storage = root_.operand(0)->type().dtype();
     const double eps = decode_value(encode_value(root_.attrs().get_real("eps"), storage), storage);
-    Value* g_buffer = params_.at(0);
-    auto g_at = [&](ir::OpBuilder& lb, Value* r) {
-      return to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {g_buffer, row_->offset(lb, r)})));
-    };
     auto x_at = [&](ir::OpBuilder& lb, Value* r) { return to_acc(lb, x64(lb, r)); };
     auto mean_of = [&](const std::function<Value*(ir::OpBuilder&, Value*)>& term) {
       return mean(b, sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, term(lb, r)); }));
@@ -304,10 +286,10 @@ class NormalizationBuilder {
     });
     Value* rr = quotient(b, acc_real(b, 1.0), op1(b, "sqrt", to64(b, op2(b, "add", var, acc_real(b, eps)))));
     auto xhat_at = [&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", xc_at(lb, r), rr); };
-    Value* gm = center ? mean_of(g_at) : nullptr;
-    Value* q = mean_of([&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", g_at(lb, r), xhat_at(lb, r)); });
+    Value* gm = center ? mean_of([&](ir::OpBuilder& lb, Value* r) { return second_at(lb, r); }) : nullptr;
+    Value* q = mean_of([&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", second_at(lb, r), xhat_at(lb, r)); });
     each_element(b, [&](ir::OpBuilder& lb, Value* r) {
-      Value* gc = center ? op2(lb, "sub", g_at(lb, r), gm) : g_at(lb, r);
+      Value* gc = center ? op2(lb, "sub", second_at(lb, r), gm) : second_at(lb, r);
       Value* w = op2(lb, "sub", gc, op2(lb, "mul", xhat_at(lb, r), q));
       store(lb, row_->offset(lb, r), op2(lb, "mul", rr, w));
     });
@@ -335,26 +317,13 @@ class NormalizationBuilder {
     // one reads only e and divides at the accumulation type (a division of
     // two values of that type, correctly rounded, is the reference's
     // round_to(e / s) in fp64, as 53 >= 2 * 24 + 2).
-    auto each_case = [&](ir::OpBuilder& cb, Value* cond, const std::function<void(ir::OpBuilder&)>& then,
-                         const std::function<void(ir::OpBuilder&)>& otherwise) {
-      tile::build_if(
-          cb, cond, {},
-          [&](ir::OpBuilder& tb, std::span<Value* const>) {
-            then(tb);
-            return std::vector<Value*>{};
-          },
-          [&](ir::OpBuilder& eb, std::span<Value* const>) {
-            otherwise(eb);
-            return std::vector<Value*>{};
-          });
-    };
-    each_case(
+    if_then(
         b, bad,
         [&](ir::OpBuilder& nb) {
           each_element(nb, [&](ir::OpBuilder& lb, Value* r) { store(lb, row_->offset(lb, r), acc_real(lb, std::nan(""))); });
         },
         [&](ir::OpBuilder& ob) {
-          each_case(
+          if_then(
               ob, m_is_inf,
               [&](ir::OpBuilder& ib) {
                 each_element(ib, [&](ir::OpBuilder& lb, Value* r) {
@@ -384,13 +353,7 @@ class NormalizationBuilder {
     Value* normal = op2(b, "add", m_acc, to_acc(b, op1(b, "log", to64(b, s))));
     Value* y = select(b, stats[1], acc_real(b, std::nan("")), select(b, m_is_inf, to_acc(b, m), normal));
     if (coop_) {
-      tile::build_if(
-          b, cmp(b, "eq", lid_, integer(b, 0)), {},
-          [&](ir::OpBuilder& lb, std::span<Value* const>) {
-            store(lb, o, y);
-            return std::vector<Value*>{};
-          },
-          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+      if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) { store(lb, o, y); });
     } else {
       store(b, o, y);
     }

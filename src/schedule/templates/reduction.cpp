@@ -126,24 +126,15 @@ class ReductionBuilder {
         then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
       }
     };
-    auto on_lane = [&](Value* cond, const std::function<void(ir::OpBuilder&)>& body) {
-      tile::build_if(
-          b, cond, {},
-          [&](ir::OpBuilder& then, std::span<Value* const>) {
-            body(then);
-            return std::vector<Value*>{};
-          },
-          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
-    };
     if (coop) {
       // A group per output element (the executable launches exactly n): the
       // lanes share the sum under uniform control flow, lane 0 finishes.
       result.group_per_row = true;
       rows_.emplace(b, x_, xdims_, axes_, o);
       const LaneValue reduced = reduce(b, lanes_of);
-      on_lane(cmp(b, "eq", lid, tile::build_int(b, 0)), [&](ir::OpBuilder& then) { consume(then, reduced); });
+      if_then(b, cmp(b, "eq", lid, tile::build_int(b, 0)), [&](ir::OpBuilder& then) { consume(then, reduced); });
     } else {
-      on_lane(cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
+      if_then(b, cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
         rows_.emplace(then, x_, xdims_, axes_, o);
         consume(then, reduce(then, lanes_of));
       });

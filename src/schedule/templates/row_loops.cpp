@@ -59,12 +59,7 @@ Value* block_sum(ir::OpBuilder& b, Value* lo, Value* hi, Value* zero, const SumS
                                                });
   std::vector<Value*> level;
   for (std::size_t k = 0; k < strands->num_results(); ++k) level.push_back(strands->result(k));
-  while (level.size() > 1) {
-    std::vector<Value*> next;
-    for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(op2(b, "add", level[k], level[k + 1]));
-    level = std::move(next);
-  }
-  return level[0];
+  return pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(b, "add", x, y); });
 }
 
 Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step) {
@@ -90,13 +85,17 @@ Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_po
   return outer->result(0);
 }
 
-std::vector<Value*> row_pass(ir::OpBuilder& b, Value* from, Value* length, std::vector<Value*> inits,
-                             const PassStep& step) {
-  ir::Operation* loop = tile::build_for(b, from, length, tile::build_int(b, 1), std::move(inits),
-                                        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                                          return step(lb, a[0], a.subspan(1));
-                                        });
-  return loop->results();
+void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const StatementsFn& otherwise) {
+  tile::build_if(
+      b, cond, {},
+      [&](ir::OpBuilder& tb, std::span<Value* const>) {
+        then(tb);
+        return std::vector<Value*>{};
+      },
+      [&](ir::OpBuilder& eb, std::span<Value* const>) {
+        if (otherwise) otherwise(eb);
+        return std::vector<Value*>{};
+      });
 }
 
 Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
@@ -144,23 +143,14 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
       cb.create("tile.barrier", {});
       Value* combined_block = index_op(cb, "add", c[0], lane);
       Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
-      tile::build_if(
-          cb, combines, {},
-          [&](ir::OpBuilder& tb, std::span<Value* const>) {
-            std::vector<Value*> level;
-            Value* first = index_op(tb, "mul", lane, integer(tb, S));
-            for (std::int64_t k = 0; k < S; ++k)
-              level.push_back(
-                  tile::build(tb, "tile.load_elem", {strand_part, index_op(tb, "add", first, integer(tb, k))}));
-            while (level.size() > 1) {
-              std::vector<Value*> next;
-              for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(op2(tb, "add", level[k], level[k + 1]));
-              level = std::move(next);
-            }
-            tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), level[0]});
-            return std::vector<Value*>{};
-          },
-          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+      if_then(cb, combines, [&](ir::OpBuilder& tb) {
+        std::vector<Value*> level;
+        Value* first = index_op(tb, "mul", lane, integer(tb, S));
+        for (std::int64_t k = 0; k < S; ++k)
+          level.push_back(tile::build(tb, "tile.load_elem", {strand_part, index_op(tb, "add", first, integer(tb, k))}));
+        Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
+        tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), sum});
+      });
       // The strand partials are read before the next chunk writes them.
       cb.create("tile.barrier", {});
       return std::vector<Value*>{};
@@ -183,19 +173,15 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                           });
         }
         sb.create("tile.barrier", {});
-        tile::build_if(
-            sb, cmp(sb, "eq", lane, integer(sb, 0)), {},
-            [&](ir::OpBuilder& lb, std::span<Value* const>) {
-              ir::Operation* mid = tile::build_for(
-                  lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
-                  [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                    Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
-                    return std::vector<Value*>{op2(kb, "add", k[1], part)};
-                  });
-              lb.create("tile.store_elem", {partial, slot, mid->result(0)});
-              return std::vector<Value*>{};
-            },
-            [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+        if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
+          ir::Operation* mid = tile::build_for(
+              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
+              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
+                return std::vector<Value*>{op2(kb, "add", k[1], part)};
+              });
+          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
+        });
         sb.create("tile.barrier", {});
         Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
         // Every lane has read the slot before the next superblock writes partials.

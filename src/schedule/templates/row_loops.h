@@ -7,10 +7,11 @@
 // (C = the product of the dims after them); otherwise its offset is rebuilt
 // from its multi-index.
 //
-// blocked_sum runs the canonical blocked order (lower_to_tile.h): three
-// nested loops (superblock, block, element), one accumulator each, every
-// combining add at the accumulation type; `step` folds one element into the
-// block's accumulator (an add, or an fma for sums of squares).
+// blocked_sum runs the canonical blocked order (lower_to_tile.h): loops over
+// superblocks and blocks, a block as tile.strands combined by the pairwise
+// tree, every combining add at the accumulation type; `step` folds one
+// element into a strand's accumulator (an add, or an fma for sums of
+// squares).
 #pragma once
 
 #include <functional>
@@ -51,19 +52,36 @@ ir::Value* block_sum(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, ir::Value* 
 ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy, const SumStep& step);
 
 // The same sum computed by a group of `lanes` lanes sharing the row (`lane`
-// = tile.linear_id): lane t sums the 256-element blocks t, t + lanes, .. of
-// each superblock into shared memory, and lane 0 adds the block sums in
-// block order, so the result has the bits of blocked_sum. Every lane gets
-// the sum; call it under uniform control flow (it has barriers).
+// = tile.linear_id): the lanes compute block sums into shared memory (with a
+// multiple of kReductionStrands lanes, lane t runs strand t mod S of a block
+// and one lane per block combines the strands; otherwise lane t sums the
+// blocks t, t + lanes, ..), and lane 0 adds the block sums in block order,
+// so the result has the bits of blocked_sum. Every lane gets the sum; call
+// it under uniform control flow (it has barriers).
 ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
                                    const SumStep& step, ir::Value* lane, std::int64_t lanes);
 
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);
 
-// A sequential pass over r in [0, length) carrying `inits` (max, flags, ..).
+// One step of a pass over r carrying values (max, flags, ..).
 using PassStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r, std::span<ir::Value* const> carried)>;
-std::vector<ir::Value*> row_pass(ir::OpBuilder& b, ir::Value* from, ir::Value* length, std::vector<ir::Value*> inits,
-                                 const PassStep& step);
+
+// A tile.if without results: `then` (and `otherwise`, when given) emit
+// statements into their branch.
+using StatementsFn = std::function<void(ir::OpBuilder&)>;
+void if_then(ir::OpBuilder& b, ir::Value* cond, const StatementsFn& then, const StatementsFn& otherwise = {});
+
+// The canonical strand tree over `level` (a power-of-two count):
+// ((v0 + v1) + (v2 + v3)) + ..., with `combine` as the +.
+template <class T, class Combine>
+T pairwise_tree(std::vector<T> level, const Combine& combine) {
+  while (level.size() > 1) {
+    std::vector<T> next;
+    for (std::size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(combine(level[k], level[k + 1]));
+    level = std::move(next);
+  }
+  return level[0];
+}
 
 }  // namespace tessera::schedule::templates
