@@ -242,6 +242,16 @@ struct Executable::State {
   double compile_seconds = 0.0;
   int num_threads = 0;
   std::string device = "cpu";
+  // What a deferred fault check needs of each GPU step (made once at compile
+  // time; a run's check shares it): its index, kernel, name and op, and the
+  // user's line.
+  struct FaultSlot {
+    std::size_t index;
+    std::shared_ptr<cuda::CompiledKernel> kernel;
+    std::string label;
+    SourceLocation where;
+  };
+  std::shared_ptr<const std::vector<FaultSlot>> fault_slots;
   // CUDA graphs of run_graph, one per argument shapes.
   struct CapturedGraph {
     std::vector<std::vector<std::int64_t>> shapes;
@@ -325,6 +335,15 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       state->reports[i].cache_hit = step.gpu->cache_hit;
       state->reports[i].compile_seconds = step.gpu->compile_seconds;
     }
+    auto slots = std::make_shared<std::vector<Executable::State::FaultSlot>>();
+    for (std::size_t i = 0; i < state->steps.size(); ++i) {
+      const Step& s = state->steps[i];
+      if (!s.gpu) continue;
+      const ir::Operation& first = kernel_root_op(*s.kernel);
+      slots->push_back({i, s.gpu, "kernel " + kernel_name(*s.kernel) + " (" + std::string(first.name()) + ")",
+                        first.location()});
+    }
+    state->fault_slots = std::move(slots);
   } else if (!funcs.empty()) {
     cpu::CompileOptions cpu_options = options.cpu;
     cpu_options.contiguous_buffers = true;  // operands are made contiguous before each launch
@@ -407,16 +426,17 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   }
   GraphRecorder recorder;
   std::unique_lock<std::mutex> graph_lock(state_->graphs_mutex, std::defer_lock);
+  // A graph being built is the executable's only once it is complete.
+  Executable::State::CapturedGraph building;
   if (use_graph && !sync_each) {
     graph_lock.lock();  // one run at a time updates a graph's nodes
-    std::vector<std::vector<std::int64_t>> shapes;
-    for (const Tensor& a : args) shapes.push_back(a.shape());
+    for (const Tensor& a : args) building.shapes.push_back(a.shape());
     for (auto& g : state_->graphs) {
-      if (g.shapes == shapes) recorder.graph = g.graph.get();
+      if (g.shapes == building.shapes) recorder.graph = g.graph.get();
     }
     if (recorder.graph == nullptr) {
-      state_->graphs.push_back({std::move(shapes), std::make_shared<cuda::KernelGraph>(ordinal)});
-      recorder.graph = state_->graphs.back().graph.get();
+      building.graph = std::make_shared<cuda::KernelGraph>(ordinal);
+      recorder.graph = building.graph.get();
       recorder.building = true;
     }
   }
@@ -513,14 +533,15 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
                      ms);
       }
     } catch (const Error& e) {
-      // A graph left half built is dropped, so the next call builds it again.
-      if (recorder.building) std::erase_if(state_->graphs, [&](const auto& g) { return g.graph.get() == recorder.graph; });
       const ir::Operation& first = kernel_root_op(k);
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
   }
   if (recorder.graph) {
-    if (recorder.building) recorder.graph->instantiate();
+    if (recorder.building) {
+      recorder.graph->instantiate();
+      state_->graphs.push_back(std::move(building));
+    }
     if (recorder.next != recorder.graph->size()) {
       raise(ErrorCode::Internal, "a graph replay of " + state_->function + " made " + std::to_string(recorder.next) +
                                      " launches; its graph has " + std::to_string(recorder.graph->size()));
@@ -528,27 +549,13 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     recorder.graph->launch(nullptr);
   }
   if (fault_slots) {
-    // What the check needs outlives this call: the compiled kernels, and
-    // for each its name, op and the user's line.
-    struct Slot {
-      std::size_t index;
-      std::shared_ptr<cuda::CompiledKernel> kernel;
-      std::string label;
-      SourceLocation where;
-    };
-    std::vector<Slot> slots_to_check;
-    for (std::size_t i = 0; i < state_->steps.size(); ++i) {
-      const Step& s = state_->steps[i];
-      if (!s.gpu) continue;
-      const ir::Operation& first = kernel_root_op(*s.kernel);
-      slots_to_check.push_back(
-          {i, s.gpu, "kernel " + kernel_name(*s.kernel) + " (" + std::string(first.name()) + ")", first.location()});
-    }
+    // What the check needs outlives this call: the record, and the steps'
+    // kernels and labels (shared with the executable).
     const std::size_t count = state_->steps.size();
-    cuda::defer_check(ordinal, [ordinal, fault_slots, count, slots_to_check = std::move(slots_to_check)] {
+    cuda::defer_check(ordinal, [ordinal, fault_slots, count, slots = state_->fault_slots] {
       std::vector<unsigned char> host(count * cuda::kFaultRecordBytes);
       cuda::copy_to_host(ordinal, host.data(), reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), host.size());
-      for (const Slot& s : slots_to_check) {
+      for (const Executable::State::FaultSlot& s : *slots) {
         if (auto bad = cuda::describe_fault(*s.kernel, host.data() + s.index * cuda::kFaultRecordBytes)) {
           try {
             raise(bad->code, bad->message);

@@ -44,23 +44,29 @@ Value* sum_others(RuleContext& c, Value* v, std::int64_t axis) {
   return c.op("graph.sum", {v}, ir::AttrMap{{"axes", axes}, {"keepdims", false}});
 }
 
+// The plain (not overflow-scaled) statistics along `axis`: xc = x - [mean(x)],
+// r = 1/sqrt(mean(xc^2) + eps) (keepdims), xhat = xc r.
+struct Normalized {
+  Value *xc, *r, *xhat;
+};
+Normalized normalized(RuleContext& c, Value* x, std::int64_t axis, double eps, bool center) {
+  Value* xc = center ? sub(c, x, mean_keep(c, x, axis)) : x;
+  Value* var = mean_keep(c, mul(c, xc, xc), axis);
+  Value* r = c.op("graph.rsqrt", {add(c, var, like(c, x, eps))});
+  return {xc, r, mul(c, xc, r)};
+}
+
 struct Norm {
-  Value* r;     // 1/sqrt(var + eps), keepdims
   Value* xhat;  // normalized x
   Value* gamma = nullptr;
   std::int64_t axis;
-  bool center;
 };
 
 Norm norm_of(RuleContext& c, ir::Operation& op) {
   Norm n{};
   n.axis = axis_of(op);
-  n.center = op.name() == "graph.layernorm_safe";
   Value* x = c.primal(op.operand(0));
-  Value* xc = n.center ? sub(c, x, mean_keep(c, x, n.axis)) : x;
-  Value* var = mean_keep(c, mul(c, xc, xc), n.axis);
-  n.r = c.op("graph.rsqrt", {add(c, var, like(c, x, op.attrs().get_real("eps")))});
-  n.xhat = mul(c, xc, n.r);
+  n.xhat = normalized(c, x, n.axis, op.attrs().get_real("eps"), op.name() == "graph.layernorm_safe").xhat;
   if (op.num_operands() > 1) n.gamma = along_axis(c, c.primal(op.operand(1)), n.axis, x->type().rank());
   return n;
 }
@@ -124,11 +130,11 @@ LinearNorm linear_norm_of(RuleContext& c, ir::Operation& op) {
   n.center = op.attrs().get_bool("center");
   n.x = c.primal(op.operand(0));
   n.g = c.primal(op.operand(1));
-  n.xc = n.center ? sub(c, n.x, mean_keep(c, n.x, n.axis)) : n.x;
-  Value* var = mean_keep(c, mul(c, n.xc, n.xc), n.axis);
-  n.r = c.op("graph.rsqrt", {add(c, var, like(c, n.x, op.attrs().get_real("eps")))});
+  const Normalized s = normalized(c, n.x, n.axis, op.attrs().get_real("eps"), n.center);
+  n.xc = s.xc;
+  n.r = s.r;
+  n.xhat = s.xhat;
   n.r3 = mul(c, n.r, mul(c, n.r, n.r));
-  n.xhat = mul(c, n.xc, n.r);
   n.q = mean_keep(c, mul(c, n.g, n.xhat), n.axis);
   Value* gc = n.center ? sub(c, n.g, mean_keep(c, n.g, n.axis)) : n.g;
   n.w = sub(c, gc, mul(c, n.xhat, n.q));
