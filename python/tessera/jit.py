@@ -184,6 +184,9 @@ class JitFunction:
     def __init__(self, fn, *, capture_graph=False, deterministic=True, target="cpu", static_argnames=()):
         if target not in ("cpu", "cuda"):
             raise ArgumentError(f"@tessera.jit target must be 'cpu' or 'cuda', got {target!r}")
+        for name, value in (("capture_graph", capture_graph), ("deterministic", deterministic)):
+            if not isinstance(value, bool):
+                raise ArgumentError(f"@tessera.jit {name} must be True or False, got {value!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.options = {"capture_graph": capture_graph, "deterministic": deterministic, "target": target}
@@ -389,7 +392,12 @@ def _leaf_policy(leaf):
 
 
 def jit(fn=None, **options):
-    """Decorator: ``@tessera.jit`` or ``@tessera.jit(capture_graph=True, deterministic=True, target="cpu")``."""
+    """Decorator: ``@tessera.jit`` or ``@tessera.jit(capture_graph=True, deterministic=True, target="cpu")``.
+
+    capture_graph: on a GPU, run the executable as one CUDA graph (built on the first call of these
+    shapes, replayed with new buffers after); the CPU has no graphs, so there it changes nothing.
+    deterministic: False permits kernels whose summation order may vary from run to run; every compiled
+    kernel today sums in the canonical order, so results are bitwise reproducible either way."""
     if fn is None:
         return lambda f: JitFunction(f, **options)
     return JitFunction(fn, **options)

@@ -223,3 +223,10 @@ def test_jit_of_grad_traces_once_for_new_values():
     np.testing.assert_array_equal(g(x, y).numpy(), np.ones(4))
     np.testing.assert_array_equal(g(x, x).numpy(), np.arange(4))
     assert g.trace_count == 1
+
+
+def test_jit_flags_must_be_bools():
+    with pytest.raises(tessera.ArgumentError, match="capture_graph must be True or False, got 'yes'"):
+        tessera.jit(capture_graph="yes")(lambda x: x)
+    with pytest.raises(tessera.ArgumentError, match="deterministic must be True or False"):
+        tessera.jit(deterministic=1)(lambda x: x)
