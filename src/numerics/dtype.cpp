@@ -104,6 +104,19 @@ int storage_bytes(DType dtype) {
   return bits <= 8 ? 1 : bits / 8;
 }
 
+DType code_dtype(DType dtype) {
+  if (info(dtype).bits < 8 && dtype != DType::bool_) {
+    raise(ErrorCode::DtypeUnsupported,
+          std::string(name(dtype)) + " is packed below a byte per element and has no integer code dtype");
+  }
+  switch (storage_bytes(dtype)) {
+    case 1: return DType::uint8;
+    case 2: return DType::int16;
+    case 4: return DType::int32;
+    default: return DType::int64;
+  }
+}
+
 bool try_parse_dtype(std::string_view text, DType& out) {
   for (const DTypeInfo& entry : kTable) {
     if (entry.name == text) {

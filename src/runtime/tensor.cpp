@@ -285,6 +285,12 @@ Tensor Tensor::with_policy(const NumericsPolicy& policy) const {
   return t;
 }
 
+Tensor Tensor::as_codes() const {
+  Tensor t = *this;
+  t.policy_ = default_policy(code_dtype(dtype()));
+  return t;
+}
+
 Tensor Tensor::to(const std::string& device) const {
   const std::string target = canonical_device(device);
   if (target == device_) return *this;

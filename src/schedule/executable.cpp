@@ -175,7 +175,9 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
       } else if (tk.matrix && i == tk.matrix->b) {
         kargs.emplace_back(*b_view);
       } else {
-        kargs.emplace_back(inputs[i].reshape({inputs[i].numel()}));
+        const Tensor flat = inputs[i].reshape({inputs[i].numel()});
+        const bool codes = std::find(tk.code_inputs.begin(), tk.code_inputs.end(), i) != tk.code_inputs.end();
+        kargs.emplace_back(codes ? flat.as_codes() : flat);
       }
     }
     for (const Tensor& t : outputs) {
@@ -183,7 +185,8 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
         const std::int64_t m = domain[domain.size() - 2], n = domain.back();
         kargs.emplace_back(matrix_view(t, batch, m, n));
       } else {
-        kargs.emplace_back(t.reshape({t.numel()}));
+        const Tensor flat = t.reshape({t.numel()});
+        kargs.emplace_back(tk.code_outputs ? flat.as_codes() : flat);
       }
     }
     for (const Tensor& t : extra) kargs.emplace_back(t);

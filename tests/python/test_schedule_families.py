@@ -146,3 +146,30 @@ def test_eager_ops_on_compiled_kernels(monkeypatch):
         ops.add(tessera.tensor(a), tessera.tensor(b[:5]))
     # Shapes the pattern cannot express (a reshape's static target) compile for the exact shapes.
     np.testing.assert_array_equal(ops.reshape(tessera.tensor(a), (60, 50)).numpy(), a.reshape(60, 50))
+
+
+# NaN codes other than the canonical one, and infinities, per format.
+_ODD_CODES = {
+    "fp8_e5m2": [0x7D, 0x7E, 0x7F, 0x7C, 0xFD, 0xFC, 0x01, 0x80],
+    "fp8_e4m3": [0x7F, 0xFF, 0x01, 0x80, 0x7E, 0x00, 0x08, 0x88],
+    "bf16": [0x7F81, 0x7FC0, 0xFFFF, 0x7F80, 0x8000, 0x0001, 0xFFC1, 0x3F80],
+    "fp16": [0x7C01, 0x7E00, 0xFFFF, 0x7C00, 0x8000, 0x0001, 0xFD55, 0x3C00],
+    "fp32": [0x7F800001, 0x7FC00000, 0xFFFFFFFF, 0x7F800000, 0x80000000, 1, 0xFFA00001, 0x3F800000],
+    "e8m0": [0xFF, 0x00, 0x7F, 0x80, 0xFE, 0x01, 0x40, 0xC0],
+}
+
+
+@pytest.mark.parametrize("policy", sorted(_ODD_CODES))
+def test_moving_ops_copy_codes_exactly(monkeypatch, policy):
+    """concat, gather and slice_embed (the gradient of slice) move encodings,
+    NaN payloads included, on the compiled path as on the reference."""
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    codes = np.array(_ODD_CODES[policy], dtype=np.uint64).reshape(2, 4)
+    x = tessera._C._tensor_from_codes(codes.ravel().tolist(), [2, 4], policy)
+    idx = tessera.tensor(np.array([3, 0, 3, 1, 2]), "int32")
+    cat = tessera.jit(lambda a: ops.concat([a, a], axis=1))(x)
+    np.testing.assert_array_equal(cat.codes(), np.concatenate([codes, codes], axis=1))
+    got = tessera.jit(lambda a, i: ops.gather(a, i, axis=1))(x, idx)
+    np.testing.assert_array_equal(got.codes(), codes[:, [3, 0, 3, 1, 2]])
+    sliced = tessera.jit(lambda a: ops.slice(ops.concat([a, a], axis=0), (1, 0), (4, 4), (2, 1)))(x)
+    np.testing.assert_array_equal(sliced.codes(), np.concatenate([codes, codes])[1:4:2])

@@ -81,6 +81,11 @@ inline int bit_width(DType dtype) {
 }
 // Bytes one element occupies in unpacked storage (sub-byte formats take a byte).
 int storage_bytes(DType dtype);
+// The integer dtype whose storage has the same bytes as `dtype`'s (uint8,
+// int16, int32 or int64): moving ops copy codes through it, so NaN payloads
+// and every other encoding survive a copy. Packed sub-byte formats have none:
+// DtypeError.
+DType code_dtype(DType dtype);
 
 // Every dtype, in declaration order.
 std::span<const DType> all_dtypes();

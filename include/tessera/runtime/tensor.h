@@ -85,6 +85,9 @@ class Tensor {
   Tensor reshape(const std::vector<std::int64_t>& shape) const;  // copies when not contiguous
   // Same encodings, new policy fields other than storage (accum, rounding, ...).
   Tensor with_policy(const NumericsPolicy& policy) const;
+  // The same bytes read as `code` (code_dtype(dtype()), default policy):
+  // copies through it move encodings exactly.
+  Tensor as_codes() const;
   // A copy on `device` ("cpu", "cuda", "cuda:N"), or *this when already there.
   // To a GPU the copy is contiguous (same encodings, sub-byte formats packed
   // as on the host); back to the host the strides of a view are kept. Device

@@ -99,6 +99,11 @@ struct TileKernel {
   bool group_per_row = false;
   std::vector<IndexCheck> index_checks;
   std::optional<InverseIndex> inverse;
+  // Inputs (by index) and outputs the kernel reads and writes as their codes
+  // (Tensor::as_codes): a moving op's parameters, so every encoding, NaN
+  // payloads included, is copied exactly.
+  std::vector<std::size_t> code_inputs;
+  bool code_outputs = false;
 };
 
 // Whether Graph IR op `op` can be computed per lane inside any template (a

@@ -33,6 +33,20 @@ std::vector<Value*> none() {
   return {};
 }
 
+// Ops that only move elements: they copy codes, never values.
+bool moves_codes(const ir::Operation& root) {
+  const std::string_view n = root.name();
+  return n == "graph.concat" || n == "graph.gather" || n == "graph.slice_embed";
+}
+
+// Storage a moving op can copy: any format of a byte or more per element.
+std::optional<std::string> unmovable_policy(const NumericsPolicy& p) {
+  if (bit_width(p.storage) < 8 && p.storage != DType::bool_) {
+    return "storage '" + std::string(name(p.storage)) + "' (packed formats are not kernel parameters yet)";
+  }
+  return std::nullopt;
+}
+
 class CopyBuilder {
  public:
   CopyBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
@@ -43,13 +57,26 @@ class CopyBuilder {
     rank_ = domain.size();
     const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 1024;
     const std::size_t num_in = body_.num_arguments();
+    TileKernel result;
+    // Moving ops take their data operands and result as codes.
+    const bool moving = moves_codes(root_);
+    if (moving) {
+      result.code_outputs = true;
+      for (std::size_t k = 0; k < root_.num_operands(); ++k) {
+        if (root_.name() != "graph.gather" || k == 0) result.code_inputs.push_back(index_of(root_.operand(k)));
+      }
+    }
+    auto param_policy = [&](const NumericsPolicy& p, bool codes) {
+      return codes ? default_policy(code_dtype(p.storage)) : p;
+    };
     std::vector<std::pair<std::string, Type>> params;
     for (std::size_t k = 0; k < num_in; ++k) {
-      params.emplace_back("in" + std::to_string(k),
-                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, body_.argument(k)->type().policy));
+      const bool codes = std::find(result.code_inputs.begin(), result.code_inputs.end(), k) != result.code_inputs.end();
+      params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))},
+                                                                param_policy(body_.argument(k)->type().policy, codes)));
     }
-    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, root_.result(0)->type().policy, /*is_mut=*/true));
-    TileKernel result;
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, param_policy(root_.result(0)->type().policy, moving),
+                                          /*is_mut=*/true));
     const bool scatter = root_.name() == "graph.scatter_add";
     if (scatter) {
       params.emplace_back("offsets", Type::gmem({ir::Dim::named("no")}, default_policy(DType::int64)));
@@ -154,7 +181,6 @@ class CopyBuilder {
   Value* concat(ir::OpBuilder& b) {
     const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
     // Nested ifs: operand k when idx[axis] < start_k + size_k.
-    const Type stored_type = Type::lane(root_.result(0)->type().policy);
     std::function<Value*(ir::OpBuilder&, std::size_t, Value*)> pick = [&](ir::OpBuilder& ib, std::size_t k,
                                                                             Value* start) -> Value* {
       std::vector<Value*> at = idx_;
@@ -162,8 +188,7 @@ class CopyBuilder {
       auto read = [&, k, at](ir::OpBuilder& rb) { return load(rb, k, offset(rb, at, operand_dims_[k])); };
       if (k + 1 == operands_.size()) return read(ib);
       Value* end = op2(ib, "add", start, operand_dims_[k][axis]);
-      Value* zero = LaneProgram::finish(ib, real(ib, 0.0), root_.result(0)->type().policy, false).stored;
-      (void)stored_type;
+      Value* zero = tile::build_int(ib, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
       ir::Operation* branch = tile::build_if(
           ib, cmp(ib, "lt", idx_[axis], end), {zero},
           [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{read(tb)}; },
@@ -211,7 +236,7 @@ class CopyBuilder {
       inside = op2(b, "and", inside, ok);
       at[a] = q;
     }
-    Value* zero = LaneProgram::finish(b, real(b, 0.0), root_.result(0)->type().policy, false).stored;
+    Value* zero = tile::build_int(b, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
     ir::Operation* branch = tile::build_if(
         b, inside, {zero},
         [&](ir::OpBuilder& tb, std::span<Value* const>) {
@@ -280,10 +305,11 @@ bool copy_covers(const ir::Operation& kernel, std::string* why) {
       return fail("'" + std::string(op->name()) + "' is fused with a copy");
     }
   }
+  auto check = moves_codes(root) ? unmovable_policy : unsupported_policy;
   for (const Value* v : root.operands()) {
-    if (auto bad = unsupported_policy(v->type().policy)) return fail("an operand has " + *bad);
+    if (auto bad = check(v->type().policy)) return fail("an operand has " + *bad);
   }
-  if (auto bad = unsupported_policy(root.result(0)->type().policy)) return fail("the result has " + *bad);
+  if (auto bad = check(root.result(0)->type().policy)) return fail("the result has " + *bad);
   if (root.name() == "graph.scatter_add" && !is_float(root.result(0)->type().dtype())) {
     return fail("an integer graph.scatter_add (its exact-sum check runs on the reference executor only)");
   }
