@@ -16,11 +16,16 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_PYTHON=ON \
     -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
 fi
-cmake --build "$build" -j2 --target _C
+targets="_C"
+grep -q "TESSERA_PREBUILD_KERNELS:BOOL=ON" "$build/CMakeCache.txt" && targets="_C tessera_prebuilt"
+cmake --build "$build" -j2 --target $targets
 pkg="$build/pydev/tessera"
 rm -rf "$build/pydev"
 mkdir -p "$pkg"
 for f in python/tessera/*; do ln -s "$root/$f" "$pkg/$(basename "$f")"; done
 cp "$build"/python/_C*.so "$pkg/"
 cp "$build"/src/libtessera.so* "$pkg/"
+# The eager kernels compiled at build time (tessera-prebuild), where the
+# installed package keeps them.
+[ -d "$build/src/prebuilt" ] && ln -s "$root/$build/src/prebuilt" "$pkg/prebuilt"
 echo "PYTHONPATH=$root/$build/pydev"

@@ -220,14 +220,32 @@ nb::object codes_to_numpy(const Tensor& device_tensor) {
   return nb::cast(arr);
 }
 
+// Says that an eager op ran on the reference executor because no compiled
+// kernel covers it yet (Python's warning filters show each message once per
+// calling line by default).
+void warn_reference(const std::string& op, const std::string& why) {
+  nb::object category = nb::module_::import_("tessera.errors").attr("ReferenceExecutorWarning");
+  const std::string message = op + " ran on the reference executor: no compiled kernel covers " + why +
+                              " (set TESSERA_EAGER=reference to choose that executor and silence this)";
+  if (PyErr_WarnEx(category.ptr(), message.c_str(), 2) != 0) throw nb::python_error();
+}
+
 nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inputs, nb::dict attrs) {
   const ir::OpDef& def = ir::Registry::global().get(name);
-  // TESSERA_EAGER=compiled, or an operand on a GPU: cached single-op
-  // executables (tessera/schedule/eager.h).
+  const ir::AttrMap parsed = attrs_from_python(def, attrs);
+  // Compiled single-op executables (tessera/schedule/eager.h) unless the
+  // reference executor is chosen; operands on a GPU always run compiled.
   const bool on_gpu = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.is_cpu(); });
-  auto results = on_gpu || schedule::eager_backend() == "compiled"
-                     ? schedule::run_op_compiled(def, inputs, attrs_from_python(def, attrs))
-                     : graph::execute_op(def, inputs, attrs_from_python(def, attrs));
+  std::vector<Tensor> results;
+  if (on_gpu) {
+    results = schedule::run_op_compiled(def, inputs, parsed);
+  } else if (schedule::eager_backend() == "compiled") {
+    std::string no_kernel;
+    results = schedule::run_op_eager(def, inputs, parsed, no_kernel);
+    if (!no_kernel.empty()) warn_reference(name, no_kernel);
+  } else {
+    results = graph::execute_op(def, inputs, parsed);
+  }
   if (results.size() == 1) return nb::cast(std::move(results[0]));
   return nb::cast(nb::tuple(nb::cast(results)));
 }
@@ -275,8 +293,8 @@ void bind_tensor(nb::module_& m) {
     }
   });
   m.def("execute_op", &execute_op_py, nb::arg("name"), nb::arg("inputs"), nb::arg("attrs"),
-        "Runs one Graph IR op eagerly: on the reference executor, or with TESSERA_EAGER=compiled on a cached "
-        "compiled single-op executable.");
+        "Runs one Graph IR op eagerly: on a cached compiled single-op executable, or on the reference executor with "
+        "TESSERA_EAGER=reference.");
   m.def("_eager_cache_size", &schedule::eager_cache_size);
 }
 

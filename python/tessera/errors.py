@@ -69,3 +69,11 @@ class ArgumentError(TesseraError, ValueError):
 def _raise(cls: type, code: str, message: str) -> None:
     """Raises ``cls`` the way the C++ core does, for checks done in Python."""
     raise cls(f"error[{code}]: {message}", code=code, message=message)
+
+
+class ReferenceExecutorWarning(UserWarning):
+    """An eager op ran on the reference executor (the slow oracle) because no
+    compiled kernel covers it yet; the message names the op and why (shown
+    once per message and calling line by Python's default warning filters).
+    ``TESSERA_EAGER=reference`` chooses that executor for
+    every eager op and so silences it."""

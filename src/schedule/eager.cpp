@@ -2,23 +2,32 @@
 #include "tessera/schedule/eager.h"
 
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
+#include "schedule/eager_forms.h"
+#include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/schedule/executable.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/schedule_dialect.h"
 #include "tessera/support/error.h"
 
 namespace tessera::schedule {
 namespace {
 
+// One cache entry: the executable, or why no template covers the op.
+struct Entry {
+  std::shared_ptr<Executable> executable;
+  std::string no_kernel;
+};
+
 struct Cache {
   std::mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<Executable>> executables;
+  std::unordered_map<std::string, Entry> entries;
 };
 
 Cache& cache() {
@@ -26,64 +35,33 @@ Cache& cache() {
   return c;
 }
 
-// Operand shapes with every dim > 1 a symbol, equal sizes sharing one.
-std::vector<ir::Shape> shape_pattern(std::span<const Tensor> inputs) {
-  std::map<std::int64_t, std::string> symbol_of;
-  std::vector<ir::Shape> shapes;
-  for (const Tensor& t : inputs) {
-    ir::Shape s;
-    for (std::int64_t d : t.shape()) {
-      if (d <= 1) {
-        s.push_back(ir::Dim::fixed(d));
-        continue;
-      }
-      auto it = symbol_of.find(d);
-      if (it == symbol_of.end()) it = symbol_of.emplace(d, "S" + std::to_string(symbol_of.size())).first;
-      s.push_back(ir::Dim::named(it->second));
-    }
-    shapes.push_back(std::move(s));
-  }
-  return shapes;
-}
-
-// func @eager(args of `shapes`) { results = op(args); return results }
-ir::Module one_op_module(const ir::OpDef& def, std::span<const Tensor> inputs, const std::vector<ir::Shape>& shapes,
-                         const ir::AttrMap& attrs) {
+// func @eager(args of `form.pattern`) { results = op(args); return results }
+ir::Module one_op_module(const ir::OpDef& def, const detail::EagerForm& form) {
   ir::Module m;
   auto func = ir::make_function("eager", {});
   ir::Block& body = ir::function_body(*func);
   std::vector<ir::Value*> args;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    args.push_back(body.add_argument(ir::Type::tensor(shapes[i], inputs[i].policy()), "a" + std::to_string(i)));
+  for (std::size_t i = 0; i < form.inputs.size(); ++i) {
+    args.push_back(body.add_argument(ir::Type::tensor(form.pattern[i], form.inputs[i].policy()), "a" + std::to_string(i)));
   }
   ir::OpBuilder b(body);
-  ir::Operation* op = b.create(def, args, attrs, {});
+  ir::Operation* op = b.create(def, args, form.attrs, {});
   b.create("return", op->results(), {}, {});
   m.add_function(std::move(func));
   return m;
 }
 
-std::string eager_backend_value() {
-  const char* env = std::getenv("TESSERA_EAGER");
-  return env && *env ? env : "reference";
-}
-
-}  // namespace
-
-std::string eager_backend() {
-  const std::string value = eager_backend_value();
-  if (value != "reference" && value != "compiled") {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_EAGER is '" + value + "'; expected 'compiled' or 'reference'");
+// Why the Schedule IR of `m` has a kernel without a variant, or "".
+std::string uncovered_kernel(const ir::Module& m) {
+  const ir::Module schedule = schedule_module(m, "eager");
+  for (ir::Operation* k : kernels_of(*schedule.lookup("eager"))) {
+    if (kernel_variant(*k) != "none") continue;
+    std::string why;
+    has_tile_template(*k, &why);
+    return std::string(kernel_root_op(*k).name()) + ": " + why;
   }
-  return value;
+  return "";
 }
-
-std::size_t eager_cache_size() {
-  std::lock_guard<std::mutex> lock(cache().mutex);
-  return cache().executables.size();
-}
-
-namespace {
 
 // The device an eager op runs on: its tensor operands' (one device), where a
 // 0-d host tensor (a Python scalar) goes along to a GPU operand's device.
@@ -108,48 +86,110 @@ std::string device_of(const ir::OpDef& def, std::vector<Tensor>& inputs) {
   return device;
 }
 
-}  // namespace
+struct Prepared {
+  std::string device;
+  detail::EagerForm form;
+  const Entry* entry = nullptr;
+};
 
-std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> given, const ir::AttrMap& attrs) {
+// The call's canonical form and its cache entry (compiled on a miss, or
+// marked uncovered when a host kernel has no template).
+Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::AttrMap& attrs) {
   std::vector<Tensor> owned(given.begin(), given.end());
-  const std::string device = device_of(def, owned);
-  const std::span<const Tensor> inputs(owned);
+  Prepared p;
+  p.device = device_of(def, owned);
   const ir::AttrMap full = ir::complete_attrs(def, attrs);
-  // The shape-generic pattern when the op's shape rules accept it, else the exact shapes.
-  std::vector<ir::Shape> shapes = shape_pattern(inputs);
   {
-    std::vector<ir::Type> types;
-    for (std::size_t i = 0; i < inputs.size(); ++i) types.push_back(ir::Type::tensor(shapes[i], inputs[i].policy()));
-    try {
-      ir::infer_result_types(def, types, full, {});
-    } catch (const Error&) {
-      shapes.clear();
-      for (const Tensor& t : inputs) shapes.push_back(ir::fixed_shape(t.shape()));
-    }
-  }
-  std::string key = device + " " + def.name + " " + ir::print_attr_map(full);
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    key += " " + ir::print_type(ir::Type::tensor(shapes[i], inputs[i].policy()));
-  }
-  std::shared_ptr<Executable> exe;
-  {
-    std::lock_guard<std::mutex> lock(cache().mutex);
-    auto it = cache().executables.find(key);
-    if (it != cache().executables.end()) exe = it->second;
-  }
-  if (!exe) {
     // Concrete types first: bad operands get the reference's errors, not a symbolic variant of them.
     std::vector<ir::Type> concrete;
-    for (const Tensor& t : inputs) concrete.push_back(ir::Type::tensor(ir::fixed_shape(t.shape()), t.policy()));
+    for (const Tensor& t : owned) concrete.push_back(ir::Type::tensor(ir::fixed_shape(t.shape()), t.policy()));
     ir::infer_result_types(def, concrete, full, {});
-    ir::Module m = one_op_module(def, inputs, shapes, full);
-    ExecutableOptions options;
-    options.device = device;
-    exe = compile_executable(m, "eager", options);
-    std::lock_guard<std::mutex> lock(cache().mutex);
-    cache().executables.emplace(key, exe);
   }
-  return exe->run(inputs);
+  p.form = detail::eager_form(def, owned, full);
+  std::string key = p.device + " " + def.name + " " + ir::print_attr_map(p.form.attrs);
+  for (std::size_t i = 0; i < p.form.inputs.size(); ++i) {
+    key += " " + ir::print_type(ir::Type::tensor(p.form.pattern[i], p.form.inputs[i].policy()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    auto it = cache().entries.find(key);
+    if (it != cache().entries.end()) {
+      p.entry = &it->second;
+      return p;
+    }
+  }
+  ir::Module m = one_op_module(def, p.form);
+  Entry entry;
+  if (p.device == "cpu") entry.no_kernel = uncovered_kernel(m);
+  if (entry.no_kernel.empty()) {
+    ExecutableOptions options;
+    options.device = p.device;
+    entry.executable = compile_executable(m, "eager", options);
+  }
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  p.entry = &cache().entries.emplace(key, std::move(entry)).first->second;  // node-based: the pointer stays valid
+  return p;
+}
+
+std::vector<Tensor> run_prepared(const Prepared& p) {
+  std::vector<Tensor> out = p.entry->executable->run(p.form.inputs);
+  if (!p.form.result_shapes.empty()) {
+    for (std::size_t r = 0; r < out.size(); ++r) out[r] = out[r].reshape(p.form.result_shapes.at(r));
+  }
+  return out;
+}
+
+std::string env_value(const char* name) {
+  const char* env = std::getenv(name);
+  return env && *env ? env : "";
+}
+
+}  // namespace
+
+std::string eager_backend() {
+  std::string value = env_value("TESSERA_EAGER");
+  const char* from = "TESSERA_EAGER";
+  if (value.empty()) {
+    value = env_value("TESSERA_BACKEND");
+    from = "TESSERA_BACKEND";
+  }
+  if (value.empty()) return "compiled";
+  if (value != "reference" && value != "compiled") {
+    raise(ErrorCode::ArgumentInvalid, std::string(from) + " is '" + value + "'; expected 'compiled' or 'reference'");
+  }
+  return value;
+}
+
+std::size_t eager_cache_size() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  std::size_t n = 0;
+  for (const auto& [key, entry] : cache().entries) n += entry.executable ? 1 : 0;
+  return n;
+}
+
+std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  const Prepared p = prepare(def, inputs, attrs);
+  if (!p.entry->executable) {
+    // Compiling names the kernel, its family, why and the op (a CompileError).
+    ExecutableOptions options;
+    compile_executable(one_op_module(def, p.form), "eager", options);
+    raise(ErrorCode::Internal, def.name + " has no compiled kernel: " + p.entry->no_kernel);
+  }
+  return run_prepared(p);
+}
+
+std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs,
+                                 std::string& no_kernel) {
+  const Prepared p = prepare(def, inputs, attrs);
+  if (p.entry->executable) return run_prepared(p);
+  no_kernel = p.entry->no_kernel;
+  return graph::execute_op(def, inputs, attrs);
+}
+
+std::vector<KernelReport> compile_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  const Prepared p = prepare(def, inputs, attrs);
+  if (!p.entry->executable) raise(ErrorCode::Compile, def.name + " has no compiled kernel: " + p.entry->no_kernel);
+  return p.entry->executable->kernels();
 }
 
 }  // namespace tessera::schedule

@@ -358,6 +358,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       step.compiled = std::make_shared<cpu::CompiledKernel>(std::move(compiled[next++]));
       state->reports[i].cache_hit = step.compiled->cache_hit;
       state->reports[i].compile_seconds = step.compiled->compile_seconds;
+      state->reports[i].object = step.compiled->library_path;
     }
   }
   progress.reset();

@@ -2,20 +2,22 @@
 // single-op executables.
 //
 // Each call looks up an executable by the op, its attributes, the operands'
-// policies and their shape pattern: every dim other than 0 and 1 becomes a
-// symbol, equal sizes sharing one symbol (a [256, 1024] x [1024, 1024]
-// matmul is [S0, S1] x [S1, S1]), so one kernel serves every shape of that
-// pattern. Ops whose shape rules need static dims (a reshape's target, a
-// concat axis) fall back to a kernel for the exact shapes. The first call of
-// a pattern compiles (one host-compiler invocation, then the disk cache);
-// later calls run the cached executable.
+// policies and the call's shape pattern (src/schedule/eager_forms.h): the
+// call is first collapsed to its lowest rank (elementwise operands that
+// match or broadcast alike merge dims, reductions merge runs of reduced or
+// kept dims, row normalizations fold their leading dims), then every dim
+// larger than 1 becomes a symbol. One kernel therefore serves every shape of
+// a pattern: an add of two [256, 1024] tensors and of two [7] tensors share
+// one, as do all 2-D matmuls. The first call of a pattern compiles (one
+// host-compiler invocation) unless its kernels were compiled when Tessera was
+// built (tessera-prebuild) or are in the disk cache; later calls run the
+// cached executable.
 //
-// TESSERA_EAGER=compiled selects this path on the host; the default there
-// stays the reference executor until the common op families are compiled
-// when Tessera is built (docs/design/0005-schedule-ir.md says why). Ops on
-// cuda tensors always take it, compiled for their device (NVRTC, cached on
-// disk, shape-generic the same way); a 0-d host operand (a Python scalar)
-// is copied to that device, and any other operand on another device is a
+// Compiled kernels are the default for eager ops on the host; TESSERA_EAGER
+// (or else TESSERA_BACKEND) = reference selects the reference executor. Ops
+// on cuda tensors always run compiled for their device (NVRTC, cached on
+// disk, shape-generic the same way); a 0-d host operand (a Python scalar) is
+// copied to that device, and any other operand on another device is a
 // DeviceError naming both.
 #pragma once
 
@@ -26,18 +28,33 @@
 #include "tessera/ir/attribute.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/runtime/tensor.h"
+#include "tessera/schedule/executable.h"
 
 namespace tessera::schedule {
 
 // Runs op `def` on `inputs` through a cached compiled executable. Ops no
-// template covers are a CompileError naming the op (TESSERA_EAGER=reference
-// runs them on the reference executor).
+// template covers are a CompileError naming the op and why.
 std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
 
-// "compiled" or "reference", from $TESSERA_EAGER (default "reference").
+// The eager default on host operands: run_op_compiled, except that an op no
+// template covers yet (see docs/design/0005-schedule-ir.md, "Eager ops")
+// runs on the reference executor and `no_kernel` receives why, so that the
+// caller can say so (Python warns with ReferenceExecutorWarning). Operands
+// on a GPU never take the reference executor.
+std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs,
+                                 std::string& no_kernel);
+
+// "compiled" or "reference": $TESSERA_EAGER, else $TESSERA_BACKEND, else
+// "compiled". Another value is an ArgumentError.
 std::string eager_backend();
 
-// Executables compiled so far for eager ops (a test and benchmark hook).
+// Executables compiled (or loaded) so far for eager ops (a test and
+// benchmark hook).
 std::size_t eager_cache_size();
+
+// The executable an eager call of `def` on operands of these shapes and
+// policies would run, compiled now (tessera-prebuild's entry point: it
+// needs no data). Returns its kernels' reports (cache hits, objects).
+std::vector<KernelReport> compile_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
 
 }  // namespace tessera::schedule

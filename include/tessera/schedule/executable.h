@@ -43,6 +43,7 @@ struct KernelReport {
   std::string variant;  // tile, view, constant
   bool cache_hit = false;
   double compile_seconds = 0.0;  // of the executable's whole unit (one host compile for all kernels)
+  std::string object;            // the CPU backend's shared object ("" on CUDA)
 };
 
 class Executable {

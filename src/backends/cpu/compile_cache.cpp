@@ -1,6 +1,8 @@
 // The CPU backend's on-disk compile cache (see compile_cache.h).
 #include "backends/cpu/compile_cache.h"
 
+#include "backends/cpu/compiler.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,8 +163,14 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   }
 }
 
-CompileCache::CompileCache(const std::string& root) : dir_(root + "/cpu") {
-  make_directories(dir_);
+CompileCache::CompileCache(const std::string& root, bool create) : dir_(root + "/cpu") {
+  if (create) make_directories(dir_);
+}
+
+std::string prebuilt_root() {
+  if (const char* env = std::getenv("TESSERA_PREBUILT_DIR"); env != nullptr && *env != '\0') return env;
+  const std::string lib = libtessera_path();
+  return lib.substr(0, lib.find_last_of('/') + 1) + "prebuilt";
 }
 
 std::string CompileCache::temp_object_path(const std::string& key) const {

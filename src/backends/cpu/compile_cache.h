@@ -29,9 +29,16 @@ void make_directories(const std::string& dir);
 // Writes `content` to `path` through a temporary file and rename.
 void write_file_atomic(const std::string& path, std::string_view content);
 
+// The read-only directory of kernels compiled when Tessera was built
+// (tessera-prebuild): $TESSERA_PREBUILT_DIR, else prebuilt/ beside
+// libtessera. Same layout and keys as the cache.
+std::string prebuilt_root();
+
 class CompileCache {
  public:
-  explicit CompileCache(const std::string& root);
+  // `create`: make the directory (the writable cache); a read-only one
+  // (the prebuilt kernels) may be absent, and then has no valid entry.
+  explicit CompileCache(const std::string& root, bool create = true);
   const std::string& dir() const { return dir_; }
   std::string object_path(const std::string& key) const { return dir_ + "/" + key + ".so"; }
   std::string source_path(const std::string& key) const { return dir_ + "/" + key + ".cpp"; }

@@ -75,9 +75,12 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
   detail::CompileCache cache(detail::resolve_cache_root(options.cache_dir));
   const std::string include_dir = cache.header_dir();
 
+  // Not libtessera's path: objects link it by soname and resolve against
+  // the copy the process has loaded, so prebuilt objects stay valid when the
+  // package moves (the version, ABI and header hash pin what they call).
   std::string key_text = "tessera-cpu abi " + std::to_string(tessera_cpu::kAbiVersion) + "\nversion " +
                          TESSERA_VERSION_STRING + "\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " +
-                         detail::CompileCache::header_hash() + "\nlinks " + detail::libtessera_path() + "\nflags";
+                         detail::CompileCache::header_hash() + "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
   key_text += "\n" + unit_source;
   const std::string key = detail::sha256_hex(key_text);
@@ -93,15 +96,24 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
     }
     cache.publish(key, tmp);
   };
+  std::string object = cache.object_path(key);
   auto load_all = [&] {
     std::vector<std::shared_ptr<const detail::LoadedKernel>> loaded;
     for (std::size_t i = 0; i < emitted.size(); ++i) {
-      loaded.push_back(detail::load(cache.object_path(key), emitted[i].name,
-                                    detail::entry_symbol(alone ? "" : "k" + std::to_string(i))));
+      loaded.push_back(
+          detail::load(object, emitted[i].name, detail::entry_symbol(alone ? "" : "k" + std::to_string(i))));
     }
     return loaded;
   };
   bool cache_hit = options.use_cache && cache.valid(key);
+  if (!cache_hit && options.use_cache) {
+    // Compiled when Tessera was built: loaded in place.
+    const detail::CompileCache prebuilt(detail::prebuilt_root(), /*create=*/false);
+    if (prebuilt.valid(key)) {
+      object = prebuilt.object_path(key);
+      cache_hit = true;
+    }
+  }
   if (!cache_hit) build();
   std::vector<std::shared_ptr<const detail::LoadedKernel>> loaded;
   try {
@@ -111,6 +123,7 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
     // different build whose library it cannot find, say) is rebuilt once.
     if (!cache_hit) throw;
     cache_hit = false;
+    object = cache.object_path(key);
     build();
     loaded = load_all();
   }
@@ -123,7 +136,7 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
     k.name = e.name;
     k.source = std::move(e.source);
     k.cache_key = key;
-    k.library_path = cache.object_path(key);
+    k.library_path = object;
     k.cache_hit = cache_hit;
     k.compiler = cxx.path + " (" + cxx.version + ")";
     k.params = std::move(e.params);

@@ -475,8 +475,8 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
     }
   }
   const DType accum = root.result(0)->type().policy.accum;
-  if (accum != DType::fp32 && accum != DType::fp64) {
-    return fail("accumulation type " + std::string(name(accum)) + " (compiled normalizations accumulate in fp32 or fp64)");
+  if (!is_float(accum) || bit_width(accum) < 16) {
+    return fail("accumulation type " + std::string(name(accum)) + " (compiled normalizations accumulate in fp16 to fp64)");
   }
   for (const Value* v : root.operands()) {
     bool is_argument = false;

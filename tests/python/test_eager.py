@@ -1,0 +1,175 @@
+"""Eager tessera.ops calls on compiled kernels (the default): canonical forms
+(collapsed shapes, shape patterns), agreement with the reference executor and
+with @jit, kernels prebuilt at build time, and the ops no kernel covers yet."""
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import ops
+from tessera.errors import ReferenceExecutorWarning
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    monkeypatch.delenv("TESSERA_EAGER", raising=False)
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+
+
+def _both(monkeypatch, fn, *args):
+    """fn(*args) eagerly on compiled kernels and on the reference executor."""
+    monkeypatch.delenv("TESSERA_EAGER", raising=False)
+    got = fn(*args)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    want = fn(*args)
+    monkeypatch.delenv("TESSERA_EAGER")
+    return got, want
+
+
+def _t(rng, shape, policy="fp32"):
+    return tessera.tensor(rng.standard_normal(shape) * 3, policy)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(3, 4, 5), (3, 4, 5)],
+    [(3, 4, 5), (5,)],
+    [(3, 4, 5), (4, 1)],
+    [(3, 1, 5), (1, 4, 5)],
+    [(2, 3, 4, 5), (3, 1, 1)],
+    [(7,), ()],
+    [(), (6, 2)],
+    [(1, 1), (1,)],
+    [(4, 0, 3), (3,)],
+])
+@pytest.mark.parametrize("policy", ["fp32", "bf16"])
+def test_elementwise_broadcasts_equal_the_reference_bitwise(monkeypatch, shapes, policy):
+    rng = np.random.default_rng(len(shapes[0]) * 10 + len(shapes[1]))
+    a, b = (_t(rng, s, policy) for s in shapes)
+    for fn in (lambda x, y: x * y + x, lambda x, y: ops.maximum(x, y), lambda x, y: ops.where(x > y, x, ops.exp(y))):
+        got, want = _both(monkeypatch, fn, a, b)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.codes(), want.codes())
+
+
+@pytest.mark.parametrize("axes", [None, (0,), (1,), (2,), (-1,), (0, 1), (1, 2), (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+def test_reductions_equal_jit_bitwise_and_the_reference_closely(monkeypatch, axes, keepdims, op):
+    """Collapsed eager reductions sum in the canonical order of the original
+    call: the same bits as @jit (which never collapses)."""
+    rng = np.random.default_rng(3)
+    x = _t(rng, (6, 1, 300, 5)[:3] if axes != (0, 2) else (6, 300, 5))
+    fn = lambda v: getattr(ops, op)(v, axis=axes, keepdims=keepdims)
+    got, want = _both(monkeypatch, fn, x)
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    jitted = tessera.jit(fn)(x)
+    assert got.shape == want.shape == jitted.shape
+    np.testing.assert_array_equal(got.codes(), jitted.codes())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["softmax_safe", "logsumexp", "layernorm_safe", "rmsnorm_safe"])
+def test_row_normalizations_fold_leading_dims(monkeypatch, op):
+    rng = np.random.default_rng(5)
+    x = _t(rng, (2, 3, 40))
+    fn = lambda v: getattr(ops, op)(v)
+    got, want = _both(monkeypatch, fn, x)
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    np.testing.assert_array_equal(got.codes(), tessera.jit(fn)(x).codes())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_one_kernel_serves_every_shape_of_a_pattern(compiled):
+    rng = np.random.default_rng(6)
+    ops.add(_t(rng, (33, 65)), _t(rng, (33, 65)))
+    before = tessera._C._eager_cache_size()
+    ops.add(_t(rng, (7,)), _t(rng, (7,)))            # any rank of equal shapes: one dim
+    ops.add(_t(rng, (4, 5, 6)), _t(rng, (4, 5, 6)))
+    ops.matmul(_t(rng, (8, 16)), _t(rng, (16, 4)))
+    after_matmul = tessera._C._eager_cache_size()
+    ops.matmul(_t(rng, (16, 16)), _t(rng, (16, 16)))  # equal sizes need not share a symbol
+    ops.matmul(_t(rng, (3, 5)), _t(rng, (5, 9)))
+    assert tessera._C._eager_cache_size() == after_matmul <= before + 1
+
+
+def test_reference_choice_runs_nothing_compiled(monkeypatch):
+    rng = np.random.default_rng(7)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    before = tessera._C._eager_cache_size()
+    ops.tanh(_t(rng, (3, 91)) * 0.5 - 17.0)
+    assert tessera._C._eager_cache_size() == before
+    monkeypatch.delenv("TESSERA_EAGER")
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")  # the global choice covers eager ops too
+    ops.tanh(_t(rng, (3, 91)) * 0.5 - 17.0)
+    assert tessera._C._eager_cache_size() == before
+    monkeypatch.setenv("TESSERA_EAGER", "fast")
+    with pytest.raises(tessera.errors.TesseraError, match="TESSERA_EAGER is 'fast'"):
+        ops.tanh(_t(rng, (2,)))
+
+
+def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled):
+    """Stochastic rounding has no compiled kernel yet: the eager call warns,
+    naming the op and why, and gives the reference's bits."""
+    x = tessera.tensor(np.linspace(-3, 3, 101), "fp32")
+    policy = "bf16 @stochastic_round"
+    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.cast.*rounding 'stochastic'"):
+        got = ops.cast(x, policy)
+    os.environ["TESSERA_EAGER"] = "reference"
+    try:
+        want = ops.cast(x, policy)
+    finally:
+        del os.environ["TESSERA_EAGER"]
+    np.testing.assert_array_equal(got.codes(), want.codes())
+
+
+_COMMON_CALLS = """
+import numpy as np, tessera
+from tessera import ops
+rng = np.random.default_rng(0)
+for p in ("fp32", "bf16", "fp16"):
+    x = tessera.tensor(rng.standard_normal((64, 48)), p)
+    w = tessera.tensor(rng.standard_normal((48, 32)), p)
+    g = tessera.tensor(rng.standard_normal(48), p)
+    y = ops.relu(x) * 2.0 + ops.exp(x) - x / 3.0
+    y = ops.sum(y, axis=-1) + ops.mean(x)
+    y = ops.matmul(x, w)
+    y = ops.layernorm_safe(x, g, g) + ops.softmax_safe(x) + ops.rmsnorm_safe(x, g)
+    y = ops.cast(ops.tanh(x), "fp32") if p != "fp32" else ops.tanh(x)
+x = tessera.tensor(rng.standard_normal((64, 48)), "fp32")
+y = ops.where(x > 0.5, x, 0.0) + x * tessera.tensor(rng.standard_normal(48), "fp32")
+"""
+
+
+def test_common_eager_ops_compile_nothing_on_a_fresh_install(tmp_path):
+    """The common families were compiled when Tessera was built: with an
+    empty kernel cache, these calls load them and run the host compiler
+    never."""
+    prebuilt = Path(tessera.__file__).parent / "prebuilt" / "cpu"
+    assert prebuilt.is_dir() and any(prebuilt.glob("*.so")), f"no prebuilt kernels in {prebuilt}"
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path))
+    env.pop("TESSERA_EAGER", None)
+    env.pop("TESSERA_BACKEND", None)
+    run = subprocess.run([sys.executable, "-c", _COMMON_CALLS], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    compiled_now = sorted(p.name for p in tmp_path.rglob("*.so"))
+    assert compiled_now == [], f"compiled on first use: {compiled_now}"
+
+
+@pytest.mark.parametrize("policy", ["fp16 @accum(fp16)", "bf16 @accum(bf16)", "fp16 @accum(fp32)"])
+@pytest.mark.parametrize("length", [7, 300, 1000])
+def test_narrow_accumulation_normalizations_equal_the_reference_bitwise(monkeypatch, policy, length):
+    """Every intermediate rounds to the accumulation type where the reference
+    rounds it, also when that type is fp16 or bf16."""
+    rng = np.random.default_rng(length)
+    x = _t(rng, (3, length), policy)
+    g = _t(rng, (length,), policy)
+    for fn in (ops.softmax_safe, lambda v: ops.logsumexp(v, axis=-1), lambda v: ops.layernorm_safe(v, g, g),
+               lambda v: ops.rmsnorm_safe(v, g)):
+        got, want = _both(monkeypatch, fn, x)
+        np.testing.assert_array_equal(got.codes(), want.codes())
