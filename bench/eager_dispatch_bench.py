@@ -1,5 +1,6 @@
-"""Eager per-op dispatch overhead on a tiny tensor, next to numpy in the same run,
-and the time to trace a 1,000-op @jit function from Python.
+"""Eager per-op dispatch overhead on a tiny tensor and eager add and matmul at
+1024^2 (compiled kernels, the default), next to numpy in the same run, and the
+time to trace a 1,000-op @jit function from Python.
 
     .venv/bin/python bench/eager_dispatch_bench.py
 
@@ -66,9 +67,18 @@ def main():
         ("exp fp32[4]", per_call_us(lambda: ops.exp(a)), per_call_us(lambda: np.exp(a_np))),
         ("sum fp32[4]", per_call_us(lambda: ops.sum(a)), per_call_us(lambda: np.sum(a_np))),
     ]
-    print(f"{'op':<14}{'tessera us':>12}{'numpy us':>10}{'ratio':>8}")
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((1024, 1024)).astype(np.float32)
+    y_np = rng.standard_normal((1024, 1024)).astype(np.float32)
+    x, y = tessera.tensor(x_np), tessera.tensor(y_np)
+    ops.add(x, y), ops.matmul(x, y)  # load (or compile) the kernels first
+    rows += [
+        ("add fp32[1024^2]", per_call_us(lambda: ops.add(x, y), 200), per_call_us(lambda: np.add(x_np, y_np), 200)),
+        ("matmul 1024^2", per_call_us(lambda: ops.matmul(x, y), 10, 3), per_call_us(lambda: x_np @ y_np, 10, 3)),
+    ]
+    print(f"{'op':<18}{'tessera us':>12}{'numpy us':>10}{'ratio':>8}")
     for name, t, n in rows:
-        print(f"{name:<14}{t:>12.2f}{n:>10.2f}{t / n:>8.1f}")
+        print(f"{name:<18}{t:>12.2f}{n:>10.2f}{t / n:>8.2f}")
     plain, full = trace_ms()
     print(f"trace + verify, 1,000-op function: {plain:.1f} ms ({plain:.1f} us per op)")
     print(f"@jit first call (trace, verify, canonicalize+cse+dce, run on [8, 256]): {full:.1f} ms")
