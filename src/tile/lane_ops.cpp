@@ -254,6 +254,28 @@ void register_lane_ops(ir::Registry& r) {
           },
   });
   r.add(OpDef{
+      .name = "tile.round_stochastic",
+      .summary = "Rounds fp64 lane x to policy `to` (which rounds stochastically) with the 32 random bits "
+                 "Philox(seed, index) draws: the bits the reference executor draws for element `index`.",
+      .operands = {"x", "index"},
+      .attrs = {{.name = "to", .kind = AttrKind::policy, .required = true},
+                {.name = "seed", .kind = AttrKind::integer, .default_value = ir::Attribute(std::int64_t{0})}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            check_domain(in[0], Domain::floating, "tile.round_stochastic", "x");
+            check_domain(in[1], Domain::integer, "tile.round_stochastic", "index");
+            const NumericsPolicy& to = a.get_policy("to");
+            if (to.rounding != Rounding::stochastic) {
+              raise(ErrorCode::ArgumentInvalid, "tile.round_stochastic attribute 'to' is " + print_policy(to) +
+                                                    ", which does not round stochastically; use tile.cast");
+            }
+            if (to.storage == DType::bool_) {
+              raise(ErrorCode::ArgumentInvalid, "tile.round_stochastic cannot round to bool; use tile.cast");
+            }
+            return one(Type::lane(to));
+          },
+  });
+  r.add(OpDef{
       .name = "tile.cast",
       .summary = "Converts a lane value to policy `to` with a single rounding.",
       .operands = {"x"},

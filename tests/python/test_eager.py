@@ -114,18 +114,12 @@ def test_reference_choice_runs_nothing_compiled(monkeypatch):
 
 
 def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled):
-    """Stochastic rounding has no compiled kernel yet: the eager call warns,
-    naming the op and why, and gives the reference's bits."""
-    x = tessera.tensor(np.linspace(-3, 3, 101), "fp32")
-    policy = "bf16 @stochastic_round"
-    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.cast.*rounding 'stochastic'"):
-        got = ops.cast(x, policy)
-    os.environ["TESSERA_EAGER"] = "reference"
-    try:
-        want = ops.cast(x, policy)
-    finally:
-        del os.environ["TESSERA_EAGER"]
-    np.testing.assert_array_equal(got.codes(), want.codes())
+    """Integer sums have no compiled kernel yet (their overflow check): the
+    eager call warns, naming the op and why, and gives the reference's result."""
+    x = tessera.tensor(np.arange(-50, 70).reshape(6, 20), "int16")
+    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.sum.*integer graph\.sum"):
+        got = ops.sum(x, axis=1)
+    np.testing.assert_array_equal(got.numpy(), np.arange(-50, 70).reshape(6, 20).sum(axis=1))
 
 
 _COMMON_CALLS = """

@@ -173,8 +173,9 @@ def test_eager_ops_on_two_devices_are_a_device_error():
 
 @needs_gpu
 def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
-    """Copies move codes (NaN payloads of bf16 survive) and fp16-accumulating
-    normalizations round where the CPU kernels do, on the GPU too."""
+    """Copies move codes (NaN payloads of bf16 survive), fp16-accumulating
+    normalizations round where the CPU kernels do, and stochastic rounding
+    draws the CPU's bits, on the GPU too."""
     codes = np.array([0x7F81, 0x7FC0, 0xFFFF, 0x7F80, 0x8000, 0x0001, 0xFFC1, 0x3F80], np.uint64)
     x = _C._tensor_from_codes(codes.tolist(), [2, 4], "bf16")
     cat = tessera.jit(lambda a: ops.concat([a, a], axis=1))(x.to("cuda:0")).to("cpu")
@@ -183,3 +184,7 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
     g = tessera.tensor(rng.standard_normal(300), "fp16 @accum(fp16)")
     for fn in (ops.softmax_safe, lambda v: ops.rmsnorm_safe(v, g.to(v.device))):
         np.testing.assert_array_equal(fn(h.to("cuda:0")).to("cpu").codes(), fn(h).codes())
+    # Stochastic rounding draws the same Philox bits on the device.
+    x = tessera.tensor(rng.standard_normal((37, 53)) * 20)
+    f = tessera.jit(lambda v: ops.cast(v * 3.0, "bf16 @stochastic_round", seed=7) + 1.0)
+    np.testing.assert_array_equal(f(x.to("cuda:0")).to("cpu").codes(), f(x).codes())

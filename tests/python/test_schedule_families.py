@@ -173,3 +173,31 @@ def test_moving_ops_copy_codes_exactly(monkeypatch, policy):
     np.testing.assert_array_equal(got.codes(), codes[:, [3, 0, 3, 1, 2]])
     sliced = tessera.jit(lambda a: ops.slice(ops.concat([a, a], axis=0), (1, 0), (4, 4), (2, 1)))(x)
     np.testing.assert_array_equal(sliced.codes(), np.concatenate([codes, codes])[1:4:2])
+
+
+@pytest.mark.parametrize("policy", ["bf16 @stochastic_round", "fp16 @accum(fp32) @stochastic_round",
+                                    "fp8_e4m3 @stochastic_round", "int8 @stochastic_round @saturate"])
+def test_stochastic_rounding_draws_the_reference_bits(monkeypatch, policy):
+    """Each op whose policy rounds stochastically draws Philox(seed, j) for
+    element j of its own result, in fused chains and broadcasts too."""
+    rng = np.random.default_rng(8)
+    x = tessera.tensor(rng.standard_normal((37, 53)) * 20)
+    b = tessera.tensor(rng.standard_normal(53) * 20)
+
+    def f(x, b):
+        y = ops.cast(x * 3.0, policy, seed=7)
+        z = y + ops.cast(b, policy, seed=3)  # the add rounds stochastically too (seed 0)
+        return z, ops.cast(b, policy, seed=3)
+
+    got = _on("compiled", monkeypatch, f, x, b)
+    want = _on("reference", monkeypatch, f, x, b)
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    got_codes = [o.codes() for o in tessera.jit(f)(x, b)]
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    want_codes = [o.codes() for o in tessera.jit(f)(x, b)]
+    for g, w in zip(got_codes, want_codes):
+        np.testing.assert_array_equal(g, w)
+    # A different seed draws different bits.
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    other = tessera.jit(lambda v: ops.cast(v * 3.0, policy, seed=8))(x).codes()
+    assert not np.array_equal(other, tessera.jit(lambda v: ops.cast(v * 3.0, policy, seed=7))(x).codes())

@@ -336,6 +336,17 @@ class Partitioner {
 }  // namespace
 
 void partition(ir::Operation& func) {
+  // Schedule IR is made from Graph IR only: a Tile IR kernel (or a function
+  // already partitioned) is a clear error, not a walk over ops it does not know.
+  for (const auto& op : ir::function_body(func).ops()) {
+    const std::string_view d = op->def().dialect();
+    if (d == "graph" || op.get() == ir::function_body(func).terminator()) continue;
+    raise(ErrorCode::ArgumentInvalid,
+          "'" + std::string(op->name()) + "' in function '" + ir::function_name(func) +
+              "' is not Graph IR: Schedule IR partitions Graph IR functions (Tile IR kernels go to the backends "
+              "directly, e.g. through the kernel language)",
+          op->location());
+  }
   Partitioner(func).run();
 }
 

@@ -305,7 +305,8 @@ bool copy_covers(const ir::Operation& kernel, std::string* why) {
       return fail("'" + std::string(op->name()) + "' is fused with a copy");
     }
   }
-  auto check = moves_codes(root) ? unmovable_policy : unsupported_policy;
+  const bool moving = moves_codes(root);
+  auto check = [moving](const NumericsPolicy& p) { return moving ? unmovable_policy(p) : unsupported_policy(p); };
   for (const Value* v : root.operands()) {
     if (auto bad = check(v->type().policy)) return fail("an operand has " + *bad);
   }

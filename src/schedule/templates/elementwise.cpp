@@ -28,6 +28,16 @@
 
 namespace tessera::schedule::templates {
 
+namespace {
+// A buffer's policy for a parameter: stochastic rounding happens in the lane
+// program (tile.round_stochastic), so a store only encodes a value that is
+// already representable, and reads never round.
+NumericsPolicy buffer_policy(NumericsPolicy p) {
+  if (p.rounding == Rounding::stochastic) p.rounding = Rounding::nearest_even;
+  return p;
+}
+}  // namespace
+
 using ir::Type;
 
 namespace {
@@ -46,12 +56,13 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   bool any_broadcast = false;
   for (std::size_t k = 0; k < num_in; ++k) {
     const Type& t = body.argument(k)->type();
-    params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, t.policy));
+    params.emplace_back("in" + std::to_string(k),
+                        Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
     any_broadcast = any_broadcast || broadcasts(t.shape, domain);
   }
   for (std::size_t j = 0; j < num_out; ++j) {
     params.emplace_back("out" + std::to_string(j),
-                        Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
+                        Type::gmem({ir::Dim::named("n")}, buffer_policy(yield.operand(j)->type().policy), /*is_mut=*/true));
   }
   // Row tiling (see above): T lanes per group over one row's columns.
   std::int64_t lanes_used = lanes;
@@ -119,7 +130,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
 }
 
 bool elementwise_covers(const ir::Operation& kernel, std::string* why) {
-  if (auto bad = lane_ops_unsupported(kernel_body(kernel))) {
+  if (auto bad = lane_ops_unsupported(kernel_body(kernel), 0, /*stochastic=*/true)) {
     if (why) *why = *bad;
     return false;
   }

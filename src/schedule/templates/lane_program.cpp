@@ -39,8 +39,8 @@ bool lane_op_covered(std::string_view op_name) {
 
 // Storage a kernel can read and write: byte-aligned formats rounded to
 // nearest even (the backends' kernel-parameter rule).
-std::optional<std::string> unsupported_policy(const NumericsPolicy& p) {
-  if (p.rounding != Rounding::nearest_even) {
+std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic) {
+  if (p.rounding != Rounding::nearest_even && !(stochastic && p.rounding == Rounding::stochastic)) {
     return "rounding '" + std::string(rounding_name(p.rounding)) + "' (compiled kernels round to nearest even)";
   }
   const DType d = p.storage;
@@ -50,9 +50,11 @@ std::optional<std::string> unsupported_policy(const NumericsPolicy& p) {
   return std::nullopt;
 }
 
-std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first) {
+std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first, bool stochastic) {
   for (std::size_t k = 0; k < body.num_arguments(); ++k) {
-    if (auto bad = unsupported_policy(body.argument(k)->type().policy)) {
+    NumericsPolicy read = body.argument(k)->type().policy;
+    read.rounding = Rounding::nearest_even;
+    if (auto bad = unsupported_policy(read)) {
       return "input " + std::to_string(k) + " has " + *bad;
     }
   }
@@ -64,7 +66,7 @@ std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size
     if (op->name() == "graph.constant" && !is_splat_constant(*op)) {
       return "a graph.constant with more than one value inside a fused kernel";
     }
-    if (auto bad = unsupported_policy(op->result(0)->type().policy)) {
+    if (auto bad = unsupported_policy(op->result(0)->type().policy, stochastic)) {
       return "'" + std::string(op->name()) + "' has " + *bad;
     }
   }
@@ -193,6 +195,14 @@ LaneValue LaneProgram::finish(ir::OpBuilder& b, ir::Value* x, const NumericsPoli
   return {stored, decode(b, stored)};
 }
 
+LaneValue LaneProgram::finish_stochastic(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum,
+                                         ir::Value* index, std::int64_t seed) {
+  ir::Value* y = x;
+  if (via_accum && p.accum != p.storage && p.accum != DType::fp64) y = cast(b, cast(b, y, default_policy(p.accum)), kF64);
+  ir::Value* stored = tile::build(b, "tile.round_stochastic", {y, index}, {{"to", p}, {"seed", seed}});
+  return {stored, decode(b, stored)};
+}
+
 ir::Value* LaneProgram::sigmoid(ir::OpBuilder& b, ir::Value* x) {
   // The reference's split by sign: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below.
   ir::Value* one = real(b, 1.0);
@@ -280,6 +290,12 @@ void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
     via_accum = false;
   } else {
     raise(ErrorCode::Compile, "no per-lane lowering for '" + std::string(op.name()) + "'", op.location());
+  }
+  if (p.rounding == Rounding::stochastic && p.storage != DType::bool_) {
+    // The reference's make_result: element j of the result draws Philox(seed, j).
+    const std::int64_t seed = name == "cast" ? op.attrs().get_int("seed") : 0;
+    values_[op.result(0)] = finish_stochastic(b, x, p, via_accum, offset_of(b, op.result(0)->type().shape), seed);
+    return;
   }
   values_[op.result(0)] = finish(b, x, p, via_accum);
 }

@@ -26,11 +26,14 @@ namespace tessera::schedule::templates {
 bool lane_op_covered(std::string_view op_name);
 
 // Why a policy cannot be a kernel parameter or lane value (nullopt: it can).
-std::optional<std::string> unsupported_policy(const NumericsPolicy& p);
+// `stochastic`: results may round stochastically (the elementwise template
+// draws the reference's bits for them; the other templates do not yet).
+std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic = false);
 
 // Why the non-terminator ops of `body` (from `first` on) cannot all be
-// lowered per lane (nullopt: they can).
-std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first = 0);
+// lowered per lane (nullopt: they can). Inputs are only read, so their
+// rounding does not matter.
+std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first = 0, bool stochastic = false);
 
 // Whether reading an operand of `shape` over `domain` needs the domain's dims.
 bool broadcasts(const ir::Shape& shape, const ir::Shape& domain);
@@ -63,6 +66,11 @@ class LaneProgram {
   // Rounds an fp64 (or bool) result like the reference's make_result: to the
   // accumulation type (when `via_accum`), then to storage.
   static LaneValue finish(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum = true);
+  // finish() for a policy that rounds stochastically: the storage rounding
+  // draws Philox(seed, index), `index` being the element's flat index in its
+  // own result, as the reference's make_result does.
+  static LaneValue finish_stochastic(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum,
+                                     ir::Value* index, std::int64_t seed);
   static ir::Value* decode(ir::OpBuilder& b, ir::Value* stored);
   ir::Value* offset_of(ir::OpBuilder& b, const ir::Shape& shape);
 

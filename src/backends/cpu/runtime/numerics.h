@@ -175,6 +175,28 @@ inline storage_t<D> encode(value_t<S> v, Overflow o = Overflow::inf_nan) {
   }
 }
 
+// tile.round_stochastic: x rounded to D stochastically with the bits
+// Philox(seed, index) draws, as the reference encodes element `index`.
+template <DType D>
+inline value_t<D> round_stochastic(double x, std::uint64_t seed, std::int64_t index, Overflow o) {
+  if constexpr (D == DType::fp64) {
+    return x;
+  } else {
+    tessera::EncodeOptions opt;
+    opt.rounding = tessera::Rounding::stochastic;
+    opt.overflow = o;
+    opt.seed = seed;
+    const std::uint64_t bits = tessera::encode_value(x, D, opt, static_cast<std::uint64_t>(index));
+    if constexpr (D == DType::fp32) {
+      return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+    } else if constexpr (Traits<D>::is_float) {
+      return static_cast<float>(tessera::decode_value(bits, D));
+    } else {
+      return static_cast<std::int64_t>(tessera::decode_value(bits, D));
+    }
+  }
+}
+
 // A value of dtype S converted to dtype D (tile.cast): one rounding.
 template <DType D, DType S>
 inline value_t<D> convert(value_t<S> v, Overflow o = Overflow::inf_nan) {

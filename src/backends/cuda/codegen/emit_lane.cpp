@@ -171,6 +171,11 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "ldexp(" + as_double(a[0]) + ", " + e + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "round_stochastic") {
+    const NumericsPolicy& to = op.attrs().get_policy("to");
+    return "tsr::round_stochastic<" + cu_dtype(to.storage) + ">(" + as_double(a[0]) + ", (tsr::u64)" +
+           cu_int_literal(op.attrs().get_int("seed")) + ", " + a[1] + ", " + cu_overflow(to.overflow) + ")";
+  }
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");

@@ -151,6 +151,24 @@ __device__ __forceinline__ typename Traits<D>::value round_to(double x, int ov) 
   }
 }
 
+// double -> value of D rounded stochastically with the bits Philox(seed,
+// index) draws (tile.round_stochastic), as the reference encodes element `index`.
+template <int D>
+__device__ __forceinline__ typename Traits<D>::value round_stochastic(double x, u64 seed, i64 index, int ov) {
+  if constexpr (D == kFp64) {
+    return x;
+  } else {
+    const u64 bits = encode(x, D, kStochastic, ov, seed, (u64)index);
+    if constexpr (D == kFp32) {
+      return __uint_as_float((u32)bits);
+    } else if constexpr (Traits<D>::is_float) {
+      return decode_f32(bits, D);
+    } else {
+      return (i64)decode(bits, D);
+    }
+  }
+}
+
 // A value of dtype S as dtype D (tile.cast): one rounding.
 template <int D, int S>
 __device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>::value v, int ov) {
