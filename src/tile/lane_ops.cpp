@@ -254,6 +254,25 @@ void register_lane_ops(ir::Registry& r) {
           },
   });
   r.add(OpDef{
+      .name = "tile.check_range",
+      .summary = "x itself when lo <= x <= hi; otherwise the kernel faults with an ArgumentError quoting `what` "
+                 "and the value (an exact integer sum that overflows its result type, say).",
+      .operands = {"x"},
+      .attrs = {{.name = "lo", .kind = AttrKind::integer, .required = true},
+                {.name = "hi", .kind = AttrKind::integer, .required = true},
+                {.name = "what", .kind = AttrKind::string, .required = true}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            check_domain(in[0], Domain::integer, "tile.check_range", "x");
+            if (a.get_int("lo") > a.get_int("hi")) {
+              raise(ErrorCode::ArgumentInvalid, "tile.check_range needs lo <= hi, got lo = " +
+                                                    std::to_string(a.get_int("lo")) + " and hi = " +
+                                                    std::to_string(a.get_int("hi")));
+            }
+            return one(in[0]);
+          },
+  });
+  r.add(OpDef{
       .name = "tile.round_stochastic",
       .summary = "Rounds fp64 lane x to policy `to` (which rounds stochastically) with the 32 random bits "
                  "Philox(seed, index) draws: the bits the reference executor draws for element `index`.",

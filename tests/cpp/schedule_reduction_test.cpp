@@ -200,10 +200,34 @@ func @m(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {
   }
 }
 
-TEST(ScheduleReduction, IntegerSumIsAClearCompileError) {
+TEST(ScheduleReduction, IntegerSumIsExactAndChecksItsRange) {
   const std::string text = R"(
-func @i(%x: tensor<[4, 8] int32>) -> (tensor<[4] int32>) {
-  %0 = graph.sum %x {axes = [1]} : tensor<[4] int32>
+func @i(%x: tensor<[R, C] int32>) -> (tensor<[R] int32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[R] int32>
+  return %0
+}
+)";
+  ir::Module m = ir::parse_module(text, "i.tir");
+  auto exe = schedule::compile_executable(m, "i", test_options());
+  // Rows reaching exactly the int32 extremes fit.
+  const std::vector<double> values{5, -7, 2147483000, 647, -2147483648.0, 0, 3, 4};
+  auto out = exe->run(std::vector<Tensor>{Tensor::from_values(values, {4, 2}, default_policy(DType::int32))});
+  EXPECT_EQ(out[0].to_values(), (std::vector<double>{-2, 2147483647, -2147483648.0, 7}));
+  // One past the largest int32: the reference's error, raised by the kernel.
+  const std::vector<double> over{2147483647, 1};
+  try {
+    exe->run(std::vector<Tensor>{Tensor::from_values(over, {1, 2}, default_policy(DType::int32))});
+    FAIL() << "expected an overflow error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ArgumentInvalid);
+    EXPECT_NE(std::string(e.what()).find("graph.sum result overflows its int32 result"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ScheduleReduction, Int64SumIsAClearCompileError) {
+  const std::string text = R"(
+func @i(%x: tensor<[4, 8] int64>) -> (tensor<[4] int64>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[4] int64>
   return %0
 }
 )";
@@ -213,7 +237,7 @@ func @i(%x: tensor<[4, 8] int32>) -> (tensor<[4] int32>) {
     FAIL() << "expected a CompileError";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Compile);
-    EXPECT_NE(std::string(e.what()).find("integer graph.sum"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("an int64 graph.sum"), std::string::npos) << e.what();
   }
 }
 

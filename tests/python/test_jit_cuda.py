@@ -188,3 +188,9 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
     x = tessera.tensor(rng.standard_normal((37, 53)) * 20)
     f = tessera.jit(lambda v: ops.cast(v * 3.0, "bf16 @stochastic_round", seed=7) + 1.0)
     np.testing.assert_array_equal(f(x.to("cuda:0")).to("cpu").codes(), f(x).codes())
+    # Integer sums: exact, and their overflow is a fault record raised at the next host read.
+    s = tessera.jit(lambda v: ops.sum(v, axis=1))
+    i = tessera.tensor(rng.integers(-1000, 1000, (9, 700)).astype(np.int16))
+    np.testing.assert_array_equal(s(i.to("cuda:0")).to("cpu").numpy(), s(i).numpy())
+    with pytest.raises(tessera.ArgumentError, match="out of range"):
+        s(tessera.tensor(np.array([[2**31 - 1, 1]], np.int32)).to("cuda:0")).to("cpu")

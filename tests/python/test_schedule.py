@@ -90,14 +90,14 @@ def test_inspect_ir_levels(compiled):
 
 
 def test_uncovered_op_is_a_compile_error_naming_it(compiled):
-    # Integer sums have no compiled form yet (their overflow check); under
-    # @jit that is an error (eager calls warn and run on the reference).
+    # int64 sums have no compiled form yet; under @jit that is an error
+    # (eager calls warn and run on the reference).
     @tessera.jit
     def f(x):
         return tessera.ops.sum(x * 2, axis=1)
 
-    x = tessera.tensor(np.zeros((2, 3), np.int32), "int32")
-    with pytest.raises(CompileError, match=r"graph.sum, family reduction.*integer graph.sum.*TESSERA_BACKEND=reference"):
+    x = tessera.tensor(np.zeros((2, 3), np.int64), "int64")
+    with pytest.raises(CompileError, match=r"graph.sum, family reduction.*an int64 graph.sum.*TESSERA_BACKEND=reference"):
         f(x)
 
 

@@ -201,3 +201,36 @@ def test_stochastic_rounding_draws_the_reference_bits(monkeypatch, policy):
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
     other = tessera.jit(lambda v: ops.cast(v * 3.0, policy, seed=8))(x).codes()
     assert not np.array_equal(other, tessera.jit(lambda v: ops.cast(v * 3.0, policy, seed=7))(x).codes())
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "bool"])
+def test_integer_sums_compile_exactly(monkeypatch, dtype):
+    """Integer sums run compiled: exact, in the reference's order, with its
+    result dtype, fused with consumers."""
+    rng = np.random.default_rng(9)
+    np_t = np.bool_ if dtype == "bool" else getattr(np, dtype)
+    lo, hi = (0, 2) if dtype == "bool" else (max(int(np.iinfo(np_t).min), -10**6), min(int(np.iinfo(np_t).max), 10**6))
+    x = tessera.tensor(rng.integers(lo, hi, (7, 300)).astype(np_t))
+    fn = lambda v: (ops.sum(v, axis=1) * 3, ops.sum(v, axis=0), ops.sum(v))
+    got = _on("compiled", monkeypatch, fn, x)
+    want = _on("reference", monkeypatch, fn, x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    assert str(tessera.jit(lambda v: ops.sum(v))(x).dtype) == "int32"
+
+
+def test_integer_sum_errors_match_the_reference(monkeypatch):
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    f = tessera.jit(lambda v: ops.sum(v, axis=-1))
+    with pytest.raises(tessera.ArgumentError, match="overflows its int32 result; cast the operand to int64"):
+        f(tessera.tensor(np.array([[2**31 - 1, 1], [0, 0]], dtype=np.int32)))
+    with pytest.raises(tessera.ArgumentError, match="overflows its int32 result"):
+        f(tessera.tensor(np.array([[-2**31, -1]], dtype=np.int32)))
+    # A partial sum past 2^53 (2^22 + 1 values of 2^31 - 1): inexact in the reference, an error on both paths.
+    big = tessera.tensor(np.full((1, 2**22 + 1), 2**31 - 1, dtype=np.int32))
+    with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
+        f(big)
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
+        tessera.jit(lambda v: ops.sum(v, axis=-1))(big)

@@ -212,6 +212,10 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "tsr::scale_pow2(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "check_range") {
+    return "tsr::check_range(" + a[0] + ", " + cpp_int_literal(op.attrs().get_int("lo")) + ", " +
+           cpp_int_literal(op.attrs().get_int("hi")) + ", " + cpp_string_literal(op.attrs().get_string("what")) + ")";
+  }
   if (n == "round_stochastic") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     return "tsr::round_stochastic<" + cpp_dtype(to.storage) + ">(" + as_double(a[0]) + ", static_cast<std::uint64_t>(" +
@@ -257,7 +261,7 @@ bool maskable_lane_op(const ir::Operation& op) {
   if (n == "yield" || n == "store_elem") return true;
   // Loops could run unbounded on a masked value (and tile.for checks its
   // step); reduce_sum allocates; integer division, remainder and power fault.
-  if (op.num_regions() != 0 || n == "reduce_sum") return false;
+  if (op.num_regions() != 0 || n == "reduce_sum" || n == "check_range") return false;
   if (!is_lane_value_op(op)) return false;
   if (op.num_results() == 1 && !is_float(op.result(0)->type().dtype())) {
     if (n == "div" || n == "floordiv" || n == "rem" || n == "pow") return false;

@@ -60,7 +60,10 @@ class ReductionBuilder {
   TileKernel build() {
     const ir::Shape& domain = kernel_.attrs().get_shape("domain");
     const bool is_sum = root_.name() == "graph.sum" || root_.name() == "graph.mean";
-    row_lanes_ = is_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
+    // Integer sums run the reference's sequential pass (its 2^53 check is
+    // order-dependent), one lane per output element.
+    const bool float_sum = is_sum && is_float(root_.operand(0)->type().dtype());
+    row_lanes_ = float_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
     const bool coop = row_lanes_ > 1;
     const std::int64_t lanes =
         coop ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
@@ -152,6 +155,7 @@ class ReductionBuilder {
     const NumericsPolicy& p = root_.result(0)->type().policy;
     const std::string_view op = root_.name();
     length_ = rows_->length();
+    if (op == "graph.sum" && !is_float(root_.operand(0)->type().dtype())) return integer_sum(b, lanes_of);
     if (op == "graph.sum" || op == "graph.mean") {
       Value* acc = blocked_sum(b);
       Value* x = cast(b, acc, kF64);
@@ -185,6 +189,40 @@ class ReductionBuilder {
                                             return one(select(lb, cmp(lb, "ne", acc, acc), acc, next));
                                           });
     return lanes_of.finish(b, loop->result(0), p, /*via_accum=*/false);
+  }
+
+  // An integer (or bool) sum as the reference computes it: exact, in element
+  // order, an error once a partial sum passes 2^53 in magnitude (beyond exact
+  // accumulation there) and when the total overflows the result type. Inputs
+  // have at most 32 bits (reduction_covers), so the int64 accumulator cannot
+  // overflow before the 2^53 check stops it.
+  LaneValue integer_sum(ir::OpBuilder& b, LaneProgram& lanes_of) {
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    const NumericsPolicy i64 = default_policy(DType::int64);
+    const std::int64_t exact = std::int64_t{1} << 53;
+    const std::string passed = std::string(root_.name()) +
+                               " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the operand "
+                               "to a float first";
+    ir::Operation* loop = tile::build_for(
+        b, tile::build_int(b, 0), length_, tile::build_int(b, 1), {tile::build_int(b, 0)},
+        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* sum = op2(lb, "add", a[1], cast(lb, load(lb, a[0]), i64));
+          return one(tile::build(lb, "tile.check_range", {sum}, {{"lo", -exact}, {"hi", exact}, {"what", passed}}));
+        });
+    Value* total = loop->result(0);
+    const DType out = p.storage;
+    if (out != DType::int64) {
+      const int bits = bit_width(out);
+      const bool is_signed = info(out).is_signed;
+      const std::int64_t lo = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
+      const std::int64_t hi = (std::int64_t{1} << (is_signed ? bits - 1 : bits)) - 1;
+      total = tile::build(b, "tile.check_range", {total},
+                          {{"lo", lo},
+                           {"hi", hi},
+                           {"what", std::string(root_.name()) + " result overflows its " + std::string(name(out)) +
+                                        " result; cast the operand to int64 or a float first"}});
+    }
+    return lanes_of.finish(b, cast(b, total, kF64), p, /*via_accum=*/false);
   }
 
   // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
@@ -228,10 +266,14 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == x;
   if (!is_argument) return fail("the reduced operand is not a kernel input");
   if (auto bad = unsupported_policy(x->type().policy)) return fail("the reduced operand has " + *bad);
-  if (!is_float(x->type().dtype()) && root.name() != "graph.max" && root.name() != "graph.min" &&
+  const DType xd = x->type().dtype();
+  if (!is_float(xd) && root.name() == "graph.sum" && xd != DType::bool_ && bit_width(xd) > 32) {
+    return fail("an int64 graph.sum (its accumulator could overflow before the reference's 2^53 check; cast the "
+                "operand to a float first)");
+  }
+  if (!is_float(xd) && root.name() != "graph.sum" && root.name() != "graph.max" && root.name() != "graph.min" &&
       root.name() != "graph.argmax") {
-    return fail("an integer " + std::string(root.name()) +
-                " (its overflow check runs on the reference executor only; cast the operand to a float first)");
+    return fail("an integer " + std::string(root.name()));
   }
   // Every op after the root is a per-lane consumer; constants may precede it.
   std::size_t index = 0, root_index = 0;

@@ -264,6 +264,11 @@ inline std::int64_t imul(std::int64_t a, std::int64_t b) {
   if (__builtin_mul_overflow(a, b, &r)) r = ((a < 0) != (b < 0)) ? int_min<DType::int64>() : int_max<DType::int64>();
   return saturate<D>(r);
 }
+// tile.check_range: x, or a fault quoting `what` and x.
+inline std::int64_t check_range(std::int64_t x, std::int64_t lo, std::int64_t hi, const char* what) {
+  if (x < lo || x > hi) fail(kFaultArgument, "%s (the value is %lld)", what, static_cast<long long>(x));
+  return x;
+}
 inline void check_divisor(std::int64_t b, const char* where) {
   if (b == 0) fail(kFaultArgument, "integer division by zero in %s", where);
 }

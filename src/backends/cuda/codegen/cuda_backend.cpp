@@ -324,6 +324,10 @@ std::optional<KernelFault> describe_fault(const CompiledKernel& k, const void* h
       break;
     case 2: what = "integer division by zero"; break;
     case 3: what = "negative integer exponent " + std::to_string(f.index); break;
+    case 5:
+      what = "integer result " + std::to_string(f.index) + " is out of range (largest allowed " +
+             std::to_string(f.extent) + "): an exact integer sum overflowed its result type or passed 2^53";
+      break;
     default: what = "tile.for step " + std::to_string(f.index) + " is not positive"; break;
   }
   return KernelFault{f.code == 1 ? ErrorCode::IndexOutOfRange : ErrorCode::ArgumentInvalid,

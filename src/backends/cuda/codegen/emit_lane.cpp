@@ -171,6 +171,10 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "ldexp(" + as_double(a[0]) + ", " + e + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "check_range") {
+    return "tsr::check_range(" + a[0] + ", " + cu_int_literal(op.attrs().get_int("lo")) + ", " +
+           cu_int_literal(op.attrs().get_int("hi")) + ", W)";
+  }
   if (n == "round_stochastic") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     return "tsr::round_stochastic<" + cu_dtype(to.storage) + ">(" + as_double(a[0]) + ", (tsr::u64)" +

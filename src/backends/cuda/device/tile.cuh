@@ -34,7 +34,7 @@ struct Buf {
 };
 struct Fault {
   int code;   // 0 none, 1 index out of range, 2 invalid argument
-  int kind;   // 0 load, 1 store, 2 division by zero, 3 negative exponent, 4 loop step
+  int kind;   // 0 load, 1 store, 2 division by zero, 3 negative exponent, 4 loop step, 5 check_range
   int param;  // parameter index (>= 0) or -1 - shared buffer number
   int dim;
   i64 index;
@@ -245,6 +245,11 @@ __device__ __forceinline__ bool divisor_ok(i64 b, const Where& w) {
   if (b != 0) return true;
   fault(w.fault, 2, 2, -1, 0, 0, 0, w.group);
   return false;
+}
+// tile.check_range: x, or a fault record (kind 5) holding x and hi.
+__device__ __forceinline__ i64 check_range(i64 x, i64 lo, i64 hi, const Where& w) {
+  if (x < lo || x > hi) fault(w.fault, 2, 5, -1, 0, x, hi, w.group);
+  return x;
 }
 template <int D>
 __device__ __forceinline__ i64 idiv(i64 a, i64 b, const Where& w) {
