@@ -168,3 +168,24 @@ def test_narrow_accumulation_normalizations_equal_the_reference_bitwise(monkeypa
                lambda v: ops.rmsnorm_safe(v, g)):
         got, want = _both(monkeypatch, fn, x)
         np.testing.assert_array_equal(got.codes(), want.codes())
+
+
+def _edge_rows(rng, n):
+    return [np.full(n, 3.0), np.full(n, -2.5), rng.standard_normal(n) * 1e38, rng.standard_normal(n) * 1e-40,
+            rng.standard_normal(n) * 1e-30 + 1e5, np.append(rng.standard_normal(n - 1), np.inf),
+            np.append(rng.standard_normal(n - 1), np.nan), -np.abs(rng.standard_normal(n)) - 7,
+            np.abs(rng.standard_normal(n)) + 7, np.zeros(n)]
+
+
+@pytest.mark.parametrize("policy", ["fp32", "bf16", "fp16 @accum(fp16)", "fp32 @accum(fp64)"])
+def test_layernorm_edge_rows_equal_the_reference_bitwise(monkeypatch, policy):
+    """Constant, huge, tiny, offset, one-signed, non-finite and zero rows:
+    the compiled layernorm takes max |x - mean| from the row's extremes."""
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 17, 300):
+        for row in _edge_rows(rng, n)[: (10 if n > 1 else 5)]:
+            x = tessera.tensor(np.tile(row, (2, 1)), policy)
+            g = tessera.tensor(rng.standard_normal(n), policy)
+            for fn in (ops.layernorm_safe, lambda v: ops.layernorm_safe(v, g, g)):
+                got, want = _both(monkeypatch, fn, x)
+                np.testing.assert_array_equal(got.codes(), want.codes())
