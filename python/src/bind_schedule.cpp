@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "ir_module.h"
 #include "tessera/ir/text.h"
+#include "tessera/runtime/profiler.h"
 #include "tessera/schedule/executable.h"
 
 namespace nb = nanobind;
@@ -76,6 +77,28 @@ void bind_schedule(nb::module_& m) {
       },
       nb::arg("module"), nb::arg("function"));
   m.def("default_backend", &schedule::default_backend);
+  // The profiler (tessera/runtime/profiler.h); tessera.profile wraps these.
+  m.def("_profiler_start", &profiler::start);
+  m.def("_profiler_stop", [] {
+    nb::list out;
+    for (const profiler::Record& r : profiler::stop()) {
+      nb::dict d;
+      d["kind"] = r.kind;
+      d["name"] = r.name;
+      d["function"] = r.function;
+      d["ops"] = r.ops;
+      d["family"] = r.family;
+      d["device"] = r.device;
+      d["start_us"] = r.start_us;
+      d["duration_us"] = r.duration_us;
+      d["bytes"] = r.bytes;
+      d["flops"] = r.flops;
+      d["cache_hit"] = r.cache_hit;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_peak_bandwidth_gbs", &profiler::peak_bandwidth_gbs, nb::arg("device"));
 }
 
 }  // namespace tessera::python

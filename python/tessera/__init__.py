@@ -10,6 +10,7 @@ from ._tensor import Tensor, from_dlpack, tensor
 from . import ops
 from .jit import JitFunction, constraint, jit, require
 from .region import Region
+from .profiler import profile
 from .kernel import Kernel, KernelFile, kernel, load, mut
 from . import autodiff
 from .autodiff import (GradScaler, checkpoint, custom_jvp, custom_vjp, grad, hvp, jacfwd, jacrev, jvp,
@@ -30,7 +31,7 @@ def info() -> str:
     return _C.info_report()
 
 
-__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
+__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
            "vjp", "jvp", "jacfwd", "jacrev", "hvp", "custom_vjp", "custom_jvp", "stop_gradient", "checkpoint",
            "rematerialize", "GradScaler", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
            "nearest_even", "saturate", "stochastic_round", "toward_zero", "numerics", "info",

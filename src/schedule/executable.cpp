@@ -19,6 +19,7 @@
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/runtime/profiler.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -236,6 +237,50 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
 
 }  // namespace
 
+namespace {
+
+// What the profiler records of one kernel launch (tessera/runtime/profiler.h).
+profiler::Record profile_record(const Step& step, const std::string& function, const std::string& device,
+                                const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  const ir::Operation& k = *step.kernel;
+  const ir::Block& body = kernel_body(k);
+  profiler::Record r;
+  r.kind = "kernel";
+  r.name = kernel_name(k);
+  r.function = function;
+  r.family = std::string(family_name(kernel_family(k)));
+  r.device = device;
+  std::size_t num_ops = 0;
+  for (const auto& op : body.ops()) {
+    if (op.get() == body.terminator()) break;
+    r.ops += (r.ops.empty() ? "" : "+") + std::string(op->name());
+    ++num_ops;
+  }
+  double largest = 0.0;
+  for (const std::vector<Tensor>* list : {&inputs, &outputs}) {
+    for (const Tensor& t : *list) {
+      r.bytes += static_cast<double>(t.numel()) * static_cast<double>(t.element_bytes());
+      largest = std::max(largest, static_cast<double>(t.numel()));
+    }
+  }
+  const ir::Operation& root = kernel_root_op(k);
+  if (kernel_family(k) == Family::gemm && !outputs.empty()) {
+    // 2 M N K: K from the first matrix operand, as the op reads it.
+    for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+      if (body.argument(i) != root.operand(0) || i >= inputs.size()) continue;
+      const auto& s = inputs[i].shape();
+      const bool ta = root.attrs().has("transpose_a") && root.attrs().get_bool("transpose_a");
+      const std::int64_t kdim = s.size() < 2 ? 1 : (ta ? s[s.size() - 2] : s.back());
+      r.flops = 2.0 * static_cast<double>(outputs[0].numel()) * static_cast<double>(kdim);
+    }
+  } else {
+    r.flops = largest * static_cast<double>(num_ops);
+  }
+  return r;
+}
+
+}  // namespace
+
 struct Executable::State {
   ir::Module schedule;  // the Schedule IR function
   std::string function;
@@ -363,6 +408,11 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   }
   progress.reset();
   state->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (profiler::active()) {
+    bool hits = true;
+    for (const KernelReport& r : state->reports) hits = hits && (r.variant != "tile" || r.cache_hit);
+    profiler::record_compile(function, state->device, funcs.size(), hits, state->compile_seconds);
+  }
   return std::shared_ptr<Executable>(new Executable(std::move(state)));
 }
 
@@ -529,7 +579,10 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     }
     try {
       const auto t0 = std::chrono::steady_clock::now();
+      std::optional<profiler::Span> span;
+      if (profiler::active() && !recorder.graph) span.emplace(profile_record(step, state_->function, device, inputs, outputs));
       launch_step(step, inputs, outputs, domain, launch);
+      if (span) span->end();
       if (trace) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "tessera: %s %s (%s, %s) %.3f ms\n", state_->function.c_str(), kernel_name(k).c_str(),
@@ -550,7 +603,17 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       raise(ErrorCode::Internal, "a graph replay of " + state_->function + " made " + std::to_string(recorder.next) +
                                      " launches; its graph has " + std::to_string(recorder.graph->size()));
     }
+    std::optional<profiler::Span> span;
+    if (profiler::active()) {
+      profiler::Record r;
+      r.kind = "graph";
+      r.name = "graph replay of " + state_->function;
+      r.function = state_->function;
+      r.device = device;
+      span.emplace(std::move(r));
+    }
     recorder.graph->launch(nullptr);
+    if (span) span->end();
   }
   if (fault_slots) {
     // What the check needs outlives this call: the record, and the steps'

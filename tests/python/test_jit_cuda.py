@@ -194,3 +194,23 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
     np.testing.assert_array_equal(s(i.to("cuda:0")).to("cpu").numpy(), s(i).numpy())
     with pytest.raises(tessera.ArgumentError, match="out of range"):
         s(tessera.tensor(np.array([[2**31 - 1, 1]], np.int32)).to("cuda:0")).to("cpu")
+
+
+@needs_gpu
+def test_profile_times_gpu_kernels_with_events(rng, tmp_path):
+    x = tessera.tensor(rng.standard_normal((512, 1024)).astype(np.float32)).to("cuda:0")
+    f = tessera.jit(lambda v: ops.softmax_safe(v * 2.0))
+    g = tessera.jit(capture_graph=True)(lambda v: ops.sum(v * v, axis=1))
+    f(x), g(x), g(x)
+    trace = tmp_path / "trace.json"
+    with tessera.profile(str(trace)) as prof:
+        for _ in range(3):
+            f(x)
+        g(x)
+    import json
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert kernels and all(e["args"]["device"] == "cuda:0" and e["dur"] > 0 for e in kernels)
+    assert any(e["cat"] == "graph" and e["dur"] > 0 for e in events)  # the captured replay, as one span
+    rows = prof.kernels()
+    assert all(r["peak_fraction"] is not None and 0 < r["peak_fraction"] < 1.5 for r in rows if r["device"] == "cuda:0")

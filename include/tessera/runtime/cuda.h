@@ -41,6 +41,8 @@ struct DeviceProperties {
   int shared_bytes_per_block_optin = 0;  // the most a kernel may be granted
   int l2_bytes = 0;
   std::size_t total_memory_bytes = 0;
+  int memory_clock_khz = 0;  // peak memory clock
+  int memory_bus_bits = 0;   // global memory bus width
   // The exact architecture NVRTC targets: "sm_90a" on Hopper (wgmma, setmaxnreg
   // need the "a" variant), "sm_80", "sm_89", ... elsewhere.
   std::string arch() const;
@@ -87,6 +89,8 @@ class Event {
   Event& operator=(const Event&) = delete;
 
   void record(const Stream& stream);
+  // Records on the device's default stream (where executables launch).
+  void record_default_stream();
   void synchronize() const;
   void* handle() const { return handle_; }
 

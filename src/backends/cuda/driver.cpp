@@ -243,6 +243,8 @@ DeviceProperties device_properties(int ordinal) {
   attribute(kAttrMaxSharedPerBlock, p.shared_bytes_per_block);
   attribute(kAttrMaxSharedPerBlockOptin, p.shared_bytes_per_block_optin);
   attribute(kAttrL2CacheSize, p.l2_bytes);
+  attribute(kAttrMemoryClockRate, p.memory_clock_khz);
+  attribute(kAttrGlobalMemoryBusWidth, p.memory_bus_bits);
   check(api.cuDeviceTotalMem(&p.total_memory_bytes, device), "cuDeviceTotalMem");
   return p;
 }

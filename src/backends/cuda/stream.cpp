@@ -89,6 +89,11 @@ void Event::record(const Stream& stream) {
   check(driver().cuEventRecord(static_cast<CUevent>(handle_), static_cast<CUstream>(stream.handle())), "cuEventRecord");
 }
 
+void Event::record_default_stream() {
+  use_device(device_);
+  check(driver().cuEventRecord(static_cast<CUevent>(handle_), nullptr), "cuEventRecord");
+}
+
 void Event::synchronize() const {
   use_device(device_);
   check(driver().cuEventSynchronize(static_cast<CUevent>(handle_)), "cuEventSynchronize");
