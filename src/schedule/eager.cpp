@@ -172,6 +172,7 @@ std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor
   if (!p.entry->executable) {
     // Compiling names the kernel, its family, why and the op (a CompileError).
     ExecutableOptions options;
+    options.device = p.device;
     compile_executable(one_op_module(def, p.form), "eager", options);
     raise(ErrorCode::Internal, def.name + " has no compiled kernel: " + p.entry->no_kernel);
   }
