@@ -29,12 +29,21 @@ struct ThreadPool::Job {
   }
 };
 
+namespace {
+// Read once: glibc answers hardware_concurrency() by reading
+// /sys/devices/system/cpu/online, a few microseconds that every launch paid.
+int hardware_threads() {
+  static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return n;
+}
+}  // namespace
+
 int default_thread_count() {
   if (const char* env = std::getenv("TESSERA_NUM_THREADS"); env != nullptr && *env != '\0') {
     const int n = std::atoi(env);
     if (n > 0) return n;
   }
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return hardware_threads();
 }
 
 ThreadPool& ThreadPool::global() {
@@ -43,7 +52,7 @@ ThreadPool& ThreadPool::global() {
   // At least 4 threads, so launches asking for more threads than the machine
   // has (determinism tests) still run on several.
   static ThreadPool* pool =
-      new ThreadPool(std::max({default_thread_count(), static_cast<int>(std::thread::hardware_concurrency()), 4}) - 1);
+      new ThreadPool(std::max({default_thread_count(), hardware_threads(), 4}) - 1);
   return *pool;
 }
 
