@@ -188,6 +188,10 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
     x = tessera.tensor(rng.standard_normal((37, 53)) * 20)
     f = tessera.jit(lambda v: ops.cast(v * 3.0, "bf16 @stochastic_round", seed=7) + 1.0)
     np.testing.assert_array_equal(f(x.to("cuda:0")).to("cpu").codes(), f(x).codes())
+    xs = tessera.tensor(rng.standard_normal((13, 300)) * 5, "bf16 @stochastic_round")
+    r = tessera.jit(lambda v: (ops.sum(v, axis=1), ops.softmax_safe(v)))
+    for a, b in zip(r(xs.to("cuda:0")), r(xs)):
+        np.testing.assert_array_equal(a.to("cpu").codes(), b.codes())
     # Integer sums: exact, and their overflow is a fault record raised at the next host read.
     s = tessera.jit(lambda v: ops.sum(v, axis=1))
     i = tessera.tensor(rng.integers(-1000, 1000, (9, 700)).astype(np.int16))

@@ -176,6 +176,7 @@ def test_moving_ops_copy_codes_exactly(monkeypatch, policy):
 
 
 @pytest.mark.parametrize("policy", ["bf16 @stochastic_round", "fp16 @accum(fp32) @stochastic_round",
+                                    "fp16 @accum(fp16) @stochastic_round", "fp32 @stochastic_round",
                                     "fp8_e4m3 @stochastic_round", "int8 @stochastic_round @saturate"])
 def test_stochastic_rounding_draws_the_reference_bits(monkeypatch, policy):
     """Each op whose policy rounds stochastically draws Philox(seed, j) for
@@ -234,3 +235,25 @@ def test_integer_sum_errors_match_the_reference(monkeypatch):
     monkeypatch.setenv("TESSERA_BACKEND", "reference")
     with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
         tessera.jit(lambda v: ops.sum(v, axis=-1))(big)
+
+
+@pytest.mark.parametrize("policy", ["bf16 @stochastic_round", "fp16 @accum(fp32) @stochastic_round",
+                                    "fp16 @accum(fp16) @stochastic_round", "fp32 @stochastic_round"])
+def test_stochastic_results_of_reductions_and_normalizations(monkeypatch, policy):
+    """A reduction's or normalization's result that rounds stochastically
+    draws Philox(0, j) for its element j, as the reference does; a consumer
+    fused after the reduction draws its own."""
+    rng = np.random.default_rng(10)
+    x = tessera.tensor(rng.standard_normal((13, 300)) * 5, policy)
+    g = tessera.tensor(rng.standard_normal(300), policy)
+
+    def f(x, g):
+        return (ops.sum(x, axis=1) * 3.0, ops.mean(x, axis=0), ops.max(x, axis=1), ops.softmax_safe(x),
+                ops.logsumexp(x, axis=-1), ops.layernorm_safe(x, g, g), ops.rmsnorm_safe(x, g))
+
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    got = [o.codes() for o in tessera.jit(f)(x, g)]
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    want = [o.codes() for o in tessera.jit(f)(x, g)]
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b, err_msg=f"output {k}")

@@ -28,16 +28,6 @@
 
 namespace tessera::schedule::templates {
 
-namespace {
-// A buffer's policy for a parameter: stochastic rounding happens in the lane
-// program (tile.round_stochastic), so a store only encodes a value that is
-// already representable, and reads never round.
-NumericsPolicy buffer_policy(NumericsPolicy p) {
-  if (p.rounding == Rounding::stochastic) p.rounding = Rounding::nearest_even;
-  return p;
-}
-}  // namespace
-
 using ir::Type;
 
 namespace {

@@ -50,6 +50,11 @@ std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stoc
   return std::nullopt;
 }
 
+NumericsPolicy buffer_policy(NumericsPolicy p) {
+  if (p.rounding == Rounding::stochastic) p.rounding = Rounding::nearest_even;
+  return p;
+}
+
 std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first, bool stochastic) {
   for (std::size_t k = 0; k < body.num_arguments(); ++k) {
     NumericsPolicy read = body.argument(k)->type().policy;
@@ -198,7 +203,9 @@ LaneValue LaneProgram::finish(ir::OpBuilder& b, ir::Value* x, const NumericsPoli
 LaneValue LaneProgram::finish_stochastic(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum,
                                          ir::Value* index, std::int64_t seed) {
   ir::Value* y = x;
-  if (via_accum && p.accum != p.storage && p.accum != DType::fp64) y = cast(b, cast(b, y, default_policy(p.accum)), kF64);
+  // The reference rounds to the accumulation type (to nearest) even when it
+  // is the storage type, and only then stochastically to storage.
+  if (via_accum && is_float(p.accum) && p.accum != DType::fp64) y = cast(b, cast(b, y, default_policy(p.accum)), kF64);
   ir::Value* stored = tile::build(b, "tile.round_stochastic", {y, index}, {{"to", p}, {"seed", seed}});
   return {stored, decode(b, stored)};
 }

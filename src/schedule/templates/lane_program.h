@@ -30,6 +30,11 @@ bool lane_op_covered(std::string_view op_name);
 // draws the reference's bits for them; the other templates do not yet).
 std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic = false);
 
+// A buffer parameter's policy: stochastic rounding happens in the lane
+// program (tile.round_stochastic), so a store only encodes a value that is
+// already representable, and reads never round.
+NumericsPolicy buffer_policy(NumericsPolicy p);
+
 // Why the non-terminator ops of `body` (from `first` on) cannot all be
 // lowered per lane (nullopt: they can). Inputs are only read, so their
 // rounding does not matter.

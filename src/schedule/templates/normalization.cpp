@@ -67,9 +67,9 @@ class NormalizationBuilder {
     std::vector<std::pair<std::string, Type>> params;
     for (std::size_t k = 0; k < num_in; ++k) {
       params.emplace_back("in" + std::to_string(k),
-                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, body_.argument(k)->type().policy));
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
     }
-    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, root_.result(0)->type().policy, /*is_mut=*/true));
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(root_.result(0)->type().policy), /*is_mut=*/true));
     TileKernel result;
     const std::size_t x_index = index_of(x);
     for (std::size_t d = 0; d < rank; ++d) {
@@ -145,7 +145,11 @@ class NormalizationBuilder {
 
   void store(ir::OpBuilder& b, Value* index, Value* acc_value) {
     const NumericsPolicy& p = root_.result(0)->type().policy;
-    const LaneValue v = LaneProgram::finish(b, to64(b, acc_value), p);
+    // `index` is the element's flat index in the result (the input's shape):
+    // a stochastic result draws Philox(0, index), as the reference does.
+    const LaneValue v = p.rounding == Rounding::stochastic
+                            ? LaneProgram::finish_stochastic(b, to64(b, acc_value), p, true, index, 0)
+                            : LaneProgram::finish(b, to64(b, acc_value), p);
     b.create("tile.store_elem", {out_buffer_, index, v.stored});
   }
 
@@ -482,13 +486,13 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
     bool is_argument = false;
     for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == v;
     if (!is_argument) return fail("an operand is not a kernel input");
-    if (auto bad = unsupported_policy(v->type().policy)) return fail("an operand has " + *bad);
+    if (auto bad = unsupported_policy(buffer_policy(v->type().policy))) return fail("an operand has " + *bad);
     if (!fits(v->type().dtype(), accum)) {
       return fail("operand storage " + std::string(name(v->type().dtype())) + " is not exact in its " +
                   std::string(name(accum)) + " accumulation");
     }
   }
-  if (auto bad = unsupported_policy(root.result(0)->type().policy)) return fail("the result has " + *bad);
+  if (auto bad = unsupported_policy(root.result(0)->type().policy, /*stochastic=*/true)) return fail("the result has " + *bad);
   return true;
 }
 

@@ -80,12 +80,13 @@ class ReductionBuilder {
     bool any_broadcast = false;
     for (std::size_t k = 0; k < num_in; ++k) {
       const Type& t = body_.argument(k)->type();
-      params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, t.policy));
+      params.emplace_back("in" + std::to_string(k),
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
       if (k != x_index) any_broadcast = any_broadcast || broadcasts(t.shape, domain);
     }
     for (std::size_t j = 0; j < num_out; ++j) {
       params.emplace_back("out" + std::to_string(j),
-                          Type::gmem({ir::Dim::named("n")}, yield.operand(j)->type().policy, /*is_mut=*/true));
+                          Type::gmem({ir::Dim::named("n")}, buffer_policy(yield.operand(j)->type().policy), /*is_mut=*/true));
     }
     TileKernel result;
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
@@ -115,6 +116,7 @@ class ReductionBuilder {
     Value* lid = tile::build(b, "tile.linear_id", {});
     lid_ = lid;
     Value* o = coop ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    o_ = o;
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     LaneProgram lanes_of(domain, o, dims);
     for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
@@ -160,7 +162,7 @@ class ReductionBuilder {
       Value* acc = blocked_sum(b);
       Value* x = cast(b, acc, kF64);
       if (op == "graph.mean") x = op2(b, "div", x, cast(b, length_, kF64));
-      return lanes_of.finish(b, x, p);
+      return finish_root(b, lanes_of, x, p, /*via_accum=*/true);
     }
     Value* zero = tile::build_int(b, 0);
     Value* one_i = tile::build_int(b, 1);
@@ -188,7 +190,16 @@ class ReductionBuilder {
                                             Value* next = select(lb, take, v, acc);
                                             return one(select(lb, cmp(lb, "ne", acc, acc), acc, next));
                                           });
-    return lanes_of.finish(b, loop->result(0), p, /*via_accum=*/false);
+    return finish_root(b, lanes_of, loop->result(0), p, /*via_accum=*/false);
+  }
+
+  // The reduced value rounded to the result's policy; a stochastic one draws
+  // Philox(0, o) for output element o, as the reference's make_result does.
+  LaneValue finish_root(ir::OpBuilder& b, LaneProgram& lanes_of, Value* x, const NumericsPolicy& p, bool via_accum) {
+    if (p.rounding == Rounding::stochastic && p.storage != DType::bool_) {
+      return LaneProgram::finish_stochastic(b, x, p, via_accum, o_, 0);
+    }
+    return lanes_of.finish(b, x, p, via_accum);
   }
 
   // An integer (or bool) sum as the reference computes it: exact, in element
@@ -247,6 +258,7 @@ class ReductionBuilder {
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
   Value* lid_ = nullptr;
+  Value* o_ = nullptr;  // the output element
 };
 
 }  // namespace
@@ -265,7 +277,8 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   bool is_argument = false;
   for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == x;
   if (!is_argument) return fail("the reduced operand is not a kernel input");
-  if (auto bad = unsupported_policy(x->type().policy)) return fail("the reduced operand has " + *bad);
+  if (auto bad = unsupported_policy(buffer_policy(x->type().policy))) return fail("the reduced operand has " + *bad);
+  if (auto bad = unsupported_policy(root.result(0)->type().policy, /*stochastic=*/true)) return fail("the result has " + *bad);
   const DType xd = x->type().dtype();
   if (!is_float(xd) && root.name() == "graph.sum" && xd != DType::bool_ && bit_width(xd) > 32) {
     return fail("an int64 graph.sum (its accumulator could overflow before the reference's 2^53 check; cast the "
@@ -285,7 +298,7 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
     if (op.get() == &root) break;
     if (!is_splat_constant(*op)) return fail("'" + std::string(op->name()) + "' precedes the reduction");
   }
-  if (auto bad = lane_ops_unsupported(body, root_index + 1)) return fail(*bad);
+  if (auto bad = lane_ops_unsupported(body, root_index + 1, /*stochastic=*/true)) return fail(*bad);
   return true;
 }
 
