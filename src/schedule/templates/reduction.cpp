@@ -8,7 +8,9 @@
 //       sum/mean: the canonical blocked order (lower_to_tile.h), three
 //         nested loops (superblock, block, element) with one accumulator
 //         each, every add at the accumulation type
-//       max/min/argmax: one sequential pass, as the reference (exact)
+//       max/min: a strand fold, and the reference's sequential pass
+//         for rows where the order matters (a NaN, a zero extreme)
+//       argmax: one sequential pass, as the reference (exact)
 //       the consumers run per lane over the output domain (lane_program.h)
 //
 // Reduced elements are enumerated row-major over the reduced axes (RowIndex,
@@ -20,6 +22,7 @@
 // keep a lane per output element.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "graph/shape_rules.h"
@@ -181,8 +184,29 @@ class ReductionBuilder {
       Value* index = loop->result(0);
       return LaneValue{index, cast(b, index, kF64)};
     }
-    const char* pred = op == "graph.max" ? "gt" : "lt";
-    ir::Operation* loop = tile::build_for(b, one_i, length_, one_i, {first},
+    // max / min: a strand fold of the extreme ignoring NaN and a count of
+    // NaNs (vectorized on a CPU). Two things depend on the order: which NaN
+    // the reference returns (the first), and which zero when the extreme is
+    // a zero of either sign (the first of them). Only a row with a NaN or a
+    // zero extreme takes the reference's sequential pass after it; its end
+    // is 1 for every other row.
+    const bool is_max = op == "graph.max";
+    const char* pred = is_max ? "gt" : "lt";
+    const double kInf = std::numeric_limits<double>::infinity();
+    auto real = [](ir::OpBuilder& rb, double v) { return tile::build_real(rb, v, kF64); };
+    std::vector<Value*> cheap = strand_fold(
+        b, zero, length_, {real(b, is_max ? -kInf : kInf), real(b, 0.0)},
+        [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
+          Value* v = cast(lb, LaneProgram::decode(lb, load(lb, r)), kF64);
+          return std::vector<Value*>{select(lb, cmp(lb, pred, v, c[0]), v, c[0]),
+                                     op2(lb, "add", c[1], select(lb, cmp(lb, "ne", v, v), real(lb, 1.0), real(lb, 0.0)))};
+        },
+        [&](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+          return std::vector<Value*>{select(fb, cmp(fb, pred, c[0], a[0]), c[0], a[0]), op2(fb, "add", a[1], c[1])};
+        });
+    Value* special = op2(b, "or", cmp(b, "ne", cheap[1], real(b, 0.0)), cmp(b, "eq", cheap[0], real(b, 0.0)));
+    Value* end = select(b, special, length_, one_i);
+    ir::Operation* loop = tile::build_for(b, one_i, end, one_i, {first},
                                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
                                             Value* v = LaneProgram::decode(lb, load(lb, a[0]));
                                             Value* acc = a[1];
@@ -190,7 +214,9 @@ class ReductionBuilder {
                                             Value* next = select(lb, take, v, acc);
                                             return one(select(lb, cmp(lb, "ne", acc, acc), acc, next));
                                           });
-    return finish_root(b, lanes_of, loop->result(0), p, /*via_accum=*/false);
+    // (A bool row decodes to bools; its extreme is carried as 0.0 or 1.0.)
+    Value* folded = cast(b, cheap[0], first->type().policy);
+    return finish_root(b, lanes_of, select(b, special, loop->result(0), folded), p, /*via_accum=*/false);
   }
 
   // The reduced value rounded to the result's policy; a stochastic one draws

@@ -62,6 +62,23 @@ Value* block_sum(ir::OpBuilder& b, Value* lo, Value* hi, Value* zero, const SumS
   return pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(b, "add", x, y); });
 }
 
+std::vector<Value*> strand_fold(ir::OpBuilder& b, Value* lo, Value* hi, std::vector<Value*> inits, const PassStep& step,
+                                const FoldCombine& combine) {
+  const std::size_t n = inits.size();
+  ir::Operation* st = tile::build_strands(b, lo, hi, kReductionStrands, std::move(inits),
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            return step(lb, a[0], a.subspan(1));
+                                          });
+  std::vector<std::vector<Value*>> level;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(kReductionStrands); ++s) {
+    level.emplace_back();
+    for (std::size_t k = 0; k < n; ++k) level.back().push_back(st->result(s * n + k));
+  }
+  return pairwise_tree(std::move(level), [&](const std::vector<Value*>& x, const std::vector<Value*>& y) {
+    return combine(b, x, y);
+  });
+}
+
 Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step) {
   Value* zero = tile::build_real(b, 0.0, acc_policy);
   Value* one_i = tile::build_int(b, 1);

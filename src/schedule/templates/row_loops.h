@@ -67,6 +67,15 @@ ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t 
 // One step of a pass over r carrying values (max, flags, ..).
 using PassStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r, std::span<ir::Value* const> carried)>;
 
+// A fold of carried values over r in [lo, hi) as kReductionStrands strands
+// combined by the pairwise tree: a CPU kernel runs it in SIMD lanes. The
+// combined values equal a sequential fold's only where `combine` is exact,
+// associative and commutative on the values it sees (max, or, counts).
+using FoldCombine = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, std::span<ir::Value* const> mine,
+                                                          std::span<ir::Value* const> theirs)>;
+std::vector<ir::Value*> strand_fold(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, std::vector<ir::Value*> inits,
+                                    const PassStep& step, const FoldCombine& combine);
+
 // A tile.if without results: `then` (and `otherwise`, when given) emit
 // statements into their branch.
 using StatementsFn = std::function<void(ir::OpBuilder&)>;
