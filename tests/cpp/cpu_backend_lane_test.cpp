@@ -3,7 +3,11 @@
 // formulas written here, rounded once where the contract rounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <cstring>
 #include <random>
 
@@ -338,6 +342,76 @@ TEST(CpuBackendLane, GroupShapedKernelsNeedAGrid) {
   Tensor y = Tensor::zeros({4}, pol(DType::fp32));
   EXPECT_THROW(cpu::launch(ck, -1, {y}), ArgumentError);
   cpu::launch(ck, 2, {y});
+}
+
+}  // namespace
+}  // namespace tessera::cputest
+
+namespace tessera::cputest {
+namespace {
+
+// tile.ldexp on the CPU is branch-free (a product of up to three powers of
+// two); it must give std::ldexp's correctly rounded result for every x and
+// every exponent: subnormal results (one rounding), overflow, exponents far
+// out of range, zeros, infinities and NaN.
+template <class F>
+void check_ldexp(DType dtype) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "scale2",
+                                        {{"x", gmem({Dim::named("n")}, dtype)},
+                                         {"e", gmem({Dim::named("n")}, DType::int64)},
+                                         {"y", gmem({Dim::named("n")}, dtype, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* x = op(b, "tile.load_elem", {body.argument(0), i});
+  Value* e = op(b, "tile.load_elem", {body.argument(1), i});
+  stmt(b, "tile.store_elem", {body.argument(2), i, op(b, "tile.ldexp", {x, e})});
+  cpu::CompiledKernel ck = compile(*k);
+
+  using Bits = std::conditional_t<std::is_same_v<F, float>, std::uint32_t, std::uint64_t>;
+  constexpr int kBits = sizeof(F) * 8;
+  std::mt19937_64 rng(7);
+  std::vector<F> xs = {F(0), -F(0), std::numeric_limits<F>::infinity(), -std::numeric_limits<F>::infinity(),
+                       std::numeric_limits<F>::quiet_NaN(), std::numeric_limits<F>::max(),
+                       std::numeric_limits<F>::min(), std::numeric_limits<F>::denorm_min(), F(1), F(-1.5)};
+  for (int n = 0; n < 3000; ++n) xs.push_back(std::bit_cast<F>(static_cast<Bits>(rng())));  // every exponent
+  std::vector<std::int64_t> edges = {0, 1, -1, -22, -126, -127, -149, -150, 127, 128, 254, 300, -300, -301,
+                                     -1022, -1023, -1074, -1075, 1023, 1024, 2046, -2044, -2045, -2200, -2201,
+                                     2200, 2201, 5000, -5000, std::int64_t{1} << 40, -(std::int64_t{1} << 40)};
+  std::vector<double> xv, ev;
+  std::vector<std::uint64_t> xcodes;
+  for (F xval : xs) {
+    for (int r = 0; r < 4; ++r) {
+      const std::int64_t ex = r < 2 ? edges[rng() % edges.size()] : static_cast<std::int64_t>(rng() % 4601) - 2300;
+      xcodes.push_back(static_cast<std::uint64_t>(std::bit_cast<Bits>(xval)));
+      ev.push_back(static_cast<double>(ex));
+    }
+  }
+  const auto n = static_cast<std::int64_t>(xcodes.size());
+  Tensor xt = Tensor::from_codes(xcodes, {n}, pol(dtype));
+  Tensor et = Tensor::from_values(ev, {n}, pol(DType::int64));
+  Tensor yt = Tensor::zeros({n}, pol(dtype));
+  cpu::launch(ck, -1, {xt, et, yt});
+  const auto got = yt.codes();
+  for (std::int64_t j = 0; j < n; ++j) {
+    const F xval = std::bit_cast<F>(static_cast<Bits>(xcodes[static_cast<std::size_t>(j)]));
+    const double ex = ev[static_cast<std::size_t>(j)];
+    const int ei = static_cast<int>(std::max(-100000.0, std::min(100000.0, ex)));
+    const F want = std::ldexp(xval, ei);
+    const F have = std::bit_cast<F>(static_cast<Bits>(got[static_cast<std::size_t>(j)]));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(have)) << kBits << "-bit ldexp(" << xval << ", " << ex << ")";
+    } else {
+      ASSERT_EQ(std::bit_cast<Bits>(have), std::bit_cast<Bits>(want))
+          << kBits << "-bit ldexp(" << xval << ", " << ex << ") gave " << have << ", want " << want;
+    }
+  }
+}
+
+TEST(CpuBackendLane, LdexpIsCorrectlyRoundedForEveryExponent) {
+  check_ldexp<double>(DType::fp64);
+  check_ldexp<float>(DType::fp32);
 }
 
 }  // namespace
