@@ -69,6 +69,29 @@ void register_memory_ops(ir::Registry& r) {
           },
   });
   r.add(OpDef{
+      .name = "tile.prefetch",
+      .summary = "A hint that elements [start, start + count) of a 1-D gmem buffer will be read soon. It reads "
+                 "nothing and never faults (a range outside the buffer is ignored); a backend may drop it.",
+      .operands = {"buffer", "start", "count"},
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_buffer(in[0], "tile.prefetch", "buffer");
+            if (in[0].rank() != 1 || in[0].is_smem()) {
+              raise(ErrorCode::ArgumentInvalid, "tile.prefetch needs a 1-D gmem buffer, got " + ir::print_type(in[0]));
+            }
+            for (std::size_t k = 1; k < 3; ++k) {
+              require_kind(in[k], ir::TypeKind::lane, "tile.prefetch", k == 1 ? "start" : "count");
+              if (in[k].dtype() != DType::int64) {
+                raise(ErrorCode::DtypeUnsupported, std::string("tile.prefetch ") + (k == 1 ? "start" : "count") +
+                                                       " must be lane<int64>, got " + ir::print_type(in[k]));
+              }
+            }
+            return std::vector<Type>{};
+          },
+  });
+  r.add(OpDef{
       .name = "tile.smem_alloc",
       .summary = "Allocates a shared buffer of the group (group-cooperative); `offset` is set by tile-plan-shared.",
       .attrs = {{.name = "shape", .kind = AttrKind::shape, .required = true},

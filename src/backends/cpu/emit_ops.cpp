@@ -258,7 +258,7 @@ bool maskable_lane_op(const ir::Operation& op) {
         if (!maskable_lane_op(*inner)) return false;
     return true;
   }
-  if (n == "yield" || n == "store_elem") return true;
+  if (n == "yield" || n == "store_elem" || n == "prefetch") return true;
   // Loops could run unbounded on a masked value (and tile.for checks its
   // step); reduce_sum allocates; integer division, remainder and power fault.
   if (op.num_regions() != 0 || n == "reduce_sum" || n == "check_range") return false;

@@ -626,6 +626,10 @@ class Emitter {
     if (n == "tile.if") return emit_lane_if(op);
     if (n == "tile.while") return emit_lane_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
+    if (n == "tile.prefetch") {
+      const auto a = lane_args(op);
+      return line("tsr::prefetch(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
+    }
     if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
     define(op.result(0), lane_expr(op, lane_args(op), lane_context()));
   }

@@ -587,6 +587,8 @@ class Emitter {
     if (n == "tile.if") return emit_if(op);
     if (n == "tile.while") return emit_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, args_of(op)));
+    // A CPU-side hint: a GPU hides memory latency with its other warps.
+    if (n == "tile.prefetch") return line("// tile.prefetch: no code on the GPU");
     if (is_lane_value_op(op)) return define(op.result(0), lane_expr(op, args_of(op), lane_context()));
     if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
     emit_group_op(op);
