@@ -257,6 +257,12 @@ class Emitter {
     return true;
   }
 
+  bool uniform_operands(const ir::Operation& op) const {
+    for (const ir::Value* v : op.operands())
+      if (storage_.at(v) != Storage::group) return false;
+    return true;
+  }
+
   // ---- value references ----
 
   // A value read inside a lane loop.
@@ -344,6 +350,14 @@ class Emitter {
         if (!out_.group_shape.empty()) ctx.linear_id = "std::int64_t{0}";
         line("const " + cpp_value_type(op->result(0)->type().dtype()) + " " + name_.at(op->result(0)) + " = " +
              lane_expr(*op, group_args(*op), ctx) + ";");
+        continue;
+      }
+      if (op->name() == "tile.prefetch" && uniform_operands(*op)) {
+        // A uniform hint runs once per group, before the lane loop that holds
+        // it (inside, it would be one prefetch per lane); moving a hint
+        // changes nothing else.
+        const auto a = group_args(*op);
+        line("tsr::prefetch(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
         continue;
       }
       if (segment_.at(op.get()) >= 0) {

@@ -32,6 +32,7 @@ using ir::Type;
 
 namespace {
 constexpr std::int64_t kMinRowTile = 64;
+constexpr std::int64_t kAheadGroups = 2;
 }  // namespace
 
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
@@ -76,13 +77,16 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   ir::Value* gid = tile::build(b, "tile.group_id", {});
   ir::Value* lid = tile::build(b, "tile.linear_id", {});
   ir::Value* i = nullptr;
+  ir::Value* group_base = nullptr;  // the flat index of lane 0 (uniform)
   ir::Value* in_range = nullptr;
   std::vector<ir::Value*> index;
   if (row_tiled) {
     const std::int64_t c = domain.back().size;
     ir::Value* chunks = tile::build_int(b, (c + lanes_used - 1) / lanes_used);
     ir::Value* row = op2(b, "div", gid, chunks);
-    ir::Value* col = op2(b, "add", op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, lanes_used)), lid);
+    ir::Value* col0 = op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, lanes_used));
+    ir::Value* col = op2(b, "add", col0, lid);
+    group_base = op2(b, "add", op2(b, "mul", row, dims.back()), col0);
     i = op2(b, "add", op2(b, "mul", row, dims.back()), col);
     in_range = cmp(b, "lt", col, dims.back());
     // The row's multi-index over the leading dims (per group: uniform).
@@ -94,8 +98,19 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       if (d > 0) rest = op2(b, "div", rest, dims[d]);
     }
   } else {
-    i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    group_base = op2(b, "mul", gid, tile::build_int(b, lanes));
+    i = op2(b, "add", group_base, lid);
     in_range = cmp(b, "lt", i, tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}}));
+  }
+  // The elements of the group kAheadGroups further on, for each input that
+  // spans the domain (its offsets are the lanes' own): a CPU hint, as
+  // masked vector loads do not train every CPU's hardware prefetcher (the
+  // CUDA emitter drops it).
+  ir::Value* ahead = op2(b, "add", group_base, tile::build_int(b, kAheadGroups * lanes_used));
+  for (std::size_t k = 0; k < num_in; ++k) {
+    if (body.argument(k)->type().shape == domain) {
+      b.create("tile.prefetch", {fb.argument(k), ahead, tile::build_int(b, lanes_used)});
+    }
   }
   tile::build_if(
       b, in_range, {},

@@ -144,6 +144,11 @@ class ReductionBuilder {
     } else {
       if_then(b, cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
         rows_.emplace(then, x_, xdims_, axes_, o);
+        // Reducing the last axis, the next lane's row follows this one:
+        // ask for it now (a CPU hint, see the normalization template).
+        if (axes_.size() == 1 && static_cast<std::size_t>(axes_[0]) + 1 == x_rank) {
+          then.create("tile.prefetch", {x_, rows_->offset(then, rows_->length()), rows_->length()});
+        }
         consume(then, reduce(then, lanes_of));
       });
     }
