@@ -6,8 +6,9 @@
 //
 //   softmax:   max / NaN / +inf count; sum of e = exp(x - max); y = e / sum
 //   logsumexp: max / NaN; sum of exp(x - max); max + log(sum)
-//   layernorm: max|x| and finiteness; mean of x 2^-k; max|deviation|;
-//              mean of squares of the rescaled deviations (fmas); output
+//   layernorm: max and min of x and finiteness; mean of x 2^-k (max|x - mean|
+//              follows from the extremes); mean of squares of the rescaled
+//              deviations (fmas); output
 //   rmsnorm:   max|x| and finiteness; mean of squares; output
 //
 // With the `row_lanes` knob L > 1 (CUDA executables), a group of L lanes
@@ -104,7 +105,12 @@ class NormalizationBuilder {
       // one in memory. Asking for it now lets it arrive while this row's
       // passes run on cached data (a CPU hint; the CUDA emitter drops it).
       if (!coop_ && static_cast<std::size_t>(axis_) + 1 == rank) {
-        then.create("tile.prefetch", {fb.argument(x_index), row_->offset(then, length_), length_});
+        Value* next = row_->offset(then, length_);
+        then.create("tile.prefetch", {fb.argument(x_index), next, length_});
+        // softmax_linear's and norm_linear's second operand has the row's shape.
+        if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear") {
+          then.create("tile.prefetch", {params_.at(0), next, length_});
+        }
       }
       if (root_.name() == "graph.softmax_safe") softmax(then);
       else if (root_.name() == "graph.softmax_linear") softmax_linear(then);
@@ -404,12 +410,47 @@ class NormalizationBuilder {
     return {r[0], cmp(b, "ne", r[1], real(b, 0.0))};
   }
 
+  // The row's largest and smallest value (NaN ignored) and whether some
+  // value is not finite.
+  std::vector<Value*> extremes_pass(ir::OpBuilder& b) {
+    auto r = fold_pass(b, {real(b, -kInf), real(b, kInf), real(b, 0.0)},
+                       [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
+                         Value* v = x64(lb, i);
+                         Value* a = op1(lb, "abs", v);
+                         return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
+                                                    select(lb, cmp(lb, "lt", v, c[1]), v, c[1]),
+                                                    select(lb, cmp(lb, "lt", a, real(lb, kInf)), c[2], real(lb, 1.0))};
+                       },
+                       [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                                    select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1]),
+                                                    select(fb, cmp(fb, "gt", c[2], a[2]), c[2], a[2])};
+                       });
+    return {r[0], r[1], cmp(b, "ne", r[2], real(b, 0.0))};
+  }
+
   void normalize(ir::OpBuilder& b, bool center) {
-    // Plain variables, not a structured binding: lambdas below capture them
-    // (which clang accepts only from version 16).
-    const std::pair<Value*, Value*> stats = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
-    Value* amax = stats.first;
-    Value* nonfinite = stats.second;
+    // layernorm: the row's extremes give max|x| now and max|x - mean| after
+    // the mean pass (below), which saves a pass over the row. rmsnorm needs
+    // only max|x|.
+    Value* amax = nullptr;
+    Value* nonfinite = nullptr;
+    Value* xmax = nullptr;
+    Value* xmin = nullptr;
+    if (center) {
+      const std::vector<Value*> ext = extremes_pass(b);
+      xmax = ext[0];
+      xmin = ext[1];
+      nonfinite = ext[2];
+      // An empty or all-NaN row keeps the infinities the fold started from;
+      // its results are NaN (or none) either way.
+      amax = select(b, cmp(b, "gt", op1(b, "abs", xmax), op1(b, "abs", xmin)), op1(b, "abs", xmax), op1(b, "abs", xmin));
+      amax = select(b, cmp(b, "lt", xmax, xmin), real(b, 0.0), amax);
+    } else {
+      const std::pair<Value*, Value*> stats = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
+      amax = stats.first;
+      nonfinite = stats.second;
+    }
     Value* k = op1(b, "frexp_exp", amax);
     const Pow2 minus_k = pow2(b, op1(b, "neg", k));
     auto u = [&](ir::OpBuilder& lb, Value* r) { return scaled(lb, x64(lb, r), minus_k); };
@@ -419,7 +460,12 @@ class NormalizationBuilder {
     if (center) {
       Value* mu = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) { return op2(eb, "add", acc, u(eb, r)); }));
       auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
-      Value* wmax = abs_max_pass(b, w).first;
+      // w = round(round(x 2^-k) - mu) is monotone in x (every rounding is),
+      // so max |w| over the row is |w| at its largest or its smallest x: the
+      // reference's pass over the row, from two values.
+      Value* w_hi = op1(b, "abs", to64(b, op2(b, "sub", scaled(b, xmax, minus_k), mu)));
+      Value* w_lo = op1(b, "abs", to64(b, op2(b, "sub", scaled(b, xmin, minus_k), mu)));
+      Value* wmax = select(b, cmp(b, "gt", w_hi, w_lo), w_hi, w_lo);
       const Pow2 minus_j = pow2(b, op1(b, "neg", op1(b, "frexp_exp", wmax)));
       K = op2(b, "sub", k, minus_j.e);
       all_zero = cmp(b, "eq", wmax, real(b, 0.0));
