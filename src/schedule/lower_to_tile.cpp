@@ -1,6 +1,8 @@
 // Schedule IR -> Tile IR: picks the template of a kernel's family.
 #include "tessera/schedule/lower_to_tile.h"
 
+#include "graph/shape_rules.h"
+
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
 #include "schedule/views.h"
@@ -15,6 +17,22 @@ bool lane_fusible(const ir::Operation& op) {
     if (templates::unsupported_policy(v->type().policy)) return false;
   }
   return !templates::unsupported_policy(op.result(0)->type().policy);
+}
+
+bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear) {
+  if (softmax.name() != "graph.softmax_safe" || linear.name() != "graph.softmax_linear") return false;
+  if (linear.operand(0) != softmax.result(0) || linear.operand(1) == softmax.result(0)) return false;
+  const std::size_t rank = softmax.result(0)->type().rank();
+  if (graph::normalize_axis(softmax.attrs().get_int("axis"), rank) !=
+      graph::normalize_axis(linear.attrs().get_int("axis"), rank)) {
+    return false;
+  }
+  const NumericsPolicy& y = softmax.result(0)->type().policy;
+  const NumericsPolicy& dx = linear.result(0)->type().policy;
+  auto at_accum = [](const NumericsPolicy& p) {
+    return p.storage == p.accum && p.rounding == Rounding::nearest_even && (p.storage == DType::fp32 || p.storage == DType::fp64);
+  };
+  return at_accum(y) && at_accum(dx) && y.accum == dx.accum;
 }
 
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {

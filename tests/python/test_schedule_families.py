@@ -299,3 +299,69 @@ def test_order_sensitive_rows_match_the_reference_bitwise(monkeypatch, op):
         assert np.array_equal(np.isnan(got), np.isnan(want)), f"{op} of {row!r}: {got} against {want}"
         both = ~np.isnan(want)
         np.testing.assert_array_equal(got[both].view(np.uint32), want[both].view(np.uint32), err_msg=f"{op} of {row!r}")
+
+
+def _bits_equal(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), what
+    both = ~np.isnan(want)
+    np.testing.assert_array_equal(got[both].view(np.uint32), want[both].view(np.uint32), err_msg=what)
+
+
+def test_softmax_gradient_is_one_kernel_with_the_reference_bits(monkeypatch):
+    """grad of a loss through softmax_safe: the softmax and its gradient
+    (softmax_linear) share one kernel, which keeps exp(x - max) in the
+    gradient's buffer; with value_and_grad, y is a second result of that
+    kernel. Rows with +inf, -inf only and NaN take the special branch."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 300)).astype(np.float32)
+    t = rng.standard_normal((37, 300)).astype(np.float32)
+    x[3, 5] = np.inf
+    x[4, :] = -np.inf
+    x[5, 7] = np.nan
+    x[6, 1] = x[6, 9] = np.inf
+    args = (tessera.tensor(x), tessera.tensor(t))
+
+    def loss(x, t):
+        return ops.sum(ops.softmax_safe(x, axis=-1) * t)
+
+    def loss2(x, t):  # y is read by two consumers: the kernel writes it too
+        y = ops.softmax_safe(x, axis=-1)
+        return ops.sum(y * t) + ops.sum(y * y)
+
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    jitted = tessera.jit(tessera.grad(loss))
+    jitted(*args)
+    schedule = jitted.inspect_ir("schedule")
+    assert "graph.softmax_safe" in schedule and "graph.softmax_linear" in schedule
+    fused = [k for k in schedule.split("schedule.kernel")[1:] if "graph.softmax_safe" in k]
+    assert len(fused) == 1 and "graph.softmax_linear" in fused[0], schedule
+    # value_and_grad(loss): the loss reads y, so the fused kernel writes y as
+    # well; loss2's gradient reaches softmax_linear through y itself, so
+    # there the two stay apart (fusing would make a cycle).
+    jitted = tessera.jit(tessera.value_and_grad(loss))
+    jitted(*args)
+    assert ":2 = schedule.kernel" in jitted.inspect_ir("schedule")
+    for fn in (tessera.grad(loss), tessera.value_and_grad(loss), tessera.value_and_grad(loss2),
+               tessera.grad(loss, argnums=(0, 1))):
+        got = _on("compiled", monkeypatch, fn, *args)
+        want = _on("reference", monkeypatch, fn, *args)
+        for g, w in zip(got, want):
+            _bits_equal(g.astype(np.float32), w.astype(np.float32), str(fn))
+
+
+def test_softmax_gradient_in_bf16_keeps_two_kernels(monkeypatch):
+    """A bf16 y cannot hold exp(x - max) exactly: no fusion, same bits."""
+    rng = np.random.default_rng(4)
+    x = ops.cast(tessera.tensor(rng.standard_normal((9, 70)).astype(np.float32)), "bf16")
+    t = ops.cast(tessera.tensor(rng.standard_normal((9, 70)).astype(np.float32)), "bf16")
+    fn = tessera.grad(lambda x, t: ops.sum(ops.softmax_safe(x, axis=-1) * t))
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    jitted = tessera.jit(fn)
+    jitted(x, t)
+    schedule = jitted.inspect_ir("schedule")
+    fused = [k for k in schedule.split("schedule.kernel")[1:] if "graph.softmax_safe" in k]
+    assert len(fused) == 1 and "graph.softmax_linear" not in fused[0], schedule
+    got = _on("compiled", monkeypatch, fn, x, t)
+    want = _on("reference", monkeypatch, fn, x, t)
+    np.testing.assert_array_equal(got[0], want[0])

@@ -111,6 +111,14 @@ struct TileKernel {
 // siblings only then, so one uncompilable op never spoils a kernel.
 bool lane_fusible(const ir::Operation& op);
 
+// Whether graph.softmax_linear `linear` can share one normalization kernel
+// with the graph.softmax_safe that computes its operand 0 (a softmax's
+// gradient): same axis, its operand 1 a different value, and every result
+// stored at its accumulation type with nearest rounding, so the kernel can
+// keep exp(x - max) in the gradient's buffer and compute y on the fly with
+// the stored y's bits. Partitioning fuses the pair only then.
+bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear);
+
 // Whether a template covers `kernel`; when not, `why` names the first op or
 // construct it cannot lower.
 bool has_tile_template(const ir::Operation& kernel, std::string* why = nullptr);

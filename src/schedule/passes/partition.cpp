@@ -4,7 +4,9 @@
 // of its operands when that group computes over the same domain (elementwise
 // chains, GEMM epilogues, reduction consumers) and joining keeps the group
 // graph acyclic: none of the op's other operands may come from a group that
-// itself depends on the joined group. Every other op starts a group.
+// itself depends on the joined group. A softmax's gradient (softmax_linear
+// of a softmax_safe) joins that softmax's kernel. Every other op starts a
+// group.
 // Constants are not grouped: a splat constant is copied into each group
 // that reads it (the template makes it a literal); any other constant, or a
 // splat one the function returns or a non-fusing kernel reads, becomes a
@@ -67,7 +69,7 @@ class Partitioner {
       const Family family = family_of(*op);
       const bool siblings = family == Family::elementwise && lane_fusible(*op);
       if (siblings) merge_sibling_operands(*op);
-      int g = family == Family::elementwise ? joinable_group(*op) : -1;
+      int g = family == Family::elementwise ? joinable_group(*op) : softmax_gradient_group(*op);
       if (g < 0 && siblings) g = sibling_group(*op);
       if (g < 0) {
         g = static_cast<int>(groups_.size());
@@ -110,6 +112,21 @@ class Partitioner {
       if (acyclic) return g;
     }
     return -1;
+  }
+
+  // A softmax's gradient joins the kernel of the softmax it reads (one
+  // kernel, one read of the row: softmax_gradient_fusible), when its other
+  // operand does not depend on that kernel.
+  int softmax_gradient_group(const ir::Operation& op) const {
+    if (op.name() != "graph.softmax_linear") return -1;
+    const ir::Operation* softmax = op.operand(0)->defining_op();
+    const int g = group_of(op.operand(0));
+    if (!softmax || g < 0 || !softmax_gradient_fusible(*softmax, op)) return -1;
+    const Group& group = groups_[static_cast<std::size_t>(g)];
+    if (group.family != Family::normalization || group.ops.size() != 1) return -1;
+    const int h = group_of(op.operand(1));
+    if (h == g || (h >= 0 && groups_[static_cast<std::size_t>(h)].deps.count(g))) return -1;
+    return g;
   }
 
   // g now depends on h (and on what h depends on); so does every group that

@@ -70,7 +70,22 @@ class NormalizationBuilder {
       params.emplace_back("in" + std::to_string(k),
                           Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
     }
-    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(root_.result(0)->type().policy), /*is_mut=*/true));
+    // A softmax fused with its gradient (softmax_gradient_fusible) writes
+    // the gradient, and y too when another kernel reads it: one buffer per
+    // kernel result, in the kernel's order.
+    for (const auto& op : body_.ops()) {
+      if (op->name() == "graph.softmax_linear" && op->operand(0) == root_.result(0)) linear_ = op.get();
+    }
+    const ir::Operation& yield = *body_.terminator();
+    const std::size_t num_out = linear_ ? yield.num_operands() : 1;
+    if (linear_) {
+      for (std::size_t j = 0; j < num_out; ++j) {
+        params.emplace_back("out" + std::to_string(j), Type::gmem({ir::Dim::named("n")}, buffer_policy(yield.operand(j)->type().policy),
+                                                                  /*is_mut=*/true));
+      }
+    } else {
+      params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(root_.result(0)->type().policy), /*is_mut=*/true));
+    }
     TileKernel result;
     const std::size_t x_index = index_of(x);
     for (std::size_t d = 0; d < rank; ++d) {
@@ -83,9 +98,16 @@ class NormalizationBuilder {
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
     std::vector<Value*> dims;
-    for (std::size_t d = 0; d < rank; ++d) dims.push_back(fb.argument(num_in + 1 + d));
+    for (std::size_t d = 0; d < rank; ++d) dims.push_back(fb.argument(num_in + num_out + d));
     out_buffer_ = fb.argument(num_in);
     for (std::size_t k = 1; k < root_.num_operands(); ++k) params_.push_back(fb.argument(index_of(root_.operand(k))));
+    if (linear_) {
+      for (std::size_t j = 0; j < num_out; ++j) {
+        if (yield.operand(j) == root_.result(0)) y_buffer_ = fb.argument(num_in + j);
+        if (yield.operand(j) == linear_->result(0)) out_buffer_ = fb.argument(num_in + j);
+      }
+      params_.push_back(fb.argument(index_of(linear_->operand(1))));
+    }
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
@@ -108,11 +130,12 @@ class NormalizationBuilder {
         Value* next = row_->offset(then, length_);
         then.create("tile.prefetch", {fb.argument(x_index), next, length_});
         // softmax_linear's and norm_linear's second operand has the row's shape.
-        if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear") {
+        if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
           then.create("tile.prefetch", {params_.at(0), next, length_});
         }
       }
-      if (root_.name() == "graph.softmax_safe") softmax(then);
+      if (linear_) softmax_gradient(then);
+      else if (root_.name() == "graph.softmax_safe") softmax(then);
       else if (root_.name() == "graph.softmax_linear") softmax_linear(then);
       else if (root_.name() == "graph.norm_linear") norm_linear(then);
       else if (root_.name() == "graph.logsumexp") logsumexp(then, o);
@@ -173,13 +196,15 @@ class NormalizationBuilder {
   Value* mean(ir::OpBuilder& b, Value* sum) { return quotient(b, sum, length_); }
 
   void store(ir::OpBuilder& b, Value* index, Value* acc_value) {
-    const NumericsPolicy& p = root_.result(0)->type().policy;
+    store_to(b, out_buffer_, root_.result(0)->type().policy, index, acc_value);
+  }
+  void store_to(ir::OpBuilder& b, Value* buffer, const NumericsPolicy& p, Value* index, Value* acc_value) {
     // `index` is the element's flat index in the result (the input's shape):
     // a stochastic result draws Philox(0, index), as the reference does.
     const LaneValue v = p.rounding == Rounding::stochastic
                             ? LaneProgram::finish_stochastic(b, to64(b, acc_value), p, true, index, 0)
                             : LaneProgram::finish(b, to64(b, acc_value), p);
-    b.create("tile.store_elem", {out_buffer_, index, v.stored});
+    b.create("tile.store_elem", {buffer, index, v.stored});
   }
 
   // ---- passes over the row: one lane, or the group's lanes together ----
@@ -377,6 +402,58 @@ class NormalizationBuilder {
         });
   }
 
+  // softmax_safe fused with softmax_linear(y, t): the softmax's passes, e =
+  // exp(x - max) parked in the gradient's buffer (its storage is the
+  // accumulation type), then softmax_linear's two passes with y computed
+  // from e as the softmax's last pass would have stored it. y is stored
+  // too when another kernel reads it. Each value and sum has the bits the
+  // two kernels give.
+  void softmax_gradient(ir::OpBuilder& b) {
+    auto stats = max_pass(b);
+    Value* m = stats[0];
+    Value* bad = op2(b, "or", stats[1], cmp(b, "eq", m, real(b, -kInf)));
+    Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
+    Value* m_acc = to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m));
+    const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
+    const NumericsPolicy& y_policy = root_.result(0)->type().policy;
+    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+      Value* e = shifted_exp(eb, r, m_acc);
+      store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
+      return op2(eb, "add", acc, e);
+    });
+    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
+    // The sum pass replaces e by y (in y's buffer when y is a result), so
+    // the last pass reads y instead of dividing again.
+    Value* y_home = y_buffer_ ? y_buffer_ : out_buffer_;
+    using ValueAt = std::function<Value*(ir::OpBuilder&, Value*)>;
+    auto linear_passes = [&](ir::OpBuilder& pb, const ValueAt& y_at) {
+      Value* s2 = sum(pb, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+        Value* y = y_at(eb, r);
+        store_to(eb, y_home, y_policy, row_->offset(eb, r), y);
+        return op2(eb, "add", acc, op2(eb, "mul", y, second_at(eb, r)));
+      });
+      each_element(pb, [&](ir::OpBuilder& lb, Value* r) {
+        Value* at = row_->offset(lb, r);
+        Value* y = to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {y_home, at})));
+        store_to(lb, out_buffer_, dx_policy, at, op2(lb, "mul", y, op2(lb, "sub", second_at(lb, r), s2)));
+      });
+    };
+    if_then(
+        b, op2(b, "or", bad, m_is_inf),
+        [&](ir::OpBuilder& sb) {
+          linear_passes(sb, [&](ir::OpBuilder& lb, Value* r) {
+            Value* inf_share = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
+            return select(lb, bad, acc_real(lb, std::nan("")), inf_share);
+          });
+        },
+        [&](ir::OpBuilder& cb) {
+          linear_passes(cb, [&](ir::OpBuilder& lb, Value* r) {
+            Value* e = to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})));
+            return op2(lb, "div", e, s);
+          });
+        });
+  }
+
   void logsumexp(ir::OpBuilder& b, Value* o) {
     auto stats = max_pass(b);
     Value* m = stats[0];
@@ -525,7 +602,9 @@ class NormalizationBuilder {
   bool coop_ = false;
   Value* lid_ = nullptr;
   Value* length_ = nullptr;
-  Value* out_buffer_ = nullptr;
+  Value* out_buffer_ = nullptr;     // the result's (fused: the gradient's) buffer
+  Value* y_buffer_ = nullptr;       // fused: y's buffer when y is a kernel result
+  const ir::Operation* linear_ = nullptr;  // fused: the softmax_linear of the root
   std::vector<Value*> params_;
 };
 
@@ -547,16 +626,22 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   static const std::set<std::string_view> kOps = {"graph.softmax_safe", "graph.softmax_linear", "graph.logsumexp",
                                                   "graph.layernorm_safe", "graph.rmsnorm_safe", "graph.norm_linear"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
+  const ir::Operation* linear = nullptr;
   for (const auto& op : body.ops()) {
-    if (op.get() != &root && op.get() != body.terminator()) {
-      return fail("'" + std::string(op->name()) + "' is fused with a normalization");
+    if (op.get() == &root || op.get() == body.terminator()) continue;
+    if (!linear && softmax_gradient_fusible(root, *op)) {
+      linear = op.get();
+      continue;
     }
+    return fail("'" + std::string(op->name()) + "' is fused with a normalization");
   }
   const DType accum = root.result(0)->type().policy.accum;
   if (!is_float(accum) || bit_width(accum) < 16) {
     return fail("accumulation type " + std::string(name(accum)) + " (compiled normalizations accumulate in fp16 to fp64)");
   }
-  for (const Value* v : root.operands()) {
+  std::vector<const Value*> operands(root.operands().begin(), root.operands().end());
+  if (linear) operands.push_back(linear->operand(1));
+  for (const Value* v : operands) {
     bool is_argument = false;
     for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == v;
     if (!is_argument) return fail("an operand is not a kernel input");
