@@ -357,7 +357,7 @@ class Emitter {
         // it (inside, it would be one prefetch per lane); moving a hint
         // changes nothing else.
         const auto a = group_args(*op);
-        line("tsr::prefetch(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
+        line(std::string("tsr::prefetch") + (op->operand(0)->type().mut ? "<true>" : "") + "(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
         continue;
       }
       if (segment_.at(op.get()) >= 0) {
@@ -642,7 +642,8 @@ class Emitter {
     if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
     if (n == "tile.prefetch") {
       const auto a = lane_args(op);
-      return line("tsr::prefetch(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
+      return line(std::string("tsr::prefetch") + (op.operand(0)->type().mut ? "<true>" : "") + "(" + a[0] + ", " + a[1] +
+                  ", " + a[2] + ");");
     }
     if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
     define(op.result(0), lane_expr(op, lane_args(op), lane_context()));

@@ -131,7 +131,14 @@ class NormalizationBuilder {
         then.create("tile.prefetch", {fb.argument(x_index), next, length_});
         // softmax_linear's and norm_linear's second operand has the row's shape.
         if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
-          then.create("tile.prefetch", {params_.at(0), next, length_});
+          then.create("tile.prefetch", {params_.back(), next, length_});
+        }
+        // The fused softmax gradient writes its result's row three times:
+        // a write-prefetch fetches those lines early (measured: it slowed
+        // the other normalizations, which write their rows once).
+        if (linear_) {
+          then.create("tile.prefetch", {out_buffer_, next, length_});
+          if (y_buffer_) then.create("tile.prefetch", {y_buffer_, next, length_});
         }
       }
       if (linear_) softmax_gradient(then);

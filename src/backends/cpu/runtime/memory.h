@@ -161,13 +161,14 @@ inline void store_dry(const View<D, R>& v, const std::int64_t (&idx)[R], value_t
 // them, against 40 with plain loads).
 // Always inlined: as a function, g++ finds it free of side effects (a
 // prefetch is not one) and deletes the call.
-template <DType D>
+// Write = true asks for the lines to be written (a buffer the kernel stores to).
+template <bool Write = false, DType D>
 [[gnu::always_inline]] inline void prefetch(const View<D, 1>& v, std::int64_t start, std::int64_t count) {
   const std::int64_t lo = std::max<std::int64_t>(start, 0);
   const std::int64_t hi = std::min<std::int64_t>({start + count, v.shape[0], lo + (std::int64_t{64} << 10) / static_cast<std::int64_t>(sizeof(*v.data))});
   if (v.strides[0] != 1) return;
   constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(storage_t<D>));
-  for (std::int64_t i = lo; i < hi; i += kLine) __builtin_prefetch(v.data + i);
+  for (std::int64_t i = lo; i < hi; i += kLine) __builtin_prefetch(v.data + i, Write ? 1 : 0);
 }
 
 // The lowest faulting lane of a lane loop; kNoFault when none faulted.
