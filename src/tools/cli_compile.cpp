@@ -176,7 +176,11 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       ir::Module tile;
       std::vector<ir::Operation*> kernels;
       for (const auto& op : ir::function_body(*scheduled.lookup(name)).ops()) {
-        if (op->name() != "schedule.kernel" || op->attrs().get_string("variant") != "tile") continue;
+        if (op->name() != "schedule.kernel") continue;
+        // A kernel no template covers is an error naming its op (as for
+        // @jit), not a kernel left out of the output.
+        if (op->attrs().get_string("variant") == "none") schedule::lower_kernel(*op, tile, name);
+        if (op->attrs().get_string("variant") != "tile") continue;
         kernels.push_back(schedule::lower_kernel(*op, tile, name + "_" + op->attrs().get_string("name")).func);
       }
       if (a.emit == "tile") {

@@ -114,13 +114,13 @@ def test_reference_choice_runs_nothing_compiled(monkeypatch):
 
 
 def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled):
-    """int64 sums have no compiled kernel yet (an int64 accumulator could
-    overflow before the reference's 2^53 check): the eager call warns,
+    """Integer matmuls have no compiled kernel yet: the eager call warns,
     naming the op and why, and gives the reference's result."""
-    x = tessera.tensor(np.arange(-50, 70).reshape(6, 20), "int64")
-    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.sum.*an int64 graph\.sum"):
-        got = ops.sum(x, axis=1)
-    np.testing.assert_array_equal(got.numpy(), np.arange(-50, 70).reshape(6, 20).sum(axis=1))
+    a = np.arange(-50, 70).reshape(6, 20)
+    x = tessera.tensor(a, "int32")
+    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.matmul.*an integer graph\.matmul"):
+        got = ops.matmul(x, ops.transpose(x))
+    np.testing.assert_array_equal(got.numpy(), a @ a.T)
 
 
 _COMMON_CALLS = """

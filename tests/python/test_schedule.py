@@ -90,14 +90,14 @@ def test_inspect_ir_levels(compiled):
 
 
 def test_uncovered_op_is_a_compile_error_naming_it(compiled):
-    # int64 sums have no compiled form yet; under @jit that is an error
-    # (eager calls warn and run on the reference).
+    # Packed fp4 storage is not a kernel parameter yet; under @jit that is an
+    # error (eager calls warn and run on the reference).
     @tessera.jit
     def f(x):
-        return tessera.ops.sum(x * 2, axis=1)
+        return tessera.ops.sum(x, axis=1)
 
-    x = tessera.tensor(np.zeros((2, 3), np.int64), "int64")
-    with pytest.raises(CompileError, match=r"graph.sum, family reduction.*an int64 graph.sum.*TESSERA_BACKEND=reference"):
+    x = tessera.tensor(np.zeros((2, 3)), "fp4_e2m1")
+    with pytest.raises(CompileError, match=r"graph.sum, family reduction.*storage 'fp4_e2m1'.*TESSERA_BACKEND=reference"):
         f(x)
 
 

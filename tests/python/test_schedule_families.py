@@ -204,7 +204,7 @@ def test_stochastic_rounding_draws_the_reference_bits(monkeypatch, policy):
     assert not np.array_equal(other, tessera.jit(lambda v: ops.cast(v * 3.0, policy, seed=7))(x).codes())
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "bool"])
 def test_integer_sums_compile_exactly(monkeypatch, dtype):
     """Integer sums run compiled: exact, in the reference's order, with its
     result dtype, fused with consumers."""
@@ -218,7 +218,7 @@ def test_integer_sums_compile_exactly(monkeypatch, dtype):
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
-    assert str(tessera.jit(lambda v: ops.sum(v))(x).dtype) == "int32"
+    assert str(tessera.jit(lambda v: ops.sum(v))(x).dtype) == ("int64" if dtype == "int64" else "int32")
 
 
 def test_integer_sum_errors_match_the_reference(monkeypatch):
@@ -235,6 +235,32 @@ def test_integer_sum_errors_match_the_reference(monkeypatch):
     monkeypatch.setenv("TESSERA_BACKEND", "reference")
     with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
         tessera.jit(lambda v: ops.sum(v, axis=-1))(big)
+
+
+def test_int64_sums_round_elements_as_the_reference_does(monkeypatch):
+    """int64 elements: the reference adds each as a double. Large elements
+    keep the reference's value; an element past 2^62, or a partial sum past
+    2^53, is the reference's error."""
+    # 2^53 + 1 rounds to the double 2^53, so its row sums to 0 on both paths.
+    rows = [[2**53, -2**53, 5], [2**53 + 1, -(2**53), 0], [-(2**53) + 1, 3, -4], [2**52 + 1, 2**52 - 1, -7]]
+    x = tessera.tensor(np.array(rows, dtype=np.int64))
+    fn = lambda v: ops.sum(v, axis=-1)
+    got = _on("compiled", monkeypatch, fn, x)
+    want = _on("reference", monkeypatch, fn, x)
+    np.testing.assert_array_equal(got[0], want[0])
+    for bad in ([[2**62 + 2**40, -(2**62)]], [[2**53, 2]], [[-(2**63), 2**62]]):
+        for backend in ("compiled", "reference"):
+            monkeypatch.setenv("TESSERA_BACKEND", backend)
+            with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
+                tessera.jit(fn)(tessera.tensor(np.array(bad, dtype=np.int64)))
+    # The one documented difference: a partial sum of exactly 2^53 + 1 is an
+    # error compiled, where the reference's double rounds it to 2^53.
+    edge = tessera.tensor(np.array([[2**53, 1]], dtype=np.int64))
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    assert tessera.jit(fn)(edge).numpy()[0] == 2**53
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    with pytest.raises(tessera.ArgumentError, match="passed 2\\^53"):
+        tessera.jit(fn)(edge)
 
 
 @pytest.mark.parametrize("policy", ["bf16 @stochastic_round", "fp16 @accum(fp32) @stochastic_round",

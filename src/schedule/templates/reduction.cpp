@@ -235,9 +235,11 @@ class ReductionBuilder {
 
   // An integer (or bool) sum as the reference computes it: exact, in element
   // order, an error once a partial sum passes 2^53 in magnitude (beyond exact
-  // accumulation there) and when the total overflows the result type. Inputs
-  // have at most 32 bits (reduction_covers), so the int64 accumulator cannot
-  // overflow before the 2^53 check stops it.
+  // accumulation there) and when the total overflows the result type. The
+  // int64 accumulator cannot overflow before the 2^53 check stops it: inputs
+  // of at most 32 bits are small, and int64 elements are checked first.
+  // (One edge differs: a partial sum of exactly +-(2^53 + 1) is an error
+  // here, where the reference's double rounds it to 2^53 and goes on.)
   LaneValue integer_sum(ir::OpBuilder& b, LaneProgram& lanes_of) {
     const NumericsPolicy& p = root_.result(0)->type().policy;
     const NumericsPolicy i64 = default_policy(DType::int64);
@@ -245,10 +247,21 @@ class ReductionBuilder {
     const std::string passed = std::string(root_.name()) +
                                " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the operand "
                                "to a float first";
+    const bool wide = bit_width(root_.operand(0)->type().dtype()) > 32;
     ir::Operation* loop = tile::build_for(
         b, tile::build_int(b, 0), length_, tile::build_int(b, 1), {tile::build_int(b, 0)},
         [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-          Value* sum = op2(lb, "add", a[1], cast(lb, load(lb, a[0]), i64));
+          Value* x = cast(lb, load(lb, a[0]), i64);
+          if (wide) {
+            // An int64 element: the reference adds it as a double. Past 2^62
+            // in magnitude the partial sum passes 2^53 whatever came before
+            // (so the same error, and the int64 add below cannot overflow);
+            // within it, the element rounds to a double as the reference's.
+            x = tile::build(lb, "tile.check_range", {x},
+                            {{"lo", -(std::int64_t{1} << 62)}, {"hi", std::int64_t{1} << 62}, {"what", passed}});
+            x = cast(lb, cast(lb, x, kF64), i64);
+          }
+          Value* sum = op2(lb, "add", a[1], x);
           return one(tile::build(lb, "tile.check_range", {sum}, {{"lo", -exact}, {"hi", exact}, {"what", passed}}));
         });
     Value* total = loop->result(0);
@@ -311,10 +324,6 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   if (auto bad = unsupported_policy(buffer_policy(x->type().policy))) return fail("the reduced operand has " + *bad);
   if (auto bad = unsupported_policy(root.result(0)->type().policy, /*stochastic=*/true)) return fail("the result has " + *bad);
   const DType xd = x->type().dtype();
-  if (!is_float(xd) && root.name() == "graph.sum" && xd != DType::bool_ && bit_width(xd) > 32) {
-    return fail("an int64 graph.sum (its accumulator could overflow before the reference's 2^53 check; cast the "
-                "operand to a float first)");
-  }
   if (!is_float(xd) && root.name() != "graph.sum" && root.name() != "graph.max" && root.name() != "graph.min" &&
       root.name() != "graph.argmax") {
     return fail("an integer " + std::string(root.name()));
