@@ -201,6 +201,42 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
 
 
 @needs_gpu
+def test_this_stops_kernels_on_the_gpu_match_the_cpu(rng):
+    """The fused softmax gradient (cooperative rows on the GPU), layernorm's
+    extremes pass, max/min with NaNs and signed zeros, and int64 sums give
+    the CPU executable's bits on the GPU."""
+    x = rng.standard_normal((37, 1000)).astype(np.float32)
+    x[3, 5] = np.inf
+    x[4, :] = -np.inf
+    x[5, 7] = np.nan
+    x[6, 1] = x[6, 9] = np.inf
+    t = rng.standard_normal((37, 1000)).astype(np.float32)
+    X, T = tessera.tensor(x), tessera.tensor(t)
+    for fn in (tessera.grad(lambda a, b: ops.sum(ops.softmax_safe(a, axis=-1) * b)),
+               tessera.value_and_grad(lambda a, b: ops.sum(ops.softmax_safe(a, axis=-1) * b)),
+               lambda a, b: ops.layernorm_safe(a * 3.0 + 7.0, axis=-1),
+               lambda a, b: (ops.max(a, axis=-1), ops.min(b, axis=0))):
+        j = tessera.jit(fn)
+        got, want = j(X.to("cuda:0"), T.to("cuda:0")), j(X, T)
+        got = got if isinstance(got, (tuple, list)) else [got]
+        want = want if isinstance(want, (tuple, list)) else [want]
+        for g, w in zip(got, want):
+            g, w = g.to("cpu").numpy(), w.numpy()
+            assert np.array_equal(np.isnan(g), np.isnan(w))
+            np.testing.assert_array_equal(g[~np.isnan(w)], w[~np.isnan(w)])
+    z = np.zeros((2, 37), np.float32)
+    z[0, 5], z[0, 16] = -0.0, 0.0
+    z[1, :] = -1.0
+    z[1, 5], z[1, 16] = -0.0, 0.0
+    m = tessera.jit(lambda a: ops.max(a, axis=-1))
+    np.testing.assert_array_equal(m(tessera.tensor(z).to("cuda:0")).to("cpu").numpy().view(np.uint32),
+                                  m(tessera.tensor(z)).numpy().view(np.uint32))
+    i = tessera.tensor(np.array([[2**53, -(2**53), 5], [2**53 + 1, -(2**53), 0]], np.int64))
+    s = tessera.jit(lambda v: ops.sum(v, axis=1))
+    np.testing.assert_array_equal(s(i.to("cuda:0")).to("cpu").numpy(), s(i).numpy())
+
+
+@needs_gpu
 def test_profile_times_gpu_kernels_with_events(rng, tmp_path):
     x = tessera.tensor(rng.standard_normal((512, 1024)).astype(np.float32)).to("cuda:0")
     f = tessera.jit(lambda v: ops.softmax_safe(v * 2.0))
