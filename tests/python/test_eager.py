@@ -114,13 +114,13 @@ def test_reference_choice_runs_nothing_compiled(monkeypatch):
 
 
 def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled):
-    """Integer matmuls have no compiled kernel yet: the eager call warns,
-    naming the op and why, and gives the reference's result."""
-    a = np.arange(-50, 70).reshape(6, 20)
-    x = tessera.tensor(a, "int32")
-    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.matmul.*an integer graph\.matmul"):
-        got = ops.matmul(x, ops.transpose(x))
-    np.testing.assert_array_equal(got.numpy(), a @ a.T)
+    """Packed fp4 storage is not a kernel parameter yet: the eager call
+    warns, naming the op and why, and gives the reference's result."""
+    a = np.array([[0.5, 1.0, 1.5, -2.0], [3.0, 4.0, -6.0, 0.0]])
+    x = tessera.tensor(a, "fp4_e2m1")
+    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.sum.*storage 'fp4_e2m1'"):
+        got = ops.sum(x, axis=1)
+    np.testing.assert_array_equal(got.numpy(), a.sum(axis=1))
 
 
 _COMMON_CALLS = """

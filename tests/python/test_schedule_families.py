@@ -391,3 +391,33 @@ def test_softmax_gradient_in_bf16_keeps_two_kernels(monkeypatch):
     got = _on("compiled", monkeypatch, fn, x, t)
     want = _on("reference", monkeypatch, fn, x, t)
     np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+def test_integer_matmuls_compile_exactly(monkeypatch, dtype):
+    """Integer products run compiled: exact, with the reference's result
+    dtype, batched and transposed, fused with an epilogue."""
+    rng = np.random.default_rng(11)
+    lo = 0 if dtype == "uint8" else -100
+    a = tessera.tensor(rng.integers(lo, 100, (2, 5, 300)).astype(dtype))
+    b = tessera.tensor(rng.integers(lo, 100, (300, 3)).astype(dtype))
+    bt = tessera.tensor(rng.integers(lo, 100, (4, 300)).astype(dtype))
+    fn = lambda x, y, z: (ops.matmul(x, y) * 2 + 1, ops.gemm(x[0], z, transpose_b=True))
+    got = _on("compiled", monkeypatch, fn, a, b, bt)
+    want = _on("reference", monkeypatch, fn, a, b, bt)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[0], (a.numpy().astype(np.int64) @ b.numpy().astype(np.int64)) * 2 + 1)
+
+
+def test_integer_matmul_errors_match_the_reference(monkeypatch):
+    fn = lambda v: ops.matmul(v, v)
+    cases = [(np.array([[2**16, 2**16], [2**16, 2**16]], np.int32), "overflows its int32 result"),
+             (np.array([[2**31 - 1, 1], [1, 1]], np.int32), "passed 2\\^53"),
+             (np.array([[2**27, 2**27], [2**27, 2**27]], np.int64), "passed 2\\^53"),
+             (np.array([[2**40, 0], [0, 2**40]], np.int64), "passed 2\\^53")]
+    for x, message in cases:
+        for backend in ("compiled", "reference"):
+            monkeypatch.setenv("TESSERA_BACKEND", backend)
+            with pytest.raises(tessera.ArgumentError, match=message):
+                tessera.jit(fn)(tessera.tensor(x))

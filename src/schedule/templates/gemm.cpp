@@ -21,6 +21,8 @@
 // equal the reference's bit for bit up to K = 256. Transposed operands are
 // loaded as stored and transposed as tiles. Operands of different dtypes are
 // cast (exactly) to fp32, or fp64 when either is fp64, before the mma.
+// Integer products skip the mma: each epilogue lane computes its element
+// exactly, with the reference's overflow errors (integer_dot).
 #include <set>
 
 #include "schedule/templates/lane_program.h"
@@ -85,7 +87,8 @@ class GemmBuilder {
         any_broadcast = any_broadcast || broadcasts(t.shape, domain);
       }
     }
-    direct_ = num_out == 1 && yield.operand(0) == root_.result(0);
+    integer_ = !is_float(root_.result(0)->type().dtype());
+    direct_ = !integer_ && num_out == 1 && yield.operand(0) == root_.result(0);
     for (const auto& op : body_.ops()) {
       if (op.get() != &root_ && op.get() != body_.terminator() && !is_splat_constant(*op)) direct_ = false;
     }
@@ -108,7 +111,7 @@ class GemmBuilder {
     }
     const std::int64_t lanes = bm_;  // the epilogue's lane r takes row r
     // Shared memory holds the accumulator tile for the epilogue.
-    const std::int64_t shared = bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
+    const std::int64_t shared = integer_ ? 0 : bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
     ir::Operation* func = tile::build_kernel(
         out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}, .shared_bytes = shared},
         kernel_.location());
@@ -129,18 +132,20 @@ class GemmBuilder {
     Value* tiles_n = op2(b, "div", op2(b, "add", n_, tile::build_int(b, bn_ - 1)), tile::build_int(b, bn_));
     m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
     n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
-    Value* acc = blocked_product(b);
+    Value* acc = integer_ ? nullptr : blocked_product(b);
     const NumericsPolicy& p = root_.result(0)->type().policy;
     if (direct_) {
       // No epilogue: the accumulator, rounded to the result policy, is stored as a tile.
       if (p != acc_policy_) acc = tile::build(b, "tile.tile_cast", {acc}, {{"to", p}});
       b.create("tile.tile_store", {fb.argument(num_in), m0_, n0_, acc});
     } else {
-      Value* staged = tile::build(b, "tile.smem_alloc", {},
-                                  {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
       Value* zero = tile::build_int(b, 0);
-      b.create("tile.tile_store", {staged, zero, zero, acc});
-      b.create("tile.barrier", {});
+      Value* staged = nullptr;
+      if (!integer_) {
+        staged = tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
+        b.create("tile.tile_store", {staged, zero, zero, acc});
+        b.create("tile.barrier", {});
+      }
       // The epilogue.
       // Broadcast epilogue operands are addressed from (batch index, row, column).
       std::vector<Value*> batch_index;
@@ -176,7 +181,7 @@ class GemmBuilder {
                               for (std::size_t k = 0; k < num_in; ++k) {
                                 if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
                               }
-                              Value* v = tile::build(ib, "tile.load_elem", {staged, r, c});
+                              Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c});
                               lanes_of.bind_value(root_.result(0), LaneProgram::finish(ib, cast(ib, v, kF64), p));
                               for (const auto& op : body_.ops()) {
                                 if (op.get() == body_.terminator()) break;
@@ -214,6 +219,49 @@ class GemmBuilder {
     if (transposed) t = tile::build(b, "tile.transpose", {t});
     if (mma_policy_) t = tile::build(b, "tile.tile_cast", {t}, {{"to", *mma_policy_}});
     return t;
+  }
+
+  // An integer product element as the reference computes it
+  // (graph/linalg_ops.cpp): each product x * y in fp64 and the running sum,
+  // exact, in increasing k; an error once either passes 2^53 in magnitude,
+  // and when the result leaves its type. The product is clamped to 2^62
+  // before it becomes an int64, which the 2^53 check then rejects; the
+  // int64 sum cannot overflow before its check stops it. One lane per
+  // element: integer products are seldom hot.
+  Value* integer_dot(ir::OpBuilder& b, Value* gm, Value* gn) {
+    const NumericsPolicy i64 = default_policy(DType::int64);
+    const std::int64_t exact = std::int64_t{1} << 53;
+    const double clamp = 0x1p62;
+    const std::string op(root_.name());
+    const std::string passed =
+        op + " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the operands to a float first";
+    auto check = [&](ir::OpBuilder& lb, Value* v, std::int64_t lo, std::int64_t hi, const std::string& what) {
+      return tile::build(lb, "tile.check_range", {v}, {{"lo", lo}, {"hi", hi}, {"what", what}});
+    };
+    ir::Operation* loop = tile::build_for(
+        b, tile::build_int(b, 0), k_, tile::build_int(b, 1), {tile::build_int(b, 0)},
+        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* k = a[0];
+          Value* x = tile::build(lb, "tile.load_elem", ta_ ? values({a_, k, gm}) : values({a_, gm, k}));
+          Value* y = tile::build(lb, "tile.load_elem", tb_ ? values({b_, gn, k}) : values({b_, k, gn}));
+          Value* xy = op2(lb, "mul", cast(lb, LaneProgram::decode(lb, x), kF64), cast(lb, LaneProgram::decode(lb, y), kF64));
+          Value* big = tile::build_real(lb, clamp, kF64);
+          Value* neg_big = tile::build_real(lb, -clamp, kF64);
+          xy = select(lb, cmp(lb, "gt", xy, big), big, select(lb, cmp(lb, "lt", xy, neg_big), neg_big, xy));
+          Value* term = check(lb, cast(lb, xy, i64), -exact, exact, passed);
+          return values({check(lb, op2(lb, "add", a[1], term), -exact, exact, passed)});
+        });
+    Value* total = loop->result(0);
+    const DType out = root_.result(0)->type().dtype();
+    if (out != DType::int64 && out != DType::bool_) {
+      const int bits = bit_width(out);
+      const bool is_signed = info(out).is_signed;
+      const std::int64_t lo = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
+      const std::int64_t hi = (std::int64_t{1} << (is_signed ? bits - 1 : bits)) - 1;
+      total = check(b, total, lo, hi,
+                    op + " result overflows its " + std::string(name(out)) + " result; cast the operands to int64 or a float first");
+    }
+    return total;
   }
 
   Value* zeros(ir::OpBuilder& b) {
@@ -258,6 +306,7 @@ class GemmBuilder {
   std::int64_t bm_ = 128, bn_ = 128, bk_ = 64;
   bool ta_ = false, tb_ = false;
   bool direct_ = false;  // no epilogue: the accumulator tile goes straight to the result
+  bool integer_ = false;  // an integer product: one lane per element (integer_dot)
   std::size_t a_index_ = 0, b_index_ = 1;
   NumericsPolicy acc_policy_;
   std::optional<NumericsPolicy> mma_policy_;
@@ -285,9 +334,8 @@ bool gemm_covers(const ir::Operation& kernel, std::string* why) {
   for (std::size_t k = 0; k < 2; ++k) {
     const Value* x = root.operand(k);
     if (argument_index(body, x) == body.num_arguments()) return fail("a matrix operand is not a kernel input");
-    if (!is_float(x->type().dtype())) {
-      return fail("an integer " + std::string(root.name()) +
-                  " (its overflow check runs on the reference executor only; cast the operands to a float first)");
+    if (is_float(x->type().dtype()) != is_float(root.result(0)->type().dtype())) {
+      return fail("a " + std::string(root.name()) + " mixing integer and float operands");
     }
     if (auto bad = unsupported_policy(x->type().policy)) return fail("a matrix operand has " + *bad);
   }
