@@ -421,3 +421,24 @@ def test_integer_matmul_errors_match_the_reference(monkeypatch):
             monkeypatch.setenv("TESSERA_BACKEND", backend)
             with pytest.raises(tessera.ArgumentError, match=message):
                 tessera.jit(fn)(tessera.tensor(x))
+
+
+@pytest.mark.parametrize("policy", ["bf16 @stochastic_round", "fp16 @accum(fp32) @stochastic_round",
+                                    "fp32 @stochastic_round"])
+def test_stochastic_gemm_results_draw_the_reference_bits(monkeypatch, policy):
+    """A matrix product whose result rounds stochastically draws Philox(0, j)
+    for its element j, alone (batched, transposed) and with an epilogue that
+    rounds stochastically too; K <= 256, where the blocked order is the
+    reference's sequential one."""
+    rng = np.random.default_rng(12)
+    a = ops.cast(tessera.tensor(rng.standard_normal((2, 9, 200)).astype(np.float32)), policy)
+    b = ops.cast(tessera.tensor(rng.standard_normal((200, 13)).astype(np.float32)), policy)
+    bt = ops.cast(tessera.tensor(rng.standard_normal((5, 200)).astype(np.float32)), policy)
+    bias = ops.cast(tessera.tensor(rng.standard_normal(13).astype(np.float32)), policy)
+    fn = lambda x, y, z, c: (ops.matmul(x, y), ops.matmul(x, y) + c, ops.gemm(x[1], z, transpose_b=True))
+    codes = {}
+    for backend in ("compiled", "reference"):
+        monkeypatch.setenv("TESSERA_BACKEND", backend)
+        codes[backend] = [o.codes() for o in tessera.jit(fn)(a, b, bt, bias)]
+    for g, w in zip(codes["compiled"], codes["reference"]):
+        np.testing.assert_array_equal(g, w)

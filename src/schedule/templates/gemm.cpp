@@ -81,20 +81,22 @@ class GemmBuilder {
       const Type& t = body_.argument(k)->type();
       if (k == a_index_ || k == b_index_) {
         const std::string s = k == a_index_ ? "a" : "b";  // x @ x: one buffer serves both
-        params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::named(s + "c")}, t.policy));
+        params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::named(s + "c")}, buffer_policy(t.policy)));
       } else {
-        params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, t.policy));
+        params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
         any_broadcast = any_broadcast || broadcasts(t.shape, domain);
       }
     }
     integer_ = !is_float(root_.result(0)->type().dtype());
-    direct_ = !integer_ && num_out == 1 && yield.operand(0) == root_.result(0);
+    // A result that rounds stochastically draws per element: the epilogue path.
+    const bool stochastic = root_.result(0)->type().policy.rounding == Rounding::stochastic;
+    direct_ = !integer_ && !stochastic && num_out == 1 && yield.operand(0) == root_.result(0);
     for (const auto& op : body_.ops()) {
       if (op.get() != &root_ && op.get() != body_.terminator() && !is_splat_constant(*op)) direct_ = false;
     }
     for (std::size_t j = 0; j < num_out; ++j) {
       const ir::Shape shape = direct_ ? ir::Shape{ir::Dim::named("om"), ir::Dim::named("on")} : ir::Shape{ir::Dim::named("n")};
-      params.emplace_back("out" + std::to_string(j), Type::gmem(shape, yield.operand(j)->type().policy, /*is_mut=*/true));
+      params.emplace_back("out" + std::to_string(j), Type::gmem(shape, buffer_policy(yield.operand(j)->type().policy), /*is_mut=*/true));
     }
     TileKernel result;
     auto scalar = [&](const std::string& name, KernelScalar s) {
@@ -182,7 +184,12 @@ class GemmBuilder {
                                 if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
                               }
                               Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c});
-                              lanes_of.bind_value(root_.result(0), LaneProgram::finish(ib, cast(ib, v, kF64), p));
+                              // A stochastic result draws Philox(0, i) for its element i, as
+                              // the reference's make_result does.
+                              lanes_of.bind_value(root_.result(0),
+                                                  p.rounding == Rounding::stochastic
+                                                      ? LaneProgram::finish_stochastic(ib, cast(ib, v, kF64), p, true, i, 0)
+                                                      : LaneProgram::finish(ib, cast(ib, v, kF64), p));
                               for (const auto& op : body_.ops()) {
                                 if (op.get() == body_.terminator()) break;
                                 if (op.get() != &root_) lanes_of.lower_op(ib, *op);
@@ -337,7 +344,7 @@ bool gemm_covers(const ir::Operation& kernel, std::string* why) {
     if (is_float(x->type().dtype()) != is_float(root.result(0)->type().dtype())) {
       return fail("a " + std::string(root.name()) + " mixing integer and float operands");
     }
-    if (auto bad = unsupported_policy(x->type().policy)) return fail("a matrix operand has " + *bad);
+    if (auto bad = unsupported_policy(buffer_policy(x->type().policy))) return fail("a matrix operand has " + *bad);
   }
   // The matrix operands are bound as per-batch 2-D views, so the epilogue
   // reads neither of them.
@@ -349,7 +356,8 @@ bool gemm_covers(const ir::Operation& kernel, std::string* why) {
       }
     }
   }
-  if (auto bad = lane_ops_unsupported(body, root_index + 1)) return fail(*bad);
+  if (auto bad = unsupported_policy(root.result(0)->type().policy, /*stochastic=*/true)) return fail("the product has " + *bad);
+  if (auto bad = lane_ops_unsupported(body, root_index + 1, /*stochastic=*/true)) return fail(*bad);
   return true;
 }
 
