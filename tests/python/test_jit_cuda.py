@@ -234,6 +234,24 @@ def test_this_stops_kernels_on_the_gpu_match_the_cpu(rng):
     i = tessera.tensor(np.array([[2**53, -(2**53), 5], [2**53 + 1, -(2**53), 0]], np.int64))
     s = tessera.jit(lambda v: ops.sum(v, axis=1))
     np.testing.assert_array_equal(s(i.to("cuda:0")).to("cpu").numpy(), s(i).numpy())
+    # Integer matmuls, exact, and their overflow as a fault record.
+    ia = tessera.tensor(rng.integers(-100, 100, (2, 33, 300)).astype(np.int32))
+    ib = tessera.tensor(rng.integers(-100, 100, (300, 17)).astype(np.int32))
+    mm = tessera.jit(lambda a, b: ops.matmul(a, b) * 2 + 1)
+    np.testing.assert_array_equal(mm(ia.to("cuda:0"), ib.to("cuda:0")).to("cpu").numpy(), mm(ia, ib).numpy())
+    big = tessera.tensor(np.array([[2**16, 2**16], [2**16, 2**16]], np.int32)).to("cuda:0")
+    with pytest.raises(tessera.ArgumentError, match="out of range"):
+        tessera.jit(lambda a: ops.matmul(a, a))(big).to("cpu")
+    # Matrix products that round stochastically draw the CPU's bits.
+    p = "bf16 @stochastic_round"
+    sa = ops.cast(tessera.tensor(rng.standard_normal((2, 40, 200)).astype(np.float32)), p)
+    sb = ops.cast(tessera.tensor(rng.standard_normal((200, 24)).astype(np.float32)), p)
+    sm = tessera.jit(lambda a, b: (ops.matmul(a, b), ops.matmul(a, b) + 1.0))
+    for g, w in zip(sm(sa.to("cuda:0"), sb.to("cuda:0")), sm(sa, sb)):
+        np.testing.assert_array_equal(g.to("cpu").codes(), w.codes())
+    # tanh (its inline expm1) gives the CPU's bits.
+    th = tessera.jit(lambda a: ops.tanh(a * 7.0))
+    np.testing.assert_array_equal(th(X.to("cuda:0")).to("cpu").numpy(), th(X).numpy())
 
 
 @needs_gpu
