@@ -97,6 +97,21 @@ TESSERA_ELEMENTARY_FN double expm1_tail(double r) {
   return r * r * p;
 }
 
+// e^x - 1 for x already clamped to [-40, 710] (or NaN), before expm1's
+// range selects: e^x - 1 = 2^k s + (2^k - 1); 2^k - 1 is exact for
+// -53 <= k <= 53. Past k = 53 the -1 is below half an ulp of the result, so
+// e^x is the answer.
+TESSERA_ELEMENTARY_FN double expm1_clamped(double xc) {
+  const Reduced red = reduce_ln2(xc);
+  const double s = red.r + (red.r_lo + expm1_tail(red.r));  // e^r - 1
+  const int64 k = static_cast<int64>(red.k);
+  const int64 k1 = k / 2;
+  const double scale1 = pow2(k1), scale2 = pow2(k - k1);
+  const double small = fused(s, scale1 * scale2, scale1 * scale2 - 1.0);
+  const double large = ((s + 1.0) * scale1) * scale2;
+  return k > 53 ? large : small;
+}
+
 }  // namespace detail
 
 // e^x.
@@ -124,17 +139,7 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
 // e^x - 1, accurate also where x is small.
 TESSERA_ELEMENTARY_FN double expm1(double x) {
   using namespace detail;
-  const double xc = x > 710.0 ? 710.0 : (x < -40.0 ? -40.0 : x);
-  const Reduced red = reduce_ln2(xc);
-  const double s = red.r + (red.r_lo + expm1_tail(red.r));  // e^r - 1
-  const int64 k = static_cast<int64>(red.k);
-  // e^x - 1 = 2^k s + (2^k - 1); 2^k - 1 is exact for -53 <= k <= 53. Past
-  // k = 53 the -1 is below half an ulp of the result, so e^x is the answer.
-  const int64 k1 = k / 2;
-  const double scale1 = pow2(k1), scale2 = pow2(k - k1);
-  const double small = fused(s, scale1 * scale2, scale1 * scale2 - 1.0);
-  const double large = ((s + 1.0) * scale1) * scale2;
-  const double v = k > 53 ? large : small;
+  const double v = expm1_clamped(x > 710.0 ? 710.0 : (x < -40.0 ? -40.0 : x));
   const double big = x > 709.782712893384 ? inf() : v;
   const double result = x < -40.0 ? -1.0 : big;
   return (x != x || x == 0.0) ? x : result;  // NaN, and the sign of a zero
@@ -196,15 +201,7 @@ TESSERA_ELEMENTARY_FN double tanh(double x) {
   // which the arithmetic already gets right here) are left out: the same
   // bits in fewer operations.
   const double a2 = 2.0 * a;
-  const double xc = a2 > 40.0 ? 40.0 : a2;  // a NaN stays NaN
-  const Reduced red = reduce_ln2(xc);
-  const double s = red.r + (red.r_lo + expm1_tail(red.r));
-  const int64 k = static_cast<int64>(red.k);
-  const int64 k1 = k / 2;
-  const double scale1 = pow2(k1), scale2 = pow2(k - k1);
-  const double small = fused(s, scale1 * scale2, scale1 * scale2 - 1.0);
-  const double large = ((s + 1.0) * scale1) * scale2;
-  const double e = k > 53 ? large : small;
+  const double e = expm1_clamped(a2 > 40.0 ? 40.0 : a2);  // a NaN stays NaN
   const double q = e / (e + 2.0);
   const double t = a > 19.1 ? 1.0 : q;
   return from_bits(to_bits(t) | sign);

@@ -172,6 +172,24 @@ class NormalizationBuilder {
 
   // ---- small pieces ----
   Value* x64(ir::OpBuilder& b, Value* r) { return LaneProgram::decode(b, row_->load(b, r)); }
+  // A stored value at the accumulation type. When the storage is that type
+  // the value is used as loaded: decoding to fp64 and rounding back is the
+  // identity, and it cost two conversions per element.
+  Value* at_acc(ir::OpBuilder& b, Value* stored) {
+    if (stored->type().dtype() != acc_.storage) return to_acc(b, LaneProgram::decode(b, stored));
+    return stored->type().policy == acc_ ? stored : cast(b, stored, acc_);
+  }
+  Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_->load(b, r)); }
+  // A row element for exact folds (max, min, NaN and infinity tests): fp32
+  // and fp64 as stored, which holds the same values in half the lanes for
+  // fp32; narrower formats decoded to fp64.
+  Value* x_exact(ir::OpBuilder& b, Value* r) {
+    Value* stored = row_->load(b, r);
+    const DType d = stored->type().dtype();
+    if (d != DType::fp32 && d != DType::fp64) return LaneProgram::decode(b, stored);
+    const NumericsPolicy native = default_policy(d);
+    return stored->type().policy == native ? stored : cast(b, stored, native);
+  }
   Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
   Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
   Value* acc_real(ir::OpBuilder& b, double v) { return tile::build_real(b, v, acc_); }
@@ -206,6 +224,12 @@ class NormalizationBuilder {
     store_to(b, out_buffer_, root_.result(0)->type().policy, index, acc_value);
   }
   void store_to(ir::OpBuilder& b, Value* buffer, const NumericsPolicy& p, Value* index, Value* acc_value) {
+    if (p.rounding == Rounding::nearest_even && p.overflow == Overflow::inf_nan && p.storage == acc_.storage &&
+        acc_value->type().dtype() == acc_.storage) {
+      // Already the stored value: no round trip through fp64.
+      b.create("tile.store_elem", {buffer, index, acc_value->type().policy == p ? acc_value : cast(b, acc_value, p)});
+      return;
+    }
     // `index` is the element's flat index in the result (the input's shape):
     // a stochastic result draws Philox(0, index), as the reference does.
     const LaneValue v = p.rounding == Rounding::stochastic
@@ -276,7 +300,7 @@ class NormalizationBuilder {
   // Operand 1 of softmax_linear and norm_linear (the row's shape, so read at
   // the row's offsets), at the accumulation type.
   Value* second_at(ir::OpBuilder& b, Value* r) {
-    return to_acc(b, LaneProgram::decode(b, tile::build(b, "tile.load_elem", {params_.at(0), row_->offset(b, r)})));
+    return at_acc(b, tile::build(b, "tile.load_elem", {params_.at(0), row_->offset(b, r)}));
   }
 
   // Max (NaN ignored, as std::max), NaN seen (bool), and the count of +inf
@@ -288,9 +312,12 @@ class NormalizationBuilder {
   // are carried as fp64 (1.0 once seen; an exact count below 2^53) so every
   // carried value is a double and the pass vectorizes.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
-    auto cheap = fold_pass(b, {real(b, -kInf), real(b, 0.0)},
+    // The first pass folds the values as stored (x_exact): max and v - v
+    // are exact in any float type.
+    const NumericsPolicy fold = exact_fold_policy();
+    auto cheap = fold_pass(b, {tile::build_real(b, -kInf, fold), tile::build_real(b, 0.0, fold)},
                            [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
-                             Value* v = x64(lb, i);
+                             Value* v = x_exact(lb, i);
                              return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
                                                         op2(lb, "add", c[1], op2(lb, "sub", v, v))};
                            },
@@ -312,12 +339,12 @@ class NormalizationBuilder {
                                                     op2(fb, "add", a[1], c[1])};
                        },
                        end);
-    return {cheap[0], cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
+    return {to64(b, cheap[0]), cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
   }
 
   // round_to(exp(round_to(x - m)), accum).
   Value* shifted_exp(ir::OpBuilder& b, Value* r, Value* m_acc) {
-    Value* d = op2(b, "sub", to_acc(b, x64(b, r)), m_acc);
+    Value* d = op2(b, "sub", x_acc(b, r), m_acc);
     return to_acc(b, op1(b, "exp", to64(b, d)));
   }
 
@@ -362,13 +389,30 @@ class NormalizationBuilder {
     });
   }
 
-  void softmax(ir::OpBuilder& b) {
+  // A softmax row's statistics: `bad` (a NaN, or every value -inf: the
+  // results are NaN), `m_is_inf` (the results share 1 among the +inf
+  // values), the shift m at the accumulation type (0 in both cases: an
+  // infinite or NaN max makes every exp NaN, and those rows take other
+  // branches) and the count of +inf.
+  struct SoftmaxRow {
+    Value* bad;
+    Value* m_is_inf;
+    Value* m_acc;
+    Value* inf_count;
+  };
+  SoftmaxRow softmax_row(ir::OpBuilder& b) {
     auto stats = max_pass(b);
     Value* m = stats[0];
     Value* bad = op2(b, "or", stats[1], cmp(b, "eq", m, real(b, -kInf)));
     Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
-    // An infinite or NaN max makes every exp NaN; those rows take other branches.
-    Value* m_acc = to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m));
+    return {bad, m_is_inf, to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m)), stats[2]};
+  }
+
+  void softmax(ir::OpBuilder& b) {
+    const SoftmaxRow row = softmax_row(b);
+    Value* bad = row.bad;
+    Value* m_is_inf = row.m_is_inf;
+    Value* m_acc = row.m_acc;
     // When the result's storage is the accumulation type, the sum pass
     // parks each e in the result (exactly) and the last pass reads it back
     // instead of computing exp again. Normalization results never share a
@@ -379,7 +423,7 @@ class NormalizationBuilder {
       if (keep_e) store(eb, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
-    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
+    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The row's case is uniform, so each case is its own loop: the common
     // one reads only e and divides at the accumulation type (a division of
     // two values of that type, correctly rounded, is the reference's
@@ -416,11 +460,10 @@ class NormalizationBuilder {
   // too when another kernel reads it. Each value and sum has the bits the
   // two kernels give.
   void softmax_gradient(ir::OpBuilder& b) {
-    auto stats = max_pass(b);
-    Value* m = stats[0];
-    Value* bad = op2(b, "or", stats[1], cmp(b, "eq", m, real(b, -kInf)));
-    Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
-    Value* m_acc = to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m));
+    const SoftmaxRow row = softmax_row(b);
+    Value* bad = row.bad;
+    Value* m_is_inf = row.m_is_inf;
+    Value* m_acc = row.m_acc;
     const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
     const NumericsPolicy& y_policy = root_.result(0)->type().policy;
     Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
@@ -428,7 +471,7 @@ class NormalizationBuilder {
       store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
-    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, stats[2], kF64)));
+    Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The sum pass replaces e by y (in y's buffer when y is a result), so
     // the last pass reads y instead of dividing again.
     Value* y_home = y_buffer_ ? y_buffer_ : out_buffer_;
@@ -479,38 +522,49 @@ class NormalizationBuilder {
   }
 
   // Max |v| (NaN ignored) and whether some v is not finite.
-  std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b, const std::function<Value*(ir::OpBuilder&, Value*)>& value) {
-    // The flag is carried as fp64 1.0 once seen (see max_pass).
-    auto r = fold_pass(b, {real(b, 0.0), real(b, 0.0)},
+  // The type exact folds over the row run in (x_exact).
+  NumericsPolicy exact_fold_policy() const {
+    const DType xd = root_.operand(0)->type().dtype();
+    return xd == DType::fp32 || xd == DType::fp64 ? default_policy(xd) : kF64;
+  }
+
+  // Max |x| (NaN ignored) and whether some x is not finite; the max as fp64.
+  std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b) {
+    const NumericsPolicy t = exact_fold_policy();
+    auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
+    // The flag is carried as 1.0 once seen, in the fold's type (see max_pass).
+    auto r = fold_pass(b, {c_(b, 0.0), c_(b, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
-                         Value* a = op1(lb, "abs", to64(lb, value(lb, i)));
+                         Value* a = op1(lb, "abs", x_exact(lb, i));
                          return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
-                                                    select(lb, cmp(lb, "lt", a, real(lb, kInf)), c[1], real(lb, 1.0))};
+                                                    select(lb, cmp(lb, "lt", a, c_(lb, kInf)), c[1], c_(lb, 1.0))};
                        },
                        [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
                          return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
                                                     select(fb, cmp(fb, "gt", c[1], a[1]), c[1], a[1])};
                        });
-    return {r[0], cmp(b, "ne", r[1], real(b, 0.0))};
+    return {to64(b, r[0]), cmp(b, "ne", r[1], c_(b, 0.0))};
   }
 
-  // The row's largest and smallest value (NaN ignored) and whether some
-  // value is not finite.
+  // The row's largest and smallest value (NaN ignored) as fp64, and whether
+  // some value is not finite.
   std::vector<Value*> extremes_pass(ir::OpBuilder& b) {
-    auto r = fold_pass(b, {real(b, -kInf), real(b, kInf), real(b, 0.0)},
+    const NumericsPolicy t = exact_fold_policy();
+    auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
+    auto r = fold_pass(b, {c_(b, -kInf), c_(b, kInf), c_(b, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
-                         Value* v = x64(lb, i);
+                         Value* v = x_exact(lb, i);
                          Value* a = op1(lb, "abs", v);
                          return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
                                                     select(lb, cmp(lb, "lt", v, c[1]), v, c[1]),
-                                                    select(lb, cmp(lb, "lt", a, real(lb, kInf)), c[2], real(lb, 1.0))};
+                                                    select(lb, cmp(lb, "lt", a, c_(lb, kInf)), c[2], c_(lb, 1.0))};
                        },
                        [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
                          return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
                                                     select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1]),
                                                     select(fb, cmp(fb, "gt", c[2], a[2]), c[2], a[2])};
                        });
-    return {r[0], r[1], cmp(b, "ne", r[2], real(b, 0.0))};
+    return {to64(b, r[0]), to64(b, r[1]), cmp(b, "ne", r[2], c_(b, 0.0))};
   }
 
   void normalize(ir::OpBuilder& b, bool center) {
@@ -531,7 +585,7 @@ class NormalizationBuilder {
       amax = select(b, cmp(b, "gt", op1(b, "abs", xmax), op1(b, "abs", xmin)), op1(b, "abs", xmax), op1(b, "abs", xmin));
       amax = select(b, cmp(b, "lt", xmax, xmin), real(b, 0.0), amax);
     } else {
-      const std::pair<Value*, Value*> stats = abs_max_pass(b, [&](ir::OpBuilder& lb, Value* r) { return x64(lb, r); });
+      const std::pair<Value*, Value*> stats = abs_max_pass(b);
       amax = stats.first;
       nonfinite = stats.second;
     }
