@@ -198,16 +198,23 @@ class ReductionBuilder {
     const bool is_max = op == "graph.max";
     const char* pred = is_max ? "gt" : "lt";
     const double kInf = std::numeric_limits<double>::infinity();
-    auto real = [](ir::OpBuilder& rb, double v) { return tile::build_real(rb, v, kF64); };
+    // fp32 folds as stored (16 lanes a vector; max and min are exact in
+    // any float type); other types as fp64. A NaN sets a flag (1.0).
+    const DType xd = root_.operand(0)->type().dtype();
+    const NumericsPolicy fold = xd == DType::fp32 ? default_policy(DType::fp32) : kF64;
+    auto real = [&](ir::OpBuilder& rb, double v) { return tile::build_real(rb, v, fold); };
     std::vector<Value*> cheap = strand_fold(
         b, zero, length_, {real(b, is_max ? -kInf : kInf), real(b, 0.0)},
         [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
-          Value* v = cast(lb, LaneProgram::decode(lb, load(lb, r)), kF64);
+          Value* stored = load(lb, r);
+          Value* v = xd == DType::fp32 ? (stored->type().policy == fold ? stored : cast(lb, stored, fold))
+                                       : cast(lb, LaneProgram::decode(lb, stored), kF64);
           return std::vector<Value*>{select(lb, cmp(lb, pred, v, c[0]), v, c[0]),
-                                     op2(lb, "add", c[1], select(lb, cmp(lb, "ne", v, v), real(lb, 1.0), real(lb, 0.0)))};
+                                     select(lb, cmp(lb, "ne", v, v), real(lb, 1.0), c[1])};
         },
         [&](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-          return std::vector<Value*>{select(fb, cmp(fb, pred, c[0], a[0]), c[0], a[0]), op2(fb, "add", a[1], c[1])};
+          return std::vector<Value*>{select(fb, cmp(fb, pred, c[0], a[0]), c[0], a[0]),
+                                     select(fb, cmp(fb, "gt", c[1], a[1]), c[1], a[1])};
         });
     Value* special = op2(b, "or", cmp(b, "ne", cheap[1], real(b, 0.0)), cmp(b, "eq", cheap[0], real(b, 0.0)));
     Value* end = select(b, special, length_, one_i);
