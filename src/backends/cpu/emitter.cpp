@@ -257,6 +257,12 @@ class Emitter {
     return true;
   }
 
+  // tile.prefetch: a write-prefetch for a buffer the kernel may write.
+  static std::string prefetch_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
+    return std::string("tsr::prefetch") + (op.operand(0)->type().mut ? "<true>" : "") + "(" + a[0] + ", " + a[1] + ", " +
+           a[2] + ");";
+  }
+
   bool uniform_operands(const ir::Operation& op) const {
     for (const ir::Value* v : op.operands())
       if (storage_.at(v) != Storage::group) return false;
@@ -356,8 +362,7 @@ class Emitter {
         // A uniform hint runs once per group, before the lane loop that holds
         // it (inside, it would be one prefetch per lane); moving a hint
         // changes nothing else.
-        const auto a = group_args(*op);
-        line(std::string("tsr::prefetch") + (op->operand(0)->type().mut ? "<true>" : "") + "(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
+        line(prefetch_stmt(*op, group_args(*op)));
         continue;
       }
       if (segment_.at(op.get()) >= 0) {
@@ -640,11 +645,7 @@ class Emitter {
     if (n == "tile.if") return emit_lane_if(op);
     if (n == "tile.while") return emit_lane_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
-    if (n == "tile.prefetch") {
-      const auto a = lane_args(op);
-      return line(std::string("tsr::prefetch") + (op.operand(0)->type().mut ? "<true>" : "") + "(" + a[0] + ", " + a[1] +
-                  ", " + a[2] + ");");
-    }
+    if (n == "tile.prefetch") return line(prefetch_stmt(op, lane_args(op)));
     if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
     define(op.result(0), lane_expr(op, lane_args(op), lane_context()));
   }

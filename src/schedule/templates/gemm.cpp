@@ -237,14 +237,10 @@ class GemmBuilder {
   // element: integer products are seldom hot.
   Value* integer_dot(ir::OpBuilder& b, Value* gm, Value* gn) {
     const NumericsPolicy i64 = default_policy(DType::int64);
-    const std::int64_t exact = std::int64_t{1} << 53;
     const double clamp = 0x1p62;
     const std::string op(root_.name());
     const std::string passed =
         op + " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the operands to a float first";
-    auto check = [&](ir::OpBuilder& lb, Value* v, std::int64_t lo, std::int64_t hi, const std::string& what) {
-      return tile::build(lb, "tile.check_range", {v}, {{"lo", lo}, {"hi", hi}, {"what", what}});
-    };
     ir::Operation* loop = tile::build_for(
         b, tile::build_int(b, 0), k_, tile::build_int(b, 1), {tile::build_int(b, 0)},
         [&](ir::OpBuilder& lb, std::span<Value* const> a) {
@@ -255,20 +251,12 @@ class GemmBuilder {
           Value* big = tile::build_real(lb, clamp, kF64);
           Value* neg_big = tile::build_real(lb, -clamp, kF64);
           xy = select(lb, cmp(lb, "gt", xy, big), big, select(lb, cmp(lb, "lt", xy, neg_big), neg_big, xy));
-          Value* term = check(lb, cast(lb, xy, i64), -exact, exact, passed);
-          return values({check(lb, op2(lb, "add", a[1], term), -exact, exact, passed)});
+          Value* term = check_exact(lb, cast(lb, xy, i64), passed);
+          return values({check_exact(lb, op2(lb, "add", a[1], term), passed)});
         });
-    Value* total = loop->result(0);
     const DType out = root_.result(0)->type().dtype();
-    if (out != DType::int64 && out != DType::bool_) {
-      const int bits = bit_width(out);
-      const bool is_signed = info(out).is_signed;
-      const std::int64_t lo = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
-      const std::int64_t hi = (std::int64_t{1} << (is_signed ? bits - 1 : bits)) - 1;
-      total = check(b, total, lo, hi,
-                    op + " result overflows its " + std::string(name(out)) + " result; cast the operands to int64 or a float first");
-    }
-    return total;
+    return check_fits(b, loop->result(0), out,
+                      op + " result overflows its " + std::string(name(out)) + " result; cast the operands to int64 or a float first");
   }
 
   Value* zeros(ir::OpBuilder& b) {

@@ -307,4 +307,29 @@ void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   values_[op.result(0)] = finish(b, x, p, via_accum);
 }
 
+ir::Value* check_exact(ir::OpBuilder& b, ir::Value* x, const std::string& what) {
+  const std::int64_t exact = std::int64_t{1} << 53;
+  return tile::build(b, "tile.check_range", {x}, {{"lo", -exact}, {"hi", exact}, {"what", what}});
+}
+
+ir::Value* check_fits(ir::OpBuilder& b, ir::Value* x, DType result, const std::string& what) {
+  if (result == DType::int64 || result == DType::bool_) return x;
+  const int bits = bit_width(result);
+  const bool is_signed = info(result).is_signed;
+  const std::int64_t lo = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
+  const std::int64_t hi = (std::int64_t{1} << (is_signed ? bits - 1 : bits)) - 1;
+  return tile::build(b, "tile.check_range", {x}, {{"lo", lo}, {"hi", hi}, {"what", what}});
+}
+
+NumericsPolicy exact_fold_policy(DType stored) {
+  return stored == DType::fp32 || stored == DType::fp64 ? default_policy(stored) : kF64;
+}
+
+ir::Value* exact_fold_value(ir::OpBuilder& b, ir::Value* stored) {
+  const DType d = stored->type().dtype();
+  if (d != DType::fp32 && d != DType::fp64) return LaneProgram::decode(b, stored);
+  const NumericsPolicy native = exact_fold_policy(d);
+  return stored->type().policy == native ? stored : cast(b, stored, native);
+}
+
 }  // namespace tessera::schedule::templates

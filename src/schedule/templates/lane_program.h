@@ -105,4 +105,17 @@ ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y);
 ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y);
 ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to);
 
+// Integer accumulation as the reference checks it (integer sums and
+// products): an int64 lane value passed through when it lies within 2^53 in
+// magnitude (exact in the reference's fp64), and a total passed through when
+// it fits `result`; otherwise the kernel faults quoting `what` and the value.
+ir::Value* check_exact(ir::OpBuilder& b, ir::Value* x, const std::string& what);
+ir::Value* check_fits(ir::OpBuilder& b, ir::Value* x, DType result, const std::string& what);
+
+// Exact folds (max, min, |x|, NaN and infinity tests) over stored values:
+// fp32 and fp64 as stored (fp32 fills 16 lanes of a vector, not 8), other
+// formats decoded to fp64. exact_fold_value converts a loaded lane.
+NumericsPolicy exact_fold_policy(DType stored);
+ir::Value* exact_fold_value(ir::OpBuilder& b, ir::Value* stored);
+
 }  // namespace tessera::schedule::templates

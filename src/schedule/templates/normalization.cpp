@@ -180,16 +180,8 @@ class NormalizationBuilder {
     return stored->type().policy == acc_ ? stored : cast(b, stored, acc_);
   }
   Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_->load(b, r)); }
-  // A row element for exact folds (max, min, NaN and infinity tests): fp32
-  // and fp64 as stored, which holds the same values in half the lanes for
-  // fp32; narrower formats decoded to fp64.
-  Value* x_exact(ir::OpBuilder& b, Value* r) {
-    Value* stored = row_->load(b, r);
-    const DType d = stored->type().dtype();
-    if (d != DType::fp32 && d != DType::fp64) return LaneProgram::decode(b, stored);
-    const NumericsPolicy native = default_policy(d);
-    return stored->type().policy == native ? stored : cast(b, stored, native);
-  }
+  // A row element for exact folds (exact_fold_value).
+  Value* x_exact(ir::OpBuilder& b, Value* r) { return exact_fold_value(b, row_->load(b, r)); }
   Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
   Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
   Value* acc_real(ir::OpBuilder& b, double v) { return tile::build_real(b, v, acc_); }
@@ -314,7 +306,7 @@ class NormalizationBuilder {
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
     // The first pass folds the values as stored (x_exact): max and v - v
     // are exact in any float type.
-    const NumericsPolicy fold = exact_fold_policy();
+    const NumericsPolicy fold = exact_fold_policy(root_.operand(0)->type().dtype());
     auto cheap = fold_pass(b, {tile::build_real(b, -kInf, fold), tile::build_real(b, 0.0, fold)},
                            [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                              Value* v = x_exact(lb, i);
@@ -522,15 +514,9 @@ class NormalizationBuilder {
   }
 
   // Max |v| (NaN ignored) and whether some v is not finite.
-  // The type exact folds over the row run in (x_exact).
-  NumericsPolicy exact_fold_policy() const {
-    const DType xd = root_.operand(0)->type().dtype();
-    return xd == DType::fp32 || xd == DType::fp64 ? default_policy(xd) : kF64;
-  }
-
   // Max |x| (NaN ignored) and whether some x is not finite; the max as fp64.
   std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b) {
-    const NumericsPolicy t = exact_fold_policy();
+    const NumericsPolicy t = exact_fold_policy(root_.operand(0)->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
     // The flag is carried as 1.0 once seen, in the fold's type (see max_pass).
     auto r = fold_pass(b, {c_(b, 0.0), c_(b, 0.0)},
@@ -549,7 +535,7 @@ class NormalizationBuilder {
   // The row's largest and smallest value (NaN ignored) as fp64, and whether
   // some value is not finite.
   std::vector<Value*> extremes_pass(ir::OpBuilder& b) {
-    const NumericsPolicy t = exact_fold_policy();
+    const NumericsPolicy t = exact_fold_policy(root_.operand(0)->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
     auto r = fold_pass(b, {c_(b, -kInf), c_(b, kInf), c_(b, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {

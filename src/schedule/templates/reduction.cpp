@@ -198,17 +198,15 @@ class ReductionBuilder {
     const bool is_max = op == "graph.max";
     const char* pred = is_max ? "gt" : "lt";
     const double kInf = std::numeric_limits<double>::infinity();
-    // fp32 folds as stored (16 lanes a vector; max and min are exact in
-    // any float type); other types as fp64. A NaN sets a flag (1.0).
-    const DType xd = root_.operand(0)->type().dtype();
-    const NumericsPolicy fold = xd == DType::fp32 ? default_policy(DType::fp32) : kF64;
+    // Folded as exact_fold_value gives them (max and min are exact in any
+    // float type). A NaN sets a flag (1.0).
+    const NumericsPolicy fold = exact_fold_policy(root_.operand(0)->type().dtype());
     auto real = [&](ir::OpBuilder& rb, double v) { return tile::build_real(rb, v, fold); };
     std::vector<Value*> cheap = strand_fold(
         b, zero, length_, {real(b, is_max ? -kInf : kInf), real(b, 0.0)},
         [&](ir::OpBuilder& lb, Value* r, std::span<Value* const> c) {
-          Value* stored = load(lb, r);
-          Value* v = xd == DType::fp32 ? (stored->type().policy == fold ? stored : cast(lb, stored, fold))
-                                       : cast(lb, LaneProgram::decode(lb, stored), kF64);
+          Value* v = exact_fold_value(lb, load(lb, r));
+          if (v->type().policy != fold) v = cast(lb, v, fold);  // bool rows fold 0.0 / 1.0
           return std::vector<Value*>{select(lb, cmp(lb, pred, v, c[0]), v, c[0]),
                                      select(lb, cmp(lb, "ne", v, v), real(lb, 1.0), c[1])};
         },
@@ -250,7 +248,6 @@ class ReductionBuilder {
   LaneValue integer_sum(ir::OpBuilder& b, LaneProgram& lanes_of) {
     const NumericsPolicy& p = root_.result(0)->type().policy;
     const NumericsPolicy i64 = default_policy(DType::int64);
-    const std::int64_t exact = std::int64_t{1} << 53;
     const std::string passed = std::string(root_.name()) +
                                " of integers passed 2^53 in magnitude, beyond exact accumulation; cast the operand "
                                "to a float first";
@@ -268,22 +265,11 @@ class ReductionBuilder {
                             {{"lo", -(std::int64_t{1} << 62)}, {"hi", std::int64_t{1} << 62}, {"what", passed}});
             x = cast(lb, cast(lb, x, kF64), i64);
           }
-          Value* sum = op2(lb, "add", a[1], x);
-          return one(tile::build(lb, "tile.check_range", {sum}, {{"lo", -exact}, {"hi", exact}, {"what", passed}}));
+          return one(check_exact(lb, op2(lb, "add", a[1], x), passed));
         });
-    Value* total = loop->result(0);
-    const DType out = p.storage;
-    if (out != DType::int64) {
-      const int bits = bit_width(out);
-      const bool is_signed = info(out).is_signed;
-      const std::int64_t lo = is_signed ? -(std::int64_t{1} << (bits - 1)) : 0;
-      const std::int64_t hi = (std::int64_t{1} << (is_signed ? bits - 1 : bits)) - 1;
-      total = tile::build(b, "tile.check_range", {total},
-                          {{"lo", lo},
-                           {"hi", hi},
-                           {"what", std::string(root_.name()) + " result overflows its " + std::string(name(out)) +
-                                        " result; cast the operand to int64 or a float first"}});
-    }
+    Value* total = check_fits(b, loop->result(0), p.storage,
+                              std::string(root_.name()) + " result overflows its " + std::string(name(p.storage)) +
+                                  " result; cast the operand to int64 or a float first");
     return lanes_of.finish(b, cast(b, total, kF64), p, /*via_accum=*/false);
   }
 
