@@ -8,6 +8,7 @@
 // round-to-nearest-even then does the rounding). Decoding formats of 16 bits
 // or fewer is a table lookup. Every other case goes through the exact scalar
 // path; the tests check both paths agree on every input they can enumerate.
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -195,6 +196,35 @@ void pack_int4(const std::uint8_t* codes, std::size_t n, std::uint8_t* packed) {
 void unpack_int4(const std::uint8_t* packed, std::size_t n, std::uint8_t* codes) {
   for (std::size_t i = 0; i < n; ++i) {
     codes[i] = (i % 2 == 0) ? (packed[i / 2] & 0x0F) : (packed[i / 2] >> 4);
+  }
+}
+
+void unpack_codes(DType dtype, const std::uint8_t* packed, std::size_t n, std::uint8_t* codes) {
+  const int b = bit_width(dtype);
+  if (b == 4) return unpack_int4(packed, n, codes);
+  const std::uint32_t mask = (1u << b) - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t bit = i * static_cast<std::size_t>(b);
+    const std::size_t byte = bit / 8;
+    const unsigned shift = static_cast<unsigned>(bit % 8);
+    // A field spans at most two bytes; read the second only when it does.
+    std::uint32_t window = packed[byte];
+    if (shift + static_cast<unsigned>(b) > 8) window |= static_cast<std::uint32_t>(packed[byte + 1]) << 8;
+    codes[i] = static_cast<std::uint8_t>((window >> shift) & mask);
+  }
+}
+
+void pack_codes(DType dtype, const std::uint8_t* codes, std::size_t n, std::uint8_t* packed) {
+  const int b = bit_width(dtype);
+  if (b == 4) return pack_int4(codes, n, packed);
+  const std::size_t bytes = (n * static_cast<std::size_t>(b) + 7) / 8;
+  std::fill(packed, packed + bytes, std::uint8_t{0});
+  const std::uint32_t mask = (1u << b) - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t bit = i * static_cast<std::size_t>(b);
+    const std::uint32_t field = (codes[i] & mask) << (bit % 8);
+    packed[bit / 8] = static_cast<std::uint8_t>(packed[bit / 8] | (field & 0xFF));
+    if (field > 0xFF) packed[bit / 8 + 1] = static_cast<std::uint8_t>(packed[bit / 8 + 1] | (field >> 8));
   }
 }
 

@@ -184,6 +184,30 @@ void* Tensor::device_data() const {
   return storage_.get() + offset_ * storage_bytes(dtype());
 }
 
+std::uint8_t* Tensor::packed_data() const {
+  require_host(*this, "packed_data()");
+  if (!is_packed(dtype())) raise(ErrorCode::DtypeUnsupported, std::string(name(dtype())) + " is not a packed format");
+  // Packed tensors have no strided views, so element 0 starts the stream.
+  if (offset_ != 0) raise(ErrorCode::Internal, "a packed tensor with an element offset");
+  return reinterpret_cast<std::uint8_t*>(storage_.get());
+}
+
+Tensor Tensor::to_byte_codes() const {
+  std::uint8_t* bits = packed_data();
+  Tensor codes = Tensor::empty(shape_, default_policy(DType::uint8));
+  unpack_codes(dtype(), bits, static_cast<std::size_t>(numel()), static_cast<std::uint8_t*>(codes.data()));
+  return codes;
+}
+
+void Tensor::store_byte_codes(const Tensor& codes) const {
+  std::uint8_t* bits = packed_data();
+  if (codes.dtype() != DType::uint8 || codes.shape() != shape_) {
+    raise(ErrorCode::Internal, "store_byte_codes needs a uint8 tensor of the packed tensor's shape");
+  }
+  const Tensor dense = codes.contiguous();
+  pack_codes(dtype(), static_cast<const std::uint8_t*>(dense.data()), static_cast<std::size_t>(numel()), bits);
+}
+
 int Tensor::element_bytes() const {
   return is_packed(dtype()) ? 0 : storage_bytes(dtype());
 }

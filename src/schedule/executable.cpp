@@ -157,8 +157,37 @@ struct Launcher {
 
 // Launches a step's tile kernel: flat buffers and scalars; a matrix kernel
 // once per batch matrix with its operands' 2-D views.
+bool sub_byte(DType d) {
+  return bit_width(d) < 8 && d != DType::bool_;
+}
+
+void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   const std::vector<std::int64_t>& domain, const Launcher& launch);
+
+// Kernels address packed sub-byte storage (int4, fp4, fp6) one code per byte:
+// such inputs are unpacked once for the step and such results packed after
+// it (CPU only: the CUDA backend takes no sub-byte buffers).
 void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                  const std::vector<std::int64_t>& domain, const Launcher& launch) {
+  const auto packed = [](const Tensor& t) { return sub_byte(t.dtype()); };
+  if (std::none_of(inputs.begin(), inputs.end(), packed) && std::none_of(outputs.begin(), outputs.end(), packed)) {
+    return launch_kernel(step, inputs, outputs, domain, launch);
+  }
+  std::vector<Tensor> in = inputs, out = outputs;
+  for (Tensor& t : in) {
+    if (packed(t)) t = t.to_byte_codes();
+  }
+  for (Tensor& t : out) {
+    if (packed(t)) t = Tensor::empty(t.shape(), default_policy(DType::uint8));
+  }
+  launch_kernel(step, in, out, domain, launch);
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    if (packed(outputs[j])) outputs[j].store_byte_codes(out[j]);
+  }
+}
+
+void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                   const std::vector<std::int64_t>& domain, const Launcher& launch) {
   const TileKernel& tk = step.tile;
   if (launch.graph && (!tk.index_checks.empty() || tk.inverse)) {
     // Inside a graph the indices are not computed yet when the launches are recorded.

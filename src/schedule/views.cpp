@@ -39,11 +39,6 @@ std::optional<std::string> view_unsupported(const ir::Operation& op) {
            std::to_string(op.attrs().get_int("axis_size")) +
            " members needs the distributed runtime, which compiled executables do not drive yet";
   }
-  if (n == "graph.reshape" || n == "graph.stop_gradient" || is_collective(n)) return std::nullopt;
-  if (is_packed(op.operand(0)->type().dtype())) {
-    return std::string(n) + " of packed " + std::string(name(op.operand(0)->type().dtype())) +
-           " storage (packed formats have no strided views)";
-  }
   return std::nullopt;
 }
 
@@ -51,6 +46,24 @@ std::vector<Tensor> apply_view(const ir::Operation& op, const std::vector<Tensor
                                const std::vector<std::vector<std::int64_t>>& result_sizes) {
   const std::string_view n = op.name();
   const Tensor& x = inputs.at(0);
+  if (is_packed(x.dtype()) && n != "graph.reshape" && n != "graph.stop_gradient" && !is_collective(n)) {
+    // Packed storage has no element strides: the view is taken of the
+    // unpacked codes (one per byte) and each result packed again.
+    if (!x.is_cpu()) {
+      raise(ErrorCode::Device, std::string(n) + " of packed " + std::string(name(x.dtype())) + " storage on " +
+                                   x.device() + ": packed formats on a GPU are not supported yet",
+            op.location());
+    }
+    std::vector<Tensor> in = inputs;
+    in[0] = x.to_byte_codes();
+    std::vector<Tensor> out = apply_view(op, in, result_sizes);
+    for (Tensor& r : out) {
+      Tensor packed = Tensor::empty(r.shape(), x.policy());
+      packed.store_byte_codes(r);
+      r = packed;
+    }
+    return out;
+  }
   if (n == "graph.reshape") return {x.reshape(result_sizes.at(0))};
   if (n == "graph.stop_gradient" || is_collective(n)) return {x};
   if (n == "graph.transpose") {

@@ -192,8 +192,8 @@ func @t(%x: tensor<[4096] fp32>) -> (tensor<[4096] fp32>) {
 
 TEST(ScheduleExecutable, KernelWithoutTemplateIsACompileErrorNamingTheOp) {
   const std::string text = R"(
-func @s(%x: tensor<[4, 8] fp4_e2m1>) -> (tensor<[4] fp4_e2m1>) {
-  %0 = graph.sum %x {axes = [1]} : tensor<[4] fp4_e2m1>
+func @s(%x: tensor<[4, 8] fp8_e4m3 @accum(fp8_e4m3)>) -> (tensor<[4, 8] fp8_e4m3 @accum(fp8_e4m3)>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[4, 8] fp8_e4m3 @accum(fp8_e4m3)>
   return %0
 }
 )";
@@ -204,9 +204,9 @@ func @s(%x: tensor<[4, 8] fp4_e2m1>) -> (tensor<[4] fp4_e2m1>) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Compile);
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("graph.sum"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("reduction"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("storage 'fp4_e2m1'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("graph.softmax_safe"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("normalization"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("accumulation type fp8_e4m3"), std::string::npos) << msg;
     EXPECT_NE(msg.find("TESSERA_BACKEND=reference"), std::string::npos) << msg;
     EXPECT_NE(msg.find("s.tir:3"), std::string::npos) << msg;
   }

@@ -224,21 +224,47 @@ func @i(%x: tensor<[R, C] int32>) -> (tensor<[R] int32>) {
   }
 }
 
-TEST(ScheduleReduction, PackedOperandIsAClearCompileError) {
+// Packed sub-byte storage (int4, fp4, fp6) reaches the CPU kernels one code
+// per byte (the launcher unpacks and packs around each launch); strided views
+// of it unpack, view and pack. Every family gives the reference's bits.
+TEST(SchedulePacked, EveryFamilyMatchesTheReference) {
   const std::string text = R"(
-func @i(%x: tensor<[4, 8] int4>) -> (tensor<[4] int32>) {
-  %0 = graph.sum %x {axes = [1]} : tensor<[4] int32>
-  return %0
+func @p(%x: tensor<[5, 37] int4>, %a: tensor<[5, 37] fp4_e2m1 @accum(fp32)>, %b: tensor<[37, 9] fp6_e3m2 @accum(fp32)>) -> (tensor<[5] int32>, tensor<[5, 37] fp6_e2m3>, tensor<[5, 9] fp6_e3m2 @accum(fp32)>, tensor<[37, 5] fp4_e2m1 @accum(fp32)>, tensor<[5] fp4_e2m1 @accum(fp32)>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[5] int32>
+  %1 = graph.mul %a, %a : tensor<[5, 37] fp4_e2m1 @accum(fp32)>
+  %2 = graph.cast %1 {policy = policy<fp6_e2m3>} : tensor<[5, 37] fp6_e2m3>
+  %3 = graph.matmul %a, %b : tensor<[5, 9] fp6_e3m2 @accum(fp32)>
+  %4 = graph.transpose %a {perm = [1, 0]} : tensor<[37, 5] fp4_e2m1 @accum(fp32)>
+  %5 = graph.softmax_safe %a {axis = -1} : tensor<[5, 37] fp4_e2m1 @accum(fp32)>
+  %6 = graph.max %5 {axes = [1]} : tensor<[5] fp4_e2m1 @accum(fp32)>
+  return %0, %2, %3, %4, %6
 }
 )";
-  ir::Module m = ir::parse_module(text, "i.tir");
-  try {
-    schedule::compile_executable(m, "i", test_options());
-    FAIL() << "expected a CompileError";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Compile);
-    EXPECT_NE(std::string(e.what()).find("storage 'int4'"), std::string::npos) << e.what();
-  }
+  const NumericsPolicy f4 = parse_policy("fp4_e2m1 @accum(fp32)");
+  const NumericsPolicy f6 = parse_policy("fp6_e3m2 @accum(fp32)");
+  auto exe = check_against_reference(text, "p",
+                                     {sample({5, 37}, default_policy(DType::int4), 1, false), sample({5, 37}, f4, 2, false),
+                                      sample({37, 9}, f6, 3, false)});
+  for (const auto& k : exe->kernels()) EXPECT_NE(k.variant, "none") << k.name;
+}
+
+// Rounding toward zero happens in every cast of the kernels, as the
+// reference's make_result does it.
+TEST(SchedulePacked, TowardZeroRoundingMatchesTheReference) {
+  const std::string text = R"(
+func @z(%x: tensor<[7, 130] bf16 @accum(fp32) @toward_zero>, %w: tensor<[130, 3] bf16 @accum(fp32) @toward_zero>, %f: tensor<[7, 130] fp32>) -> (tensor<[7, 130] bf16 @accum(fp32) @toward_zero>, tensor<[7] bf16 @accum(fp32) @toward_zero>, tensor<[7, 3] bf16 @accum(fp32) @toward_zero>, tensor<[7, 130] int8 @toward_zero>, tensor<[7, 130] bf16 @accum(fp32) @toward_zero>) {
+  %0 = graph.exp %x : tensor<[7, 130] bf16 @accum(fp32) @toward_zero>
+  %1 = graph.sum %x {axes = [1]} : tensor<[7] bf16 @accum(fp32) @toward_zero>
+  %2 = graph.matmul %x, %w : tensor<[7, 3] bf16 @accum(fp32) @toward_zero>
+  %3 = graph.cast %f {policy = policy<int8 @toward_zero>} : tensor<[7, 130] int8 @toward_zero>
+  %4 = graph.softmax_safe %x {axis = -1} : tensor<[7, 130] bf16 @accum(fp32) @toward_zero>
+  return %0, %1, %2, %3, %4
+}
+)";
+  const NumericsPolicy tz = parse_policy("bf16 @accum(fp32) @toward_zero");
+  auto exe = check_against_reference(
+      text, "z", {sample({7, 130}, tz, 4, false), sample({130, 3}, tz, 5, false), sample({7, 130}, kF32, 6)});
+  for (const auto& k : exe->kernels()) EXPECT_NE(k.variant, "none") << k.name;
 }
 
 }  // namespace

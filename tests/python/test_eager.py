@@ -113,14 +113,16 @@ def test_reference_choice_runs_nothing_compiled(monkeypatch):
         ops.tanh(_t(rng, (2,)))
 
 
-def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled):
-    """Packed fp4 storage is not a kernel parameter yet: the eager call
-    warns, naming the op and why, and gives the reference's result."""
+def test_an_op_without_a_kernel_says_so_and_runs_on_the_reference(compiled, monkeypatch):
+    """No template normalizes with an fp8 accumulator: the eager call warns,
+    naming the op and why, and gives the reference's result."""
     a = np.array([[0.5, 1.0, 1.5, -2.0], [3.0, 4.0, -6.0, 0.0]])
-    x = tessera.tensor(a, "fp4_e2m1")
-    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.sum.*storage 'fp4_e2m1'"):
-        got = ops.sum(x, axis=1)
-    np.testing.assert_array_equal(got.numpy(), a.sum(axis=1))
+    x = tessera.tensor(a, "fp8_e4m3 @accum(fp8_e4m3)")
+    with pytest.warns(ReferenceExecutorWarning, match=r"graph\.softmax_safe.*accumulation type fp8_e4m3"):
+        got = ops.softmax_safe(x, axis=1)
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    want = ops.softmax_safe(x, axis=1)
+    np.testing.assert_array_equal(np.asarray(got.codes()), np.asarray(want.codes()))
 
 
 _COMMON_CALLS = """

@@ -280,3 +280,27 @@ def test_corrupt_autotune_entry_is_searched_again(kernel_cache, capfd, monkeypat
     err = capfd.readouterr().err
     assert "timing 4 candidates" in err and "using" not in err
     assert all(e.read_text().endswith("end\n") for e in entries)  # rewritten whole
+
+
+@tessera.kernel
+def fp4_twice_plus_half(x: tessera.fp4_e2m1["n"], y: tessera.mut(tessera.fp6_e3m2["n"])):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i] * 2.0 + 0.5
+
+
+def test_packed_sub_byte_buffers_are_kernel_parameters():
+    """Packed fp4/fp6 tensors pass straight to CPU kernels: the launcher
+    unpacks them to one code per byte and packs the mut one back. Lane
+    arithmetic rounds to fp4 at each step (the operand's type), as ml_dtypes
+    rounds it."""
+    import ml_dtypes
+
+    v = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.5, -1, -6, 0.5, 1.5, -3, 2], np.float32)
+    x = tessera.tensor(v, "fp4_e2m1")
+    y = tessera.tensor(np.full(v.size, 7.0, np.float32), "fp6_e3m2")
+    fp4_twice_plus_half(x, y)
+    f4 = ml_dtypes.float4_e2m1fn
+    want = ((v * 2).astype(f4).astype(np.float32) + 0.5).astype(f4).astype(ml_dtypes.float6_e3m2fn)
+    np.testing.assert_array_equal(y.numpy(), want.astype(np.float32))
+    np.testing.assert_array_equal(x.numpy(), v)  # the input is untouched

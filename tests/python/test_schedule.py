@@ -90,15 +90,85 @@ def test_inspect_ir_levels(compiled):
 
 
 def test_uncovered_op_is_a_compile_error_naming_it(compiled):
-    # Packed fp4 storage is not a kernel parameter yet; under @jit that is an
+    # No template normalizes with an fp8 accumulator; under @jit that is an
     # error (eager calls warn and run on the reference).
     @tessera.jit
     def f(x):
-        return tessera.ops.sum(x, axis=1)
+        return tessera.ops.softmax_safe(x, axis=1)
 
-    x = tessera.tensor(np.zeros((2, 3)), "fp4_e2m1")
-    with pytest.raises(CompileError, match=r"graph.sum, family reduction.*storage 'fp4_e2m1'.*TESSERA_BACKEND=reference"):
+    x = tessera.tensor(np.zeros((2, 3)), "fp8_e4m3 @accum(fp8_e4m3)")
+    with pytest.raises(CompileError, match=r"graph.softmax_safe, family normalization.*accumulation type fp8_e4m3.*"
+                                           r"TESSERA_BACKEND=reference"):
         f(x)
+
+
+def _codes_equal(got, want):
+    np.testing.assert_array_equal(np.asarray(got.codes()), np.asarray(want.codes()))
+
+
+@pytest.mark.parametrize("dtype", ["fp4_e2m1 @accum(fp32)", "fp6_e2m3 @accum(fp32)", "fp6_e3m2 @accum(fp32)"])
+def test_packed_float_storage_runs_compiled(dtype, monkeypatch):
+    """Packed sub-byte tensors run compiled (one code per byte in the
+    kernels): elementwise, reduction, GEMM, normalization and view kernels give
+    the reference's codes, and the elementwise ones ml_dtypes' values."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(7)
+    x = tessera.tensor(rng.standard_normal((9, 131)) * 2, dtype)
+    w = tessera.tensor(rng.standard_normal((131, 5)), dtype)
+
+    def f(x, w):
+        y = x * x - 1.0
+        return y, tessera.ops.sum(x, axis=1), tessera.ops.matmul(x, w), tessera.ops.softmax_safe(x, axis=-1), \
+            tessera.ops.transpose(y, (1, 0))[3:7]
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, x, w)
+    for g, r in zip(got, want):
+        _codes_equal(g, r)
+    ml = {"fp4_e2m1": ml_dtypes.float4_e2m1fn, "fp6_e2m3": ml_dtypes.float6_e2m3fn,
+          "fp6_e3m2": ml_dtypes.float6_e3m2fn}[dtype.split()[0]]
+    xv = x.numpy().astype(np.float64)
+    sq = (xv * xv).astype(ml).astype(np.float64)  # each op rounds to the storage format
+    np.testing.assert_array_equal(got[0].numpy(), (sq - 1.0).astype(ml).astype(np.float32))
+    exe = tessera.jit(f)
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    exe(x, w)
+    assert all(k["variant"] in ("tile", "view") for k in exe.executable().kernels)
+
+
+def test_int4_storage_runs_compiled(monkeypatch):
+    rng = np.random.default_rng(8)
+    a = rng.integers(-8, 8, size=(6, 40))
+    b = rng.integers(-8, 8, size=(40, 3))
+    x, w = tessera.tensor(a, "int4"), tessera.tensor(b, "int4")
+
+    def f(x, w):
+        return tessera.ops.sum(x, axis=1), tessera.ops.matmul(x, w), tessera.ops.maximum(x, w[0:1, 0:1])
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, x, w)
+    for g, r in zip(got, want):
+        _codes_equal(g, r)
+    np.testing.assert_array_equal(got[2].numpy(), np.maximum(a, b[0, 0]))
+
+
+def test_toward_zero_rounding_runs_compiled(monkeypatch):
+    """Results of a toward_zero policy truncate in the kernels as in the
+    reference: bf16 keeps the top 16 bits of the fp32 result."""
+    rng = np.random.default_rng(9)
+    x = tessera.tensor(rng.standard_normal((7, 300)).astype(np.float32))
+
+    def f(x):
+        y = tessera.ops.cast(x * 3.0, "bf16 @accum(fp32) @toward_zero")
+        return y, tessera.ops.sum(y, axis=1), tessera.ops.softmax_safe(y, axis=1)
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, x)
+    for g, r in zip(got, want):
+        _codes_equal(g, r)
+    bits = (x.numpy() * np.float32(3.0)).view(np.uint32) >> 16
+    np.testing.assert_array_equal(np.asarray(got[0].codes()).reshape(7, 300), bits)
 
 
 def test_schedule_is_shown_on_the_reference_path_too(monkeypatch):

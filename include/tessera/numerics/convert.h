@@ -62,4 +62,11 @@ inline std::size_t packed_int4_bytes(std::size_t n) {
   return (n + 1) / 2;
 }
 
+// Any packed sub-byte format (bit_width(dtype) < 8: int4, fp4_e2m1, fp6_*):
+// element i occupies bits [i*w, (i+1)*w) of the little-endian bit stream, as
+// tensors store them. `codes` hold one code per byte. pack_codes writes
+// ceil(n*w/8) bytes and clears unused high bits of the last one.
+void unpack_codes(DType dtype, const std::uint8_t* packed, std::size_t n, std::uint8_t* codes);
+void pack_codes(DType dtype, const std::uint8_t* codes, std::size_t n, std::uint8_t* packed);
+
 }  // namespace tessera

@@ -61,6 +61,16 @@ class Tensor {
   void* data() const;
   // Address of element 0 on the tensor's own device (a device pointer for "cuda:N").
   void* device_data() const;
+  // The bit stream of a packed sub-byte host tensor (int4, fp4, fp6): element
+  // i at bits [i*w, (i+1)*w), as tessera::pack_codes writes it. Other
+  // formats raise DtypeError.
+  std::uint8_t* packed_data() const;
+  // A packed sub-byte host tensor as a contiguous uint8 tensor of the same
+  // shape holding one code per byte (how CPU kernels address such buffers),
+  // and back: store_byte_codes writes such a uint8 tensor's codes into this
+  // packed tensor. Other formats raise DtypeError.
+  Tensor to_byte_codes() const;
+  void store_byte_codes(const Tensor& codes) const;
   bool is_cpu() const { return device_ == "cpu"; }
   // Bytes one element takes in storage (0 for packed sub-byte formats).
   int element_bytes() const;

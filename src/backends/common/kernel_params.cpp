@@ -27,13 +27,13 @@ KernelHeader read_kernel_header(const ir::Operation& func, std::string_view back
 }
 
 cpu::KernelParam describe_kernel_param(const ir::Value& arg, std::size_t index, const std::string& kernel,
-                                       std::string_view backend) {
+                                       std::string_view backend, bool sub_byte_buffers) {
   cpu::KernelParam p;
   p.name = arg.name().empty() ? "arg" + std::to_string(index) : arg.name();
   p.type = arg.type();
   p.is_buffer = p.type.is_gmem();
   p.is_mut = p.type.is_gmem() && p.type.mut;
-  check_kernel_param(p.type, p.name, kernel, backend);
+  check_kernel_param(p.type, p.name, kernel, backend, sub_byte_buffers);
   return p;
 }
 
@@ -47,16 +47,16 @@ std::int64_t resolve_static_dim(const ir::Dim& d, const std::map<std::string, st
 }
 
 void check_kernel_param(const ir::Type& t, const std::string& param, const std::string& kernel,
-                        std::string_view backend) {
+                        std::string_view backend, bool sub_byte_buffers) {
   if (!t.is_gmem() && !t.is_lane()) {
     raise(ErrorCode::Compile, "kernel '" + kernel + "' parameter '" + param +
                                   "' must be a gmem buffer or a lane scalar, got " + ir::print_type(t));
   }
   if (!t.is_gmem()) return;
   const std::string prefix = std::string(backend) + ": parameter '" + param + "'";
-  if (bit_width(t.dtype()) < 8) {
+  if (bit_width(t.dtype()) < 8 && t.dtype() != DType::bool_ && !sub_byte_buffers) {
     raise(ErrorCode::Compile, prefix + " of kernel '" + kernel + "' is " + ir::print_type(t) +
-                                  "; packed sub-byte buffers are not supported as kernel parameters yet, "
+                                  "; this backend takes no packed sub-byte buffers yet, "
                                   "pass an 8-bit format (int8, fp8_e4m3) instead");
   }
   if (t.rank() < 1 || t.rank() > 8) {

@@ -26,16 +26,18 @@ struct KernelHeader {
 KernelHeader read_kernel_header(const ir::Operation& func, std::string_view backend);
 
 // Raises CompileError unless `type` is a lane scalar or a gmem buffer of rank
-// 1 to 8 with a storage format of at least 8 bits (packed sub-byte buffers
-// are not taken as parameters). `backend` prefixes the messages ("CPU backend").
+// 1 to 8. A sub-byte format (int4, fp4, fp6) is taken only where
+// `sub_byte_buffers`: the CPU backend, whose launcher unpacks such a tensor to
+// one code per byte around the launch. `backend` prefixes the messages
+// ("CPU backend").
 void check_kernel_param(const ir::Type& type, const std::string& param, const std::string& kernel,
-                        std::string_view backend);
+                        std::string_view backend, bool sub_byte_buffers);
 
 // The launch parameter block argument `arg` (number `index` of the kernel
 // body) declares: name ("arg<index>" when unnamed), type, buffer and mut
 // flags, after check_kernel_param.
 cpu::KernelParam describe_kernel_param(const ir::Value& arg, std::size_t index, const std::string& kernel,
-                                       std::string_view backend);
+                                       std::string_view backend, bool sub_byte_buffers);
 
 // The size of a tile or shared-buffer dim at compile time: its size, or the
 // value `specialize` gives its symbol; CompileError naming the dim otherwise.

@@ -32,7 +32,8 @@ using codegen::short_name;
 
 // fp64, and fp32 overflowing to infinity, compute natively.
 bool native_float(const NumericsPolicy& p) {
-  return p.storage == DType::fp64 || (p.storage == DType::fp32 && p.overflow == Overflow::inf_nan);
+  return p.storage == DType::fp64 ||
+         (p.storage == DType::fp32 && p.overflow == Overflow::inf_nan && p.rounding == Rounding::nearest_even);
 }
 
 std::string as_double(const std::string& e) {
@@ -41,7 +42,7 @@ std::string as_double(const std::string& e) {
 
 std::string rounded(const NumericsPolicy& p, const std::string& double_expr) {
   if (p.storage == DType::fp64) return double_expr;
-  return "tsr::round_to<" + cpp_dtype(p.storage) + ">(" + double_expr + ", " + cpp_overflow(p.overflow) + ")";
+  return "tsr::round_to<" + cpp_dtype(p.storage) + ">(" + double_expr + cpp_rounding_args(p) + ")";
 }
 
 std::string where(const ir::Operation& op, const LaneContext& ctx) {
@@ -102,7 +103,7 @@ std::string constant(const ir::Operation& op) {
     case codegen::ConstantValue::Kind::integer: return cpp_int_literal(c.integer);
     case codegen::ConstantValue::Kind::real: break;
   }
-  return cpp_literal(c.real, c.policy.storage, c.policy.overflow);
+  return cpp_literal(c.real, c.policy.storage, c.policy.overflow, c.policy.rounding);
 }
 
 }  // namespace
@@ -127,16 +128,19 @@ std::string cpp_int_literal(std::int64_t value) {
   return "std::int64_t{" + std::to_string(value) + "}";
 }
 
-std::string cpp_literal(double value, DType dtype, Overflow overflow) {
+std::string cpp_literal(double value, DType dtype, Overflow overflow, Rounding rounding) {
+  if (rounding == Rounding::stochastic) rounding = Rounding::nearest_even;  // a constant has no element index
   if (dtype == DType::bool_) return value != 0.0 ? "true" : "false";
   if (!is_float(dtype)) {
     EncodeOptions o;
+    o.rounding = rounding;
     return cpp_int_literal(static_cast<std::int64_t>(decode_value(encode_value(value, dtype, o), dtype)));
   }
   double r = value;
   if (dtype != DType::fp64) {
     EncodeOptions o;
     o.overflow = overflow;
+    o.rounding = rounding;
     r = decode_value(encode_value(value, dtype, o), dtype);
   }
   const std::string t = dtype == DType::fp64 ? "double" : "float";
@@ -163,11 +167,17 @@ std::string cpp_string_literal(const std::string& text) {
 }
 
 void require_supported_policy(const NumericsPolicy& policy, const std::string& what) {
-  if (policy.rounding != Rounding::nearest_even) {
-    raise(ErrorCode::Compile, "CPU backend: " + what + " uses rounding '" +
-                                  std::string(rounding_name(policy.rounding)) +
-                                  "'; kernels support nearest_even only (round in a graph op instead)");
+  if (policy.rounding == Rounding::stochastic) {
+    raise(ErrorCode::Compile, "CPU backend: " + what +
+                                  " uses rounding 'stochastic', which needs each element's index; round with "
+                                  "tile.round_stochastic instead");
   }
+}
+
+std::string cpp_rounding_args(const NumericsPolicy& p) {
+  std::string s = ", " + cpp_overflow(p.overflow);
+  if (p.rounding == Rounding::toward_zero) s += ", tessera::Rounding::toward_zero";
+  return s;
 }
 
 std::string cpp_type(const ir::Type& type, const std::function<std::int64_t(const ir::Dim&)>& resolve) {
@@ -226,7 +236,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_supported_policy(to, "tile.cast");
     return "tsr::convert<" + cpp_dtype(to.storage) + ", " + cpp_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
-           ", " + cpp_overflow(to.overflow) + ")";
+           cpp_rounding_args(to) + ")";
   }
   if (n == "load_elem") {
     if (ctx.access == Access::masked) return "tsr::load_m(" + a[0] + ", " + index_list(a, 1, a.size()) + ", lane_ok)";
@@ -297,8 +307,8 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
   if (n == "tile_cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     require_supported_policy(to, "tile.tile_cast");
-    return "auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + ", " +
-           cpp_overflow(to.overflow) + ");";
+    return "auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + cpp_rounding_args(to) +
+           ");";
   }
   if (n == "transpose") return "auto " + result + " = tsr::transpose(" + a[0] + ");";
   if (n == "cp_async") {

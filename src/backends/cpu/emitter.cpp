@@ -148,7 +148,7 @@ class Emitter {
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
       const ir::Value* arg = body.argument(i);
       const ir::Type& t = arg->type();
-      KernelParam p = codegen::describe_kernel_param(*arg, i, out_.name, "CPU backend");
+      KernelParam p = codegen::describe_kernel_param(*arg, i, out_.name, "CPU backend", /*sub_byte_buffers=*/true);
       if (t.is_gmem()) {
         require_supported_policy(t.policy, "parameter '" + p.name + "'");
         for (const ir::Dim& d : t.shape)

@@ -43,8 +43,11 @@ inline constexpr const char* kUnitEpilogue =
 std::string cpp_dtype(DType dtype);       // "DType::fp32"
 std::string cpp_value_type(DType dtype);  // "float", "double", "std::int64_t", "bool"
 std::string cpp_overflow(Overflow overflow);
+// ", <overflow>" and, for toward_zero, ", <rounding>": the trailing arguments
+// of tsr::round_to, convert and tile_cast for a result of policy `p`.
+std::string cpp_rounding_args(const NumericsPolicy& p);
 // An exact C++ literal of `value` rounded once to `dtype` (value type).
-std::string cpp_literal(double value, DType dtype, Overflow overflow);
+std::string cpp_literal(double value, DType dtype, Overflow overflow, Rounding rounding = Rounding::nearest_even);
 std::string cpp_int_literal(std::int64_t value);
 std::string cpp_string_literal(const std::string& text);
 

@@ -21,6 +21,8 @@ struct BoundLaunch {
 };
 
 // `kernel` needs name, params, symbols, specialized and group_shape only.
+// A sub-byte buffer parameter (int4, fp4, fp6) takes a uint8 tensor holding
+// one code per byte (the CPU launcher unpacks packed tensors into such).
 BoundLaunch bind_launch(const CompiledKernel& kernel, std::int64_t grid, const std::vector<KernelArg>& args,
                         const std::string& device);
 

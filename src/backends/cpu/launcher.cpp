@@ -145,7 +145,9 @@ const Tensor& buffer_arg(const CompiledKernel& k, const KernelParam& p, const Ke
                                  " but the argument for '" + p.name + "' lives on device '" + t->device() +
                                  "'; move it with .to(\"" + device + "\")");
   }
-  if (t->dtype() != p.type.dtype()) {
+  // A sub-byte parameter (int4, fp4, fp6) also takes a uint8 tensor of one code per byte.
+  const bool byte_codes = bit_width(p.type.dtype()) < 8 && p.type.dtype() != DType::bool_ && t->dtype() == DType::uint8;
+  if (t->dtype() != p.type.dtype() && !byte_codes) {
     raise(ErrorCode::DtypeUnsupported, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
                                            ir::print_type(p.type) + " but the argument is " + describe(*t));
   }
@@ -206,7 +208,7 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
     tessera_cpu::BufferArg& b = params[i].buffer;
     b.data = t.numel() == 0 ? nullptr : (device == "cpu" ? t.data() : t.device_data());
     b.rank = static_cast<std::int32_t>(t.rank());
-    b.dtype = static_cast<std::int32_t>(t.dtype());
+    b.dtype = static_cast<std::int32_t>(p.type.dtype());
     for (std::size_t d = 0; d < t.rank(); ++d) {
       b.shape[d] = t.shape()[d];
       b.strides[d] = t.strides()[d];
@@ -269,8 +271,39 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
 
 }  // namespace detail
 
+namespace {
+
+bool sub_byte(DType d) {
+  return bit_width(d) < 8 && d != DType::bool_;
+}
+
+// Kernels address one code per byte: a packed sub-byte tensor (int4, fp4,
+// fp6) is unpacked into a uint8 buffer for the launch, and a mut one is
+// packed back afterwards. Returns the replaced arguments' indices.
+std::vector<std::size_t> unpack_sub_byte_args(const CompiledKernel& k, std::vector<KernelArg>& args,
+                                              std::vector<Tensor>& packed) {
+  std::vector<std::size_t> replaced;
+  for (std::size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
+    const KernelParam& p = k.params[i];
+    const Tensor* t = std::get_if<Tensor>(&args[i].value);
+    if (!p.is_buffer || !sub_byte(p.type.dtype()) || t == nullptr || !t->defined() || t->dtype() != p.type.dtype() ||
+        !t->is_cpu()) {
+      continue;  // bind_launch reports a mismatch
+    }
+    packed.resize(args.size());
+    packed[i] = *t;
+    args[i] = KernelArg(t->to_byte_codes());
+    replaced.push_back(i);
+  }
+  return replaced;
+}
+
+}  // namespace
+
 void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
   if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  std::vector<Tensor> packed;
+  const std::vector<std::size_t> unpacked = unpack_sub_byte_args(k, args, packed);
   detail::BoundLaunch bound = detail::bind_launch(k, grid, args, "cpu");
   std::vector<tessera_cpu::ParamValue>& params = bound.params;
   std::vector<std::int64_t>& symbols = bound.symbols;
@@ -304,6 +337,9 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
                            : f.code == 2 ? ErrorCode::ArgumentInvalid
                                          : ErrorCode::Internal;
     raise(code, fault_where(k, f));
+  }
+  for (std::size_t i : unpacked) {
+    if (k.params[i].is_mut) packed[i].store_byte_codes(std::get<Tensor>(args[i].value));
   }
 }
 

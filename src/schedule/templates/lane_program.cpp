@@ -37,15 +37,13 @@ bool lane_op_covered(std::string_view op_name) {
   return kBinaries.count(n) || kComparisons.count(n) || kUnaries.count(n) || kComposites.count(n);
 }
 
-// Storage a kernel can read and write: byte-aligned formats rounded to
-// nearest even (the backends' kernel-parameter rule).
+// Every storage format is a kernel parameter (sub-byte ones reach the CPU
+// kernels unpacked, one code per byte); nearest-even and toward-zero rounding
+// happen in any cast, stochastic rounding only where the template draws each
+// element's bits (tile.round_stochastic).
 std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic) {
-  if (p.rounding != Rounding::nearest_even && !(stochastic && p.rounding == Rounding::stochastic)) {
-    return "rounding '" + std::string(rounding_name(p.rounding)) + "' (compiled kernels round to nearest even)";
-  }
-  const DType d = p.storage;
-  if (d == DType::fp4_e2m1 || d == DType::fp6_e2m3 || d == DType::fp6_e3m2 || d == DType::int4 || d == DType::e8m0) {
-    return "storage '" + std::string(name(d)) + "' (packed or scale formats are not kernel parameters yet)";
+  if (p.rounding == Rounding::stochastic && !stochastic) {
+    return "rounding 'stochastic' (this template rounds without per-element random bits)";
   }
   return std::nullopt;
 }

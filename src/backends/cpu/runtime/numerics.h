@@ -34,6 +34,7 @@ namespace tessera_cpu {
 
 using tessera::DType;
 using tessera::Overflow;
+using tessera::Rounding;
 
 constexpr bool is_float_dtype(DType d) {
   return d == DType::fp64 || d == DType::fp32 || d == DType::fp16 || d == DType::bf16 || d == DType::fp8_e4m3 ||
@@ -120,24 +121,30 @@ inline void decode_row(const storage_t<D>* in, std::int64_t n, value_t<D>* out) 
 
 // ---- rounding: double -> value of D (one rounding) ----
 
+// `r` is nearest_even or toward_zero (stochastic rounding is
+// round_stochastic, which needs the element's index).
 template <DType D>
-inline value_t<D> round_to(double x, Overflow o = Overflow::inf_nan) {
+inline value_t<D> round_to(double x, Overflow o = Overflow::inf_nan, Rounding r = Rounding::nearest_even) {
   if constexpr (D == DType::fp64) {
     return x;
   } else if constexpr (D == DType::bool_) {
     return x != 0.0;
   } else if constexpr (D == DType::fp32) {
-    if (o == Overflow::inf_nan) return static_cast<float>(x);
+    if (o == Overflow::inf_nan && r == Rounding::nearest_even) return static_cast<float>(x);
     tessera::EncodeOptions opt;
     opt.overflow = o;
+    opt.rounding = r;
     return std::bit_cast<float>(static_cast<std::uint32_t>(tessera::encode_value(x, D, opt)));
   } else if constexpr (Traits<D>::is_float) {
     tessera::EncodeOptions opt;
     opt.overflow = o;
+    opt.rounding = r;
     return static_cast<float>(tessera::decode_value(tessera::encode_value(x, D, opt), D));
   } else {
-    // Integers: nearest even, saturating, NaN -> 0 (the encoder's rule).
-    return static_cast<std::int64_t>(tessera::decode_value(tessera::encode_value(x, D), D));
+    // Integers: saturating, NaN -> 0 (the encoder's rule).
+    tessera::EncodeOptions opt;
+    opt.rounding = r;
+    return static_cast<std::int64_t>(tessera::decode_value(tessera::encode_value(x, D, opt), D));
   }
 }
 
@@ -199,13 +206,13 @@ inline value_t<D> round_stochastic(double x, std::uint64_t seed, std::int64_t in
 
 // A value of dtype S converted to dtype D (tile.cast): one rounding.
 template <DType D, DType S>
-inline value_t<D> convert(value_t<S> v, Overflow o = Overflow::inf_nan) {
+inline value_t<D> convert(value_t<S> v, Overflow o = Overflow::inf_nan, Rounding r = Rounding::nearest_even) {
   if constexpr (D == S) {
     return v;
   } else if constexpr (!Traits<D>::is_float && !Traits<S>::is_float && D != DType::bool_) {
     return saturate<D>(static_cast<std::int64_t>(v));
   } else {
-    return round_to<D>(static_cast<double>(v), o);
+    return round_to<D>(static_cast<double>(v), o, r);
   }
 }
 

@@ -143,10 +143,10 @@ inline void tile_store(const View<D, 1>& dst, std::int64_t o0, const Tile<S, R, 
 
 // tile.tile_cast: each element rounded once to D.
 template <DType D, DType S, int R, int C>
-inline Tile<D, R, C> tile_cast(const Tile<S, R, C>& t, Overflow o) {
+inline Tile<D, R, C> tile_cast(const Tile<S, R, C>& t, Overflow o, Rounding mode = Rounding::nearest_even) {
   Tile<D, R, C> r;
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) r.v()[i][j] = convert<D, S>(t.v()[i][j], o);
+    for (int j = 0; j < C; ++j) r.v()[i][j] = convert<D, S>(t.v()[i][j], o, mode);
   return r;
 }
 

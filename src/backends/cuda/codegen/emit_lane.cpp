@@ -28,7 +28,7 @@ namespace {
 using codegen::short_name;
 
 bool native_f32(const NumericsPolicy& p) {
-  return p.storage == DType::fp32 && p.overflow == Overflow::inf_nan;
+  return p.storage == DType::fp32 && p.overflow == Overflow::inf_nan && p.rounding == Rounding::nearest_even;
 }
 
 std::string as_double(const std::string& e) {
@@ -37,7 +37,7 @@ std::string as_double(const std::string& e) {
 
 std::string rounded(const NumericsPolicy& p, const std::string& double_expr) {
   if (p.storage == DType::fp64) return double_expr;
-  return "tsr::round_to<" + cu_dtype(p.storage) + ">(" + double_expr + ", " + cu_overflow(p.overflow) + ")";
+  return "tsr::round_to<" + cu_dtype(p.storage) + ">(" + double_expr + cu_rounding_args(p) + ")";
 }
 
 // Float arithmetic and integer min/max (the rest: codegen::common_lane_expr).
@@ -85,7 +85,7 @@ std::string constant(const ir::Operation& op) {
     case codegen::ConstantValue::Kind::integer: return cu_int_literal(c.integer);
     case codegen::ConstantValue::Kind::real: break;
   }
-  return cu_literal(c.real, c.policy.storage, c.policy.overflow);
+  return cu_literal(c.real, c.policy.storage, c.policy.overflow, c.policy.rounding);
 }
 
 std::string index_list(const std::vector<std::string>& args, std::size_t first, std::size_t last) {
@@ -119,14 +119,22 @@ std::string cu_int_literal(std::int64_t value) {
   return "((tsr::i64)" + std::to_string(value) + "ll)";
 }
 
-std::string cu_literal(double value, DType dtype, Overflow overflow) {
+std::string cu_rounding_args(const NumericsPolicy& p) {
+  std::string s = ", " + cu_overflow(p.overflow);
+  if (p.rounding == Rounding::toward_zero) s += ", tsr::kTowardZero";
+  return s;
+}
+
+std::string cu_literal(double value, DType dtype, Overflow overflow, Rounding rounding) {
+  if (rounding == Rounding::stochastic) rounding = Rounding::nearest_even;  // a constant has no element index
   if (dtype == DType::bool_) return value != 0.0 ? "true" : "false";
+  EncodeOptions o;
+  o.rounding = rounding;
   if (!is_float(dtype)) {
-    return cu_int_literal(static_cast<std::int64_t>(decode_value(encode_value(value, dtype, {}), dtype)));
+    return cu_int_literal(static_cast<std::int64_t>(decode_value(encode_value(value, dtype, o), dtype)));
   }
   double r = value;
   if (dtype != DType::fp64) {
-    EncodeOptions o;
     o.overflow = overflow;
     r = decode_value(encode_value(value, dtype, o), dtype);
     const float f = static_cast<float>(r);
@@ -183,9 +191,9 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "cmp") unsupported(op, "unknown predicate '" + op.attrs().get_string("pred") + "'");
   if (n == "cast") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
-    require_nearest_even(to, "tile.cast");
+    require_deterministic_rounding(to, "tile.cast");
     return "tsr::convert<" + cu_dtype(to.storage) + ", " + cu_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
-           ", " + cu_overflow(to.overflow) + ")";
+           cu_rounding_args(to) + ")";
   }
   if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
   return binary(op, n, a);
@@ -197,11 +205,11 @@ std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& 
          cu_overflow(buf.policy.overflow) + ", W);";
 }
 
-void require_nearest_even(const NumericsPolicy& policy, const std::string& what) {
-  if (policy.rounding != Rounding::nearest_even) {
-    raise(ErrorCode::Compile, "CUDA backend: " + what + " uses rounding '" +
-                                  std::string(rounding_name(policy.rounding)) +
-                                  "'; kernels support nearest_even only (round in a graph op instead)");
+void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what) {
+  if (policy.rounding == Rounding::stochastic) {
+    raise(ErrorCode::Compile, "CUDA backend: " + what +
+                                  " uses rounding 'stochastic', which needs each element's index; round with "
+                                  "tile.round_stochastic instead");
   }
 }
 

@@ -144,9 +144,9 @@ class Emitter {
     for (std::size_t i = 0; i < body.num_arguments(); ++i) {
       const ir::Value* arg = body.argument(i);
       const ir::Type& t = arg->type();
-      KernelParam p = codegen::describe_kernel_param(*arg, i, out_.name, "CUDA backend");
+      KernelParam p = codegen::describe_kernel_param(*arg, i, out_.name, "CUDA backend", /*sub_byte_buffers=*/false);
       if (t.is_gmem()) {
-        require_nearest_even(t.policy, "parameter '" + p.name + "'");
+        require_deterministic_rounding(t.policy, "parameter '" + p.name + "'");
         for (const ir::Dim& d : t.shape)
           for (const std::string& sym : codegen::dim_symbols(d)) symbol_index(sym);
       }
@@ -860,9 +860,8 @@ class Emitter {
     }
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");
-      require_nearest_even(to, "tile.tile_cast");
-      return define(op.result(0),
-                    "tsr::tile_cast<" + cu_dtype(to.storage) + ">(" + a[0] + ", " + cu_overflow(to.overflow) + ")");
+      require_deterministic_rounding(to, "tile.tile_cast");
+      return define(op.result(0), "tsr::tile_cast<" + cu_dtype(to.storage) + ">(" + a[0] + cu_rounding_args(to) + ")");
     }
     if (n == "mma") {
       std::int64_t scratch_at = 0;
@@ -900,7 +899,7 @@ class Emitter {
   void emit_smem_alloc(const ir::Operation& op) {
     const ir::Value* r = op.result(0);
     const ir::Type& t = r->type();
-    require_nearest_even(t.policy, "shared buffer");
+    require_deterministic_rounding(t.policy, "shared buffer");
     if (t.rank() > 2) unsupported(op, "shared buffers of rank 1 or 2 are supported");
     const auto [rows, cols] = rows_cols(t);
     const std::int64_t bytes = rows * cols * storage_bytes(t.dtype());

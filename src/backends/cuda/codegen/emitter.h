@@ -45,11 +45,15 @@ struct LaneContext {
 std::string cu_dtype(DType dtype);       // "tsr::kFp32"
 std::string cu_value_type(DType dtype);  // "float", "double", "tsr::i64", "bool"
 std::string cu_overflow(Overflow overflow);
-std::string cu_literal(double value, DType dtype, Overflow overflow);  // exact bits
+// ", <overflow>" and, for toward_zero, ", tsr::kTowardZero": the trailing
+// arguments of tsr::round_to, convert and tile_cast for a result of policy `p`.
+std::string cu_rounding_args(const NumericsPolicy& p);
+std::string cu_literal(double value, DType dtype, Overflow overflow,
+                       Rounding rounding = Rounding::nearest_even);  // exact bits
 std::string cu_int_literal(std::int64_t value);
 using codegen::is_lane_value_op;
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
-void require_nearest_even(const NumericsPolicy& policy, const std::string& what);
+void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);
 
 }  // namespace tessera::cuda::detail

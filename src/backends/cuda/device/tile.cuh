@@ -134,20 +134,20 @@ __device__ __forceinline__ typename Traits<D>::value decode_s(typename Traits<D>
   }
 }
 
-// double -> value of D, rounded once (nearest even, overflow rule `ov`).
+// double -> value of D, rounded once (nearest even or toward zero, overflow rule `ov`).
 template <int D>
-__device__ __forceinline__ typename Traits<D>::value round_to(double x, int ov) {
+__device__ __forceinline__ typename Traits<D>::value round_to(double x, int ov, int rounding = kNearestEven) {
   if constexpr (D == kFp64) {
     return x;
   } else if constexpr (D == kBool) {
     return x != 0.0;
   } else if constexpr (D == kFp32) {
-    if (ov == kInfNan) return __double2float_rn(x);
-    return __uint_as_float((u32)encode(x, D, kNearestEven, ov));
+    if (ov == kInfNan && rounding == kNearestEven) return __double2float_rn(x);
+    return __uint_as_float((u32)encode(x, D, rounding, ov));
   } else if constexpr (Traits<D>::is_float) {
-    return decode_f32(encode(x, D, kNearestEven, ov), D);
+    return decode_f32(encode(x, D, rounding, ov), D);
   } else {
-    return (i64)decode(encode(x, D, kNearestEven, kInfNan), D);
+    return (i64)decode(encode(x, D, rounding, kInfNan), D);
   }
 }
 
@@ -171,13 +171,14 @@ __device__ __forceinline__ typename Traits<D>::value round_stochastic(double x, 
 
 // A value of dtype S as dtype D (tile.cast): one rounding.
 template <int D, int S>
-__device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>::value v, int ov) {
+__device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>::value v, int ov,
+                                                            int rounding = kNearestEven) {
   if constexpr (D == S) {
     return v;
   } else if constexpr (!Traits<D>::is_float && !Traits<S>::is_float && D != kBool) {
     return saturate<D>((i64)v);
   } else {
-    return round_to<D>((double)v, ov);
+    return round_to<D>((double)v, ov, rounding);
   }
 }
 

@@ -87,10 +87,10 @@ __device__ __forceinline__ T zeros() {
 }
 
 template <int DT, int D, int R, int C, class L>
-__device__ __forceinline__ Tile<DT, R, C, L> tile_cast(const Tile<D, R, C, L>& t, int ov) {
+__device__ __forceinline__ Tile<DT, R, C, L> tile_cast(const Tile<D, R, C, L>& t, int ov, int rounding = kNearestEven) {
   Tile<DT, R, C, L> o;
 #pragma unroll
-  for (int s = 0; s < L::kSlots; ++s) o.v[s] = convert<DT, D>(t.v[s], ov);
+  for (int s = 0; s < L::kSlots; ++s) o.v[s] = convert<DT, D>(t.v[s], ov, rounding);
   return o;
 }
 
