@@ -171,9 +171,12 @@ void register_control_flow_ops(ir::Registry& r) {
   });
   r.add(OpDef{
       .name = "tile.if",
-      .summary = "Runs the then or else region by cond; both start from the inits and yield the results.",
+      .summary = "Runs the then or else region by cond; both start from the inits and yield the results. The optional "
+                 "`likely` says which way cond usually goes (a hint for the host compiler's block layout and "
+                 "optimization; no effect on results).",
       .operands = {"cond", "inits"},
       .variadic = true,
+      .attrs = {{.name = "likely", .kind = AttrKind::boolean, .required = false}},
       .effect = ir::Effect::state,
       .infer =
           [](std::span<const Type> in, const AttrMap&) {

@@ -172,6 +172,23 @@ void register_lane_ops(ir::Registry& r) {
   add_unary(r, "tanh", "Hyperbolic tangent, rounded once.", Domain::floating);
   add_unary(r, "erf", "Error function, rounded once.", Domain::floating);
   add_unary(r, "cos", "Cosine, rounded once.", Domain::floating);
+  // A cheaper exp for fp32 lanes whose callers can redo the rare unsure
+  // elements (tessera/numerics/elementary.h, exp_f32_or_nan).
+  r.add(OpDef{
+      .name = "tile.exp_or_nan",
+      .summary = "For an fp32 lane: exactly tile.exp's result (e^x in fp64, rounded once to fp32), or NaN where the "
+                 "cheaper evaluation cannot promise those bits; the caller recomputes those with tile.exp.",
+      .operands = {"x"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_kind(in[0], ir::TypeKind::lane, "tile.exp_or_nan", "x");
+            if (in[0].dtype() != DType::fp32) {
+              raise(ErrorCode::DtypeUnsupported, operand_label("tile.exp_or_nan", "x") + " must be an fp32 lane, got " +
+                                                     ir::print_type(in[0]));
+            }
+            return one(in[0]);
+          },
+  });
   // Graph IR's random ops draw Philox bits per element counter.
   r.add(OpDef{
       .name = "tile.philox",

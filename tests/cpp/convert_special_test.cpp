@@ -272,6 +272,32 @@ TEST(Integers, Int4PackingLayout) {
   }
 }
 
+// pack_codes / unpack_codes for every packed width: element i at bits
+// [i*w, (i+1)*w) of a little-endian stream, checked bit by bit.
+TEST(Int4Packing, SubBytePackingOfEveryWidth) {
+  std::mt19937 rng(7);
+  for (DType d : {DType::int4, DType::fp4_e2m1, DType::fp6_e2m3, DType::fp6_e3m2}) {
+    const std::size_t w = static_cast<std::size_t>(bit_width(d));
+    for (std::size_t n : {0u, 1u, 3u, 4u, 5u, 63u, 1000u}) {
+      std::vector<std::uint8_t> in(n), out(n, 0xFF), bytes((n * w + 7) / 8 + 1, 0xEE);
+      for (auto& c : in) c = static_cast<std::uint8_t>(rng() & ((1u << w) - 1));
+      pack_codes(d, in.data(), n, bytes.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t k = 0; k < w; ++k) {
+          const std::size_t bit = i * w + k;
+          ASSERT_EQ((bytes[bit / 8] >> (bit % 8)) & 1u, (in[i] >> k) & 1u) << name(d) << " n=" << n << " i=" << i;
+        }
+      }
+      if (n * w % 8 != 0) {
+        EXPECT_EQ(bytes[n * w / 8] >> (n * w % 8), 0) << "unused high bits are cleared";
+      }
+      EXPECT_EQ(bytes[(n * w + 7) / 8], 0xEE) << "nothing written past the stream";
+      unpack_codes(d, bytes.data(), n, out.data());
+      EXPECT_EQ(in, out) << name(d) << " n=" << n;
+    }
+  }
+}
+
 // ---------------------------------------------------------- fp32, fp64 ----
 
 TEST(Fp64AndFp32, Fp64IsIdentityOnBits) {

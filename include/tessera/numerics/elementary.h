@@ -136,6 +136,43 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
   return x != x ? x : result;
 }
 
+// round_to_fp32(exp(x)) for an fp32 x -- the same bits as exp((double)x)
+// rounded to fp32 -- or NaN where this cheaper evaluation cannot promise
+// them; callers recompute those elements with exp. For x in [-87, 88] (fp32
+// results that are normal) it evaluates e^x in double with a degree-11
+// Taylor polynomial (relative error below 2^-46, against exp's 1 ulp), and
+// the fp32 rounding of that value equals exp's unless a rounding boundary
+// of fp32 (a midpoint between two fp32 values) lies within 256 ulps of
+// double: then it answers NaN (about one element in 2^20). For x <= -104
+// both give 0 (e^x < 2^-150); other x (NaN, overflow, subnormal results)
+// answer NaN. About half exp's work, and it vectorizes the same way.
+TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
+  using namespace detail;
+  const double xd = static_cast<double>(x);
+  const double xc = xd > 88.0 ? 88.0 : (xd < -88.0 ? -88.0 : xd);  // keeps 2^k normal for any x
+  const double k = (xc * kInvLn2 + kRoundShifter) - kRoundShifter;
+  const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
+  double p = 1.0 / 39916800.0;      // 1/11!
+  p = fused(p, r, 1.0 / 3628800.0);  // 1/10!
+  p = fused(p, r, 1.0 / 362880.0);   // 1/9!
+  p = fused(p, r, 1.0 / 40320.0);    // 1/8!
+  p = fused(p, r, 1.0 / 5040.0);     // 1/7!
+  p = fused(p, r, 1.0 / 720.0);      // 1/6!
+  p = fused(p, r, 1.0 / 120.0);      // 1/5!
+  p = fused(p, r, 1.0 / 24.0);       // 1/4!
+  p = fused(p, r, 1.0 / 6.0);        // 1/3!
+  p = fused(p, r, 0.5);              // 1/2!
+  p = fused(p, r, 1.0);
+  p = fused(p, r, 1.0);
+  const double e = p * pow2(static_cast<int64>(k));  // exact scaling: the result is a normal double
+  // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
+  const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
+  const bool near_midpoint = below > -256 && below < 256;
+  const bool sure = xd >= -87.0 && xd <= 88.0 && !near_midpoint;
+  const float fast = static_cast<float>(e);
+  const float unsure = static_cast<float>(nan());
+  return xd <= -104.0 ? 0.0f : (sure ? fast : unsure);
+}
 // e^x - 1, accurate also where x is small.
 TESSERA_ELEMENTARY_FN double expm1(double x) {
   using namespace detail;

@@ -93,6 +93,7 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   // reference's and the CUDA kernels' too; sqrt is correctly rounded anyway.
   if (n == "exp" || n == "log" || n == "tanh") return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
   if (n == "sqrt" || n == "erf" || n == "cos") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  if (n == "exp_or_nan") return "tessera::elementary::exp_f32_or_nan(" + x + ")";
   unsupported(op, "unknown unary op");
 }
 
@@ -205,7 +206,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (ctx.bounds && ctx.bounds->plain(op)) return "(" + a[0] + (n == "add" ? " + " : " * ") + a[1] + ")";
   if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
-      n == "cos")
+      n == "cos" || n == "exp_or_nan")
     return unary(op, n, a[0]);
   if (n == "philox") {
     return "static_cast<std::int64_t>(tessera::random_bits32(static_cast<std::uint64_t>(" +
@@ -240,6 +241,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   }
   if (n == "load_elem") {
     if (ctx.access == Access::masked) return "tsr::load_m(" + a[0] + ", " + index_list(a, 1, a.size()) + ", lane_ok)";
+    if (ctx.access == Access::unchecked) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
     return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
   }
   return binary(op, n, a);
@@ -248,6 +250,12 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a, Access access) {
   const DType value_dtype = op.operand(op.num_operands() - 1)->type().dtype();
   const std::string idx = index_list(a, 1, a.size() - 1);
+  if (access == Access::unchecked) {
+    const ir::Type& buf = op.operand(0)->type();
+    const Overflow o = buf.is_gmem() ? buf.policy.overflow : Overflow::inf_nan;
+    return "tsr::store_u<" + cpp_dtype(value_dtype) + ", " + cpp_overflow(o) + ">(" + a[0] + ", " + idx + ", " +
+           a.back() + ");";
+  }
   if (access == Access::masked) {
     // The view's overflow mode as a constant (smem views always use inf_nan).
     const ir::Type& buf = op.operand(0)->type();

@@ -23,7 +23,10 @@ namespace tessera::cpu::detail {
 //            lane loop vectorizes;
 //   dry      the diagnosis re-run of a faulting lane: checked loads, stores
 //            that check their index and write nothing.
-enum class Access { checked, masked, dry };
+// checked: throwing accessors; masked: lane flags (masked vector accesses);
+// dry: checked stores that do not write (a fault's diagnosis re-run);
+// unchecked: plain accesses whose range was checked before the loop.
+enum class Access { checked, masked, dry, unchecked };
 
 struct LaneContext {
   std::string linear_id;                                  // "lane" or "group"

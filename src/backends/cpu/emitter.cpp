@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -565,9 +566,18 @@ class Emitter {
     line("}");
   }
 
+  // tile.if's `likely` as a C++ attribute: g++ lays out and optimizes a
+  // branch it guesses cold for size, which can keep its loops from being
+  // vectorized.
+  static std::string branch_hint(const ir::Operation& op) {
+    const ir::Attribute* a = op.attrs().find("likely");
+    if (!a) return "";
+    return std::get<bool>(*a) ? " [[likely]]" : " [[unlikely]]";
+  }
+
   void emit_group_if(const ir::Operation& op) {
     for (std::size_t i = 0; i < op.num_results(); ++i) declare(op.result(i));
-    line("if (" + gref(op.operand(0)) + ") {");
+    line("if (" + gref(op.operand(0)) + ")" + branch_hint(op) + " {");
     for (std::size_t r = 0; r < 2; ++r) {
       if (r == 1) line("} else {");
       ++indent_;
@@ -677,6 +687,89 @@ class Emitter {
     line("}");
   }
 
+  // ---- hoisted range checks ----
+  // An element access of a loop whose index is base + iv * scale: base
+  // defined outside the loop (null: 0), scale a constant >= 0.
+  struct SpanAccess {
+    const ir::Value* buffer;
+    const ir::Value* base;
+    std::int64_t scale;
+  };
+
+  static bool inside(const ir::Operation* op, const ir::Operation& loop) {
+    for (; op != nullptr; op = op->parent_block() ? op->parent_block()->parent_region()->parent_op() : nullptr) {
+      if (op == &loop) return true;
+    }
+    return false;
+  }
+  static bool invariant(const ir::Value* v, const ir::Operation& loop) {
+    if (v->is_block_argument()) return !inside(v->owner_block()->parent_region()->parent_op(), loop);
+    return !inside(v->defining_op(), loop);
+  }
+  static std::optional<std::int64_t> constant_int(const ir::Value* v) {
+    const ir::Operation* d = v->defining_op();
+    if (d == nullptr || d->name() != "tile.const") return std::nullopt;
+    const codegen::ConstantValue c = codegen::constant_value(*d);
+    if (c.kind != codegen::ConstantValue::Kind::integer) return std::nullopt;
+    return c.integer;
+  }
+  // iv * c (or iv itself) -> c.
+  static std::optional<std::int64_t> iv_scale(const ir::Value* v, const ir::Value* iv) {
+    if (v == iv) return 1;
+    const ir::Operation* d = v->defining_op();
+    if (d == nullptr || d->name() != "tile.mul") return std::nullopt;
+    for (int k = 0; k < 2; ++k) {
+      if (d->operand(k) != iv) continue;
+      auto c = constant_int(d->operand(1 - k));
+      if (c && *c >= 0) return c;
+    }
+    return std::nullopt;
+  }
+  // Every element access in `block` (nested ones too) as a SpanAccess of
+  // `loop`'s variable `iv`, or nullopt when one is not of that form (or is
+  // not of a 1-D buffer).
+  static bool collect_spans(const ir::Block& block, const ir::Operation& loop, const ir::Value* iv,
+                            std::vector<SpanAccess>& out) {
+    for (const auto& op : block.ops()) {
+      for (std::size_t r = 0; r < op->num_regions(); ++r) {
+        if (!collect_spans(op->region(r).block(), loop, iv, out)) return false;
+      }
+      const std::string_view n = op->name();
+      if (n != "tile.load_elem" && n != "tile.store_elem") continue;
+      const ir::Value* buffer = op->operand(0);
+      if (buffer->type().rank() != 1 || !invariant(buffer, loop)) return false;
+      const ir::Value* index = op->operand(1);
+      if (auto c = iv_scale(index, iv)) {
+        out.push_back({buffer, nullptr, *c});
+        continue;
+      }
+      const ir::Operation* d = index->defining_op();
+      if (d == nullptr || d->name() != "tile.add") return false;
+      bool matched = false;
+      for (int k = 0; k < 2 && !matched; ++k) {
+        auto c = iv_scale(d->operand(k), iv);
+        if (c && invariant(d->operand(1 - k), loop)) {
+          out.push_back({buffer, d->operand(1 - k), *c});
+          matched = true;
+        }
+      }
+      if (!matched) return false;
+    }
+    return true;
+  }
+  // A C++ condition: every access of `spans` is in range for iv in
+  // [first, last] (first <= last assumed).
+  std::string spans_in_range(const std::vector<SpanAccess>& spans, const std::string& first, const std::string& last) {
+    std::string cond = "true";
+    for (const SpanAccess& a : spans) {
+      const std::string base = a.base ? ref(a.base) : "std::int64_t{0}";
+      const std::string scale = std::to_string(a.scale);
+      cond += " && tsr::span_in(" + base + " + " + first + " * " + scale + ", " + base + " + " + last + " * " + scale +
+              ", " + ref(a.buffer) + ".shape[0])";
+    }
+    return cond;
+  }
+
   // `header` (a `for (...) {` line) with masked accesses in `body`, counting
   // the iterations that faulted (an integer sum, which g++ vectorizes; a
   // bool would not). After a fault the loop re-runs checked, which raises at
@@ -719,8 +812,30 @@ class Emitter {
          step + " = " + ref(op.operand(2)) + ";");
     require_positive_step(step);
     const std::string& iv = name_.at(body.argument(0));
-    emit_masked_loop("for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {",
-                     lo, [&] { emit_lane_block(body); });
+    const std::string header =
+        "for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {";
+    std::vector<SpanAccess> spans;
+    const bool hoist = collect_spans(body, op, body.argument(0), spans);
+    if (hoist) {
+      // Every index is in range for iv in [lo, hi - 1]: plain accesses.
+      line("if (" + hi + " > " + lo + " && " + spans_in_range(spans, lo, "(" + hi + " - 1)") + ") {");
+      ++indent_;
+      access_ = Access::unchecked;
+      line(header);
+      ++indent_;
+      emit_lane_block(body);
+      --indent_;
+      line("}");
+      access_ = Access::checked;
+      --indent_;
+      line("} else {");
+      ++indent_;
+    }
+    emit_masked_loop(header, lo, [&] { emit_lane_block(body); });
+    if (hoist) {
+      --indent_;
+      line("}");
+    }
     --indent_;
     line("}");
   }
@@ -761,12 +876,74 @@ class Emitter {
     };
     line("std::int64_t " + round + " = " + lo + ";");
     if (maskable) {
-      line("for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {");
+      // Full rounds with masked accesses. Faults are counted per strand over
+      // all rounds and checked once after them: a check per round (a sum
+      // across the strands) cost a quarter of a vectorized exp pass, and it
+      // kept the accumulators from staying in registers. After a fault the
+      // full rounds re-run checked from the start, which raises at the first
+      // faulting element in order (masked rounds never touch memory out of
+      // range, and a kernel's outputs are not defined after a fault).
+      const std::string faults = fresh("faults");
+      const std::string full_rounds =
+          "for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {";
+      const std::string strands_loop = "for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {";
+      std::vector<SpanAccess> spans;
+      const bool hoist = collect_spans(body, op, body.argument(0), spans);
+      if (hoist) {
+        // Every index is in range over the full rounds: plain accesses.
+        const std::string last = "(" + lo + " + (" + hi + " - " + lo + ") / " + count_text + " * " + count_text + " - 1)";
+        line("if (" + hi + " - " + lo + " >= " + count_text + " && " + spans_in_range(spans, lo, last) + ") {");
+        ++indent_;
+        line(full_rounds);
+        ++indent_;
+        line(strands_loop);
+        ++indent_;
+        access_ = Access::unchecked;
+        emit_step();
+        access_ = Access::checked;
+        --indent_;
+        line("}");
+        --indent_;
+        line("}");
+        --indent_;
+        line("} else {");
+        ++indent_;
+      }
+      line("std::int32_t " + faults + "[" + count_text + "] = {};");
+      line(full_rounds);
       ++indent_;
-      emit_masked_loop("for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {", round,
-                       emit_step);
+      line(strands_loop);
+      ++indent_;
+      line("bool lane_ok = true;");
+      access_ = Access::masked;
+      emit_step();
+      access_ = Access::checked;
+      line(faults + "[" + s + "] += static_cast<std::int32_t>(!lane_ok);");
       --indent_;
       line("}");
+      --indent_;
+      line("}");
+      line("std::int32_t any_" + faults + " = 0;");
+      line("for (std::int32_t f : " + faults + ") any_" + faults + " |= f;");
+      line("if (any_" + faults + " != 0) [[unlikely]] {");
+      ++indent_;
+      line(round + " = " + lo + ";");
+      line(full_rounds);
+      ++indent_;
+      line(strands_loop);
+      ++indent_;
+      emit_step();
+      --indent_;
+      line("}");
+      --indent_;
+      line("}");
+      line("tsr::lane_fault_lost(kKernel, " + lo + ");");
+      --indent_;
+      line("}");
+      if (hoist) {
+        --indent_;
+        line("}");
+      }
     }
     line("for (; " + round + " < " + hi + "; " + round + " += " + count_text + ") {");
     ++indent_;
@@ -788,7 +965,7 @@ class Emitter {
 
   void emit_lane_if(const ir::Operation& op) {
     for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
-    line("if (" + ref(op.operand(0)) + ") {");
+    line("if (" + ref(op.operand(0)) + ")" + branch_hint(op) + " {");
     for (std::size_t r = 0; r < 2; ++r) {
       if (r == 1) line("} else {");
       ++indent_;

@@ -340,6 +340,32 @@ class NormalizationBuilder {
     return to_acc(b, op1(b, "exp", to64(b, d)));
   }
 
+  // The sum over the row of step(e) with e = shifted_exp (step may store e
+  // too). With an fp32 accumulator rounding to nearest, a first pass takes
+  // tile.exp_or_nan, about half exp's work; it answers NaN for about one
+  // element in 2^20, which makes the row's sum NaN, and only such a row runs
+  // the pass again with exp. A sum of e is
+  // never NaN otherwise in the rows that use it: their max is finite and
+  // their values finite or -inf, so e is finite; `skip` marks the other rows
+  // (the caller ignores their sum). Either way every e and the sum have the
+  // bits of the exact pass.
+  using ExpStep = std::function<Value*(ir::OpBuilder&, Value* r, Value* e, Value* acc)>;
+  Value* exp_sum(ir::OpBuilder& b, Value* m_acc, Value* skip, const ExpStep& step) {
+    auto exact = [&](ir::OpBuilder& lb, Value* r, Value* acc) { return step(lb, r, shifted_exp(lb, r, m_acc), acc); };
+    if (acc_.storage != DType::fp32 || acc_.rounding != Rounding::nearest_even || acc_.overflow != Overflow::inf_nan) {
+      return sum(b, exact);
+    }
+    Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
+      return step(lb, r, op1(lb, "exp_or_nan", op2(lb, "sub", x_acc(lb, r), m_acc)), acc);
+    });
+    Value* redo = op2(b, "and", cmp(b, "ne", s, s), not_(b, skip));
+    ir::Operation* again = tile::build_if(
+        b, redo, {s}, [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{sum(tb, exact)}; },
+        [&](ir::OpBuilder&, std::span<Value* const> a) { return std::vector<Value*>{a[0]}; });
+    again->attrs().set("likely", false);
+    return again->result(0);
+  }
+
   // y (t - sum(t y)) with y = operand 0 (the row) and t = operand 1, of the
   // same shape and so read at the same offsets; every step rounds once at
   // the accumulation type, as the reference does.
@@ -410,8 +436,7 @@ class NormalizationBuilder {
     // instead of computing exp again. Normalization results never share a
     // buffer with their input (plan_buffers), so x stays readable.
     const bool keep_e = root_.result(0)->type().policy.storage == acc_.storage;
-    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      Value* e = shifted_exp(eb, r, m_acc);
+    Value* s = exp_sum(b, m_acc, op2(b, "or", bad, m_is_inf), [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
       if (keep_e) store(eb, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
@@ -441,8 +466,10 @@ class NormalizationBuilder {
                                     : shifted_exp(lb, r, m_acc);
                   store(lb, row_->offset(lb, r), op2(lb, "div", e, s));
                 });
-              });
-        });
+              },
+              /*likely=*/false);
+        },
+        /*likely=*/false);
   }
 
   // softmax_safe fused with softmax_linear(y, t): the softmax's passes, e =
@@ -458,8 +485,7 @@ class NormalizationBuilder {
     Value* m_acc = row.m_acc;
     const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
     const NumericsPolicy& y_policy = root_.result(0)->type().policy;
-    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      Value* e = shifted_exp(eb, r, m_acc);
+    Value* s = exp_sum(b, m_acc, op2(b, "or", bad, m_is_inf), [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
       store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
@@ -493,7 +519,8 @@ class NormalizationBuilder {
             Value* e = to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})));
             return op2(lb, "div", e, s);
           });
-        });
+        },
+        /*likely=*/false);
   }
 
   void logsumexp(ir::OpBuilder& b, Value* o) {
@@ -501,9 +528,8 @@ class NormalizationBuilder {
     Value* m = stats[0];
     Value* m_is_inf = cmp(b, "eq", op1(b, "abs", m), real(b, kInf));
     Value* m_acc = to_acc(b, select(b, m_is_inf, real(b, 0.0), m));
-    Value* s = sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, shifted_exp(eb, r, m_acc));
-    });
+    Value* s = exp_sum(b, m_acc, op2(b, "or", stats[1], m_is_inf),
+                       [&](ir::OpBuilder& eb, Value*, Value* e, Value* acc) { return op2(eb, "add", acc, e); });
     Value* normal = op2(b, "add", m_acc, to_acc(b, op1(b, "log", to64(b, s))));
     Value* y = select(b, stats[1], acc_real(b, std::nan("")), select(b, m_is_inf, to_acc(b, m), normal));
     if (coop_) {

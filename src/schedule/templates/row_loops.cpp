@@ -102,8 +102,9 @@ Value* blocked_sum(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_po
   return outer->result(0);
 }
 
-void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const StatementsFn& otherwise) {
-  tile::build_if(
+void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const StatementsFn& otherwise,
+             std::optional<bool> likely) {
+  ir::Operation* op = tile::build_if(
       b, cond, {},
       [&](ir::OpBuilder& tb, std::span<Value* const>) {
         then(tb);
@@ -113,6 +114,7 @@ void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const Stat
         if (otherwise) otherwise(eb);
         return std::vector<Value*>{};
       });
+  if (likely) op->attrs().set("likely", *likely);
 }
 
 Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "tessera/ir/builder.h"
@@ -79,7 +80,9 @@ std::vector<ir::Value*> strand_fold(ir::OpBuilder& b, ir::Value* lo, ir::Value* 
 // A tile.if without results: `then` (and `otherwise`, when given) emit
 // statements into their branch.
 using StatementsFn = std::function<void(ir::OpBuilder&)>;
-void if_then(ir::OpBuilder& b, ir::Value* cond, const StatementsFn& then, const StatementsFn& otherwise = {});
+// `likely` (when given) is tile.if's hint: whether cond is usually true.
+void if_then(ir::OpBuilder& b, ir::Value* cond, const StatementsFn& then, const StatementsFn& otherwise = {},
+             std::optional<bool> likely = std::nullopt);
 
 // The canonical strand tree over `level` (a power-of-two count):
 // ((v0 + v1) + (v2 + v3)) + ..., with `combine` as the +.

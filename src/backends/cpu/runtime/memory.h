@@ -147,6 +147,33 @@ inline void store_m(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S
   }
 }
 
+// Accesses of a loop whose indices the emitter proved in range before it
+// (every index affine in the loop variable, its first and last checked):
+// plain loads and stores, which vectorize to plain vector accesses (and,
+// unlike masked ones, train a CPU's hardware prefetcher).
+template <DType D, int R>
+inline value_t<D> load_u(const View<D, R>& v, const std::int64_t (&idx)[R]) {
+  std::int64_t off = 0;
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  return decode<D>(v.data[off]);
+}
+template <DType S, Overflow O, DType D, int R>
+inline void store_u(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S> value) {
+  std::int64_t off = 0;
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  if constexpr (D == S && D == DType::fp32 && O == Overflow::inf_nan) {
+    v.data[off] = value;
+  } else {
+    v.data[off] = encode<D, S>(value, O);
+  }
+}
+
+// Whether [first, last] lies in [0, extent): the hoisted check of load_u / store_u.
+inline bool span_in(std::int64_t first, std::int64_t last, std::int64_t extent) {
+  return static_cast<std::uint64_t>(first) < static_cast<std::uint64_t>(extent) &&
+         static_cast<std::uint64_t>(last) < static_cast<std::uint64_t>(extent);
+}
+
 // The diagnosis re-run's store: checks the index like store(), writes nothing.
 template <DType S, DType D, int R>
 inline void store_dry(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S>) {
