@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cpu_backend_test_util.h"
+#include "tessera/ir/text.h"
 #include "tessera/numerics/convert.h"
 #include "tessera/numerics/elementary.h"
 #include "tessera/support/error.h"
@@ -412,6 +413,54 @@ void check_ldexp(DType dtype) {
 TEST(CpuBackendLane, LdexpIsCorrectlyRoundedForEveryExponent) {
   check_ldexp<double>(DType::fp64);
   check_ldexp<float>(DType::fp32);
+}
+
+// tile.exp_or_nan calls the shared elementary function, and tile.if's hint
+// becomes a C++ attribute; a kernel that redoes the unsure elements with
+// tile.exp stores exp's bits for every input, NaN and overflow included.
+TEST(CpuBackendLane, ExpOrNanAndTheLikelyHint) {
+  ir::Module m = ir::parse_module(R"(
+func @fast_exp(%x: gmem<[n] fp32>, %y: gmem<[n] fp32 mut>) -> () attributes {kernel = true} {
+  %i = tile.linear_id : lane<int64>
+  %0 = tile.load_elem %x, %i : lane<fp32>
+  %1 = tile.exp_or_nan %0 : lane<fp32>
+  %2 = tile.cmp %1, %1 {pred = "ne"} : lane<bool>
+  %3 = tile.if %2, %1 {likely = false} : lane<fp32> {
+    ^(%v: lane<fp32>):
+    %4 = tile.exp %0 : lane<fp32>
+    tile.yield %4
+  } {
+    ^(%w: lane<fp32>):
+    tile.yield %w
+  }
+  tile.store_elem %y, %i, %3
+  return
+}
+)", "fast_exp.tir");
+  cpu::CompiledKernel ck = compile(*m.lookup("fast_exp"));
+  EXPECT_NE(ck.source.find("tessera::elementary::exp_f32_or_nan("), std::string::npos) << ck.source;
+  EXPECT_NE(ck.source.find(") [[unlikely]] {"), std::string::npos) << ck.source;
+  std::mt19937 rng(5);
+  std::vector<std::uint64_t> codes;
+  for (int j = 0; j < 4000; ++j) codes.push_back(rng());  // every exponent, NaN and infinities among them
+  for (float v : {0.0f, -0.0f, 88.5f, -87.5f, -104.0f, -std::numeric_limits<float>::infinity()})
+    codes.push_back(std::bit_cast<std::uint32_t>(v));
+  for (auto& c : codes) c &= 0xffffffffu;
+  const auto n = static_cast<std::int64_t>(codes.size());
+  Tensor x = Tensor::from_codes(codes, {n}, pol(DType::fp32));
+  Tensor y = Tensor::zeros({n}, pol(DType::fp32));
+  cpu::launch(ck, -1, {x, y});
+  const auto got = y.codes();
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float xv = std::bit_cast<float>(static_cast<std::uint32_t>(codes[static_cast<std::size_t>(j)]));
+    const float want = static_cast<float>(tessera::elementary::exp(static_cast<double>(xv)));
+    const float have = std::bit_cast<float>(static_cast<std::uint32_t>(got[static_cast<std::size_t>(j)]));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(have)) << "exp(" << xv << ")";
+    } else {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(have), std::bit_cast<std::uint32_t>(want)) << "exp(" << xv << ")";
+    }
+  }
 }
 
 }  // namespace
