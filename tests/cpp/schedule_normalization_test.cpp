@@ -6,6 +6,7 @@
 #include <random>
 
 #include "schedule_test_support.h"
+#include "tessera/numerics/elementary.h"
 
 namespace tessera {
 namespace {
@@ -138,6 +139,41 @@ func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3,
     for (std::size_t k = 0; k < got.size(); ++k) {
       schedule_test::expect_bitwise_equal(got[k], lane_per_row[k], "70000-element rows, result " + std::to_string(k));
     }
+  }
+}
+
+// With an fp32 accumulator the exp sums take tile.exp_or_nan first; a row
+// holding an element where it is unsure (x - max = -1.0149802 here) sums
+// again with the exact exp. Every result keeps the reference's bits, with a
+// lane per row and with cooperative rows, and other rows are unaffected.
+TEST(ScheduleNormalization, RowsWhereTheFastExpIsUnsureRedoTheirSum) {
+  const float unsure = -0x1.03d5bep+0f;
+  ASSERT_TRUE(std::isnan(tessera::elementary::exp_f32_or_nan(unsure)));  // else this test tests nothing
+  const std::string text = R"(
+func @u(%x: tensor<[R, N] fp32>, %t: tensor<[R, N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
+  %1 = graph.logsumexp %x {axis = -1} : tensor<[R] fp32>
+  %2 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
+  %3 = graph.softmax_linear %2, %t {axis = -1} : tensor<[R, N] fp32>
+  return %0, %1, %3
+}
+)";
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<double> u(-6.0, -0.01);
+  const std::int64_t rows = 6, n = 700;
+  std::vector<double> v(static_cast<std::size_t>(rows * n));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(r * n + i)] = u(rng);
+    v[static_cast<std::size_t>(r * n + 5)] = 0.0;  // the max
+    if (r % 2 == 0) v[static_cast<std::size_t>(r * n + 300 + r)] = unsure;
+  }
+  const Tensor x = Tensor::from_values(v, {rows, n}, kF32);
+  const Tensor t = sample({rows, n}, kF32, 22, false);
+  for (const char* lanes : {"1", "32"}) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes);
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
+    auto exe = check_against_reference(text, "u", {x, t});
+    EXPECT_NE(exe->tile_ir().find("tile.exp_or_nan"), std::string::npos);
   }
 }
 
