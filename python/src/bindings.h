@@ -16,6 +16,7 @@ void bind_graph(nanobind::module_& m);
 void bind_autodiff(nanobind::module_& m);
 void bind_kernel(nanobind::module_& m);
 void bind_schedule(nanobind::module_& m);
+void bind_dist(nanobind::module_& m);
 
 // A dtype argument: a tessera.DType, or a string naming one.
 DType dtype_argument(nanobind::handle value, const char* what);

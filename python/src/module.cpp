@@ -12,4 +12,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_autodiff(m);
   tessera::python::bind_kernel(m);
   tessera::python::bind_schedule(m);
+  tessera::python::bind_dist(m);
 }

@@ -10,6 +10,9 @@ from ._tensor import Tensor, from_dlpack, tensor
 from . import ops
 from .jit import JitFunction, constraint, jit, require
 from .region import Region
+from . import dist, domain, array
+from .dist._launch import index_launch
+from .collectives import all_gather, all_to_all, allreduce, broadcast, reduce_scatter
 from .profiler import profile
 from .kernel import Kernel, KernelFile, kernel, load, mut
 from . import autodiff
@@ -31,7 +34,8 @@ def info() -> str:
     return _C.info_report()
 
 
-__all__ = ["Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
+__all__ = ["dist", "domain", "array", "index_launch", "allreduce", "all_gather", "reduce_scatter", "all_to_all",
+           "broadcast", "Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
            "vjp", "jvp", "jacfwd", "jacrev", "hvp", "custom_vjp", "custom_jvp", "stop_gradient", "checkpoint",
            "rematerialize", "GradScaler", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
            "nearest_even", "saturate", "stochastic_round", "toward_zero", "numerics", "info",

@@ -1,0 +1,79 @@
+// Collectives among the members of one mesh axis, behind one interface with
+// a backend per engine (shared/ARCHITECTURE.md decision 8): `local` here
+// (in-process worker threads over virtual devices and the GPUs of one
+// process); `mpi` and `nccl` plug into the same interface.
+//
+// Every member calls the same collectives in the same order, each with its
+// own rank (its coordinate along the axis). Calls are numbered; each carries
+// a description (op, shape, dtype, axis, argument) that the members compare:
+// a mismatch is a CollectiveError naming the first difference. A member
+// that fails (fail()) or does not arrive within the timeout
+// (TESSERA_COLLECTIVE_TIMEOUT seconds, default 300) makes the others raise a
+// CollectiveError naming it and the call, never hang. After an error the
+// communicator stays broken: every later call raises.
+//
+// Reductions are deterministic: each element is combined in rank order
+// (((x0 + x1) + x2) + ...), every step rounded to the tensor's accumulation
+// type and the result rounded once to its storage with its policy -- the
+// bits of a reduce-scatter in rank order followed by an all-gather, on every
+// backend. Uneven splits follow numpy.array_split (layout.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/runtime/tensor.h"
+
+namespace tessera::dist {
+
+enum class ReduceOp { sum, mean, max, min };
+// "sum" | "mean" | "max" | "min"; ArgumentError otherwise.
+ReduceOp parse_reduce_op(std::string_view text);
+std::string_view reduce_op_name(ReduceOp op);
+
+// TESSERA_COLLECTIVE_TIMEOUT in seconds (default 300); ArgumentError when malformed.
+double collective_timeout_seconds();
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string_view backend() const = 0;
+  // The mesh axis it serves and its members' device names, by rank.
+  virtual const std::string& axis() const = 0;
+  virtual const std::vector<std::string>& members() const = 0;
+  std::size_t size() const { return members().size(); }
+
+  // Combines every member's x (same shape and policy) with `op`.
+  // deterministic = false lets a backend use its native algorithm (the
+  // local backend has only the rank-order one).
+  virtual Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, bool deterministic = true) = 0;
+  // The members' x concatenated along `dim` in rank order (sizes along dim may differ).
+  virtual Tensor all_gather(std::size_t rank, const Tensor& x, std::int64_t dim) = 0;
+  // The reduction of every member's x, split along `dim` (array_split): member r gets part r.
+  virtual Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op) = 0;
+  // Member r splits x along split_dim into size() parts and sends part j to
+  // member j, which concatenates what it receives along concat_dim in rank order.
+  virtual Tensor all_to_all(std::size_t rank, const Tensor& x, std::int64_t split_dim, std::int64_t concat_dim) = 0;
+  // Member root's x, on every member (the others pass a tensor of the same shape and policy).
+  virtual Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) = 0;
+
+  // Member `rank` will not take part any more (it raised or exited): the
+  // others' waiting and later calls raise a CollectiveError naming it and `why`.
+  virtual void fail(std::size_t rank, const std::string& why) = 0;
+  // Collectives completed by member `rank` (its sequence number).
+  virtual std::uint64_t completed(std::size_t rank) const = 0;
+};
+
+// The in-process backend over `members` (device names, by rank).
+std::shared_ptr<Communicator> make_local_communicator(std::string axis, std::vector<std::string> members,
+                                                      double timeout_seconds = collective_timeout_seconds());
+
+// The rank-order combination of `xs` (same shape and policy; host or device
+// tensors): a host tensor with the policy of xs[0]. What every backend's
+// deterministic reduction must equal.
+Tensor reduce_in_rank_order(const std::vector<Tensor>& xs, ReduceOp op);
+
+}  // namespace tessera::dist

@@ -1,0 +1,34 @@
+"""``tessera.dist``: meshes, shard specs, distributions and distributed tensors.
+
+A mesh is a grid of devices with named axes. A distributed tensor has one
+real shard per mesh device, in that device's memory (host memory for virtual
+devices: ``cpu:N``, and ``cuda:N`` under ``TESSERA_VIRTUAL_DEVICES``). The
+semantics live in C++ (tessera/dist/*.h); docs/guide/distribution.md is the
+user guide and docs/design/0006-distribution.md the design.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tessera import _C
+from tessera.dist._mesh import Mesh, current_mesh, mesh
+from tessera.dist._spec import Block, Cyclic, Replicated, ShardSpec
+from tessera.dist._tensor import DistTensor, Parts, reshard, tensor
+
+__all__ = ["mesh", "Mesh", "ShardSpec", "Block", "Cyclic", "Replicated", "tensor", "DistTensor", "Parts",
+           "reshard", "current_mesh", "axis_index", "axis_size"]
+
+
+def axis_index(axis: str) -> int:
+    """Inside an index launch: this shard's coordinate along mesh axis ``axis``."""
+    from tessera.dist._launch import current_context
+    return current_context("tessera.dist.axis_index").index(axis)
+
+
+def axis_size(axis: str) -> int:
+    """Inside an index launch: the number of members of mesh axis ``axis``."""
+    from tessera.dist._launch import current_context
+    return current_context("tessera.dist.axis_size").size(axis)
