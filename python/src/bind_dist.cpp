@@ -14,6 +14,7 @@
 #include "tessera/dist/dist_tensor.h"
 #include "tessera/dist/layout.h"
 #include "tessera/dist/mesh.h"
+#include "tessera/dist/shard_scope.h"
 
 namespace nb = nanobind;
 
@@ -155,6 +156,29 @@ void bind_dist(nb::module_& m) {
                                              timeout ? *timeout : dist::collective_timeout_seconds());
       },
       nb::arg("axis"), nb::arg("members"), nb::arg("timeout") = nb::none());
+
+  // with _C.ShardScope(axis, comm, rank): the thread is that member for Graph IR collectives.
+  struct PyShardScope {
+    PyShardScope(std::string a, std::shared_ptr<Communicator> c, std::size_t r)
+        : axis(std::move(a)), comm(std::move(c)), rank(r) {}
+    std::string axis;
+    std::shared_ptr<Communicator> comm;
+    std::size_t rank;
+    std::unique_ptr<dist::ShardScope> scope;
+  };
+  nb::class_<PyShardScope>(m, "ShardScope", "Makes the current thread a shard of a mesh axis (tessera/dist/shard_scope.h).")
+      .def(nb::init<std::string, std::shared_ptr<Communicator>, std::size_t>(), nb::arg("axis"), nb::arg("comm"),
+           nb::arg("rank"))
+      .def("__enter__",
+           [](PyShardScope& s) {
+             s.scope = std::make_unique<dist::ShardScope>(s.axis, s.comm, s.rank);
+             return &s;
+           },
+           nb::rv_policy::reference)
+      .def("__exit__", [](PyShardScope& s, nb::args) {
+        s.scope.reset();
+        return false;
+      });
 
   m.def("reduce_in_rank_order", [](const std::vector<Tensor>& xs, const std::string& op) {
     return dist::reduce_in_rank_order(xs, dist::parse_reduce_op(op));

@@ -237,15 +237,20 @@ nb::object execute_op_py(const std::string& name, const std::vector<Tensor>& inp
   // reference executor is chosen; operands on a GPU always run compiled.
   const bool on_gpu = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return !t.is_cpu(); });
   std::vector<Tensor> results;
-  if (on_gpu) {
-    results = schedule::run_op_compiled(def, inputs, parsed);
-  } else if (schedule::eager_backend() == "compiled") {
-    std::string no_kernel;
-    results = schedule::run_op_eager(def, inputs, parsed, no_kernel);
-    if (!no_kernel.empty()) warn_reference(name, no_kernel);
-  } else {
-    results = graph::execute_op(def, inputs, parsed);
+  std::string no_kernel;
+  {
+    // Without the GIL: other threads run meanwhile (an index launch's shards
+    // meet in collectives, which would otherwise wait for this one forever).
+    nb::gil_scoped_release release;
+    if (on_gpu) {
+      results = schedule::run_op_compiled(def, inputs, parsed);
+    } else if (schedule::eager_backend() == "compiled") {
+      results = schedule::run_op_eager(def, inputs, parsed, no_kernel);
+    } else {
+      results = graph::execute_op(def, inputs, parsed);
+    }
   }
+  if (!no_kernel.empty()) warn_reference(name, no_kernel);
   if (results.size() == 1) return nb::cast(std::move(results[0]));
   return nb::cast(nb::tuple(nb::cast(results)));
 }

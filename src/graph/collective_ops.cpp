@@ -12,6 +12,7 @@
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
+#include "tessera/dist/shard_scope.h"
 #include "tessera/graph/promotion.h"
 #include "tessera/support/error.h"
 
@@ -32,15 +33,26 @@ std::int64_t axis_size(const AttrMap& attrs, const std::string& op) {
   return n;
 }
 
-// The identity on a one-member axis; anything else needs the runtime.
+}  // namespace
+
+// The identity on a one-member axis; otherwise the communicator of the
+// calling thread's shard scope (an index launch's worker) runs it.
+Tensor run_collective_op(const std::string& op, const AttrMap& attrs, const Tensor& x) {
+  const std::int64_t n = axis_size(attrs, op);
+  if (n == 1) return x;
+  const std::string& axis = attrs.get_string("axis");
+  const dist::ShardBinding& s = dist::require_shard(axis, n, op);
+  if (op == "graph.allreduce") return s.comm->allreduce(s.rank, x, dist::parse_reduce_op(attrs.get_string("op")));
+  if (op == "graph.all_gather") return s.comm->all_gather(s.rank, x, attrs.get_int("dim"));
+  if (op == "graph.reduce_scatter") return s.comm->reduce_scatter(s.rank, x, attrs.get_int("dim"), dist::ReduceOp::sum);
+  raise(ErrorCode::Internal, "run_collective_op: '" + op + "' is not a collective");
+}
+
+namespace {
+
 std::vector<Tensor> run_collective(const KernelCall& call, const std::string& op) {
-  std::int64_t n = axis_size(call.attrs, op);
-  if (n != 1) {
-    raise(ErrorCode::Collective, op + " over mesh axis '" + call.attrs.get_string("axis") + "' of " +
-                                     std::to_string(n) +
-                                     " members: collectives on a multi-member axis need the distributed runtime");
-  }
-  auto codes = call.inputs[0].codes();
+  const Tensor out = run_collective_op(op, call.attrs, call.inputs[0]);
+  auto codes = out.codes();
   return {Tensor::from_codes(codes, sizes_of(call.result_types[0]), call.result_types[0].policy)};
 }
 

@@ -17,5 +17,10 @@ void register_creation_ops(ir::Registry& registry);
 void register_random_ops(ir::Registry& registry);
 void register_autodiff_ops(ir::Registry& registry);
 void register_collective_ops(ir::Registry& registry);
+// A collective's result on this thread: the identity over a one-member
+// axis, else through the communicator of the thread's shard scope
+// (tessera/dist/shard_scope.h). `op` is "graph.allreduce", "graph.all_gather"
+// or "graph.reduce_scatter"; `attrs` the op's.
+Tensor run_collective_op(const std::string& op, const ir::AttrMap& attrs, const Tensor& x);
 
 }  // namespace tessera::graph

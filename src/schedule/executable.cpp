@@ -538,9 +538,16 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       values[k.result(0)] = step.constant;
       continue;
     }
-    if (step.variant == "view") {
+    if (step.variant == "view" || step.variant == "collective") {
       // The kernel yields the view op's results that are used, in order.
       const ir::Operation& op = kernel_root_op(k);
+      if (recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1) {
+        raise(ErrorCode::ArgumentInvalid,
+              "kernel " + kernel_name(k) + " (" + std::string(op.name()) +
+                  ") communicates with other shards through the host, which cannot happen inside a CUDA graph; "
+                  "call the function without capture_graph",
+              op.location());
+      }
       std::vector<std::vector<std::int64_t>> sizes;
       for (ir::Value* r : op.results()) sizes.push_back(concrete_sizes(r->type(), bindings));
       auto results = apply_view(op, inputs, sizes);

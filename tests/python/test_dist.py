@@ -211,3 +211,36 @@ def test_allreduce_is_bitwise_the_rank_order_sum():
         want = want + x  # float32 adds, in rank order
     for o in outs:
         np.testing.assert_array_equal(o.numpy()[0], want)
+
+
+def test_jit_functions_with_collectives_run_compiled_per_shard():
+    """A @jit function's collectives are Graph IR ops (visible in its graph)
+    that the compiled executable runs through the shard's communicator."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 4)).astype(np.float32)
+    m = dist.mesh(devices=cpus(3), axes=("tp",), shape=(3,))
+    A = dist.tensor(a, layout=dist.ShardSpec(partition=("col",), mesh_axes=("tp",)), mesh=m)
+    B = dist.tensor(b, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
+
+    @tessera.jit
+    def row_parallel(x, w):
+        y = tessera.allreduce(tessera.ops.matmul(x, w), axis="tp")
+        return tessera.ops.relu(y), tessera.all_gather(y, axis="tp", dim=1), tessera.reduce_scatter(y, axis="tp",
+                                                                                                      dim=0)
+
+    outs = tessera.index_launch(axis="tp")(row_parallel)(A.parts("tp"), B.parts("tp"))
+    eager = tessera.index_launch(axis="tp")(row_parallel.__wrapped__)(A.parts("tp"), B.parts("tp"))
+    graph = row_parallel.inspect_ir("graph")
+    assert "graph.allreduce" in graph and 'axis = "tp"' in graph and "axis_size = 3" in graph
+    y = eager[0][1].numpy()[:, :4]  # the allreduced product (before relu)
+    for i in range(3):
+        for got, want in zip(outs[i], eager[i]):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(outs[i][1].numpy(), np.concatenate([eager[0][1].numpy()[:, :4]] * 3, axis=1))
+        # The three members' y summed in rank order, rows [2i, 2i + 2) to member i.
+        np.testing.assert_array_equal(outs[i][2].numpy(), np.float32(3) * y[2 * i:2 * i + 2])
+    np.testing.assert_allclose(np.maximum(a.astype(np.float64) @ b, 0), outs[0][0].numpy(), rtol=1e-5, atol=1e-5)
+    # Outside an index launch the traced collective has no shard to run on.
+    with pytest.raises(CollectiveError, match=r"graph.allreduce over mesh axis 'tp' of 3 members runs per shard"):
+        row_parallel(tessera.tensor(a[:, :3]), tessera.tensor(b[:3]))

@@ -163,9 +163,10 @@ def _run(fn, axis, mesh, grid, args, kwargs):
     def body(i):
         _ctx.value = ShardContext(m, axis, i, comm)
         try:
-            a = [x[i] if isinstance(x, Parts) else x for x in args]
-            k = {key: (x[i] if isinstance(x, Parts) else x) for key, x in kwargs.items()}
-            results[i] = target(*a, **k)
+            with _C.ShardScope(axis, comm, i):  # Graph IR collectives of this thread use comm
+                a = [x[i] if isinstance(x, Parts) else x for x in args]
+                k = {key: (x[i] if isinstance(x, Parts) else x) for key, x in kwargs.items()}
+                results[i] = target(*a, **k)
         finally:
             _ctx.value = None
 
@@ -180,9 +181,22 @@ def _run(fn, axis, mesh, grid, args, kwargs):
 
 
 def collective(name, x, axis, call):
+    """An eager per-shard collective through the launch's communicator."""
     ctx = current_context(f"tessera.{name}")
     comm = ctx.comm(axis, f"tessera.{name}")
+    from tessera import _trace
     from tessera._tensor import Tensor
+    if isinstance(x, _trace.Tracer):
+        raise ArgumentError(f"tessera.{name} has no Graph IR op yet: call it outside @jit (allreduce, all_gather "
+                            f"and reduce_scatter trace)")
     if not isinstance(x, Tensor):
         raise ArgumentError(f"tessera.{name} takes a shard's tensor, got {type(x).__name__}")
     return call(comm, ctx.rank)
+
+
+def graph_collective(name, x, axis, attrs):
+    """A collective as its Graph IR op (traced under @jit, run eagerly otherwise) over `axis`."""
+    ctx = current_context(f"tessera.{name}")
+    size = ctx.size(axis)
+    from tessera.ops._dispatch import dispatch
+    return dispatch(f"graph.{name}", [x], {"axis": axis, "axis_size": size, **attrs})

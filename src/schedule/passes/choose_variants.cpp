@@ -14,8 +14,11 @@ class DefaultChooser final : public VariantChooser {
  public:
   std::string choose(const ir::Operation& kernel) const override {
     switch (kernel_family(kernel)) {
-      case Family::view:
-      case Family::collective: return view_unsupported(kernel_root_op(kernel)) ? "none" : "view";
+      case Family::view: return view_unsupported(kernel_root_op(kernel)) ? "none" : "view";
+      // A one-member axis is the identity (a view); a larger one runs through
+      // the communicator of the shard running the executable.
+      case Family::collective:
+        return kernel_root_op(kernel).attrs().get_int("axis_size") == 1 ? "view" : "collective";
       case Family::constant: return "constant";
       default: return has_tile_template(kernel) ? "tile" : "none";
     }
