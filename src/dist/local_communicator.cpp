@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "dist/shard_copy.h"
@@ -59,7 +60,8 @@ class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::string axis, std::vector<std::string> members, double timeout)
       : axis_(std::move(axis)), members_(std::move(members)), timeout_(timeout), slots_(members_.size()),
-        arrived_(members_.size(), 0), departed_(members_.size(), 0), failed_(members_.size()) {
+        arrived_(members_.size(), 0), computed_(members_.size(), 0), departed_(members_.size(), 0),
+        failed_(members_.size()) {
     if (members_.empty()) raise(ErrorCode::ArgumentInvalid, "a communicator needs at least one member");
   }
 
@@ -69,8 +71,12 @@ class LocalCommunicator final : public Communicator {
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, bool) override {
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op))};
-    return run(rank, x, c, [&](const std::vector<const Tensor*>& in) {
-      return on_device(reduce_in_rank_order(copies(in), op), x.device());
+    return run_reduction(rank, x, c, op, [&](const Tensor& sum) {
+      Tensor out = Tensor::empty(x.shape(), x.policy());
+      if (sum.numel() > 0) {
+        std::memcpy(out.data(), sum.data(), storage_bytes_for(x.dtype(), x.numel()));
+      }
+      return on_device(out, x.device());
     });
   }
 
@@ -94,8 +100,7 @@ class LocalCommunicator final : public Communicator {
   Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op) override {
     const std::size_t d = normalize_dim(dim, x.rank(), "reduce_scatter");
     Call c{"reduce_scatter", x.shape(), x.policy(), std::string(reduce_op_name(op)) + ", dim " + std::to_string(d)};
-    return run(rank, x, c, [&](const std::vector<const Tensor*>& in) {
-      const Tensor sum = reduce_in_rank_order(copies(in), op);
+    return run_reduction(rank, x, c, op, [&](const Tensor& sum) {
       const Run part = block_part(x.shape()[d], static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
       const Tensor codes = detail::take_runs(detail::host_codes(sum), detail::runs_along(x.shape(), d, part));
       return detail::from_codes(codes, x.policy(), x.device());
@@ -157,11 +162,6 @@ class LocalCommunicator final : public Communicator {
     const Tensor* input = nullptr;
   };
 
-  static std::vector<Tensor> copies(const std::vector<const Tensor*>& in) {
-    std::vector<Tensor> v;
-    for (const Tensor* t : in) v.push_back(*t);
-    return v;
-  }
   static Tensor on_device(const Tensor& host, const std::string& device) {
     return device == "cpu" ? host : host.to(device);
   }
@@ -207,6 +207,98 @@ class LocalCommunicator final : public Communicator {
     }
   }
 
+  // A reduction as a reduce-scatter in rank order then an all-gather: member
+  // r combines the flat element range block_part(n, P, r) of every input
+  // into one shared result, all wait, then each takes what it needs
+  // (`finish`) from the whole result. Each element's combination is the
+  // rank-order one whichever member computes it.
+  template <class Finish>
+  Tensor run_reduction(std::size_t rank, const Tensor& x, const Call& call, ReduceOp op, Finish finish) {
+    std::shared_ptr<Tensor> result;
+    std::vector<Tensor> host;
+    std::uint64_t seq = 0;
+    {
+      std::unique_lock lock(mu_);
+      seq = arrive(lock, rank, x, call);
+      if (shared_seq_ != seq) {
+        shared_ = std::make_shared<Tensor>(Tensor::empty(x.shape(), x.policy()));
+        shared_seq_ = seq;
+      }
+      result = shared_;
+    }
+    std::string error;
+    try {
+      // Every member's input, on the host and contiguous (copies only when they are not already).
+      for (const Slot& s : slots_) host.push_back((s.input->is_cpu() ? *s.input : s.input->to("cpu")).contiguous());
+      const Run part = block_part(x.numel(), static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
+      if (!reduce_range_in_place(host, op, part.start, part.start + part.length, *result) && rank == 0) {
+        *result = reduce_in_rank_order(host, op);  // packed formats reduce whole, on member 0
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    {
+      std::unique_lock lock(mu_);
+      if (!error.empty()) fail_call(call, seq, members_[rank] + " could not compute its part: " + error);
+      computed_[rank] = seq;
+      cv_.notify_all();
+      wait(lock, call, seq, "waiting for members to combine their parts", computed_, [&] { return all_reached(computed_, seq); });
+    }
+    Tensor out;
+    try {
+      out = finish(*result);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::unique_lock lock(mu_);
+    if (!error.empty()) fail_call(call, seq, members_[rank] + " could not take its result: " + error);
+    depart(lock, rank, call, seq);
+    return out;
+  }
+
+  bool all_reached(const std::vector<std::uint64_t>& v, std::uint64_t seq) const {
+    for (std::uint64_t s : v)
+      if (s < seq) return false;
+    return true;
+  }
+
+  [[noreturn]] void fail_call(const Call& call, std::uint64_t seq, const std::string& why) {
+    broken_ = why;
+    cv_.notify_all();
+    raise(ErrorCode::Collective, where(call, seq) + ": " + broken_);
+  }
+
+  // Posts this member's call and waits for every member's; checks they agree. Returns the call's number.
+  std::uint64_t arrive(std::unique_lock<std::mutex>& lock, std::size_t rank, const Tensor& x, const Call& call) {
+    if (rank >= size()) {
+      raise(ErrorCode::ArgumentInvalid, "rank " + std::to_string(rank) + " is not a member of mesh axis '" + axis_ +
+                                            "' (" + std::to_string(size()) + " members)");
+    }
+    const std::uint64_t seq = departed_[rank] + 1;
+    slots_[rank] = Slot{call, &x};
+    arrived_[rank] = seq;
+    cv_.notify_all();
+    wait(lock, call, seq, "waiting for members to arrive", arrived_, [&] { return all_reached(arrived_, seq); });
+    // Every member compares the same pairs (member 0 against each other, in
+    // rank order), so all of them report the same first difference.
+    for (std::size_t r = 1; r < size(); ++r) {
+      const std::string diff = slots_[0].call.difference(slots_[r].call);
+      if (!diff.empty()) {
+        fail_call(call, seq, "members disagree on " + diff + ": " + members_[0] + " called " +
+                                 slots_[0].call.describe() + ", " + members_[r] + " called " + slots_[r].call.describe());
+      }
+    }
+    return seq;
+  }
+
+  // Marks this member done with call `seq` and waits until every member is
+  // (the inputs stay alive until everyone has read them).
+  void depart(std::unique_lock<std::mutex>& lock, std::size_t rank, const Call& call, std::uint64_t seq) {
+    departed_[rank] = seq;
+    cv_.notify_all();
+    wait(lock, call, seq, "waiting for members to finish", departed_, [&] { return all_reached(departed_, seq); });
+  }
+
   template <class Compute>
   Tensor run(std::size_t rank, const Tensor& x, const Call& call, Compute compute) {
     if (rank >= size()) {
@@ -214,27 +306,7 @@ class LocalCommunicator final : public Communicator {
                                             "' (" + std::to_string(size()) + " members)");
     }
     std::unique_lock lock(mu_);
-    const std::uint64_t seq = departed_[rank] + 1;
-    slots_[rank] = Slot{call, &x};
-    arrived_[rank] = seq;
-    cv_.notify_all();
-    auto all = [&](const std::vector<std::uint64_t>& v) {
-      for (std::uint64_t s : v)
-        if (s < seq) return false;
-      return true;
-    };
-    wait(lock, call, seq, "waiting for members to arrive", arrived_, [&] { return all(arrived_); });
-    // Every member compares the same pairs (member 0 against each other, in
-    // rank order), so all of them report the same first difference.
-    for (std::size_t r = 1; r < size(); ++r) {
-      const std::string diff = slots_[0].call.difference(slots_[r].call);
-      if (!diff.empty()) {
-        broken_ = "members disagree on " + diff + ": " + members_[0] + " called " + slots_[0].call.describe() + ", " +
-                  members_[r] + " called " + slots_[r].call.describe();
-        cv_.notify_all();
-        raise(ErrorCode::Collective, where(call, seq) + ": " + broken_);
-      }
-    }
+    const std::uint64_t seq = arrive(lock, rank, x, call);
     std::vector<const Tensor*> inputs;
     for (const Slot& s : slots_) inputs.push_back(s.input);
     lock.unlock();
@@ -246,15 +318,8 @@ class LocalCommunicator final : public Communicator {
       error = e.what();
     }
     lock.lock();
-    if (!error.empty()) {
-      broken_ = members_[rank] + " could not compute its result: " + error;
-      cv_.notify_all();
-      raise(ErrorCode::Collective, where(call, seq) + ": " + broken_);
-    }
-    departed_[rank] = seq;
-    cv_.notify_all();
-    // The inputs stay alive until every member has read them.
-    wait(lock, call, seq, "waiting for members to finish", departed_, [&] { return all(departed_); });
+    if (!error.empty()) fail_call(call, seq, members_[rank] + " could not compute its result: " + error);
+    depart(lock, rank, call, seq);
     return out;
   }
 
@@ -264,7 +329,9 @@ class LocalCommunicator final : public Communicator {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Slot> slots_;
-  std::vector<std::uint64_t> arrived_, departed_;
+  std::vector<std::uint64_t> arrived_, computed_, departed_;
+  std::shared_ptr<Tensor> shared_;  // the result of the reduction in progress
+  std::uint64_t shared_seq_ = 0;
   std::vector<std::string> failed_;
   std::string broken_;
 };

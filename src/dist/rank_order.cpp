@@ -50,45 +50,99 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+namespace {
+
+bool sub_byte(DType d) {
+  return bit_width(d) < 8 && d != DType::bool_;
+}
+
+// Elements [begin, end) of a contiguous host tensor, as values.
+std::vector<double> values_of(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  if (sub_byte(t.dtype())) {
+    const std::vector<double> all = t.to_values();
+    return std::vector<double>(all.begin() + begin, all.begin() + end);
+  }
+  return t.reshape({t.numel()}).as_strided({end - begin}, {1}, begin).to_values();
+}
+
+bool plain_fp32(const NumericsPolicy& p) {
+  return p.storage == DType::fp32 && p.accum == DType::fp32 && p.rounding == Rounding::nearest_even &&
+         p.overflow == Overflow::inf_nan;
+}
+
+}  // namespace
+
+bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::int64_t begin, std::int64_t end,
+                           const Tensor& out) {
+  const NumericsPolicy& p = host[0].policy();
+  if (end <= begin) return true;
+  if (plain_fp32(p) && op != ReduceOp::mean) {
+    // fp32 at fp32: float operations, which are the double ones rounded once.
+    float* o = static_cast<float*>(out.data()) + begin;
+    const std::int64_t n = end - begin;
+    std::memcpy(o, static_cast<const float*>(host[0].data()) + begin, static_cast<std::size_t>(n) * sizeof(float));
+    for (std::size_t r = 1; r < host.size(); ++r) {
+      const float* v = static_cast<const float*>(host[r].data()) + begin;
+      switch (op) {
+        case ReduceOp::sum:
+          for (std::int64_t i = 0; i < n; ++i) o[i] = o[i] + v[i];
+          break;
+        case ReduceOp::max:
+          for (std::int64_t i = 0; i < n; ++i)
+            o[i] = (o[i] != o[i] || v[i] != v[i]) ? std::numeric_limits<float>::quiet_NaN() : (v[i] > o[i] ? v[i] : o[i]);
+          break;
+        case ReduceOp::min:
+          for (std::int64_t i = 0; i < n; ++i)
+            o[i] = (o[i] != o[i] || v[i] != v[i]) ? std::numeric_limits<float>::quiet_NaN() : (v[i] < o[i] ? v[i] : o[i]);
+          break;
+        case ReduceOp::mean: break;
+      }
+    }
+    return true;
+  }
+  if (sub_byte(p.storage)) return false;  // packed results are computed whole
+  std::vector<double> acc = values_of(host[0], begin, end);
+  const bool integer = !is_float(p.storage);
+  if (!integer)
+    for (double& a : acc) a = to_accum(a, p.accum);
+  for (std::size_t r = 1; r < host.size(); ++r) {
+    const std::vector<double> v = values_of(host[r], begin, end);
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      acc[i] = combine(acc[i], v[i], op);
+      if (integer) {
+        if (std::fabs(acc[i]) > 9007199254740992.0) {
+          raise(ErrorCode::Collective, "an integer " + std::string(reduce_op_name(op)) + " over " +
+                                           std::to_string(host.size()) + " members passed 2^53 at element " +
+                                           std::to_string(begin + static_cast<std::int64_t>(i)));
+        }
+      } else {
+        acc[i] = to_accum(acc[i], p.accum);
+      }
+    }
+  }
+  if (op == ReduceOp::mean) {
+    const auto count = static_cast<double>(host.size());
+    for (double& a : acc) a = integer ? std::trunc(a / count) : to_accum(a / count, p.accum);
+  }
+  const Tensor chunk = Tensor::from_values(acc, {end - begin}, p);
+  const std::size_t es = static_cast<std::size_t>(storage_bytes(p.storage));
+  std::memcpy(static_cast<std::byte*>(out.data()) + static_cast<std::size_t>(begin) * es, chunk.data(),
+              static_cast<std::size_t>(end - begin) * es);
+  return true;
+}
+
 Tensor reduce_in_rank_order(const std::vector<Tensor>& xs, ReduceOp op) {
   if (xs.empty()) raise(ErrorCode::Internal, "reduce_in_rank_order of no tensors");
   const NumericsPolicy& p = xs[0].policy();
   const std::int64_t n = xs[0].numel();
   std::vector<Tensor> host;
   for (const Tensor& x : xs) host.push_back((x.is_cpu() ? x : x.to("cpu")).contiguous());
-  if (p.storage == DType::fp32 && p.accum == DType::fp32 && p.rounding == Rounding::nearest_even &&
-      p.overflow == Overflow::inf_nan && op != ReduceOp::mean) {
-    // fp32 at fp32: the same steps on floats directly.
+  if (!sub_byte(p.storage)) {
     Tensor out = Tensor::empty(xs[0].shape(), p);
-    auto* o = static_cast<float*>(out.data());
-    if (n > 0) std::memcpy(o, host[0].data(), static_cast<std::size_t>(n) * sizeof(float));
-    for (std::size_t r = 1; r < host.size(); ++r) {
-      const auto* v = static_cast<const float*>(host[r].data());
-      for (std::int64_t i = 0; i < n; ++i) {
-        o[i] = static_cast<float>(combine(o[i], v[i], op));
-      }
-    }
+    reduce_range_in_place(host, op, 0, n, out);
     return out;
   }
-  if (!is_float(p.storage)) {
-    // Integers: exact in double below 2^53, checked; the result saturates like every integer result.
-    std::vector<double> acc = host[0].to_values();
-    for (std::size_t r = 1; r < host.size(); ++r) {
-      const std::vector<double> v = host[r].to_values();
-      for (std::int64_t i = 0; i < n; ++i) {
-        acc[static_cast<std::size_t>(i)] = combine(acc[static_cast<std::size_t>(i)], v[static_cast<std::size_t>(i)], op);
-        if (std::fabs(acc[static_cast<std::size_t>(i)]) > 9007199254740992.0) {
-          raise(ErrorCode::Collective, "an integer " + std::string(reduce_op_name(op)) + " over " +
-                                           std::to_string(xs.size()) + " members passed 2^53 at element " +
-                                           std::to_string(i));
-        }
-      }
-    }
-    if (op == ReduceOp::mean) {
-      for (double& a : acc) a = std::trunc(a / static_cast<double>(xs.size()));
-    }
-    return Tensor::from_values(acc, xs[0].shape(), p);
-  }
+  // Packed formats: through values, whole.
   std::vector<double> acc = host[0].to_values();
   for (double& a : acc) a = to_accum(a, p.accum);
   for (std::size_t r = 1; r < host.size(); ++r) {

@@ -75,5 +75,11 @@ std::shared_ptr<Communicator> make_local_communicator(std::string axis, std::vec
 // tensors): a host tensor with the policy of xs[0]. What every backend's
 // deterministic reduction must equal.
 Tensor reduce_in_rank_order(const std::vector<Tensor>& xs, ReduceOp op);
+// Elements [begin, end) (flat) of that reduction, written into `out` (a
+// contiguous host tensor of xs[0]'s policy); `host` are contiguous host
+// tensors. Returns false (writing nothing) for packed sub-byte formats,
+// which only reduce whole.
+bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::int64_t begin, std::int64_t end,
+                           const Tensor& out);
 
 }  // namespace tessera::dist
