@@ -244,3 +244,25 @@ def test_jit_functions_with_collectives_run_compiled_per_shard():
     # Outside an index launch the traced collective has no shard to run on.
     with pytest.raises(CollectiveError, match=r"graph.allreduce over mesh axis 'tp' of 3 members runs per shard"):
         row_parallel(tessera.tensor(a[:, :3]), tessera.tensor(b[:3]))
+
+
+def test_gradients_through_per_shard_collectives():
+    """jit(grad) through graph.allreduce per shard. As in JAX (psum's
+    transpose is psum), the shards' losses are taken as summed: each shard's
+    gradient of sum(Y^2) with Y = allreduce(x_r w) is x_r^T (2 P Y)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    m = dist.mesh(devices=cpus(2), axes=("dp",), shape=(2,))
+    X = dist.tensor(x, layout=dist.ShardSpec(partition=("row",), mesh_axes=("dp",)), mesh=m)
+    W = dist.tensor(w, mesh=m)
+
+    def loss(xr, wr):
+        return tessera.ops.sum(tessera.allreduce(tessera.ops.matmul(xr, wr), axis="dp") ** 2)
+
+    grads = tessera.index_launch(axis="dp")(tessera.jit(tessera.grad(loss, argnums=1)))(X.parts("dp"), W.parts("dp"))
+    x64 = x.astype(np.float64)
+    y = x64[0:2] @ w + x64[2:4] @ w  # the allreduced [2, 2] product
+    for r in range(2):
+        want = x64[2 * r:2 * r + 2].T @ (2 * 2 * y)
+        np.testing.assert_allclose(grads[r].numpy(), want, rtol=1e-5, atol=1e-5)
