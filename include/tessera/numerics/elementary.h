@@ -79,22 +79,31 @@ TESSERA_ELEMENTARY_FN Reduced reduce_ln2(double x) {
   return {k, r, r_lo};
 }
 
+// k! exactly (k <= 18: below 2^53).
+TESSERA_ELEMENTARY_FN constexpr double factorial(int k) { return k <= 1 ? 1.0 : k * factorial(k - 1); }
+// Horner's step for 1/K! and every lower term down to 1/Lo!, on p (the
+// higher terms so far).
+template <int Lo, int K>
+TESSERA_ELEMENTARY_FN double fold_inverse_factorials(double p, double r) {
+  constexpr double c = 1.0 / factorial(K);
+  p = fused(p, r, c);
+  if constexpr (K > Lo) {
+    return fold_inverse_factorials<Lo, K - 1>(p, r);
+  } else {
+    return p;
+  }
+}
+// sum over k in [Lo, Hi] of r^(k - Lo) / k! (e^r's Taylor coefficients), by
+// Horner from the top, one fused multiply-add per term.
+template <int Lo, int Hi>
+TESSERA_ELEMENTARY_FN double inverse_factorial_series(double r) {
+  constexpr double top = 1.0 / factorial(Hi);
+  return fold_inverse_factorials<Lo, Hi - 1>(top, r);
+}
 // e^r - 1 - r for |r| <= 0.35, as r^2 * P(r): the Taylor series to r^13 (its
 // truncation error is below 2^-60 relative on that range).
 TESSERA_ELEMENTARY_FN double expm1_tail(double r) {
-  double p = 1.0 / 6227020800.0;         // 1/13!
-  p = fused(p, r, 1.0 / 479001600.0);    // 1/12!
-  p = fused(p, r, 1.0 / 39916800.0);     // 1/11!
-  p = fused(p, r, 1.0 / 3628800.0);      // 1/10!
-  p = fused(p, r, 1.0 / 362880.0);       // 1/9!
-  p = fused(p, r, 1.0 / 40320.0);        // 1/8!
-  p = fused(p, r, 1.0 / 5040.0);         // 1/7!
-  p = fused(p, r, 1.0 / 720.0);          // 1/6!
-  p = fused(p, r, 1.0 / 120.0);          // 1/5!
-  p = fused(p, r, 1.0 / 24.0);           // 1/4!
-  p = fused(p, r, 1.0 / 6.0);            // 1/3!
-  p = fused(p, r, 0.5);                  // 1/2!
-  return r * r * p;
+  return r * r * inverse_factorial_series<2, 13>(r);
 }
 
 // e^x - 1 for x already clamped to [-40, 710] (or NaN), before expm1's
@@ -152,19 +161,8 @@ TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
   const double xc = xd > 88.0 ? 88.0 : (xd < -88.0 ? -88.0 : xd);  // keeps 2^k normal for any x
   const double k = (xc * kInvLn2 + kRoundShifter) - kRoundShifter;
   const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
-  double p = 1.0 / 39916800.0;      // 1/11!
-  p = fused(p, r, 1.0 / 3628800.0);  // 1/10!
-  p = fused(p, r, 1.0 / 362880.0);   // 1/9!
-  p = fused(p, r, 1.0 / 40320.0);    // 1/8!
-  p = fused(p, r, 1.0 / 5040.0);     // 1/7!
-  p = fused(p, r, 1.0 / 720.0);      // 1/6!
-  p = fused(p, r, 1.0 / 120.0);      // 1/5!
-  p = fused(p, r, 1.0 / 24.0);       // 1/4!
-  p = fused(p, r, 1.0 / 6.0);        // 1/3!
-  p = fused(p, r, 0.5);              // 1/2!
-  p = fused(p, r, 1.0);
-  p = fused(p, r, 1.0);
-  const double e = p * pow2(static_cast<int64>(k));  // exact scaling: the result is a normal double
+  const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
+  const double e = p * pow2(static_cast<int64>(k));    // exact scaling: the result is a normal double
   // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
   const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
   const bool near_midpoint = below > -256 && below < 256;
