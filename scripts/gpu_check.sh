@@ -221,7 +221,7 @@ if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
 fi
 if [ $have_python -eq 1 ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
-  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py \
+  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py tests/python/test_dist_cuda.py \
     2>&1 | tee "$logs/pytest_jit_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python jit on cuda tests" PASS "$(tail -1 "$logs/pytest_jit_cuda.log" | tr -d '=')" ||
