@@ -62,6 +62,7 @@ def main() -> None:
     graph_section(rng)
     autodiff_section(rng)
     kernel_section(rng)
+    distribution_section(rng)
 
 
 def graph_section(rng) -> None:
@@ -161,6 +162,30 @@ def kernel_section(rng) -> None:
             y[tile.linear_id()] = x[tile.linear_id()]
     except tessera.KernelTypeError as error:
         print("Writing a parameter not marked mut:", error)
+
+
+def distribution_section(rng) -> None:
+    """A row-parallel matmul on four virtual CPU devices: shards, an index
+    launch of a @jit function, and its allreduce (rank-order sums)."""
+    from tessera import dist
+    mesh = dist.mesh(devices=[f"cpu:{i}" for i in range(4)], axes=("tp",), shape=(4,))
+    a = rng.standard_normal((8, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 16)).astype(np.float32)
+    A = dist.tensor(a, layout=dist.ShardSpec(partition=("col",), mesh_axes=("tp",)), mesh=mesh)
+    W = dist.tensor(w, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=mesh)
+
+    @tessera.jit
+    def row_parallel(x, y):
+        return tessera.allreduce(ops.matmul(x, y), axis="tp")
+
+    outs = tessera.index_launch(axis="tp")(row_parallel)(A.parts("tp"), W.parts("tp"))
+    print(f"\n{mesh}: A {A.layout}, W {W.layout}; shard shapes {[p.shape for p in A.parts('tp')]}")
+    err = np.abs(outs[0].numpy() - a.astype(np.float64) @ w).max()
+    same = all(np.array_equal(o.numpy(), outs[0].numpy()) for o in outs)
+    print(f"row-parallel matmul + allreduce on 4 shards: max error vs float64 {err:.2e}, "
+          f"identical on every shard: {same}")
+    print("its Graph IR (per shard):")
+    print(row_parallel.inspect_ir("graph"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
 #include <sstream>
 #include <thread>
 
+#include "tessera/dist/mesh.h"
+#include "tessera/support/error.h"
+
 #include "tessera/version.h"
 
 namespace tessera {
@@ -56,6 +59,18 @@ std::string info_report() {
     out << "  cuda:        unavailable: " << cuda.reason << "\n";
   }
   out << "  nvrtc:       " << cuda.nvrtc << "\n";
+  out << "distribution:  collectives: local (in-process); mesh devices cpu:N (virtual)";
+  if (const char* v = std::getenv("TESSERA_VIRTUAL_DEVICES"); v && *v) {
+    try {
+      const std::int64_t n = dist::virtual_cuda_devices();
+      out << ", cuda:0..cuda:" << n - 1 << " virtual, backed by the CPU (TESSERA_VIRTUAL_DEVICES=" << v << ")";
+    } catch (const Error& e) {
+      out << "; TESSERA_VIRTUAL_DEVICES is malformed: " << e.message();
+    }
+  } else if (cuda.available) {
+    out << ", cuda:N (the GPUs above)";
+  }
+  out << "\n";
   out << "compile cache: " << compile_cache_dir() << "\n";
   return out.str();
 }
