@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bindings.h"
+#include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/dist/communicator.h"
 #include "tessera/dist/dist_tensor.h"
 #include "tessera/dist/layout.h"
@@ -177,6 +178,25 @@ void bind_dist(nb::module_& m) {
            nb::rv_policy::reference)
       .def("__exit__", [](PyShardScope& s, nb::args) {
         s.scope.reset();
+        return false;
+      });
+
+  // with _C.ThreadLimit(n): this thread's CPU launches use at most n threads.
+  struct PyThreadLimit {
+    explicit PyThreadLimit(int n) : threads(n) {}
+    int threads;
+    std::unique_ptr<cpu::ScopedThreadLimit> limit;
+  };
+  nb::class_<PyThreadLimit>(m, "ThreadLimit", "Caps the CPU threads of this thread's launches (cpu_backend.h).")
+      .def(nb::init<int>(), nb::arg("threads"))
+      .def("__enter__",
+           [](PyThreadLimit& t) {
+             t.limit = std::make_unique<cpu::ScopedThreadLimit>(t.threads);
+             return &t;
+           },
+           nb::rv_policy::reference)
+      .def("__exit__", [](PyThreadLimit& t, nb::args) {
+        t.limit.reset();
         return false;
       });
 

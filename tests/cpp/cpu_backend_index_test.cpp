@@ -5,9 +5,11 @@
 // tile.strands, run as rounds of consecutive elements (SIMD lanes).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
+#include "backends/cpu/thread_pool.h"
 #include "cpu_backend_test_util.h"
 #include "tessera/ir/text.h"
 #include "tessera/support/error.h"
@@ -191,6 +193,34 @@ func @squares(%x: gmem<[n] fp32>, %y: gmem<[1] fp32 mut>) -> () attributes {kern
   Tensor y = Tensor::zeros({1}, pol(DType::fp32));
   cpu::launch(ck, 1, {f32_tensor(xs, {n}), y});
   EXPECT_EQ(static_cast<float>(y.to_values()[0]), (strand[0] + strand[1]) + (strand[2] + strand[3]));
+}
+
+// An index launch's workers cap their launches' threads (ScopedThreadLimit):
+// the default count drops to the cap inside the scope and comes back after,
+// scopes nest, and a strands kernel gives the same bits either way.
+TEST(CpuBackendThreads, ScopedThreadLimitCapsTheDefaultCount) {
+  const int before = cpu::detail::default_thread_count();
+  {
+    cpu::ScopedThreadLimit limit(1);
+    EXPECT_EQ(cpu::detail::default_thread_count(), 1);
+    {
+      cpu::ScopedThreadLimit wider(64);
+      EXPECT_EQ(cpu::detail::default_thread_count(), std::min(before, 64));
+    }
+    EXPECT_EQ(cpu::detail::default_thread_count(), 1);
+  }
+  EXPECT_EQ(cpu::detail::default_thread_count(), before);
+  ir::Module m = ir::parse_module(strands_kernel(0), "strands.tir");
+  cpu::CompiledKernel ck = compile(*m.lookup("strands"));
+  std::vector<double> xs(5000);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<double>(i)) * 1e3;
+  Tensor y1 = Tensor::zeros({1}, pol(DType::fp32)), y2 = Tensor::zeros({1}, pol(DType::fp32));
+  cpu::launch(ck, 1, {f32_tensor(xs, {5000}), y1});
+  {
+    cpu::ScopedThreadLimit limit(1);
+    cpu::launch(ck, 1, {f32_tensor(xs, {5000}), y2});
+  }
+  EXPECT_EQ(y1.codes(), y2.codes());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ one communicator of the in-process ``local`` backend for the launch.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -160,10 +161,14 @@ def _run(fn, axis, mesh, grid, args, kwargs):
     comm = _C.local_communicator(axis, devices)
     results = [None] * n
 
+    # The shards share the machine: each launches its CPU kernels on its share of the cores.
+    threads_each = max(1, (os.cpu_count() or 1) // n)
+
     def body(i):
         _ctx.value = ShardContext(m, axis, i, comm)
         try:
-            with _C.ShardScope(axis, comm, i):  # Graph IR collectives of this thread use comm
+            # Graph IR collectives of this thread use comm; its CPU kernels threads_each threads.
+            with _C.ShardScope(axis, comm, i), _C.ThreadLimit(threads_each):
                 a = [x[i] if isinstance(x, Parts) else x for x in args]
                 k = {key: (x[i] if isinstance(x, Parts) else x) for key, x in kwargs.items()}
                 results[i] = target(*a, **k)

@@ -1,6 +1,8 @@
 // The thread pool CPU kernels run their groups on (see thread_pool.h).
 #include "backends/cpu/thread_pool.h"
 
+#include "tessera/backends/cpu/cpu_backend.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -38,12 +40,17 @@ int hardware_threads() {
 }
 }  // namespace
 
+namespace {
+thread_local int t_thread_limit = 0;  // 0: none (ScopedThreadLimit)
+}  // namespace
+
 int default_thread_count() {
+  int n = hardware_threads();
   if (const char* env = std::getenv("TESSERA_NUM_THREADS"); env != nullptr && *env != '\0') {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
+    const int v = std::atoi(env);
+    if (v > 0) n = v;
   }
-  return hardware_threads();
+  return t_thread_limit > 0 ? std::min(n, t_thread_limit) : n;
 }
 
 ThreadPool& ThreadPool::global() {
@@ -119,3 +126,15 @@ void ThreadPool::parallel_for(std::int64_t n, int threads, const std::function<v
 }
 
 }  // namespace tessera::cpu::detail
+
+namespace tessera::cpu {
+
+ScopedThreadLimit::ScopedThreadLimit(int threads) : previous_(detail::t_thread_limit) {
+  detail::t_thread_limit = std::max(threads, 1);
+}
+
+ScopedThreadLimit::~ScopedThreadLimit() {
+  detail::t_thread_limit = previous_;
+}
+
+}  // namespace tessera::cpu

@@ -88,8 +88,23 @@ struct KernelArg {
 };
 
 struct LaunchOptions {
-  // Threads running groups; 0 = $TESSERA_NUM_THREADS, else every hardware thread.
+  // Threads running groups; 0 = $TESSERA_NUM_THREADS, else every hardware
+  // thread (at most the calling thread's ScopedThreadLimit).
   int num_threads = 0;
+};
+
+// While alive, launches from this thread that leave num_threads at 0 use at
+// most `threads` threads: the workers of an index launch share the machine
+// instead of each taking all of it. Results do not depend on thread counts.
+class ScopedThreadLimit {
+ public:
+  explicit ScopedThreadLimit(int threads);
+  ~ScopedThreadLimit();
+  ScopedThreadLimit(const ScopedThreadLimit&) = delete;
+  ScopedThreadLimit& operator=(const ScopedThreadLimit&) = delete;
+
+ private:
+  int previous_;
 };
 
 // Compiles (or loads from the cache) one kernel function. Raises
