@@ -16,6 +16,7 @@
 #include "tessera/dist/layout.h"
 #include "tessera/dist/mesh.h"
 #include "tessera/dist/shard_scope.h"
+#include "tessera/dist/spmd.h"
 
 namespace nb = nanobind;
 
@@ -230,10 +231,8 @@ void bind_dist(nb::module_& m) {
         };
         {
           nb::gil_scoped_release release;
-          std::vector<std::thread> threads;
-          threads.reserve(n);
-          for (std::size_t r = 0; r < n; ++r) threads.emplace_back(work, r);
-          for (std::thread& t : threads) t.join();
+          // `work` catches every Python error itself, so run_spmd sees none.
+          dist::run_spmd(n, work, [](std::size_t, const std::string&) {});
         }
         nb::list out;
         for (auto& e : errors) out.append(e.is_valid() ? e : nb::none());
