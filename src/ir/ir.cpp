@@ -155,4 +155,19 @@ std::vector<Value*> function_results(const Operation& func) {
   return term->operands();
 }
 
+bool is_within(const Operation* op, const Operation* ancestor) {
+  while (op) {
+    if (op == ancestor) return true;
+    const Block* b = op->parent_block();
+    op = b && b->parent_region() ? b->parent_region()->parent_op() : nullptr;
+  }
+  return false;
+}
+
+bool defined_within(const Value* v, const Operation* op) {
+  if (v->defining_op()) return is_within(v->defining_op(), op);
+  const Block* b = v->owner_block();
+  return b && b->parent_region() && is_within(b->parent_region()->parent_op(), op);
+}
+
 }  // namespace tessera::ir

@@ -190,4 +190,10 @@ Block& function_body(const Operation& func);
 // The operands of the body's `return`.
 std::vector<Value*> function_results(const Operation& func);
 
+// Whether `op` is `ancestor` or nested (through regions) inside it.
+bool is_within(const Operation* op, const Operation* ancestor);
+// Whether value `v` is defined inside `op` (a result of an op within it, or
+// an argument of a block of one of its regions, nested or not).
+bool defined_within(const Value* v, const Operation* op);
+
 }  // namespace tessera::ir

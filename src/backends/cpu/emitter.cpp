@@ -696,16 +696,7 @@ class Emitter {
     std::int64_t scale;
   };
 
-  static bool inside(const ir::Operation* op, const ir::Operation& loop) {
-    for (; op != nullptr; op = op->parent_block() ? op->parent_block()->parent_region()->parent_op() : nullptr) {
-      if (op == &loop) return true;
-    }
-    return false;
-  }
-  static bool invariant(const ir::Value* v, const ir::Operation& loop) {
-    if (v->is_block_argument()) return !inside(v->owner_block()->parent_region()->parent_op(), loop);
-    return !inside(v->defining_op(), loop);
-  }
+  static bool invariant(const ir::Value* v, const ir::Operation& loop) { return !ir::defined_within(v, &loop); }
   static std::optional<std::int64_t> constant_int(const ir::Value* v) {
     const ir::Operation* d = v->defining_op();
     if (d == nullptr || d->name() != "tile.const") return std::nullopt;
@@ -757,10 +748,15 @@ class Emitter {
     }
     return true;
   }
-  // A C++ condition: every access of `spans` is in range for iv in
-  // [first, last] (first <= last assumed).
-  std::string spans_in_range(const std::vector<SpanAccess>& spans, const std::string& first, const std::string& last) {
-    std::string cond = "true";
+  // The C++ condition under which `loop`'s accesses may be plain: `nonempty`
+  // and every access in range for iv in [first, last]; nullopt when some
+  // access is not of the form collect_spans takes.
+  std::optional<std::string> range_condition(const ir::Operation& loop, const std::string& nonempty,
+                                             const std::string& first, const std::string& last) {
+    const ir::Block& body = loop.region(0).block();
+    std::vector<SpanAccess> spans;
+    if (!collect_spans(body, loop, body.argument(0), spans)) return std::nullopt;
+    std::string cond = nonempty;
     for (const SpanAccess& a : spans) {
       const std::string base = a.base ? ref(a.base) : "std::int64_t{0}";
       const std::string scale = std::to_string(a.scale);
@@ -768,6 +764,33 @@ class Emitter {
               ", " + ref(a.buffer) + ".shape[0])";
     }
     return cond;
+  }
+
+  // `plain` (emitted with unchecked accesses) when `in_range` holds, else
+  // `checked`; only `checked` without a condition.
+  void emit_range_checked(const std::optional<std::string>& in_range, const std::function<void()>& plain,
+                          const std::function<void()>& checked) {
+    if (!in_range) return checked();
+    line("if (" + *in_range + ") {");
+    ++indent_;
+    access_ = Access::unchecked;
+    plain();
+    access_ = Access::checked;
+    --indent_;
+    line("} else {");
+    ++indent_;
+    checked();
+    --indent_;
+    line("}");
+  }
+
+  // `header` (a `for (...) {` line), the body, the closing brace.
+  void emit_loop(const std::string& header, const std::function<void()>& body) {
+    line(header);
+    ++indent_;
+    body();
+    --indent_;
+    line("}");
   }
 
   // `header` (a `for (...) {` line) with masked accesses in `body`, counting
@@ -814,28 +837,11 @@ class Emitter {
     const std::string& iv = name_.at(body.argument(0));
     const std::string header =
         "for (std::int64_t " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {";
-    std::vector<SpanAccess> spans;
-    const bool hoist = collect_spans(body, op, body.argument(0), spans);
-    if (hoist) {
-      // Every index is in range for iv in [lo, hi - 1]: plain accesses.
-      line("if (" + hi + " > " + lo + " && " + spans_in_range(spans, lo, "(" + hi + " - 1)") + ") {");
-      ++indent_;
-      access_ = Access::unchecked;
-      line(header);
-      ++indent_;
-      emit_lane_block(body);
-      --indent_;
-      line("}");
-      access_ = Access::checked;
-      --indent_;
-      line("} else {");
-      ++indent_;
-    }
-    emit_masked_loop(header, lo, [&] { emit_lane_block(body); });
-    if (hoist) {
-      --indent_;
-      line("}");
-    }
+    // Every index in range for iv in [lo, hi - 1]: plain accesses.
+    emit_range_checked(
+        range_condition(op, hi + " > " + lo, lo, "(" + hi + " - 1)"),
+        [&] { emit_loop(header, [&] { emit_lane_block(body); }); },
+        [&] { emit_masked_loop(header, lo, [&] { emit_lane_block(body); }); });
     --indent_;
     line("}");
   }
@@ -887,63 +893,32 @@ class Emitter {
       const std::string full_rounds =
           "for (; " + round + " <= " + hi + " - " + count_text + "; " + round + " += " + count_text + ") {";
       const std::string strands_loop = "for (std::int64_t " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ") {";
-      std::vector<SpanAccess> spans;
-      const bool hoist = collect_spans(body, op, body.argument(0), spans);
-      if (hoist) {
-        // Every index is in range over the full rounds: plain accesses.
-        const std::string last = "(" + lo + " + (" + hi + " - " + lo + ") / " + count_text + " * " + count_text + " - 1)";
-        line("if (" + hi + " - " + lo + " >= " + count_text + " && " + spans_in_range(spans, lo, last) + ") {");
+      auto rounds = [&](const std::function<void()>& step) {
+        emit_loop(full_rounds, [&] { emit_loop(strands_loop, step); });
+      };
+      auto masked_rounds = [&] {
+        line("std::int32_t " + faults + "[" + count_text + "] = {};");
+        rounds([&] {
+          line("bool lane_ok = true;");
+          access_ = Access::masked;
+          emit_step();
+          access_ = Access::checked;
+          line(faults + "[" + s + "] += static_cast<std::int32_t>(!lane_ok);");
+        });
+        line("std::int32_t any_" + faults + " = 0;");
+        line("for (std::int32_t f : " + faults + ") any_" + faults + " |= f;");
+        line("if (any_" + faults + " != 0) [[unlikely]] {");
         ++indent_;
-        line(full_rounds);
-        ++indent_;
-        line(strands_loop);
-        ++indent_;
-        access_ = Access::unchecked;
-        emit_step();
-        access_ = Access::checked;
+        line(round + " = " + lo + ";");
+        rounds(emit_step);
+        line("tsr::lane_fault_lost(kKernel, " + lo + ");");
         --indent_;
         line("}");
-        --indent_;
-        line("}");
-        --indent_;
-        line("} else {");
-        ++indent_;
-      }
-      line("std::int32_t " + faults + "[" + count_text + "] = {};");
-      line(full_rounds);
-      ++indent_;
-      line(strands_loop);
-      ++indent_;
-      line("bool lane_ok = true;");
-      access_ = Access::masked;
-      emit_step();
-      access_ = Access::checked;
-      line(faults + "[" + s + "] += static_cast<std::int32_t>(!lane_ok);");
-      --indent_;
-      line("}");
-      --indent_;
-      line("}");
-      line("std::int32_t any_" + faults + " = 0;");
-      line("for (std::int32_t f : " + faults + ") any_" + faults + " |= f;");
-      line("if (any_" + faults + " != 0) [[unlikely]] {");
-      ++indent_;
-      line(round + " = " + lo + ";");
-      line(full_rounds);
-      ++indent_;
-      line(strands_loop);
-      ++indent_;
-      emit_step();
-      --indent_;
-      line("}");
-      --indent_;
-      line("}");
-      line("tsr::lane_fault_lost(kKernel, " + lo + ");");
-      --indent_;
-      line("}");
-      if (hoist) {
-        --indent_;
-        line("}");
-      }
+      };
+      // Every index in range over the full rounds: plain accesses.
+      const std::string last = "(" + lo + " + (" + hi + " - " + lo + ") / " + count_text + " * " + count_text + " - 1)";
+      emit_range_checked(range_condition(op, hi + " - " + lo + " >= " + count_text, lo, last),
+                         [&] { rounds(emit_step); }, masked_rounds);
     }
     line("for (; " + round + " < " + hi + "; " + round + " += " + count_text + ") {");
     ++indent_;

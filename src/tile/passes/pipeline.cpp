@@ -82,21 +82,6 @@ ir::Operation* clone_into(ir::Block& block, ir::Block::OpList::iterator pos, con
   return made;
 }
 
-bool inside(const ir::Operation* op, const ir::Operation* loop) {
-  while (op) {
-    if (op == loop) return true;
-    const ir::Block* b = op->parent_block();
-    op = b && b->parent_region() ? b->parent_region()->parent_op() : nullptr;
-  }
-  return false;
-}
-
-bool defined_inside(const ir::Value* v, const ir::Operation* loop) {
-  if (v->defining_op()) return inside(v->defining_op(), loop);
-  const ir::Block* b = v->owner_block();
-  return b && b->parent_region() && inside(b->parent_region()->parent_op(), loop);
-}
-
 std::string at_text(const ir::Operation& op) {
   const SourceLocation& loc = op.location();
   return loc.valid() ? " at " + std::to_string(loc.line) + ":" + std::to_string(loc.column) : "";
@@ -164,7 +149,7 @@ std::string match(const ir::Operation& loop, std::int64_t stages, Plan& plan) {
   if (plan.copies.empty()) return "the body does not begin with tile.cp_async copies";
   // What the copies' operands need from the leading pure ops.
   std::function<std::string(const ir::Value*)> need = [&](const ir::Value* v) -> std::string {
-    if (v == iv || !defined_inside(v, &loop)) return "";
+    if (v == iv || !ir::defined_within(v, &loop)) return "";
     const ir::Operation* def = v->defining_op();
     if (!def || std::find(plan.lead.begin(), plan.lead.end(), def) == plan.lead.end()) {
       return "a copy operand depends on a value the loop carries or computes after its copies";
@@ -179,17 +164,17 @@ std::string match(const ir::Operation& loop, std::int64_t stages, Plan& plan) {
   for (const ir::Operation* c : plan.copies) {
     const ir::Value* dst = c->operand(0);
     const ir::Value* src = c->operand(1);
-    if (!dst->defining_op() || dst->defining_op()->name() != "tile.smem_alloc" || defined_inside(dst, &loop)) {
+    if (!dst->defining_op() || dst->defining_op()->name() != "tile.smem_alloc" || ir::defined_within(dst, &loop)) {
       return "the destination of the tile.cp_async" + at_text(*c) + " is not a tile.smem_alloc made before the loop";
     }
     if (!dsts.insert(dst).second) return "two leading copies share a destination buffer";
     for (const ir::Use& u : dst->uses()) {
-      if (!inside(u.user, &loop) || u.user == &loop) {
+      if (!ir::is_within(u.user, &loop) || u.user == &loop) {
         return "the copied buffer is also used outside the loop ('" + std::string(u.user->name()) + "'" +
                at_text(*u.user) + ")";
       }
     }
-    if (defined_inside(src, &loop)) return "the source of the tile.cp_async" + at_text(*c) + " is defined in the loop";
+    if (ir::defined_within(src, &loop)) return "the source of the tile.cp_async" + at_text(*c) + " is defined in the loop";
     for (std::size_t i = 1; i < c->num_operands(); ++i) {
       if (auto why = need(c->operand(i)); !why.empty()) return why;
     }
