@@ -52,17 +52,43 @@ std::string_view reduce_op_name(ReduceOp op) {
 
 namespace {
 
-bool sub_byte(DType d) {
-  return bit_width(d) < 8 && d != DType::bool_;
-}
-
 // Elements [begin, end) of a contiguous host tensor, as values.
 std::vector<double> values_of(const Tensor& t, std::int64_t begin, std::int64_t end) {
-  if (sub_byte(t.dtype())) {
+  if (is_packed(t.dtype())) {
     const std::vector<double> all = t.to_values();
     return std::vector<double>(all.begin() + begin, all.begin() + end);
   }
   return t.reshape({t.numel()}).as_strided({end - begin}, {1}, begin).to_values();
+}
+
+// The rank-order reduction of elements [begin, end), as values: floats at
+// the accumulation type, integers exactly (checked against 2^53).
+std::vector<double> reduce_values(const std::vector<Tensor>& host, ReduceOp op, std::int64_t begin, std::int64_t end) {
+  const NumericsPolicy& p = host[0].policy();
+  std::vector<double> acc = values_of(host[0], begin, end);
+  const bool integer = !is_float(p.storage);
+  if (!integer)
+    for (double& a : acc) a = to_accum(a, p.accum);
+  for (std::size_t r = 1; r < host.size(); ++r) {
+    const std::vector<double> v = values_of(host[r], begin, end);
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      acc[i] = combine(acc[i], v[i], op);
+      if (integer) {
+        if (std::fabs(acc[i]) > 9007199254740992.0) {
+          raise(ErrorCode::Collective, "an integer " + std::string(reduce_op_name(op)) + " over " +
+                                           std::to_string(host.size()) + " members passed 2^53 at element " +
+                                           std::to_string(begin + static_cast<std::int64_t>(i)));
+        }
+      } else {
+        acc[i] = to_accum(acc[i], p.accum);
+      }
+    }
+  }
+  if (op == ReduceOp::mean) {
+    const auto count = static_cast<double>(host.size());
+    for (double& a : acc) a = integer ? std::trunc(a / count) : to_accum(a / count, p.accum);
+  }
+  return acc;
 }
 
 bool plain_fp32(const NumericsPolicy& p) {
@@ -100,31 +126,8 @@ bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::in
     }
     return true;
   }
-  if (sub_byte(p.storage)) return false;  // packed results are computed whole
-  std::vector<double> acc = values_of(host[0], begin, end);
-  const bool integer = !is_float(p.storage);
-  if (!integer)
-    for (double& a : acc) a = to_accum(a, p.accum);
-  for (std::size_t r = 1; r < host.size(); ++r) {
-    const std::vector<double> v = values_of(host[r], begin, end);
-    for (std::size_t i = 0; i < acc.size(); ++i) {
-      acc[i] = combine(acc[i], v[i], op);
-      if (integer) {
-        if (std::fabs(acc[i]) > 9007199254740992.0) {
-          raise(ErrorCode::Collective, "an integer " + std::string(reduce_op_name(op)) + " over " +
-                                           std::to_string(host.size()) + " members passed 2^53 at element " +
-                                           std::to_string(begin + static_cast<std::int64_t>(i)));
-        }
-      } else {
-        acc[i] = to_accum(acc[i], p.accum);
-      }
-    }
-  }
-  if (op == ReduceOp::mean) {
-    const auto count = static_cast<double>(host.size());
-    for (double& a : acc) a = integer ? std::trunc(a / count) : to_accum(a / count, p.accum);
-  }
-  const Tensor chunk = Tensor::from_values(acc, {end - begin}, p);
+  if (is_packed(p.storage)) return false;  // packed results are computed whole
+  const Tensor chunk = Tensor::from_values(reduce_values(host, op, begin, end), {end - begin}, p);
   const std::size_t es = static_cast<std::size_t>(storage_bytes(p.storage));
   std::memcpy(static_cast<std::byte*>(out.data()) + static_cast<std::size_t>(begin) * es, chunk.data(),
               static_cast<std::size_t>(end - begin) * es);
@@ -137,22 +140,12 @@ Tensor reduce_in_rank_order(const std::vector<Tensor>& xs, ReduceOp op) {
   const std::int64_t n = xs[0].numel();
   std::vector<Tensor> host;
   for (const Tensor& x : xs) host.push_back((x.is_cpu() ? x : x.to("cpu")).contiguous());
-  if (!sub_byte(p.storage)) {
+  if (!is_packed(p.storage)) {
     Tensor out = Tensor::empty(xs[0].shape(), p);
     reduce_range_in_place(host, op, 0, n, out);
     return out;
   }
-  // Packed formats: through values, whole.
-  std::vector<double> acc = host[0].to_values();
-  for (double& a : acc) a = to_accum(a, p.accum);
-  for (std::size_t r = 1; r < host.size(); ++r) {
-    const std::vector<double> v = host[r].to_values();
-    for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = to_accum(combine(acc[i], v[i], op), p.accum);
-  }
-  if (op == ReduceOp::mean) {
-    for (double& a : acc) a = to_accum(a / static_cast<double>(xs.size()), p.accum);
-  }
-  return Tensor::from_values(acc, xs[0].shape(), p);
+  return Tensor::from_values(reduce_values(host, op, 0, n), xs[0].shape(), p);  // packed formats, whole
 }
 
 }  // namespace tessera::dist

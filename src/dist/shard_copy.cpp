@@ -8,9 +8,6 @@
 namespace tessera::dist::detail {
 namespace {
 
-bool sub_byte(DType d) {
-  return bit_width(d) < 8 && d != DType::bool_;
-}
 
 std::size_t element_bytes(const Tensor& codes) {
   return static_cast<std::size_t>(storage_bytes(codes.dtype()));
@@ -64,13 +61,13 @@ void copy_runs(const Tensor& big, const Tensor& small, const std::vector<std::ve
 
 Tensor host_codes(const Tensor& t) {
   const Tensor h = t.is_cpu() ? t : t.to("cpu");
-  if (sub_byte(h.dtype())) return h.contiguous().to_byte_codes();
+  if (is_packed(h.dtype())) return h.contiguous().to_byte_codes();
   return h.contiguous().as_codes().contiguous();
 }
 
 Tensor from_codes(const Tensor& codes, const NumericsPolicy& policy, const std::string& device) {
   Tensor t = Tensor::empty(codes.shape(), policy);
-  if (sub_byte(policy.storage)) {
+  if (is_packed(policy.storage)) {
     t.store_byte_codes(codes);
   } else if (codes.numel() > 0) {
     std::memcpy(t.data(), codes.data(), static_cast<std::size_t>(codes.numel()) * element_bytes(codes));

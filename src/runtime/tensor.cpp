@@ -18,10 +18,6 @@ int packed_bits(DType dtype) {
   return b < 8 ? b : storage_bytes(dtype) * 8;
 }
 
-bool is_packed(DType dtype) {
-  return bit_width(dtype) < 8 && dtype != DType::bool_;
-}
-
 std::uint64_t read_code(const std::byte* base, DType dtype, std::int64_t index) {
   if (is_packed(dtype)) {
     int b = packed_bits(dtype);

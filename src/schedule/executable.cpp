@@ -157,9 +157,6 @@ struct Launcher {
 
 // Launches a step's tile kernel: flat buffers and scalars; a matrix kernel
 // once per batch matrix with its operands' 2-D views.
-bool sub_byte(DType d) {
-  return bit_width(d) < 8 && d != DType::bool_;
-}
 
 void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                    const std::vector<std::int64_t>& domain, const Launcher& launch);
@@ -169,7 +166,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
 // it (CPU only: the CUDA backend takes no sub-byte buffers).
 void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                  const std::vector<std::int64_t>& domain, const Launcher& launch) {
-  const auto packed = [](const Tensor& t) { return sub_byte(t.dtype()); };
+  const auto packed = [](const Tensor& t) { return is_packed(t.dtype()); };
   if (std::none_of(inputs.begin(), inputs.end(), packed) && std::none_of(outputs.begin(), outputs.end(), packed)) {
     return launch_kernel(step, inputs, outputs, domain, launch);
   }

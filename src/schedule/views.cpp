@@ -10,9 +10,6 @@
 namespace tessera::schedule {
 namespace {
 
-bool is_packed(DType d) {
-  return bit_width(d) < 8 && d != DType::bool_;
-}
 
 bool is_collective(std::string_view n) {
   return n == "graph.allreduce" || n == "graph.all_gather" || n == "graph.reduce_scatter";

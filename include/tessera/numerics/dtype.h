@@ -79,6 +79,11 @@ inline bool is_float(DType dtype) {
 inline int bit_width(DType dtype) {
   return info(dtype).bits;
 }
+// Formats narrower than a byte (int4, fp4_e2m1, fp6_*), which tensors store
+// bit-packed; bool takes a byte.
+inline bool is_packed(DType dtype) {
+  return bit_width(dtype) < 8 && dtype != DType::bool_;
+}
 // Bytes one element occupies in unpacked storage (sub-byte formats take a byte).
 int storage_bytes(DType dtype);
 // The integer dtype whose storage has the same bytes as `dtype`'s (uint8,

@@ -54,7 +54,7 @@ void check_kernel_param(const ir::Type& t, const std::string& param, const std::
   }
   if (!t.is_gmem()) return;
   const std::string prefix = std::string(backend) + ": parameter '" + param + "'";
-  if (bit_width(t.dtype()) < 8 && t.dtype() != DType::bool_ && !sub_byte_buffers) {
+  if (is_packed(t.dtype()) && !sub_byte_buffers) {
     raise(ErrorCode::Compile, prefix + " of kernel '" + kernel + "' is " + ir::print_type(t) +
                                   "; this backend takes no packed sub-byte buffers yet, "
                                   "pass an 8-bit format (int8, fp8_e4m3) instead");

@@ -146,7 +146,7 @@ const Tensor& buffer_arg(const CompiledKernel& k, const KernelParam& p, const Ke
                                  "'; move it with .to(\"" + device + "\")");
   }
   // A sub-byte parameter (int4, fp4, fp6) also takes a uint8 tensor of one code per byte.
-  const bool byte_codes = bit_width(p.type.dtype()) < 8 && p.type.dtype() != DType::bool_ && t->dtype() == DType::uint8;
+  const bool byte_codes = is_packed(p.type.dtype()) && t->dtype() == DType::uint8;
   if (t->dtype() != p.type.dtype() && !byte_codes) {
     raise(ErrorCode::DtypeUnsupported, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
                                            ir::print_type(p.type) + " but the argument is " + describe(*t));
@@ -273,9 +273,6 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
 
 namespace {
 
-bool sub_byte(DType d) {
-  return bit_width(d) < 8 && d != DType::bool_;
-}
 
 // Kernels address one code per byte: a packed sub-byte tensor (int4, fp4,
 // fp6) is unpacked into a uint8 buffer for the launch, and a mut one is
@@ -286,7 +283,7 @@ std::vector<std::size_t> unpack_sub_byte_args(const CompiledKernel& k, std::vect
   for (std::size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
     const KernelParam& p = k.params[i];
     const Tensor* t = std::get_if<Tensor>(&args[i].value);
-    if (!p.is_buffer || !sub_byte(p.type.dtype()) || t == nullptr || !t->defined() || t->dtype() != p.type.dtype() ||
+    if (!p.is_buffer || !is_packed(p.type.dtype()) || t == nullptr || !t->defined() || t->dtype() != p.type.dtype() ||
         !t->is_cpu()) {
       continue;  // bind_launch reports a mismatch
     }

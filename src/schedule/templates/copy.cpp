@@ -39,7 +39,7 @@ std::vector<Value*> none() {
 bool moves_codes(const ir::Operation& root) {
   const std::string_view n = root.name();
   const DType d = root.result(0)->type().dtype();
-  if (bit_width(d) < 8 && d != DType::bool_) return false;
+  if (is_packed(d)) return false;
   return n == "graph.concat" || n == "graph.gather" || n == "graph.slice_embed";
 }
 
