@@ -112,6 +112,8 @@ def test_index_launch_of_a_kernel_binds_shard_dims():
     Z = dist.tensor(shape=(16,), layout=spec, mesh=m2)
     with pytest.raises(ArgumentError, match="live on another mesh"):
         tessera.index_launch(axis="tp")(scale_part)(X.parts("tp"), Z.parts("tp"), 1.0)
+    with pytest.raises(ArgumentError, match="grid= applies to kernels"):
+        tessera.index_launch(axis="tp", grid=4)(lambda x: x)(X.parts("tp"))
 
 
 def test_row_parallel_matmul_with_an_allreduce_matches_numpy():

@@ -155,6 +155,8 @@ def _run(fn, axis, mesh, grid, args, kwargs):
         launch_grid = grid if grid is not None else kernel_grid
         target = kernel[launch_grid] if launch_grid is not None else kernel
     else:
+        if grid is not None:
+            raise ArgumentError(f"tessera.index_launch: grid= applies to kernels, and {fn!r} is not one")
         target = fn
     ranks = m._m.axis_group(axis, 0)
     devices = [m.devices[r] for r in ranks]
