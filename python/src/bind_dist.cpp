@@ -5,6 +5,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <thread>
@@ -16,6 +17,9 @@
 #include "tessera/dist/layout.h"
 #include "tessera/dist/mesh.h"
 #include "tessera/dist/shard_scope.h"
+#include "tessera/dist/sharding.h"
+#include "ir_module.h"
+#include "tessera/ir/ir.h"
 #include "tessera/dist/spmd.h"
 
 namespace nb = nanobind;
@@ -201,6 +205,29 @@ void bind_dist(nb::module_& m) {
         return false;
       });
 
+  m.def(
+      "partition_mesh",
+      [](const IRModule& module, const std::string& func, const Mesh& mesh, const std::vector<Layout>& args) {
+        std::vector<ir::Sharding> shardings;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          shardings.push_back(dist::sharding_of(args[i], "argument #" + std::to_string(i)));
+        }
+        dist::MeshPartition p = dist::partition_mesh(*module.module, func, mesh, shardings);
+        nb::list results;
+        auto globals = ir::function_results(*module.module->lookup(func));
+        for (std::size_t r = 0; r < p.results.size(); ++r) {
+          const ir::Type& t = globals[r]->type();
+          results.append(nb::make_tuple(*ir::static_sizes(t.shape), t.policy, dist::layout_of(p.results[r], mesh),
+                                        ir::print_sharding(p.results[r])));
+        }
+        return nb::make_tuple(p.functions, p.function_of_rank, results);
+      },
+      nb::arg("module"), nb::arg("function"), nb::arg("mesh"), nb::arg("layouts"),
+      "Partitions a traced function over a mesh: (per-shard function names, function of each rank, and per "
+      "result (global shape, policy, layout, sharding text)).");
+  m.def(
+      "layout_sharding", [](const Layout& layout) { return ir::print_sharding(dist::sharding_of(layout, "the layout")); },
+      nb::arg("layout"), "A layout's sharding text in Graph IR (\"shard[-, tp] partial(dp)\").");
   m.def("reduce_in_rank_order", [](const std::vector<Tensor>& xs, const std::string& op) {
     return dist::reduce_in_rank_order(xs, dist::parse_reduce_op(op));
   }, nb::arg("xs"), nb::arg("op") = "sum");

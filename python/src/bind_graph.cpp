@@ -190,6 +190,14 @@ void bind_graph(nb::module_& m) {
   nb::class_<GraphFunction>(m, "GraphFunction", "A traced Graph IR function.")
       .def("text", &GraphFunction::text, nb::arg("generic") = false)
       .def("verify", &GraphFunction::verify)
+      .def(
+          "function_text",
+          [](const GraphFunction& g, const std::string& name) {
+            const ir::Operation* f = g.module().module->lookup(name);
+            if (f == nullptr) raise(ErrorCode::ArgumentInvalid, "no function '" + name + "' in the module");
+            return ir::print_function(*f);
+          },
+          nb::arg("name"))
       .def("run_passes", &GraphFunction::run_passes, nb::arg("names"))
       .def("execute", &GraphFunction::execute, nb::arg("args"))
       .def_prop_ro("num_ops", &GraphFunction::num_ops)

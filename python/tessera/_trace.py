@@ -91,6 +91,7 @@ class TraceContext:
         self.builder = _C.GraphBuilder(name) if parent is None else _C.GraphBuilder(parent.builder.module, name)
         self._constants = {}
         self.captures = []  # (tracer of an enclosing trace, this trace's parameter standing for it)
+        self.mesh = getattr(parent, "mesh", None)  # set by @jit when tracing over distributed tensors
         self._captured = {}
         if parent is not None and hasattr(parent, "bindings"):
             self.bindings = parent.bindings

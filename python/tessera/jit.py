@@ -30,6 +30,7 @@ import inspect
 import numpy as np
 
 from tessera import _C
+from tessera.dist import _jit as _dist
 from tessera._trace import TraceContext, Tracer, active, _user_frame
 from tessera.errors import ArgumentError, CompileError, DeviceError, DtypeError, ShapeError
 
@@ -209,8 +210,13 @@ class JitFunction:
             if name in self.static_argnames:
                 statics[name] = value
                 continue
-            if spec is not None:
+            if spec is not None and _dist.is_dist(value):
+                tensors[name] = value  # a distributed tensor: its global shape binds the dims
+                self._bind_dims(name, value.shape, spec, bindings)
+            elif spec is not None:
                 tensors[name] = self._convert_annotated(name, value, spec, bindings)
+            elif _dist.is_dist(value):
+                tensors[name] = value
             elif isinstance(value, _C.Tensor):
                 tensors[name] = value
             elif isinstance(value, np.ndarray):
@@ -229,7 +235,10 @@ class JitFunction:
         elif spec.policy is not None and value.policy != spec.policy:
             raise DtypeError(f"argument '{name}' of {self.__name__}() has policy '{value.policy}', the "
                              f"annotation asks for '{spec.policy}'; convert it with tessera.ops.cast")
-        shape = value.shape
+        self._bind_dims(name, value.shape, spec, bindings)
+        return value
+
+    def _bind_dims(self, name, shape, spec, bindings):
         if len(shape) != len(spec.dims):
             raise ShapeError(f"argument '{name}' of {self.__name__}() has rank {len(shape)} (shape {shape}), "
                              f"the annotation {spec!r} has rank {len(spec.dims)}")
@@ -244,7 +253,6 @@ class JitFunction:
                                  f"but argument '{arg0}' bound '{dim}' to {size0}", code="TE2002")
             else:
                 bindings.setdefault(dim, (size, name))
-        return value
 
     @staticmethod
     def _static_key(value):
@@ -260,6 +268,8 @@ class JitFunction:
             # function, or an enclosing function is traced): the body records into that trace.
             return self.fn(*args, **kwargs)
         bound, tensors, statics, bindings = self._classify(args, kwargs)
+        if any(_dist.is_dist(t) for t in tensors.values()):
+            return self._call_sharded(bound, tensors, statics, bindings)
         key = (tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()),
                tuple((n, self._static_key(v)) for n, v in statics.items()))
         entry = self._cache.get(key)
@@ -287,6 +297,19 @@ class JitFunction:
             results = [r.to(device) for r in entry.graph.execute([a.to("cpu") for a in args])]
         return entry.rebuild(results)
 
+    def _call_sharded(self, bound, tensors, statics, bindings):
+        """The global view: trace over global shapes, partition per device, run SPMD (tessera/dist/_jit.py)."""
+        mesh = _dist.mesh_of(tensors, f"{self.__name__}()")
+        dts = _dist.as_dist(tensors, mesh)
+        key = ("dist", _dist.signature_key(mesh, dts), tuple((n, self._static_key(v)) for n, v in statics.items()))
+        entry = self._cache.get(key)
+        if entry is None:
+            arg_types = {n: (t.shape, t.policy) for n, t in dts.items()}
+            traced = self._trace(bound, arg_types, {d: s for d, (s, _) in bindings.items()}, mesh=mesh)
+            entry = self._cache[key] = _dist.build(traced, mesh, dts)
+        self._last = entry
+        return _dist.run(entry, dts)
+
     def _device_of(self, tensors):
         """The device a call runs on: its tensors' device (all the same), or cuda:0 for
         target="cuda" with host tensors."""
@@ -303,11 +326,12 @@ class JitFunction:
         return device
 
     # -- tracing -----------------------------------------------------------
-    def _trace(self, bound, arg_types, bindings):
+    def _trace(self, bound, arg_types, bindings, mesh=None):
         """Traces with a tracer of (dims, policy) per tensor parameter in ``arg_types``; ``bindings``
         (symbol -> size of the call being traced) serve tessera.require."""
         with TraceContext(self.__name__) as ctx:
             ctx.bindings = dict(bindings)
+            ctx.mesh = mesh  # tessera.dist.reshard records into traces over distributed tensors
             call_args = dict(bound.arguments)
             for name, (dims, policy) in arg_types.items():
                 param, index = _split_key(name)
@@ -358,8 +382,13 @@ class JitFunction:
             raise ArgumentError(f"inspect_ir: ptx=True applies to level \"target\", got {level!r}")
         entry = self._last or self._trace_from_annotations()
         self._last = entry
+        sharded = isinstance(entry, _dist.ShardedEntry)
         if level == "graph":
+            if sharded and optimized:
+                return entry.text()  # the per-shard functions, shardings in their types
             return entry.graph.text() if optimized else entry.raw_text
+        if sharded and level == "schedule":
+            return entry.schedule_ir()
         if level == "schedule":
             return _C.schedule_ir(entry.graph.module, entry.graph.name)
         # Tile IR and target code exist once every kernel is compiled.

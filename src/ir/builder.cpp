@@ -20,8 +20,12 @@ std::vector<Type> infer_result_types(const OpDef& def, std::span<const Type> ope
           location);
   }
   if (!def.infer) return {};
+  // Inference runs on shapes alone: a sharded function's values are shards,
+  // and their shardings are the partitioner's business (tessera/dist/sharding.h).
+  std::vector<Type> plain(operand_types.begin(), operand_types.end());
+  for (Type& t : plain) t.sharding.reset();
   try {
-    return def.infer(operand_types, attrs);
+    return def.infer(plain, attrs);
   } catch (const Error& e) {
     rethrow_for_op(e, def.name, location);
   }

@@ -14,7 +14,8 @@ void register_builtin_dialect(Registry& registry) {
                 {.name = "group_shape", .kind = AttrKind::int_list, .doc = "tiles per group; absent = one"},
                 {.name = "shared_bytes", .kind = AttrKind::integer, .doc = "shared-memory budget in bytes"},
                 {.name = "source", .kind = AttrKind::string, .doc = "file:line of the kernel's definition"},
-                {.name = "shared_used", .kind = AttrKind::integer, .doc = "bytes planned by tile-plan-shared"}},
+                {.name = "shared_used", .kind = AttrKind::integer, .doc = "bytes planned by tile-plan-shared"},
+                {.name = "mesh", .kind = AttrKind::string, .doc = "a sharded function's mesh axes and sizes, \"dp=2, tp=4\""}},
       .num_results = 0,
       .infer = [](std::span<const Type>, const AttrMap&) { return std::vector<Type>{}; },
   });

@@ -71,7 +71,37 @@ std::string print_type(const Type& type) {
   out += policy;
   if (type.mut) out += " mut";
   if (type.swizzle != Swizzle::none) out += " swizzle(" + std::string(swizzle_name(type.swizzle)) + ")";
+  if (type.sharding) out += " " + print_sharding(*type.sharding);
   return out + ">";
+}
+
+bool Sharding::is_replicated() const {
+  if (!partial.empty()) return false;
+  for (const auto& d : dims) {
+    if (!d.empty()) return false;
+  }
+  return true;
+}
+
+int Sharding::dim_of(const std::string& axis) const {
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == axis) return static_cast<int>(d);
+  }
+  return -1;
+}
+
+std::string print_sharding(const Sharding& sharding) {
+  std::string out = "shard[";
+  for (std::size_t d = 0; d < sharding.dims.size(); ++d) {
+    out += (d ? ", " : "") + (sharding.dims[d].empty() ? std::string("-") : sharding.dims[d]);
+  }
+  out += "]";
+  if (!sharding.partial.empty()) {
+    out += " partial(";
+    for (std::size_t i = 0; i < sharding.partial.size(); ++i) out += (i ? ", " : "") + sharding.partial[i];
+    out += ")";
+  }
+  return out;
 }
 
 namespace {
@@ -204,6 +234,31 @@ Type parse_type(std::string_view text, std::string_view file) {
   // Trailing modifiers of buffer types: "mut" (gmem), "swizzle(xor)" (smem).
   bool is_mut = false;
   Swizzle swizzle = Swizzle::none;
+  std::optional<Sharding> sharding;
+  std::vector<std::string> partial_axes;
+  auto axis_names = [&](std::string_view inner, std::size_t at, bool dash_ok) {
+    std::vector<std::string> names;
+    std::size_t start = 0;
+    for (std::size_t k = 0; k <= inner.size(); ++k) {
+      if (k < inner.size() && inner[k] != ',') continue;
+      std::string_view name = inner.substr(start, k - start);
+      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.front()))) name.remove_prefix(1);
+      while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.remove_suffix(1);
+      bool ident = !name.empty() && is_ident_start(name[0]);
+      for (char c : name) ident = ident && is_ident_char(c);
+      if (dash_ok && name == "-") {
+        names.emplace_back();
+      } else if (ident) {
+        names.emplace_back(name);
+      } else if (!(inner.empty() && k == 0)) {
+        type_error(file, text, at + start,
+                   std::string("expected a mesh axis name") + (dash_ok ? " or '-'" : "") + ", found '" +
+                       std::string(name) + "'");
+      }
+      start = k + 1;
+    }
+    return names;
+  };
   while (true) {
     auto ends_word = [&](std::string_view word) {
       if (policy_text.size() <= word.size() || policy_text.substr(policy_text.size() - word.size()) != word)
@@ -218,6 +273,31 @@ Type parse_type(std::string_view text, std::string_view file) {
       policy_text.remove_suffix(3);
       trim();
       continue;
+    }
+    if (!policy_text.empty() && policy_text.back() == ')') {
+      std::size_t open_partial = policy_text.rfind(" partial(");
+      if (open_partial != std::string_view::npos && !sharding && partial_axes.empty()) {
+        std::size_t at = i + open_partial + 9;
+        partial_axes = axis_names(policy_text.substr(open_partial + 9, policy_text.size() - open_partial - 10), at,
+                                  false);
+        if (partial_axes.empty()) type_error(file, text, at, "partial(...) names no mesh axis");
+        policy_text = policy_text.substr(0, open_partial);
+        trim();
+        continue;
+      }
+    }
+    if (!policy_text.empty() && policy_text.back() == ']' && !sharding) {
+      std::size_t open_shard = policy_text.rfind(" shard[");
+      if (open_shard != std::string_view::npos) {
+        std::size_t at = i + open_shard + 1;
+        if (kind != TypeKind::tensor) type_error(file, text, at, "'shard[...]' applies only to tensor types");
+        Sharding sh;
+        sh.dims = axis_names(policy_text.substr(open_shard + 7, policy_text.size() - open_shard - 8), at + 6, true);
+        sharding = std::move(sh);
+        policy_text = policy_text.substr(0, open_shard);
+        trim();
+        continue;
+      }
     }
     if (!policy_text.empty() && policy_text.back() == ')') {
       std::size_t open = policy_text.rfind("swizzle(");
@@ -260,6 +340,16 @@ Type parse_type(std::string_view text, std::string_view file) {
     case TypeKind::tile: t = Type::tile(std::move(shape), policy); break;
     case TypeKind::smem: t = Type::smem(std::move(shape), policy, swizzle); break;
     case TypeKind::gmem: t = Type::gmem(std::move(shape), policy, is_mut); break;
+  }
+  if (!partial_axes.empty() && !sharding) type_error(file, text, i, "'partial(...)' follows a 'shard[...]'");
+  if (sharding) {
+    if (sharding->dims.size() != t.shape.size()) {
+      type_error(file, text, i,
+                 "shard[...] names " + std::to_string(sharding->dims.size()) + " dim(s) for a tensor of rank " +
+                     std::to_string(t.shape.size()));
+    }
+    sharding->partial = std::move(partial_axes);
+    t.sharding = std::move(sharding);
   }
   return t;
 }

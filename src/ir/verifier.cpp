@@ -182,7 +182,7 @@ class Verifier {
                std::to_string(inferred.size()));
     }
     for (std::size_t r = 0; r < inferred.size(); ++r) {
-      if (op.result(r)->type() != inferred[r]) {
+      if (op.result(r)->type().unsharded() != inferred[r]) {
         fail(op, index,
              "result " + (inferred.size() > 1 ? "#" + std::to_string(r) + " " : std::string()) + "type " +
                  print_type(op.result(r)->type()) + " does not match inferred " + print_type(inferred[r]));

@@ -94,7 +94,7 @@ Family family_of(const ir::Operation& graph_op) {
       m[std::string("graph.") + n] = Family::copy;
     }
     for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;
-    for (const char* n : {"allreduce", "all_gather", "reduce_scatter"}) {
+    for (const char* n : {"allreduce", "all_gather", "reduce_scatter", "all_to_all", "shard_slice"}) {
       m[std::string("graph.") + n] = Family::collective;
     }
     return m;

@@ -12,7 +12,8 @@ namespace {
 
 
 bool is_collective(std::string_view n) {
-  return n == "graph.allreduce" || n == "graph.all_gather" || n == "graph.reduce_scatter";
+  return n == "graph.allreduce" || n == "graph.all_gather" || n == "graph.reduce_scatter" || n == "graph.all_to_all" ||
+         n == "graph.shard_slice";
 }
 
 // Results along `axis` at offsets `starts` with sizes `sizes`.

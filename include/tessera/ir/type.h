@@ -10,6 +10,8 @@
 //     tile<[64, 64] fp32>                    a block of values held by the group
 //     smem<[64, 64] bf16 swizzle(xor)>       a shared-memory buffer of the group
 //     gmem<[M, K/tp] fp16 mut>               a global buffer; `mut` = writable
+//     tensor<[512, 256] fp32 shard[-, tp] partial(dp)>
+//                                            a shard of a sharded function
 //
 // A symbolic dim may be compound, a product or quotient of symbols and
 // integers ("K/tp", "N*2"); it is kept and printed verbatim (no spaces).
@@ -47,6 +49,24 @@ Shape fixed_shape(const std::vector<std::int64_t>& sizes);
 // The sizes when every dim is fixed; nullopt otherwise.
 std::optional<std::vector<std::int64_t>> static_sizes(const Shape& shape);
 
+// How a value of a sharded (per-shard) function relates to its global
+// tensor (docs/design/0007-sharding.md): per dim the mesh axis that splits
+// it ("" when the dim is whole on every device), and the mesh axes over
+// which the value is one term of a pending sum. Printed
+// "shard[-, tp] partial(dp)"; the type's shape is the shard's own shape.
+struct Sharding {
+  std::vector<std::string> dims;
+  std::vector<std::string> partial;
+
+  static Sharding replicated(std::size_t rank) { return Sharding{std::vector<std::string>(rank), {}}; }
+  bool is_partial() const { return !partial.empty(); }
+  bool is_replicated() const;  // no dim split, nothing pending
+  // The dim `axis` splits, or -1.
+  int dim_of(const std::string& axis) const;
+  bool operator==(const Sharding&) const = default;
+};
+std::string print_sharding(const Sharding& sharding);  // "shard[-, tp] partial(dp)"
+
 enum class TypeKind : std::uint8_t { tensor, lane, tile, smem, gmem };
 std::string_view type_kind_name(TypeKind kind);  // "tensor", "lane", ...
 
@@ -62,6 +82,9 @@ struct Type {
   NumericsPolicy policy;
   bool mut = false;                 // gmem only: the kernel may write the buffer
   Swizzle swizzle = Swizzle::none;  // smem only
+  // tensor only, in sharded functions. Op inference never sees it (it runs
+  // on the shard shapes); the partitioner sets it on every value.
+  std::optional<Sharding> sharding;
 
   static Type tensor(Shape shape, NumericsPolicy policy) { return make(TypeKind::tensor, std::move(shape), policy); }
   static Type lane(NumericsPolicy policy) { return make(TypeKind::lane, {}, policy); }
@@ -88,6 +111,12 @@ struct Type {
   // smem or gmem: something load_elem / store_elem / tile_load address.
   bool is_buffer() const { return is_smem() || is_gmem(); }
   bool operator==(const Type&) const = default;
+  // This type without its sharding.
+  Type unsharded() const {
+    Type t = *this;
+    t.sharding.reset();
+    return t;
+  }
 
  private:
   static Type make(TypeKind kind, Shape shape, NumericsPolicy policy) {

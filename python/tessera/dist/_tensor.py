@@ -30,6 +30,8 @@ class Parts(list):
 class DistTensor:
     """A tensor with one real shard per device of a mesh."""
 
+    _is_dist_tensor = True  # what op dispatch tests, without importing this module
+
     def __init__(self, handle, mesh: Mesh, spec=None):
         self._t = handle
         self._mesh = mesh
@@ -105,7 +107,19 @@ def tensor(array=None, *, shape=None, layout=None, mesh=None, dtype=None) -> Dis
 
 
 def reshard(x: DistTensor, layout) -> DistTensor:
-    """The same values in another layout on the same mesh (a partial tensor is summed)."""
+    """The same values in another layout on the same mesh (a partial tensor is summed).
+
+    Inside a @jit function over distributed tensors it records graph.reshard,
+    which the partitioner turns into the collectives that move the shards."""
+    from tessera import _trace
+    if isinstance(x, _trace.Tracer):
+        ctx = _trace.active()
+        if ctx.mesh is None:
+            raise ArgumentError("tessera.dist.reshard inside @jit needs the function to be called with distributed "
+                                "tensors (tessera.dist.tensor), whose mesh the layout refers to")
+        lay = as_layout(layout, len(x.shape), ctx.mesh)
+        from tessera.ops._dispatch import dispatch
+        return dispatch("graph.reshard", [x], {"sharding": _C.layout_sharding(lay)})
     if not isinstance(x, DistTensor):
         raise ArgumentError(f"tessera.dist.reshard takes a distributed tensor, got {type(x).__name__}")
     lay = as_layout(layout, len(x.shape), x.mesh)

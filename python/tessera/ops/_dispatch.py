@@ -47,6 +47,9 @@ def dispatch(op_name: str, inputs: list, attrs: dict):
     ctx = _trace.active()
     if ctx is not None:
         return ctx.record(op_name, inputs, attrs, like)
+    if any(getattr(x, "_is_dist_tensor", False) for x in inputs):
+        from tessera.dist._jit import eager_op
+        return eager_op(op_name, inputs, attrs)
     tensors = []
     for x in inputs:
         if isinstance(x, _C.Tensor):

@@ -7,6 +7,7 @@
 //   derivative uses exactly the forward's mask and scale (never new bits);
 // - collectives: allreduce(sum/mean) and its transpose are the same
 //   allreduce, all_gather and reduce_scatter transpose into each other;
+//   all_to_all transposes into all_to_all with its dims swapped;
 //   allreduce(max/min) passes the derivative to the members holding the
 //   extreme, split equally between ties.
 #include "autodiff/rules/rules.h"
@@ -66,6 +67,15 @@ void register_effect_rules() {
                        [](RuleContext& c, ir::Operation& op, const Values& t) { return same_op(c, op, t[0]); });
   register_builtin_vjp("graph.reduce_scatter", [](RuleContext& c, ir::Operation& op, const Values& ct) {
     return same_op(c, op, ct[0], "graph.all_gather");
+  });
+  // all_to_all is a permutation of the members' blocks: its transpose sends them back.
+  register_builtin_jvp("graph.all_to_all",
+                       [](RuleContext& c, ir::Operation& op, const Values& t) { return same_op(c, op, t[0]); });
+  register_builtin_vjp("graph.all_to_all", [](RuleContext& c, ir::Operation& op, const Values& ct) {
+    ir::AttrMap a = op.attrs();
+    a.set("split_dim", op.attrs().get_int("concat_dim"));
+    a.set("concat_dim", op.attrs().get_int("split_dim"));
+    return Values{c.op("graph.all_to_all", {ct[0]}, a)};
   });
 }
 
