@@ -13,6 +13,7 @@
 #include "tessera/dist/layout.h"
 #include "tessera/dist/sharding.h"
 #include "tessera/ir/builder.h"
+#include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
@@ -104,7 +105,7 @@ class Partitioner {
       if (std::find(to.partial.begin(), to.partial.end(), a) != to.partial.end()) continue;
       const int d = to.dim_of(a);
       if (d >= 0 && cur.dims[d].empty() && cur.dim_of(a) < 0) {
-        require_even(sizes, d, a, "reduce_scatter", global, loc);
+        require_even(sizes, d, a, "a reduce_scatter", global, loc);
         cur.dims[d] = a;
         erase_partial(cur, a);
         v = collective("graph.reduce_scatter", v, a, {{"dim", std::int64_t{d}}}, cur, loc);
@@ -125,14 +126,14 @@ class Partitioner {
       if (a.empty() || to.dims[d] == a) continue;
       const int e2 = to.dim_of(a);
       if (e2 >= 0 && cur.dims[e2].empty()) {
-        require_even(sizes, d, a, "all_to_all", global, loc);
-        require_even(sizes, e2, a, "all_to_all", global, loc);
+        require_even(sizes, d, a, "an all_to_all", global, loc);
+        require_even(sizes, e2, a, "an all_to_all", global, loc);
         cur.dims[d].clear();
         cur.dims[e2] = a;
         v = collective("graph.all_to_all", v, a,
                        {{"split_dim", std::int64_t{e2}}, {"concat_dim", static_cast<std::int64_t>(d)}}, cur, loc);
       } else {
-        require_even(sizes, d, a, "all_gather", global, loc);
+        require_even(sizes, d, a, "an all_gather", global, loc);
         cur.dims[d].clear();
         v = collective("graph.all_gather", v, a, {{"dim", static_cast<std::int64_t>(d)}}, cur, loc);
       }
@@ -175,7 +176,7 @@ class Partitioner {
     const std::int64_t p = mesh_.size(axis);
     if (sizes[d] % p != 0) {
       raise(ErrorCode::ShapeMismatch,
-            "a " + what + " over mesh axis '" + axis + "' (" + std::to_string(p) + " members) would move dim " +
+            what + " over mesh axis '" + axis + "' (" + std::to_string(p) + " members) would move dim " +
                 std::to_string(d) + " of " + print_type(global->type()) + ", whose " + std::to_string(sizes[d]) +
                 " elements do not split evenly; the compiler's collectives need equal parts: pad that dim to a "
                 "multiple of " + std::to_string(p) + ", or lay the value out so that it stays where it is",
@@ -356,6 +357,59 @@ Layout layout_of(const ir::Sharding& sharding, const Mesh& mesh) {
   }
   spec.partial = sharding.partial;
   return Layout::resolve(spec, sharding.dims.size(), mesh);
+}
+
+namespace {
+
+MeshView parse_mesh(const std::string& text) {
+  MeshView mesh;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() : comma + 1;
+    const auto eq = item.find('=');
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(' '));
+      s.erase(s.find_last_not_of(' ') + 1);
+      return s;
+    };
+    if (eq == std::string::npos) {
+      raise(ErrorCode::ArgumentInvalid, "mesh attribute \"" + text + "\": write axis=size pairs, \"dp=2, tp=4\"");
+    }
+    mesh.axes.push_back(trim(item.substr(0, eq)));
+    mesh.sizes.push_back(std::stoll(item.substr(eq + 1)));
+    mesh.coords.push_back(0);
+  }
+  return mesh;
+}
+
+}  // namespace
+
+void register_partition_pass() {
+  ir::register_pass(ir::PassInfo{
+      .name = "spmd-partition",
+      .summary = "Add @f.shard, the per-shard function, after each function with a `mesh` attribute whose "
+                 "parameters carry shardings.",
+      .run =
+          [](ir::Module& module) {
+            std::vector<std::string> names;
+            for (const auto& f : module.functions()) {
+              if (f->attrs().has("mesh")) names.push_back(ir::function_name(*f));
+            }
+            for (const auto& name : names) {
+              const ir::Operation* f = module.lookup(name);
+              MeshView mesh = parse_mesh(f->attrs().get_string("mesh"));
+              std::vector<ir::Sharding> args;
+              const ir::Block& body = ir::function_body(*f);
+              for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+                const ir::Type& t = body.argument(i)->type();
+                args.push_back(t.sharding ? *t.sharding : ir::Sharding::replicated(t.rank()));
+              }
+              partition(module, name, mesh, args, name + ".shard");
+            }
+          },
+  });
 }
 
 }  // namespace tessera::dist

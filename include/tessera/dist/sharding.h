@@ -97,6 +97,12 @@ struct MeshPartition {
 MeshPartition partition_mesh(ir::Module& module, const std::string& func, const Mesh& mesh,
                              const std::vector<ir::Sharding>& args);
 
+// Pass "spmd-partition": every function with a `mesh` attribute ("tp=4,
+// dp=2") whose parameter types carry shardings of their global shapes gets
+// its per-shard function `<name>.shard` (the device at coordinate 0 of each
+// axis) added after it. tessera-opt and the lit tests use it.
+void register_partition_pass();
+
 // A layout as a sharding: ArgumentError (naming `what`) for what a
 // partitioned function cannot take yet: a dim split over several mesh axes,
 // or a cyclic split.

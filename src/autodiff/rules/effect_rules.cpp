@@ -68,6 +68,11 @@ void register_effect_rules() {
   register_builtin_vjp("graph.reduce_scatter", [](RuleContext& c, ir::Operation& op, const Values& ct) {
     return same_op(c, op, ct[0], "graph.all_gather");
   });
+  // reshard changes where values live, not what they are.
+  register_builtin_jvp("graph.reshard",
+                       [](RuleContext& c, ir::Operation& op, const Values& t) { return same_op(c, op, t[0]); });
+  register_builtin_vjp("graph.reshard",
+                       [](RuleContext& c, ir::Operation& op, const Values& ct) { return same_op(c, op, ct[0]); });
   // all_to_all is a permutation of the members' blocks: its transpose sends them back.
   register_builtin_jvp("graph.all_to_all",
                        [](RuleContext& c, ir::Operation& op, const Values& t) { return same_op(c, op, t[0]); });

@@ -48,14 +48,15 @@ void register_sharding_rule(std::string_view op_name, ShardingRule rule) {
 bool has_sharding_rule(std::string_view op_name) {
   Rules& r = table();
   std::lock_guard lock(r.mutex);
-  return r.by_op.find(op_name) != r.by_op.end();
+  auto it = r.by_op.find(op_name);
+  return it != r.by_op.end() && static_cast<bool>(it->second);
 }
 
 const ShardingRule& require_sharding_rule(const ir::Operation& op) {
   Rules& r = table();
   std::lock_guard lock(r.mutex);
   auto it = r.by_op.find(op.name());
-  if (it == r.by_op.end()) {
+  if (it == r.by_op.end() || !it->second) {
     raise(ErrorCode::Compile,
           "no sharding rule for op '" + std::string(op.name()) + "': it cannot run in a function over distributed tensors yet" +
               (op.location().valid() ? " (at " + op.location().prefix() + ")" : std::string()),

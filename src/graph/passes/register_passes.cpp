@@ -2,6 +2,7 @@
 #include "graph/passes/graph_passes.h"
 #include "graph/passes/pass_support.h"
 #include "autodiff/passes.h"
+#include "tessera/dist/sharding.h"
 
 namespace tessera::graph {
 
@@ -12,6 +13,7 @@ void register_graph_passes() {
   ir::register_pass(make_canonicalize_pass());
   ir::register_pass(make_inline_calls_pass());
   autodiff::register_autodiff_passes();
+  dist::register_partition_pass();
 }
 
 }  // namespace tessera::graph
