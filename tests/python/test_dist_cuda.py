@@ -30,3 +30,25 @@ def test_a_mesh_of_cuda_0_keeps_shards_on_the_gpu():
     assert out.device == "cuda:0"
     np.testing.assert_allclose(out.to("cpu").numpy(), a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(A.numpy(), a)
+
+
+@needs_gpu
+def test_the_global_view_compiles_per_shard_functions_for_the_gpu():
+    # A one-GPU mesh: the partitioned function (no collectives over a one-member
+    # axis) compiles through the CUDA backend and its shards stay on the GPU.
+    m = dist.mesh(devices=["cuda:0"], axes=("tp",), shape=(1,))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 64)) / 4).astype(np.float32)
+    w2 = (rng.standard_normal((64, 32)) / 4).astype(np.float32)
+    col = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))
+    row = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))
+
+    @tessera.jit
+    def block(x, w1, w2):
+        return x + tessera.ops.matmul(tessera.ops.relu(tessera.ops.matmul(x, w1)), w2)
+
+    y = block(dist.tensor(x, mesh=m), dist.tensor(w1, layout=col, mesh=m), dist.tensor(w2, layout=row, mesh=m))
+    assert y.shards[0].device == "cuda:0"
+    assert "shard[-, tp]" in block.inspect_ir("graph")
+    np.testing.assert_allclose(y.numpy(), x + np.maximum(x.astype(np.float64) @ w1, 0) @ w2, rtol=1e-4, atol=1e-4)
