@@ -50,6 +50,7 @@ void bind_dist(nb::module_& m) {
       .def("axis_size", &Mesh::axis_size, nb::arg("axis"))
       .def("coords", &Mesh::coords, nb::arg("rank"))
       .def("axis_group", &Mesh::axis_group, nb::arg("axis"), nb::arg("rank"))
+      .def("rank_of", &Mesh::rank_of, nb::arg("coords"))
       .def("describe", &Mesh::describe);
 
   nb::class_<Layout>(m, "Layout", "How a distributed tensor is split over a mesh (tessera/dist/layout.h).")
@@ -119,11 +120,12 @@ void bind_dist(nb::module_& m) {
       .def_prop_ro("members", &Communicator::members)
       .def(
           "allreduce",
-          [](Communicator& c, std::size_t rank, const Tensor& x, const std::string& op, bool deterministic) {
+          [](Communicator& c, std::size_t rank, const Tensor& x, const std::string& op, const std::string& algorithm) {
+            const dist::Algorithm a = dist::parse_algorithm(algorithm);
             nb::gil_scoped_release release;
-            return c.allreduce(rank, x, dist::parse_reduce_op(op), deterministic);
+            return c.allreduce(rank, x, dist::parse_reduce_op(op), a);
           },
-          nb::arg("rank"), nb::arg("x"), nb::arg("op") = "sum", nb::arg("deterministic") = true)
+          nb::arg("rank"), nb::arg("x"), nb::arg("op") = "sum", nb::arg("algorithm") = "rank_order")
       .def(
           "all_gather",
           [](Communicator& c, std::size_t rank, const Tensor& x, std::int64_t dim) {
@@ -133,11 +135,13 @@ void bind_dist(nb::module_& m) {
           nb::arg("rank"), nb::arg("x"), nb::arg("dim") = 0)
       .def(
           "reduce_scatter",
-          [](Communicator& c, std::size_t rank, const Tensor& x, std::int64_t dim, const std::string& op) {
+          [](Communicator& c, std::size_t rank, const Tensor& x, std::int64_t dim, const std::string& op,
+             const std::string& algorithm) {
+            const dist::Algorithm a = dist::parse_algorithm(algorithm);
             nb::gil_scoped_release release;
-            return c.reduce_scatter(rank, x, dim, dist::parse_reduce_op(op));
+            return c.reduce_scatter(rank, x, dim, dist::parse_reduce_op(op), a);
           },
-          nb::arg("rank"), nb::arg("x"), nb::arg("dim") = 0, nb::arg("op") = "sum")
+          nb::arg("rank"), nb::arg("x"), nb::arg("dim") = 0, nb::arg("op") = "sum", nb::arg("algorithm") = "rank_order")
       .def(
           "all_to_all",
           [](Communicator& c, std::size_t rank, const Tensor& x, std::int64_t split_dim, std::int64_t concat_dim) {

@@ -198,6 +198,39 @@ void bind_graph(nb::module_& m) {
             return ir::print_function(*f);
           },
           nb::arg("name"))
+      .def(
+          "op_sites",
+          [](const GraphFunction& g, const std::string& name) {
+            // (op name, mesh axis or "", axis size or 0, algorithm or "") of
+            // each op of the function's body, in order: what the Mapper is asked about.
+            ir::Operation* f = g.module().module->lookup(name);
+            if (f == nullptr) raise(ErrorCode::ArgumentInvalid, "no function '" + name + "' in the module");
+            nb::list out;
+            for (const auto& op : ir::function_body(*f).ops()) {
+              const ir::AttrMap& a = op->attrs();
+              const bool on_axis = a.has("axis") && a.has("axis_size");
+              out.append(nb::make_tuple(std::string(op->name()), on_axis ? a.get_string("axis") : std::string(),
+                                        on_axis ? a.get_int("axis_size") : std::int64_t{0},
+                                        a.has("algorithm") ? a.get_string("algorithm") : std::string()));
+            }
+            return out;
+          },
+          nb::arg("name"))
+      .def(
+          "set_op_attr",
+          [](GraphFunction& g, const std::string& name, std::size_t index, const std::string& attr,
+             const std::string& value) {
+            // Sets a string attribute of the index-th op of the body (the
+            // Mapper's collective algorithm), then re-verifies the module.
+            ir::Operation* f = g.module().module->lookup(name);
+            if (f == nullptr) raise(ErrorCode::ArgumentInvalid, "no function '" + name + "' in the module");
+            auto& ops = ir::function_body(*f).ops();
+            if (index >= ops.size()) raise(ErrorCode::ArgumentInvalid, "op index out of range");
+            ir::Operation& op = **std::next(ops.begin(), static_cast<std::ptrdiff_t>(index));
+            op.attrs().set(attr, value);
+            ir::verify(*g.module().module);
+          },
+          nb::arg("name"), nb::arg("index"), nb::arg("attr"), nb::arg("value"))
       .def("run_passes", &GraphFunction::run_passes, nb::arg("names"))
       .def("execute", &GraphFunction::execute, nb::arg("args"))
       .def_prop_ro("num_ops", &GraphFunction::num_ops)

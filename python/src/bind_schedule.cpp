@@ -1,6 +1,7 @@
 // Python surface of compiled executables (tessera/schedule/executable.h):
 // what @tessera.jit runs when TESSERA_BACKEND=compiled, and the Schedule IR,
 // Tile IR and target text inspect_ir shows.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -63,19 +64,22 @@ void bind_schedule(nb::module_& m) {
       });
   m.def(
       "compile_executable",
-      [](const IRModule& module, const std::string& function, int num_threads, const std::string& device) {
+      [](const IRModule& module, const std::string& function, int num_threads, const std::string& device,
+         const std::map<std::string, std::string>& variants) {
         schedule::ExecutableOptions options;
         options.num_threads = num_threads;
         options.device = device;
+        options.variants = variants;
         return schedule::compile_executable(*module.module, function, options);
       },
-      nb::arg("module"), nb::arg("function"), nb::arg("num_threads") = 0, nb::arg("device") = "cpu");
+      nb::arg("module"), nb::arg("function"), nb::arg("num_threads") = 0, nb::arg("device") = "cpu",
+      nb::arg("variants") = std::map<std::string, std::string>{});
   m.def(
       "schedule_ir",
-      [](const IRModule& module, const std::string& function) {
-        return ir::print_module(schedule::schedule_module(*module.module, function));
+      [](const IRModule& module, const std::string& function, const std::map<std::string, std::string>& variants) {
+        return ir::print_module(schedule::schedule_module(*module.module, function, variants));
       },
-      nb::arg("module"), nb::arg("function"));
+      nb::arg("module"), nb::arg("function"), nb::arg("variants") = std::map<std::string, std::string>{});
   m.def("default_backend", &schedule::default_backend);
   // The profiler (tessera/runtime/profiler.h); tessera.profile wraps these.
   m.def("_profiler_start", &profiler::start);

@@ -5,10 +5,12 @@
 // copy and handed back to numpy as views of the same memory; other formats
 // are encoded from float64 and decoded to float32 on the way out.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "bindings.h"
 #include "tensor_args.h"
@@ -279,6 +281,32 @@ void bind_tensor(nb::module_& m) {
         "Adopts a CUDA DLPack tensor (PyTorch, CuPy) without copying.");
   m.def("_cuda_available", [] { return cuda::available(); });
   m.def("_cuda_unavailable_reason", [] { return cuda::unavailable_reason(); });
+  // (major, minor) compute capability of GPU `ordinal` (the Mapper's Arch).
+  m.def("_cuda_capability", [](int ordinal) {
+    const cuda::DeviceProperties p = cuda::device_properties(ordinal);
+    return std::make_pair(p.compute_major, p.compute_minor);
+  });
+  // Overwrites dst's elements with src's (same shape and storage dtype), in
+  // place: how a call applies a Region['write'] or a reduction to its tensor.
+  m.def(
+      "_copy_into",
+      [](const Tensor& dst, const Tensor& src) {
+        if (dst.shape() != src.shape() || dst.dtype() != src.dtype()) {
+          raise(ErrorCode::ShapeMismatch, "copy into a tensor of " + describe(dst) + " from one of " + describe(src));
+        }
+        if (!dst.is_contiguous()) raise(ErrorCode::ArgumentInvalid, "copy into a non-contiguous view");
+        const Tensor from = (src.device() == dst.device() ? src : src.to(dst.device())).contiguous();
+        const std::size_t bytes = storage_bytes_for(dst.dtype(), dst.numel());
+        if (bytes == 0) return;
+        nb::gil_scoped_release release;
+        if (dst.is_cpu()) {
+          std::memcpy(dst.data(), from.data(), bytes);
+        } else {
+          cuda::copy_device_to_device(cuda::parse_device(dst.device()), reinterpret_cast<cuda::DevicePtr>(dst.device_data()),
+                                      reinterpret_cast<cuda::DevicePtr>(from.device_data()), bytes);
+        }
+      },
+      nb::arg("dst"), nb::arg("src"));
   m.def("_tensor_from_float64", &from_float64, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
   m.def("_tensor_from_codes",
         [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape, nb::handle policy) {

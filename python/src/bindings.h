@@ -17,6 +17,7 @@ void bind_autodiff(nanobind::module_& m);
 void bind_kernel(nanobind::module_& m);
 void bind_schedule(nanobind::module_& m);
 void bind_dist(nanobind::module_& m);
+void bind_p2p(nanobind::module_& m);  // after bind_dist: adds methods to its Communicator
 
 // A dtype argument: a tessera.DType, or a string naming one.
 DType dtype_argument(nanobind::handle value, const char* what);

@@ -10,9 +10,11 @@ from ._tensor import Tensor, from_dlpack, tensor
 from . import ops
 from .jit import JitFunction, constraint, jit, require
 from .region import Region
+from .mapper import Mapper
+from . import runtime
 from . import dist, domain, array
 from .dist._launch import index_launch
-from .collectives import all_gather, all_to_all, allreduce, broadcast, reduce_scatter
+from .collectives import all_gather, all_to_all, allreduce, broadcast, recv, reduce_scatter, send
 from .profiler import profile
 from .kernel import Kernel, KernelFile, kernel, load, mut
 from . import autodiff
@@ -35,7 +37,7 @@ def info() -> str:
 
 
 __all__ = ["dist", "domain", "array", "index_launch", "allreduce", "all_gather", "reduce_scatter", "all_to_all",
-           "broadcast", "Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "autodiff", "grad", "value_and_grad",
+           "broadcast", "send", "recv", "Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "Mapper", "runtime", "autodiff", "grad", "value_and_grad",
            "vjp", "jvp", "jacfwd", "jacrev", "hvp", "custom_vjp", "custom_jvp", "stop_gradient", "checkpoint",
            "rematerialize", "GradScaler", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",
            "nearest_even", "saturate", "stochastic_round", "toward_zero", "numerics", "info",

@@ -131,7 +131,21 @@ def _len(self):
     return self.shape[0]
 
 
+def _waiting(method):
+    """``method`` after the asynchronous calls still writing the tensor (tessera/privilege_scheduler.py)."""
+    from tessera.privilege_scheduler import wait_for
+
+    def wrapper(self, *args, **kwargs):
+        wait_for([self])
+        return method(self, *args, **kwargs)
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
 def _install():
+    for name in ("numpy", "codes", "to", "contiguous"):
+        setattr(Tensor, name, _waiting(getattr(Tensor, name)))
     for name, value in vars(TensorOps).items():
         if name.startswith("__") and name not in {
                 "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",

@@ -129,6 +129,9 @@ class TraceContext:
         from tessera._tensor import tensor as make_tensor
         from tessera.ops._dispatch import _scalar_policy
         if isinstance(x, Tracer):
+            check_read = getattr(x, "check_read", None)
+            if check_read is not None:
+                check_read()  # a Region parameter: may it be read here? (tessera/privileges.py)
             if x._ctx is self:
                 return x._id
             if self._encloses(x._ctx):

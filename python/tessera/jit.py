@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 import numpy as np
 
 from tessera import _C
+from tessera import mapper as _mapper
 from tessera.dist import _jit as _dist
 from tessera._trace import TraceContext, Tracer, active, _user_frame
+from tessera import privilege_scheduler as _privileges
+from tessera.privileges import RegionTracer, effects_of
+from tessera.region import RegionSpec
 from tessera.errors import ArgumentError, CompileError, DeviceError, DtypeError, ShapeError
 
 CANONICAL_PIPELINE = ("canonicalize", "cse", "dce")
@@ -141,7 +146,10 @@ def require(*constraints):
 
 
 def _flatten(out):
-    """Output structure -> (leaves, rebuild)."""
+    """Output structure -> (leaves, rebuild). ``None`` has no leaves (a function that only
+    updates its Region parameters)."""
+    if out is None:
+        return [], lambda values: None
     if isinstance(out, (tuple, list)):
         parts = [_flatten(o) for o in out]
         leaves = [leaf for p in parts for leaf in p[0]]
@@ -168,17 +176,38 @@ class _Traced:
         self.rebuild = rebuild
         self.tensor_positions = tensor_positions
         self._executables = {}
+        self._mapped = {}  # (device, mapper generation) -> (kernel variants, decisions)
+        self._lock = threading.RLock()  # shards of an index launch call one entry from their workers
         self.device = "cpu"  # where the last call ran
+        self.effects = []  # (param, "write" | "reduce", op) after the function's own results
+        self.num_results = None
+
+    def mapping(self, device=None):
+        """The Mapper's decisions for this signature on ``device``: (kernel variants, log lines).
+        Asked once per device and installed mapper; the collectives' algorithms are set on the ops."""
+        device = device or self.device
+        key = (device, _mapper.generation())
+        with self._lock:
+            if key not in self._mapped:
+                self._mapped[key] = _mapper.apply(self.graph, [self.graph.name], device)
+            return self._mapped[key]
 
     def executable(self, device=None):
         """The compiled executable of this signature on ``device`` (default: that of the last
         call), compiled on first use."""
         device = device or self.device
-        exe = self._executables.get(device)
-        if exe is None:
-            exe = self._executables[device] = _C.compile_executable(self.graph.module, self.graph.name,
-                                                                    device=device)
-        return exe
+        key = (device, _mapper.generation())
+        with self._lock:
+            exe = self._executables.get(key)
+            if exe is None:
+                variants, _ = self.mapping(device)
+                exe = self._executables[key] = _C.compile_executable(self.graph.module, self.graph.name,
+                                                                     device=device, variants=variants)
+            return exe
+
+    def schedule_ir(self):
+        variants, decisions = self.mapping()
+        return _mapper_header(decisions) + _C.schedule_ir(self.graph.module, self.graph.name, variants=variants)
 
 
 class JitFunction:
@@ -196,6 +225,9 @@ class JitFunction:
         hints = getattr(fn, "__annotations__", {})
         self.specs = {name: hints[name] for name in self.signature.parameters
                       if isinstance(hints.get(name), TensorSpec)}
+        # Parameters annotated tessera.Region[...]: name -> privilege (tessera/privileges.py).
+        self.regions = {name: hints[name].privilege for name in self.signature.parameters
+                        if isinstance(hints.get(name), RegionSpec)}
         self._cache = {}
         self._last = None
         self.trace_count = 0
@@ -268,7 +300,15 @@ class JitFunction:
             # function, or an enclosing function is traced): the body records into that trace.
             return self.fn(*args, **kwargs)
         bound, tensors, statics, bindings = self._classify(args, kwargs)
+        if self.regions:
+            self._check_region_arguments(bound, tensors)
+        else:
+            _privileges.wait_for(tensors.values())  # earlier asynchronous calls writing these
         if any(_dist.is_dist(t) for t in tensors.values()):
+            if self.regions:
+                # Traced now (privilege errors surface at the call); run by the scheduler.
+                entry, dts = self._sharded_entry(bound, tensors, statics, bindings)
+                return self._call_privileged(tensors, entry, lambda: _dist.run(entry, dts, rebuild=False))
             return self._call_sharded(bound, tensors, statics, bindings)
         key = (tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()),
                tuple((n, self._static_key(v)) for n, v in statics.items()))
@@ -284,21 +324,63 @@ class JitFunction:
         if device != "cpu":
             args = [a if a.device == device else a.to(device) for a in args]
         entry.device = device
-        if _C.default_backend() == "compiled":
-            exe = entry.executable(device)
-            # capture_graph: on a GPU the launches run as one CUDA graph, built on the first call of
-            # these shapes and replayed with new buffer addresses after that; the CPU has no graphs
-            # (its launches are function calls), so there it changes nothing.
-            results = exe.run_graph(args) if self.options["capture_graph"] and device != "cpu" else exe.run(args)
-        elif device == "cpu":
-            results = entry.graph.execute(args)
-        else:
+
+        def run():
+            if _C.default_backend() == "compiled":
+                exe = entry.executable(device)
+                # capture_graph: on a GPU the launches run as one CUDA graph, built on the first call
+                # of these shapes and replayed with new buffer addresses after that; the CPU has no
+                # graphs (its launches are function calls), so there it changes nothing.
+                return exe.run_graph(args) if self.options["capture_graph"] and device != "cpu" else exe.run(args)
+            if device == "cpu":
+                return entry.graph.execute(args)
             # The reference executor (the oracle) runs on the host.
-            results = [r.to(device) for r in entry.graph.execute([a.to("cpu") for a in args])]
-        return entry.rebuild(results)
+            return [r.to(device) for r in entry.graph.execute([a.to("cpu") for a in args])]
+
+        if self.regions:
+            return self._call_privileged(tensors, entry, run)
+        return entry.rebuild(run())
+
+    # -- privileges ----------------------------------------------------------
+    def _check_region_arguments(self, bound, tensors):
+        for name, privilege in self.regions.items():
+            value = bound.arguments.get(name)
+            if privilege != "read" and not (isinstance(value, _C.Tensor) or _dist.is_dist(value)):
+                raise ArgumentError(f"{self.__name__}(): parameter '{name}' is tessera.Region[{privilege!r}], so "
+                                    f"the call updates it in place: pass a tessera tensor, got "
+                                    f"{type(value).__name__}")
+            if name not in tensors:
+                raise ArgumentError(f"{self.__name__}(): parameter '{name}' is a tessera.Region and takes a "
+                                    f"tensor, got {type(value).__name__}")
+
+    def _call_privileged(self, tensors, entry, run):
+        """Submits the call to the privilege scheduler (tessera/privilege_scheduler.py): it runs once
+        what it reads is written, and its writes and reductions are stored in call order. Returns at
+        once when the function returns nothing; otherwise waits for this call and returns its results."""
+        accesses = [(name, tensors[name], privilege) for name, privilege in self.regions.items()]
+        holder = {}
+
+        def compute():
+            results = run()  # flat: the function's results, then its regions' updates
+            n = entry.num_results
+            holder["results"] = entry.rebuild(results[:n])
+            return {param: (kind, op, value) for (param, kind, op), value in zip(entry.effects, results[n:])}
+
+        call = _privileges.scheduler().submit(self.__name__, accesses, compute)
+        if entry.num_results == 0:
+            return None
+        call.done.wait()
+        if call.error is not None:
+            call.reported = True
+            raise call.error
+        return holder["results"]
 
     def _call_sharded(self, bound, tensors, statics, bindings):
         """The global view: trace over global shapes, partition per device, run SPMD (tessera/dist/_jit.py)."""
+        entry, dts = self._sharded_entry(bound, tensors, statics, bindings)
+        return _dist.run(entry, dts)
+
+    def _sharded_entry(self, bound, tensors, statics, bindings):
         mesh = _dist.mesh_of(tensors, f"{self.__name__}()")
         dts = _dist.as_dist(tensors, mesh)
         key = ("dist", _dist.signature_key(mesh, dts), tuple((n, self._static_key(v)) for n, v in statics.items()))
@@ -308,7 +390,7 @@ class JitFunction:
             traced = self._trace(bound, arg_types, {d: s for d, (s, _) in bindings.items()}, mesh=mesh)
             entry = self._cache[key] = _dist.build(traced, mesh, dts)
         self._last = entry
-        return _dist.run(entry, dts)
+        return entry, dts
 
     def _device_of(self, tensors):
         """The device a call runs on: its tensors' device (all the same), or cuda:0 for
@@ -337,6 +419,8 @@ class JitFunction:
                 param, index = _split_key(name)
                 if index is None:
                     call_args[name] = ctx.argument(dims, policy, name)
+                    if name in self.regions:
+                        call_args[name] = RegionTracer(call_args[name], self.regions[name], name, self.__name__)
                 else:  # an element of *args or **kwargs
                     tracer = ctx.argument(dims, policy, f"{param}_{index}")
                     if isinstance(call_args[param], dict):
@@ -354,11 +438,18 @@ class JitFunction:
                     ids.append(leaf._id)
                 else:
                     ids.append(ctx.record("graph.cast", [leaf], {"policy": _leaf_policy(leaf)}, None)._id)
+            # After the function's own results: the new value of each written region and the
+            # contribution of each reduced one, applied by the call.
+            effects = effects_of([v for v in call_args.values() if isinstance(v, RegionTracer)])
+            ids += [tracer._id for *_, tracer in effects]
             graph = ctx.builder.finish(ids)
         raw = graph.text()
         graph.run_passes(list(CANONICAL_PIPELINE))
         self.trace_count += 1
-        return _Traced(graph, raw, rebuild, list(arg_types))
+        traced = _Traced(graph, raw, rebuild, list(arg_types))
+        traced.effects = [(param, kind, op) for param, kind, op, _ in effects]
+        traced.num_results = len(leaves)
+        return traced
 
     def _trace_from_annotations(self):
         missing = [n for n in self.signature.parameters if n not in self.specs]
@@ -387,10 +478,8 @@ class JitFunction:
             if sharded and optimized:
                 return entry.text()  # the per-shard functions, shardings in their types
             return entry.graph.text() if optimized else entry.raw_text
-        if sharded and level == "schedule":
-            return entry.schedule_ir()
         if level == "schedule":
-            return _C.schedule_ir(entry.graph.module, entry.graph.name)
+            return entry.schedule_ir()  # with the Mapper's decisions
         # Tile IR and target code exist once every kernel is compiled.
         exe = entry.executable()
         if ptx:
@@ -418,6 +507,11 @@ def _leaf_policy(leaf):
     if isinstance(leaf, float):
         return _C.dtype("fp32")
     raise CompileError(f"a @tessera.jit function returned {type(leaf).__name__}; return tensors or numbers")
+
+
+def _mapper_header(decisions):
+    """The Mapper's decisions as comment lines above the Schedule IR."""
+    return "".join(f"// mapper: {d}\n" for d in decisions)
 
 
 def jit(fn=None, **options):

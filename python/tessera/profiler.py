@@ -17,6 +17,7 @@ See docs/guide/profiler.md for what each figure means.
 from __future__ import annotations
 
 import json
+import time
 import sys
 from collections import defaultdict
 
@@ -37,10 +38,14 @@ class profile:
 
     def __enter__(self):
         _C._profiler_start()
+        self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
+        from tessera import privilege_scheduler
+        privilege_scheduler.synchronize_quietly()  # the asynchronous calls of the block finish in it
         self.records = list(_C._profiler_stop())
+        self.records += self._call_records()
         for r in self.records:
             seconds = r["duration_us"] * 1e-6
             r["gbps"] = r["bytes"] / seconds / 1e9 if seconds > 0 and r["kind"] != "compile" else 0.0
@@ -53,6 +58,17 @@ class profile:
             self.write_roofline(self.roofline)
         return False
 
+    def _call_records(self):
+        """The asynchronous calls (tessera.Region functions) that ran in the block, one record each,
+        on a row per scheduler worker: where the overlap the privileges allow shows."""
+        from tessera import privilege_scheduler
+        out = []
+        for seq, name, start, end, worker in privilege_scheduler.history_since(self._t0):
+            out.append({"kind": "call", "name": f"{name} #{seq}", "function": name, "ops": "", "family": "call",
+                        "device": "calls", "worker": worker, "start_us": (start - self._t0) * 1e6,
+                        "duration_us": (end - start) * 1e6, "bytes": 0.0, "flops": 0.0, "cache_hit": False})
+        return out
+
     # ---- outputs ----
 
     def trace(self) -> dict:
@@ -60,11 +76,18 @@ class profile:
         kernels and compiles on their own rows of each device."""
         events = []
         devices = sorted({r["device"] for r in self.records})
+        workers = sorted({r["worker"] for r in self.records if r["kind"] == "call"})
         for pid, device in enumerate(devices):
             events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": device}})
-            for tid, row in enumerate(("kernels", "compile")):
+            rows = workers if device == "calls" else ("kernels", "compile")
+            for tid, row in enumerate(rows):
                 events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": row}})
         for r in self.records:
+            if r["kind"] == "call":
+                events.append({"name": r["name"], "cat": "call", "ph": "X", "ts": r["start_us"],
+                               "dur": r["duration_us"], "pid": devices.index("calls"),
+                               "tid": workers.index(r["worker"]), "args": {"function": r["function"]}})
+                continue
             compile_row = r["kind"] == "compile"
             args = {"function": r["function"], "device": r["device"]}
             if compile_row:
@@ -86,7 +109,7 @@ class profile:
         time, bytes, FLOPs and the achieved rates, longest first."""
         groups = defaultdict(lambda: {"calls": 0, "us": 0.0, "bytes": 0.0, "flops": 0.0})
         for r in self.records:
-            if r["kind"] == "compile":
+            if r["kind"] in ("compile", "call"):
                 continue
             key = (r["function"], r["name"], r["ops"], r["device"])
             g = groups[key]

@@ -1,8 +1,11 @@
 """``tessera.Region[privilege]``: how a @jit function's parameter is accessed.
 
 Privileges: ``"read"``, ``"write"``, ``"reduce_sum"``, ``"reduce_max"``,
-``"reduce_min"``. @jit accepts the annotation on a parameter, which then takes
-a tensor as an unannotated one does. Autodiff reads it: the gradient of a
+``"reduce_min"`` (also importable as names: ``from tessera.region import read,
+write, reduce_sum``). Inside @jit, what the function does with such a
+parameter is checked while it is traced (tessera/privileges.py: ``Y[:] = v``
+writes, ``Y += v`` reduces), and its calls run asynchronously, ordered by
+their privileges (tessera/privilege_scheduler.py). Autodiff reads it: the gradient of a
 parameter annotated ``Region["reduce_sum"]`` may be accumulated with ``+=``
 into a buffer (``tessera.grad(f, accumulate={argnum: buffer})``), and a
 ``Region["write"]`` parameter, whose incoming value is never read, has no
@@ -16,6 +19,11 @@ import inspect
 from tessera.errors import PrivilegeError
 
 PRIVILEGES = ("read", "write", "reduce_sum", "reduce_max", "reduce_min")
+
+# The privileges as names, so that the specification's spelling works:
+#   from tessera.region import Region, read, write, reduce_sum
+#   def step(W: Region[read], X: Region[read], Y: Region[reduce_sum]): ...
+read, write, reduce_sum, reduce_max, reduce_min = PRIVILEGES
 
 
 class RegionSpec:

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "dist/local_p2p.h"
 #include "dist/shard_copy.h"
 #include "tessera/dist/communicator.h"
 #include "tessera/dist/layout.h"
@@ -69,9 +70,9 @@ class LocalCommunicator final : public Communicator {
   const std::string& axis() const override { return axis_; }
   const std::vector<std::string>& members() const override { return members_; }
 
-  Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, bool) override {
-    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op))};
-    return run_reduction(rank, x, c, op, [&](const Tensor& sum) {
+  Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
+    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
+    return run_reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       Tensor out = Tensor::empty(x.shape(), x.policy());
       if (sum.numel() > 0) {
         std::memcpy(out.data(), sum.data(), storage_bytes_for(x.dtype(), x.numel()));
@@ -97,10 +98,12 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
-  Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op) override {
+  Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op,
+                        Algorithm algorithm) override {
     const std::size_t d = normalize_dim(dim, x.rank(), "reduce_scatter");
-    Call c{"reduce_scatter", x.shape(), x.policy(), std::string(reduce_op_name(op)) + ", dim " + std::to_string(d)};
-    return run_reduction(rank, x, c, op, [&](const Tensor& sum) {
+    Call c{"reduce_scatter", x.shape(), x.policy(),
+           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + algorithm_detail(algorithm)};
+    return run_reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       const Run part = block_part(x.shape()[d], static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
       const Tensor codes = detail::take_runs(detail::host_codes(sum), detail::runs_along(x.shape(), d, part));
       return detail::from_codes(codes, x.policy(), x.device());
@@ -143,7 +146,15 @@ class LocalCommunicator final : public Communicator {
     });
   }
 
+  // Point to point: the mailboxes (local_p2p.h) share only the members and failure notices.
+  void send(std::size_t rank, const Tensor& x, std::size_t dst) override { p2p_.send(rank, x, dst); }
+  Tensor recv(std::size_t rank, std::size_t src, const std::vector<std::int64_t>& shape,
+              const NumericsPolicy& policy) override {
+    return p2p_.recv(rank, src, shape, policy);
+  }
+
   void fail(std::size_t rank, const std::string& why) override {
+    p2p_.fail(rank, why);
     {
       std::lock_guard lock(mu_);
       if (rank < failed_.size() && failed_[rank].empty()) failed_[rank] = why.empty() ? "it stopped" : why;
@@ -211,9 +222,17 @@ class LocalCommunicator final : public Communicator {
   // r combines the flat element range block_part(n, P, r) of every input
   // into one shared result, all wait, then each takes what it needs
   // (`finish`) from the whole result. Each element's combination is the
-  // rank-order one whichever member computes it.
+  // one of `algorithm` for its part, whichever member computes it.
+
+  // The call's description names a non-default algorithm, so that members
+  // that disagree on it are a mismatch.
+  static std::string algorithm_detail(Algorithm a) {
+    return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
+  }
+
   template <class Finish>
-  Tensor run_reduction(std::size_t rank, const Tensor& x, const Call& call, ReduceOp op, Finish finish) {
+  Tensor run_reduction(std::size_t rank, const Tensor& x, const Call& call, ReduceOp op, Algorithm algorithm,
+                       Finish finish) {
     std::shared_ptr<Tensor> result;
     std::vector<Tensor> host;
     std::uint64_t seq = 0;
@@ -231,7 +250,7 @@ class LocalCommunicator final : public Communicator {
       // Every member's input, on the host and contiguous (copies only when they are not already).
       for (const Slot& s : slots_) host.push_back((s.input->is_cpu() ? *s.input : s.input->to("cpu")).contiguous());
       const Run part = block_part(x.numel(), static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
-      if (!reduce_range_in_place(host, op, part.start, part.start + part.length, *result) && rank == 0) {
+      if (!reduce_range_with(host, op, algorithm, rank, part.start, part.start + part.length, *result) && rank == 0) {
         *result = reduce_in_rank_order(host, op);  // packed formats reduce whole, on member 0
       }
     } catch (const std::exception& e) {
@@ -334,6 +353,7 @@ class LocalCommunicator final : public Communicator {
   std::uint64_t shared_seq_ = 0;
   std::vector<std::string> failed_;
   std::string broken_;
+  detail::LocalMailboxes p2p_{axis_, members_, timeout_};  // after the members it copies
 };
 
 }  // namespace

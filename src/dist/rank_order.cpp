@@ -50,6 +50,25 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+Algorithm parse_algorithm(std::string_view text) {
+  if (text == "rank_order") return Algorithm::rank_order;
+  if (text == "ring") return Algorithm::ring;
+  if (text == "tree") return Algorithm::tree;
+  if (text == "native") return Algorithm::native;
+  raise(ErrorCode::ArgumentInvalid, "collective algorithm '" + std::string(text) +
+                                        "'; expected \"rank_order\", \"ring\", \"tree\" or \"native\"");
+}
+
+std::string_view algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::rank_order: return "rank_order";
+    case Algorithm::ring: return "ring";
+    case Algorithm::tree: return "tree";
+    case Algorithm::native: return "native";
+  }
+  return "?";
+}
+
 namespace {
 
 // Elements [begin, end) of a contiguous host tensor, as values.
@@ -131,6 +150,54 @@ bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::in
   const std::size_t es = static_cast<std::size_t>(storage_bytes(p.storage));
   std::memcpy(static_cast<std::byte*>(out.data()) + static_cast<std::size_t>(begin) * es, chunk.data(),
               static_cast<std::size_t>(end - begin) * es);
+  return true;
+}
+
+namespace {
+
+// Elements [begin, end) of a contiguous host tensor as a contiguous 1-D tensor.
+Tensor flat_range(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  return t.reshape({t.numel()}).as_strided({end - begin}, {1}, begin).contiguous();
+}
+
+}  // namespace
+
+bool reduce_range_with(const std::vector<Tensor>& host, ReduceOp op, Algorithm algorithm, std::size_t part,
+                       std::int64_t begin, std::int64_t end, const Tensor& out) {
+  const std::size_t p = host.size();
+  const NumericsPolicy& policy = host[0].policy();
+  if (algorithm == Algorithm::native || algorithm == Algorithm::rank_order || op == ReduceOp::mean || p < 2 ||
+      is_packed(policy.storage) || end <= begin) {
+    return reduce_range_in_place(host, op, begin, end, out);
+  }
+  if (algorithm == Algorithm::ring) {
+    // A ring reduce-scatter: part c is passed on from member c + 1 and
+    // arrives complete at member c.
+    std::vector<Tensor> rotated;
+    for (std::size_t i = 1; i <= p; ++i) rotated.push_back(host[(part + i) % p]);
+    return reduce_range_in_place(rotated, op, begin, end, out);
+  }
+  // Tree: neighbours combine pairwise, level by level; each partial is
+  // rounded to the storage type, as the message carrying it would be.
+  std::vector<Tensor> level;
+  for (const Tensor& t : host) level.push_back(flat_range(t, begin, end));
+  const std::int64_t n = end - begin;
+  while (level.size() > 1) {
+    std::vector<Tensor> next;
+    for (std::size_t i = 0; i < level.size(); i += 2) {
+      if (i + 1 == level.size()) {
+        next.push_back(level[i]);
+        continue;
+      }
+      Tensor pair = Tensor::empty({n}, policy);
+      reduce_range_in_place({level[i], level[i + 1]}, op, 0, n, pair);
+      next.push_back(pair);
+    }
+    level = std::move(next);
+  }
+  const std::size_t es = static_cast<std::size_t>(storage_bytes(policy.storage));
+  std::memcpy(static_cast<std::byte*>(out.data()) + static_cast<std::size_t>(begin) * es, level[0].data(),
+              static_cast<std::size_t>(n) * es);
   return true;
 }
 

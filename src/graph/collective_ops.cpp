@@ -61,9 +61,16 @@ Tensor run_collective_op(const std::string& op, const AttrMap& attrs, const Tens
   if (n == 1) return x;  // shard_slice's inference makes `size` the whole dim then
   const std::string& axis = attrs.get_string("axis");
   const dist::ShardBinding& s = dist::require_shard(axis, n, op);
-  if (op == "graph.allreduce") return s.comm->allreduce(s.rank, x, dist::parse_reduce_op(attrs.get_string("op")));
+  // The Mapper's choice of algorithm, recorded on the op (rank order when absent).
+  const dist::Algorithm algorithm =
+      attrs.has("algorithm") ? dist::parse_algorithm(attrs.get_string("algorithm")) : dist::Algorithm::rank_order;
+  if (op == "graph.allreduce") {
+    return s.comm->allreduce(s.rank, x, dist::parse_reduce_op(attrs.get_string("op")), algorithm);
+  }
   if (op == "graph.all_gather") return s.comm->all_gather(s.rank, x, attrs.get_int("dim"));
-  if (op == "graph.reduce_scatter") return s.comm->reduce_scatter(s.rank, x, attrs.get_int("dim"), dist::ReduceOp::sum);
+  if (op == "graph.reduce_scatter") {
+    return s.comm->reduce_scatter(s.rank, x, attrs.get_int("dim"), dist::ReduceOp::sum, algorithm);
+  }
   if (op == "graph.all_to_all") {
     return s.comm->all_to_all(s.rank, x, attrs.get_int("split_dim"), attrs.get_int("concat_dim"));
   }
@@ -149,16 +156,24 @@ std::vector<ir::Type> infer_shard_slice(std::span<const ir::Type> in, const Attr
 
 }  // namespace
 
+// Optional: the reduction order a Mapper chose (rank_order, ring, tree,
+// native; absent means rank_order), checked when the op is built.
+static ir::AttrSpec algorithm_attr() {
+  return ir::AttrSpec{.name = "algorithm", .kind = ir::AttrKind::string, .required = false,
+                      .doc = "collective algorithm chosen by the Mapper: rank_order (default), ring, tree, native"};
+}
+
 void register_collective_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "graph.allreduce",
       .summary = "Combines x across the members of mesh axis `axis` with `op` (sum, mean, max, min).",
       .operands = {"x"},
-      .attrs = {string_attr("axis"), int_attr("axis_size"), string_attr("op", std::string("sum"))},
+      .attrs = {string_attr("axis"), int_attr("axis_size"), string_attr("op", std::string("sum")), algorithm_attr()},
       .effect = ir::Effect::collective,
       .infer =
           [](std::span<const ir::Type> in, const AttrMap& attrs) {
             axis_size(attrs, "graph.allreduce");
+            if (attrs.has("algorithm")) dist::parse_algorithm(attrs.get_string("algorithm"));
             reject_scale_format(in[0].dtype());
             const auto& op = attrs.get_string("op");
             if (op != "sum" && op != "mean" && op != "max" && op != "min") {
@@ -183,10 +198,13 @@ void register_collective_ops(ir::Registry& r) {
       .name = "graph.reduce_scatter",
       .summary = "Sums x across members, then gives member i the i-th of axis_size equal parts along `dim`.",
       .operands = {"x"},
-      .attrs = {string_attr("axis"), int_attr("axis_size"), int_attr("dim", 0)},
+      .attrs = {string_attr("axis"), int_attr("axis_size"), int_attr("dim", 0), algorithm_attr()},
       .effect = ir::Effect::collective,
       .infer = [](std::span<const ir::Type> in,
-                  const AttrMap& attrs) { return infer_resize(in, attrs, "graph.reduce_scatter", false); },
+                  const AttrMap& attrs) {
+        if (attrs.has("algorithm")) dist::parse_algorithm(attrs.get_string("algorithm"));
+        return infer_resize(in, attrs, "graph.reduce_scatter", false);
+      },
       .reference = [](const KernelCall& call) { return run_collective(call, "graph.reduce_scatter"); },
   });
   r.add(OpDef{

@@ -12,6 +12,7 @@
 
 #include "graph/kernel_support.h"
 #include "schedule/compile_progress.h"
+#include "schedule/variant_overrides.h"
 #include "schedule/views.h"
 #include "tessera/autodiff/autodiff.h"
 #include "tessera/graph/executor.h"
@@ -355,6 +356,13 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   return copy;
 }
 
+ir::Module schedule_module(const ir::Module& module, const std::string& function,
+                           const std::map<std::string, std::string>& variants) {
+  ir::Module out = schedule_module(module, function);
+  apply_variant_overrides(*out.lookup(function), variants);
+  return out;
+}
+
 std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
                                                const ExecutableOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -364,6 +372,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
   state->schedule = schedule_module(module, function);
   set_target_knobs(*state->schedule.lookup(function), state->device != "cpu");
+  apply_variant_overrides(*state->schedule.lookup(function), options.variants);
 
   ir::Operation& func = *state->schedule.lookup(function);
   for (ir::Operation* k : kernels_of(func)) {
@@ -533,6 +542,24 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     for (ir::Value* v : k.operands()) inputs.push_back(values.at(v));
     if (step.variant == "constant") {
       values[k.result(0)] = step.constant;
+      continue;
+    }
+    if (step.variant == "reference") {
+      // The Mapper asked for the oracle: the kernel's ops on the reference executor, on the host.
+      if (recorder.graph) {
+        raise(ErrorCode::ArgumentInvalid,
+              "kernel " + kernel_name(k) + " (" + std::string(kernel_root_op(k).name()) +
+                  ") runs on the reference executor (the Mapper's 'reference' variant), on the host, which cannot "
+                  "happen inside a CUDA graph; call the function without capture_graph",
+              kernel_root_op(k).location());
+      }
+      try {
+        std::vector<Tensor> results = run_reference_kernel(k, inputs, device);
+        for (std::size_t j = 0; j < k.num_results(); ++j) values[k.result(j)] = results.at(j);
+      } catch (const Error& e) {
+        ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(kernel_root_op(k).name()) + ")",
+                           kernel_root_op(k).location());
+      }
       continue;
     }
     if (step.variant == "view" || step.variant == "collective") {

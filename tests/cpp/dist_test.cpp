@@ -217,6 +217,58 @@ TEST(DistCollectives, EveryCollectiveAgainstItsDefinition) {
   EXPECT_EQ(a2a[1], (std::vector<double>{4, 5, 104, 105, 204, 205}));
 }
 
+// fp32 values whose sum depends on the order: 1e8 swallows a 1 (fp32 spacing
+// at 1e8 is 8), so each algorithm's order shows in the result.
+TEST(DistCollectives, RingAndTreeCombineInTheirOwnOrders) {
+  const int n = 4;
+  // Member r holds column r of this table; 4 elements, so block_part gives each member one part.
+  const float x[4][4] = {{1.f, 1.f, 1e8f, -1e8f}, {1.f, 1e8f, 1.f, -1e8f}, {-1e8f, 1.f, 1e8f, 1.f}, {3.f, -1e8f, 1.f, 1e8f}};
+  std::vector<Tensor> in;
+  for (int r = 0; r < n; ++r) {
+    std::vector<double> v;
+    for (int i = 0; i < 4; ++i) v.push_back(x[i][r]);
+    in.push_back(Tensor::from_values(v, {4}, kF32));
+  }
+  auto run = [&](Algorithm a) {
+    std::vector<std::vector<double>> got(n);
+    spmd(n, [&](std::size_t r, Communicator& c) { got[r] = c.allreduce(r, in[r], ReduceOp::sum, a).to_values(); });
+    for (int r = 1; r < n; ++r) EXPECT_EQ(got[r], got[0]);
+    return got[0];
+  };
+  std::vector<double> rank_order(4), ring(4), tree(4);
+  for (int i = 0; i < 4; ++i) {
+    const float* v = x[i];
+    rank_order[i] = ((v[0] + v[1]) + v[2]) + v[3];
+    // Element i is part i: the ring starts at member i + 1.
+    float acc = v[(i + 1) % 4];
+    for (int k = 2; k <= 4; ++k) acc = acc + v[(i + k) % 4];
+    ring[i] = acc;
+    tree[i] = (v[0] + v[1]) + (v[2] + v[3]);
+  }
+  EXPECT_EQ(run(Algorithm::rank_order), rank_order);
+  EXPECT_EQ(run(Algorithm::ring), ring);
+  EXPECT_EQ(run(Algorithm::tree), tree);
+  EXPECT_EQ(run(Algorithm::native), rank_order);  // the local backend's own algorithm
+  EXPECT_NE(rank_order, ring);
+  EXPECT_NE(rank_order, tree);
+  EXPECT_NE(ring, tree);
+}
+
+TEST(DistCollectives, MembersDisagreeingOnTheAlgorithmIsAMismatch) {
+  std::vector<std::string> errors(2);
+  spmd(2, [&](std::size_t r, Communicator& c) {
+    try {
+      (void)c.allreduce(r, Tensor::zeros({4}, kF32), ReduceOp::sum, r == 0 ? Algorithm::rank_order : Algorithm::tree);
+    } catch (const Error& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (const std::string& e : errors) EXPECT_NE(e.find("disagree on the arguments"), std::string::npos) << e;
+  EXPECT_EQ(error_of([] { (void)parse_algorithm("sharp_ring"); }, ErrorCode::ArgumentInvalid).find("sharp_ring") !=
+                std::string::npos,
+            true);
+}
+
 TEST(DistCollectives, SumsAreInRankOrderAtTheAccumulationType) {
   // bf16 @accum(fp32): ((x0 + x1) + x2) in fp32, rounded once to bf16.
   const NumericsPolicy p = parse_policy("bf16 @accum(fp32)");

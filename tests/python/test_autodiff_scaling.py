@@ -140,8 +140,17 @@ def test_write_region_has_no_gradient():
 def test_region_annotation_is_accepted_by_jit_and_checked():
     @tessera.jit
     def f(x: tessera.Region["read"], y: tessera.Region["reduce_sum"]):
+        y += x * 2.0
+
+    y = t([1.0])
+    f(t([1.0]), y)
+    np.testing.assert_allclose(as64(y), [3.0])
+
+    @tessera.jit
+    def reads(x: tessera.Region["read"], y: tessera.Region["reduce_sum"]):
         return y + x * 2.0
 
-    np.testing.assert_allclose(as64(f(t([1.0]), t([1.0]))), [3.0])
+    with pytest.raises(tessera.PrivilegeError, match="'y' is tessera.Region\\['reduce_sum'\\]; it is read"):
+        reads(t([1.0]), t([1.0]))
     with pytest.raises(tessera.PrivilegeError, match="unknown privilege"):
         tessera.Region["readwrite"]

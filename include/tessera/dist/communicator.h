@@ -17,6 +17,11 @@
 // type and the result rounded once to its storage with its policy -- the
 // bits of a reduce-scatter in rank order followed by an all-gather, on every
 // backend. Uneven splits follow numpy.array_split (layout.h).
+//
+// A Mapper may pick another algorithm for allreduce and reduce_scatter
+// (Algorithm): ring and tree combine in their own fixed orders, so they are
+// repeatable but give other bits than rank order; native is the backend's
+// own (nondeterministic on some backends).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,19 @@
 namespace tessera::dist {
 
 enum class ReduceOp { sum, mean, max, min };
+
+// How a reduction combines the members' values (docs/guide/distribution.md, "The Mapper"):
+// - rank_order: x0 + x1 + ... left to right, per element (the default; the bitwise reference);
+// - ring: element part c (block_part of P parts) starts at member c + 1 and goes around the
+//   ring, (x[c+1] + x[c+2]) + ... + x[c], as a ring reduce-scatter accumulates it;
+// - tree: pairwise, ((x0 + x1) + (x2 + x3)) + ..., each partial rounded to the storage type as
+//   a message between members would be;
+// - native: whatever the backend does fastest (the local backend: rank_order).
+// Mean reductions always run in rank order (their division needs the member count once).
+enum class Algorithm { rank_order, ring, tree, native };
+// "rank_order" | "ring" | "tree" | "native"; ArgumentError otherwise.
+Algorithm parse_algorithm(std::string_view text);
+std::string_view algorithm_name(Algorithm a);
 // "sum" | "mean" | "max" | "min"; ArgumentError otherwise.
 ReduceOp parse_reduce_op(std::string_view text);
 std::string_view reduce_op_name(ReduceOp op);
@@ -46,19 +64,34 @@ class Communicator {
   virtual const std::vector<std::string>& members() const = 0;
   std::size_t size() const { return members().size(); }
 
-  // Combines every member's x (same shape and policy) with `op`.
-  // deterministic = false lets a backend use its native algorithm (the
-  // local backend has only the rank-order one).
-  virtual Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, bool deterministic = true) = 0;
+  // Combines every member's x (same shape and policy) with `op`, in the
+  // order of `algorithm` (every member passes the same one).
+  virtual Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op,
+                           Algorithm algorithm = Algorithm::rank_order) = 0;
   // The members' x concatenated along `dim` in rank order (sizes along dim may differ).
   virtual Tensor all_gather(std::size_t rank, const Tensor& x, std::int64_t dim) = 0;
   // The reduction of every member's x, split along `dim` (array_split): member r gets part r.
-  virtual Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op) = 0;
+  virtual Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op,
+                                Algorithm algorithm = Algorithm::rank_order) = 0;
   // Member r splits x along split_dim into size() parts and sends part j to
   // member j, which concatenates what it receives along concat_dim in rank order.
   virtual Tensor all_to_all(std::size_t rank, const Tensor& x, std::int64_t split_dim, std::int64_t concat_dim) = 0;
   // Member root's x, on every member (the others pass a tensor of the same shape and policy).
   virtual Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) = 0;
+
+  // Point to point, between two members only (the others take no part).
+  // send is buffered: it copies x (its value at the call) into the FIFO
+  // mailbox from `rank` to `dst` and returns without waiting for the recv,
+  // so a pipeline schedule cannot deadlock on the order of its sends. recv
+  // takes the oldest message from `src` to `rank`, on rank's device; it must
+  // have `shape` and `policy`, else a CollectiveError naming the first
+  // difference. Messages are numbered per (src, dst) pair ("recv #2 from
+  // cpu:0 to cpu:1"); a failed member, or no message within the timeout,
+  // makes a waiting recv raise a CollectiveError naming the source and the
+  // call. After such an error send and recv keep raising.
+  virtual void send(std::size_t rank, const Tensor& x, std::size_t dst) = 0;
+  virtual Tensor recv(std::size_t rank, std::size_t src, const std::vector<std::int64_t>& shape,
+                      const NumericsPolicy& policy) = 0;
 
   // Member `rank` will not take part any more (it raised or exited): the
   // others' waiting and later calls raise a CollectiveError naming it and `why`.
@@ -81,5 +114,9 @@ Tensor reduce_in_rank_order(const std::vector<Tensor>& xs, ReduceOp op);
 // which only reduce whole.
 bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::int64_t begin, std::int64_t end,
                            const Tensor& out);
+// The same range combined in the order of `algorithm` (`part` is the index
+// of the range among the members' parts, which fixes the ring's start).
+bool reduce_range_with(const std::vector<Tensor>& host, ReduceOp op, Algorithm algorithm, std::size_t part,
+                       std::int64_t begin, std::int64_t end, const Tensor& out);
 
 }  // namespace tessera::dist

@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <span>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct ExecutableOptions {
   cpu::CompileOptions cpu;  // cache dir, host compiler, flags
   cuda::KernelCompileOptions cuda;  // cache dir, arch (the device's own when empty)
   int num_threads = 0;      // 0: $TESSERA_NUM_THREADS, else every hardware thread
+  // The Mapper's kernel variants, by the Graph IR op a kernel is rooted at
+  // ("graph.matmul" -> "reference"): "tile" (the generated kernel: C++ on
+  // the CPU, PTX through NVRTC on CUDA) or "reference" (the kernel's ops on
+  // the reference executor, the oracle: for bisecting a numerical
+  // difference). Kernels without code (views, constants, collectives) keep
+  // theirs; an override they cannot take is an ArgumentError naming it.
+  std::map<std::string, std::string> variants;
 };
 
 struct KernelReport {
@@ -94,6 +102,9 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
 // run) without lowering or compiling anything: what inspect_ir("schedule")
 // shows. Source locations are kept.
 ir::Module schedule_module(const ir::Module& module, const std::string& function);
+// The same with the Mapper's kernel variants applied (ExecutableOptions::variants).
+ir::Module schedule_module(const ir::Module& module, const std::string& function,
+                           const std::map<std::string, std::string>& variants);
 
 // Which path runs Graph IR programs: "compiled" or "reference", from
 // $TESSERA_BACKEND (default "compiled": docs/design/0005-schedule-ir.md).

@@ -4,7 +4,9 @@ A mesh is a grid of devices with named axes. A distributed tensor has one
 real shard per mesh device, in that device's memory (host memory for virtual
 devices: ``cpu:N``, and ``cuda:N`` under ``TESSERA_VIRTUAL_DEVICES``). The
 semantics live in C++ (tessera/dist/*.h); docs/guide/distribution.md is the
-user guide and docs/design/0006-distribution.md the design.
+user guide and docs/design/0006-distribution.md the design. ``estimate``
+prices a step's communication on a described system without running it
+(docs/design/0009-estimate.md).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from tessera import _C
 from tessera.dist._mesh import Mesh, current_mesh, mesh
 from tessera.dist._spec import Block, Cyclic, Replicated, ShardSpec
 from tessera.dist._tensor import DistTensor, Parts, reshard, tensor
+from tessera.dist._estimate import Estimate, Link, System, estimate
 
 __all__ = ["mesh", "Mesh", "ShardSpec", "Block", "Cyclic", "Replicated", "tensor", "DistTensor", "Parts",
-           "reshard", "current_mesh", "axis_index", "axis_size"]
+           "reshard", "current_mesh", "axis_index", "axis_size", "estimate", "System", "Link", "Estimate"]
 
 
 def axis_index(axis: str) -> int:

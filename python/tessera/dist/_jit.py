@@ -21,6 +21,7 @@ import contextlib
 import os
 
 from tessera import _C
+from tessera import mapper as _mapper
 from tessera.errors import CollectiveError, DeviceError
 
 # What the optimizer runs on the global function before partitioning:
@@ -43,19 +44,33 @@ class ShardedEntry:
         self.raw_text = traced.raw_text
         self.rebuild = traced.rebuild
         self.tensor_positions = traced.tensor_positions
+        self.effects = traced.effects  # the updates of Region parameters, after the function's results
+        self.num_results = traced.num_results
         self.mesh = mesh
         self.functions = functions
         self.function_of_rank = function_of_rank
         self.results = results  # (global shape, policy, layout, sharding text) per result
         self._executables = {}
+        self._mapped = {}
         self.device = "cpu"
+
+    def mapping(self, device="cpu"):
+        """The Mapper's decisions for the per-shard functions on ``device``: (kernel variants, log
+        lines), asked once per device and installed mapper."""
+        key = (device, _mapper.generation())
+        if key not in self._mapped:
+            self._mapped[key] = _mapper.apply(self.graph, self.functions, device)
+        return self._mapped[key]
 
     def executable(self, rank=0):
         fn = self.functions[self.function_of_rank[rank]]
         device = _C.memory_device(self.mesh.devices[rank])
-        exe = self._executables.get((fn, device))
+        key = (fn, device, _mapper.generation())
+        exe = self._executables.get(key)
         if exe is None:
-            exe = self._executables[(fn, device)] = _C.compile_executable(self.graph.module, fn, device=device)
+            variants, _ = self.mapping(device)
+            exe = self._executables[key] = _C.compile_executable(self.graph.module, fn, device=device,
+                                                                 variants=variants)
         return exe
 
     def text(self):
@@ -63,7 +78,10 @@ class ShardedEntry:
         return "\n".join(self.graph.function_text(fn) for fn in self.functions)
 
     def schedule_ir(self):
-        return _C.schedule_ir(self.graph.module, self.functions[0])
+        device = _C.memory_device(self.mesh.devices[0])
+        variants, decisions = self.mapping(device)
+        header = "".join(f"// mapper: {d}\n" for d in decisions)
+        return header + _C.schedule_ir(self.graph.module, self.functions[0], variants=variants)
 
 
 def mesh_of(tensors, who):
@@ -118,25 +136,34 @@ def _communicators(mesh):
     return comms, bindings
 
 
-def run(entry, dts):
-    """Runs every device's function on its shards; the results as distributed tensors."""
+def run(entry, dts, rebuild=True):
+    """Runs every device's function on its shards; the results as distributed tensors (a flat
+    list when ``rebuild`` is False)."""
     from tessera.dist._tensor import DistTensor
     mesh = entry.mesh
     n = len(mesh.devices)
     shards = [dts[name]._t.shards for name in entry.tensor_positions]
     exes = [entry.executable(rank) for rank in range(n)]
-    comms, bindings = _communicators(mesh)
+    _, bindings = _communicators(mesh)
     outputs = [None] * n
     threads_each = max(1, (os.cpu_count() or 1) // n)
 
     def body(rank):
-        with contextlib.ExitStack() as scopes:
-            for axis, comm, index in bindings[rank]:
-                scopes.enter_context(_C.ShardScope(axis, comm, index))
-            scopes.enter_context(_C.ThreadLimit(threads_each))
-            outputs[rank] = exes[rank].run([s[rank] for s in shards])
+        try:
+            with contextlib.ExitStack() as scopes:
+                for axis, comm, index in bindings[rank]:
+                    scopes.enter_context(_C.ShardScope(axis, comm, index))
+                scopes.enter_context(_C.ThreadLimit(threads_each))
+                outputs[rank] = exes[rank].run([s[rank] for s in shards])
+        except BaseException as e:
+            # Failed at once under this device's own index in each of its axis
+            # groups (the runner knows only the mesh rank), so its peers raise
+            # instead of waiting out the timeout.
+            for _, comm, index in bindings[rank]:
+                comm.fail(index, f"{type(e).__name__}: {e}")
+            raise
 
-    errors = _C.run_spmd(n, body, comms)
+    errors = _C.run_spmd(n, body, [])
     failed = [(i, e) for i, e in enumerate(errors) if e is not None]
     if failed:
         i, e = next(((i, e) for i, e in failed if not isinstance(e, CollectiveError)), failed[0])
@@ -146,7 +173,7 @@ def run(entry, dts):
     for j, (shape, policy, layout, _) in enumerate(entry.results):
         handle = _C.DistTensor.from_shards(list(shape), layout, mesh._m, policy, [outputs[r][j] for r in range(n)])
         values.append(DistTensor(handle, mesh))
-    return entry.rebuild(values)
+    return entry.rebuild(values) if rebuild else values
 
 
 _EAGER = {}

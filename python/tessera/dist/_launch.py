@@ -2,12 +2,17 @@
 
 Each index of the axis runs on its own worker thread (the device's worker),
 with a per-shard context that the collectives (``tessera.allreduce`` and the
-others) and ``tessera.dist.axis_index`` read. The members of the axis share
-one communicator of the in-process ``local`` backend for the launch.
+others), ``tessera.send``/``recv`` and ``tessera.dist.axis_index`` read. The
+members of the axis share one communicator of the in-process ``local``
+backend for the launch. A launch over several axes (``axis=("dp", "tp",
+"pp")``) runs once per point of their grid, with one communicator per group
+of each axis, so one function can combine data, tensor and pipeline
+parallelism.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -22,30 +27,29 @@ _COMPOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*/\s*([A-Za-z_]\w*)\s*$")
 
 
 class ShardContext:
-    """What one shard of an index launch knows: its mesh axis, index and communicator."""
+    """What one shard of an index launch knows: per launched mesh axis, its
+    index along it and the communicator of its group there."""
 
-    def __init__(self, mesh, axis, index, comm):
+    def __init__(self, mesh, bindings):
         self.mesh = mesh
-        self.axis = axis
-        self.rank = index
-        self.comm_ = comm
+        self.bindings = bindings  # {axis: (index, comm)}, in launch order
 
-    def _check(self, axis, what):
-        if axis != self.axis:
-            raise ArgumentError(f"{what}: this shard runs in an index launch over mesh axis '{self.axis}', "
-                                f"not '{axis}'")
+    def _binding(self, axis, what):
+        b = self.bindings.get(axis)
+        if b is None:
+            names = list(self.bindings)
+            where = f"mesh axis '{names[0]}'" if len(names) == 1 else f"mesh axes {tuple(names)}"
+            raise ArgumentError(f"{what}: this shard runs in an index launch over {where}, not '{axis}'")
+        return b
 
     def index(self, axis):
-        self._check(axis, "tessera.dist.axis_index")
-        return self.rank
+        return self._binding(axis, "tessera.dist.axis_index")[0]
 
     def size(self, axis):
-        self._check(axis, "tessera.dist.axis_size")
-        return len(self.comm_.members)
+        return len(self._binding(axis, "tessera.dist.axis_size")[1].members)
 
     def comm(self, axis, what):
-        self._check(axis, what)
-        return self.comm_
+        return self._binding(axis, what)[1]
 
 
 def current_context(what: str) -> ShardContext:
@@ -108,7 +112,7 @@ def _check_writes(kernel, axis, args):
         written.append((p["name"], a.source))
 
 
-def index_launch(axis: str, *, mesh=None, grid=None):
+def index_launch(axis, *, mesh=None, grid=None):
     """``tessera.index_launch(axis="tp")(fn)(A.parts("tp"), B.parts("tp"), ...)``.
 
     Runs ``fn`` once per index i of mesh axis ``axis``, concurrently, with
@@ -118,16 +122,25 @@ def index_launch(axis: str, *, mesh=None, grid=None):
     function or a plain function; inside it, the collectives over ``axis``
     and ``tessera.dist.axis_index(axis)`` work per shard. Returns the list of
     per-shard results (None for kernels).
+
+    ``axis`` may be a tuple of mesh axes (functions only): ``fn`` then runs
+    once per point of their grid, the mesh's other axes at coordinate 0; a
+    ``Parts`` argument along any launched axis gives each shard the part at
+    its coordinate there, and the collectives and ``send``/``recv`` work over
+    every launched axis. Results come in mesh order.
     """
-    if not isinstance(axis, str):
-        raise ArgumentError(f"tessera.index_launch: axis= takes a mesh axis name, got {axis!r}")
+    axes = (axis,) if isinstance(axis, str) else axis
+    if not isinstance(axes, tuple) or not axes or not all(isinstance(a, str) for a in axes):
+        raise ArgumentError(f"tessera.index_launch: axis= takes a mesh axis name or a tuple of them, got {axis!r}")
+    if len(set(axes)) != len(axes):
+        raise ArgumentError(f"tessera.index_launch: axis={axis!r} names an axis twice")
 
     def wrap(fn):
         if not callable(fn):
             raise ArgumentError(f"tessera.index_launch(axis={axis!r}) takes a kernel or a function, got {fn!r}")
 
         def launch(*args, **kwargs):
-            return _run(fn, axis, mesh, grid, args, kwargs)
+            return _run(fn, axes, mesh, grid, args, kwargs)
 
         launch.__name__ = getattr(fn, "__name__", "index_launch")
         return launch
@@ -135,54 +148,90 @@ def index_launch(axis: str, *, mesh=None, grid=None):
     return wrap
 
 
-def _run(fn, axis, mesh, grid, args, kwargs):
+def _launch_ranks(m, axes):
+    """The mesh ranks a launch over ``axes`` covers: every point of their
+    grid, the other mesh axes at coordinate 0 (in mesh order)."""
+    for a in axes:
+        if a not in m.axes:
+            raise ArgumentError(f"tessera.index_launch: {m!r} has no axis '{a}' (its axes: {m.axes})")
+    others = [k for k, a in enumerate(m.axes) if a not in axes]
+    return [r for r in range(m.size) if all(m.coords(r)[k] == 0 for k in others)]
+
+
+def _run(fn, axes, mesh, grid, args, kwargs):
     parts = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Parts)]
     m = parts[0].mesh if parts else current_mesh("tessera.index_launch", mesh)
-    n = m.axis_size(axis)
+    shown = f"'{axes[0]}'" if len(axes) == 1 else repr(axes)
+    ranks = _launch_ranks(m, axes)
     for p in parts:
         if p.mesh is not m:
             raise ArgumentError(f"tessera.index_launch: parts of {p.source!r} live on another mesh than {m!r}")
-        if p.axis != axis:
-            raise ArgumentError(f"tessera.index_launch(axis={axis!r}): an argument holds parts along '{p.axis}'")
-        if len(p) != n:
-            raise ArgumentError(f"tessera.index_launch(axis={axis!r}): {len(p)} parts where the axis has {n}")
+        if p.axis not in axes:
+            raise ArgumentError(f"tessera.index_launch(axis={shown}): an argument holds parts along '{p.axis}'")
+        if len(p) != m.axis_size(p.axis):
+            raise ArgumentError(f"tessera.index_launch(axis={shown}): {len(p)} parts where axis '{p.axis}' has "
+                                f"{m.axis_size(p.axis)}")
     kernel, kernel_grid = _kernel_of(fn)
     if kernel is not None:
+        if len(axes) != 1:
+            raise ArgumentError(f"tessera.index_launch(axis={shown}): a kernel launches over one mesh axis; "
+                                f"launch a function over several")
         if kwargs:
             raise ArgumentError("tessera.index_launch: pass a kernel's arguments by position")
-        _check_writes(kernel, axis, args)
-        kernel = _specialize(kernel, axis, n, args)
+        _check_writes(kernel, axes[0], args)
+        kernel = _specialize(kernel, axes[0], len(ranks), args)
         launch_grid = grid if grid is not None else kernel_grid
         target = kernel[launch_grid] if launch_grid is not None else kernel
     else:
         if grid is not None:
             raise ArgumentError(f"tessera.index_launch: grid= applies to kernels, and {fn!r} is not one")
         target = fn
-    ranks = m._m.axis_group(axis, 0)
-    devices = [m.devices[r] for r in ranks]
-    comm = _C.local_communicator(axis, devices)
+    n = len(ranks)
+    coords = [dict(zip(m.axes, m.coords(r))) for r in ranks]
+    # One communicator per group of each launched axis (the ranks that differ only there).
+    comms, bindings = {}, [{} for _ in ranks]
+    for a in axes:
+        for i, r in enumerate(ranks):
+            group = tuple(m._m.axis_group(a, r))
+            comm = comms.get((a, group))
+            if comm is None:
+                comm = comms[(a, group)] = _C.local_communicator(a, [m.devices[g] for g in group])
+            bindings[i][a] = (group.index(r), comm)
     results = [None] * n
 
     # The shards share the machine: each launches its CPU kernels on its share of the cores.
     threads_each = max(1, (os.cpu_count() or 1) // n)
 
     def body(i):
-        _ctx.value = ShardContext(m, axis, i, comm)
+        _ctx.value = ShardContext(m, bindings[i])
         try:
-            # Graph IR collectives of this thread use comm; its CPU kernels threads_each threads.
-            with _C.ShardScope(axis, comm, i), _C.ThreadLimit(threads_each):
-                a = [x[i] if isinstance(x, Parts) else x for x in args]
-                k = {key: (x[i] if isinstance(x, Parts) else x) for key, x in kwargs.items()}
+            # Graph IR collectives of this thread use its communicators; its CPU kernels threads_each threads.
+            with contextlib.ExitStack() as scopes:
+                for a, (index, comm) in bindings[i].items():
+                    scopes.enter_context(_C.ShardScope(a, comm, index))
+                scopes.enter_context(_C.ThreadLimit(threads_each))
+                a = [x[coords[i][x.axis]] if isinstance(x, Parts) else x for x in args]
+                k = {key: (x[coords[i][x.axis]] if isinstance(x, Parts) else x) for key, x in kwargs.items()}
                 results[i] = target(*a, **k)
+        except BaseException as e:
+            # Released at once, with this shard's own index in each of its
+            # groups (the runner knows only the launch index).
+            for index, comm in bindings[i].values():
+                comm.fail(index, f"{type(e).__name__}: {e}")
+            raise
         finally:
             _ctx.value = None
 
-    errors = _C.run_spmd(n, body, [comm])
+    errors = _C.run_spmd(n, body, [])
     failed = [(i, e) for i, e in enumerate(errors) if e is not None]
     if failed:
         cause = next(((i, e) for i, e in failed if not isinstance(e, CollectiveError)), failed[0])
         i, e = cause
-        e.add_note(f"raised on {devices[i]} (index {i} of the index launch over mesh axis '{axis}')")
+        if len(axes) == 1:
+            e.add_note(f"raised on {m.devices[ranks[i]]} (index {i} of the index launch over mesh axis '{axes[0]}')")
+        else:
+            at = ", ".join(f"{a}={coords[i][a]}" for a in axes)
+            e.add_note(f"raised on {m.devices[ranks[i]]} ({at} in the index launch over mesh axes {axes})")
         raise e
     return None if kernel is not None else results
 
@@ -198,12 +247,24 @@ def collective(name, x, axis, call):
                             f"and reduce_scatter trace)")
     if not isinstance(x, Tensor):
         raise ArgumentError(f"tessera.{name} takes a shard's tensor, got {type(x).__name__}")
-    return call(comm, ctx.rank)
+    return call(comm, ctx.index(axis))
 
 
-def graph_collective(name, x, axis, attrs):
-    """A collective as its Graph IR op (traced under @jit, run eagerly otherwise) over `axis`."""
+def graph_collective(name, x, axis, attrs, deterministic=True):
+    """A collective as its Graph IR op (traced under @jit, run eagerly otherwise) over `axis`;
+    a reduction carries the algorithm the Mapper chose (compiled functions ask again when they
+    are compiled, tessera/mapper.py)."""
     ctx = current_context(f"tessera.{name}")
     size = ctx.size(axis)
+    if name in ("allreduce", "reduce_scatter") and size > 1:
+        from tessera import _trace
+        from tessera.mapper import choose_algorithm
+        if not deterministic:
+            # Kept when the function is compiled.
+            attrs = {**attrs, "algorithm": choose_algorithm(name, size, deterministic=False)}
+        elif not isinstance(x, _trace.Tracer):
+            algorithm = choose_algorithm(name, size)  # eager: asked now; traced: when compiled
+            if algorithm != "rank_order":
+                attrs = {**attrs, "algorithm": algorithm}
     from tessera.ops._dispatch import dispatch
     return dispatch(f"graph.{name}", [x], {"axis": axis, "axis_size": size, **attrs})

@@ -23,7 +23,13 @@ class Mesh:
             axes = (axes,)
         if isinstance(shape, int):
             shape = (shape,)
-        self._m = _C.Mesh([str(d) for d in devices], [str(a) for a in axes], [int(s) for s in shape])
+        devices, axes, shape = [str(d) for d in devices], [str(a) for a in axes], [int(s) for s in shape]
+        # Validate the mesh as asked before the Mapper places it (its errors name what was given).
+        self._m = _C.Mesh(devices, axes, shape)
+        from tessera.mapper import place_mesh
+        placed, self.placement = place_mesh(devices, axes, shape)
+        if placed != devices:
+            self._m = _C.Mesh(placed, axes, shape)
 
     @property
     def devices(self) -> tuple:
@@ -46,6 +52,17 @@ class Mesh:
 
     def coords(self, rank: int) -> tuple:
         return tuple(self._m.coords(rank))
+
+    def device_at(self, **coords) -> str:
+        """The device at mesh coordinates given by axis name: ``mesh.device_at(dp=1, tp=0)``."""
+        unknown = set(coords) - set(self.axes)
+        if unknown or len(coords) != len(self.axes):
+            raise ArgumentError(f"device_at takes one coordinate per mesh axis {self.axes}, got {sorted(coords)}")
+        return self.devices[self._m.rank_of([int(coords[a]) for a in self.axes])]
+
+    def axis_group(self, axis: str, rank: int) -> tuple:
+        """The devices of the members of ``axis`` that ``rank``'s device belongs to, by coordinate."""
+        return tuple(self.devices[r] for r in self._m.axis_group(axis, rank))
 
     def __len__(self):
         return self._m.size

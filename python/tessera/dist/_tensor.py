@@ -69,6 +69,8 @@ class DistTensor:
 
     def gather(self):
         """The global value as a host tensor (a partial tensor's terms summed in rank order)."""
+        from tessera.privilege_scheduler import wait_for
+        wait_for([self])  # asynchronous calls still writing it
         return self._t.gather()
 
     def numpy(self) -> np.ndarray:

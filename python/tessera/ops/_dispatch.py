@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 
 from tessera import _C
+from tessera.privilege_scheduler import wait_for
 from tessera import _trace
 
 
@@ -62,4 +63,5 @@ def dispatch(op_name: str, inputs: list, attrs: dict):
         else:
             from tessera._tensor import tensor
             tensors.append(tensor(x))  # array-likes convert as tessera.tensor does, as when tracing
+    wait_for(tensors)  # asynchronous calls still writing an input (tessera/privilege_scheduler.py)
     return _C.execute_op(op_name, tensors, attrs)

@@ -1,0 +1,62 @@
+// The Mapper's kernel variants (variant_overrides.h).
+#include "schedule/variant_overrides.h"
+
+#include <unordered_map>
+
+#include "schedule/views.h"
+#include "tessera/graph/executor.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/support/error.h"
+
+namespace tessera::schedule {
+
+void apply_variant_overrides(ir::Operation& func, const std::map<std::string, std::string>& variants) {
+  if (variants.empty()) return;
+  for (const auto& [op, variant] : variants) {
+    if (variant != "tile" && variant != "reference") {
+      raise(ErrorCode::ArgumentInvalid, "kernel variant '" + variant + "' for " + op +
+                                            ": expected \"tile\" (the generated kernel) or \"reference\" (the "
+                                            "reference executor)");
+    }
+  }
+  for (ir::Operation* k : kernels_of(func)) {
+    const Family family = kernel_family(*k);
+    if (family == Family::view || family == Family::constant || family == Family::collective) continue;
+    for (const auto& op : kernel_body(*k).ops()) {
+      auto it = variants.find(std::string(op->name()));
+      if (it == variants.end()) continue;
+      if (it->second == "tile" && !has_tile_template(*k)) {
+        raise(ErrorCode::ArgumentInvalid, "kernel variant 'tile' for " + it->first + ": no template covers kernel " +
+                                              kernel_name(*k),
+              op->location());
+      }
+      k->attrs().set("variant", it->second);
+      break;
+    }
+  }
+}
+
+std::vector<Tensor> run_reference_kernel(const ir::Operation& kernel, const std::vector<Tensor>& inputs,
+                                         const std::string& device) {
+  const ir::Block& body = kernel_body(kernel);
+  std::unordered_map<const ir::Value*, Tensor> values;
+  for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+    values[body.argument(i)] = inputs.at(i).is_cpu() ? inputs[i] : inputs[i].to("cpu");
+  }
+  for (const auto& op : body.ops()) {
+    if (op.get() == body.terminator()) break;
+    std::vector<Tensor> in;
+    for (ir::Value* v : op->operands()) in.push_back(values.at(v));
+    std::vector<Tensor> out = graph::execute_op(op->name(), in, op->attrs());
+    for (std::size_t r = 0; r < op->num_results(); ++r) values[op->result(r)] = out.at(r);
+  }
+  std::vector<Tensor> results;
+  for (ir::Value* v : body.terminator()->operands()) {
+    const Tensor& t = values.at(v);
+    results.push_back(device == "cpu" ? t : t.to(device));
+  }
+  return results;
+}
+
+}  // namespace tessera::schedule

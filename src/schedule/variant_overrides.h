@@ -1,0 +1,27 @@
+// The Mapper's kernel variants (ExecutableOptions::variants) and the
+// "reference" variant: a kernel's ops run one by one on the reference
+// executor, the oracle, when a Mapper asks for it (to bisect a numerical
+// difference between the compiled code and the reference).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/ir/ir.h"
+#include "tessera/runtime/tensor.h"
+
+namespace tessera::schedule {
+
+// Sets the variant of every kernel that contains an op named in `variants`
+// ("graph.matmul" -> "reference"). Kernels without code (views, constants,
+// collectives) keep theirs. ArgumentError for a variant name other than
+// "tile" and "reference", or "tile" for a kernel no template covers.
+void apply_variant_overrides(ir::Operation& func, const std::map<std::string, std::string>& variants);
+
+// The results of `kernel` (its body's yielded values) computed by the
+// reference executor from `inputs` (on any device), placed on `device`.
+std::vector<Tensor> run_reference_kernel(const ir::Operation& kernel, const std::vector<Tensor>& inputs,
+                                         const std::string& device);
+
+}  // namespace tessera::schedule
