@@ -13,6 +13,7 @@
 #include "bindings.h"
 #include "tessera/numerics/block_scaled.h"
 #include "tessera/numerics/convert.h"
+#include "tessera/numerics/philox.h"
 #include "tessera/numerics/policy.h"
 #include "tessera/support/error.h"
 
@@ -285,6 +286,21 @@ void bind_numerics(nb::module_& m) {
   m.attr("inf_nan") = overflow_modifier(Overflow::inf_nan);
 
   m.def("_encode_into", &encode_into);
+  // Philox4x32-10 on n counters (an [n, 4] uint32 array) with one key: the
+  // generator every Tessera random bit comes from (tessera/numerics/philox.h).
+  m.def("_philox4x32_into", [](const Flat& counters, std::uint32_t k0, std::uint32_t k1, const Flat& out) {
+    require(has_dtype<std::uint32_t>(counters) && has_dtype<std::uint32_t>(out), ErrorCode::DtypeUnsupported,
+            "philox4x32: counters must be uint32");
+    require(counters.size() % 4 == 0 && out.size() == counters.size(), ErrorCode::ShapeMismatch,
+            "philox4x32: counters must have 4 words each");
+    const auto* in = static_cast<const std::uint32_t*>(counters.data());
+    auto* o = static_cast<std::uint32_t*>(out.data());
+    nb::gil_scoped_release unlocked;
+    for (std::size_t i = 0; i < counters.size(); i += 4) {
+      const auto r = philox4x32({in[i], in[i + 1], in[i + 2], in[i + 3]}, {k0, k1});
+      for (int w = 0; w < 4; ++w) o[i + static_cast<std::size_t>(w)] = r[static_cast<std::size_t>(w)];
+    }
+  });
   m.def("_decode_into", &decode_into);
   m.def("_pack_int4", [](const Flat& codes, const Flat& packed) {
     require(has_dtype<std::uint8_t>(codes) && has_dtype<std::uint8_t>(packed), ErrorCode::DtypeUnsupported,

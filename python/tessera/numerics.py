@@ -13,7 +13,7 @@ import numpy as np
 from . import _C
 from .errors import DtypeError, ShapeError, _raise
 
-__all__ = ["encode", "decode", "pack_int4", "unpack_int4", "quantize_mx", "dequantize_mx",
+__all__ = ["encode", "decode", "philox4x32", "pack_int4", "unpack_int4", "quantize_mx", "dequantize_mx",
            "quantize_nvfp4", "dequantize_nvfp4", "encoding_dtype"]
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -169,3 +169,23 @@ def dequantize_nvfp4(codes, scales, tensor_scale) -> np.ndarray:
     if out.size:
         _C._dequantize_nvfp4(codes, scales, float(tensor_scale), row, out)
     return out
+
+
+def philox4x32(counters, key) -> np.ndarray:
+    """Philox4x32-10, the counter-based generator behind every random bit Tessera
+    draws: ``counters`` is an array of 4 x 32-bit words per counter (shape
+    ``[..., 4]``), ``key`` two 32-bit words. Returns the 4 output words per
+    counter (uint32, same shape). ``philox4x32([0, 0, 0, 0], (0, 0))`` is the
+    Random123 known answer ``[0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]``."""
+    c = np.asarray(counters)
+    if c.shape[-1:] != (4,):
+        raise ShapeError(f"philox4x32: counters need 4 words each (shape [..., 4]), got shape {c.shape}")
+    if c.dtype.kind not in "iu" or (c.size and (c.min() < 0 or c.max() > 0xFFFFFFFF)):
+        raise DtypeError("philox4x32: counter words must be integers in [0, 2**32)")
+    k = [int(w) for w in key]
+    if len(k) != 2 or any(not 0 <= w <= 0xFFFFFFFF for w in k):
+        raise DtypeError(f"philox4x32: key must be two 32-bit words, got {key!r}")
+    flat = np.ascontiguousarray(c, dtype=np.uint32).reshape(-1)
+    out = np.empty_like(flat)
+    _C._philox4x32_into(flat, k[0], k[1], out)
+    return out.reshape(c.shape)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera import _C, dist
+from tessera import _C, dist, ops
 
 HAS_GPU = _C._cuda_available()
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason=f"no CUDA device: {_C._cuda_unavailable_reason()}")
@@ -52,3 +52,55 @@ def test_the_global_view_compiles_per_shard_functions_for_the_gpu():
     assert y.shards[0].device == "cuda:0"
     assert "shard[-, tp]" in block.inspect_ir("graph")
     np.testing.assert_allclose(y.numpy(), x + np.maximum(x.astype(np.float64) @ w1, 0) @ w2, rtol=1e-4, atol=1e-4)
+
+
+@needs_gpu
+def test_the_mapper_sees_the_gpu_and_its_reference_variant_runs_on_it():
+    seen = []
+
+    class Oracle(tessera.Mapper):
+        def choose_variant(self, op, arch):
+            seen.append((arch.name, arch.is_hopper, arch.is_cpu))
+            return "reference" if op == "exp" else "ptx"
+
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+    plain = tessera.jit(lambda a: ops.exp(a) * 2.0 + ops.matmul(a, a))
+    want = plain(tessera.tensor(x).to("cuda:0")).numpy()
+    tessera.runtime.set_mapper(Oracle())
+    try:
+        f = tessera.jit(lambda a: ops.exp(a) * 2.0 + ops.matmul(a, a))
+        got = f(tessera.tensor(x).to("cuda:0"))
+        assert got.device == "cuda:0"
+        variants = {k["variant"] for k in f.executable().kernels}
+        assert variants == {"reference", "tile"}
+        major = tessera._C._cuda_capability(0)[0]
+        assert seen and seen[0][0].startswith("sm_") and seen[0][1] == (major == 9) and not seen[0][2]
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(got.numpy(), np.exp(x.astype(np.float64)) * 2 + x.astype(np.float64) @ x,
+                                   rtol=1e-5, atol=1e-3)
+        assert "ptx" in "\n".join(tessera.runtime.mapper_log())
+    finally:
+        tessera.runtime.set_mapper(tessera.Mapper())
+
+
+@needs_gpu
+def test_privileged_calls_on_gpu_tensors_reduce_in_call_order():
+    from tessera.region import Region, read, reduce_sum
+
+    @tessera.jit
+    def step(W: Region[read], X: Region[read], Y: Region[reduce_sum]):
+        Y += ops.gemm(X, W)
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((32, 16)).astype(np.float32)
+    xs = [rng.standard_normal((8, 32)).astype(np.float32) for _ in range(4)]
+    results = []
+    for _ in range(3):
+        W = tessera.tensor(w).to("cuda:0")
+        Y = tessera.tensor(np.zeros((8, 16), np.float32)).to("cuda:0")
+        for x in xs:
+            step(W, tessera.tensor(x).to("cuda:0"), Y)
+        results.append(Y.numpy().copy())
+    np.testing.assert_allclose(results[0], sum(x.astype(np.float64) @ w for x in xs), rtol=1e-4, atol=1e-4)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])

@@ -277,3 +277,17 @@ def test_profile_times_gpu_kernels_with_events(rng, tmp_path):
     rows = prof.kernels()
     timed = [r for r in rows if r["device"] == "cuda:0" and not r["kernel"].startswith("graph replay")]
     assert timed and all(r["peak_fraction"] is not None and 0 < r["peak_fraction"] < 1.5 for r in timed)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+def test_random_draws_are_the_same_bits_on_the_gpu_and_the_cpu():
+    def draw(x):
+        return (ops.rand((64, 33), key=ops.philox(5)), ops.randn((64, 33), key=ops.philox(6)),
+                ops.dropout(x, 0.25, key=ops.philox(7)))
+
+    x = np.arange(64 * 33, dtype=np.float32).reshape(64, 33) / 7
+    cpu = tessera.jit(draw)(tessera.tensor(x))
+    gpu = tessera.jit(draw)(tessera.tensor(x).to("cuda:0"))
+    for c, g in zip(cpu, gpu):
+        assert g.device == "cuda:0"
+        np.testing.assert_array_equal(g.numpy().view(np.uint32), c.numpy().view(np.uint32))

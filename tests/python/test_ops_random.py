@@ -155,3 +155,79 @@ def test_errors_leave_the_key_unmoved():
         ops.philox(-1)
     with pytest.raises(TypeError):
         ops.rand((2,), key=123)
+
+
+# -- the raw generator, derived keys, bernoulli, sharding ------------------------------------------
+
+def test_raw_philox4x32_matches_the_known_answers_and_the_port():
+    from tessera.numerics import philox4x32 as raw
+    assert [int(w) for w in raw([0, 0, 0, 0], (0, 0))] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert [int(w) for w in raw([0xFFFFFFFF] * 4, (0xFFFFFFFF, 0xFFFFFFFF))] == \
+        [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+    rng = np.random.default_rng(7)
+    counters = rng.integers(0, 2**32, (5, 3, 4), dtype=np.uint64)
+    key = (int(rng.integers(0, 2**32)), int(rng.integers(0, 2**32)))
+    got = raw(counters, key)
+    assert got.shape == (5, 3, 4) and got.dtype == np.uint32
+    want = philox4x32([counters[..., w] for w in range(4)], key)
+    for w in range(4):
+        np.testing.assert_array_equal(got[..., w], want[w])
+    with pytest.raises(tessera.ShapeError, match=r"4 words each"):
+        raw([1, 2, 3], (0, 0))
+    with pytest.raises(tessera.DtypeError, match="two 32-bit words"):
+        raw([0, 0, 0, 0], (0, 2**32))
+
+
+def _child(seed, counter, tag):
+    words = philox4x32(([counter & 0xFFFFFFFF], [counter >> 32], [tag], [0]), (seed & 0xFFFFFFFF, seed >> 32))
+    return ((int(words[1][0]) << 32) | int(words[0][0])) & (2**63 - 1)
+
+
+def test_split_and_fold_in_derive_documented_child_streams():
+    key = ops.philox(1234)
+    ops.rand(10, key=key)  # the parent is at offset 10
+    a, b, c = key.split(3)
+    assert [k.seed for k in (a, b, c)] == [_child(1234, 10 + i, 1) for i in range(3)]
+    assert key.offset == 13 and all(k.offset == 0 for k in (a, b, c))
+    d, = key.split(1)
+    assert d.seed == _child(1234, 13, 1) and d.seed not in (a.seed, b.seed, c.seed)
+    # fold_in: a pure function of (seed, data), the parent unmoved.
+    f1, f2 = key.fold_in(5), key.fold_in(5)
+    assert f1.seed == f2.seed == _child(1234, 5, 2) and key.offset == 14
+    assert key.fold_in(6).seed != f1.seed
+    # A child's draws are its own stream's.
+    x = ops.rand(64, key=a)
+    want = uniform_ref(a.seed, np.arange(64)).astype(np.float32)
+    np.testing.assert_array_equal(x.numpy().view(np.uint32), want.view(np.uint32))
+    with pytest.raises(tessera.ArgumentError, match="num must be a positive int"):
+        key.split(0)
+    with pytest.raises(tessera.ArgumentError, match=r"data must be an int in \[0, 2\*\*64\)"):
+        key.fold_in(-1)
+
+
+def test_bernoulli_is_rand_below_p(rng):
+    seed = int(rng.integers(0, 2**40))
+    b = ops.bernoulli(0.3, (200, 50), key=ops.philox(seed))
+    assert str(b.dtype) == "bool" and b.shape == (200, 50)
+    want = uniform_ref(seed, np.arange(10000)).reshape(200, 50) < 0.3
+    np.testing.assert_array_equal(b.numpy(), want)
+    n = 10000
+    assert abs(b.numpy().mean() - 0.3) < 5 * np.sqrt(0.3 * 0.7 / n)
+    assert not ops.bernoulli(0.0, 100).numpy().any() and ops.bernoulli(1.0, 100).numpy().all()
+    with pytest.raises(tessera.ArgumentError, match="probability in"):
+        ops.bernoulli(1.5, 3)
+
+
+def test_random_bits_do_not_depend_on_the_sharding():
+    from tessera import dist
+    mesh = dist.mesh(devices=[f"cpu:{i}" for i in range(4)], axes=("tp",), shape=(4,))
+    x = np.arange(8 * 12, dtype=np.float32).reshape(8, 12) + 1
+
+    def f(x):
+        return ops.dropout(x, 0.5, key=ops.philox(99)) + ops.rand((8, 12), key=ops.philox(7))
+
+    one = tessera.jit(f)(tessera.tensor(x)).numpy()
+    for layout in (dist.ShardSpec(partition=("col",), mesh_axes=("tp",)),
+                   dist.ShardSpec(partition=("row",), mesh_axes=("tp",))):
+        sharded = tessera.jit(f)(dist.tensor(x, layout=layout, mesh=mesh)).numpy()
+        np.testing.assert_array_equal(sharded.view(np.uint32), one.view(np.uint32))
