@@ -3,9 +3,9 @@
 index launch (each with its own tensor; every member of the axis must call the
 same collectives in the same order).
 
-allreduce, all_gather and reduce_scatter (sums) are Graph IR ops: they trace
-under ``@jit`` and run compiled, as every op does; all_to_all and broadcast
-run eagerly per shard.
+allreduce, all_gather, reduce_scatter (sums) and all_to_all are Graph IR
+ops: they trace under ``@jit`` and run compiled, as every op does; broadcast
+runs eagerly per shard.
 
 Deterministic by default: reductions combine in rank order, every step at the
 tensor's accumulation type. The installed ``tessera.Mapper`` may choose
@@ -55,7 +55,13 @@ def _algorithm(kind, comm, deterministic):
 
 
 def all_to_all(x, axis: str, split_dim: int = 0, concat_dim: int = 0):
-    """Part j of x (split along split_dim) to member j; received parts concatenated along concat_dim."""
+    """Part j of x (split along split_dim) to member j; received parts concatenated along concat_dim.
+
+    Under @jit it traces as graph.all_to_all (split_dim must divide evenly by the axis size);
+    eagerly it runs through the communicator (numpy.array_split parts)."""
+    from tessera import _trace
+    if isinstance(x, _trace.Tracer):
+        return graph_collective("all_to_all", x, axis, {"split_dim": int(split_dim), "concat_dim": int(concat_dim)})
     return collective("all_to_all", x, axis, lambda c, r: c.all_to_all(r, x, split_dim, concat_dim))
 
 

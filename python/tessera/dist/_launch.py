@@ -243,8 +243,8 @@ def collective(name, x, axis, call):
     from tessera import _trace
     from tessera._tensor import Tensor
     if isinstance(x, _trace.Tracer):
-        raise ArgumentError(f"tessera.{name} has no Graph IR op yet: call it outside @jit (allreduce, all_gather "
-                            f"and reduce_scatter trace)")
+        raise ArgumentError(f"tessera.{name} has no Graph IR op yet: call it outside @jit (allreduce, all_gather, "
+                            f"reduce_scatter and all_to_all trace)")
     if not isinstance(x, Tensor):
         raise ArgumentError(f"tessera.{name} takes a shard's tensor, got {type(x).__name__}")
     return call(comm, ctx.index(axis))
