@@ -8,7 +8,11 @@
 - a tp-sharded GEMM (column-parallel weight, no communication) on 8 virtual
   devices against the same GEMM on one device (both compiled @jit);
 - dispatch overhead of an index launch over 72 virtual devices (an empty
-  function), and over 8.
+  function), and over 8;
+- the Mapper's reduction orders (ring, tree) against rank order, 64 MiB over
+  4 virtual devices;
+- region privileges: two calls reading one tensor (and writing their own)
+  against the same two calls one after the other.
 """
 
 import cores  # noqa: F401  (thread counts before numpy loads)
@@ -80,6 +84,59 @@ def dispatch_rows():
     return rows
 
 
+def algorithm_rows():
+    class Algorithm(tessera.Mapper):
+        def __init__(self, name):
+            self.name = name
+
+        def choose_collective(self, kind, size):
+            return self.name
+
+    n, elems = 4, 16 << 20
+    m = dist.mesh(devices=cpus(n), axes=("dp",), shape=(n,))
+    x = dist.tensor(np.ones((n, elems), np.float32), layout=dist.ShardSpec(partition=("row",), mesh_axes=("dp",)),
+                    mesh=m)
+    parts = x.parts("dp")
+    launch = tessera.index_launch(axis="dp")(lambda p: tessera.allreduce(p, axis="dp"))
+    times = {}
+    for name in ("rank_order", "ring", "tree"):
+        tessera.runtime.set_mapper(Algorithm(name))
+        launch(parts)
+        times[name] = best(lambda: launch(parts))
+    tessera.runtime.set_mapper(tessera.Mapper())
+    return times
+
+
+def privilege_row():
+    from tessera.region import Region, read, write
+
+    @tessera.jit
+    def layer(A: Region[read], Out: Region[write]):
+        h = A
+        for _ in range(4):
+            h = tessera.ops.tanh(tessera.ops.matmul(h, A))
+        Out[:] = h
+
+    a = (np.random.default_rng(1).standard_normal((512, 512)) / 30).astype(np.float32)
+    A = tessera.tensor(a)
+    outs = [tessera.tensor(np.zeros_like(a)) for _ in range(2)]
+    layer(A, outs[0])
+    tessera.runtime.synchronize()
+
+    def concurrent():
+        layer(A, outs[0])
+        layer(A, outs[1])
+        tessera.runtime.synchronize()
+
+    def serial():
+        layer(A, outs[0])
+        tessera.runtime.synchronize()
+        layer(A, outs[1])
+        tessera.runtime.synchronize()
+
+    return best(concurrent), best(serial)
+
+
 def main():
     print("allreduce (local backend, fp32) against memcpy")
     print(f"{'case':36s} {'GB/s':>8s} {'memcpy GB/s':>12s} {'ratio':>6s}")
@@ -89,6 +146,13 @@ def main():
     print(f"\n{name}: {eight:.2f} ms against {one:.2f} ms on one device -> {one / eight:.2f}x")
     for name, us in dispatch_rows():
         print(f"{name}: {us:.0f} us per launch ({us / int(name.split()[3]):.1f} us per device)")
+    times = algorithm_rows()
+    print("\nallreduce 64 MiB over 4 devices by algorithm (time against rank order)")
+    for name, t in times.items():
+        print(f"{name:12s} {t * 1e3:8.2f} ms {times['rank_order'] / t:6.2f}x")
+    both, one_by_one = privilege_row()
+    print(f"\ntwo readers of one tensor (Region privileges): {both * 1e3:.2f} ms together, "
+          f"{one_by_one * 1e3:.2f} ms one after the other -> {one_by_one / both:.2f}x")
 
 
 if __name__ == "__main__":

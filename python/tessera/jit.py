@@ -308,7 +308,9 @@ class JitFunction:
             if self.regions:
                 # Traced now (privilege errors surface at the call); run by the scheduler.
                 entry, dts = self._sharded_entry(bound, tensors, statics, bindings)
-                return self._call_privileged(tensors, entry, lambda: _dist.run(entry, dts, rebuild=False))
+                capture = self.options["capture_graph"]
+                return self._call_privileged(tensors, entry,
+                                             lambda: _dist.run(entry, dts, rebuild=False, capture_graph=capture))
             return self._call_sharded(bound, tensors, statics, bindings)
         key = (tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()),
                tuple((n, self._static_key(v)) for n, v in statics.items()))
@@ -378,7 +380,7 @@ class JitFunction:
     def _call_sharded(self, bound, tensors, statics, bindings):
         """The global view: trace over global shapes, partition per device, run SPMD (tessera/dist/_jit.py)."""
         entry, dts = self._sharded_entry(bound, tensors, statics, bindings)
-        return _dist.run(entry, dts)
+        return _dist.run(entry, dts, capture_graph=self.options["capture_graph"])
 
     def _sharded_entry(self, bound, tensors, statics, bindings):
         mesh = _dist.mesh_of(tensors, f"{self.__name__}()")

@@ -104,3 +104,21 @@ def test_privileged_calls_on_gpu_tensors_reduce_in_call_order():
     np.testing.assert_allclose(results[0], sum(x.astype(np.float64) @ w for x in xs), rtol=1e-4, atol=1e-4)
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
+
+
+@needs_gpu
+def test_a_partitioned_call_on_a_cuda_mesh_replays_a_captured_graph():
+    m = dist.mesh(devices=["cuda:0"], axes=("tp",), shape=(1,))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 16)).astype(np.float32)
+    f = tessera.jit(capture_graph=True)(lambda a, b: ops.gelu(ops.matmul(a, b)))
+    X = dist.tensor(x, layout=dist.ShardSpec(partition=("col",), mesh_axes=("tp",)), mesh=m)
+    W = dist.tensor(w, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
+    first = f(X, W).numpy()
+    second = f(X, W).numpy()
+    np.testing.assert_array_equal(first, second)
+    assert f._last.executable(0).graphs == 1  # captured once, replayed
+    plain = tessera.jit(lambda a, b: ops.gelu(ops.matmul(a, b)))(tessera.tensor(x).to("cuda:0"),
+                                                                   tessera.tensor(w).to("cuda:0"))
+    np.testing.assert_allclose(first, plain.numpy(), rtol=1e-6, atol=1e-6)

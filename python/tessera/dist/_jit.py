@@ -136,9 +136,10 @@ def _communicators(mesh):
     return comms, bindings
 
 
-def run(entry, dts, rebuild=True):
+def run(entry, dts, rebuild=True, capture_graph=False):
     """Runs every device's function on its shards; the results as distributed tensors (a flat
-    list when ``rebuild`` is False)."""
+    list when ``rebuild`` is False). ``capture_graph``: a GPU device replays its launches as a
+    CUDA graph (a collective over more than one member cannot be captured: a clear error)."""
     from tessera.dist._tensor import DistTensor
     mesh = entry.mesh
     n = len(mesh.devices)
@@ -154,7 +155,9 @@ def run(entry, dts, rebuild=True):
                 for axis, comm, index in bindings[rank]:
                     scopes.enter_context(_C.ShardScope(axis, comm, index))
                 scopes.enter_context(_C.ThreadLimit(threads_each))
-                outputs[rank] = exes[rank].run([s[rank] for s in shards])
+                args = [s[rank] for s in shards]
+                on_gpu = _C.memory_device(mesh.devices[rank]) != "cpu"
+                outputs[rank] = exes[rank].run_graph(args) if capture_graph and on_gpu else exes[rank].run(args)
         except BaseException as e:
             # Failed at once under this device's own index in each of its axis
             # groups (the runner knows only the mesh rank), so its peers raise
