@@ -44,6 +44,10 @@ from tessera.errors import ArgumentError
 ALGORITHMS = ("rank_order", "ring", "tree", "native")
 PLACEMENTS = ("default", "local_switch", "spread")
 REDUCTIONS = ("allreduce", "reduce_scatter")
+# Ops that never get a kernel of their own (constants are data; collectives run through the
+# communicator): choose_variant is not asked about them.
+_NO_KERNEL = frozenset({"graph.constant", "graph.allreduce", "graph.all_gather", "graph.reduce_scatter",
+                        "graph.all_to_all", "graph.shard_slice", "graph.reshard"})
 
 
 class Arch:
@@ -238,7 +242,7 @@ def choose_variants(op_names, device):
     arch = Arch(device)
     out = {}
     for name in dict.fromkeys(op_names):
-        if not name.startswith("graph.") or name in ("graph.constant",):
+        if not name.startswith("graph.") or name in _NO_KERNEL:
             continue
         short = name[len("graph."):]
         asked = _call("choose_variant", short, arch)

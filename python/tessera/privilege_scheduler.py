@@ -23,6 +23,7 @@ A call that raises stores its error: the next wait on what it writes (or
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -218,7 +219,20 @@ def scheduler():
         with _scheduler_lock:
             if _scheduler is None:
                 _scheduler = Scheduler()
+                atexit.register(_shutdown)
     return _scheduler
+
+
+def _shutdown():
+    """At exit: finish the pending calls and drop the tensors the scheduler holds, so that none
+    outlives the interpreter's teardown of the extension."""
+    if _scheduler is None:
+        return
+    synchronize_quietly()
+    _scheduler._pool.shutdown(wait=True)
+    with _scheduler._lock:
+        _scheduler._states.clear()
+        _scheduler._calls.clear()
 
 
 def wait_for(tensors):
