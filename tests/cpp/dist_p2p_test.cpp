@@ -9,17 +9,15 @@
 #include "tessera/dist/communicator.h"
 #include "tessera/dist/spmd.h"
 #include "tessera/support/error.h"
+#include "dist_test_util.h"
 
 namespace tessera::dist {
 namespace {
 
-const NumericsPolicy kF32 = default_policy(DType::fp32);
+using test_util::cpus;
+using test_util::error_of;
 
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> d;
-  for (int i = 0; i < n; ++i) d.push_back("cpu:" + std::to_string(i));
-  return d;
-}
+const NumericsPolicy kF32 = default_policy(DType::fp32);
 
 Tensor filled(double v, std::vector<std::int64_t> shape = {2, 3}, const NumericsPolicy& p = kF32) {
   std::int64_t n = 1;
@@ -27,18 +25,6 @@ Tensor filled(double v, std::vector<std::int64_t> shape = {2, 3}, const Numerics
   std::vector<double> values(static_cast<std::size_t>(n));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = v + static_cast<double>(i);
   return Tensor::from_values(values, std::move(shape), p);
-}
-
-template <class F>
-std::string error_of(F f, ErrorCode code) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
 }
 
 // Runs body(rank) on n threads; a rank that raises is failed in `comm`, as the launcher does.

@@ -13,29 +13,15 @@
 #include "tessera/dist/dist_tensor.h"
 #include "tessera/dist/spmd.h"
 #include "tessera/support/error.h"
+#include "dist_test_util.h"
 
 namespace tessera::dist {
 namespace {
 
+using test_util::cpus;
+using test_util::error_of;
+
 const NumericsPolicy kF32 = default_policy(DType::fp32);
-
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> d;
-  for (int i = 0; i < n; ++i) d.push_back("cpu:" + std::to_string(i));
-  return d;
-}
-
-template <class F>
-std::string error_of(F f, ErrorCode code) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
 
 Tensor iota(std::vector<std::int64_t> shape, const NumericsPolicy& p = kF32) {
   std::int64_t n = 1;
