@@ -33,6 +33,7 @@ import numpy as np
 from tessera import _C
 from tessera import mapper as _mapper
 from tessera.dist import _jit as _dist
+from tessera.dist._launch import _ctx as _launch_ctx
 from tessera._trace import TraceContext, Tracer, active, _user_frame
 from tessera import privilege_scheduler as _privileges
 from tessera.privileges import RegionTracer, effects_of
@@ -368,6 +369,12 @@ class JitFunction:
             holder["results"] = entry.rebuild(results[:n])
             return {param: (kind, op, value) for (param, kind, op), value in zip(entry.effects, results[n:])}
 
+        if getattr(_launch_ctx, "value", None) is not None:
+            # A shard of an index launch: its collectives need this thread's shard scope, so the
+            # call runs here, in order (each shard is one sequence of calls).
+            for param, (kind, op, value) in compute().items():
+                _privileges.apply_effect(tensors[param], kind, op, value)
+            return holder["results"]
         call = _privileges.scheduler().submit(self.__name__, accesses, compute)
         if entry.num_results == 0:
             return None

@@ -118,7 +118,7 @@ class Scheduler:
             effects = compute()
             for param, (kind, op, value) in effects.items():
                 _wait_all(call, call.commit_deps.get(param, []))
-                _apply(targets[param], kind, op, value)
+                apply_effect(targets[param], kind, op, value)
         except BaseException as e:  # kept for the next wait on what it writes
             call.error = e
         finally:
@@ -180,7 +180,7 @@ def _raise_once(call):
         raise call.error
 
 
-def _apply(target, kind, op, value):
+def apply_effect(target, kind, op, value):
     """Stores a written value or folds a contribution into ``target`` in place: a host or device
     tensor, or a distributed tensor (shard by shard, in the target's layout)."""
     from tessera import _C

@@ -277,3 +277,19 @@ def test_a_failed_call_raises_at_the_next_wait_and_fails_its_dependents():
         tessera.runtime.synchronize()
     tessera.runtime.synchronize()  # both reported: nothing left
     np.testing.assert_array_equal(base.numpy(), np.zeros((4, 4)))
+
+
+def test_a_region_function_runs_in_order_inside_an_index_launch():
+    # A shard's collectives need its own thread's shard scope: calls made by a shard run there.
+    @jit
+    def shard_step(X: Region[read], Y: Region[write]):
+        Y[:] = tessera.allreduce(X * 2.0, axis="tp")
+
+    m = dist.mesh(devices=[f"cpu:{i}" for i in range(4)], axes=("tp",), shape=(4,))
+    x = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    row = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))
+    X = dist.tensor(x, layout=row, mesh=m)
+    Y = dist.tensor(shape=(8, 3), layout=row, mesh=m)
+    tessera.index_launch(axis="tp")(shard_step)(X.parts("tp"), Y.parts("tp"))
+    part_sum = sum(x[2 * i:2 * i + 2] for i in range(4)) * 2.0
+    np.testing.assert_array_equal(Y.numpy(), np.concatenate([part_sum] * 4))
