@@ -281,6 +281,7 @@ void bind_tensor(nb::module_& m) {
         "Adopts a CUDA DLPack tensor (PyTorch, CuPy) without copying.");
   m.def("_cuda_available", [] { return cuda::available(); });
   m.def("_cuda_unavailable_reason", [] { return cuda::unavailable_reason(); });
+  m.def("_cuda_device_count", [] { return cuda::available() ? cuda::device_count() : 0; });
   // (major, minor) compute capability of GPU `ordinal` (the Mapper's Arch).
   m.def("_cuda_capability", [](int ordinal) {
     const cuda::DeviceProperties p = cuda::device_properties(ordinal);

@@ -122,3 +122,29 @@ def test_a_partitioned_call_on_a_cuda_mesh_replays_a_captured_graph():
     plain = tessera.jit(lambda a, b: ops.gelu(ops.matmul(a, b)))(tessera.tensor(x).to("cuda:0"),
                                                                    tessera.tensor(w).to("cuda:0"))
     np.testing.assert_allclose(first, plain.numpy(), rtol=1e-6, atol=1e-6)
+
+
+needs_two_gpus = pytest.mark.skipif(not HAS_GPU or _C._cuda_device_count() < 2, reason="needs two CUDA devices")
+
+
+@needs_two_gpus
+def test_a_megatron_block_over_two_gpus_matches_one():
+    # In-process devices cuda:0 and cuda:1 (the local backend stages collectives through the host).
+    m = dist.mesh(devices=["cuda:0", "cuda:1"], axes=("tp",), shape=(2,))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    w1 = (rng.standard_normal((32, 64)) / 4).astype(np.float32)
+    w2 = (rng.standard_normal((64, 32)) / 4).astype(np.float32)
+
+    def block(x, w1, w2):
+        return x + ops.matmul(ops.gelu(ops.matmul(x, w1)), w2)
+
+    f = tessera.jit(block)
+    col = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))
+    row = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))
+    W1 = dist.tensor(w1, layout=col, mesh=m)
+    assert [s.device for s in W1.shards] == ["cuda:0", "cuda:1"]
+    y = f(dist.tensor(x, mesh=m), W1, dist.tensor(w2, layout=row, mesh=m))
+    assert f.inspect_ir("graph").count("graph.allreduce ") == 1
+    one = tessera.jit(block)(*(tessera.tensor(a).to("cuda:0") for a in (x, w1, w2)))
+    np.testing.assert_allclose(y.numpy(), one.numpy(), rtol=1e-5, atol=1e-5)
