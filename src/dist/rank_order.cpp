@@ -115,6 +115,17 @@ bool plain_fp32(const NumericsPolicy& p) {
          p.overflow == Overflow::inf_nan;
 }
 
+// a (op) b in float, as reduce_range_in_place's fp32 loops combine (NaN wins max and min).
+float combine_f32(float a, float b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::mean: return a + b;
+    case ReduceOp::max: return (a != a || b != b) ? std::numeric_limits<float>::quiet_NaN() : (b > a ? b : a);
+    case ReduceOp::min: return (a != a || b != b) ? std::numeric_limits<float>::quiet_NaN() : (b < a ? b : a);
+  }
+  return a;
+}
+
 }  // namespace
 
 bool reduce_range_in_place(const std::vector<Tensor>& host, ReduceOp op, std::int64_t begin, std::int64_t end,
@@ -179,6 +190,32 @@ bool reduce_range_with(const std::vector<Tensor>& host, ReduceOp op, Algorithm a
   }
   // Tree: neighbours combine pairwise, level by level; each partial is
   // rounded to the storage type, as the message carrying it would be.
+  if (plain_fp32(policy)) {
+    // fp32 at fp32: float operations on the members' own buffers, partials in
+    // scratch vectors (no tensor views, which copy element by element).
+    const std::size_t n = static_cast<std::size_t>(end - begin);
+    std::vector<const float*> level;
+    for (const Tensor& t : host) level.push_back(static_cast<const float*>(t.data()) + begin);
+    std::vector<std::vector<float>> scratch;
+    scratch.reserve(p);
+    while (level.size() > 1) {
+      std::vector<const float*> next;
+      for (std::size_t i = 0; i < level.size(); i += 2) {
+        if (i + 1 == level.size()) {
+          next.push_back(level[i]);
+          continue;
+        }
+        std::vector<float>& pair = scratch.emplace_back(n);
+        const float* a = level[i];
+        const float* b = level[i + 1];
+        for (std::size_t k = 0; k < n; ++k) pair[k] = combine_f32(a[k], b[k], op);
+        next.push_back(pair.data());
+      }
+      level = std::move(next);
+    }
+    std::memcpy(static_cast<float*>(out.data()) + begin, level[0], n * sizeof(float));
+    return true;
+  }
   std::vector<Tensor> level;
   for (const Tensor& t : host) level.push_back(flat_range(t, begin, end));
   const std::int64_t n = end - begin;
