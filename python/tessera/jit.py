@@ -208,7 +208,7 @@ class _Traced:
 
     def schedule_ir(self):
         variants, decisions = self.mapping()
-        return _mapper_header(decisions) + _C.schedule_ir(self.graph.module, self.graph.name, variants=variants)
+        return _mapper.header(decisions) + _C.schedule_ir(self.graph.module, self.graph.name, variants=variants)
 
 
 class JitFunction:
@@ -516,11 +516,6 @@ def _leaf_policy(leaf):
     if isinstance(leaf, float):
         return _C.dtype("fp32")
     raise CompileError(f"a @tessera.jit function returned {type(leaf).__name__}; return tensors or numbers")
-
-
-def _mapper_header(decisions):
-    """The Mapper's decisions as comment lines above the Schedule IR."""
-    return "".join(f"// mapper: {d}\n" for d in decisions)
 
 
 def jit(fn=None, **options):

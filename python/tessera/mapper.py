@@ -269,6 +269,11 @@ def _variant_for(asked, arch):
     return "tile", ": not a variant this runtime knows (tile, ptx, cpu, reference); ran the generated kernel"
 
 
+def header(decisions):
+    """The decisions as comment lines above the Schedule IR that inspect_ir shows."""
+    return "".join(f"// mapper: {d}\n" for d in decisions)
+
+
 def apply(graph, functions, device):
     """Applies the mapper to compiled functions ``functions`` of traced
     ``graph``: sets the algorithm of each collective, and returns the kernel

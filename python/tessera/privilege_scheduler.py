@@ -128,10 +128,6 @@ class Scheduler:
             call.done.set()
 
     # -- waiting -----------------------------------------------------------------------------
-    def pending(self):
-        with self._lock:
-            return any(not c.done.is_set() for c in self._calls)
-
     def wait_for(self, tensors):
         """Waits for the pending writers and reductions of ``tensors``; raises the error of a call
         that failed writing them."""
@@ -148,11 +144,16 @@ class Scheduler:
         for c in calls:
             _raise_once(c)
 
-    def synchronize(self):
+    def wait_all(self):
+        """Waits for every call submitted so far, raising nothing; returns them."""
         with self._lock:
             calls = list(self._calls)
         for c in calls:
             c.done.wait()
+        return calls
+
+    def synchronize(self):
+        calls = self.wait_all()
         try:
             for c in calls:
                 _raise_once(c)
@@ -160,6 +161,11 @@ class Scheduler:
             with self._lock:  # failed calls stay until a wait has reported them
                 self._calls = [c for c in self._calls
                                if not c.done.is_set() or (c.error is not None and not c.reported)]
+
+    def history_since(self, t0):
+        """The finished calls that started at or after perf_counter time ``t0``."""
+        with self._lock:
+            return [h for h in self.history if h[2] >= t0]
 
 
 def _wait_all(call, deps):
@@ -247,18 +253,10 @@ def synchronize():
 
 
 def history_since(t0):
-    """The finished calls that started at or after perf_counter time ``t0``."""
-    if _scheduler is None:
-        return []
-    with _scheduler._lock:
-        return [h for h in _scheduler.history if h[2] >= t0]
+    return [] if _scheduler is None else _scheduler.history_since(t0)
 
 
 def synchronize_quietly():
     """Waits for every call without raising (their errors stay for the next wait)."""
-    if _scheduler is None:
-        return
-    with _scheduler._lock:
-        calls = list(_scheduler._calls)
-    for c in calls:
-        c.done.wait()
+    if _scheduler is not None:
+        _scheduler.wait_all()

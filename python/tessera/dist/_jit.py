@@ -80,8 +80,7 @@ class ShardedEntry:
     def schedule_ir(self):
         device = _C.memory_device(self.mesh.devices[0])
         variants, decisions = self.mapping(device)
-        header = "".join(f"// mapper: {d}\n" for d in decisions)
-        return header + _C.schedule_ir(self.graph.module, self.functions[0], variants=variants)
+        return _mapper.header(decisions) + _C.schedule_ir(self.graph.module, self.functions[0], variants=variants)
 
 
 def mesh_of(tensors, who):
