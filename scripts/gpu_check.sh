@@ -11,6 +11,8 @@
 # TESSERA_GTEST_SOURCE (a GoogleTest source tree, built first when the system
 # has no GoogleTest package; /usr/src/googletest is tried too), OUT (a folder
 # that receives the logs; default BUILD_DIR/gpu_check_logs).
+# GPU_CHECK_ONLY=dist builds libtessera and the Python module and runs only the
+# collectives on the GPUs (tests/python/test_dist_nccl.py, bench/nccl_bench.py).
 # GPU_CHECK_ONLY=schedule builds and runs only the Schedule IR part (templates and
 # executables on the GPU, @jit on cuda tensors, its benchmark), for quick rounds.
 # Exit status: 0 when every step passed.
@@ -72,6 +74,8 @@ if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_B
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
   if [ "${GPU_CHECK_ONLY:-}" = schedule ]; then
     targets=(tessera tessera_cli tessera_schedule_tests tessera_cuda_codegen_tests)
+  elif [ "${GPU_CHECK_ONLY:-}" = dist ]; then
+    targets=(tessera tessera_cli)
   else
     targets=(tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures
       tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench)
@@ -80,7 +84,7 @@ if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_B
   row "build (C++)" PASS "$(($(stamp) - t0)) s"
   # The rest (the Python module) apart, so a failure there still lets the C++ tests run.
   rest=()
-  [ "${GPU_CHECK_ONLY:-}" = schedule ] && rest=(--target _C)
+  [ -n "${GPU_CHECK_ONLY:-}" ] && rest=(--target _C)
   if [ $have_python -eq 1 ] && ! cmake --build "$build" -j"$jobs" "${rest[@]}" >>"$logs/build.log" 2>&1; then
     tail -30 "$logs/build.log"
     row "build (Python module)" FAIL "see $logs/build.log"
@@ -136,6 +140,7 @@ bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 
 fi  # GPU_CHECK_ONLY
 
+if [ "${GPU_CHECK_ONLY:-}" != dist ]; then
 echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
 "$build/tests/cpp/tessera_schedule_tests" --gtest_filter='ScheduleCuda*' 2>&1 | tee "$logs/schedule_cuda.log" |
   grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|bit-identical" | head -20
@@ -153,6 +158,8 @@ echo "== deferred fault records (launches that do not synchronize)"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] && ! grep -q "SKIPPED \]" "$logs/fault_record.log" && row "deferred fault record" PASS "described after the launch" ||
   row "deferred fault record" FAIL "see $logs/fault_record.log"
+
+fi  # not dist
 
 if [ -z "${GPU_CHECK_ONLY:-}" ]; then
 # compute-sanitizer over the conformance kernels (GpuCodegen.*: every kernel of
@@ -219,7 +226,21 @@ if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
   [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||
     row "python cuda kernel tests" FAIL "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')"
 fi
-if [ $have_python -eq 1 ]; then
+if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ]; then
+  # Collectives over the GPUs of this host (the nccl backend); needs 2+ GPUs, skips parts with fewer.
+  export NCCL_NVLS_ENABLE=0
+  echo "== collectives on the GPUs (nccl backend vs local, partitioned @jit, index launches)"
+  PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_dist_nccl.py \
+    tests/python/test_dist_cuda.py 2>&1 | tee "$logs/pytest_dist_nccl.log" | tail -15
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] && row "python nccl/dist tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPUs)" PASS "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')" ||
+    row "python nccl/dist tests" FAIL "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')"
+  echo "== collective bandwidth against torch.distributed"
+  PYTHONPATH="$build/pydev" timeout 900 "$python" bench/nccl_bench.py ${NCCL_BENCH_ARGS:-} 2>&1 | tee "$logs/nccl_bench.log" | tail -40
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] && row "nccl benchmark" PASS "table above" || row "nccl benchmark" FAIL "rc $rc (see $logs/nccl_bench.log)"
+fi
+if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
   PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py tests/python/test_dist_cuda.py \
     2>&1 | tee "$logs/pytest_jit_cuda.log" | tail -15

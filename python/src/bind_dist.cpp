@@ -13,6 +13,7 @@
 #include "bindings.h"
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/dist/communicator.h"
+#include "tessera/dist/nccl.h"
 #include "tessera/dist/dist_tensor.h"
 #include "tessera/dist/layout.h"
 #include "tessera/dist/mesh.h"
@@ -166,6 +167,18 @@ void bind_dist(nb::module_& m) {
                                              timeout ? *timeout : dist::collective_timeout_seconds());
       },
       nb::arg("axis"), nb::arg("members"), nb::arg("timeout") = nb::none());
+
+  m.def(
+      "nccl_communicator",
+      [](std::string axis, std::vector<std::string> members, std::optional<double> timeout) {
+        nb::gil_scoped_release release;  // ncclCommInitAll waits on every GPU
+        return dist::make_nccl_communicator(std::move(axis), std::move(members),
+                                            timeout ? *timeout : dist::collective_timeout_seconds());
+      },
+      nb::arg("axis"), nb::arg("members"), nb::arg("timeout") = nb::none(),
+      "A communicator of the nccl backend over GPUs of this process (tessera/dist/nccl.h).");
+  m.def("nccl_available", &dist::nccl_available, "Whether libnccl loads.");
+  m.def("nccl_unavailable_reason", &dist::nccl_unavailable_reason, "Why libnccl does not load (\"\" when it does).");
 
   // with _C.ShardScope(axis, comm, rank): the thread is that member for Graph IR collectives.
   struct PyShardScope {

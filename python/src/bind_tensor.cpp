@@ -282,6 +282,13 @@ void bind_tensor(nb::module_& m) {
   m.def("_cuda_available", [] { return cuda::available(); });
   m.def("_cuda_unavailable_reason", [] { return cuda::unavailable_reason(); });
   m.def("_cuda_device_count", [] { return cuda::available() ? cuda::device_count() : 0; });
+  m.def(
+      "_cuda_synchronize",
+      [](int ordinal) {
+        nb::gil_scoped_release release;
+        cuda::synchronize(ordinal);
+      },
+      nb::arg("ordinal"), "Waits for all work queued on GPU `ordinal` (for timing).");
   // (major, minor) compute capability of GPU `ordinal` (the Mapper's Arch).
   m.def("_cuda_capability", [](int ordinal) {
     const cuda::DeviceProperties p = cuda::device_properties(ordinal);

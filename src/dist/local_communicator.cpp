@@ -2,13 +2,12 @@
 // threads of this process, each posts its input, every member computes its
 // own result from all inputs (in rank order), and a second rendezvous keeps
 // the inputs alive until everyone has read them.
-#include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "dist/local_p2p.h"
+#include "dist/rendezvous.h"
 #include "dist/shard_copy.h"
 #include "tessera/dist/communicator.h"
 #include "tessera/dist/layout.h"
@@ -17,58 +16,21 @@
 namespace tessera::dist {
 namespace {
 
-struct Call {
-  std::string op;  // "allreduce", ...
-  std::vector<std::int64_t> shape;
-  NumericsPolicy policy;
-  std::string detail;  // op-specific arguments ("sum", "dim 0", "root 2")
-  std::int64_t free_dim = -1;  // all_gather: the dim whose size may differ
-
-  std::string describe() const {
-    std::string s = op + " of [";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "] " + std::string(name(policy.storage)) + (detail.empty() ? "" : " (" + detail + ")");
-  }
-  // The first difference from `o`, or "".
-  std::string difference(const Call& o) const {
-    if (op != o.op) return "the operation (" + op + " vs " + o.op + ")";
-    if (detail != o.detail) return "the arguments (" + detail + " vs " + o.detail + ")";
-    if (policy.storage != o.policy.storage) {
-      return "the dtype (" + std::string(name(policy.storage)) + " vs " + std::string(name(o.policy.storage)) + ")";
-    }
-    if (shape.size() != o.shape.size()) return "the rank (" + std::to_string(shape.size()) + " vs " + std::to_string(o.shape.size()) + ")";
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-      if (static_cast<std::int64_t>(d) == free_dim) continue;
-      if (shape[d] != o.shape[d]) {
-        return "the size of dim " + std::to_string(d) + " (" + std::to_string(shape[d]) + " vs " + std::to_string(o.shape[d]) + ")";
-      }
-    }
-    return "";
-  }
-};
+using Call = detail::CollectiveCall;
 
 std::size_t normalize_dim(std::int64_t dim, std::size_t rank, const std::string& what) {
-  const auto r = static_cast<std::int64_t>(rank);
-  const std::int64_t d = dim < 0 ? dim + r : dim;
-  if (d < 0 || d >= r) {
-    raise(ErrorCode::ArgumentInvalid, what + " dim " + std::to_string(dim) + " is out of range for a tensor of " +
-                                          std::to_string(rank) + " dim(s)");
-  }
-  return static_cast<std::size_t>(d);
+  return detail::normalize_collective_dim(dim, rank, what);
 }
 
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::string axis, std::vector<std::string> members, double timeout)
-      : axis_(std::move(axis)), members_(std::move(members)), timeout_(timeout), slots_(members_.size()),
-        arrived_(members_.size(), 0), computed_(members_.size(), 0), departed_(members_.size(), 0),
-        failed_(members_.size()) {
-    if (members_.empty()) raise(ErrorCode::ArgumentInvalid, "a communicator needs at least one member");
-  }
+      : rv_(std::move(axis), std::move(members), timeout),
+        p2p_(rv_.axis(), rv_.members(), timeout) {}
 
   std::string_view backend() const override { return "local"; }
-  const std::string& axis() const override { return axis_; }
-  const std::vector<std::string>& members() const override { return members_; }
+  const std::string& axis() const override { return rv_.axis(); }
+  const std::vector<std::string>& members() const override { return rv_.members(); }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
@@ -138,7 +100,7 @@ class LocalCommunicator final : public Communicator {
   Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) override {
     if (root >= size()) {
       raise(ErrorCode::ArgumentInvalid, "broadcast root " + std::to_string(root) + " is not a member of mesh axis '" +
-                                            axis_ + "' (" + std::to_string(size()) + " members)");
+                                            axis() + "' (" + std::to_string(size()) + " members)");
     }
     Call c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
     return run(rank, x, c, [&](const std::vector<const Tensor*>& in) {
@@ -155,67 +117,14 @@ class LocalCommunicator final : public Communicator {
 
   void fail(std::size_t rank, const std::string& why) override {
     p2p_.fail(rank, why);
-    {
-      std::lock_guard lock(mu_);
-      if (rank < failed_.size() && failed_[rank].empty()) failed_[rank] = why.empty() ? "it stopped" : why;
-    }
-    cv_.notify_all();
+    rv_.fail(rank, why);
   }
 
-  std::uint64_t completed(std::size_t rank) const override {
-    std::lock_guard lock(mu_);
-    return departed_.at(rank);
-  }
+  std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
 
  private:
-  struct Slot {
-    Call call;
-    const Tensor* input = nullptr;
-  };
-
   static Tensor on_device(const Tensor& host, const std::string& device) {
     return device == "cpu" ? host : host.to(device);
-  }
-
-  std::string where(const Call& c, std::uint64_t seq) const {
-    return c.op + " #" + std::to_string(seq) + " over mesh axis '" + axis_ + "'";
-  }
-
-  // Raises (with the lock held) when a member failed or the communicator broke.
-  void check_peers(const Call& c, std::uint64_t seq) {
-    if (!broken_.empty()) raise(ErrorCode::Collective, where(c, seq) + ": " + broken_);
-    for (std::size_t r = 0; r < failed_.size(); ++r) {
-      if (!failed_[r].empty()) {
-        broken_ = "member " + members_[r] + " (rank " + std::to_string(r) + ") failed: " + failed_[r];
-        cv_.notify_all();
-        raise(ErrorCode::Collective, where(c, seq) + ": " + broken_);
-      }
-    }
-  }
-
-  // Waits (lock held) until pred() or a failure or the deadline.
-  template <class Pred>
-  void wait(std::unique_lock<std::mutex>& lock, const Call& c, std::uint64_t seq, const char* phase,
-            const std::vector<std::uint64_t>& progress, Pred pred) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
-    while (true) {
-      check_peers(c, seq);
-      if (pred()) return;
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        check_peers(c, seq);
-        if (pred()) return;
-        std::string missing;
-        for (std::size_t r = 0; r < progress.size(); ++r) {
-          if (progress[r] < seq) {
-            missing += (missing.empty() ? "" : ", ") + members_[r] + " (completed " + std::to_string(departed_[r]) + ")";
-          }
-        }
-        broken_ = "timed out after " + std::to_string(timeout_) + " s (TESSERA_COLLECTIVE_TIMEOUT) " + phase + ": " +
-                  missing;
-        cv_.notify_all();
-        raise(ErrorCode::Collective, where(c, seq) + ": " + broken_);
-      }
-    }
   }
 
   // A reduction as a reduce-scatter in rank order then an all-gather: member
@@ -233,12 +142,10 @@ class LocalCommunicator final : public Communicator {
   template <class Finish>
   Tensor run_reduction(std::size_t rank, const Tensor& x, const Call& call, ReduceOp op, Algorithm algorithm,
                        Finish finish) {
+    const std::uint64_t seq = rv_.arrive(rank, call, &x);
     std::shared_ptr<Tensor> result;
-    std::vector<Tensor> host;
-    std::uint64_t seq = 0;
     {
-      std::unique_lock lock(mu_);
-      seq = arrive(lock, rank, x, call);
+      std::lock_guard lock(mu_);
       if (shared_seq_ != seq) {
         shared_ = std::make_shared<Tensor>(Tensor::empty(x.shape(), x.policy()));
         shared_seq_ = seq;
@@ -248,114 +155,51 @@ class LocalCommunicator final : public Communicator {
     std::string error;
     try {
       // Every member's input, on the host and contiguous (copies only when they are not already).
-      for (const Slot& s : slots_) host.push_back((s.input->is_cpu() ? *s.input : s.input->to("cpu")).contiguous());
+      std::vector<Tensor> host;
+      for (std::size_t r = 0; r < size(); ++r) {
+        const Tensor& in = *static_cast<const Tensor*>(rv_.payload_of(r));
+        host.push_back((in.is_cpu() ? in : in.to("cpu")).contiguous());
+      }
       const Run part = block_part(x.numel(), static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
       if (!reduce_range_with(host, op, algorithm, rank, part.start, part.start + part.length, *result) && rank == 0) {
         *result = reduce_in_rank_order(host, op);  // packed formats reduce whole, on member 0
       }
     } catch (const std::exception& e) {
-      error = e.what();
+      error = members()[rank] + " could not compute its part: " + e.what();
     }
-    {
-      std::unique_lock lock(mu_);
-      if (!error.empty()) fail_call(call, seq, members_[rank] + " could not compute its part: " + error);
-      computed_[rank] = seq;
-      cv_.notify_all();
-      wait(lock, call, seq, "waiting for members to combine their parts", computed_, [&] { return all_reached(computed_, seq); });
-    }
+    rv_.computed(rank, call, seq, error);
     Tensor out;
     try {
       out = finish(*result);
     } catch (const std::exception& e) {
-      error = e.what();
+      error = members()[rank] + " could not take its result: " + e.what();
     }
-    std::unique_lock lock(mu_);
-    if (!error.empty()) fail_call(call, seq, members_[rank] + " could not take its result: " + error);
-    depart(lock, rank, call, seq);
+    rv_.depart(rank, call, seq, error);
     return out;
-  }
-
-  bool all_reached(const std::vector<std::uint64_t>& v, std::uint64_t seq) const {
-    for (std::uint64_t s : v)
-      if (s < seq) return false;
-    return true;
-  }
-
-  [[noreturn]] void fail_call(const Call& call, std::uint64_t seq, const std::string& why) {
-    broken_ = why;
-    cv_.notify_all();
-    raise(ErrorCode::Collective, where(call, seq) + ": " + broken_);
-  }
-
-  // Posts this member's call and waits for every member's; checks they agree. Returns the call's number.
-  std::uint64_t arrive(std::unique_lock<std::mutex>& lock, std::size_t rank, const Tensor& x, const Call& call) {
-    if (rank >= size()) {
-      raise(ErrorCode::ArgumentInvalid, "rank " + std::to_string(rank) + " is not a member of mesh axis '" + axis_ +
-                                            "' (" + std::to_string(size()) + " members)");
-    }
-    const std::uint64_t seq = departed_[rank] + 1;
-    slots_[rank] = Slot{call, &x};
-    arrived_[rank] = seq;
-    cv_.notify_all();
-    wait(lock, call, seq, "waiting for members to arrive", arrived_, [&] { return all_reached(arrived_, seq); });
-    // Every member compares the same pairs (member 0 against each other, in
-    // rank order), so all of them report the same first difference.
-    for (std::size_t r = 1; r < size(); ++r) {
-      const std::string diff = slots_[0].call.difference(slots_[r].call);
-      if (!diff.empty()) {
-        fail_call(call, seq, "members disagree on " + diff + ": " + members_[0] + " called " +
-                                 slots_[0].call.describe() + ", " + members_[r] + " called " + slots_[r].call.describe());
-      }
-    }
-    return seq;
-  }
-
-  // Marks this member done with call `seq` and waits until every member is
-  // (the inputs stay alive until everyone has read them).
-  void depart(std::unique_lock<std::mutex>& lock, std::size_t rank, const Call& call, std::uint64_t seq) {
-    departed_[rank] = seq;
-    cv_.notify_all();
-    wait(lock, call, seq, "waiting for members to finish", departed_, [&] { return all_reached(departed_, seq); });
   }
 
   template <class Compute>
   Tensor run(std::size_t rank, const Tensor& x, const Call& call, Compute compute) {
-    if (rank >= size()) {
-      raise(ErrorCode::ArgumentInvalid, "rank " + std::to_string(rank) + " is not a member of mesh axis '" + axis_ +
-                                            "' (" + std::to_string(size()) + " members)");
-    }
-    std::unique_lock lock(mu_);
-    const std::uint64_t seq = arrive(lock, rank, x, call);
+    const std::uint64_t seq = rv_.arrive(rank, call, &x);
     std::vector<const Tensor*> inputs;
-    for (const Slot& s : slots_) inputs.push_back(s.input);
-    lock.unlock();
+    for (std::size_t r = 0; r < size(); ++r) inputs.push_back(static_cast<const Tensor*>(rv_.payload_of(r)));
     Tensor out;
     std::string error;
     try {
       out = compute(inputs);
     } catch (const std::exception& e) {
-      error = e.what();
+      error = members()[rank] + " could not compute its result: " + e.what();
     }
-    lock.lock();
-    if (!error.empty()) fail_call(call, seq, members_[rank] + " could not compute its result: " + error);
-    depart(lock, rank, call, seq);
+    rv_.depart(rank, call, seq, error);
     return out;
   }
 
-  std::string axis_;
-  std::vector<std::string> members_;
-  double timeout_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Slot> slots_;
-  std::vector<std::uint64_t> arrived_, computed_, departed_;
+  detail::Rendezvous rv_;
+  std::mutex mu_;
   std::shared_ptr<Tensor> shared_;  // the result of the reduction in progress
   std::uint64_t shared_seq_ = 0;
-  std::vector<std::string> failed_;
-  std::string broken_;
-  detail::LocalMailboxes p2p_{axis_, members_, timeout_};  // after the members it copies
+  detail::LocalMailboxes p2p_;
 };
-
 }  // namespace
 
 double collective_timeout_seconds() {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tessera/dist/mesh.h"
+#include "tessera/dist/nccl.h"
 #include "tessera/support/error.h"
 
 #include "tessera/version.h"
@@ -59,7 +60,16 @@ std::string info_report() {
     out << "  cuda:        unavailable: " << cuda.reason << "\n";
   }
   out << "  nvrtc:       " << cuda.nvrtc << "\n";
-  out << "distribution:  collectives: local (in-process); mesh devices cpu:N (virtual)";
+  // NCCL serves the `nccl` collective backend (GPUs of this process).
+  if (dist::nccl_available()) {
+    const int v = dist::nccl_version();
+    out << "  nccl:        available (" << v / 10000 << "." << (v / 100) % 100 << "." << v % 100 << ", "
+        << dist::nccl_library() << ")\n";
+  } else {
+    out << "  nccl:        unavailable: " << dist::nccl_unavailable_reason() << "\n";
+  }
+  out << "distribution:  collectives: local (in-process)"
+      << (cuda.available && dist::nccl_available() ? ", nccl (the GPUs above)" : "") << "; mesh devices cpu:N (virtual)";
   if (const char* v = std::getenv("TESSERA_VIRTUAL_DEVICES"); v && *v) {
     try {
       const std::int64_t n = dist::virtual_cuda_devices();

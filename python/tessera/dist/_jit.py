@@ -22,6 +22,7 @@ import os
 
 from tessera import _C
 from tessera import mapper as _mapper
+from tessera.dist._backend import make_communicator
 from tessera.errors import CollectiveError, DeviceError
 
 # What the optimizer runs on the global function before partitioning:
@@ -129,7 +130,7 @@ def _communicators(mesh):
             group = tuple(m.axis_group(axis, rank))
             comm = groups.get(group)
             if comm is None:
-                comm = groups[group] = _C.local_communicator(axis, [mesh.devices[r] for r in group])
+                comm = groups[group] = make_communicator(axis, [mesh.devices[r] for r in group], mesh)
             bindings[rank].append((axis, comm, group.index(rank)))
     comms = [c for groups in by_axis.values() for c in groups.values()]
     return comms, bindings

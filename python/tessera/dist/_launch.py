@@ -18,6 +18,7 @@ import re
 import threading
 
 from tessera import _C
+from tessera.dist._backend import make_communicator
 from tessera.dist._mesh import current_mesh
 from tessera.dist._tensor import Parts
 from tessera.errors import ArgumentError, CollectiveError
@@ -195,7 +196,7 @@ def _run(fn, axes, mesh, grid, args, kwargs):
             group = tuple(m._m.axis_group(a, r))
             comm = comms.get((a, group))
             if comm is None:
-                comm = comms[(a, group)] = _C.local_communicator(a, [m.devices[g] for g in group])
+                comm = comms[(a, group)] = make_communicator(a, [m.devices[g] for g in group], m)
             bindings[i][a] = (group.index(r), comm)
     results = [None] * n
 

@@ -18,12 +18,16 @@ class Mesh:
     ``mesh=``). Bad meshes raise ArgumentError; unknown devices DeviceError.
     """
 
-    def __init__(self, devices, axes, shape):
+    def __init__(self, devices, axes, shape, backend=None):
         if isinstance(axes, str):
             axes = (axes,)
         if isinstance(shape, int):
             shape = (shape,)
         devices, axes, shape = [str(d) for d in devices], [str(a) for a in axes], [int(s) for s in shape]
+        # The collective backend of its axis groups (None: TESSERA_COLLECTIVE_BACKEND, else "auto").
+        self.backend = backend
+        from tessera.dist._backend import requested
+        requested(self)  # an unknown name fails here, naming it
         # Validate the mesh as asked before the Mapper places it (its errors name what was given).
         self._m = _C.Mesh(devices, axes, shape)
         from tessera.mapper import place_mesh
@@ -82,9 +86,10 @@ class Mesh:
         return False
 
 
-def mesh(devices, axes, shape) -> Mesh:
-    """``tessera.dist.mesh(devices=[...], axes=("dp", "tp"), shape=(2, 4))``."""
-    return Mesh(devices, axes, shape)
+def mesh(devices, axes, shape, backend=None) -> Mesh:
+    """``tessera.dist.mesh(devices=[...], axes=("dp", "tp"), shape=(2, 4))``; ``backend=`` picks
+    the collective backend ("auto", "local", "nccl"; tessera.dist._backend)."""
+    return Mesh(devices, axes, shape, backend)
 
 
 def current_mesh(what: str, given=None) -> Mesh:

@@ -48,6 +48,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/kernel_graph.cpp
   ${_tessera_cuda_dir}/cublas.cpp
   ${_tessera_cuda_dir}/cublaslt.cpp
+  ${_tessera_cuda_dir}/nccl.cpp
   ${_tessera_cuda_dir}/codegen/emit_lane.cpp
   ${_tessera_cuda_dir}/codegen/emitter.cpp
   ${_tessera_cuda_dir}/codegen/tma_plan.cpp

@@ -1,0 +1,209 @@
+"""Collectives on the GPUs of one host, ratios measured in the same run.
+
+    python bench/nccl_bench.py [--sizes 4K,1M,256M,1G] [--gpus 2,4]
+
+For every GPU count and size:
+- check: Tessera's nccl backend against its local backend on the same
+  inputs (allreduce, reduce_scatter, all_gather, all_to_all, broadcast; fp32
+  and bf16), element by element (the bits of every code);
+- bus bandwidth by the usual definitions (allreduce: bytes * 2(n-1)/n / time)
+  of Tessera's deterministic (rank-order) allreduce, its native one
+  (NCCL's own, algorithm "native") and torch.distributed's all_reduce on
+  NCCL (one process per GPU), in the same run.
+Then a Megatron MLP (tp over the GPUs) per step, nccl against one GPU.
+Prints one table; NCCL_NVLS_ENABLE=0 is set for every process.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+
+import numpy as np  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera import _C, dist  # noqa: E402
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def run_ranks(n, fn):
+    out, err = [None] * n, [None] * n
+
+    def body(r):
+        try:
+            out[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001
+            err[r] = e
+    ts = [threading.Thread(target=body, args=(r,)) for r in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for e in err:
+        if e is not None:
+            raise e
+    return out
+
+
+def sync(n):
+    for r in range(n):
+        _C._cuda_synchronize(r)
+
+
+def check(n, nbytes, dtype):
+    """The five collectives on nccl and local: the number of mismatching codes."""
+    es = 4 if dtype == "fp32" else 2
+    elems = max(n, nbytes // es)
+    rng = np.random.default_rng(n * 7 + elems % 1000)
+    host = [tessera.tensor(rng.standard_normal(elems).astype(np.float32), dtype) for _ in range(n)]
+    gpu = [h.to(f"cuda:{r}") for r, h in enumerate(host)]
+    nccl = _C.nccl_communicator("x", [f"cuda:{r}" for r in range(n)], timeout=600)
+    local = _C.local_communicator("x", [f"cpu:{r}" for r in range(n)], timeout=600)
+    calls = {
+        "allreduce": lambda c, r, x: c.allreduce(r, x, "sum"),
+        "reduce_scatter": lambda c, r, x: c.reduce_scatter(r, x, 0, "sum"),
+        "all_gather": lambda c, r, x: c.all_gather(r, x, 0),
+        "all_to_all": lambda c, r, x: c.all_to_all(r, x, 0, 0),
+        "broadcast": lambda c, r, x: c.broadcast(r, x, n - 1),
+    }
+    bad = {}
+    for name, call in calls.items():
+        got = run_ranks(n, lambda r: call(nccl, r, gpu[r]).to("cpu"))
+        want = run_ranks(n, lambda r: call(local, r, host[r]))
+        bad[name] = sum(int(np.count_nonzero(g.codes() != w.codes())) for g, w in zip(got, want))
+    return bad
+
+
+def tessera_busbw(n, nbytes, algorithm, reps):
+    elems = nbytes // 4
+    comm = _C.nccl_communicator("x", [f"cuda:{r}" for r in range(n)], timeout=600)
+    xs = [tessera.tensor(np.ones(elems, np.float32)).to(f"cuda:{r}") for r in range(n)]
+
+    def loop(r, k):
+        for _ in range(k):
+            comm.allreduce(r, xs[r], "sum", algorithm)
+    run_ranks(n, lambda r: loop(r, 2))
+    sync(n)
+    t0 = time.perf_counter()
+    run_ranks(n, lambda r: loop(r, reps))
+    sync(n)
+    t = (time.perf_counter() - t0) / reps
+    return nbytes / t * 2 * (n - 1) / n / 1e9, t
+
+
+def torch_worker(rank, n, sizes, reps, init, queue):
+    import torch
+    import torch.distributed as td
+    torch.cuda.set_device(rank)
+    td.init_process_group("nccl", init_method=init, rank=rank, world_size=n)
+    res = {}
+    for nbytes in sizes:
+        x = torch.ones(nbytes // 4, dtype=torch.float32, device=f"cuda:{rank}")
+        for _ in range(2):
+            td.all_reduce(x)
+        torch.cuda.synchronize()
+        td.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps[nbytes]):
+            td.all_reduce(x)
+        torch.cuda.synchronize()
+        res[nbytes] = (time.perf_counter() - t0) / reps[nbytes]
+    if rank == 0:
+        queue.put(res)
+    td.destroy_process_group()
+
+
+def torch_busbw(n, sizes, reps):
+    try:
+        import torch.multiprocessing as mp
+    except ImportError:
+        return None
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    init = "file://" + tempfile.mktemp(prefix="tessera_nccl_bench_")
+    procs = [ctx.Process(target=torch_worker, args=(r, n, sizes, reps, init, q)) for r in range(n)]
+    for p in procs:
+        p.start()
+    res = q.get(timeout=600)
+    for p in procs:
+        p.join(60)
+    return {s: (s / t * 2 * (n - 1) / n / 1e9, t) for s, t in res.items()}
+
+
+def megatron_step(n, reps=20):
+    """ms per step of a tp MLP (x[64, 1024] @ w1[1024, 4096] -> gelu -> @ w2) over n GPUs."""
+    devices = [f"cuda:{r}" for r in range(n)]
+    m = dist.mesh(devices=devices, axes=("tp",), shape=(n,))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 1024)).astype(np.float32)
+    w1 = (rng.standard_normal((1024, 4096)) / 32).astype(np.float32)
+    w2 = (rng.standard_normal((4096, 1024)) / 64).astype(np.float32)
+    col = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))
+    row = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))
+
+    @tessera.jit
+    def mlp(x, w1, w2):
+        return tessera.ops.matmul(tessera.ops.gelu(tessera.ops.matmul(x, w1)), w2)
+    args = (dist.tensor(x, mesh=m), dist.tensor(w1, layout=col, mesh=m), dist.tensor(w2, layout=row, mesh=m))
+    y = mlp(*args)
+    y.numpy()
+    sync(n)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        y = mlp(*args)
+    sync(n)
+    return (time.perf_counter() - t0) / reps * 1e3, y.numpy()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4K,1M,64M,256M,1G")
+    ap.add_argument("--check-sizes", default="4K,1M,256M")
+    ap.add_argument("--gpus", default="")
+    a = ap.parse_args()
+    total = _C._cuda_device_count() if _C._cuda_available() else 0
+    counts = [int(c) for c in a.gpus.split(",") if c] or [c for c in (2, 4, 8) if c <= total]
+    if total < 2 or not _C.nccl_available():
+        print(f"nccl_bench: needs 2 GPUs and NCCL (found {total}; {_C.nccl_unavailable_reason()})")
+        return 0
+    sizes = [parse_size(s) for s in a.sizes.split(",")]
+    reps = {s: max(5, min(200, (1 << 30) // max(s, 1) // 8)) for s in sizes}
+    rows = []
+    failed = False
+    for n in counts:
+        for s in [parse_size(c) for c in a.check_sizes.split(",")]:
+            for dtype in ("fp32", "bf16"):
+                bad = check(n, s, dtype)
+                ok = all(v == 0 for v in bad.values())
+                failed |= not ok
+                rows.append(f"check n={n} {s >> 10:>8} KiB {dtype:5} "
+                            + ("all five collectives bitwise equal to local" if ok else f"MISMATCH {bad}"))
+        theirs = torch_busbw(n, sizes, reps)
+        for s in sizes:
+            det, t_det = tessera_busbw(n, s, "rank_order", reps[s])
+            nat, _ = tessera_busbw(n, s, "native", reps[s])
+            line = f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us)  native {nat:7.1f}"
+            if theirs:
+                tb, _ = theirs[s]
+                line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"
+            rows.append(line)
+        ms, y = megatron_step(n)
+        ms1, y1 = megatron_step(1)
+        rows.append(f"megatron mlp tp={n}: {ms:.2f} ms/step vs 1 GPU {ms1:.2f} ms/step ({ms1 / ms:.2f}x); "
+                    f"max |diff| vs 1 GPU {np.max(np.abs(y - y1)):.2e}")
+    print("\n== nccl bench (busbw = bytes * 2(n-1)/n / time)")
+    for r in rows:
+        print("  " + r)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

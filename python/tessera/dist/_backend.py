@@ -1,0 +1,64 @@
+"""Which collective backend serves one group of a mesh axis.
+
+``make_communicator(axis, devices, mesh)`` is the one place the runtime
+creates communicators (``@jit`` over distributed tensors, eager ops on them
+and index launches). The choice, in order:
+
+- ``tessera.dist.mesh(..., backend=...)``, when given;
+- the environment variable ``TESSERA_COLLECTIVE_BACKEND``;
+- ``"auto"``: ``nccl`` when every member is a real GPU of this process
+  (``cuda:N`` not under ``TESSERA_VIRTUAL_DEVICES``) and NCCL loads, else
+  ``local``.
+
+Backends: ``local`` (in-process threads), ``nccl`` (GPUs of this process).
+docs/guide/distribution.md, "Collective backends", says what each gives.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tessera import _C
+from tessera.errors import ArgumentError
+
+BACKENDS = ("auto", "local", "nccl")
+
+
+def requested(mesh=None) -> str:
+    """The backend asked for: the mesh's, else TESSERA_COLLECTIVE_BACKEND, else "auto"."""
+    asked = getattr(mesh, "backend", None) if mesh is not None else None
+    where = "tessera.dist.mesh(backend=)"
+    if asked is None:
+        asked = os.environ.get("TESSERA_COLLECTIVE_BACKEND") or "auto"
+        where = "TESSERA_COLLECTIVE_BACKEND"
+    if asked not in BACKENDS:
+        raise ArgumentError(f"{where} is {asked!r}; expected one of {', '.join(map(repr, BACKENDS))}")
+    return asked
+
+
+def _all_real_gpus(devices) -> bool:
+    return all(_C.memory_device(d) != "cpu" for d in devices)
+
+
+def chosen(devices, mesh=None) -> str:
+    """The backend a group of ``devices`` gets."""
+    asked = requested(mesh)
+    if asked != "auto":
+        return asked
+    if len(devices) > 1 and _all_real_gpus(devices) and _C.nccl_available():
+        return "nccl"
+    return "local"
+
+
+def make_communicator(axis: str, devices, mesh=None):
+    """A communicator over ``devices`` (by rank) for mesh axis ``axis``."""
+    devices = [str(d) for d in devices]
+    backend = chosen(devices, mesh)
+    if backend == "local":
+        return _C.local_communicator(axis, devices)
+    if backend == "nccl":
+        if not _all_real_gpus(devices):
+            raise ArgumentError(f"the nccl collective backend serves GPUs of this process; mesh axis {axis!r} has "
+                                f"members {devices}")
+        return _C.nccl_communicator(axis, devices)
+    raise ArgumentError(f"collective backend {backend!r} is not known")

@@ -1,0 +1,493 @@
+// The nccl collective backend (tessera/dist/nccl.h). Every collective is
+// one plan: pack the parts each member sends (device copies where a part is
+// not contiguous), one NCCL group of send/recv (or a broadcast), then
+// combine what arrived (nccl_kernels.h) or place it into the result.
+#include "tessera/dist/nccl.h"
+
+#include <map>
+#include <mutex>
+
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/nccl_api.h"
+#include "dist/local_p2p.h"
+#include "dist/nccl_kernels.h"
+#include "dist/rendezvous.h"
+#include "tessera/dist/layout.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
+
+namespace tessera::dist {
+namespace {
+
+namespace cu = cuda::detail;
+using Call = detail::CollectiveCall;
+using cuda::DevicePtr;
+
+// The NCCL communicators of one ordered set of GPUs, created together.
+struct Clique {
+  std::vector<int> devices;
+  std::vector<cu::ncclComm> comms;
+  std::mutex mu;
+  std::string broken;  // why it was aborted ("" while usable)
+
+  // Aborts every communicator (peers blocked on a GPU return) and remembers why.
+  void abort(const std::string& why) {
+    std::lock_guard lock(mu);
+    if (!broken.empty()) return;
+    broken = why;
+    for (cu::ncclComm c : comms) cu::nccl().ncclCommAbort(c);
+  }
+};
+
+std::shared_ptr<Clique> clique_for(const std::vector<int>& devices) {
+  static std::mutex mu;
+  static auto* cliques = new std::map<std::vector<int>, std::shared_ptr<Clique>>();
+  std::lock_guard lock(mu);
+  auto& slot = (*cliques)[devices];
+  if (slot != nullptr) {
+    std::lock_guard clique_lock(slot->mu);
+    if (slot->broken.empty()) return slot;
+  }
+  auto c = std::make_shared<Clique>();
+  c->devices = devices;
+  c->comms.resize(devices.size());
+  cu::check_nccl(cu::nccl().ncclCommInitAll(c->comms.data(), static_cast<int>(devices.size()), devices.data()),
+                 "ncclCommInitAll");
+  slot = c;
+  return c;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, std::size_t end) {
+  std::int64_t p = 1;
+  for (std::size_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
+DevicePtr address(const Tensor& t) { return reinterpret_cast<DevicePtr>(t.device_data()); }
+
+// Device memory for one collective, released (to the caching allocator, on
+// the default stream the collective's work is queued on) when it goes.
+struct Staging {
+  std::shared_ptr<void> block;
+  DevicePtr ptr = 0;
+  Staging(int device, std::size_t bytes) {
+    if (bytes == 0) return;
+    block = cuda::allocate_shared(device, bytes);
+    ptr = reinterpret_cast<DevicePtr>(block.get());
+  }
+};
+
+// NCCL's dtype for a native reduction of `p`, or -1.
+int native_dtype(const NumericsPolicy& p) {
+  switch (p.storage) {
+    case DType::fp32: return cu::kNcclFloat32;
+    case DType::fp64: return cu::kNcclFloat64;
+    case DType::fp16: return cu::kNcclFloat16;
+    case DType::bf16: return cu::kNcclBfloat16;
+    case DType::int32: return cu::kNcclInt32;
+    case DType::int64: return cu::kNcclInt64;
+    case DType::int8: return cu::kNcclInt8;
+    case DType::uint8: return cu::kNcclUint8;
+    default: return -1;
+  }
+}
+
+int native_op(ReduceOp op, const NumericsPolicy& p) {
+  switch (op) {
+    case ReduceOp::sum: return cu::kNcclSum;
+    case ReduceOp::max: return cu::kNcclMax;
+    case ReduceOp::min: return cu::kNcclMin;
+    case ReduceOp::mean: return is_float(p.storage) ? cu::kNcclAvg : -1;
+  }
+  return -1;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout)
+      : rv_(std::move(axis), std::move(members), timeout), p2p_(rv_.axis(), rv_.members(), timeout) {
+    for (const std::string& m : rv_.members()) {
+      const int d = cuda::parse_device(m);
+      if (d >= cuda::device_count()) {
+        raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " + m +
+                                              " is not a GPU of this process (" +
+                                              std::to_string(cuda::device_count()) + " found)");
+      }
+      for (int o : devices_) {
+        if (o == d) {
+          raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " + m +
+                                                " appears twice; NCCL needs one member per GPU");
+        }
+      }
+      devices_.push_back(d);
+    }
+    clique_ = clique_for(devices_);
+  }
+
+  std::string_view backend() const override { return "nccl"; }
+  const std::string& axis() const override { return rv_.axis(); }
+  const std::vector<std::string>& members() const override { return rv_.members(); }
+
+  Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
+    const Tensor xc = prepare(rank, x, "allreduce");
+    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
+    Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+      const std::int64_t n = xc.numel();
+      if (n == 0) return out;
+      const std::size_t es = element_bytes(xc);
+      const int dt = native_dtype(xc.policy()), nop = native_op(op, xc.policy());
+      if (algorithm == Algorithm::native && dt >= 0 && nop >= 0) {
+        cu::check_nccl(cu::nccl().ncclAllReduce(ptr(xc), ptr(out), static_cast<std::size_t>(n), dt, nop, comm, nullptr),
+                       "ncclAllReduce");
+        return out;
+      }
+      // Reduce-scatter of flat parts (each member combines its own), then all-gather.
+      const auto p = static_cast<std::int64_t>(size());
+      const Run mine = block_part(n, p, static_cast<std::int64_t>(rank));
+      Staging received(dev, static_cast<std::size_t>(p * mine.length) * es);
+      group([&] {
+        for (std::size_t j = 0; j < size(); ++j) {
+          const Run part = block_part(n, p, static_cast<std::int64_t>(j));
+          send(address(xc) + part.start * es, part.length * es, j, comm);
+          recv(received.ptr + j * mine.length * es, mine.length * es, j, comm);
+        }
+      });
+      combine_into(dev, address(out) + mine.start * es, received.ptr, mine.length, op, algorithm, xc.policy(),
+                   detail::CombinePlacement{1, mine.length, n, mine.start, n});
+      group([&] {
+        for (std::size_t j = 0; j < size(); ++j) {
+          if (j == rank) continue;
+          const Run part = block_part(n, p, static_cast<std::int64_t>(j));
+          send(address(out) + mine.start * es, mine.length * es, j, comm);
+          recv(address(out) + part.start * es, part.length * es, j, comm);
+        }
+      });
+      return out;
+    });
+  }
+
+  Tensor reduce_scatter(std::size_t rank, const Tensor& x, std::int64_t dim, ReduceOp op,
+                        Algorithm algorithm) override {
+    const Tensor xc = prepare(rank, x, "reduce_scatter");
+    const std::size_t d = detail::normalize_collective_dim(dim, x.rank(), "reduce_scatter");
+    Call c{"reduce_scatter", x.shape(), x.policy(),
+           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + algorithm_detail(algorithm)};
+    const auto p = static_cast<std::int64_t>(size());
+    const Run mine = block_part(x.shape()[d], p, static_cast<std::int64_t>(rank));
+    std::vector<std::int64_t> shape = x.shape();
+    shape[d] = mine.length;
+    Tensor out = Tensor::empty(shape, x.policy(), x.device());
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+      if (out.numel() == 0) return out;
+      const std::size_t es = element_bytes(xc);
+      const std::int64_t outer = product(x.shape(), 0, d), inner = product(x.shape(), d + 1, x.rank());
+      const std::int64_t extent = x.shape()[d];
+      const int dt = native_dtype(xc.policy()), nop = native_op(op, xc.policy());
+      if (algorithm == Algorithm::native && dt >= 0 && nop >= 0 && outer == 1 && extent % p == 0) {
+        cu::check_nccl(cu::nccl().ncclReduceScatter(ptr(xc), ptr(out), static_cast<std::size_t>(out.numel()), dt, nop,
+                                                    comm, nullptr),
+                       "ncclReduceScatter");
+        return out;
+      }
+      // Member j's part along d, contiguous (packed when outer > 1).
+      const PackedParts parts = pack_parts(dev, xc, d, es);
+      const std::size_t piece = static_cast<std::size_t>(outer * mine.length * inner) * es;
+      Staging received(dev, piece * size());
+      group([&] {
+        for (std::size_t j = 0; j < size(); ++j) {
+          const Run part = block_part(extent, p, static_cast<std::int64_t>(j));
+          send(parts.at[j], static_cast<std::size_t>(outer * part.length * inner) * es, j, comm);
+          recv(received.ptr + j * piece, piece, j, comm);
+        }
+      });
+      combine_into(dev, address(out), received.ptr, out.numel(), op, algorithm, xc.policy(),
+                   detail::CombinePlacement{inner, mine.length, extent, mine.start, xc.numel()});
+      return out;
+    });
+  }
+
+  Tensor all_gather(std::size_t rank, const Tensor& x, std::int64_t dim) override {
+    const Tensor xc = prepare(rank, x, "all_gather");
+    const std::size_t d = detail::normalize_collective_dim(dim, x.rank(), "all_gather");
+    Call c{"all_gather", x.shape(), x.policy(), "dim " + std::to_string(d), static_cast<std::int64_t>(d)};
+    Tensor out;
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+      // The members' sizes along d, known once all have arrived.
+      std::vector<std::int64_t> lens, at;
+      std::int64_t total = 0;
+      for (std::size_t j = 0; j < size(); ++j) {
+        at.push_back(total);
+        lens.push_back(rv_.call_of(j).shape[d]);
+        total += lens.back();
+      }
+      std::vector<std::int64_t> shape = x.shape();
+      shape[d] = total;
+      out = Tensor::empty(shape, x.policy(), x.device());
+      if (out.numel() == 0) return out;
+      const std::size_t es = element_bytes(xc);
+      const std::int64_t outer = product(x.shape(), 0, d), inner = product(x.shape(), d + 1, x.rank());
+      auto bytes_of = [&](std::size_t j) { return static_cast<std::size_t>(outer * lens[j] * inner) * es; };
+      if (outer == 1) {
+        // Each member's x is one run of the result: receive in place.
+        group([&] {
+          for (std::size_t j = 0; j < size(); ++j) {
+            send(address(xc), bytes_of(rank), j, comm);
+            recv(address(out) + static_cast<std::size_t>(at[j] * inner) * es, bytes_of(j), j, comm);
+          }
+        });
+        return out;
+      }
+      std::vector<std::size_t> offset(size() + 1, 0);
+      for (std::size_t j = 0; j < size(); ++j) offset[j + 1] = offset[j] + bytes_of(j);
+      Staging received(dev, offset[size()]);
+      group([&] {
+        for (std::size_t j = 0; j < size(); ++j) {
+          send(address(xc), bytes_of(rank), j, comm);
+          recv(received.ptr + offset[j], bytes_of(j), j, comm);
+        }
+      });
+      for (std::size_t j = 0; j < size(); ++j) {
+        const std::int64_t row = lens[j] * inner * static_cast<std::int64_t>(es);
+        detail::copy_rows(dev, address(out) + static_cast<std::size_t>(at[j] * inner) * es,
+                          total * inner * static_cast<std::int64_t>(es), received.ptr + offset[j], row, row, outer);
+      }
+      return out;
+    });
+  }
+
+  Tensor all_to_all(std::size_t rank, const Tensor& x, std::int64_t split_dim, std::int64_t concat_dim) override {
+    const Tensor xc = prepare(rank, x, "all_to_all");
+    const std::size_t s = detail::normalize_collective_dim(split_dim, x.rank(), "all_to_all split");
+    const std::size_t cd = detail::normalize_collective_dim(concat_dim, x.rank(), "all_to_all concat");
+    Call c{"all_to_all", x.shape(), x.policy(), "split dim " + std::to_string(s) + ", concat dim " + std::to_string(cd)};
+    const auto p = static_cast<std::int64_t>(size());
+    // What each member receives from each: part `rank` along s of its x.
+    std::vector<std::int64_t> piece_shape = x.shape();
+    piece_shape[s] = block_part(x.shape()[s], p, static_cast<std::int64_t>(rank)).length;
+    std::vector<std::int64_t> shape = piece_shape;
+    shape[cd] *= p;
+    Tensor out = Tensor::empty(shape, x.policy(), x.device());
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+      if (xc.numel() == 0 && out.numel() == 0) return out;
+      const std::size_t es = element_bytes(xc);
+      const std::int64_t outer_s = product(x.shape(), 0, s), inner_s = product(x.shape(), s + 1, x.rank());
+      const PackedParts parts = pack_parts(dev, xc, s, es);
+      const std::size_t piece = static_cast<std::size_t>(product(piece_shape, 0, piece_shape.size())) * es;
+      const std::int64_t outer_c = product(piece_shape, 0, cd), inner_c = product(piece_shape, cd + 1, x.rank());
+      const std::int64_t row = piece_shape[cd] * inner_c * static_cast<std::int64_t>(es);
+      Staging received(dev, outer_c == 1 ? 0 : piece * size());
+      group([&] {
+        for (std::size_t j = 0; j < size(); ++j) {
+          const Run part = block_part(x.shape()[s], p, static_cast<std::int64_t>(j));
+          send(parts.at[j], static_cast<std::size_t>(outer_s * part.length * inner_s) * es, j, comm);
+          // Concatenated along cd in rank order: in place when the pieces are runs of the result.
+          recv(outer_c == 1 ? address(out) + j * piece : received.ptr + j * piece, piece, j, comm);
+        }
+      });
+      if (outer_c != 1) {
+        for (std::size_t j = 0; j < size(); ++j) {
+          detail::copy_rows(dev, address(out) + static_cast<std::size_t>(row) * j, row * p, received.ptr + j * piece,
+                            row, row, outer_c);
+        }
+      }
+      return out;
+    });
+  }
+
+  Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) override {
+    if (root >= size()) {
+      raise(ErrorCode::ArgumentInvalid, "broadcast root " + std::to_string(root) + " is not a member of mesh axis '" +
+                                            axis() + "' (" + std::to_string(size()) + " members)");
+    }
+    const Tensor xc = prepare(rank, x, "broadcast");
+    Call c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
+    Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
+    return collective(rank, xc, c, [&](int, cu::ncclComm comm) {
+      if (out.numel() == 0) return out;
+      cu::check_nccl(cu::nccl().ncclBroadcast(ptr(xc), ptr(out), storage_bytes_for(x.dtype(), x.numel()),
+                                              cu::kNcclUint8, static_cast<int>(root), comm, nullptr),
+                     "ncclBroadcast");
+      return out;
+    });
+  }
+
+  void send(std::size_t rank, const Tensor& x, std::size_t dst) override { p2p_.send(rank, x, dst); }
+  Tensor recv(std::size_t rank, std::size_t src, const std::vector<std::int64_t>& shape,
+              const NumericsPolicy& policy) override {
+    return p2p_.recv(rank, src, shape, policy);
+  }
+
+  void fail(std::size_t rank, const std::string& why) override {
+    p2p_.fail(rank, why);
+    rv_.fail(rank, why);
+  }
+  std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
+
+ private:
+  static std::string algorithm_detail(Algorithm a) {
+    return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
+  }
+  static void* ptr(const Tensor& t) { return t.device_data(); }
+  static std::size_t element_bytes(const Tensor& t) { return static_cast<std::size_t>(storage_bytes(t.dtype())); }
+
+  // x on member `rank`'s GPU, contiguous; packed storage is refused.
+  Tensor prepare(std::size_t rank, const Tensor& x, const char* op) const {
+    if (rank >= size()) {
+      raise(ErrorCode::ArgumentInvalid, "rank " + std::to_string(rank) + " is not a member of mesh axis '" + axis() +
+                                            "' (" + std::to_string(size()) + " members)");
+    }
+    if (x.is_cpu() || cuda::parse_device(x.device()) != devices_[rank]) {
+      raise(ErrorCode::Device, std::string(op) + " over mesh axis '" + axis() + "' (nccl): member " +
+                                   members()[rank] + " passed a tensor on " + x.device());
+    }
+    if (is_packed(x.dtype())) {
+      raise(ErrorCode::ArgumentInvalid, std::string(op) + " over mesh axis '" + axis() + "': packed " +
+                                            std::string(name(x.dtype())) +
+                                            " storage is not supported by the nccl backend yet (use backend=\"local\")");
+    }
+    return x.is_contiguous() ? x : x.contiguous();
+  }
+
+  // The rendezvous, then `body` queues this member's side; a failure after
+  // the others may have queued theirs aborts the NCCL communicators (their
+  // GPUs would wait forever) and fails the call for everyone.
+  template <class Body>
+  Tensor collective(std::size_t rank, const Tensor& x, const Call& call, Body body) {
+    const std::uint64_t seq = rv_.arrive(rank, call, &x);
+    Tensor out;
+    std::string error;
+    {
+      std::lock_guard lock(clique_->mu);
+      if (!clique_->broken.empty()) error = "the NCCL communicators were aborted: " + clique_->broken;
+    }
+    if (error.empty()) {
+      try {
+        cu::use_device(devices_[rank]);
+        out = body(devices_[rank], clique_->comms[rank]);
+      } catch (const std::exception& e) {
+        error = members()[rank] + " could not queue its part: " + e.what();
+        clique_->abort(rv_.where(call, seq) + ": " + error);
+      }
+    }
+    rv_.depart(rank, call, seq, error);
+    return out;
+  }
+
+  template <class Queue>
+  static void group(Queue queue) {
+    cu::check_nccl(cu::nccl().ncclGroupStart(), "ncclGroupStart");
+    try {
+      queue();
+    } catch (...) {
+      cu::nccl().ncclGroupEnd();
+      throw;
+    }
+    cu::check_nccl(cu::nccl().ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  static void send(DevicePtr from, std::size_t bytes, std::size_t peer, cu::ncclComm comm) {
+    if (bytes == 0) return;
+    cu::check_nccl(cu::nccl().ncclSend(reinterpret_cast<const void*>(from), bytes, cu::kNcclUint8,
+                                       static_cast<int>(peer), comm, nullptr),
+                   "ncclSend");
+  }
+  static void recv(DevicePtr into, std::size_t bytes, std::size_t peer, cu::ncclComm comm) {
+    if (bytes == 0) return;
+    cu::check_nccl(cu::nccl().ncclRecv(reinterpret_cast<void*>(into), bytes, cu::kNcclUint8, static_cast<int>(peer),
+                                       comm, nullptr),
+                   "ncclRecv");
+  }
+
+  // The address of each member's part of x along d (numpy.array_split),
+  // contiguous: x itself where a part is a run of it, else a packed copy in
+  // `staging` (kept until the sends are queued).
+  struct PackedParts {
+    std::vector<DevicePtr> at;
+    std::unique_ptr<Staging> staging;
+  };
+  PackedParts pack_parts(int dev, const Tensor& x, std::size_t d, std::size_t es) const {
+    const auto p = static_cast<std::int64_t>(size());
+    const std::int64_t outer = product(x.shape(), 0, d), inner = product(x.shape(), d + 1, x.rank());
+    const std::int64_t extent = x.shape()[d];
+    PackedParts parts;
+    if (outer == 1) {
+      for (std::int64_t j = 0; j < p; ++j) parts.at.push_back(address(x) + block_part(extent, p, j).start * inner * es);
+      return parts;
+    }
+    parts.staging = std::make_unique<Staging>(dev, static_cast<std::size_t>(x.numel()) * es);
+    const Staging& staging = *parts.staging;
+    std::size_t at = 0;
+    const std::int64_t pitch = extent * inner * static_cast<std::int64_t>(es);
+    for (std::int64_t j = 0; j < p; ++j) {
+      const Run part = block_part(extent, p, j);
+      const std::int64_t row = part.length * inner * static_cast<std::int64_t>(es);
+      detail::copy_rows(dev, staging.ptr + at, row, address(x) + part.start * inner * es, pitch, row, outer);
+      parts.at.push_back(staging.ptr + at);
+      at += static_cast<std::size_t>(row * outer);
+    }
+    return parts;
+  }
+
+  // The combination of `members` pieces of n elements at `pieces` into
+  // `out`: on the device where nccl_kernels can, else on the host with the
+  // host reduction itself (integers, stochastic rounding).
+  void combine_into(int dev, DevicePtr out, DevicePtr pieces, std::int64_t n, ReduceOp op, Algorithm algorithm,
+                    const NumericsPolicy& policy, const detail::CombinePlacement& at) const {
+    if (n == 0) return;
+    const int m = static_cast<int>(size());
+    if (detail::device_combinable(policy)) {
+      detail::combine(dev, out, pieces, n, m, op, algorithm, policy, at);
+      return;
+    }
+    if (is_float(policy.storage) && algorithm != Algorithm::rank_order && algorithm != Algorithm::native &&
+        op != ReduceOp::mean) {
+      raise(ErrorCode::ArgumentInvalid, "a " + std::string(algorithm_name(algorithm)) + " reduction of " +
+                                            std::string(name(policy.storage)) + " with stochastic rounding is not "
+                                            "supported by the nccl backend (rank_order is)");
+    }
+    // Integers are exact in any order: rank order on the host.
+    const std::size_t es = static_cast<std::size_t>(storage_bytes(policy.storage));
+    std::vector<Tensor> host;
+    for (int j = 0; j < m; ++j) {
+      Tensor t = Tensor::empty({n}, policy);
+      cuda::copy_to_host(dev, t.data(), pieces + static_cast<std::size_t>(j * n) * es, static_cast<std::size_t>(n) * es);
+      host.push_back(t);
+    }
+    Tensor result = Tensor::empty({n}, policy);
+    reduce_range_in_place(host, op, 0, n, result);
+    cuda::copy_to_device(dev, out, result.data(), static_cast<std::size_t>(n) * es);
+  }
+
+  detail::Rendezvous rv_;
+  detail::LocalMailboxes p2p_;
+  std::vector<int> devices_;
+  std::shared_ptr<Clique> clique_;
+};
+
+}  // namespace
+
+bool nccl_available() {
+  return cu::nccl_failure().empty();
+}
+
+std::string nccl_unavailable_reason() {
+  return cu::nccl_failure();
+}
+
+int nccl_version() {
+  int v = 0;
+  cu::check_nccl(cu::nccl().ncclGetVersion(&v), "ncclGetVersion");
+  return v;
+}
+
+std::string nccl_library() {
+  return cu::nccl().library;
+}
+
+std::shared_ptr<Communicator> make_nccl_communicator(std::string axis, std::vector<std::string> members,
+                                                     double timeout_seconds) {
+  return std::make_shared<NcclCommunicator>(std::move(axis), std::move(members), timeout_seconds);
+}
+
+}  // namespace tessera::dist

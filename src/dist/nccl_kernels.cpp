@@ -1,0 +1,253 @@
+// The nccl backend's device kernels (nccl_kernels.h), CUDA C++ compiled by
+// NVRTC once per architecture on first use and loaded on each device. They
+// reuse the device numerics header, so every rounding is the host's.
+#include "dist/nccl_kernels.h"
+
+#include <map>
+#include <mutex>
+
+#include "tessera/support/error.h"
+
+namespace tessera::dist::detail {
+namespace {
+
+constexpr const char* kSource = R"cuda(
+#include "tessera/numerics.cuh"
+using namespace tessera::device;
+
+enum { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
+enum { kRankOrder = 0, kRing = 1, kTree = 2 };
+#define TESSERA_MAX_TREE 64
+
+__device__ __forceinline__ u64 load_bits(const unsigned char* p, i64 i, int es) {
+  switch (es) {
+    case 1: return p[i];
+    case 2: return ((const unsigned short*)p)[i];
+    case 4: return ((const u32*)p)[i];
+    default: return ((const u64*)p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_bits(unsigned char* p, i64 i, int es, u64 b) {
+  switch (es) {
+    case 1: p[i] = (unsigned char)b; break;
+    case 2: ((unsigned short*)p)[i] = (unsigned short)b; break;
+    case 4: ((u32*)p)[i] = (u32)b; break;
+    default: ((u64*)p)[i] = b; break;
+  }
+}
+
+// As the host's to_accum (src/dist/rank_order.cpp): to nearest, fp64 exact.
+__device__ __forceinline__ double to_accum(double x, int accum) {
+  if (accum == kFp64) return x;
+  if (accum == kFp32) return (double)(float)x;
+  return decode(encode(x, accum), accum);
+}
+
+__device__ __forceinline__ double combine_op(double a, double v, int op) {
+  if (op == kMax || op == kMin) {
+    if (a != a || v != v) return __longlong_as_double(0x7FF8000000000000LL);
+    return op == kMax ? (v > a ? v : a) : (v < a ? v : a);
+  }
+  return a + v;
+}
+
+__device__ __forceinline__ float combine_f32(float a, float v, int op) {
+  if (op == kMax || op == kMin) {
+    if (a != a || v != v) return __int_as_float(0x7FC00000);
+    return op == kMax ? (v > a ? v : a) : (v < a ? v : a);
+  }
+  return a + v;
+}
+
+// The member a ring combination of element i starts at: the one after the
+// flat part (numpy.array_split of `total` into `members`) holding it.
+__device__ __forceinline__ int ring_first(i64 i, int members, i64 inner, i64 len, i64 dim, i64 start, i64 total) {
+  const i64 flat = (i / (len * inner)) * (dim * inner) + (start + (i / inner) % len) * inner + i % inner;
+  const i64 q = total / members, rem = total % members;
+  const i64 big = rem * (q + 1);
+  const i64 part = flat < big ? flat / (q + 1) : rem + (q > 0 ? (flat - big) / q : 0);
+  return (int)((part + 1) % members);
+}
+
+// Every storage format, at any accumulation type: values as doubles,
+// rounded as the host rounds them.
+extern "C" __global__ void tessera_combine(unsigned char* out, const unsigned char* parts, i64 n, int members,
+                                           int algorithm, int op, int storage, int accum, int rounding,
+                                           int overflow, int es, i64 inner, i64 len, i64 dim, i64 start,
+                                           i64 total) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    if (algorithm == kTree) {
+      // Neighbours combine pairwise, level by level; each partial is rounded to the storage.
+      u64 level[TESSERA_MAX_TREE];
+      for (int m = 0; m < members; ++m) level[m] = load_bits(parts + (i64)m * n * es, i, es);
+      int count = members;
+      while (count > 1) {
+        int next = 0;
+        for (int k = 0; k < count; k += 2) {
+          if (k + 1 == count) {
+            level[next++] = level[k];
+            continue;
+          }
+          double a = to_accum(decode(level[k], storage), accum);
+          a = to_accum(combine_op(a, decode(level[k + 1], storage), op), accum);
+          level[next++] = encode(a, storage, rounding, overflow);
+        }
+        count = next;
+      }
+      store_bits(out, i, es, level[0]);
+      continue;
+    }
+    const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
+    double acc = to_accum(decode(load_bits(parts + (i64)first * n * es, i, es), storage), accum);
+    for (int k = 1; k < members; ++k) {
+      int m = first + k;
+      if (m >= members) m -= members;
+      acc = to_accum(combine_op(acc, decode(load_bits(parts + (i64)m * n * es, i, es), storage), op), accum);
+    }
+    if (op == kMean) acc = to_accum(acc / members, accum);
+    store_bits(out, i, es, encode(acc, storage, rounding, overflow));
+  }
+}
+
+// fp32 accumulation to nearest of fp32, fp16 and bf16 storage, in rank or
+// ring order: float arithmetic, which is the double arithmetic of
+// tessera_combine rounded once to float (24 * 2 + 2 <= 53 bits).
+extern "C" __global__ void tessera_combine_f32(unsigned char* out, const unsigned char* parts, i64 n, int members,
+                                               int algorithm, int op, int storage, int saturate, int es, i64 inner,
+                                               i64 len, i64 dim, i64 start, i64 total) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
+    float acc = decode_f32(load_bits(parts + (i64)first * n * es, i, es), storage);
+    for (int k = 1; k < members; ++k) {
+      int m = first + k;
+      if (m >= members) m -= members;
+      acc = combine_f32(acc, decode_f32(load_bits(parts + (i64)m * n * es, i, es), storage), op);
+    }
+    if (op == kMean) acc = (float)((double)acc / members);
+    store_bits(out, i, es, encode_f32_nearest_even(acc, storage, saturate != 0));
+  }
+}
+
+// Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
+// at a time: every address, pitch and row length is a multiple of it.
+extern "C" __global__ void tessera_copy_rows(unsigned char* dst, i64 dst_pitch, const unsigned char* src,
+                                             i64 src_pitch, i64 row_units, i64 rows, int unit) {
+  const i64 total = row_units * rows;
+  for (i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += (i64)gridDim.x * blockDim.x) {
+    const i64 r = k / row_units, c = (k % row_units) * unit;
+    unsigned char* d = dst + r * dst_pitch + c;
+    const unsigned char* s = src + r * src_pitch + c;
+    switch (unit) {
+      case 16: *(uint4*)d = *(const uint4*)s; break;
+      case 8: *(u64*)d = *(const u64*)s; break;
+      case 4: *(u32*)d = *(const u32*)s; break;
+      case 2: *(unsigned short*)d = *(const unsigned short*)s; break;
+      default: *d = *s; break;
+    }
+  }
+}
+)cuda";
+
+// Members a tree combination holds per element (tessera_combine's level array).
+constexpr int kMaxTree = 64;
+
+struct Kernels {
+  cuda::Module module;
+  cuda::Function combine, combine_f32, copy_rows;
+};
+
+const Kernels& kernels(int device) {
+  static std::mutex mu;
+  static auto* loaded = new std::map<int, Kernels>();
+  static auto* programs = new std::map<std::string, cuda::CompiledProgram>();
+  std::lock_guard lock(mu);
+  auto it = loaded->find(device);
+  if (it != loaded->end()) return it->second;
+  const std::string arch = cuda::device_properties(device).arch();
+  auto p = programs->find(arch);
+  if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}};
+  k.combine = k.module.function("tessera_combine");
+  k.combine_f32 = k.module.function("tessera_combine_f32");
+  k.copy_rows = k.module.function("tessera_copy_rows");
+  return loaded->emplace(device, std::move(k)).first->second;
+}
+
+cuda::LaunchConfig config_for(std::int64_t work) {
+  constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
+  const std::int64_t blocks = std::min(kMaxBlocks, std::max<std::int64_t>(1, (work + kThreads - 1) / kThreads));
+  cuda::LaunchConfig c;
+  c.grid.x = static_cast<unsigned>(blocks);
+  c.block.x = static_cast<unsigned>(kThreads);
+  return c;
+}
+
+int op_code(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return 0;
+    case ReduceOp::mean: return 1;
+    case ReduceOp::max: return 2;
+    case ReduceOp::min: return 3;
+  }
+  return 0;
+}
+
+int algorithm_code(Algorithm a) {
+  return a == Algorithm::ring ? 1 : a == Algorithm::tree ? 2 : 0;
+}
+
+}  // namespace
+
+bool device_combinable(const NumericsPolicy& p) {
+  return is_float(p.storage) && !is_packed(p.storage) && p.rounding != Rounding::stochastic;
+}
+
+void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_t n, int members, ReduceOp op,
+             Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at) {
+  if (n <= 0) return;
+  if (!device_combinable(policy)) {
+    raise(ErrorCode::Internal, "nccl combine of " + std::string(name(policy.storage)) + " on the device");
+  }
+  // Mean always combines in rank order (communicator.h).
+  if (op == ReduceOp::mean || members < 2) algorithm = Algorithm::rank_order;
+  if (algorithm == Algorithm::native) algorithm = Algorithm::rank_order;
+  if (algorithm == Algorithm::tree && members > kMaxTree) {
+    raise(ErrorCode::ArgumentInvalid, "a tree reduction over " + std::to_string(members) +
+                                          " members on the nccl backend; it combines at most " +
+                                          std::to_string(kMaxTree));
+  }
+  const Kernels& k = kernels(device);
+  const int es = static_cast<int>(storage_bytes(policy.storage));
+  auto* o = reinterpret_cast<unsigned char*>(out);
+  auto* in = reinterpret_cast<const unsigned char*>(parts);
+  const int alg = algorithm_code(algorithm), opc = op_code(op), storage = static_cast<int>(policy.storage);
+  const bool f32_path = policy.accum == DType::fp32 && policy.rounding == Rounding::nearest_even &&
+                        algorithm != Algorithm::tree &&
+                        (policy.storage == DType::fp32 || policy.storage == DType::bf16 || policy.storage == DType::fp16);
+  if (f32_path) {
+    const int saturate = policy.overflow == Overflow::saturate ? 1 : 0;
+    k.combine_f32(config_for(n), o, in, n, members, alg, opc, storage, saturate, es, at.inner, at.len, at.dim,
+                  at.start, at.total);
+    return;
+  }
+  const int accum = static_cast<int>(policy.accum), rounding = static_cast<int>(policy.rounding),
+            overflow = static_cast<int>(policy.overflow);
+  k.combine(config_for(n), o, in, n, members, alg, opc, storage, accum, rounding, overflow, es, at.inner, at.len,
+            at.dim, at.start, at.total);
+}
+
+void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,
+               std::int64_t row_bytes, std::int64_t rows) {
+  if (rows <= 0 || row_bytes <= 0) return;
+  int unit = 16;
+  while (unit > 1 && ((dst | src) % static_cast<std::uint64_t>(unit) != 0 || dst_pitch % unit != 0 ||
+                      src_pitch % unit != 0 || row_bytes % unit != 0)) {
+    unit /= 2;
+  }
+  const std::int64_t row_units = row_bytes / unit;
+  kernels(device).copy_rows(config_for(row_units * rows), reinterpret_cast<unsigned char*>(dst), dst_pitch,
+                            reinterpret_cast<const unsigned char*>(src), src_pitch, row_units, rows, unit);
+}
+
+}  // namespace tessera::dist::detail

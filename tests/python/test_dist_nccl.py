@@ -1,0 +1,270 @@
+"""The nccl collective backend (tessera/dist/nccl.h) on the GPUs of this
+process: every collective checked bit for bit against the local backend on
+the same inputs (the deterministic reductions must give the same bits on
+every backend), the native algorithm against numpy, errors, and partitioned
+@jit functions and index launches over meshes of GPUs. Tests that need k GPUs
+skip with fewer; one GPU already runs the one-member forms."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C, dist
+from tessera.errors import CollectiveError
+
+GPUS = _C._cuda_device_count() if _C._cuda_available() else 0
+HAS_NCCL = _C.nccl_available()
+
+
+def needs(k):
+    return pytest.mark.skipif(GPUS < k or not HAS_NCCL,
+                              reason=f"needs {k} GPU(s) and NCCL (found {GPUS}; NCCL: "
+                                     f"{_C.nccl_unavailable_reason() or 'available'})")
+
+
+def members(n):
+    return [f"cuda:{i}" for i in range(n)]
+
+
+def run_ranks(n, fn, comms=()):
+    """fn(rank) on n threads at once; results by rank. A rank that raises fails
+    itself in `comms` (so the others raise instead of waiting); the first error is raised."""
+    results, errors = [None] * n, [None] * n
+
+    def body(r):
+        try:
+            results[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            errors[r] = e
+            for c in comms:
+                c.fail(r, f"{type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def inputs(n, shape, dtype, seed=0, uneven_dim=None):
+    rng = np.random.default_rng(seed)
+    out = []
+    for r in range(n):
+        s = list(shape)
+        if uneven_dim is not None:
+            s[uneven_dim] += r  # all_gather takes members of different sizes along its dim
+        if dtype.startswith("int"):
+            out.append(tessera.tensor(rng.integers(-1000, 1000, size=s), dtype))
+        else:
+            out.append(tessera.tensor(rng.standard_normal(s) * 3, dtype))
+    return out
+
+
+def both(n, call, xs):
+    """call(comm, rank, x) on the nccl backend (x on cuda:rank) and the local one
+    (x on the host), as host tensors by rank."""
+    nccl = _C.nccl_communicator("tp", members(n), timeout=60)
+    local = _C.local_communicator("tp", [f"cpu:{i}" for i in range(n)], timeout=60)
+    on_gpu = [x.to(f"cuda:{r}") for r, x in enumerate(xs)]
+    got = run_ranks(n, lambda r: call(nccl, r, on_gpu[r]), [nccl])
+    want = run_ranks(n, lambda r: call(local, r, xs[r]), [local])
+    for r in range(n):
+        assert got[r].device == f"cuda:{r}"
+    return [g.to("cpu") for g in got], want
+
+
+def assert_same_bits(got, want):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g.codes(), w.codes())
+
+
+@needs(1)
+def test_tessera_info_names_nccl():
+    assert "nccl:        available" in _C.info_report()
+
+
+@needs(2)
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16", "fp64", "int32"])
+@pytest.mark.parametrize("op", ["sum", "max", "mean"])
+def test_allreduce_gives_the_local_backends_bits(n, dtype, op):
+    if n > GPUS:
+        pytest.skip(f"needs {n} GPUs")
+    xs = inputs(n, (37, 129), dtype, seed=n)
+    got, want = both(n, lambda c, r, x: c.allreduce(r, x, op), xs)
+    assert_same_bits(got, want)
+    # Every member holds the same result.
+    for g in got[1:]:
+        np.testing.assert_array_equal(g.codes(), got[0].codes())
+
+
+@needs(2)
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_ring_and_tree_orders_give_the_local_backends_bits(algorithm, dtype):
+    n = min(GPUS, 4)
+    xs = inputs(n, (1001,), dtype, seed=3)
+    got, want = both(n, lambda c, r, x: c.allreduce(r, x, "sum", algorithm), xs)
+    assert_same_bits(got, want)
+    xs = inputs(n, (5, 7, 9), dtype, seed=4)
+    got, want = both(n, lambda c, r, x: c.reduce_scatter(r, x, 1, "sum", algorithm), xs)
+    assert_same_bits(got, want)
+
+
+@needs(2)
+def test_the_native_allreduce_is_nccls_sum():
+    n = min(GPUS, 4)
+    xs = inputs(n, (4096,), "fp32", seed=5)
+    got, _ = both(n, lambda c, r, x: c.allreduce(r, x, "sum", "native"), xs)
+    want = np.sum([x.numpy().astype(np.float64) for x in xs], axis=0)
+    for g in got:
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@needs(2)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int32"])
+def test_reduce_scatter_along_every_dim(dim, dtype):
+    n = min(GPUS, 4)
+    xs = inputs(n, (7, 6, 5), dtype, seed=6)  # 7, 6 and 5 split unevenly over 4
+    got, want = both(n, lambda c, r, x: c.reduce_scatter(r, x, dim, "sum"), xs)
+    assert_same_bits(got, want)
+
+
+@needs(2)
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_all_gather_of_members_of_different_sizes(dim):
+    n = min(GPUS, 4)
+    xs = inputs(n, (3, 4, 5), "bf16", seed=7, uneven_dim=dim)
+    got, want = both(n, lambda c, r, x: c.all_gather(r, x, dim), xs)
+    assert_same_bits(got, want)
+
+
+@needs(2)
+@pytest.mark.parametrize("split,concat", [(0, 0), (0, 1), (1, 0), (2, 1), (1, 1)])
+def test_all_to_all(split, concat):
+    n = min(GPUS, 4)
+    xs = inputs(n, (6, 9, 5), "fp32", seed=8)
+    got, want = both(n, lambda c, r, x: c.all_to_all(r, x, split, concat), xs)
+    assert_same_bits(got, want)
+
+
+@needs(2)
+def test_broadcast_and_send_recv():
+    n = min(GPUS, 4)
+    xs = inputs(n, (33, 3), "fp16", seed=9)
+    got, want = both(n, lambda c, r, x: c.broadcast(r, x, n - 1), xs)
+    assert_same_bits(got, want)
+    nccl = _C.nccl_communicator("pp", members(2), timeout=60)
+    x = tessera.tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).to("cuda:0")
+
+    def step(r):
+        if r == 0:
+            nccl.send(0, x, 1)
+            return None
+        return nccl.recv(1, 0, [3, 4], x.policy)
+    out = run_ranks(2, step, [nccl])[1]
+    assert out.device == "cuda:1"
+    np.testing.assert_array_equal(out.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@needs(1)
+def test_a_one_member_communicator_is_the_identity():
+    x = tessera.tensor(np.linspace(-1, 1, 50), "bf16").to("cuda:0")
+    nccl = _C.nccl_communicator("tp", ["cuda:0"], timeout=30)
+    for out in (nccl.allreduce(0, x, "sum"), nccl.all_gather(0, x, 0), nccl.reduce_scatter(0, x, 0, "sum"),
+                nccl.broadcast(0, x, 0), nccl.all_to_all(0, x, 0, 0)):
+        np.testing.assert_array_equal(out.codes(), x.codes())
+
+
+@needs(2)
+def test_mismatched_calls_and_failed_members_are_collective_errors():
+    nccl = _C.nccl_communicator("tp", members(2), timeout=20)
+    xs = [tessera.tensor(np.ones(8 + r, np.float32)).to(f"cuda:{r}") for r in range(2)]
+    with pytest.raises(CollectiveError, match=r"disagree on the size of dim 0 \(8 vs 9\)"):
+        run_ranks(2, lambda r: nccl.allreduce(r, xs[r], "sum"), [nccl])
+    nccl = _C.nccl_communicator("tp", members(2), timeout=20)
+
+    def body(r):
+        if r == 1:
+            raise RuntimeError("rank 1 stopped")
+        return nccl.allreduce(r, xs[0], "sum")
+    with pytest.raises((CollectiveError, RuntimeError), match="rank 1 stopped"):
+        run_ranks(2, body, [nccl])
+    # The NCCL communicators of the pair still work afterwards.
+    nccl = _C.nccl_communicator("tp", members(2), timeout=20)
+    ys = [tessera.tensor(np.full(8, r + 1, np.float32)).to(f"cuda:{r}") for r in range(2)]
+    outs = run_ranks(2, lambda r: nccl.allreduce(r, ys[r], "sum"), [nccl])
+    np.testing.assert_array_equal(outs[1].numpy(), np.full(8, 3, np.float32))
+
+
+@needs(2)
+def test_a_tensor_on_the_wrong_gpu_is_a_device_error():
+    nccl = _C.nccl_communicator("tp", members(2), timeout=5)
+    x = tessera.tensor(np.ones(4, np.float32)).to("cuda:1")
+    with pytest.raises(tessera.DeviceError, match="member cuda:0 passed a tensor on cuda:1"):
+        nccl.allreduce(0, x, "sum")
+
+
+def test_an_unknown_backend_is_an_argument_error(monkeypatch):
+    with pytest.raises(tessera.ArgumentError, match="'mpx'"):
+        dist.mesh(devices=["cpu:0", "cpu:1"], axes=("tp",), shape=(2,), backend="mpx")
+    monkeypatch.setenv("TESSERA_COLLECTIVE_BACKEND", "nope")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_COLLECTIVE_BACKEND is 'nope'"):
+        dist.mesh(devices=["cpu:0", "cpu:1"], axes=("tp",), shape=(2,))
+
+
+def test_virtual_devices_never_get_nccl():
+    from tessera.dist._backend import chosen
+    assert chosen(["cpu:0", "cpu:1"]) == "local"
+
+
+def megatron(n, backend):
+    m = dist.mesh(devices=members(n), axes=("tp",), shape=(n,), backend=backend)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    w1 = (rng.standard_normal((64, 128)) / 8).astype(np.float32)
+    w2 = (rng.standard_normal((128, 64)) / 8).astype(np.float32)
+    col = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))
+    row = dist.ShardSpec(partition=("row",), mesh_axes=("tp",))
+
+    @tessera.jit
+    def mlp(x, w1, w2):
+        return tessera.ops.matmul(tessera.ops.gelu(tessera.ops.matmul(x, w1)), w2)
+
+    y = mlp(dist.tensor(x, mesh=m), dist.tensor(w1, layout=col, mesh=m), dist.tensor(w2, layout=row, mesh=m))
+    return y.numpy(), x, w1, w2
+
+
+@needs(2)
+def test_a_megatron_mlp_on_gpus_gives_the_same_bits_on_nccl_and_local():
+    n = min(GPUS, 4)
+    got, x, w1, w2 = megatron(n, "nccl")
+    want, *_ = megatron(n, "local")
+    np.testing.assert_array_equal(got, want)
+    h = x.astype(np.float64) @ w1
+    ref = (0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))) @ w2
+    np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)
+
+
+@needs(2)
+def test_an_index_launch_over_gpus_uses_nccl():
+    n = min(GPUS, 4)
+    m = dist.mesh(devices=members(n), axes=("dp",), shape=(n,))
+    rng = np.random.default_rng(12)
+    data = rng.standard_normal((n, 1000)).astype(np.float32)
+    X = dist.tensor(data, layout=dist.ShardSpec(partition=("row",), mesh_axes=("dp",)), mesh=m)
+    outs = tessera.index_launch(axis="dp")(lambda p: tessera.allreduce(p, axis="dp"))(X.parts("dp"))
+    want = data[0:1].copy()
+    for r in range(1, n):
+        want = want + data[r:r + 1]  # rank order, in fp32
+    for r, o in enumerate(outs):
+        assert o.device == f"cuda:{r}"
+        np.testing.assert_array_equal(o.numpy(), want)
