@@ -58,8 +58,8 @@ def sync(n):
         _C._cuda_synchronize(r)
 
 
-def check(n, nbytes, dtype):
-    """The five collectives on nccl and local: the number of mismatching codes."""
+def check(n, nbytes, dtype, only=None):
+    """The five collectives (or `only` those named) on nccl and local: the number of mismatching codes."""
     es = 4 if dtype == "fp32" else 2
     elems = max(n, nbytes // es)
     rng = np.random.default_rng(n * 7 + elems % 1000)
@@ -76,6 +76,8 @@ def check(n, nbytes, dtype):
     }
     bad = {}
     for name, call in calls.items():
+        if only and name not in only:
+            continue
         got = run_ranks(n, lambda r: call(nccl, r, gpu[r]).to("cpu"))
         want = run_ranks(n, lambda r: call(local, r, host[r]))
         bad[name] = sum(int(np.count_nonzero(g.codes() != w.codes())) for g, w in zip(got, want))
@@ -166,7 +168,8 @@ def megatron_step(n, reps=20):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4K,1M,64M,256M,1G")
-    ap.add_argument("--check-sizes", default="4K,1M,256M")
+    ap.add_argument("--check-sizes", default="4K,1M,32M")
+    ap.add_argument("--check-big", default="1G", help="fp32 allreduce only, checked at this size too")
     ap.add_argument("--gpus", default="")
     a = ap.parse_args()
     total = _C._cuda_device_count() if _C._cuda_available() else 0
@@ -186,6 +189,12 @@ def main():
                 failed |= not ok
                 rows.append(f"check n={n} {s >> 10:>8} KiB {dtype:5} "
                             + ("all five collectives bitwise equal to local" if ok else f"MISMATCH {bad}"))
+        if a.check_big:
+            s = parse_size(a.check_big)
+            bad = check(n, s, "fp32", only=("allreduce",))
+            failed |= bad["allreduce"] != 0
+            rows.append(f"check n={n} {s >> 10:>8} KiB fp32  allreduce " +
+                        ("bitwise equal to local" if bad["allreduce"] == 0 else f"MISMATCH {bad}"))
         theirs = torch_busbw(n, sizes, reps)
         for s in sizes:
             det, t_det = tessera_busbw(n, s, "rank_order", reps[s])
