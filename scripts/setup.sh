@@ -7,9 +7,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # Debian packages: compiler and build tools, GoogleTest, Google Benchmark,
-# FileCheck (llvm-14-tools), clang + its runtimes for the parser fuzzer.
+# FileCheck (llvm-14-tools), clang + its runtimes for the parser fuzzer, Open MPI
+# (mpirun and libmpi, which the mpi collective backend loads at run time).
 packages=(g++ cmake ninja-build ccache googletest libgtest-dev libbenchmark-dev llvm-14-tools
-          clang clang-format clang-tidy python3-venv python3-dev)
+          clang clang-format clang-tidy python3-venv python3-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,6 +18,7 @@ void bind_kernel(nanobind::module_& m);
 void bind_schedule(nanobind::module_& m);
 void bind_dist(nanobind::module_& m);
 void bind_p2p(nanobind::module_& m);  // after bind_dist: adds methods to its Communicator
+void bind_mpi(nanobind::module_& m);
 
 // A dtype argument: a tessera.DType, or a string naming one.
 DType dtype_argument(nanobind::handle value, const char* what);

@@ -14,4 +14,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_schedule(m);
   tessera::python::bind_dist(m);
   tessera::python::bind_p2p(m);
+  tessera::python::bind_mpi(m);
 }

@@ -16,6 +16,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+}  // namespace
+
 std::string message_text(const std::vector<std::int64_t>& shape, const NumericsPolicy& policy) {
   return shape_text(shape) + " " + print_policy(policy);
 }
@@ -23,7 +25,7 @@ std::string message_text(const std::vector<std::int64_t>& shape, const NumericsP
 // The first difference between what was sent and what recv expects, or "".
 // The storage dtype is checked before the shape and the rest of the policy
 // last: a dtype mix-up is the likelier mistake and the clearer message.
-std::string difference(const Tensor& sent, const std::vector<std::int64_t>& shape, const NumericsPolicy& policy) {
+std::string message_difference(const Tensor& sent, const std::vector<std::int64_t>& shape, const NumericsPolicy& policy) {
   if (sent.dtype() != policy.storage) {
     return "the dtype (" + std::string(name(sent.dtype())) + " sent vs " + std::string(name(policy.storage)) +
            " expected)";
@@ -42,8 +44,6 @@ std::string difference(const Tensor& sent, const std::vector<std::int64_t>& shap
   }
   return "";
 }
-
-}  // namespace
 
 LocalMailboxes::LocalMailboxes(std::string axis, std::vector<std::string> members, double timeout_seconds)
     : axis_(std::move(axis)),
@@ -124,7 +124,7 @@ Tensor LocalMailboxes::recv(std::size_t rank, std::size_t src, const std::vector
                              std::to_string(sent_[b]) + " message(s) to " + members_[rank]);
       }
     }
-    const std::string diff = difference(boxes_[b].front().value, shape, policy);
+    const std::string diff = message_difference(boxes_[b].front().value, shape, policy);
     if (!diff.empty()) {
       const Tensor& got = boxes_[b].front().value;
       break_with(call, "the message differs from what recv expects in " + diff + ": " + members_[src] + " sent " +

@@ -17,6 +17,14 @@
 
 namespace tessera::dist::detail {
 
+// The first difference between a sent message and what recv expects
+// (dtype, then shape, then the rest of the policy), or "".
+std::string message_difference(const Tensor& sent, const std::vector<std::int64_t>& shape,
+                               const NumericsPolicy& policy);
+
+// "[2, 3] fp32 @accum(fp32) ...": a message as errors show it.
+std::string message_text(const std::vector<std::int64_t>& shape, const NumericsPolicy& policy);
+
 class LocalMailboxes {
  public:
   LocalMailboxes(std::string axis, std::vector<std::string> members, double timeout_seconds);

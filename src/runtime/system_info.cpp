@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tessera/dist/mesh.h"
+#include "tessera/dist/mpi.h"
 #include "tessera/dist/nccl.h"
 #include "tessera/support/error.h"
 
@@ -81,6 +82,7 @@ std::string info_report() {
     out << ", cuda:N (the GPUs above)";
   }
   out << "\n";
+  out << dist::mpi_info_lines();  // the mpi backend (processes started by mpirun)
   out << "compile cache: " << compile_cache_dir() << "\n";
   return out.str();
 }

@@ -6,11 +6,14 @@ and index launches). The choice, in order:
 
 - ``tessera.dist.mesh(..., backend=...)``, when given;
 - the environment variable ``TESSERA_COLLECTIVE_BACKEND``;
-- ``"auto"``: ``nccl`` when every member is a real GPU of this process
-  (``cuda:N`` not under ``TESSERA_VIRTUAL_DEVICES``) and NCCL loads, else
-  ``local``.
+- ``"auto"``: ``mpi`` when the members are driven by several processes
+  (under ``mpirun``; tessera.dist._mpi), else ``nccl`` when every member is
+  a real GPU of this process (``cuda:N`` not under
+  ``TESSERA_VIRTUAL_DEVICES``) and NCCL loads, else ``local``.
 
-Backends: ``local`` (in-process threads), ``nccl`` (GPUs of this process).
+Backends: ``local`` (in-process threads), ``nccl`` (GPUs of this process),
+``mpi`` (members in several processes; with one process it runs its
+message exchange in-process).
 docs/guide/distribution.md, "Collective backends", says what each gives.
 """
 
@@ -19,9 +22,10 @@ from __future__ import annotations
 import os
 
 from tessera import _C
+from tessera.dist import _mpi
 from tessera.errors import ArgumentError
 
-BACKENDS = ("auto", "local", "nccl")
+BACKENDS = ("auto", "local", "nccl", "mpi")
 
 
 def requested(mesh=None) -> str:
@@ -40,11 +44,25 @@ def _all_real_gpus(devices) -> bool:
     return all(_C.memory_device(d) != "cpu" for d in devices)
 
 
+def _owners(devices, mesh):
+    """The process that drives each of ``devices`` (all this one without a mesh or outside mpirun)."""
+    if mesh is None or _mpi.world_size() == 1:
+        return [_mpi.rank()] * len(devices)
+    of = _mpi.owners(mesh)
+    return [of[list(mesh.devices).index(d)] for d in devices]
+
+
 def chosen(devices, mesh=None) -> str:
     """The backend a group of ``devices`` gets."""
     asked = requested(mesh)
+    spread = len(set(_owners(devices, mesh))) > 1
+    if spread and asked not in ("auto", "mpi"):
+        raise ArgumentError(f"the {asked} collective backend serves devices of one process; {list(devices)} are "
+                            f"driven by several MPI processes (use backend='mpi' or 'auto')")
     if asked != "auto":
         return asked
+    if spread:
+        return "mpi"
     if len(devices) > 1 and _all_real_gpus(devices) and _C.nccl_available():
         return "nccl"
     return "local"
@@ -61,4 +79,6 @@ def make_communicator(axis: str, devices, mesh=None):
             raise ArgumentError(f"the nccl collective backend serves GPUs of this process; mesh axis {axis!r} has "
                                 f"members {devices}")
         return _C.nccl_communicator(axis, devices)
+    if backend == "mpi":
+        return _C.mpi_communicator(axis, devices, _owners(devices, mesh))
     raise ArgumentError(f"collective backend {backend!r} is not known")
