@@ -140,16 +140,19 @@ def run(entry, dts, rebuild=True, capture_graph=False):
     """Runs every device's function on its shards; the results as distributed tensors (a flat
     list when ``rebuild`` is False). ``capture_graph``: a GPU device replays its launches as a
     CUDA graph (a collective over more than one member cannot be captured: a clear error)."""
-    from tessera.dist._tensor import DistTensor
+    from tessera.dist import _mpi
     mesh = entry.mesh
-    n = len(mesh.devices)
+    # Under mpirun the mesh's devices are spread over the processes and this
+    # one runs the shards of its own (all of them outside mpirun).
+    ranks = _mpi.local_ranks(mesh)
     shards = [dts[name]._t.shards for name in entry.tensor_positions]
-    exes = [entry.executable(rank) for rank in range(n)]
+    exes = {rank: entry.executable(rank) for rank in ranks}
     _, bindings = _communicators(mesh)
-    outputs = [None] * n
-    threads_each = max(1, (os.cpu_count() or 1) // n)
+    outputs = [None] * len(mesh.devices)
+    threads_each = max(1, (os.cpu_count() or 1) // len(ranks))
 
-    def body(rank):
+    def body(i):
+        rank = ranks[i]
         try:
             with contextlib.ExitStack() as scopes:
                 for axis, comm, index in bindings[rank]:
@@ -166,16 +169,15 @@ def run(entry, dts, rebuild=True, capture_graph=False):
                 comm.fail(index, f"{type(e).__name__}: {e}")
             raise
 
-    errors = _C.run_spmd(n, body, [])
-    failed = [(i, e) for i, e in enumerate(errors) if e is not None]
+    errors = _C.run_spmd(len(ranks), body, [])
+    failed = [(ranks[i], e) for i, e in enumerate(errors) if e is not None]
     if failed:
         i, e = next(((i, e) for i, e in failed if not isinstance(e, CollectiveError)), failed[0])
         e.add_note(f"raised on {mesh.devices[i]} (rank {i} of {mesh!r})")
         raise e
     values = []
     for j, (shape, policy, layout, _) in enumerate(entry.results):
-        handle = _C.DistTensor.from_shards(list(shape), layout, mesh._m, policy, [outputs[r][j] for r in range(n)])
-        values.append(DistTensor(handle, mesh))
+        values.append(_mpi.adopt(shape, layout, mesh, policy, [o[j] if o is not None else None for o in outputs]))
     return entry.rebuild(values) if rebuild else values
 
 

@@ -124,6 +124,9 @@ def index_launch(axis, *, mesh=None, grid=None):
     and ``tessera.dist.axis_index(axis)`` work per shard. Returns the list of
     per-shard results (None for kernels).
 
+    Under ``mpirun`` each process runs the indices of the devices it drives
+    (tessera.dist._mpi); the others' results are None there.
+
     ``axis`` may be a tuple of mesh axes (functions only): ``fn`` then runs
     once per point of their grid, the mesh's other axes at coordinate 0; a
     ``Parts`` argument along any launched axis gives each shard the part at
@@ -223,8 +226,13 @@ def _run(fn, axes, mesh, grid, args, kwargs):
         finally:
             _ctx.value = None
 
-    errors = _C.run_spmd(n, body, [])
-    failed = [(i, e) for i, e in enumerate(errors) if e is not None]
+    # Under mpirun this process runs the shards of its own devices; the
+    # others' results stay None here (tessera.dist._mpi).
+    from tessera.dist import _mpi
+    mine = set(_mpi.local_ranks(m))
+    local = [i for i, r in enumerate(ranks) if r in mine]
+    errors = _C.run_spmd(len(local), lambda k: body(local[k]), [])
+    failed = [(local[k], e) for k, e in enumerate(errors) if e is not None]
     if failed:
         cause = next(((i, e) for i, e in failed if not isinstance(e, CollectiveError)), failed[0])
         i, e = cause

@@ -60,7 +60,9 @@ class DistTensor:
 
     @property
     def shards(self) -> list:
-        """Every device's shard, in mesh order (sharing storage with this tensor)."""
+        """Every device's shard, in mesh order (sharing storage with this tensor). Under
+        mpirun, the shards a run computed in other processes are host zeros until
+        ``gather()`` (or ``numpy()``) fetches them."""
         return list(self._t.shards)
 
     def parts(self, axis: str) -> Parts:
@@ -69,9 +71,10 @@ class DistTensor:
 
     def gather(self):
         """The global value as a host tensor (a partial tensor's terms summed in rank order)."""
+        from tessera.dist import _mpi
         from tessera.privilege_scheduler import wait_for
         wait_for([self])  # asynchronous calls still writing it
-        return self._t.gather()
+        return _mpi.complete(self).gather()  # under mpirun: fetches other processes' shards (collective)
 
     def numpy(self) -> np.ndarray:
         return self.gather().numpy()
@@ -125,4 +128,5 @@ def reshard(x: DistTensor, layout) -> DistTensor:
     if not isinstance(x, DistTensor):
         raise ArgumentError(f"tessera.dist.reshard takes a distributed tensor, got {type(x).__name__}")
     lay = as_layout(layout, len(x.shape), x.mesh)
-    return DistTensor(x._t.reshard(lay), x.mesh, layout)
+    from tessera.dist import _mpi
+    return DistTensor(_mpi.complete(x).reshard(lay), x.mesh, layout)

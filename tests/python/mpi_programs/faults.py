@@ -1,0 +1,74 @@
+"""Run under mpirun by tests/python/test_dist_mpi.py with a short
+TESSERA_COLLECTIVE_TIMEOUT: one process misbehaves (argv[1]) while the
+others call collectives over 4 members spread across the processes. The
+others must raise a CollectiveError naming the culprit, never hang.
+
+  raise     process 1 raises before its collective (its exception reaches the others)
+  fail      a member thread of process 1 raises and fails itself in the communicator
+  exit      process 1 exits (status 3) without taking part
+  sleep     process 1 sleeps past the timeout, then calls
+  mismatch  process 1 calls all_gather where the others call allreduce
+"""
+
+import sys
+import threading
+import time
+
+import numpy as np
+
+import tessera
+from tessera import _C, dist
+
+MODE = sys.argv[1]
+N = 4
+W, ME = dist.world_size(), dist.rank()
+OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
+MINE = [r for r in range(N) if OWNERS[r] == ME]
+comm = _C.mpi_communicator("tp", [f"cpu:{i}" for i in range(N)], OWNERS)
+x = tessera.tensor(np.ones((3, 5), np.float32))
+
+
+def members(fn):
+    errors = []
+
+    def body(r):
+        try:
+            fn(r)
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(r,)) for r in MINE]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+members(lambda r: comm.allreduce(r, x))  # one collective that works
+culprit = ME == 1
+if culprit and MODE == "raise":
+    raise RuntimeError("boom on purpose")
+if culprit and MODE == "exit":
+    sys.exit(3)
+if culprit and MODE == "sleep":
+    time.sleep(float(sys.argv[2]))
+
+
+def call(r):
+    if culprit and MODE == "fail":
+        comm.fail(r, "ValueError: member failed on purpose")
+        raise ValueError("member failed on purpose")
+    if culprit and MODE == "mismatch":
+        return comm.all_gather(r, x, 0)
+    return comm.allreduce(r, x)
+
+
+start = time.monotonic()
+try:
+    members(call)
+except tessera.CollectiveError as e:
+    print(f"process {ME} caught after {time.monotonic() - start:.1f} s: {e}", flush=True)
+    raise
+print(f"process {ME} finished without an error", flush=True)
