@@ -178,7 +178,7 @@ def main():
         print(f"nccl_bench: needs 2 GPUs and NCCL (found {total}; {_C.nccl_unavailable_reason()})")
         return 0
     sizes = [parse_size(s) for s in a.sizes.split(",")]
-    reps = {s: max(5, min(200, (1 << 30) // max(s, 1) // 8)) for s in sizes}
+    reps = {s: max(20, min(200, (1 << 34) // max(s, 1))) for s in sizes}
     rows = []
     failed = False
     for n in counts:
