@@ -80,6 +80,19 @@ void bind_mpi(nb::module_& m) {
         return dist::mpi_complete_shards(t, owners);
       },
       nb::arg("tensor"), nb::arg("owners"), "Every shard real in every process (collective over the processes).");
+  m.def(
+      "mpi_tensor_bytes",
+      [](const Tensor& t) {
+        const std::string b = dist::tensor_to_bytes(t);
+        return nb::bytes(b.data(), b.size());
+      },
+      nb::arg("tensor"), "A tensor's codes as bytes (host).");
+  m.def(
+      "mpi_tensor_from_bytes",
+      [](nb::bytes b, std::vector<std::int64_t> shape, nb::handle policy) {
+        return dist::tensor_from_bytes(std::string(b.c_str(), b.size()), shape, policy_argument(policy, "policy"));
+      },
+      nb::arg("data"), nb::arg("shape"), nb::arg("policy"), "A host tensor whose codes are `data`.");
   m.def("mpi_flight_record", &dist::mpi_flight_record, "This process's last collectives, oldest first.");
 }
 

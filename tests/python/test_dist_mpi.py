@@ -191,3 +191,17 @@ def test_a_mesh_that_does_not_divide_over_the_processes_is_an_argument_error():
     rc, out, _ = mpirun(2, "-c", code)
     assert rc == 0, out
     assert out.count("argument error:") == 2 and "a mesh of 3 devices cannot be spread over 2 MPI processes" in out
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+@needs_mpirun
+@pytest.mark.parametrize("example,np_", [("dp_training", 2), ("tp_megatron", 2), ("pipeline", 2), ("moe", 2),
+                                         ("dp_tp_pp", 4), ("quickstart", 2)])
+def test_the_examples_run_unchanged_under_mpirun(example, np_):
+    # Each checks itself against one device and prints "<name>: ok" (the quickstart its summary).
+    rc, out, _ = mpirun(np_, EXAMPLES / f"{example}.py", timeout=120, limit=600)
+    assert rc == 0, out
+    want = "called 4 times" if example == "quickstart" else f"{example}: ok"
+    assert out.count(want) == np_, out

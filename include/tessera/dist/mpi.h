@@ -80,6 +80,12 @@ DistTensor mpi_adopt_local_shards(std::vector<std::int64_t> shape, Layout layout
 // the same order.
 DistTensor mpi_complete_shards(const DistTensor& t, const std::vector<int>& owners);
 
+// A tensor's codes as bytes (host; one byte per element of a packed format),
+// and back: how values travel between processes outside collectives.
+std::string tensor_to_bytes(const Tensor& t);
+Tensor tensor_from_bytes(const std::string& bytes, const std::vector<std::int64_t>& shape,
+                         const NumericsPolicy& policy);
+
 // The flight recorder: this process's last collectives (oldest first), one line each.
 std::vector<std::string> mpi_flight_record();
 

@@ -125,7 +125,8 @@ def index_launch(axis, *, mesh=None, grid=None):
     per-shard results (None for kernels).
 
     Under ``mpirun`` each process runs the indices of the devices it drives
-    (tessera.dist._mpi); the others' results are None there.
+    (tessera.dist._mpi), and the results of the others come over from their
+    processes (as host tensors): every process gets the whole list.
 
     ``axis`` may be a tuple of mesh axes (functions only): ``fn`` then runs
     once per point of their grid, the mesh's other axes at coordinate 0; a
@@ -227,7 +228,7 @@ def _run(fn, axes, mesh, grid, args, kwargs):
             _ctx.value = None
 
     # Under mpirun this process runs the shards of its own devices; the
-    # others' results stay None here (tessera.dist._mpi).
+    # others' results come from their processes below (tessera.dist._mpi).
     from tessera.dist import _mpi
     mine = set(_mpi.local_ranks(m))
     local = [i for i, r in enumerate(ranks) if r in mine]
@@ -242,7 +243,11 @@ def _run(fn, axes, mesh, grid, args, kwargs):
             at = ", ".join(f"{a}={coords[i][a]}" for a in axes)
             e.add_note(f"raised on {m.devices[ranks[i]]} ({at} in the index launch over mesh axes {axes})")
         raise e
-    return None if kernel is not None else results
+    if kernel is not None:
+        return None
+    if len(local) != n:
+        results = _mpi.share_results(results, set(local), f"tessera.index_launch(axis={shown})")
+    return results
 
 
 def collective(name, x, axis, call):

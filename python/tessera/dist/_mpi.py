@@ -15,9 +15,11 @@ docs/design/0011-mpi-backend.md records the decisions.
 from __future__ import annotations
 
 import atexit
+import pickle
 import sys
 
 from tessera import _C
+from tessera.errors import ArgumentError
 
 
 def rank() -> int:
@@ -71,6 +73,63 @@ def complete(t):
         t._t = _C.mpi_complete_shards(t._t, owners(t.mesh))
         t._remote_shards = False
     return t._t
+
+
+def _encode(value, where):
+    """A picklable form of a launch result: tensors as their codes."""
+    if isinstance(value, _C.Tensor):
+        return ("tessera.Tensor", _C.mpi_tensor_bytes(value), list(value.shape), str(value.policy))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_encode(v, where) for v in value])
+    if isinstance(value, dict):
+        return ("dict", {k: _encode(v, where) for k, v in value.items()})
+    try:
+        pickle.dumps(value)
+    except Exception as e:
+        raise ArgumentError(f"{where}: under mpirun the results of every index travel to every process, and "
+                            f"{type(value).__name__} cannot ({e}); return tensors, numbers or lists of them") from e
+    return ("value", value)
+
+
+def _decode(form):
+    kind, *rest = form
+    if kind == "tessera.Tensor":
+        return _C.mpi_tensor_from_bytes(*rest)
+    if kind in ("list", "tuple"):
+        items = [_decode(v) for v in rest[0]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: _decode(v) for k, v in rest[0].items()}
+    return rest[0]
+
+
+def _all_gather_bytes(blob: bytes) -> list:
+    """Every process's ``blob``, by process rank (collective)."""
+    import numpy as np
+    from tessera._tensor import tensor as host_tensor
+    w = world_size()
+    processes = [f"process:{p}" for p in range(w)]
+    comm = _C.mpi_communicator("launch results", processes, list(range(w)))
+    sizes = comm.all_gather(rank(), host_tensor(np.array([len(blob)], np.int64), "int64"), 0).numpy()
+    data = comm.all_gather(rank(), host_tensor(np.frombuffer(blob, np.uint8).copy(), "uint8"), 0).numpy()
+    data = np.asarray(data, np.uint8).tobytes()
+    out, at = [], 0
+    for n in sizes.tolist():
+        out.append(data[at:at + int(n)])
+        at += int(n)
+    return out
+
+
+def share_results(results, ran, where):
+    """Fills ``results`` (by launch index) with those other processes computed:
+    each process contributes the indices it ran (collective). Their tensors
+    arrive as host tensors."""
+    blob = pickle.dumps({i: _encode(results[i], where) for i in ran})
+    for b in _all_gather_bytes(blob):
+        for i, form in pickle.loads(b).items():
+            if i not in ran:
+                results[i] = _decode(form)
+    return results
 
 
 _hooked = False

@@ -74,4 +74,22 @@ DistTensor mpi_complete_shards(const DistTensor& t, const std::vector<int>& owne
   return DistTensor::from_shards(t.shape(), t.layout(), t.mesh_ptr(), t.policy(), std::move(shards));
 }
 
+std::string tensor_to_bytes(const Tensor& t) {
+  const Tensor codes = detail::host_codes(t);
+  return std::string(static_cast<const char*>(codes.data()), storage_bytes_for(codes.dtype(), codes.numel()));
+}
+
+Tensor tensor_from_bytes(const std::string& bytes, const std::vector<std::int64_t>& shape,
+                         const NumericsPolicy& policy) {
+  const Tensor codes = Tensor::empty(shape, detail::host_codes(Tensor::empty({0}, policy)).policy());
+  const std::size_t n = storage_bytes_for(codes.dtype(), codes.numel());
+  if (bytes.size() != n) {
+    raise(ErrorCode::ArgumentInvalid, std::to_string(bytes.size()) + " bytes for a tensor of " +
+                                          std::to_string(codes.numel()) + " element(s) of " + print_policy(policy) +
+                                          ", which takes " + std::to_string(n));
+  }
+  if (n > 0) std::memcpy(codes.data(), bytes.data(), n);
+  return detail::from_codes(codes, policy, "cpu");
+}
+
 }  // namespace tessera::dist
