@@ -4,6 +4,7 @@
 
 NB_MODULE(_C, m) {
   m.doc() = "Tessera's C++ core";
+  tessera::python::install_crash_trace();
   tessera::python::bind_errors(m);
   tessera::python::bind_numerics(m);
   tessera::python::bind_tools(m);
