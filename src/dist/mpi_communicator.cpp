@@ -346,16 +346,18 @@ class MpiCommunicator final : public Communicator {
   // "" while all is well.
   std::string stop_locked(std::size_t rank, std::uint64_t broken_bit, std::size_t peer) {
     if (std::string b = transport_->broken_locked(id_ ^ broken_bit); !b.empty()) return b;
+    // A member's own failure says more than its process's, which follows it.
     std::string why;
     for (std::size_t r = 0; r < size() && why.empty(); ++r) {
       if (r == rank) continue;
       if (std::string f = transport_->member_failure_locked(id_, static_cast<std::uint32_t>(r)); !f.empty()) {
         why = "member " + member(r) + " failed: " + f;
-      } else if (owners_[r] != transport_->rank()) {
-        if (std::string p = transport_->process_failure_locked(owners_[r]); !p.empty()) {
-          why = "member " + member(r) + " is gone: its MPI process " + std::to_string(owners_[r]) + " failed (" + p +
-                ")";
-        }
+      }
+    }
+    for (std::size_t r = 0; r < size() && why.empty(); ++r) {
+      if (r == rank || owners_[r] == transport_->rank()) continue;
+      if (std::string p = transport_->process_failure_locked(owners_[r]); !p.empty()) {
+        why = "member " + member(r) + " is gone: its MPI process " + std::to_string(owners_[r]) + " failed (" + p + ")";
       }
     }
     if (why.empty() && peer < size() && owners_[peer] != transport_->rank() &&
@@ -394,8 +396,11 @@ class MpiCommunicator final : public Communicator {
       completed_[a.rank] = a.seq;
       return out;
     } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Collective) {
+        if (e.message().find("timed out after") == std::string::npos) transport_->recorder().finish(a.record, "failed");
+        throw;
+      }
       transport_->recorder().finish(a.record, "failed");
-      if (e.kind() == ErrorKind::Collective) throw;
       fail_call(a, members_[a.rank] + " could not compute its result: " + e.message());
     } catch (const std::exception& e) {
       transport_->recorder().finish(a.record, "failed");
@@ -444,6 +449,7 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void timed_out(const Active& a, std::size_t src, std::uint32_t phase) {
     const std::string why = "timed out after " + seconds() + " s (TESSERA_COLLECTIVE_TIMEOUT) waiting for " +
                             member(src) + (phase == kGather ? " to send its combined part" : " to arrive");
+    transport_->recorder().finish(a.record, "timed out");
     std::string record = "\nflight recorder of MPI process " + std::to_string(transport_->rank()) +
                          " (its last collectives, oldest first):";
     for (const std::string& line : transport_->recorder().lines()) record += "\n  " + line;
