@@ -675,9 +675,10 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     recorder.graph->launch(nullptr);
     if (span) span->end();
   }
-  if (fault_slots) {
+  if (fault_slots && state_->fault_slots && !state_->fault_slots->empty()) {
     // What the check needs outlives this call: the record, and the steps'
-    // kernels and labels (shared with the executable).
+    // kernels and labels (shared with the executable). An executable
+    // without GPU kernels (views and collectives only) has nothing to check.
     const std::size_t count = state_->steps.size();
     cuda::defer_check(ordinal, [ordinal, fault_slots, count, slots = state_->fault_slots] {
       std::vector<unsigned char> host(count * cuda::kFaultRecordBytes);

@@ -291,3 +291,17 @@ def test_random_draws_are_the_same_bits_on_the_gpu_and_the_cpu():
     for c, g in zip(cpu, gpu):
         assert g.device == "cuda:0"
         np.testing.assert_array_equal(g.numpy().view(np.uint32), c.numpy().view(np.uint32))
+
+
+@needs_gpu
+def test_executables_without_kernels_read_back():
+    # Views only: the executable launches nothing, so it leaves no fault
+    # record to check at the next read (a check of none once crashed there).
+    x = tessera.tensor(np.arange(12, dtype=np.float32)).to("cuda:0")
+    y = tessera.ops.transpose(tessera.ops.reshape(x, (3, 4)))
+    np.testing.assert_array_equal(y.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
+
+    @tessera.jit
+    def view(a):
+        return tessera.ops.reshape(a, (2, 6))
+    np.testing.assert_array_equal(view(x).to("cpu").numpy(), np.arange(12, dtype=np.float32).reshape(2, 6))
