@@ -47,28 +47,38 @@ constexpr std::uint64_t kP2pBroken = 0x8000000000000000ull;
 
 Tensor host_contiguous(const Tensor& x) { return (x.is_cpu() ? x : x.to("cpu")).contiguous(); }
 
-// `count` bytes of a contiguous host tensor from byte `offset`.
-std::vector<std::byte> bytes_of(const Tensor& t, std::size_t offset, std::size_t count) {
-  std::vector<std::byte> b(count);
-  if (count > 0) std::memcpy(b.data(), static_cast<const std::byte*>(t.data()) + offset, count);
+using detail::Bytes;
+
+// A copy of `count` bytes of a contiguous host tensor from byte `offset`
+// (what a message may carry after the call returns, whatever the caller
+// then writes into the tensor).
+Bytes copy_bytes(const Tensor& t, std::size_t offset, std::size_t count) {
+  std::byte* into = nullptr;
+  Bytes b = Bytes::allocate(count, &into);
+  if (count > 0) std::memcpy(into, static_cast<const std::byte*>(t.data()) + offset, count);
   return b;
 }
 
-std::vector<std::byte> all_bytes(const Tensor& t) {
-  return bytes_of(t, 0, storage_bytes_for(t.dtype(), t.numel()));
+// The same bytes without a copy, kept alive with the tensor: only for
+// messages every receiver has read before the call returns.
+Bytes share_bytes(const Tensor& t, std::size_t offset, std::size_t count) {
+  auto owner = std::make_shared<Tensor>(t);
+  return Bytes{owner, static_cast<const std::byte*>(owner->data()) + offset, count};
 }
 
-// A host tensor of `shape` and `policy` (byte-aligned) holding `bytes`.
-Tensor from_bytes(const std::vector<std::byte>& bytes, const std::vector<std::int64_t>& shape,
-                  const NumericsPolicy& policy, const std::string& from) {
-  Tensor t = Tensor::empty(shape, policy);
-  const std::size_t n = storage_bytes_for(policy.storage, t.numel());
-  if (bytes.size() != n) {
-    raise(ErrorCode::Internal, "a message from " + from + " has " + std::to_string(bytes.size()) +
+Bytes all_bytes(const Tensor& t) { return copy_bytes(t, 0, storage_bytes_for(t.dtype(), t.numel())); }
+
+// A host tensor of `shape` and `policy` (byte-aligned) over `bytes`, without a copy.
+Tensor from_bytes(const Bytes& bytes, const std::vector<std::int64_t>& shape, const NumericsPolicy& policy,
+                  const std::string& from) {
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) numel *= d;
+  const std::size_t n = storage_bytes_for(policy.storage, numel);
+  if (bytes.size != n) {
+    raise(ErrorCode::Internal, "a message from " + from + " has " + std::to_string(bytes.size) +
                                    " bytes where its call needs " + std::to_string(n));
   }
-  if (n > 0) std::memcpy(t.data(), bytes.data(), n);
-  return t;
+  return Tensor::wrap(const_cast<std::byte*>(bytes.data), shape, contiguous_strides(shape), policy, bytes.owner);
 }
 
 // The policy of the codes host_codes() gives for tensors of `policy`.
@@ -137,7 +147,7 @@ class MpiCommunicator final : public Communicator {
     Active a = begin(rank, c);
     return guarded(a, [&] {
       const Tensor codes = detail::host_codes(x);
-      const std::vector<std::byte> payload = all_bytes(codes);
+      const Bytes payload = all_bytes(codes);
       for (std::size_t j = 0; j < size(); ++j)
         if (j != rank) send(a, kExchange, j, payload);
       std::vector<Tensor> in(size());
@@ -207,7 +217,7 @@ class MpiCommunicator final : public Communicator {
     return guarded(a, [&] {
       const Tensor codes = detail::host_codes(x);
       // The others send empty messages: every pair still compares its calls.
-      const std::vector<std::byte> payload = rank == root ? all_bytes(codes) : std::vector<std::byte>{};
+      const Bytes payload = rank == root ? all_bytes(codes) : Bytes{};
       for (std::size_t j = 0; j < size(); ++j)
         if (j != rank) send(a, kExchange, j, payload);
       Tensor value = codes;
@@ -415,7 +425,7 @@ class MpiCommunicator final : public Communicator {
     raise(ErrorCode::Collective, where(a.call, a.seq) + ": " + why + extra);
   }
 
-  void send(const Active& a, std::uint32_t phase, std::size_t dst, std::vector<std::byte> payload) {
+  void send(const Active& a, std::uint32_t phase, std::size_t dst, Bytes payload) {
     Message m;
     m.key = MessageKey{id_, a.seq, phase, static_cast<std::uint32_t>(a.rank), static_cast<std::uint32_t>(dst)};
     m.hash = a.hash;
@@ -471,7 +481,7 @@ class MpiCommunicator final : public Communicator {
         // Packed sub-byte formats reduce whole: everyone gets every input and
         // computes the same rank-order reduction.
         const Tensor codes = detail::host_codes(x);
-        const std::vector<std::byte> payload = all_bytes(codes);
+        const Bytes payload = all_bytes(codes);
         for (std::size_t j = 0; j < p; ++j)
           if (j != rank) send(a, kExchange, j, payload);
         std::vector<Tensor> all(p);
@@ -488,11 +498,13 @@ class MpiCommunicator final : public Communicator {
       auto part_of = [&](std::size_t j) {
         return block_part(n, static_cast<std::int64_t>(p), static_cast<std::int64_t>(j));
       };
+      // Phase 1 shares x's memory: every receiver has read its part before
+      // this call returns (it sends its combined part only after reading).
       for (std::size_t j = 0; j < p; ++j) {
         if (j == rank) continue;
         const Run part = part_of(j);
-        send(a, kExchange, j, bytes_of(host, static_cast<std::size_t>(part.start) * es,
-                                       static_cast<std::size_t>(part.length) * es));
+        send(a, kExchange, j, share_bytes(host, static_cast<std::size_t>(part.start) * es,
+                                          static_cast<std::size_t>(part.length) * es));
       }
       // Every member's slice of my part, with member 0's policy (the local
       // backend combines with the first member's policy).
@@ -503,27 +515,27 @@ class MpiCommunicator final : public Communicator {
       const NumericsPolicy policy = rank == 0 ? x.policy() : detail::parse_call(got[0].call).policy;
       std::vector<Tensor> slices(p);
       for (std::size_t s = 0; s < p; ++s) {
-        slices[s] = from_bytes(s == rank ? bytes_of(host, static_cast<std::size_t>(mine.start) * es,
-                                                    static_cast<std::size_t>(mine.length) * es)
+        slices[s] = from_bytes(s == rank ? share_bytes(host, static_cast<std::size_t>(mine.start) * es,
+                                                       static_cast<std::size_t>(mine.length) * es)
                                          : got[s].payload,
                                {mine.length}, policy, members_[s]);
       }
       const Tensor combined = Tensor::empty({mine.length}, policy);
       reduce_range_with(slices, op, algorithm, rank, 0, mine.length, combined);
-      const std::vector<std::byte> payload = all_bytes(combined);
+      // Fresh and never written again: shared with every receiver.
+      const Bytes payload = share_bytes(combined, 0, static_cast<std::size_t>(mine.length) * es);
       for (std::size_t j = 0; j < p; ++j)
         if (j != rank) send(a, kGather, j, payload);
       const Tensor sum = Tensor::empty(x.shape(), policy);
       auto* out = static_cast<std::byte*>(sum.data());
       for (std::size_t s = 0; s < p; ++s) {
         const Run part = part_of(s);
-        const std::vector<std::byte> bytes = s == rank ? payload : receive(a, kGather, s).payload;
-        if (bytes.size() != static_cast<std::size_t>(part.length) * es) {
-          raise(ErrorCode::Internal, "the combined part from " + members_[s] + " has " +
-                                         std::to_string(bytes.size()) + " bytes, not " +
-                                         std::to_string(static_cast<std::size_t>(part.length) * es));
+        const Bytes bytes = s == rank ? payload : receive(a, kGather, s).payload;
+        if (bytes.size != static_cast<std::size_t>(part.length) * es) {
+          raise(ErrorCode::Internal, "the combined part from " + members_[s] + " has " + std::to_string(bytes.size) +
+                                         " bytes, not " + std::to_string(static_cast<std::size_t>(part.length) * es));
         }
-        if (!bytes.empty()) std::memcpy(out + static_cast<std::size_t>(part.start) * es, bytes.data(), bytes.size());
+        if (bytes.size > 0) std::memcpy(out + static_cast<std::size_t>(part.start) * es, bytes.data, bytes.size);
       }
       return finish(sum);
     });

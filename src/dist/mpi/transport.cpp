@@ -31,16 +31,19 @@ struct Header {
   std::uint64_t payload_bytes;
 };
 
+// The head of a message: its header, then its call.
 std::vector<std::byte> encode(std::uint32_t kind, const MessageKey& key, std::uint64_t hash, const std::string& call,
-                              const std::vector<std::byte>& payload) {
+                              std::size_t payload_bytes) {
   Header h{kMagic, kind, key.comm, key.seq, key.phase, key.src, key.dst, static_cast<std::uint32_t>(call.size()),
-           hash, payload.size()};
-  std::vector<std::byte> wire(sizeof h + call.size() + payload.size());
-  std::memcpy(wire.data(), &h, sizeof h);
-  if (!call.empty()) std::memcpy(wire.data() + sizeof h, call.data(), call.size());
-  if (!payload.empty()) std::memcpy(wire.data() + sizeof h + call.size(), payload.data(), payload.size());
-  return wire;
+           hash, payload_bytes};
+  std::vector<std::byte> head(sizeof h + call.size());
+  std::memcpy(head.data(), &h, sizeof h);
+  if (!call.empty()) std::memcpy(head.data() + sizeof h, call.data(), call.size());
+  return head;
 }
+
+// Payloads travel in chunks that an MPI count (int) can hold.
+constexpr std::size_t kChunk = std::size_t{1} << 30;
 
 std::uint64_t fnv(std::uint64_t h, const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -56,6 +59,12 @@ Transport* instance = nullptr;
 std::mutex instance_mu;
 
 }  // namespace
+
+Bytes Bytes::allocate(std::size_t n, std::byte** writable) {
+  std::shared_ptr<std::byte[]> buffer(new std::byte[n > 0 ? n : 1]);  // default-initialized: not zeroed
+  *writable = buffer.get();
+  return Bytes{buffer, buffer.get(), n};
+}
 
 Transport& Transport::get() {
   std::lock_guard lock(instance_mu);
@@ -130,14 +139,9 @@ void Transport::post(int process, Message m) {
     return;
   }
   if (!mpi_) raise(ErrorCode::Internal, "a message to process " + std::to_string(process) + " without MPI");
-  std::vector<std::byte> wire = encode(kData, m.key, m.hash, m.call, m.payload);
-  if (wire.size() > static_cast<std::size_t>(INT_MAX)) {
-    raise(ErrorCode::Collective, "a message of " + std::to_string(m.payload.size()) +
-                                     " bytes between processes: the mpi backend sends at most 2 GiB per message "
-                                     "(splitting larger ones is not implemented yet)");
-  }
+  std::vector<std::byte> head = encode(kData, m.key, m.hash, m.call, m.payload.size);
   std::lock_guard lock(mu_);
-  outgoing_.push_back(Outgoing{process, std::move(wire)});
+  outgoing_.push_back(Outgoing{process, std::move(head), std::move(m.payload)});
 }
 
 std::optional<Message> Transport::take(const MessageKey& key, Deadline deadline,
@@ -163,7 +167,7 @@ void Transport::send_notice(std::uint32_t kind, int process, std::uint64_t comm,
   MessageKey key;
   key.comm = comm;
   key.src = member;
-  outgoing_.push_back(Outgoing{process, encode(kind, key, 0, why, {})});
+  outgoing_.push_back(Outgoing{process, encode(kind, key, 0, why, 0), {}});
 }
 
 void Transport::member_failed(std::uint64_t comm, std::uint32_t member, const std::string& why,
@@ -224,12 +228,10 @@ void Transport::process_failed(const std::string& why) {
     if (p != rank_) send_notice(kProcessFailed, p, 0, 0, why);
 }
 
-void Transport::deliver(std::vector<std::byte> wire, int from) {
+void Transport::deliver(const std::vector<std::byte>& head, Bytes payload, int from) {
   Header h;
-  if (wire.size() < sizeof h) return;  // not ours: the duplicate communicator carries only Tessera's messages
-  std::memcpy(&h, wire.data(), sizeof h);
-  if (h.magic != kMagic || wire.size() != sizeof h + h.call_bytes + h.payload_bytes) return;
-  std::string call(reinterpret_cast<const char*>(wire.data() + sizeof h), h.call_bytes);
+  std::memcpy(&h, head.data(), sizeof h);
+  std::string call(reinterpret_cast<const char*>(head.data() + sizeof h), h.call_bytes);
   {
     std::lock_guard lock(mu_);
     auto& state = process_failures_[static_cast<std::size_t>(from)];
@@ -239,7 +241,7 @@ void Transport::deliver(std::vector<std::byte> wire, int from) {
         m.key = MessageKey{h.comm, h.seq, h.phase, h.src, h.dst};
         m.hash = h.hash;
         m.call = std::move(call);
-        m.payload.assign(wire.begin() + static_cast<std::ptrdiff_t>(sizeof h + h.call_bytes), wire.end());
+        m.payload = std::move(payload);
         mailbox_[m.key] = std::move(m);
         break;
       }
@@ -265,9 +267,18 @@ void Transport::progress_loop() {
   const mpi::Api& a = mpi::api();
   struct InFlight {
     mpi::Request request;
-    std::vector<std::byte> wire;
+    std::vector<std::byte> head;  // kept alive until sent
+    Bytes payload;
   };
   std::deque<InFlight> in_flight;
+  auto isend = [&](const void* data, std::size_t n, int process, InFlight f) {
+    const int rc = a.Isend(data, static_cast<int>(n), a.byte, process, kTag, comm_, &f.request);
+    if (rc != mpi::kSuccess) {
+      std::fprintf(stderr, "tessera: MPI_Isend to process %d failed: %s\n", process, mpi::error_text(rc).c_str());
+      return;
+    }
+    in_flight.push_back(std::move(f));
+  };
   int idle = 0;
   while (true) {
     std::deque<Outgoing> batch;
@@ -281,13 +292,13 @@ void Transport::progress_loop() {
     }
     bool busy = !batch.empty();
     for (Outgoing& o : batch) {
-      InFlight f{nullptr, std::move(o.wire)};
-      const int rc = a.Isend(f.wire.data(), static_cast<int>(f.wire.size()), a.byte, o.process, kTag, comm_, &f.request);
-      if (rc != mpi::kSuccess) {
-        std::fprintf(stderr, "tessera: MPI_Isend to process %d failed: %s\n", o.process, mpi::error_text(rc).c_str());
-        continue;
+      // The pointer first: moving the vector into InFlight keeps its buffer.
+      const std::byte* head = o.head.data();
+      const std::size_t head_bytes = o.head.size();
+      isend(head, head_bytes, o.process, InFlight{nullptr, std::move(o.head), {}});
+      for (std::size_t at = 0; at < o.payload.size; at += kChunk) {
+        isend(o.payload.data + at, std::min(kChunk, o.payload.size - at), o.process, InFlight{nullptr, {}, o.payload});
       }
-      in_flight.push_back(std::move(f));
     }
     for (auto it = in_flight.begin(); it != in_flight.end();) {
       int done = 0;
@@ -305,10 +316,23 @@ void Transport::progress_loop() {
       if (a.Iprobe(mpi::kAnySource, kTag, comm_, &flag, &status) != mpi::kSuccess || !flag) break;
       int count = 0;
       a.Get_count(&status, a.byte, &count);
-      std::vector<std::byte> wire(static_cast<std::size_t>(count));
+      std::vector<std::byte> head(static_cast<std::size_t>(count));
       mpi::Status got{};
-      if (a.Recv(wire.data(), count, a.byte, status.source, kTag, comm_, &got) != mpi::kSuccess) break;
-      deliver(std::move(wire), status.source);
+      if (a.Recv(head.data(), count, a.byte, status.source, kTag, comm_, &got) != mpi::kSuccess) break;
+      Header h;
+      if (head.size() < sizeof h) continue;  // not ours: the duplicate communicator carries only Tessera's messages
+      std::memcpy(&h, head.data(), sizeof h);
+      if (h.magic != kMagic || head.size() != sizeof h + h.call_bytes) continue;
+      // The payload's chunks are the next messages from that process (MPI keeps their order).
+      std::byte* into = nullptr;
+      Bytes payload = Bytes::allocate(h.payload_bytes, &into);
+      bool ok = true;
+      for (std::size_t at = 0; ok && at < h.payload_bytes; at += kChunk) {
+        const int n = static_cast<int>(std::min<std::size_t>(kChunk, h.payload_bytes - at));
+        ok = a.Recv(into + at, n, a.byte, status.source, kTag, comm_, &got) == mpi::kSuccess;
+      }
+      if (!ok) break;
+      deliver(head, std::move(payload), status.source);
       busy = true;
     }
     // Yield while traffic flows; sleep when idle (processes may share few cores).

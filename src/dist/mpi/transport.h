@@ -18,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -39,11 +40,22 @@ struct MessageKey {
   auto operator<=>(const MessageKey&) const = default;
 };
 
+// Bytes shared without copying: `owner` keeps `data` alive (a buffer a
+// message arrived in, or the tensor a payload was taken from). Never
+// written once handed to post().
+struct Bytes {
+  std::shared_ptr<void> owner;
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+  // A fresh buffer of n bytes (not zeroed); `writable` points at it.
+  static Bytes allocate(std::size_t n, std::byte** writable);
+};
+
 struct Message {
   MessageKey key;
   std::uint64_t hash = 0;  // of the sender's call (op, shape, dtype, axis, arguments)
-  std::string call;        // the sender's call, serialized (collective_call.h)
-  std::vector<std::byte> payload;
+  std::string call;        // the sender's call, serialized (call_wire.h)
+  Bytes payload;
 };
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -102,7 +114,7 @@ class Transport {
   Transport();
   void start_mpi();
   void progress_loop();
-  void deliver(std::vector<std::byte> wire, int from);
+  void deliver(const std::vector<std::byte>& head, Bytes payload, int from);
   void send_notice(std::uint32_t kind, int process, std::uint64_t comm, std::uint32_t member, const std::string& why);
 
   int rank_ = 0;
@@ -121,9 +133,13 @@ class Transport {
   bool failed_ = false;  // this process announced its failure
   bool shut_down_ = false;
 
+  // A message goes out as its head (header and call) then its payload in
+  // chunks of at most 1 GiB, consecutive MPI messages from one thread, which
+  // MPI delivers in order.
   struct Outgoing {
     int process;
-    std::vector<std::byte> wire;
+    std::vector<std::byte> head;
+    Bytes payload;
   };
   std::deque<Outgoing> outgoing_;
   bool stop_progress_ = false;
