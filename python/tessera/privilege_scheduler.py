@@ -194,14 +194,20 @@ def apply_effect(target, kind, op, value):
         if not getattr(value, "_is_dist_tensor", False):
             from tessera.dist._tensor import tensor as dist_tensor
             value = dist_tensor(value, mesh=target.mesh)
+        from tessera.dist import _mpi
         if value._t.layout.describe() != target._t.layout.describe():
-            value_shards = value._t.reshard(target._t.layout).shards
+            value_shards = _mpi.complete(value).reshard(target._t.layout).shards
         else:
             value_shards = value._t.shards
+            if getattr(value, "_remote_shards", False):
+                # Under mpirun: the shards of other processes' devices are stand-ins,
+                # so the target's become stale there too until a read fetches them.
+                target._remote_shards = True
         pairs = list(zip(target._t.shards, value_shards))
     else:
         if getattr(value, "_is_dist_tensor", False):
-            value = value._t.gather()
+            from tessera.dist import _mpi
+            value = _mpi.complete(value).gather()
         pairs = [(target, value)]
     for t, v in pairs:
         _C._copy_into(t, _combine(op, t, v) if kind == "reduce" else v)

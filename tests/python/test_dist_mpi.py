@@ -139,7 +139,8 @@ def test_jit_steps_eager_ops_and_launches_over_processes_match_one_process(tmp_p
         assert rc == 0, out
         assert f"from {np_} process(es)" in out
         want, got = np.load(one), np.load(path)
-        assert sorted(want) == sorted(got) == ["dp_step", "eager_gemm", "launch_allreduce", "tp_mlp", "tp_mlp_again"]
+        assert sorted(want) == sorted(got) == ["dp_step", "eager_gemm", "kernel_launch", "launch_allreduce", "tp_mlp",
+                                               "tp_mlp_again"]
         for k in want:
             assert want[k].dtype == got[k].dtype and want[k].shape == got[k].shape, k
             np.testing.assert_array_equal(want[k].view(np.uint32), got[k].view(np.uint32), err_msg=k)
@@ -187,11 +188,15 @@ def test_a_rank_that_sleeps_past_the_timeout_is_named_with_the_flight_record():
 @needs_mpirun
 def test_a_mesh_that_does_not_divide_over_the_processes_is_an_argument_error():
     code = ("import tessera\nfrom tessera import dist\n"
-            "m = dist.mesh(devices=[f'cpu:{i}' for i in range(3)], axes=('x',), shape=(3,))\n"
-            "try:\n    dist.local_devices(m)\nexcept tessera.ArgumentError as e:\n    print('argument error:', e)\n")
-    rc, out, _ = mpirun(2, "-c", code)
+            "m = dist.mesh(devices=[f'cpu:{i}' for i in range(6)], axes=('x',), shape=(6,))\n"
+            "try:\n    dist.local_devices(m)\nexcept tessera.ArgumentError as e:\n    print('argument error:', e)\n"
+            "# Fewer devices than processes: every process drives the whole mesh.\n"
+            "small = dist.mesh(devices=['cpu:0', 'cpu:1'], axes=('x',), shape=(2,))\n"
+            "print('small mesh on process', dist.rank(), dist.local_devices(small))\n")
+    rc, out, _ = mpirun(4, "-c", code)
     assert rc == 0, out
-    assert out.count("argument error:") == 2 and "a mesh of 3 devices cannot be spread over 2 MPI processes" in out
+    assert out.count("argument error:") == 4 and "a mesh of 6 devices cannot be spread over 4 MPI processes" in out
+    assert out.count("['cpu:0', 'cpu:1']") == 4, out
 
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

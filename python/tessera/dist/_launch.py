@@ -244,6 +244,11 @@ def _run(fn, axes, mesh, grid, args, kwargs):
             e.add_note(f"raised on {m.devices[ranks[i]]} ({at} in the index launch over mesh axes {axes})")
         raise e
     if kernel is not None:
+        if len(local) != n:
+            # The parts other processes wrote are stale here until a read fetches them.
+            for p, a in zip(kernel.params, args):
+                if p.get("mut") and isinstance(a, Parts):
+                    a.source._remote_shards = True
         return None
     if len(local) != n:
         results = _mpi.share_results(results, set(local), f"tessera.index_launch(axis={shown})")

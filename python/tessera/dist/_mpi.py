@@ -2,7 +2,8 @@
 
 Under Open MPI's mpirun every process runs the whole program (SPMD). A mesh
 of N devices is spread over the W processes in blocks: process p drives the
-mesh ranks ``[p*N/W, (p+1)*N/W)`` (N must be a multiple of W). Collectives
+mesh ranks ``[p*N/W, (p+1)*N/W)`` (N must be a multiple of W; a mesh of
+fewer devices than processes is driven whole by every process). Collectives
 among devices of several processes go through the ``mpi`` backend
 (tessera/dist/mpi.h); each process runs the shards of its own devices only,
 and reading a distributed result (``.numpy()``, ``.gather()``) fetches the
@@ -33,8 +34,13 @@ def world_size() -> int:
 
 
 def owners(mesh) -> list:
-    """The process that drives each mesh rank (ArgumentError unless the mesh size is a multiple of world_size())."""
+    """The process that drives each mesh rank. A mesh of fewer devices than
+    processes cannot be spread: every process drives all of it (each runs
+    it whole, as one process would, and they compute the same values).
+    Otherwise ArgumentError unless the mesh size is a multiple of world_size()."""
     w, n = world_size(), len(mesh.devices)
+    if n < w:
+        return [rank()] * n
     return [_C.mpi_owner(r, n, w) for r in range(n)]
 
 

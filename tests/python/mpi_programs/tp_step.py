@@ -61,6 +61,20 @@ for o in outs[1:]:
     assert np.array_equal(o.codes(), outs[0].codes())
 results["launch_allreduce"] = np.asarray(outs[3].numpy())
 
+# A kernel launch writes the parts of a tensor split over tp; reading it fetches the parts other processes wrote.
+
+
+@tessera.kernel
+def scale(x: tessera.f32["K/tp"], y: tessera.mut(tessera.f32["K/tp"]), a: tessera.f32):
+    i = tile.linear_id()
+    y[i] = a * x[i]
+
+
+v = dist.tensor(np.arange(16, dtype=np.float32), layout=dist.ShardSpec(partition=(0,), mesh_axes=("tp",)), mesh=mesh)
+out = dist.tensor(shape=(16,), layout=dist.ShardSpec(partition=(0,), mesh_axes=("tp",)), mesh=mesh)
+tessera.index_launch(axis="tp")(scale)(v.parts("tp"), out.parts("tp"), 2.0)
+results["kernel_launch"] = out.numpy()
+
 # Under mpirun the collectives crossed processes through the mpi backend (its flight recorder saw them).
 record = tessera._C.mpi_flight_record()
 if dist.world_size() > 1:
