@@ -165,6 +165,24 @@ def megatron_step(n, reps=20):
     return (time.perf_counter() - t0) / reps * 1e3, y.numpy()
 
 
+def dp_row(total):
+    """The microbatched DP recipe (examples/dp_training.py): 20 steps at dp = 1, 2, 4 on the GPUs."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    import dp_training
+    x, t, w1, w2 = dp_training.problem(batch=256, d_in=64, hidden=256, d_out=16)
+    devices = [f"cuda:{r}" for r in range(total)]
+    runs, times = {}, {}
+    for dp in [d for d in (1, 2, 4) if d <= total]:
+        t0 = time.perf_counter()
+        runs[dp] = dp_training.dp_train_bitwise(x, t, w1, w2, steps=20, dp=dp, microbatches=4, devices=devices)
+        times[dp] = (time.perf_counter() - t0) / 20 * 1e3
+    ref = runs[1][0]
+    same = all(r[0] == ref[0] and np.array_equal(r[1], ref[1]) and np.array_equal(r[2], ref[2])
+               for dp in runs for r in runs[dp])
+    return (f"dp training (4 microbatches, 20 steps, dp={','.join(map(str, runs))}): losses and weights "
+            f"{'bitwise equal' if same else 'DIFFER'}; ms/step " + ", ".join(f"dp={d}: {v:.1f}" for d, v in times.items()))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4K,1M,64M,256M,1G")
@@ -197,9 +215,13 @@ def main():
                         ("bitwise equal to local" if bad["allreduce"] == 0 else f"MISMATCH {bad}"))
         theirs = torch_busbw(n, sizes, reps)
         for s in sizes:
+            os.environ["TESSERA_NCCL_CHUNKS"] = "1"
+            unpiped, _ = tessera_busbw(n, s, "rank_order", reps[s])
+            del os.environ["TESSERA_NCCL_CHUNKS"]
             det, t_det = tessera_busbw(n, s, "rank_order", reps[s])
             nat, _ = tessera_busbw(n, s, "native", reps[s])
-            line = f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us)  native {nat:7.1f}"
+            line = (f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us, "
+                    f"unpipelined {unpiped:7.1f})  native {nat:7.1f}")
             if theirs:
                 tb, _ = theirs[s]
                 line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"
@@ -208,6 +230,8 @@ def main():
         ms1, y1 = megatron_step(1)
         rows.append(f"megatron mlp tp={n}: {ms:.2f} ms/step vs 1 GPU {ms1:.2f} ms/step ({ms1 / ms:.2f}x); "
                     f"max |diff| vs 1 GPU {np.max(np.abs(y - y1)):.2e}")
+    rows.append(dp_row(total))
+    failed |= "DIFFER" in rows[-1]
     print("\n== nccl bench (busbw = bytes * 2(n-1)/n / time)")
     for r in rows:
         print("  " + r)

@@ -92,6 +92,68 @@ def whole_batch_reference(x, t, w1, w2, steps=3, lr=0.1):
     return losses, w1.numpy(), w2.numpy()
 
 
+# --- Bitwise across dp sizes ---------------------------------------------------
+#
+# The recipe above is bitwise across runs and backends, not across dp sizes:
+# each replica's gradient sums over its own shard of the batch, so a dp of 2
+# adds other partial sums than a dp of 4. Fixing the microbatches makes the
+# bits independent of dp: the batch is cut into `microbatches` (a power of
+# two) equal pieces whatever dp is, every piece's gradient is the same
+# compiled call on the same shapes, and the pieces' gradients are added in
+# one pairwise tree: tessera.dist.tree_sum inside a replica, then a `tree`
+# allreduce across replicas (chosen by the Mapper below), whose pairing
+# continues the same tree. So dp = 1, 2, 4 (any power of two dividing
+# `microbatches`) give the same losses and weights, bit for bit.
+
+
+class TreeMapper(tessera.Mapper):
+    """Pairwise (tree) reductions: the pairing tessera.dist.tree_sum uses inside a replica."""
+
+    def choose_collective(self, kind, size):
+        return "tree"
+
+
+def bitwise_replica(x, t, w1, w2, steps, lr, microbatches):
+    dp = dist.axis_size("dp")
+    local = microbatches // dp
+    rows = x.shape[0] // local
+    device = x.device
+    w1, w2 = tessera.tensor(w1).to(device), tessera.tensor(w2).to(device)
+    lr = tessera.tensor(np.float32(lr)).to(device)
+    scale = 1.0 / microbatches  # a power of two: the mean is exact scaling of the sum
+    pieces = [(x[i * rows:(i + 1) * rows], t[i * rows:(i + 1) * rows]) for i in range(local)]
+    losses = []
+    for _ in range(steps):
+        # Every piece's (loss, g1, g2), added in the tree.
+        loss, g1, g2 = dist.tree_sum([(r[0], *r[1]) for r in (grad_step(w1, w2, xi, ti) for xi, ti in pieces)])
+        g1 = tessera.allreduce(g1, axis="dp") * scale
+        g2 = tessera.allreduce(g2, axis="dp") * scale
+        losses.append(float((tessera.allreduce(loss, axis="dp") * scale).numpy()))
+        w1, w2 = sgd(w1, g1, lr), sgd(w2, g2, lr)
+    return losses, w1.numpy(), w2.numpy()
+
+
+def dp_train_bitwise(x, t, w1, w2, steps=3, lr=0.1, dp=4, microbatches=4, devices=None):
+    """Trains with `microbatches` fixed pieces of the batch on a dp axis of `dp`
+    devices (virtual CPU devices unless `devices` names them); returns every
+    replica's (losses, w1, w2), the same bits for every dp dividing `microbatches`."""
+    if microbatches % dp or microbatches & (microbatches - 1) or x.shape[0] % microbatches:
+        raise ValueError(f"dp ({dp}) must divide microbatches ({microbatches}), a power of two dividing the "
+                         f"batch ({x.shape[0]})")
+    devices = devices or [f"cpu:{i}" for i in range(dp)]
+    mesh = dist.mesh(devices=devices[:dp], axes=("dp",), shape=(dp,))
+    batch = dist.ShardSpec(partition=("row",), mesh_axes=("dp",))
+    X = dist.tensor(x, layout=batch, mesh=mesh)
+    T = dist.tensor(t, layout=batch, mesh=mesh)
+    previous = tessera.runtime.get_mapper()
+    tessera.runtime.set_mapper(TreeMapper())
+    try:
+        return tessera.index_launch(axis="dp")(bitwise_replica)(X.parts("dp"), T.parts("dp"), w1, w2, steps, lr,
+                                                                microbatches)
+    finally:
+        tessera.runtime.set_mapper(previous)
+
+
 def problem(batch=32, d_in=8, hidden=16, d_out=4, seed=0):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((batch, d_in)).astype(np.float32),
@@ -112,6 +174,10 @@ def main():
     assert err <= 1e-5 and np.allclose(losses, ref_losses, rtol=1e-5)
     print(f"DP on 4 virtual devices, 3 SGD steps: losses {[round(v, 5) for v in losses]}; weights bitwise equal "
           f"to the rank-order sum on one device; max |diff| to the whole-batch step {err:.1e}")
+    runs = {dp: dp_train_bitwise(x, t, w1, w2, steps=3, dp=dp)[0] for dp in (1, 2, 4)}
+    assert all(runs[dp][0] == runs[1][0] and np.array_equal(runs[dp][1], runs[1][1]) and
+               np.array_equal(runs[dp][2], runs[1][2]) for dp in (2, 4)), "not bitwise across dp sizes"
+    print("DP with 4 fixed microbatches: losses and weights bitwise equal at dp = 1, 2 and 4")
     print("dp_training: ok")
 
 

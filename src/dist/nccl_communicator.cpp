@@ -4,7 +4,9 @@
 // combine what arrived (nccl_kernels.h) or place it into the result.
 #include "tessera/dist/nccl.h"
 
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "backends/cuda/driver_api.h"
@@ -102,6 +104,45 @@ int native_op(ReduceOp op, const NumericsPolicy& p) {
   return -1;
 }
 
+// Chunks of a deterministic allreduce of n elements of `es` bytes:
+// TESSERA_NCCL_CHUNKS when set, else 4 from 16 MiB up, 1 below.
+constexpr std::int64_t kMaxChunks = 16;
+std::int64_t pipeline_chunks(std::int64_t n, std::size_t es) {
+  if (const char* v = std::getenv("TESSERA_NCCL_CHUNKS"); v && *v) {
+    char* end = nullptr;
+    const long c = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || c < 1 || c > kMaxChunks) {
+      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_NCCL_CHUNKS is '") + v + "'; expected 1 to " +
+                                            std::to_string(kMaxChunks));
+    }
+    return std::min<std::int64_t>(c, std::max<std::int64_t>(1, n));
+  }
+  return static_cast<std::size_t>(n) * es >= (16u << 20) ? 4 : 1;
+}
+
+// A device's side stream for the combining kernels of pipelined
+// reductions, with the events that order it against the default stream.
+struct SideStream {
+  explicit SideStream(int device) : stream(device) {
+    for (std::int64_t c = 0; c < kMaxChunks; ++c) {
+      arrived.emplace_back(device);
+      combined.emplace_back(device);
+    }
+  }
+  std::mutex mu;  // one pipelined reduction at a time per device
+  cuda::Stream stream;
+  std::vector<cuda::Event> arrived, combined;
+};
+
+SideStream& side_stream(int device) {
+  static std::mutex mu;
+  static auto* streams = new std::map<int, std::unique_ptr<SideStream>>();
+  std::lock_guard lock(mu);
+  auto& s = (*streams)[device];
+  if (s == nullptr) s = std::make_unique<SideStream>(device);
+  return *s;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout)
@@ -142,35 +183,37 @@ class NcclCommunicator final : public Communicator {
                        "ncclAllReduce");
         return out;
       }
-      // Reduce-scatter of flat parts (each member combines its own), then all-gather.
+      // Reduce-scatter of flat parts (each member combines its own), then
+      // all-gather, in chunks: a chunk's parts are combined on a side
+      // stream while the next chunk's arrive. Chunking moves work between
+      // members, never changes an element's order (ring starts come from
+      // the element's place in the whole tensor), so the bits are those of
+      // one chunk.
       const auto p = static_cast<std::int64_t>(size());
-      const Run mine = block_part(n, p, static_cast<std::int64_t>(rank));
-      Staging received(dev, static_cast<std::size_t>(p * mine.length) * es);
-      group([&] {
-        for (std::size_t j = 0; j < size(); ++j) {
-          const Run part = block_part(n, p, static_cast<std::int64_t>(j));
-          send(address(xc) + part.start * es, part.length * es, j, comm);
-          recv(received.ptr + j * mine.length * es, mine.length * es, j, comm);
-        }
-      });
-      combine_into(dev, address(out) + mine.start * es, received.ptr, mine.length, op, algorithm, xc.policy(),
-                   detail::CombinePlacement{1, mine.length, n, mine.start, n});
-      if (n % p == 0) {
-        // Equal parts: NCCL's own all-gather, in place (a ring on most topologies).
-        cu::check_nccl(cu::nccl().ncclAllGather(reinterpret_cast<const void*>(address(out) + mine.start * es), ptr(out),
-                                                static_cast<std::size_t>(mine.length) * es, cu::kNcclUint8, comm,
-                                                nullptr),
-                       "ncclAllGather");
+      const std::int64_t chunks = pipeline_chunks(n, es);
+      if (chunks == 1 || !detail::device_combinable(xc.policy())) {
+        reduce_chunk(rank, dev, comm, xc, out, 0, n, op, algorithm);
         return out;
       }
-      group([&] {
-        for (std::size_t j = 0; j < size(); ++j) {
-          if (j == rank) continue;
-          const Run part = block_part(n, p, static_cast<std::int64_t>(j));
-          send(address(out) + mine.start * es, mine.length * es, j, comm);
-          recv(address(out) + part.start * es, part.length * es, j, comm);
-        }
-      });
+      SideStream& side = side_stream(dev);
+      std::lock_guard side_lock(side.mu);
+      std::vector<Staging> received;
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        const Run chunk = block_part(n, chunks, k);
+        const Run mine = block_part(chunk.length, p, static_cast<std::int64_t>(rank));
+        received.emplace_back(dev, static_cast<std::size_t>(p * mine.length) * es);
+        exchange_parts(rank, comm, xc, chunk, received.back(), es);
+        side.arrived[k].record_default_stream();
+        side.arrived[k].wait(&side.stream);
+        detail::combine(dev, address(out) + (chunk.start + mine.start) * es, received.back().ptr, mine.length,
+                        static_cast<int>(size()), op, algorithm, xc.policy(),
+                        detail::CombinePlacement{1, mine.length, n, chunk.start + mine.start, n}, &side.stream);
+        side.combined[k].record(side.stream);
+      }
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        side.combined[k].wait(nullptr);
+        gather_parts(rank, comm, out, block_part(n, chunks, k), es);
+      }
       return out;
     });
   }
@@ -346,6 +389,58 @@ class NcclCommunicator final : public Communicator {
   }
   static void* ptr(const Tensor& t) { return t.device_data(); }
   static std::size_t element_bytes(const Tensor& t) { return static_cast<std::size_t>(storage_bytes(t.dtype())); }
+
+  // The flat range `chunk` of x: every member's part of it to its owner
+  // (grouped send/recv), into `received` (members' parts, in rank order).
+  void exchange_parts(std::size_t rank, cu::ncclComm comm, const Tensor& x, Run chunk, const Staging& received,
+                      std::size_t es) const {
+    const auto p = static_cast<std::int64_t>(size());
+    const Run mine = block_part(chunk.length, p, static_cast<std::int64_t>(rank));
+    group([&] {
+      for (std::size_t j = 0; j < size(); ++j) {
+        const Run part = block_part(chunk.length, p, static_cast<std::int64_t>(j));
+        send(address(x) + (chunk.start + part.start) * es, part.length * es, j, comm);
+        recv(received.ptr + j * mine.length * es, mine.length * es, j, comm);
+      }
+    });
+  }
+
+  // Every member's combined part of the flat range `chunk` of out, to every member.
+  void gather_parts(std::size_t rank, cu::ncclComm comm, const Tensor& out, Run chunk, std::size_t es) const {
+    const auto p = static_cast<std::int64_t>(size());
+    const Run mine = block_part(chunk.length, p, static_cast<std::int64_t>(rank));
+    if (chunk.length % p == 0) {
+      // Equal parts: NCCL's own all-gather, in place (a ring on most topologies).
+      cu::check_nccl(cu::nccl().ncclAllGather(
+                         reinterpret_cast<const void*>(address(out) + (chunk.start + mine.start) * es),
+                         reinterpret_cast<void*>(address(out) + chunk.start * es),
+                         static_cast<std::size_t>(mine.length) * es, cu::kNcclUint8, comm, nullptr),
+                     "ncclAllGather");
+      return;
+    }
+    group([&] {
+      for (std::size_t j = 0; j < size(); ++j) {
+        if (j == rank) continue;
+        const Run part = block_part(chunk.length, p, static_cast<std::int64_t>(j));
+        send(address(out) + (chunk.start + mine.start) * es, mine.length * es, j, comm);
+        recv(address(out) + (chunk.start + part.start) * es, part.length * es, j, comm);
+      }
+    });
+  }
+
+  // One unpipelined reduction of the flat range [start, start + length) of x into out.
+  void reduce_chunk(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& x, const Tensor& out,
+                    std::int64_t start, std::int64_t length, ReduceOp op, Algorithm algorithm) const {
+    const std::size_t es = element_bytes(x);
+    const auto p = static_cast<std::int64_t>(size());
+    const Run chunk{start, length};
+    const Run mine = block_part(length, p, static_cast<std::int64_t>(rank));
+    Staging received(dev, static_cast<std::size_t>(p * mine.length) * es);
+    exchange_parts(rank, comm, x, chunk, received, es);
+    combine_into(dev, address(out) + (start + mine.start) * es, received.ptr, mine.length, op, algorithm, x.policy(),
+                 detail::CombinePlacement{1, mine.length, x.numel(), start + mine.start, x.numel()});
+    gather_parts(rank, comm, out, chunk, es);
+  }
 
   // x on member `rank`'s GPU, contiguous; packed storage is refused.
   Tensor prepare(std::size_t rank, const Tensor& x, const char* op) const {

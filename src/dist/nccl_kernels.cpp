@@ -174,12 +174,13 @@ const Kernels& kernels(int device) {
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
-cuda::LaunchConfig config_for(std::int64_t work) {
+cuda::LaunchConfig config_for(std::int64_t work, const cuda::Stream* stream = nullptr) {
   constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
   const std::int64_t blocks = std::min(kMaxBlocks, std::max<std::int64_t>(1, (work + kThreads - 1) / kThreads));
   cuda::LaunchConfig c;
   c.grid.x = static_cast<unsigned>(blocks);
   c.block.x = static_cast<unsigned>(kThreads);
+  c.stream = stream;
   return c;
 }
 
@@ -204,7 +205,7 @@ bool device_combinable(const NumericsPolicy& p) {
 }
 
 void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_t n, int members, ReduceOp op,
-             Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at) {
+             Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at, const cuda::Stream* stream) {
   if (n <= 0) return;
   if (!device_combinable(policy)) {
     raise(ErrorCode::Internal, "nccl combine of " + std::string(name(policy.storage)) + " on the device");
@@ -227,13 +228,13 @@ void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_
                         (policy.storage == DType::fp32 || policy.storage == DType::bf16 || policy.storage == DType::fp16);
   if (f32_path) {
     const int saturate = policy.overflow == Overflow::saturate ? 1 : 0;
-    k.combine_f32(config_for(n), o, in, n, members, alg, opc, storage, saturate, es, at.inner, at.len, at.dim,
+    k.combine_f32(config_for(n, stream), o, in, n, members, alg, opc, storage, saturate, es, at.inner, at.len, at.dim,
                   at.start, at.total);
     return;
   }
   const int accum = static_cast<int>(policy.accum), rounding = static_cast<int>(policy.rounding),
             overflow = static_cast<int>(policy.overflow);
-  k.combine(config_for(n), o, in, n, members, alg, opc, storage, accum, rounding, overflow, es, at.inner, at.len,
+  k.combine(config_for(n, stream), o, in, n, members, alg, opc, storage, accum, rounding, overflow, es, at.inner, at.len,
             at.dim, at.start, at.total);
 }
 

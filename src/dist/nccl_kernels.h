@@ -31,9 +31,10 @@ bool device_combinable(const NumericsPolicy& policy);
 
 // out[i] = the combination of parts[m * n + i] over members m = 0..members-1
 // (storage codes of `policy`), in the order of `algorithm` (rank_order,
-// ring or tree), queued on `device`'s default stream.
+// ring or tree), queued on `stream` (nullptr: `device`'s default stream).
 void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_t n, int members, ReduceOp op,
-             Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement);
+             Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement,
+             const cuda::Stream* stream = nullptr);
 
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.

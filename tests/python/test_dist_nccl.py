@@ -5,6 +5,8 @@ every backend), the native algorithm against numpy, errors, and partitioned
 @jit functions and index launches over meshes of GPUs. Tests that need k GPUs
 skip with fewer; one GPU already runs the one-member forms."""
 
+# Kernel bodies below name the kernel language's built-ins (tile, tshared, shape
+# symbols, ...): Python only compiles them; the C++ front end reads their text.
 import threading
 
 import numpy as np
@@ -269,3 +271,60 @@ def test_an_index_launch_over_gpus(backend):
     for r, o in enumerate(outs):
         assert o.device == f"cuda:{r}"
         np.testing.assert_array_equal(o.to("cpu").numpy(), want)
+
+
+@tessera.kernel(tile=(64,), shared=16 * 1024)
+def tp_gemm(A: tessera.f16["M", "K"], B: tessera.f16["K", "N/tp"], C: tessera.mut(tessera.f32["M", "N/tp"])):
+    # Column parallel: each member multiplies the whole A by its columns of B.
+    tiles_n = (N // tp + 31) // 32
+    bm = (group_linear_id() // tiles_n) * 32
+    bn = (group_linear_id() % tiles_n) * 32
+    a = tshared.alloc[f16]((32, 32))
+    b = tshared.alloc[f16]((32, 32))
+    acc = tile.zeros((32, 32), f32)
+    for k in tile.range(K, step=32):
+        cp_async.shared.global_(a, A[bm:bm + 32, k:k + 32])
+        cp_async.shared.global_(b, B[k:k + 32, bn:bn + 32])
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.load(b), acc=acc)
+        tbarrier()
+    tile.store(C, rows=(bm, 32), cols=(bn, 32), value=acc)
+
+
+@needs(2)
+def test_the_specifications_tp_gemm_index_launch_on_gpus():
+    n = min(GPUS, 4)
+    m = dist.mesh(devices=members(n), axes=("tp",), shape=(n,))
+    rng = np.random.default_rng(13)
+    a = rng.uniform(-1, 1, (64, 96)).astype(np.float16)
+    b = rng.uniform(-1, 1, (96, 32 * n)).astype(np.float16)
+    cols = dist.ShardSpec(partition=("col",), mesh_axes=("tp",))
+    A = dist.tensor(tessera.tensor(a.astype(np.float32), "fp16"), mesh=m)
+    B = dist.tensor(tessera.tensor(b.astype(np.float32), "fp16"), layout=cols, mesh=m)
+    C = dist.tensor(shape=(64, 32 * n), layout=cols, mesh=m)
+    tiles = (64 // 32) * 1
+    tessera.index_launch(axis="tp", grid=tiles)(tp_gemm)(A.parts("tp"), B.parts("tp"), C.parts("tp"))
+    assert [s.device for s in C.shards] == members(n)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(C.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@needs(2)
+def test_dp_training_with_fixed_microbatches_is_bitwise_across_dp_sizes_on_gpus():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    import dp_training
+    x, t, w1, w2 = dp_training.problem()
+    sizes = [dp for dp in (1, 2, 4) if dp <= GPUS]
+    runs = {dp: dp_training.dp_train_bitwise(x, t, w1, w2, steps=20, dp=dp, microbatches=4, devices=members(dp))
+            for dp in sizes}
+    losses, n1, n2 = runs[1][0]
+    for dp in sizes[1:]:
+        for replica in runs[dp]:
+            assert replica[0] == losses
+            np.testing.assert_array_equal(replica[1], n1)
+            np.testing.assert_array_equal(replica[2], n2)
+    cpu = dp_training.dp_train_bitwise(x, t, w1, w2, steps=20, dp=1, microbatches=4)[0]
+    np.testing.assert_allclose(losses, cpu[0], rtol=1e-5)
+    np.testing.assert_allclose(n1, cpu[1], rtol=1e-4, atol=1e-5)

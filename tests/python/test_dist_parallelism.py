@@ -237,6 +237,36 @@ def test_dp_training_is_bitwise_the_rank_order_sum_and_close_to_the_whole_batch(
     assert not np.array_equal(n1, w1) and losses[-1] < losses[0]  # it trained
 
 
+def test_dp_training_with_fixed_microbatches_is_bitwise_across_dp_sizes():
+    x, t, w1, w2 = dp_training.problem()
+    runs = {dp: dp_training.dp_train_bitwise(x, t, w1, w2, steps=20, dp=dp, microbatches=4) for dp in (1, 2, 4)}
+    losses, n1, n2 = runs[1][0]
+    for dp in (2, 4):
+        for replica in runs[dp]:
+            assert replica[0] == losses
+            np.testing.assert_array_equal(replica[1], n1)
+            np.testing.assert_array_equal(replica[2], n2)
+    # The same training as the whole batch at once, within rounding.
+    ref_losses, f1, f2 = dp_training.whole_batch_reference(x, t, w1, w2, steps=20)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(n1, f1, rtol=1e-4, atol=1e-5)
+    assert losses[-1] < losses[0]
+    with pytest.raises(ValueError, match="must divide microbatches"):
+        dp_training.dp_train_bitwise(x, t, w1, w2, steps=1, dp=8, microbatches=4)
+
+
+def test_tree_sum_pairs_neighbours_level_by_level():
+    vals = [tessera.tensor(np.float32(v)) for v in (1e8, 1.0, -1e8, 1.0, 3.0)]
+    # ((a + b) + (c + d)) + e, each addition in fp32.
+    f = np.float32
+    want = ((f(1e8) + f(1.0)) + (f(-1e8) + f(1.0))) + f(3.0)
+    assert float(dist.tree_sum(vals).numpy()) == float(want)
+    pairs = dist.tree_sum([(vals[0], vals[1]), (vals[2], vals[3])])
+    assert [float(p.numpy()) for p in pairs] == [float(f(1e8) + f(-1e8)), 2.0]
+    with pytest.raises(tessera.ArgumentError, match="no values"):
+        dist.tree_sum([])
+
+
 # --- TP ---------------------------------------------------------------------
 
 def gelu64(h):

@@ -91,6 +91,9 @@ class Event {
   void record(const Stream& stream);
   // Records on the device's default stream (where executables launch).
   void record_default_stream();
+  // Work queued on `stream` (nullptr: the default stream) after this call
+  // waits until the work this event recorded is done; the host does not wait.
+  void wait(const Stream* stream) const;
   void synchronize() const;
   void* handle() const { return handle_; }
 

@@ -22,6 +22,7 @@ from tessera.dist._mesh import Mesh, current_mesh, mesh
 from tessera.dist._spec import Block, Cyclic, Replicated, ShardSpec
 from tessera.dist._tensor import DistTensor, Parts, reshard, tensor
 from tessera.dist._estimate import Estimate, Link, System, estimate
+from tessera.dist._tree import tree_sum
 from tessera.dist._mpi import local_devices, rank, world_size
 from tessera.dist import _mpi
 

@@ -80,6 +80,7 @@ LoadedDriver& loaded() {
     resolve(library, a.cuStreamQuery, {"cuStreamQuery"}, missing);
     resolve(library, a.cuEventCreate, {"cuEventCreate"}, missing);
     resolve(library, a.cuEventDestroy, {"cuEventDestroy_v2"}, missing);
+    resolve(library, a.cuStreamWaitEvent, {"cuStreamWaitEvent"}, missing);
     resolve(library, a.cuEventRecord, {"cuEventRecord"}, missing);
     resolve(library, a.cuEventSynchronize, {"cuEventSynchronize"}, missing);
     resolve(library, a.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, missing);

@@ -94,6 +94,17 @@ void Event::record_default_stream() {
   check(driver().cuEventRecord(static_cast<CUevent>(handle_), nullptr), "cuEventRecord");
 }
 
+void Event::wait(const Stream* stream) const {
+  if (stream != nullptr && stream->device() != device_) {
+    raise(ErrorCode::ArgumentInvalid, "a stream of cuda:" + std::to_string(stream->device()) +
+                                          " cannot wait for an event of cuda:" + std::to_string(device_));
+  }
+  use_device(device_);
+  check(driver().cuStreamWaitEvent(stream ? static_cast<CUstream>(stream->handle()) : nullptr,
+                                   static_cast<CUevent>(handle_), 0),
+        "cuStreamWaitEvent");
+}
+
 void Event::synchronize() const {
   use_device(device_);
   check(driver().cuEventSynchronize(static_cast<CUevent>(handle_)), "cuEventSynchronize");
