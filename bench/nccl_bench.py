@@ -183,8 +183,30 @@ def dp_row(total):
             f"{'bitwise equal' if same else 'DIFFER'}; ms/step " + ", ".join(f"dp={d}: {v:.1f}" for d, v in times.items()))
 
 
+# NCCL settings tried for the deterministic allreduce's exchange (send/recv
+# over NVLink), in a process of their own (NCCL reads them at init).
+TUNINGS = ["NCCL_P2P_NVL_CHUNKSIZE=1048576", "NCCL_NCHANNELS_PER_PEER=8", "NCCL_MIN_P2P_NCHANNELS=16"]
+
+
+def tuned_rows(n, sizes):
+    import subprocess
+    rows = []
+    for tuning in TUNINGS:
+        env = dict(os.environ, **dict(kv.split("=") for kv in tuning.split()))
+        cmd = [sys.executable, os.path.abspath(__file__), "--busbw-only", ",".join(str(s) for s in sizes),
+               "--gpus", str(n)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        for line in out.stdout.splitlines():
+            if line.startswith("busbw"):
+                rows.append(f"  {tuning}: {line}")
+        if out.returncode:
+            rows.append(f"  {tuning}: failed ({out.stderr.strip().splitlines()[-1:]})")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--busbw-only", default="")
     ap.add_argument("--sizes", default="4K,1M,64M,256M,1G")
     ap.add_argument("--check-sizes", default="4K,1M,32M")
     ap.add_argument("--check-big", default="1G", help="fp32 allreduce only, checked at this size too")
@@ -194,6 +216,12 @@ def main():
     counts = [int(c) for c in a.gpus.split(",") if c] or [c for c in (2, 4, 8) if c <= total]
     if total < 2 or not _C.nccl_available():
         print(f"nccl_bench: needs 2 GPUs and NCCL (found {total}; {_C.nccl_unavailable_reason()})")
+        return 0
+    if a.busbw_only:
+        for s in [int(v) for v in a.busbw_only.split(",")]:
+            for n in counts:
+                det, _ = tessera_busbw(n, s, "rank_order", 20)
+                print(f"busbw n={n} {s >> 20} MiB deterministic {det:.1f} GB/s")
         return 0
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     reps = {s: max(20, min(200, (1 << 34) // max(s, 1))) for s in sizes}
@@ -226,6 +254,7 @@ def main():
                 tb, _ = theirs[s]
                 line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"
             rows.append(line)
+        rows.extend(tuned_rows(n, [s for s in sizes if s >= (256 << 20)]))
         ms, y = megatron_step(n)
         ms1, y1 = megatron_step(1)
         rows.append(f"megatron mlp tp={n}: {ms:.2f} ms/step vs 1 GPU {ms1:.2f} ms/step ({ms1 / ms:.2f}x); "
