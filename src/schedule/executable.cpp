@@ -568,7 +568,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       if (recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1) {
         raise(ErrorCode::ArgumentInvalid,
               "kernel " + kernel_name(k) + " (" + std::string(op.name()) +
-                  ") communicates with other shards through the host, which cannot happen inside a CUDA graph; "
+                  ") is a collective over several shards, which cannot be captured into a CUDA graph yet; "
                   "call the function without capture_graph",
               op.location());
       }

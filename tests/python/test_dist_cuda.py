@@ -129,7 +129,7 @@ needs_two_gpus = pytest.mark.skipif(not HAS_GPU or _C._cuda_device_count() < 2, 
 
 @needs_two_gpus
 def test_a_megatron_block_over_two_gpus_matches_one():
-    # In-process devices cuda:0 and cuda:1 (the local backend stages collectives through the host).
+    # In-process devices cuda:0 and cuda:1 (the nccl backend where NCCL loads, else local).
     m = dist.mesh(devices=["cuda:0", "cuda:1"], axes=("tp",), shape=(2,))
     rng = np.random.default_rng(4)
     x = rng.standard_normal((16, 32)).astype(np.float32)

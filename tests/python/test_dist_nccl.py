@@ -328,3 +328,18 @@ def test_dp_training_with_fixed_microbatches_is_bitwise_across_dp_sizes_on_gpus(
     cpu = dp_training.dp_train_bitwise(x, t, w1, w2, steps=20, dp=1, microbatches=4)[0]
     np.testing.assert_allclose(losses, cpu[0], rtol=1e-5)
     np.testing.assert_allclose(n1, cpu[1], rtol=1e-4, atol=1e-5)
+
+
+@needs(2)
+def test_capturing_a_collective_into_a_cuda_graph_is_a_clear_error():
+    m = dist.mesh(devices=members(2), axes=("tp",), shape=(2,))
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    f = tessera.jit(capture_graph=True)(lambda a, b: tessera.ops.matmul(a, b))
+    X = dist.tensor(x, layout=dist.ShardSpec(partition=("col",), mesh_axes=("tp",)), mesh=m)
+    W = dist.tensor(w, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
+    with pytest.raises(tessera.ArgumentError, match="cannot be captured into a CUDA graph yet"):
+        f(X, W)
+    np.testing.assert_allclose(tessera.jit(lambda a, b: tessera.ops.matmul(a, b))(X, W).numpy(),
+                               x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
