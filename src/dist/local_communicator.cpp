@@ -37,7 +37,11 @@ class LocalCommunicator final : public Communicator {
     return run_reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       Tensor out = Tensor::empty(x.shape(), x.policy());
       if (sum.numel() > 0) {
-        std::memcpy(out.data(), sum.data(), storage_bytes_for(x.dtype(), x.numel()));
+        // Packed (sub-byte) storage has no element address: copy its bytes whole.
+        const bool packed = is_packed(x.dtype());
+        std::memcpy(packed ? static_cast<void*>(out.packed_data()) : out.data(),
+                    packed ? static_cast<const void*>(sum.packed_data()) : sum.data(),
+                    storage_bytes_for(x.dtype(), x.numel()));
       }
       return on_device(out, x.device());
     });

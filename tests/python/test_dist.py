@@ -288,3 +288,24 @@ def test_gradients_through_per_shard_collectives():
     for r in range(2):
         want = x64[2 * r:2 * r + 2].T @ (2 * 2 * y)
         np.testing.assert_allclose(grads[r].numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_allreduce_of_packed_fp4_storage_on_the_local_backend():
+    # Two fp4 codes a byte: the result is copied whole (it has no per-element address).
+    import threading
+    from tessera import _C
+    comm = _C.local_communicator("tp", cpus(2), timeout=20)
+    vals = np.array([0.5, 1, 1.5, 2, -1, 3], np.float32)  # sums exact in fp4_e2m1
+    xs = [tessera.tensor(vals, "fp4_e2m1") for _ in range(2)]
+    out = [None, None]
+
+    def member(r):
+        out[r] = comm.allreduce(r, xs[r], "sum")
+    threads = [threading.Thread(target=member, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for o in out:
+        assert str(o.dtype) == "fp4_e2m1"
+        np.testing.assert_array_equal(o.numpy(), 2 * vals)

@@ -126,7 +126,7 @@ def test_every_collective_gives_the_local_backends_bits(np_, members):
     rc, out, _ = mpirun(np_, PROGRAMS / "collectives.py", members)
     assert rc == 0, out
     lines = ok_lines(out)
-    assert len(lines) == 51 and lines[-1] == "ok send/recv", out
+    assert len(lines) == 52 and lines[-1] == "ok send/recv", out
 
 
 @needs_mpirun

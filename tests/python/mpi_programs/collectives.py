@@ -77,7 +77,8 @@ for algorithm in ("ring", "tree"):
               inputs((1001,), dtype, 2))
         check(f"reduce_scatter {dtype} {algorithm}", lambda c, r, x: c.reduce_scatter(r, x, 1, "sum", algorithm),
               inputs((5, 7, 9), dtype, 3))
-# (packed formats: the local backend cannot take an allreduce result of them yet, so there is no reference)
+# Packed storage (two fp4 codes a byte) reduces whole.
+check("allreduce fp4_e2m1 sum", lambda c, r, x: c.allreduce(r, x, "sum"), inputs((5, 7), "fp4_e2m1", 4))
 for dtype in ("fp32", "bf16", "int32"):
     for dim in (0, 1, -1):
         check(f"reduce_scatter {dtype} dim {dim} (uneven)", lambda c, r, x: c.reduce_scatter(r, x, dim, "sum"),
