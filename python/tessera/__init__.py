@@ -12,7 +12,7 @@ from .jit import JitFunction, constraint, jit, require
 from .region import Region
 from .mapper import Mapper
 from . import runtime
-from . import dist, domain, array
+from . import dist, domain, array, sparse
 from .dist._launch import index_launch
 from .collectives import all_gather, all_to_all, allreduce, broadcast, recv, reduce_scatter, send
 from .profiler import profile
@@ -36,7 +36,7 @@ def info() -> str:
     return _C.info_report()
 
 
-__all__ = ["dist", "domain", "array", "index_launch", "allreduce", "all_gather", "reduce_scatter", "all_to_all",
+__all__ = ["dist", "domain", "array", "sparse", "index_launch", "allreduce", "all_gather", "reduce_scatter", "all_to_all",
            "broadcast", "send", "recv", "Tensor", "tensor", "from_dlpack", "ops", "jit", "profile", "JitFunction", "require", "constraint", "Region", "Mapper", "runtime", "autodiff", "grad", "value_and_grad",
            "vjp", "jvp", "jacfwd", "jacrev", "hvp", "custom_vjp", "custom_jvp", "stop_gradient", "checkpoint",
            "rematerialize", "GradScaler", "DType", "Policy", "PolicyModifier", "accum", "dtype", "inf_nan", "loss_scale",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tessera.errors import ArgumentError
+from tessera.sparse._pattern import SparseCSR  # noqa: F401 (the pattern alone; tessera/sparse/_pattern.py)
 
 
 class Rect:

@@ -18,7 +18,7 @@ using ir::OpDef;
 using ir::Type;
 
 constexpr std::string_view kFamilies[] = {"elementwise", "reduction", "gemm",   "normalization", "view", "constant",
-                                          "copy",        "random",    "collective", "opaque"};
+                                          "copy",        "random",    "collective", "sparse", "opaque"};
 constexpr std::string_view kVariants[] = {"tile", "view", "constant", "collective", "none"};
 
 std::vector<Type> operand_types(const ir::Operation& op) {
@@ -94,6 +94,7 @@ Family family_of(const ir::Operation& graph_op) {
       m[std::string("graph.") + n] = Family::copy;
     }
     for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;
+    for (const char* n : {"spmm", "sddmm"}) m[std::string("graph.") + n] = Family::sparse;
     for (const char* n : {"allreduce", "all_gather", "reduce_scatter", "all_to_all", "shard_slice"}) {
       m[std::string("graph.") + n] = Family::collective;
     }

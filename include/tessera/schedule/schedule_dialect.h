@@ -46,6 +46,7 @@ enum class Family {
   copy,
   random,
   collective,
+  sparse,
   opaque
 };
 

@@ -26,4 +26,7 @@ TileKernel lower_random(const ir::Operation& kernel, ir::Module& out, const std:
 bool normalization_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool sparse_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 }  // namespace tessera::schedule::templates

@@ -1,0 +1,215 @@
+// The sparse template: graph.spmm and graph.sddmm (graph/sparse_ops.cpp) ->
+// one Tile IR kernel each, computing exactly what the reference kernels do,
+// in their order, so results are bit for bit the reference's on every
+// backend:
+//
+//   spmm   one lane per output element i = m * N + n: acc = 0, then for
+//          j = start[m] .. end[m]-1 in order acc = fma(values[j],
+//          b[col[j], n], acc) at the accumulation type; stored rounded to
+//          the result's storage. Lanes of one group share rows (n is
+//          fastest), so the index loads of a row are shared in cache.
+//   sddmm  one lane per slot j: its row m is found by binary search over
+//          start (the largest m with start[m] <= j; empty rows share their
+//          start with the next row, so that m's row is never empty), then
+//          acc = fma(x[m, d], y[d, col[j]], acc) for d = 0 .. D-1.
+//
+// Row-split: every output element is written by one lane, which sums its
+// terms in one fixed order. No atomics, no cross-lane combination, so the
+// result cannot depend on the grid, the group size or the backend.
+//
+// The transposed-pattern operands are not read (the gradients use them).
+// Operands may arrive as splat constants inside the kernel (Schedule IR
+// copies those into the groups that read them); they become literals.
+#include <set>
+
+#include "graph/passes/pass_support.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+constexpr std::int64_t kLanes = 256;
+
+class SparseBuilder {
+ public:
+  SparseBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : kLanes;
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    const std::size_t num_in = body_.num_arguments();
+    TileKernel result;
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      params.emplace_back("in" + std::to_string(k),
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
+    }
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(p), /*is_mut=*/true));
+    // Dims read at run time: spmm needs b's N; sddmm x's M and D and y's K.
+    const bool spmm = root_.name() == "graph.spmm";
+    std::vector<std::pair<std::size_t, std::size_t>> dims;  // (operand, dim)
+    if (spmm) dims = {{1, 1}};
+    else dims = {{0, 0}, {0, 1}, {1, 1}};
+    // A splat-constant operand is not a kernel input; its dims are static.
+    std::vector<bool> passed;
+    for (auto [operand, d] : dims) {
+      passed.push_back(is_argument(root_.operand(operand)));
+      if (!passed.back()) continue;
+      params.emplace_back("x" + std::to_string(operand) + "_" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, argument_index(root_.operand(operand))});
+    }
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    fb_ = &fb;
+    Value* out_buffer = fb.argument(num_in);
+    std::vector<Value*> dim_values;
+    std::size_t next = num_in + 1;
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      const auto [operand, d] = dims[k];
+      dim_values.push_back(passed[k] ? fb.argument(next++) : tile::build_int(b, root_.operand(operand)->type().shape[d].size));
+    }
+    acc_ = default_policy(p.accum);
+    result_ = p;
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    tile::build_if(
+        b, cmp(b, "lt", i, n), {},
+        [&](ir::OpBuilder& t, std::span<Value* const>) {
+          Value* acc = spmm ? spmm_lane(t, i, dim_values[0]) : sddmm_lane(t, i, dim_values[0], dim_values[1], dim_values[2]);
+          t.create("tile.store_elem", {out_buffer, i, cast(t, acc, buffer_policy(result_))});
+          return std::vector<Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    return result;
+  }
+
+ private:
+  bool is_argument(const Value* v) const {
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      if (body_.argument(k) == v) return true;
+    }
+    return false;
+  }
+  std::size_t argument_index(const Value* v) const {
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      if (body_.argument(k) == v) return k;
+    }
+    return 0;
+  }
+
+  // Element `at` of operand k: a load, or the literal of a splat constant.
+  Value* element(ir::OpBuilder& b, std::size_t k, Value* at) {
+    const Value* v = root_.operand(k);
+    for (std::size_t a = 0; a < body_.num_arguments(); ++a) {
+      if (body_.argument(a) == v) return tile::build(b, "tile.load_elem", {fb_->argument(a), at});
+    }
+    const double s = *graph::splat_value(v);
+    const NumericsPolicy& p = v->type().policy;
+    if (is_float(p.storage)) return tile::build_real(b, s, buffer_policy(p));
+    return tile::build_int(b, static_cast<std::int64_t>(s));
+  }
+  Value* index(ir::OpBuilder& b, std::size_t k, Value* at) {
+    return cast(b, element(b, k, at), default_policy(DType::int64));
+  }
+  Value* at_acc(ir::OpBuilder& b, Value* x) { return x->type().policy == acc_ ? x : cast(b, x, acc_); }
+  Value* fma(ir::OpBuilder& b, Value* x, Value* y, Value* acc) {
+    return tile::build(b, "tile.fma", {at_acc(b, x), at_acc(b, y), acc});
+  }
+
+  // Operands: 0 values, 1 b, 2 start, 3 end, 4 col.
+  Value* spmm_lane(ir::OpBuilder& b, Value* i, Value* N) {
+    Value* m = op2(b, "div", i, N);
+    Value* col_n = op2(b, "rem", i, N);
+    Value* lo = index(b, 2, m);
+    Value* hi = index(b, 3, m);
+    ir::Operation* loop = tile::build_for(b, lo, hi, tile::build_int(b, 1), {tile::build_real(b, 0.0, acc_)},
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            Value* j = a[0];
+                                            Value* row_of_b = index(lb, 4, j);
+                                            Value* bv = element(lb, 1, index_op(lb, "add", index_op(lb, "mul", row_of_b, N), col_n));
+                                            return std::vector<Value*>{fma(lb, element(lb, 0, j), bv, a[1])};
+                                          });
+    return loop->result(0);
+  }
+
+  // Operands: 0 x [M, D], 1 y [D, K], 2 start, 3 end, 4 col.
+  Value* sddmm_lane(ir::OpBuilder& b, Value* j, Value* M, Value* D, Value* K) {
+    Value* one = tile::build_int(b, 1);
+    // Binary search: lo = the largest m with start[m] <= j, in [lo, hi).
+    ir::Operation* search = tile::build_while(
+        b, {tile::build_int(b, 0), M},
+        [&](ir::OpBuilder& cb, std::span<Value* const> a) {
+          return std::vector<Value*>{cmp(cb, "gt", op2(cb, "sub", a[1], a[0]), one), a[0], a[1]};
+        },
+        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* mid = op2(lb, "div", op2(lb, "add", a[0], a[1]), tile::build_int(lb, 2));
+          Value* le = cmp(lb, "le", index(lb, 2, mid), j);
+          return std::vector<Value*>{select(lb, le, mid, a[0]), select(lb, le, a[1], mid)};
+        });
+    Value* m = search->result(0);
+    Value* c = index(b, 4, j);
+    Value* row = index_op(b, "mul", m, D);
+    ir::Operation* loop = tile::build_for(b, tile::build_int(b, 0), D, one, {tile::build_real(b, 0.0, acc_)},
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            Value* d = a[0];
+                                            Value* xv = element(lb, 0, index_op(lb, "add", row, d));
+                                            Value* yv = element(lb, 1, index_op(lb, "add", index_op(lb, "mul", d, K), c));
+                                            return std::vector<Value*>{fma(lb, xv, yv, a[1])};
+                                          });
+    return loop->result(0);
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  ir::Block* fb_ = nullptr;
+  NumericsPolicy acc_, result_;
+};
+
+}  // namespace
+
+TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return SparseBuilder(kernel, out, name).build();
+}
+
+bool sparse_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  static const std::set<std::string_view> kOps = {"graph.spmm", "graph.sddmm"};
+  if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a sparse op");
+  const NumericsPolicy& p = root.result(0)->type().policy;
+  if (auto bad = unsupported_policy(p)) return fail("the result has " + *bad);
+  if (p.rounding != Rounding::nearest_even) return fail("the result rounds stochastically or toward zero (not built yet)");
+  if (!is_float(p.accum)) return fail("the accumulation type is not a float");
+  for (std::size_t k = 0; k < 2; ++k) {
+    const NumericsPolicy& q = root.operand(k)->type().policy;
+    if (auto bad = unsupported_policy(q)) return fail("operand " + std::to_string(k) + " has " + *bad);
+    // The kernel converts operands to the accumulation type: exact only when it is at least as wide.
+    if (info(q.storage).bits > info(p.accum).bits) {
+      return fail("operand " + std::to_string(k) + " is wider than the accumulation type");
+    }
+  }
+  return true;
+}
+
+}  // namespace tessera::schedule::templates
