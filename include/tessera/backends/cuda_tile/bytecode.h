@@ -1,0 +1,183 @@
+// A writer of CUDA Tile IR bytecode (the input of NVIDIA's `tileiras`),
+// written from the published format: a header (magic, version 13.3), then
+// sections (functions, constants, types, strings) and an end marker. Values
+// are numbered per function in definition order; a region's block arguments
+// and values go out of scope when the region closes, and an op's results are
+// numbered after its regions. Every op the writer encodes also appends one
+// line to a text rendering (Module::text()), the form inspect_ir("target")
+// shows, so the two can never disagree about what was emitted.
+//
+// Only the ops Tessera's lowering (lower.h) needs are here. Facts about the
+// format (opcodes, field order, enum values) are in bytecode_format.h.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::cuda_tile {
+
+// Element types, by their type-table tag.
+enum class Elem : std::uint8_t {
+  i1 = 0x00, i8 = 0x01, i16 = 0x02, i32 = 0x03, i64 = 0x04,
+  f16 = 0x05, bf16 = 0x06, f32 = 0x07, tf32 = 0x08, f64 = 0x09,
+  f8e4m3fn = 0x0a, f8e5m2 = 0x0b,
+};
+bool is_float(Elem e);
+int bit_width(Elem e);
+std::string_view elem_name(Elem e);  // "f32", "i64", ...
+
+struct TypeRef {
+  std::uint32_t id = 0;
+  bool operator==(const TypeRef&) const = default;
+};
+
+// A value of the function being written: its bytecode number and its type.
+struct Value {
+  std::uint32_t id = 0;
+  TypeRef type;
+  std::uint32_t name = 0;  // the text form's %N (unique in the module, unlike id)
+};
+
+// Comparison predicates and the rounding of integer division, as encoded.
+enum class Cmp : std::uint8_t { eq = 0, ne = 1, lt = 2, le = 3, gt = 4, ge = 5 };
+enum class Padding : std::uint8_t { zero = 0, neg_zero = 1, nan = 2, pos_inf = 3, neg_inf = 4 };
+
+class Module;
+
+// Writes one function's body. Obtained from Module::begin_entry; ops are
+// appended in order; regions open and close like brackets.
+class Body {
+ public:
+  const std::vector<Value>& params() const { return params_; }
+
+  // Scalars are rank-0 tiles; `bytes` is the element's little-endian bytes
+  // (one element: a splat of the result type).
+  Value constant(TypeRef tile_type, const std::vector<std::uint8_t>& bytes, std::string_view shown);
+  Value constant_int(TypeRef tile_type, std::int64_t v);
+  Value constant_float(TypeRef tile_type, double v);
+
+  Value make_tensor_view(TypeRef view_type, Value base, const std::vector<Value>& dyn_shape,
+                         const std::vector<Value>& dyn_strides);
+  Value make_partition_view(TypeRef view_type, Value tensor_view);
+  // tile_block_id (x, y, z), each tile<i32>.
+  std::vector<Value> tile_block_id();
+  std::vector<Value> num_tile_blocks();
+  // load_view_tko weak: the tile at `index` (in tiles) of a partition view.
+  Value load_view(TypeRef tile_type, Value view, const std::vector<Value>& index);
+  void store_view(Value tile, Value view, const std::vector<Value>& index);
+
+  // Elementwise ops over tiles of one type (float ops round to nearest even, no flush).
+  Value binary(std::string_view op, Value lhs, Value rhs);  // addf subf mulf divf maxf minf addi subi muli divi remi maxi mini andi ori xori
+  Value unary(std::string_view op, Value x);                // negf absf exp sqrt tanh negi absi log
+  Value cmp(Value lhs, Value rhs, Cmp pred);                // cmpf (ordered) or cmpi (signed)
+  Value select(Value cond, Value a, Value b);
+  Value convert(TypeRef to, Value x);                       // exti trunci itof ftoi ftof, chosen from the types
+  Value broadcast(TypeRef to, Value x);
+  Value reshape(TypeRef to, Value x);
+  Value mma(Value a, Value b, Value acc);                   // mmaf or mmai (signed)
+
+  // for %iv in (lo to hi, step s) iter_values(inits): returns the block's
+  // (iv, iters...); end_for(next) writes `continue next` and returns the results.
+  std::vector<Value> begin_for(Value lo, Value hi, Value step, const std::vector<Value>& inits);
+  std::vector<Value> end_for(const std::vector<Value>& next);
+  // reduce x along `dim` with identity `identity`: returns the block's (a, b);
+  // end_reduce(r) writes `yield r` and returns the reduced tile.
+  std::vector<Value> begin_reduce(Value x, int dim, double identity, TypeRef result_type);
+  Value end_reduce(Value combined);
+
+  void ret();
+
+ private:
+  friend class Module;
+  struct Frame;  // an open region
+  Body(Module& m) : m_(m) {}
+  void op(std::uint32_t opcode);
+  void var(std::uint64_t v);
+  void operand(Value v);
+  Value result(TypeRef t);
+  void line(const std::string& text);
+  std::string ref(Value v) const;
+
+  Module& m_;
+  std::vector<std::uint8_t> buf_;
+  std::uint32_t next_id_ = 0;
+  std::uint32_t num_ops_ = 0;
+  std::vector<Value> params_;
+  struct Open {
+    std::vector<std::uint8_t> outer_buf;
+    std::uint32_t outer_next_id = 0;
+    std::uint32_t outer_num_ops = 0;
+    std::vector<TypeRef> result_types;
+    std::string kind;  // "for" or "reduce"
+    std::string header;
+  };
+  std::vector<Open> open_;
+  int indent_ = 2;
+};
+
+class Module {
+ public:
+  explicit Module(std::string name);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  TypeRef elem(Elem e);
+  TypeRef tile(Elem e, const std::vector<std::int64_t>& shape);  // shape {} = a scalar
+  TypeRef pointer(Elem pointee);
+  // A tile of any element type (a kernel's pointer parameters are tile<ptr<T>>).
+  TypeRef tile_of(TypeRef element, const std::vector<std::int64_t>& shape);
+  TypeRef token();
+  // A view of global memory; kDynamic marks a dim or stride given at run time.
+  static constexpr std::int64_t kDynamic = INT64_MIN;
+  TypeRef tensor_view(Elem e, const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides);
+  // Tiles of `tile_shape` over a tensor view; `padding` fills elements past its bounds.
+  TypeRef partition_view(const std::vector<std::int32_t>& tile_shape, TypeRef tensor_view,
+                         std::optional<Padding> padding);
+  TypeRef function(const std::vector<TypeRef>& params);
+
+  // The element type and shape of a tile type (for the lowering's checks).
+  Elem elem_of(TypeRef tile_type) const;
+  const std::vector<std::int64_t>& shape_of(TypeRef tile_type) const;
+  std::string type_text(TypeRef t) const;
+
+  // Starts the (single) kernel entry; param names are for the text form.
+  Body& begin_entry(std::string_view name, const std::vector<TypeRef>& params,
+                    const std::vector<std::string>& param_names);
+  void end_entry();
+
+  std::vector<std::uint8_t> bytes() const;
+  std::string text() const;
+
+  // Internal to the writer (Body uses them).
+  std::uint32_t string_index(std::string_view s);
+  std::uint32_t constant_index(const std::vector<std::uint8_t>& data);
+  std::uint32_t next_name() { return names_++; }
+  std::vector<std::string>& text_lines() { return lines_; }
+
+ private:
+  struct TypeInfo;
+  TypeRef intern(std::vector<std::uint8_t> encoding, TypeInfo info);
+
+  std::string name_;
+  std::vector<std::vector<std::uint8_t>> types_;
+  std::vector<TypeInfo>* infos_;
+  std::vector<std::string> strings_;
+  std::vector<std::vector<std::uint8_t>> constants_;
+  std::vector<std::uint8_t> functions_;  // encoded function records
+  std::uint32_t num_functions_ = 0;
+  Body* body_ = nullptr;
+  std::string entry_name_;
+  TypeRef entry_sig_;
+  std::vector<std::string> lines_;
+  std::uint32_t names_ = 0;
+};
+
+// Encodings shared with the tests (the format's primitives).
+void put_varint(std::vector<std::uint8_t>& out, std::uint64_t v);
+void put_signed_varint(std::vector<std::uint8_t>& out, std::int64_t v);
+
+}  // namespace tessera::cuda_tile

@@ -1,0 +1,6 @@
+# The CUDA Tile IR target: Tile IR -> CUDA Tile IR bytecode (written here) ->
+# tileiras (found at run time; not needed to build) -> cubin.
+target_sources(tessera PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/bytecode.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/toolchain.cpp
+)
