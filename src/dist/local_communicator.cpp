@@ -33,7 +33,7 @@ class LocalCommunicator final : public Communicator {
   const std::vector<std::string>& members() const override { return rv_.members(); }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
-    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
+    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     return run_reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       Tensor out = Tensor::empty(x.shape(), x.policy());
       if (sum.numel() > 0) {
@@ -51,16 +51,9 @@ class LocalCommunicator final : public Communicator {
     const std::size_t d = normalize_dim(dim, x.rank(), "all_gather");
     Call c{"all_gather", x.shape(), x.policy(), "dim " + std::to_string(d), static_cast<std::int64_t>(d)};
     return run(rank, x, c, [&](const std::vector<const Tensor*>& in) {
-      std::vector<std::int64_t> shape = x.shape();
-      shape[d] = 0;
-      for (const Tensor* t : in) shape[d] += t->shape()[d];
-      const Tensor global = Tensor::empty(shape, detail::host_codes(x).policy());
-      std::int64_t at = 0;
-      for (const Tensor* t : in) {
-        detail::put_runs(global, detail::host_codes(*t), detail::runs_along(shape, d, {at, t->shape()[d]}));
-        at += t->shape()[d];
-      }
-      return detail::from_codes(global, x.policy(), x.device());
+      std::vector<Tensor> pieces;
+      for (const Tensor* t : in) pieces.push_back(detail::host_codes(*t));
+      return detail::from_codes(detail::concat_codes(pieces, d), x.policy(), x.device());
     });
   }
 
@@ -68,7 +61,7 @@ class LocalCommunicator final : public Communicator {
                         Algorithm algorithm) override {
     const std::size_t d = normalize_dim(dim, x.rank(), "reduce_scatter");
     Call c{"reduce_scatter", x.shape(), x.policy(),
-           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + algorithm_detail(algorithm)};
+           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + detail::algorithm_detail(algorithm)};
     return run_reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       const Run part = block_part(x.shape()[d], static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
       const Tensor codes = detail::take_runs(detail::host_codes(sum), detail::runs_along(x.shape(), d, part));
@@ -88,24 +81,12 @@ class LocalCommunicator final : public Communicator {
         const Run part = block_part(t->shape()[s], p, static_cast<std::int64_t>(rank));
         pieces.push_back(detail::take_runs(detail::host_codes(*t), detail::runs_along(t->shape(), s, part)));
       }
-      std::vector<std::int64_t> shape = pieces[0].shape();
-      shape[cd] = 0;
-      for (const Tensor& t : pieces) shape[cd] += t.shape()[cd];
-      const Tensor out = Tensor::empty(shape, pieces[0].policy());
-      std::int64_t at = 0;
-      for (const Tensor& t : pieces) {
-        detail::put_runs(out, t, detail::runs_along(shape, cd, {at, t.shape()[cd]}));
-        at += t.shape()[cd];
-      }
-      return detail::from_codes(out, x.policy(), x.device());
+      return detail::from_codes(detail::concat_codes(pieces, cd), x.policy(), x.device());
     });
   }
 
   Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) override {
-    if (root >= size()) {
-      raise(ErrorCode::ArgumentInvalid, "broadcast root " + std::to_string(root) + " is not a member of mesh axis '" +
-                                            axis() + "' (" + std::to_string(size()) + " members)");
-    }
+    detail::check_member(root, size(), axis(), "broadcast root");
     Call c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
     return run(rank, x, c, [&](const std::vector<const Tensor*>& in) {
       return detail::from_codes(detail::host_codes(*in[root]), x.policy(), x.device());
@@ -139,9 +120,6 @@ class LocalCommunicator final : public Communicator {
 
   // The call's description names a non-default algorithm, so that members
   // that disagree on it are a mismatch.
-  static std::string algorithm_detail(Algorithm a) {
-    return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
-  }
 
   template <class Finish>
   Tensor run_reduction(std::size_t rank, const Tensor& x, const Call& call, ReduceOp op, Algorithm algorithm,

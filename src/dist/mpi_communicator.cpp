@@ -22,6 +22,7 @@
 #include "dist/local_p2p.h"
 #include "dist/mpi/call_wire.h"
 #include "dist/mpi/transport.h"
+#include "dist/rendezvous.h"
 #include "dist/shard_copy.h"
 #include "tessera/dist/layout.h"
 #include "tessera/dist/mesh.h"
@@ -86,10 +87,6 @@ NumericsPolicy codes_policy(const NumericsPolicy& policy) {
   return detail::host_codes(Tensor::empty({0}, policy)).policy();
 }
 
-std::string algorithm_detail(Algorithm a) {
-  return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
-}
-
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(std::string axis, std::vector<std::string> members, std::vector<int> owners, double timeout)
@@ -123,7 +120,7 @@ class MpiCommunicator final : public Communicator {
   const std::vector<std::string>& members() const override { return members_; }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
-    CollectiveCall c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
+    CollectiveCall c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     return reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       return x.device() == "cpu" ? sum : sum.to(x.device());
     });
@@ -133,7 +130,7 @@ class MpiCommunicator final : public Communicator {
                         Algorithm algorithm) override {
     const std::size_t d = detail::normalize_collective_dim(dim, x.rank(), "reduce_scatter");
     CollectiveCall c{"reduce_scatter", x.shape(), x.policy(),
-                     std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + algorithm_detail(algorithm)};
+                     std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + detail::algorithm_detail(algorithm)};
     return reduction(rank, x, c, op, algorithm, [&](const Tensor& sum) {
       const Run part = block_part(x.shape()[d], static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
       const Tensor codes = detail::take_runs(detail::host_codes(sum), detail::runs_along(x.shape(), d, part));
@@ -159,16 +156,7 @@ class MpiCommunicator final : public Communicator {
         const Message m = receive(a, kExchange, s);
         in[s] = from_bytes(m.payload, detail::parse_call(m.call).shape, codes.policy(), members_[s]);
       }
-      std::vector<std::int64_t> shape = x.shape();
-      shape[d] = 0;
-      for (const Tensor& t : in) shape[d] += t.shape()[d];
-      const Tensor global = Tensor::empty(shape, codes.policy());
-      std::int64_t at = 0;
-      for (const Tensor& t : in) {
-        detail::put_runs(global, t, detail::runs_along(shape, d, {at, t.shape()[d]}));
-        at += t.shape()[d];
-      }
-      return detail::from_codes(global, x.policy(), x.device());
+      return detail::from_codes(detail::concat_codes(in, d), x.policy(), x.device());
     });
   }
 
@@ -194,24 +182,12 @@ class MpiCommunicator final : public Communicator {
         pieces[s] = s == rank ? mine
                               : from_bytes(receive(a, kExchange, s).payload, mine.shape(), codes.policy(), members_[s]);
       }
-      std::vector<std::int64_t> shape = mine.shape();
-      shape[cd] = 0;
-      for (const Tensor& t : pieces) shape[cd] += t.shape()[cd];
-      const Tensor out = Tensor::empty(shape, codes.policy());
-      std::int64_t at = 0;
-      for (const Tensor& t : pieces) {
-        detail::put_runs(out, t, detail::runs_along(shape, cd, {at, t.shape()[cd]}));
-        at += t.shape()[cd];
-      }
-      return detail::from_codes(out, x.policy(), x.device());
+      return detail::from_codes(detail::concat_codes(pieces, cd), x.policy(), x.device());
     });
   }
 
   Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) override {
-    if (root >= size()) {
-      raise(ErrorCode::ArgumentInvalid, "broadcast root " + std::to_string(root) + " is not a member of mesh axis '" +
-                                            axis_ + "' (" + std::to_string(size()) + " members)");
-    }
+    detail::check_member(root, size(), axis_, "broadcast root");
     CollectiveCall c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
     Active a = begin(rank, c);
     return guarded(a, [&] {

@@ -173,7 +173,7 @@ class NcclCommunicator final : public Communicator {
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
     const Tensor xc = prepare(rank, x, "allreduce");
-    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + algorithm_detail(algorithm)};
+    Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
     return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
       const std::int64_t n = xc.numel();
@@ -225,7 +225,7 @@ class NcclCommunicator final : public Communicator {
     const Tensor xc = prepare(rank, x, "reduce_scatter");
     const std::size_t d = detail::normalize_collective_dim(dim, x.rank(), "reduce_scatter");
     Call c{"reduce_scatter", x.shape(), x.policy(),
-           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + algorithm_detail(algorithm)};
+           std::string(reduce_op_name(op)) + ", dim " + std::to_string(d) + detail::algorithm_detail(algorithm)};
     const auto p = static_cast<std::int64_t>(size());
     const Run mine = block_part(x.shape()[d], p, static_cast<std::int64_t>(rank));
     std::vector<std::int64_t> shape = x.shape();
@@ -357,10 +357,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   Tensor broadcast(std::size_t rank, const Tensor& x, std::size_t root) override {
-    if (root >= size()) {
-      raise(ErrorCode::ArgumentInvalid, "broadcast root " + std::to_string(root) + " is not a member of mesh axis '" +
-                                            axis() + "' (" + std::to_string(size()) + " members)");
-    }
+    detail::check_member(root, size(), axis(), "broadcast root");
     const Tensor xc = prepare(rank, x, "broadcast");
     Call c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
@@ -386,9 +383,6 @@ class NcclCommunicator final : public Communicator {
   std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
 
  private:
-  static std::string algorithm_detail(Algorithm a) {
-    return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
-  }
   static void* ptr(const Tensor& t) { return t.device_data(); }
   static std::size_t element_bytes(const Tensor& t) { return static_cast<std::size_t>(storage_bytes(t.dtype())); }
 

@@ -42,6 +42,17 @@ std::size_t normalize_collective_dim(std::int64_t dim, std::size_t rank, const s
   return static_cast<std::size_t>(d);
 }
 
+std::string algorithm_detail(Algorithm a) {
+  return a == Algorithm::rank_order ? "" : ", " + std::string(algorithm_name(a));
+}
+
+void check_member(std::size_t index, std::size_t n, const std::string& axis, const std::string& what) {
+  if (index >= n) {
+    raise(ErrorCode::ArgumentInvalid, what + " " + std::to_string(index) + " is not a member of mesh axis '" + axis +
+                                          "' (" + std::to_string(n) + " members)");
+  }
+}
+
 Rendezvous::Rendezvous(std::string axis, std::vector<std::string> members, double timeout_seconds)
     : axis_(std::move(axis)), members_(std::move(members)), timeout_(timeout_seconds), slots_(members_.size()),
       arrived_(members_.size(), 0), computed_(members_.size(), 0), departed_(members_.size(), 0),
@@ -54,10 +65,7 @@ std::string Rendezvous::where(const CollectiveCall& c, std::uint64_t seq) const 
 }
 
 void Rendezvous::check_rank(std::size_t rank) const {
-  if (rank >= size()) {
-    raise(ErrorCode::ArgumentInvalid, "rank " + std::to_string(rank) + " is not a member of mesh axis '" + axis_ +
-                                          "' (" + std::to_string(size()) + " members)");
-  }
+  check_member(rank, size(), axis_, "rank");
 }
 
 // Raises (lock held) when a member failed or the group broke.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/dist/communicator.h"
 #include "tessera/runtime/tensor.h"
 
 namespace tessera::dist::detail {
@@ -34,6 +35,12 @@ struct CollectiveCall {
 // `dim` (negative counts from the end) as an index into a tensor of `rank`
 // dims; ArgumentError naming `what` when out of range.
 std::size_t normalize_collective_dim(std::int64_t dim, std::size_t rank, const std::string& what);
+
+// ", ring" for a non-default algorithm, so that members that disagree on it
+// are a mismatch; "" for rank order.
+std::string algorithm_detail(Algorithm a);
+// ArgumentError "<what> <index> is not a member of mesh axis '<axis>' (<n> members)" when index >= n.
+void check_member(std::size_t index, std::size_t n, const std::string& axis, const std::string& what);
 
 class Rendezvous {
  public:

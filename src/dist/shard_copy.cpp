@@ -97,4 +97,17 @@ std::vector<std::vector<Run>> runs_along(const std::vector<std::int64_t>& shape,
   return runs;
 }
 
+Tensor concat_codes(const std::vector<Tensor>& pieces, std::size_t dim) {
+  std::vector<std::int64_t> shape = pieces.at(0).shape();
+  shape[dim] = 0;
+  for (const Tensor& t : pieces) shape[dim] += t.shape()[dim];
+  const Tensor out = Tensor::empty(shape, pieces[0].policy());
+  std::int64_t at = 0;
+  for (const Tensor& t : pieces) {
+    put_runs(out, t, runs_along(shape, dim, {at, t.shape()[dim]}));
+    at += t.shape()[dim];
+  }
+  return out;
+}
+
 }  // namespace tessera::dist::detail

@@ -23,6 +23,9 @@ Tensor take_runs(const Tensor& global, const std::vector<std::vector<Run>>& runs
 // Writes `part` (codes, the runs' shape) into `global` (codes, contiguous) at the runs.
 void put_runs(const Tensor& global, const Tensor& part, const std::vector<std::vector<Run>>& runs);
 
+// `pieces` (codes, equal but for `dim`) concatenated along `dim`, in order.
+Tensor concat_codes(const std::vector<Tensor>& pieces, std::size_t dim);
+
 // Whole dims except `dim`, which takes `run`.
 std::vector<std::vector<Run>> runs_along(const std::vector<std::int64_t>& shape, std::size_t dim, Run run);
 
