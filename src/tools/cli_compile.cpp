@@ -5,7 +5,9 @@
 // names at their first candidate) plus the -D constants naming one of its
 // shape symbols or autotune names, after the Tile IR passes (nothing is
 // compiled); with --target cuda, the CUDA C++ the CUDA backend generates
-// (no GPU needed). Kernels have no graph or schedule level: that says so.
+// (no GPU needed); with --target cuda_tile, the CUDA Tile IR text form of
+// the module the cuda_tile target writes (no GPU or tileiras needed).
+// Kernels have no graph or schedule level: that says so.
 //
 // A Graph IR file (.tir, the IR text form) takes the Schedule IR path of
 // @jit functions instead: --emit schedule prints each function's Schedule
@@ -21,6 +23,7 @@
 
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/backends/cuda/cuda_backend.h"
+#include "tessera/backends/cuda_tile/lower.h"
 #include "tessera/frontend/compile_command.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
@@ -34,8 +37,8 @@ namespace tessera {
 namespace {
 
 constexpr const char* kCompileUsage =
-    "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda] [-D NAME=VALUE]... [-o OUT]\n"
-    "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda] [-o OUT]\n";
+    "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda|cuda_tile] [-D NAME=VALUE]... [-o OUT]\n"
+    "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda|cuda_tile] [-o OUT]\n";
 
 struct CompileArgs {
   std::string file;
@@ -111,7 +114,9 @@ int emit_target(const CompileArgs& a, std::ostream& out, std::ostream& err) {
       }
       std::shared_ptr<KernelSpecialization> spec = k.jit(mine).specialize();
       if (kernels.size() > 1) text += "// ===== kernel " + k.name() + " =====\n";
-      text += a.target == "cuda" ? cuda::emit_kernel_source(spec->func()) : spec->target_source();
+      text += a.target == "cuda"        ? cuda::emit_kernel_source(spec->func())
+              : a.target == "cuda_tile" ? cuda_tile::lower_kernel(spec->func()).text
+                                        : spec->target_source();
     }
     if (!unused.empty()) {
       raise(ErrorCode::ArgumentInvalid, "-D " + unused.begin()->first + ": no kernel in '" + a.file +
@@ -189,7 +194,9 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       }
       for (const ir::Operation* k : kernels) {
         result += "// ===== kernel " + ir::function_name(*k) + " =====\n";
-        result += a.target == "cuda" ? cuda::emit_kernel_source(*k) : cpu::emit_kernel_source(*k);
+        result += a.target == "cuda"        ? cuda::emit_kernel_source(*k)
+                  : a.target == "cuda_tile" ? cuda_tile::lower_kernel(*k).text
+                                            : cpu::emit_kernel_source(*k);
       }
     }
     write_output(a, result, out);
@@ -208,8 +215,8 @@ int run_kernel_compile_command(const std::vector<std::string>& args, std::ostrea
     err << "tessera compile: " << problem << "\n" << kCompileUsage;
     return 2;
   }
-  if (a.target != "cpu" && a.target != "cuda") {
-    err << "tessera compile: --target is cpu or cuda, got '" << a.target << "'\n";
+  if (a.target != "cpu" && a.target != "cuda" && a.target != "cuda_tile") {
+    err << "tessera compile: --target is cpu, cuda or cuda_tile, got '" << a.target << "'\n";
     return 2;
   }
   if (ends_with(a.file, ".tir")) return emit_graph_file(a, out, err);

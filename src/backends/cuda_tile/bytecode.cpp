@@ -577,6 +577,17 @@ Value Body::reshape(TypeRef to, Value x) {
   return r;
 }
 
+Value Body::offset(Value ptr, Value elements) {
+  op(f::op::offset);
+  var(ptr.type.id);
+  operand(ptr);
+  operand(elements);
+  Value r = result(ptr.type);
+  line(ref(r) + " = offset " + ref(ptr) + ", " + ref(elements) + " : " + m_.type_text(ptr.type) + ", " +
+       m_.type_text(elements.type));
+  return r;
+}
+
 Value Body::mma(Value a, Value b, Value acc) {
   const bool fl = is_float(m_.elem_of(acc.type));
   op(fl ? f::op::mmaf : f::op::mmai);

@@ -40,7 +40,7 @@ inline constexpr std::uint32_t absf = 0, absi = 1, addf = 2, addi = 3, andi = 4,
                                for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46, get_tile_block_id = 48,
                                itof = 59, load_view_tko = 62, log = 63, make_partition_view = 66,
                                make_tensor_view = 67, maxf = 69, maxi = 70, minf = 71, mini = 72, mmaf = 73,
-                               mmai = 74, mulf = 76, muli = 78, negf = 79, negi = 80, ori = 82, reduce = 88,
+                               mmai = 74, mulf = 76, muli = 78, negf = 79, negi = 80, offset = 81, ori = 82, reduce = 88,
                                remi = 90, reshape = 91, return_ = 92, select = 95, sqrt = 100, store_view_tko = 102,
                                subf = 103, subi = 104, tanh = 106, trunci = 107, xori = 108, yield = 109;
 }

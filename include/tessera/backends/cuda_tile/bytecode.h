@@ -77,6 +77,7 @@ class Body {
   Value convert(TypeRef to, Value x);                       // exti trunci itof ftoi ftof, chosen from the types
   Value broadcast(TypeRef to, Value x);
   Value reshape(TypeRef to, Value x);
+  Value offset(Value ptr, Value elements);                  // ptr + elements (a scalar pointer tile)
   Value mma(Value a, Value b, Value acc);                   // mmaf or mmai (signed)
 
   // for %iv in (lo to hi, step s) iter_values(inits): returns the block's
