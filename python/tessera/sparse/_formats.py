@@ -290,15 +290,19 @@ def bsr(indptr, indices, blocks, shape, *, dtype=None):
 
 def from_scipy(mat, *, dtype=None):
     """A Tessera sparse matrix from a scipy.sparse matrix or array: CSR stays CSR, COO stays COO,
-    BSR stays BSR, other formats become CSR. scipy's own duplicates and unsorted indices are
-    rejected like any other input (call ``sum_duplicates()`` / ``sort_indices()`` first)."""
+    BSR stays BSR, other formats become CSR. Unsorted column indices are sorted (scipy allows them);
+    duplicate entries are rejected like any other input (call ``sum_duplicates()`` first)."""
     fmt = getattr(mat, "format", None)
     if fmt is None or not hasattr(mat, "tocsr"):
         raise ArgumentError(f"tessera.sparse.from_scipy takes a scipy.sparse matrix, got {type(mat).__name__}")
     if fmt == "coo":
         return coo(mat.row, mat.col, mat.data, mat.shape, dtype=dtype)
     if fmt == "bsr":
+        if not mat.has_sorted_indices:
+            mat = mat.sorted_indices()
         return bsr(mat.indptr, mat.indices, mat.data, mat.shape, dtype=dtype)
     if fmt != "csr":
         mat = mat.tocsr()
+    if not mat.has_sorted_indices:
+        mat = mat.sorted_indices()  # a canonical order, no choice made for the user (duplicates stay errors)
     return csr(mat.indptr, mat.indices, mat.data, mat.shape, dtype=dtype)
