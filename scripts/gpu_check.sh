@@ -230,8 +230,10 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ]; then
   # Collectives over the GPUs of this host (the nccl backend); needs 2+ GPUs, skips parts with fewer.
   export NCCL_NVLS_ENABLE=0
   echo "== collectives on the GPUs (nccl backend vs local, partitioned @jit, index launches)"
+  extra=()
+  [ "${GPU_CHECK_ONLY:-}" = dist ] && extra=(tests/python/test_jit_cuda.py)
   PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_dist_nccl.py \
-    tests/python/test_dist_cuda.py 2>&1 | tee "$logs/pytest_dist_nccl.log" | tail -15
+    tests/python/test_dist_cuda.py "${extra[@]}" 2>&1 | tee "$logs/pytest_dist_nccl.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python nccl/dist tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPUs)" PASS "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')" ||
     row "python nccl/dist tests" FAIL "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')"

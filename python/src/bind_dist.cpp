@@ -170,13 +170,20 @@ void bind_dist(nb::module_& m) {
 
   m.def(
       "nccl_communicator",
-      [](std::string axis, std::vector<std::string> members, std::optional<double> timeout) {
+      [](std::string axis, std::vector<std::string> members, std::optional<double> timeout,
+         std::optional<std::vector<int>> owners, int this_process, std::shared_ptr<Communicator> coordinator) {
+        const double t = timeout ? *timeout : dist::collective_timeout_seconds();
         nb::gil_scoped_release release;  // ncclCommInitAll waits on every GPU
-        return dist::make_nccl_communicator(std::move(axis), std::move(members),
-                                            timeout ? *timeout : dist::collective_timeout_seconds());
+        if (owners) {
+          return dist::make_nccl_communicator(std::move(axis), std::move(members), std::move(*owners), this_process,
+                                              std::move(coordinator), t);
+        }
+        return dist::make_nccl_communicator(std::move(axis), std::move(members), t);
       },
-      nb::arg("axis"), nb::arg("members"), nb::arg("timeout") = nb::none(),
-      "A communicator of the nccl backend over GPUs of this process (tessera/dist/nccl.h).");
+      nb::arg("axis"), nb::arg("members"), nb::arg("timeout") = nb::none(), nb::arg("owners") = nb::none(),
+      nb::arg("this_process") = 0, nb::arg("coordinator") = nb::none(),
+      "A communicator of the nccl backend over GPUs of this process, or (owners=, coordinator=) over GPUs of "
+      "several processes (tessera/dist/nccl.h).");
   m.def("nccl_available", &dist::nccl_available, "Whether libnccl loads.");
   m.def("nccl_unavailable_reason", &dist::nccl_unavailable_reason, "Why libnccl does not load (\"\" when it does).");
 

@@ -5,6 +5,7 @@
 #include "tessera/dist/nccl.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,8 @@ struct Clique {
     std::lock_guard lock(mu);
     if (!broken.empty()) return;
     broken = why;
-    for (cu::ncclComm c : comms) cu::nccl().ncclCommAbort(c);
+    for (cu::ncclComm c : comms)
+      if (c != nullptr) cu::nccl().ncclCommAbort(c);
   }
 };
 
@@ -56,6 +58,61 @@ std::shared_ptr<Clique> clique_for(const std::vector<int>& devices) {
   cu::check_nccl(cu::nccl().ncclCommInitAll(c->comms.data(), static_cast<int>(devices.size()), devices.data()),
                  "ncclCommInitAll");
   slot = c;
+  return c;
+}
+
+// The clique of a group spread over processes (`key` names the group): its
+// members join one by one (ncclCommInitRank) at their first collective.
+std::shared_ptr<Clique> spread_clique_for(const std::string& key, std::size_t members) {
+  static std::mutex mu;
+  static auto* cliques = new std::map<std::string, std::shared_ptr<Clique>>();
+  std::lock_guard lock(mu);
+  auto& slot = (*cliques)[key];
+  if (slot != nullptr) {
+    std::lock_guard clique_lock(slot->mu);
+    if (slot->broken.empty()) return slot;
+  }
+  slot = std::make_shared<Clique>();
+  slot->comms.assign(members, nullptr);
+  return slot;
+}
+
+// A call as bytes for the coordinator's all-gather, and back: fields joined
+// by the unit separator, padded with zeros to kCallBytes.
+constexpr std::int64_t kCallBytes = 512;
+
+Tensor encode_call(const detail::CollectiveCall& c) {
+  std::string text = c.op + '\x1f' + c.detail + '\x1f' + std::to_string(static_cast<int>(c.policy.storage)) + '\x1f' +
+                     std::to_string(c.free_dim) + '\x1f';
+  for (std::size_t i = 0; i < c.shape.size(); ++i) text += (i ? "," : "") + std::to_string(c.shape[i]);
+  if (static_cast<std::int64_t>(text.size()) >= kCallBytes) {
+    raise(ErrorCode::ArgumentInvalid, "nccl: the description of " + c.describe() + " is too long to exchange");
+  }
+  Tensor t = Tensor::zeros({kCallBytes}, default_policy(DType::uint8));
+  std::memcpy(t.data(), text.data(), text.size());
+  return t;
+}
+
+detail::CollectiveCall decode_call(const unsigned char* bytes) {
+  const std::string text(reinterpret_cast<const char*>(bytes), strnlen(reinterpret_cast<const char*>(bytes), kCallBytes));
+  std::vector<std::string> f(1);
+  for (char ch : text) {
+    if (ch == '\x1f') f.emplace_back();
+    else f.back() += ch;
+  }
+  if (f.size() != 5) raise(ErrorCode::Collective, "nccl: a member sent a malformed call description");
+  detail::CollectiveCall c;
+  c.op = f[0];
+  c.detail = f[1];
+  c.policy = default_policy(static_cast<DType>(std::stoi(f[2])));
+  c.free_dim = std::stoll(f[3]);
+  std::size_t at = 0;
+  while (at < f[4].size()) {
+    const std::size_t comma = f[4].find(',', at);
+    c.shape.push_back(std::stoll(f[4].substr(at, comma == std::string::npos ? std::string::npos : comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   return c;
 }
 
@@ -145,11 +202,27 @@ SideStream& side_stream(int device) {
   return *s;
 }
 
+// Every member's shape in a call, by rank.
+using Shapes = std::vector<std::vector<std::int64_t>>;
+
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout)
-      : rv_(std::move(axis), std::move(members), timeout), p2p_(rv_.axis(), rv_.members(), timeout) {
-    for (const std::string& m : rv_.members()) {
+  NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout,
+                   std::vector<int> owners = {}, int this_process = 0,
+                   std::shared_ptr<Communicator> coordinator = nullptr)
+      : rv_(std::move(axis), std::move(members), timeout), p2p_(rv_.axis(), rv_.members(), timeout),
+        coordinator_(std::move(coordinator)) {
+    if (coordinator_ && owners.size() != size()) {
+      raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " +
+                                            std::to_string(owners.size()) + " owners for " + std::to_string(size()) +
+                                            " members");
+    }
+    for (std::size_t r = 0; r < size(); ++r) {
+      const std::string& m = rv_.members()[r];
+      if (coordinator_ && owners[r] != this_process) {
+        devices_.push_back(-1);  // a GPU of another process
+        continue;
+      }
       const int d = cuda::parse_device(m);
       if (d >= cuda::device_count()) {
         raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " + m +
@@ -164,7 +237,13 @@ class NcclCommunicator final : public Communicator {
       }
       devices_.push_back(d);
     }
-    clique_ = clique_for(devices_);
+    if (coordinator_) {
+      std::string key = rv_.axis();
+      for (std::size_t r = 0; r < size(); ++r) key += "|" + rv_.members()[r] + "@" + std::to_string(owners[r]);
+      clique_ = spread_clique_for(key, size());
+    } else {
+      clique_ = clique_for(devices_);
+    }
   }
 
   std::string_view backend() const override { return "nccl"; }
@@ -175,7 +254,7 @@ class NcclCommunicator final : public Communicator {
     const Tensor xc = prepare(rank, x, "allreduce");
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
-    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       const std::int64_t n = xc.numel();
       if (n == 0) return out;
       const std::size_t es = element_bytes(xc);
@@ -231,7 +310,7 @@ class NcclCommunicator final : public Communicator {
     std::vector<std::int64_t> shape = x.shape();
     shape[d] = mine.length;
     Tensor out = Tensor::empty(shape, x.policy(), x.device());
-    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       if (out.numel() == 0) return out;
       const std::size_t es = element_bytes(xc);
       const std::int64_t outer = product(x.shape(), 0, d), inner = product(x.shape(), d + 1, x.rank());
@@ -265,13 +344,13 @@ class NcclCommunicator final : public Communicator {
     const std::size_t d = detail::normalize_collective_dim(dim, x.rank(), "all_gather");
     Call c{"all_gather", x.shape(), x.policy(), "dim " + std::to_string(d), static_cast<std::int64_t>(d)};
     Tensor out;
-    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes& shapes) {
       // The members' sizes along d, known once all have arrived.
       std::vector<std::int64_t> lens, at;
       std::int64_t total = 0;
       for (std::size_t j = 0; j < size(); ++j) {
         at.push_back(total);
-        lens.push_back(rv_.call_of(j).shape[d]);
+        lens.push_back(shapes[j][d]);
         total += lens.back();
       }
       std::vector<std::int64_t> shape = x.shape();
@@ -329,7 +408,7 @@ class NcclCommunicator final : public Communicator {
     std::vector<std::int64_t> shape = piece_shape;
     shape[cd] *= p;
     Tensor out = Tensor::empty(shape, x.policy(), x.device());
-    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm) {
+    return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       if (xc.numel() == 0 && out.numel() == 0) return out;
       const std::size_t es = element_bytes(xc);
       const std::int64_t outer_s = product(x.shape(), 0, s), inner_s = product(x.shape(), s + 1, x.rank());
@@ -361,7 +440,7 @@ class NcclCommunicator final : public Communicator {
     const Tensor xc = prepare(rank, x, "broadcast");
     Call c{"broadcast", x.shape(), x.policy(), "root " + std::to_string(root)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
-    return collective(rank, xc, c, [&](int, cu::ncclComm comm) {
+    return collective(rank, xc, c, [&](int, cu::ncclComm comm, const Shapes&) {
       if (out.numel() == 0) return out;
       cu::check_nccl(cu::nccl().ncclBroadcast(ptr(xc), ptr(out), storage_bytes_for(x.dtype(), x.numel()),
                                               cu::kNcclUint8, static_cast<int>(root), comm, nullptr),
@@ -456,12 +535,16 @@ class NcclCommunicator final : public Communicator {
     return x.is_contiguous() ? x : x.contiguous();
   }
 
-  // The rendezvous, then `body` queues this member's side; a failure after
-  // the others may have queued theirs aborts the NCCL communicators (their
-  // GPUs would wait forever) and fails the call for everyone.
+  // The rendezvous, then `body` queues this member's side (given every
+  // member's shape); a failure after the others may have queued theirs
+  // aborts the NCCL communicators (their GPUs would wait forever) and fails
+  // the call for everyone.
   template <class Body>
   Tensor collective(std::size_t rank, const Tensor& x, const Call& call, Body body) {
+    if (coordinator_) return collective_across(rank, call, body);
     const std::uint64_t seq = rv_.arrive(rank, call, &x);
+    Shapes shapes;
+    for (std::size_t j = 0; j < size(); ++j) shapes.push_back(rv_.call_of(j).shape);
     Tensor out;
     std::string error;
     {
@@ -471,7 +554,7 @@ class NcclCommunicator final : public Communicator {
     if (error.empty()) {
       try {
         cu::use_device(devices_[rank]);
-        out = body(devices_[rank], clique_->comms[rank]);
+        out = body(devices_[rank], clique_->comms[rank], shapes);
       } catch (const std::exception& e) {
         error = members()[rank] + " could not queue its part: " + e.what();
         clique_->abort(rv_.where(call, seq) + ": " + error);
@@ -479,6 +562,69 @@ class NcclCommunicator final : public Communicator {
     }
     rv_.depart(rank, call, seq, error);
     return out;
+  }
+
+  // Members in several processes: the calls meet through the coordinator
+  // (which raises for a failed member or the timeout), are compared here,
+  // then each member queues its part.
+  template <class Body>
+  Tensor collective_across(std::size_t rank, const Call& call, Body body) {
+    const Tensor all = coordinator_->all_gather(rank, encode_call(call), 0);
+    std::vector<Call> calls;
+    for (std::size_t j = 0; j < size(); ++j) {
+      calls.push_back(decode_call(static_cast<const unsigned char*>(all.data()) + j * kCallBytes));
+    }
+    const std::string where = call.op + " over mesh axis '" + axis() + "' (nccl)";
+    for (std::size_t j = 1; j < size(); ++j) {
+      const std::string diff = calls[0].difference(calls[j]);
+      if (!diff.empty()) {
+        raise(ErrorCode::Collective, where + ": members disagree on " + diff + ": " + members()[0] + " called " +
+                                         calls[0].describe() + ", " + members()[j] + " called " + calls[j].describe());
+      }
+    }
+    Shapes shapes;
+    for (const Call& c : calls) shapes.push_back(c.shape);
+    {
+      std::lock_guard lock(clique_->mu);
+      if (!clique_->broken.empty()) {
+        raise(ErrorCode::Collective, where + ": the NCCL communicators were aborted: " + clique_->broken);
+      }
+    }
+    const cu::ncclComm comm = join(rank);
+    try {
+      cu::use_device(devices_[rank]);
+      return body(devices_[rank], comm, shapes);
+    } catch (const std::exception& e) {
+      const std::string why = members()[rank] + " could not queue its part: " + e.what();
+      clique_->abort(where + ": " + why);
+      raise(ErrorCode::Collective, where + ": " + why);
+    }
+  }
+
+  // Member `rank`'s NCCL communicator in a group spread over processes: made
+  // at its first collective (every member's first, in every process), with
+  // the unique id member 0 draws, sent through the coordinator.
+  cu::ncclComm join(std::size_t rank) {
+    {
+      std::lock_guard lock(clique_->mu);
+      if (clique_->comms[rank] != nullptr) return clique_->comms[rank];
+    }
+    Tensor id = Tensor::zeros({static_cast<std::int64_t>(sizeof(cu::NcclUniqueId))}, default_policy(DType::uint8));
+    if (rank == 0) {
+      cu::NcclUniqueId u{};
+      cu::check_nccl(cu::nccl().ncclGetUniqueId(&u), "ncclGetUniqueId");
+      std::memcpy(id.data(), &u, sizeof(u));
+    }
+    id = coordinator_->broadcast(rank, id, 0);
+    cu::NcclUniqueId u{};
+    std::memcpy(&u, id.data(), sizeof(u));
+    cu::use_device(devices_[rank]);
+    cu::ncclComm c = nullptr;
+    cu::check_nccl(cu::nccl().ncclCommInitRank(&c, static_cast<int>(size()), u, static_cast<int>(rank)),
+                   "ncclCommInitRank");
+    std::lock_guard lock(clique_->mu);
+    clique_->comms[rank] = c;
+    return c;
   }
 
   template <class Queue>
@@ -568,7 +714,8 @@ class NcclCommunicator final : public Communicator {
 
   detail::Rendezvous rv_;
   detail::LocalMailboxes p2p_;
-  std::vector<int> devices_;
+  std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
+  std::vector<int> devices_;                    // by rank; -1 for a GPU of another process
   std::shared_ptr<Clique> clique_;
 };
 
@@ -595,6 +742,18 @@ std::string nccl_library() {
 std::shared_ptr<Communicator> make_nccl_communicator(std::string axis, std::vector<std::string> members,
                                                      double timeout_seconds) {
   return std::make_shared<NcclCommunicator>(std::move(axis), std::move(members), timeout_seconds);
+}
+
+std::shared_ptr<Communicator> make_nccl_communicator(std::string axis, std::vector<std::string> members,
+                                                     std::vector<int> owners, int this_process,
+                                                     std::shared_ptr<Communicator> coordinator,
+                                                     double timeout_seconds) {
+  if (coordinator == nullptr) {
+    raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + axis +
+                                          "': members in several processes need a coordinator");
+  }
+  return std::make_shared<NcclCommunicator>(std::move(axis), std::move(members), timeout_seconds, std::move(owners),
+                                            this_process, std::move(coordinator));
 }
 
 }  // namespace tessera::dist

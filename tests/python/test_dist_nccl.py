@@ -343,3 +343,26 @@ def test_capturing_a_collective_into_a_cuda_graph_is_a_clear_error():
         f(X, W)
     np.testing.assert_allclose(tessera.jit(lambda a, b: tessera.ops.matmul(a, b))(X, W).numpy(),
                                x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+@needs(2)
+def test_nccl_across_mpi_processes():
+    # GPUs driven by two processes: NCCL's unique id over MPI, every collective
+    # bitwise against the local backend, a tp step equal to the mpi backend's.
+    import os
+    import shutil
+    import subprocess
+    import sys
+    mpirun = shutil.which("mpirun")
+    if mpirun is None or not _C.mpi_probe()["available"]:
+        pytest.skip("needs mpirun and MPI")
+    n = min(GPUS, 4)
+    program = os.path.join(os.path.dirname(__file__), "mpi_programs", "nccl_collectives.py")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               TESSERA_COLLECTIVE_TIMEOUT="60", OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               NCCL_NVLS_ENABLE="0")
+    p = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, program, str(n)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert sum(line.startswith("ok ") for line in out.splitlines()) == 14, out

@@ -16,6 +16,8 @@
 // its stream until the matching receive is queued, which a pipeline
 // schedule's order of sends could deadlock.
 //
+// Members may also live in several processes (the overload below).
+//
 // Not supported: packed sub-byte storage (a clear error).
 #pragma once
 
@@ -38,6 +40,20 @@ std::string nccl_library();
 // rank). The NCCL communicators of each ordered set of GPUs are created once
 // (ncclCommInitAll) and kept for the process.
 std::shared_ptr<Communicator> make_nccl_communicator(std::string axis, std::vector<std::string> members,
+                                                     double timeout_seconds = collective_timeout_seconds());
+
+// Members spread over processes (under mpirun): owners[r] is the process
+// that drives member r, `this_process` this one, and `coordinator` a
+// communicator over the same members that reaches every process (the mpi
+// backend's). NCCL's unique id travels through the coordinator, each member
+// joins with ncclCommInitRank at its first collective, and every collective
+// first exchanges the members' calls through the coordinator (so a
+// mismatch, a failed member or the timeout is a CollectiveError before
+// anything is queued). Communicators of a group must be made in the same
+// order in every process, as for the mpi backend.
+std::shared_ptr<Communicator> make_nccl_communicator(std::string axis, std::vector<std::string> members,
+                                                     std::vector<int> owners, int this_process,
+                                                     std::shared_ptr<Communicator> coordinator,
                                                      double timeout_seconds = collective_timeout_seconds());
 
 }  // namespace tessera::dist

@@ -6,12 +6,14 @@ and index launches). The choice, in order:
 
 - ``tessera.dist.mesh(..., backend=...)``, when given;
 - the environment variable ``TESSERA_COLLECTIVE_BACKEND``;
-- ``"auto"``: ``mpi`` when the members are driven by several processes
-  (under ``mpirun``; tessera.dist._mpi), else ``nccl`` when every member is
-  a real GPU of this process (``cuda:N`` not under
-  ``TESSERA_VIRTUAL_DEVICES``) and NCCL loads, else ``local``.
+- ``"auto"``: ``nccl`` when every member is a real GPU (``cuda:N`` not
+  under ``TESSERA_VIRTUAL_DEVICES``) and NCCL loads, across processes too
+  under ``mpirun`` (``TESSERA_NCCL_ACROSS_PROCESSES=0`` sends such groups
+  to ``mpi``); else ``mpi`` when the members are driven by several
+  processes (tessera.dist._mpi); else ``local``.
 
-Backends: ``local`` (in-process threads), ``nccl`` (GPUs of this process),
+Backends: ``local`` (in-process threads), ``nccl`` (GPUs, of one process
+or of several),
 ``mpi`` (members in several processes; with one process it runs its
 message exchange in-process).
 docs/guide/distribution.md, "Collective backends", says what each gives.
@@ -56,16 +58,16 @@ def chosen(devices, mesh=None) -> str:
     """The backend a group of ``devices`` gets."""
     asked = requested(mesh)
     spread = len(set(_owners(devices, mesh))) > 1
-    if spread and asked not in ("auto", "mpi"):
+    if spread and asked not in ("auto", "mpi", "nccl"):
         raise ArgumentError(f"the {asked} collective backend serves devices of one process; {list(devices)} are "
-                            f"driven by several MPI processes (use backend='mpi' or 'auto')")
+                            f"driven by several MPI processes (use backend='mpi', 'nccl' or 'auto')")
     if asked != "auto":
         return asked
+    gpus = len(devices) > 1 and _all_real_gpus(devices) and _C.nccl_available()
     if spread:
-        return "mpi"
-    if len(devices) > 1 and _all_real_gpus(devices) and _C.nccl_available():
-        return "nccl"
-    return "local"
+        # GPUs in several processes: NCCL, its unique id sent over MPI; else MPI itself.
+        return "nccl" if gpus and os.environ.get("TESSERA_NCCL_ACROSS_PROCESSES", "1") != "0" else "mpi"
+    return "nccl" if gpus else "local"
 
 
 def make_communicator(axis: str, devices, mesh=None):
@@ -78,6 +80,12 @@ def make_communicator(axis: str, devices, mesh=None):
         if not _all_real_gpus(devices):
             raise ArgumentError(f"the nccl collective backend serves GPUs of this process; mesh axis {axis!r} has "
                                 f"members {devices}")
+        owners = _owners(devices, mesh)
+        if len(set(owners)) > 1:
+            # The calls meet (and NCCL's unique id travels) through an mpi communicator of the same members.
+            coordinator = _C.mpi_communicator(f"{axis} (nccl)", devices, owners)
+            return _C.nccl_communicator(axis, devices, owners=owners, this_process=_mpi.rank(),
+                                        coordinator=coordinator)
         return _C.nccl_communicator(axis, devices)
     if backend == "mpi":
         return _C.mpi_communicator(axis, devices, _owners(devices, mesh))

@@ -48,6 +48,8 @@ const LoadedNccl& loaded() {
     get(a.ncclGetErrorString, "ncclGetErrorString");
     get(a.ncclGetLastError, "ncclGetLastError", false);
     get(a.ncclCommInitAll, "ncclCommInitAll");
+    get(a.ncclGetUniqueId, "ncclGetUniqueId");
+    get(a.ncclCommInitRank, "ncclCommInitRank");
     get(a.ncclCommDestroy, "ncclCommDestroy");
     get(a.ncclCommAbort, "ncclCommAbort");
     get(a.ncclCommGetAsyncError, "ncclCommGetAsyncError");

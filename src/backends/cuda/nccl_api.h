@@ -29,12 +29,19 @@ constexpr int kNcclMax = 2;
 constexpr int kNcclMin = 3;
 constexpr int kNcclAvg = 4;
 
+// ncclUniqueId: 128 opaque bytes, made by one rank and sent to the others.
+struct NcclUniqueId {
+  char internal[128];
+};
+
 struct NcclApi {
   std::string library;  // which libnccl was opened
   ncclResult (*ncclGetVersion)(int*);
   const char* (*ncclGetErrorString)(ncclResult);
   const char* (*ncclGetLastError)(ncclComm);  // optional (NCCL 2.13+): nullptr when absent
   ncclResult (*ncclCommInitAll)(ncclComm*, int, const int*);
+  ncclResult (*ncclGetUniqueId)(NcclUniqueId*);
+  ncclResult (*ncclCommInitRank)(ncclComm*, int, NcclUniqueId, int);
   ncclResult (*ncclCommDestroy)(ncclComm);
   ncclResult (*ncclCommAbort)(ncclComm);
   ncclResult (*ncclCommGetAsyncError)(ncclComm, ncclResult*);
