@@ -336,13 +336,15 @@ def test_capturing_a_collective_into_a_cuda_graph_is_a_clear_error():
     rng = np.random.default_rng(14)
     x = rng.standard_normal((8, 16)).astype(np.float32)
     w = rng.standard_normal((16, 8)).astype(np.float32)
-    f = tessera.jit(capture_graph=True)(lambda a, b: tessera.ops.matmul(a, b))
+    # relu of the row-parallel product needs its sum inside the function (an allreduce).
+    f = tessera.jit(capture_graph=True)(lambda a, b: tessera.ops.relu(tessera.ops.matmul(a, b)))
     X = dist.tensor(x, layout=dist.ShardSpec(partition=("col",), mesh_axes=("tp",)), mesh=m)
     W = dist.tensor(w, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
     with pytest.raises(tessera.ArgumentError, match="cannot be captured into a CUDA graph yet"):
         f(X, W)
-    np.testing.assert_allclose(tessera.jit(lambda a, b: tessera.ops.matmul(a, b))(X, W).numpy(),
-                               x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    assert f.inspect_ir("graph").count("graph.allreduce ") == 1
+    np.testing.assert_allclose(tessera.jit(lambda a, b: tessera.ops.relu(tessera.ops.matmul(a, b)))(X, W).numpy(),
+                               np.maximum(x.astype(np.float64) @ w, 0), rtol=1e-4, atol=1e-4)
 
 
 @needs(2)
