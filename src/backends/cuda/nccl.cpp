@@ -1,4 +1,5 @@
-// NCCL, opened with dlopen on first use (nccl_api.h). TESSERA_NCCL_LIBRARY
+// NCCL, opened with dlopen on first use (nccl_api.h), with NVLink multicast
+// off (NCCL_NVLS_ENABLE=0) unless the environment says otherwise. TESSERA_NCCL_LIBRARY
 // names the library file when it is not libnccl.so.2 on the loader's path
 // or under CUDA_HOME.
 #include <dlfcn.h>
@@ -21,6 +22,9 @@ struct LoadedNccl {
 const LoadedNccl& loaded() {
   static const LoadedNccl* state = [] {
     auto* s = new LoadedNccl();  // stays loaded for the process
+    // NVLink multicast (NVLS) stays off unless the user set it: NCCL reads
+    // the variable when it makes communicators, after this.
+    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
     void* library = nullptr;
     if (const char* path = std::getenv("TESSERA_NCCL_LIBRARY"); path && *path) {
       library = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -1,6 +1,6 @@
 """The mpi backend's allreduce against a bare MPI_Allreduce of the same buffers.
 
-    mpirun -np 2 .venv/bin/python scripts/mpi_bench.py [MAX_MIB]   # (as root: --allow-run-as-root)
+    mpirun -np 2 .venv/bin/python bench/mpi_bench.py [MAX_MIB]   # (as root: --allow-run-as-root)
 
 One member per process, fp32 sums from 4 KiB up to MAX_MIB (default 64):
 Tessera's deterministic rank-order allreduce (bytes moved with MPI, combined
