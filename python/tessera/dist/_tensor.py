@@ -92,10 +92,17 @@ def tensor(array=None, *, shape=None, layout=None, mesh=None, dtype=None) -> Dis
 
     ``tessera.dist.tensor(shape=, layout=, mesh=, dtype=)`` makes zeros;
     ``tessera.dist.tensor(array, layout=, mesh=)`` shards a host array (a
-    numpy array or tessera tensor; ``dtype=`` encodes it first). ``mesh``
+    numpy array or tessera tensor; ``dtype=`` encodes it first), or a sparse
+    matrix by rows (a ``tessera.sparse.DistCSR``). ``mesh``
     defaults to the enclosing ``with mesh:`` block; ``layout`` to replicated.
     """
     m = current_mesh("tessera.dist.tensor", mesh)
+    if getattr(array, "format", None) in ("csr", "coo", "bsr"):
+        # A sparse matrix: its rows split over the layout's axis (tessera/sparse/_dist.py).
+        from tessera.sparse._dist import distribute, row_axis
+        if dtype is not None:
+            raise ArgumentError("tessera.dist.tensor: dtype= does not apply to a sparse matrix (its values keep theirs)")
+        return distribute(array, m, row_axis(layout, "tessera.dist.tensor"))
     from tessera._tensor import Tensor, tensor as host_tensor
     if array is None:
         if shape is None:
