@@ -458,6 +458,8 @@ class NcclCommunicator final : public Communicator {
   void fail(std::size_t rank, const std::string& why) override {
     p2p_.fail(rank, why);
     rv_.fail(rank, why);
+    // Members in other processes learn it through the coordinator.
+    if (coordinator_) coordinator_->fail(rank, why);
   }
   std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
 

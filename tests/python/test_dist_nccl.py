@@ -368,3 +368,37 @@ def test_nccl_across_mpi_processes():
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert sum(line.startswith("ok ") for line in out.splitlines()) == 14, out
+
+
+@needs(2)
+@pytest.mark.parametrize("mode", ["raise", "fail", "exit", "mismatch"])
+def test_a_faulty_process_makes_the_others_raise_naming_it_on_gpus(mode):
+    # NCCL across two processes: a process that raises, fails a member, exits
+    # or calls another collective makes the other raise a CollectiveError
+    # naming the culprit, before anything is queued on a GPU; nothing hangs.
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+    import time
+    mpirun = shutil.which("mpirun")
+    if mpirun is None or not _C.mpi_probe()["available"]:
+        pytest.skip("needs mpirun and MPI")
+    n = 4 if GPUS >= 4 else 2
+    program = os.path.join(os.path.dirname(__file__), "mpi_programs", "faults.py")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               TESSERA_COLLECTIVE_TIMEOUT="20", OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               NCCL_NVLS_ENABLE="0", FAULT_DEVICES="cuda", FAULT_MEMBERS=str(n))
+    start = time.monotonic()
+    p = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, program, mode], env=env,
+                       capture_output=True, text=True, timeout=200)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert re.search(r"process 0 caught after \d+\.\d s", out), out
+    culprit = rf"cuda:{n // 2} \(rank {n // 2}, MPI process 1\)"
+    if mode == "mismatch":
+        assert "members disagree on the operation (allreduce vs all_gather)" in out, out
+    else:
+        assert re.search(culprit, out), out
+    assert "timed out" not in out and time.monotonic() - start < 120, out

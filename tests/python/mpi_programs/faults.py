@@ -10,6 +10,7 @@ others must raise a CollectiveError naming the culprit, never hang.
   mismatch  process 1 calls all_gather where the others call allreduce
 """
 
+import os
 import sys
 import threading
 import time
@@ -20,12 +21,22 @@ import tessera
 from tessera import _C, dist
 
 MODE = sys.argv[1]
-N = 4
+# FAULT_DEVICES=cuda: the members are GPUs and the communicator is the nccl
+# backend's across processes (tests/python/test_dist_nccl.py); FAULT_MEMBERS sets N.
+ON_GPUS = os.environ.get("FAULT_DEVICES") == "cuda"
+N = int(os.environ.get("FAULT_MEMBERS", "4"))
 W, ME = dist.world_size(), dist.rank()
 OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
 MINE = [r for r in range(N) if OWNERS[r] == ME]
-comm = _C.mpi_communicator("tp", [f"cpu:{i}" for i in range(N)], OWNERS)
-x = tessera.tensor(np.ones((3, 5), np.float32))
+if ON_GPUS:
+    from tessera.dist._backend import make_communicator
+    DEVICES = [f"cuda:{i}" for i in range(N)]
+    comm = make_communicator("tp", DEVICES, dist.mesh(devices=DEVICES, axes=("tp",), shape=(N,)))
+    assert comm.backend == "nccl", comm.backend
+    xs = {r: tessera.tensor(np.ones((3, 5), np.float32)).to(DEVICES[r]) for r in MINE}
+else:
+    comm = _C.mpi_communicator("tp", [f"cpu:{i}" for i in range(N)], OWNERS)
+    xs = {r: tessera.tensor(np.ones((3, 5), np.float32)) for r in MINE}
 
 
 def members(fn):
@@ -46,7 +57,7 @@ def members(fn):
         raise errors[0]
 
 
-members(lambda r: comm.allreduce(r, x))  # one collective that works
+members(lambda r: comm.allreduce(r, xs[r]))  # one collective that works
 culprit = ME == 1
 if culprit and MODE == "raise":
     raise RuntimeError("boom on purpose")
@@ -61,8 +72,8 @@ def call(r):
         comm.fail(r, "ValueError: member failed on purpose")
         raise ValueError("member failed on purpose")
     if culprit and MODE == "mismatch":
-        return comm.all_gather(r, x, 0)
-    return comm.allreduce(r, x)
+        return comm.all_gather(r, xs[r], 0)
+    return comm.allreduce(r, xs[r])
 
 
 start = time.monotonic()
