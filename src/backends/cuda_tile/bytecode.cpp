@@ -559,22 +559,22 @@ Value Body::convert(TypeRef to, Value x) {
   return r;
 }
 
-Value Body::broadcast(TypeRef to, Value x) {
-  op(f::op::broadcast);
+// An op of one operand whose only attribute is its result type (broadcast, reshape).
+Value Body::retyped(std::uint32_t opcode, const char* name, TypeRef to, Value x) {
+  op(opcode);
   var(to.id);
   operand(x);
   Value r = result(to);
-  line(ref(r) + " = broadcast " + ref(x) + " : " + m_.type_text(x.type) + " -> " + m_.type_text(to));
+  line(ref(r) + " = " + name + " " + ref(x) + " : " + m_.type_text(x.type) + " -> " + m_.type_text(to));
   return r;
 }
 
+Value Body::broadcast(TypeRef to, Value x) {
+  return retyped(f::op::broadcast, "broadcast", to, x);
+}
+
 Value Body::reshape(TypeRef to, Value x) {
-  op(f::op::reshape);
-  var(to.id);
-  operand(x);
-  Value r = result(to);
-  line(ref(r) + " = reshape " + ref(x) + " : " + m_.type_text(x.type) + " -> " + m_.type_text(to));
-  return r;
+  return retyped(f::op::reshape, "reshape", to, x);
 }
 
 Value Body::offset(Value ptr, Value elements) {

@@ -4,13 +4,13 @@ against the local backend over the same inputs (computed whole in each
 process). Prints one "ok <case>" line per case from process 0; any
 difference raises (and the job exits non-zero)."""
 
-import threading
 import sys
 
 import numpy as np
 
 import tessera
 from tessera import _C, dist
+from member_threads import inputs as member_inputs, threads
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 4  # members
 W, ME = dist.world_size(), dist.rank()
@@ -19,38 +19,8 @@ OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
 MINE = [r for r in range(N) if OWNERS[r] == ME]
 
 
-def threads(ranks, fn):
-    """fn(rank) for each of `ranks` at once; results by rank (the first error raised)."""
-    out, errors = {}, []
-
-    def body(r):
-        try:
-            out[r] = fn(r)
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            errors.append(e)
-
-    ts = [threading.Thread(target=body, args=(r,)) for r in ranks]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 def inputs(shape, dtype, seed, uneven_dim=None):
-    rng = np.random.default_rng(seed)
-    xs = []
-    for r in range(N):
-        s = list(shape)
-        if uneven_dim is not None:
-            s[uneven_dim] += r
-        if dtype.startswith("int"):
-            xs.append(tessera.tensor(rng.integers(-1000, 1000, size=s), dtype))
-        else:
-            xs.append(tessera.tensor(rng.standard_normal(s) * 3, dtype))
-    return xs
+    return member_inputs(N, shape, dtype, seed, uneven_dim)
 
 
 def check(name, call, xs):

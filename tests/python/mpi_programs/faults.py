@@ -12,13 +12,13 @@ others must raise a CollectiveError naming the culprit, never hang.
 
 import os
 import sys
-import threading
 import time
 
 import numpy as np
 
 import tessera
 from tessera import _C, dist
+from member_threads import threads
 
 MODE = sys.argv[1]
 # FAULT_DEVICES=cuda: the members are GPUs and the communicator is the nccl
@@ -39,25 +39,7 @@ else:
     xs = {r: tessera.tensor(np.ones((3, 5), np.float32)) for r in MINE}
 
 
-def members(fn):
-    errors = []
-
-    def body(r):
-        try:
-            fn(r)
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            errors.append(e)
-
-    ts = [threading.Thread(target=body, args=(r,)) for r in MINE]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-
-
-members(lambda r: comm.allreduce(r, xs[r]))  # one collective that works
+threads(MINE, lambda r: comm.allreduce(r, xs[r]))  # one collective that works
 culprit = ME == 1
 if culprit and MODE == "raise":
     raise RuntimeError("boom on purpose")
@@ -78,7 +60,7 @@ def call(r):
 
 start = time.monotonic()
 try:
-    members(call)
+    threads(MINE, call)
 except tessera.CollectiveError as e:
     print(f"process {ME} caught after {time.monotonic() - start:.1f} s: {e}", flush=True)
     raise

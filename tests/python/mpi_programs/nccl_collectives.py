@@ -6,13 +6,13 @@ step with the mpi backend. Prints "ok <case>" lines from process 0; any
 difference raises (and the job exits non-zero)."""
 
 import sys
-import threading
 
 import numpy as np
 
 import tessera
 from tessera import _C, dist
 from tessera.dist._backend import chosen, make_communicator
+from member_threads import inputs as member_inputs, threads
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2  # members (GPUs)
 W, ME = dist.world_size(), dist.rank()
@@ -23,33 +23,8 @@ OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
 MINE = [r for r in range(N) if OWNERS[r] == ME]
 
 
-def threads(ranks, fn):
-    out, errors = {}, []
-
-    def body(r):
-        try:
-            out[r] = fn(r)
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            errors.append(e)
-    ts = [threading.Thread(target=body, args=(r,)) for r in ranks]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 def inputs(shape, dtype, seed, uneven_dim=None):
-    rng = np.random.default_rng(seed)
-    xs = []
-    for r in range(N):
-        s = list(shape)
-        if uneven_dim is not None:
-            s[uneven_dim] += r
-        xs.append(tessera.tensor(rng.standard_normal(s) * 3, dtype))
-    return xs
+    return member_inputs(N, shape, dtype, seed, uneven_dim)
 
 
 COMM = make_communicator("tp", MEMBERS, MESH)

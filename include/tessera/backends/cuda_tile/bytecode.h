@@ -96,6 +96,7 @@ class Body {
   struct Frame;  // an open region
   Body(Module& m) : m_(m) {}
   void op(std::uint32_t opcode);
+  Value retyped(std::uint32_t opcode, const char* name, TypeRef to, Value x);
   void var(std::uint64_t v);
   void operand(Value v);
   Value result(TypeRef t);
