@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tessera/backends/cuda_tile/toolchain.h"
 #include "tessera/dist/mesh.h"
 #include "tessera/dist/mpi.h"
 #include "tessera/dist/nccl.h"
@@ -68,6 +69,18 @@ std::string info_report() {
         << dist::nccl_library() << ")\n";
   } else {
     out << "  nccl:        unavailable: " << dist::nccl_unavailable_reason() << "\n";
+  }
+  // tileiras assembles the CUDA Tile IR target's bytecode (docs/design/0014-cuda-tile-target.md).
+  {
+    const cuda_tile::Toolchain& t = cuda_tile::toolchain();
+    if (t.found) {
+      std::string archs;
+      for (const std::string& a : t.archs) archs += (archs.empty() ? "" : " ") + a;
+      out << "  tileiras:    found (" << t.version << ", " << t.tileiras << ", from " << t.source << "; " << archs
+          << ")" << (t.reason.empty() ? "" : "; " + t.reason) << "\n";
+    } else {
+      out << "  tileiras:    not found: " << t.reason << "\n";
+    }
   }
   out << "distribution:  collectives: local (in-process)"
       << (cuda.available && dist::nccl_available() ? ", nccl (the GPUs above)" : "") << "; mesh devices cpu:N (virtual)";

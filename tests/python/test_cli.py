@@ -1,6 +1,7 @@
 """The `tessera` command that `pip install .` puts on the environment's PATH."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,10 @@ def test_info(tmp_path):
         assert len(cuda_line.split("unavailable:", 1)[1].strip()) > 10
     assert f"compile cache: {tmp_path / 'cache'}" in result.stdout
     assert tessera.info() in result.stdout or result.stdout.startswith("Tessera")
+    # tileiras (the CUDA Tile IR target) is reported either way; pointed at a missing file, it says so.
+    assert re.search(r"tileiras:    (found \(\d+\.\d+|not found: )", result.stdout), result.stdout
+    missing = run("info", env=dict(env, TESSERA_TILEIRAS=str(tmp_path / "no-tileiras")))
+    assert "tileiras:    not found" in missing.stdout and "no-tileiras" in missing.stdout, missing.stdout
 
 
 def test_policy_and_errors():

@@ -97,7 +97,14 @@ void describe(Toolchain& t) {
 Toolchain find_toolchain() {
   Toolchain t;
   std::vector<std::pair<fs::path, std::string>> candidates;
-  if (std::string p = env("TESSERA_TILEIRAS"); !p.empty()) candidates.emplace_back(p, "TESSERA_TILEIRAS");
+  if (std::string p = env("TESSERA_TILEIRAS"); !p.empty()) {
+    // Named by the user: that file or nothing (no quiet fall back to another tileiras).
+    if (!executable(p)) {
+      t.reason = "TESSERA_TILEIRAS=" + p + " is not an executable file";
+      return t;
+    }
+    candidates.emplace_back(p, "TESSERA_TILEIRAS");
+  }
   for (const fs::path& sp : site_packages()) candidates.emplace_back(sp / "nvidia/cu13/bin/tileiras", "pip (" + sp.string() + ")");
   if (std::string h = env("CUDA_HOME"); !h.empty()) candidates.emplace_back(fs::path(h) / "bin/tileiras", "CUDA_HOME");
   std::stringstream path(env("PATH"));
