@@ -29,6 +29,7 @@ Rules& table() {
     rules::register_reduction_rules();
     rules::register_linalg_rules();
     rules::register_sparse_rules();
+    rules::register_attention_rules();
     rules::register_normalization_rules();
     rules::register_shape_rules();
     rules::register_effect_rules();

@@ -49,6 +49,7 @@ bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   if (family == Family::copy) return templates::copy_covers(kernel, why);
   if (family == Family::random) return templates::random_covers(kernel, why);
   if (family == Family::sparse) return templates::sparse_covers(kernel, why);
+  if (family == Family::attention) return templates::attention_covers(kernel, why);
   if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
   return false;
 }
@@ -69,6 +70,7 @@ TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std:
   if (kernel_family(kernel) == Family::copy) return templates::lower_copy(kernel, out, name);
   if (kernel_family(kernel) == Family::random) return templates::lower_random(kernel, out, name);
   if (kernel_family(kernel) == Family::sparse) return templates::lower_sparse(kernel, out, name);
+  if (kernel_family(kernel) == Family::attention) return templates::lower_attention(kernel, out, name);
   return templates::lower_elementwise(kernel, out, name);
 }
 

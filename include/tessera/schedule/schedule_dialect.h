@@ -47,6 +47,7 @@ enum class Family {
   random,
   collective,
   sparse,
+  attention,
   opaque
 };
 

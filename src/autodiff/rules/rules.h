@@ -17,6 +17,7 @@ void register_elementwise_rules();
 void register_reduction_rules();
 void register_linalg_rules();
 void register_sparse_rules();  // spmm, sddmm
+void register_attention_rules();  // flash_attn, flash_attn_bwd
 void register_normalization_rules();
 void register_shape_rules();
 void register_effect_rules();  // cast, creation, random, stop_gradient, collectives, comparisons

@@ -29,4 +29,7 @@ TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, con
 bool sparse_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool attention_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 }  // namespace tessera::schedule::templates

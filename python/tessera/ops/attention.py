@@ -1,0 +1,66 @@
+"""Attention: ``flash_attn`` (docs/guide/attention.md, docs/design/0015-flash-attention.md).
+
+``flash_attn(q, k, v)`` records Graph IR ``graph.flash_attn`` (graph/attention_ops.cpp) and runs
+compiled like every op: eagerly, or inside ``@tessera.jit``. Its gradient is the separate op
+``graph.flash_attn_bwd`` with fixed-order sums (deterministic, no atomics).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from tessera.errors import ArgumentError, ShapeError
+from tessera.ops._dispatch import dispatch
+
+__all__ = ["flash_attn"]
+
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+
+
+def _dense(x):
+    from tessera._tensor_ops import TensorOps
+    from tessera import _C
+    if isinstance(x, (_C.Tensor, TensorOps)):
+        return x
+    from tessera._tensor import tensor
+    return tensor(x)
+
+
+def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, key=None):
+    """Scaled dot-product attention, ``softmax(q k^T * scale) v`` per head.
+
+    q is [B, Hq, Sq, D]; k and v are [B, Hkv, Sk, D] with Hq a multiple of Hkv (grouped-query
+    attention: query head h reads key/value head h // (Hq // Hkv)). D is 64, 128 or 256.
+    ``scale`` defaults to 1 / sqrt(D).
+
+    ``causal``: query row i sees keys j <= i + (Sk - Sq), a mask aligned to the bottom-right corner
+    of the [Sq, Sk] score matrix. With Sq == Sk that is the usual lower triangle; with Sq < Sk
+    (decoding with a KV cache: the queries are the last Sq positions) the last query row sees every
+    key. Sq > Sk with causal=True is an error: the first Sq - Sk rows would see no key.
+
+    bf16/fp16 inputs accumulate in fp32 (the policy's accumulation type); the result has q's
+    policy. The forward is an online softmax over the keys and never forms the [Sq, Sk] matrix.
+
+    ``dropout`` > 0 (with a ``tessera.ops.philox`` key) is not supported yet and raises.
+    """
+    if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+        raise ArgumentError(f"tessera.ops.flash_attn: dropout must be a float in [0, 1), got {dropout!r}")
+    if dropout > 0.0:
+        raise ArgumentError("tessera.ops.flash_attn: dropout > 0 is not supported yet (the kernels have no "
+                            "in-kernel Philox draw); apply tessera.ops.dropout outside attention or pass 0.0")
+    if key is not None and dropout == 0.0:
+        pass  # a key without dropout draws nothing, as tessera.ops.dropout with p = 0
+    q, k, v = _dense(q), _dense(k), _dense(v)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) != 4:
+            raise ShapeError(f"tessera.ops.flash_attn: {name} must be [B, H, S, D], got {list(x.shape)}")
+    d = q.shape[3]
+    if isinstance(d, numbers.Integral) and d not in SUPPORTED_HEAD_DIMS:
+        raise ShapeError(f"tessera.ops.flash_attn: head dim D is {d}; supported D are 64, 128 and 256")
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not math.isfinite(scale):
+        raise ArgumentError(f"tessera.ops.flash_attn: scale must be a finite float, got {scale!r}")
+    o, _lse = dispatch("graph.flash_attn", [q, k, v], {"scale": float(scale), "causal": bool(causal)})
+    return o

@@ -1,0 +1,127 @@
+// JVP and VJP rules of graph.flash_attn (graph/attention_ops.cpp).
+//
+// VJP: the backward is its own op, graph.flash_attn_bwd (q, k, v, the
+// forward's o and lse, and o's cotangent -> dq, dk, dv), which compiles to
+// its own kernel with fixed-order sums. A cotangent of the logsumexp result
+// is not supported: tessera.ops.flash_attn returns o alone, so user code
+// never reaches it, and a rule that met one raises rather than drop it.
+//
+// JVP: built from the decomposition, at the accumulation type, with
+// G = Hq / Hkv and the query heads of one group as an extra batch dim:
+//   S  = scale q k^T (causal: -inf where j > i + Sk - Sq)   P = softmax(S)
+//   dS = scale (dq k^T + q dk^T)    dP = P (dS - rowsum(P dS))  (softmax_linear)
+//   do = dP v + P dv                dlse = rowsum(P dS)
+// This materializes S x S per head, as any forward-mode rule of attention
+// built from Graph IR ops must; a fused JVP kernel is future work.
+// graph.flash_attn_bwd is differentiated the same way in neither mode: it is
+// linear in do but not in q, k, v, and its rules raise (second derivatives of
+// attention are not built).
+#include <limits>
+
+#include "autodiff/rules/rules.h"
+#include "tessera/support/error.h"
+
+namespace tessera::autodiff::rules {
+
+namespace {
+
+ir::AttrMap attn_attrs(const ir::Operation& op) {
+  return ir::AttrMap{{"scale", op.attrs().get_real("scale")}, {"causal", op.attrs().get_bool("causal")}};
+}
+
+Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
+  if (ct.size() > 1 && ct[1]) {
+    raise(ErrorCode::ArgumentInvalid,
+          "graph.flash_attn: differentiating through its logsumexp result is not supported (only through o)");
+  }
+  if (!ct[0]) return Values{nullptr, nullptr, nullptr};
+  Value* q = c.primal(op.operand(0));
+  Value* k = c.primal(op.operand(1));
+  Value* v = c.primal(op.operand(2));
+  Value* o = c.primal(op.result(0));
+  Value* lse = c.primal(op.result(1));
+  Value* dout = c.cast_to(ct[0], o->type().policy);
+  return c.ops("graph.flash_attn_bwd", {q, k, v, o, lse, dout}, attn_attrs(op));
+}
+
+struct Decomposition {
+  RuleContext& c;
+  const ir::Operation& op;
+  NumericsPolicy acc;
+  ir::Shape q5, kv5;  // [B, Hkv, G, Sq, D] and [B, Hkv, 1, Sk, D]
+
+  Decomposition(RuleContext& ctx, const ir::Operation& o) : c(ctx), op(o) {
+    acc = default_policy(op.operand(0)->type().policy.accum);
+    const ir::Shape& q = op.operand(0)->type().shape;
+    const ir::Shape& k = op.operand(1)->type().shape;
+    const std::int64_t G = q[1].size / k[1].size;
+    q5 = {q[0], k[1], ir::Dim::fixed(G), q[2], q[3]};
+    kv5 = {k[0], k[1], ir::Dim::fixed(1), k[2], k[3]};
+  }
+  Value* reshape(Value* x, const ir::Shape& s) { return c.op("graph.reshape", {x}, ir::AttrMap{{"shape", s}}); }
+  Value* at_acc(Value* x, const ir::Shape& s) { return x ? reshape(c.cast_to(x, acc), s) : nullptr; }
+  Value* qkT(Value* a, Value* b) {
+    return c.op("graph.gemm", {a, b}, ir::AttrMap{{"transpose_a", false}, {"transpose_b", true}});
+  }
+  Value* scaled(Value* x) { return mul(c, x, c.scalar(op.attrs().get_real("scale"), acc)); }
+
+  // softmax of the masked scores [B, Hkv, G, Sq, Sk].
+  Value* probabilities(Value* q, Value* k) {
+    Value* s = scaled(qkT(q, k));
+    if (op.attrs().get_bool("causal")) {
+      const ir::Dim sq = q5[3], sk = kv5[3];
+      if (sq.is_symbolic() || sk.is_symbolic()) {
+        raise(ErrorCode::ShapeMismatch, "graph.flash_attn: the forward-mode rule of a causal attention needs static "
+                                        "sequence lengths, got Sq = " + sq.str() + ", Sk = " + sk.str());
+      }
+      const ir::Shape grid = {sq, sk};
+      const NumericsPolicy i64 = default_policy(DType::int64);
+      Value* i = c.op("graph.iota", {}, ir::AttrMap{{"shape", grid}, {"axis", std::int64_t{0}}, {"policy", i64}});
+      Value* j = c.op("graph.iota", {}, ir::AttrMap{{"shape", grid}, {"axis", std::int64_t{1}}, {"policy", i64}});
+      Value* limit = add(c, i, c.scalar(static_cast<double>(sk.size - sq.size), i64));
+      Value* visible = c.op("graph.le", {j, limit});
+      s = c.op("graph.where", {visible, s, c.scalar(-std::numeric_limits<double>::infinity(), acc)});
+    }
+    return c.op("graph.softmax_safe", {s}, ir::AttrMap{{"axis", std::int64_t{-1}}});
+  }
+
+  Values jvp(const Values& t) {
+    Value* q = at_acc(c.primal(op.operand(0)), q5);
+    Value* k = at_acc(c.primal(op.operand(1)), kv5);
+    Value* v = at_acc(c.primal(op.operand(2)), kv5);
+    Value* p = probabilities(q, k);
+    Value* ds = add_maybe(c, t[0] ? qkT(at_acc(t[0], q5), k) : nullptr, t[1] ? qkT(q, at_acc(t[1], kv5)) : nullptr);
+    Value* dout = nullptr;
+    Value* dlse = nullptr;
+    if (ds) {
+      ds = scaled(ds);
+      Value* dp = c.op("graph.softmax_linear", {p, ds}, ir::AttrMap{{"axis", std::int64_t{-1}}});
+      dout = c.op("graph.matmul", {dp, v});
+      dlse = c.op("graph.sum", {mul(c, p, ds)}, ir::AttrMap{{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", false}});
+    }
+    if (t[2]) dout = add_maybe(c, dout, c.op("graph.matmul", {p, at_acc(t[2], kv5)}));
+    if (dout) dout = c.fit_to(reshape(dout, op.result(0)->type().shape), op.result(0)->type());
+    if (dlse) dlse = c.fit_to(reshape(dlse, op.result(1)->type().shape), op.result(1)->type());
+    return Values{dout, dlse};
+  }
+};
+
+[[noreturn]] void no_second_order(const char* mode) {
+  raise(ErrorCode::ArgumentInvalid, std::string("graph.flash_attn_bwd has no ") + mode +
+                                        " rule yet: second derivatives of attention are not built");
+}
+
+}  // namespace
+
+void register_attention_rules() {
+  register_builtin_jvp("graph.flash_attn", [](RuleContext& c, ir::Operation& op, const Values& t) {
+    return Decomposition(c, op).jvp(t);
+  });
+  register_builtin_vjp("graph.flash_attn", flash_attn_vjp);
+  register_builtin_jvp("graph.flash_attn_bwd",
+                       [](RuleContext&, ir::Operation&, const Values&) -> Values { no_second_order("JVP"); });
+  register_builtin_vjp("graph.flash_attn_bwd",
+                       [](RuleContext&, ir::Operation&, const Values&) -> Values { no_second_order("VJP"); });
+}
+
+}  // namespace tessera::autodiff::rules

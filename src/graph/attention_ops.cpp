@@ -1,0 +1,307 @@
+// Graph IR attention: graph.flash_attn and graph.flash_attn_bwd
+// (docs/design/0015-flash-attention.md).
+//
+//   flash_attn(q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, D])
+//       -> o [B, Hq, Sq, D], lse [B, Hq, Sq] (at the accumulation type)
+//   flash_attn_bwd(q, k, v, o, lse, do) -> dq, dk, dv
+//
+// Attributes: scale (real, the caller's default is 1/sqrt(D)) and causal.
+// Query head h reads key/value head h / (Hq / Hkv) (grouped-query
+// attention). D is 64, 128 or 256.
+//
+// The causal mask is aligned to the bottom-right corner: query row i sees
+// keys j <= i + (Sk - Sq). With Sq == Sk that is the usual lower triangle;
+// with Sq < Sk (decoding against a KV cache) the last query row sees every
+// key. Sq > Sk with causal would leave the first Sq - Sk rows without any
+// key, a mask that cannot apply: it is an error.
+//
+// Arithmetic, in the accumulation type `acc` (fp32 for bf16/fp16 and fp32
+// storage, fp64 for fp64), each step rounded once, in this order; the
+// compiled kernels (schedule/templates/attention.cpp) do exactly this, so
+// results agree bit for bit:
+//
+//   forward, per query row i: m = -inf, l = 0, a[d] = 0; for each visible
+//   key j in increasing order (online softmax, one key at a time):
+//     s = q_i . k_j   (fma over d = 0 .. D-1)     x = s * scale
+//     m' = max(m, x)  alpha = exp(m - m')         p = exp(x - m')
+//     l = l * alpha + p (fma)                     a[d] = a[d] * alpha + p * v_j[d] (fma)
+//     m = m'
+//   o[d] = a[d] / l, lse = m + log(l).
+//
+//   backward: delta_i = do_i . o_i (fma over d), and for each visible (i, j)
+//     p = exp(q_i . k_j * scale - lse_i)   dp = do_i . v_j   ds = p * (dp - delta_i)
+//   dq_i[d] = scale * sum over j (increasing) of ds * k_j[d]
+//   dk_j[d] = scale * sum over (h in the group, then i increasing) of ds * q_i[d]
+//   dv_j[d] =         sum over the same (h, i) of p * do_i[d]
+//   every sum a chain of fmas from zero in that fixed order: each output
+//   element is owned by one summation, no atomics, deterministic.
+//
+// exp and log are tessera::elementary's (the compiled kernels' too).
+#include <cmath>
+#include <limits>
+
+#include "graph/accumulate.h"
+#include "graph/kernel_support.h"
+#include "graph/op_families.h"
+#include "graph/shape_rules.h"
+#include "tessera/numerics/elementary.h"
+#include "tessera/support/error.h"
+
+namespace tessera::graph {
+
+namespace {
+
+using ir::AttrMap;
+using ir::KernelCall;
+using ir::OpDef;
+
+void check_dim(const Dim& got, const Dim& want, const std::string& op, const std::string& what) {
+  if (got != want) raise(ErrorCode::ShapeMismatch, op + ": " + what + " is " + got.str() + " but should be " + want.str());
+}
+
+// The checked shapes of q, k, v (shared by both ops): returns the policy.
+NumericsPolicy check_qkv(std::span<const ir::Type> in, const AttrMap& attrs, const std::string& op) {
+  const char* names[3] = {"q", "k", "v"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (in[i].rank() != 4) {
+      raise(ErrorCode::ShapeMismatch, op + ": " + names[i] + " must be [B, H, S, D], got " + shape_str(in[i].shape));
+    }
+    const NumericsPolicy& p = in[i].policy;
+    if (!is_float(p.storage) || p.storage == DType::e8m0 || !is_float(p.accum)) {
+      raise(ErrorCode::DtypeUnsupported,
+            op + ": " + names[i] + " must be floating point, got " + std::string(name(p.storage)));
+    }
+    if (!(p == in[0].policy)) {
+      raise(ErrorCode::DtypeUnsupported, op + ": q, k and v must share one policy; " + names[i] + " is " +
+                                             std::string(name(p.storage)) + " but q is " +
+                                             std::string(name(in[0].policy.storage)));
+    }
+  }
+  const auto& q = in[0].shape;
+  const auto& k = in[1].shape;
+  const auto& v = in[2].shape;
+  check_dim(k[0], q[0], op, "k's batch dim");
+  check_dim(v[0], q[0], op, "v's batch dim");
+  check_dim(v[1], k[1], op, "v's head count");
+  check_dim(v[2], k[2], op, "v's sequence length");
+  if (q[3].is_symbolic() || !(q[3].is_fixed(64) || q[3].is_fixed(128) || q[3].is_fixed(256))) {
+    raise(ErrorCode::ShapeMismatch, op + ": head dim D is " + q[3].str() + "; supported D are 64, 128 and 256");
+  }
+  check_dim(k[3], q[3], op, "k's head dim");
+  check_dim(v[3], q[3], op, "v's head dim");
+  if (q[1].is_symbolic() || k[1].is_symbolic()) {
+    raise(ErrorCode::ShapeMismatch, op + ": head counts must be static, got Hq = " + q[1].str() + ", Hkv = " + k[1].str());
+  }
+  if (k[1].size <= 0 || q[1].size % k[1].size != 0) {
+    raise(ErrorCode::ShapeMismatch, op + ": q has " + q[1].str() + " heads and k/v " + k[1].str() +
+                                        "; Hq must be a positive multiple of Hkv (grouped-query attention)");
+  }
+  if (attrs.get_bool("causal") && !q[2].is_symbolic() && !k[2].is_symbolic() && q[2].size > k[2].size) {
+    raise(ErrorCode::ShapeMismatch, op + ": a causal mask aligned bottom-right cannot apply with Sq = " + q[2].str() +
+                                        " > Sk = " + k[2].str() + ": the first " +
+                                        std::to_string(q[2].size - k[2].size) + " query rows would see no key");
+  }
+  return in[0].policy;
+}
+
+std::vector<ir::AttrSpec> attn_attrs() { return {real_attr("scale"), bool_attr("causal", false)}; }
+
+// One (batch, head) problem's geometry, in elements.
+struct Geometry {
+  std::int64_t B, Hq, Hkv, G, Sq, Sk, D;
+  bool causal;
+  std::int64_t off() const { return Sk - Sq; }  // query row i sees keys j <= i + off (causal)
+  std::int64_t key_end(std::int64_t i) const { return causal ? std::min(Sk, i + off() + 1) : Sk; }
+  std::int64_t query_begin(std::int64_t j) const { return causal ? std::max<std::int64_t>(0, j - off()) : 0; }
+  std::size_t q_row(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    return static_cast<std::size_t>(((b * Hq + h) * Sq + i) * D);
+  }
+  std::size_t k_row(std::int64_t b, std::int64_t h, std::int64_t j) const {
+    return static_cast<std::size_t>(((b * Hkv + h) * Sk + j) * D);
+  }
+};
+
+Geometry geometry(const KernelCall& call) {
+  const auto& q = call.inputs[0].shape();
+  const auto& k = call.inputs[1].shape();
+  if (call.attrs.get_bool("causal") && q[2] > k[2]) {
+    raise(ErrorCode::ShapeMismatch, "graph.flash_attn: a causal mask aligned bottom-right cannot apply with Sq = " +
+                                        std::to_string(q[2]) + " > Sk = " + std::to_string(k[2]));
+  }
+  return Geometry{q[0], q[1], k[1], q[1] / k[1], q[2], k[2], q[3], call.attrs.get_bool("causal")};
+}
+
+// The steps of the header's recipe, each rounded once to `acc`.
+struct Steps {
+  DType acc;
+  double scale;
+  double R(double x) const { return round_to(x, acc); }
+  double dot(const double* a, const double* b, std::int64_t D) const {
+    double s = 0.0;
+    for (std::int64_t d = 0; d < D; ++d) s = fma_rounded(s, a[d], b[d], acc);
+    return s;
+  }
+  double max(double a, double b) const {
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+    return a > b ? a : b;
+  }
+  double exp(double x) const { return R(tessera::elementary::exp(x)); }
+  double log(double x) const { return R(tessera::elementary::log(x)); }
+  double sub(double a, double b) const { return R(a - b); }
+  double mul(double a, double b) const { return R(a * b); }
+};
+
+std::vector<Tensor> run_forward(const KernelCall& call) {
+  const Geometry g = geometry(call);
+  const auto q = call.inputs[0].to_values();
+  const auto k = call.inputs[1].to_values();
+  const auto v = call.inputs[2].to_values();
+  const ir::Type& out = call.result_types[0];
+  const Steps st{out.policy.accum, round_to(call.attrs.get_real("scale"), out.policy.accum)};
+  std::vector<double> o(q.size()), lse(q.size() / static_cast<std::size_t>(g.D));
+  std::vector<double> a(static_cast<std::size_t>(g.D));
+  for (std::int64_t b = 0; b < g.B; ++b) {
+    for (std::int64_t h = 0; h < g.Hq; ++h) {
+      for (std::int64_t i = 0; i < g.Sq; ++i) {
+        const double* qi = &q[g.q_row(b, h, i)];
+        double m = -std::numeric_limits<double>::infinity(), l = 0.0;
+        std::fill(a.begin(), a.end(), 0.0);
+        for (std::int64_t j = 0; j < g.key_end(i); ++j) {
+          const double x = st.mul(st.dot(qi, &k[g.k_row(b, h / g.G, j)], g.D), st.scale);
+          const double mn = st.max(m, x);
+          const double alpha = st.exp(st.sub(m, mn));
+          const double p = st.exp(st.sub(x, mn));
+          l = fma_rounded(p, l, alpha, st.acc);
+          const double* vj = &v[g.k_row(b, h / g.G, j)];
+          for (std::int64_t d = 0; d < g.D; ++d) {
+            a[static_cast<std::size_t>(d)] = fma_rounded(st.mul(p, vj[d]), a[static_cast<std::size_t>(d)], alpha, st.acc);
+          }
+          m = mn;
+        }
+        for (std::int64_t d = 0; d < g.D; ++d) o[g.q_row(b, h, i) + static_cast<std::size_t>(d)] = st.R(a[static_cast<std::size_t>(d)] / l);
+        lse[g.q_row(b, h, i) / static_cast<std::size_t>(g.D)] = st.R(m + st.log(l));
+      }
+    }
+  }
+  return {make_result(o, out), make_result(lse, call.result_types[1])};
+}
+
+std::vector<Tensor> run_backward(const KernelCall& call) {
+  const Geometry g = geometry(call);
+  const auto q = call.inputs[0].to_values();
+  const auto k = call.inputs[1].to_values();
+  const auto v = call.inputs[2].to_values();
+  const auto o = call.inputs[3].to_values();
+  const auto lse = call.inputs[4].to_values();
+  const auto dout = call.inputs[5].to_values();
+  const DType acc = call.result_types[0].policy.accum;
+  const Steps st{acc, round_to(call.attrs.get_real("scale"), acc)};
+  const std::size_t D = static_cast<std::size_t>(g.D);
+  // p and ds of one (query row, key) pair, exactly as the compiled lanes compute them.
+  auto pair = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double delta, double& p, double& ds) {
+    const std::size_t qi = g.q_row(b, h, i), kj = g.k_row(b, h / g.G, j);
+    const double x = st.mul(st.dot(&q[qi], &k[kj], g.D), st.scale);
+    p = st.exp(st.sub(x, lse[qi / D]));
+    const double dp = st.dot(&dout[qi], &v[kj], g.D);
+    ds = st.mul(p, st.sub(dp, delta));
+  };
+  std::vector<double> dq(q.size()), dk(k.size()), dv(k.size());
+  std::vector<double> acc_q(D), acc_k(D), acc_v(D);
+  for (std::int64_t b = 0; b < g.B; ++b) {
+    for (std::int64_t h = 0; h < g.Hq; ++h) {
+      for (std::int64_t i = 0; i < g.Sq; ++i) {
+        const std::size_t qi = g.q_row(b, h, i);
+        const double delta = st.dot(&dout[qi], &o[qi], g.D);
+        std::fill(acc_q.begin(), acc_q.end(), 0.0);
+        for (std::int64_t j = 0; j < g.key_end(i); ++j) {
+          double p, ds;
+          pair(b, h, i, j, delta, p, ds);
+          const double* kj = &k[g.k_row(b, h / g.G, j)];
+          for (std::size_t d = 0; d < D; ++d) acc_q[d] = fma_rounded(acc_q[d], ds, kj[d], acc);
+        }
+        for (std::size_t d = 0; d < D; ++d) dq[qi + d] = st.mul(acc_q[d], st.scale);
+      }
+    }
+    for (std::int64_t hk = 0; hk < g.Hkv; ++hk) {
+      for (std::int64_t j = 0; j < g.Sk; ++j) {
+        std::fill(acc_k.begin(), acc_k.end(), 0.0);
+        std::fill(acc_v.begin(), acc_v.end(), 0.0);
+        for (std::int64_t h = hk * g.G; h < (hk + 1) * g.G; ++h) {
+          for (std::int64_t i = g.query_begin(j); i < g.Sq; ++i) {
+            const std::size_t qi = g.q_row(b, h, i);
+            const double delta = st.dot(&dout[qi], &o[qi], g.D);
+            double p, ds;
+            pair(b, h, i, j, delta, p, ds);
+            for (std::size_t d = 0; d < D; ++d) {
+              acc_v[d] = fma_rounded(acc_v[d], p, dout[qi + d], acc);
+              acc_k[d] = fma_rounded(acc_k[d], ds, q[qi + d], acc);
+            }
+          }
+        }
+        const std::size_t kj = g.k_row(b, hk, j);
+        for (std::size_t d = 0; d < D; ++d) {
+          dk[kj + d] = st.mul(acc_k[d], st.scale);
+          dv[kj + d] = acc_v[d];
+        }
+      }
+    }
+  }
+  return {make_result(dq, call.result_types[0]), make_result(dk, call.result_types[1]),
+          make_result(dv, call.result_types[2])};
+}
+
+ir::Type lse_type(const ir::Type& q, const NumericsPolicy& p) {
+  return ir::Type::tensor({q.shape[0], q.shape[1], q.shape[2]}, default_policy(p.accum));
+}
+
+}  // namespace
+
+void register_attention_ops(ir::Registry& r) {
+  r.add(OpDef{
+      .name = "graph.flash_attn",
+      .summary = "softmax(q k^T * scale, causal bottom-right) v per head (grouped-query), with the logsumexp per "
+                 "query row; online softmax, never the S x S matrix.",
+      .operands = {"q", "k", "v"},
+      .attrs = attn_attrs(),
+      .num_results = 2,
+      .infer =
+          [](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const std::string op = "graph.flash_attn";
+            if (in.size() != 3) raise(ErrorCode::ArgumentInvalid, op + " takes q, k and v, got " + std::to_string(in.size()) + " operands");
+            const NumericsPolicy p = check_qkv(in, attrs, op);
+            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, p), lse_type(in[0], p)};
+          },
+      .reference = run_forward,
+  });
+  r.add(OpDef{
+      .name = "graph.flash_attn_bwd",
+      .summary = "dq, dk, dv of graph.flash_attn from q, k, v, its o and lse, and do; fixed-order sums, no atomics.",
+      .operands = {"q", "k", "v", "o", "lse", "do"},
+      .attrs = attn_attrs(),
+      .num_results = 3,
+      .infer =
+          [](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const std::string op = "graph.flash_attn_bwd";
+            if (in.size() != 6) {
+              raise(ErrorCode::ArgumentInvalid, op + " takes q, k, v, o, lse and do, got " + std::to_string(in.size()) + " operands");
+            }
+            const NumericsPolicy p = check_qkv(in, attrs, op);
+            for (std::size_t i : {3, 5}) {
+              if (in[i].shape != in[0].shape || !(in[i].policy == p)) {
+                raise(ErrorCode::ShapeMismatch, op + ": " + (i == 3 ? "o" : "do") + " must be q's type " +
+                                                    ir::print_type(ir::Type::tensor(in[0].shape, p)) + ", got " +
+                                                    ir::print_type(in[i]));
+              }
+            }
+            const ir::Type lse = lse_type(in[0], p);
+            if (in[4].shape != lse.shape || in[4].policy.storage != lse.policy.storage) {
+              raise(ErrorCode::ShapeMismatch, op + ": lse must be " + ir::print_type(lse) + ", got " + ir::print_type(in[4]));
+            }
+            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, p), ir::Type::tensor(in[1].shape, p),
+                                         ir::Type::tensor(in[2].shape, p)};
+          },
+      .reference = run_backward,
+  });
+}
+
+}  // namespace tessera::graph

@@ -1,0 +1,304 @@
+// The attention template: graph.flash_attn and graph.flash_attn_bwd
+// (graph/attention_ops.cpp) -> one Tile IR kernel each, for the CPU and the
+// CUDA backends, computing exactly the reference's recipe in its order, so
+// results equal the reference bit for bit (docs/design/0015-flash-attention.md).
+//
+//   forward   one lane per element (row, d) of o: an online softmax over the
+//             row's visible keys, one key at a time, carrying (m, l, a) in
+//             loop registers; the lane with d == 0 also writes the row's
+//             logsumexp. No S x S matrix exists anywhere: each score lives
+//             in a register for one loop step.
+//   backward  one lane per element of dq (its sum over keys), and the same
+//             lane then owns the elements e = lane, lane + numel(dq), ... of
+//             dk and dv (their sums over the group's heads and the query
+//             rows, in that order). Every output element is one lane's
+//             chain of fmas in a fixed order: no atomics, no cross-lane
+//             combination, so results do not depend on the grid, the group
+//             size or the backend.
+//
+// The cost of this first version: every lane of a row recomputes the row's
+// scores (D times the FLOPs of a blocked kernel that shares them through
+// shared memory and mma). It is the correctness baseline that a tiled
+// kernel must match bit for bit.
+#include "graph/passes/pass_support.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+constexpr std::int64_t kLanes = 64;
+
+class AttentionBuilder {
+ public:
+  AttentionBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : kLanes;
+    const bool forward = root_.name() == "graph.flash_attn";
+    const std::size_t num_in = body_.num_arguments();
+    TileKernel result;
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < num_in; ++k) {
+      params.emplace_back("in" + std::to_string(k),
+                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
+    }
+    // The kernel's results are the root's results read outside it, in order.
+    const ir::Operation& yield = *body_.terminator();
+    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
+      for (std::size_t r = 0; r < root_.num_results(); ++r) {
+        if (root_.result(r) == yield.operand(j)) out_index_[r] = static_cast<int>(j);
+      }
+      params.emplace_back("out" + std::to_string(j), Type::gmem({ir::Dim::named("n" + std::to_string(j))},
+                                                                buffer_policy(yield.operand(j)->type().policy), true));
+    }
+    // Run-time dims: B, Sq (q's dims 0, 2) and Sk (k's dim 2); H and D are static.
+    const std::pair<std::size_t, std::size_t> dims[3] = {{0, 0}, {0, 2}, {1, 2}};
+    for (auto [operand, d] : dims) {
+      params.emplace_back("x" + std::to_string(operand) + "_" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, arg(operand)});
+    }
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    fb_ = &fb;
+    ir::OpBuilder b(fb);
+    const std::size_t first_dim = num_in + yield.num_operands();
+    B_ = fb.argument(first_dim);
+    Sq_ = fb.argument(first_dim + 1);
+    Sk_ = fb.argument(first_dim + 2);
+    const auto& qs = root_.operand(0)->type().shape;
+    const auto& ks = root_.operand(1)->type().shape;
+    Hq_ = qs[1].size;
+    Hkv_ = ks[1].size;
+    D_ = qs[3].size;
+    causal_ = root_.attrs().get_bool("causal");
+    const NumericsPolicy& p = root_.operand(0)->type().policy;
+    acc_ = default_policy(p.accum);
+    scale_ = tile::build_real(b, root_.attrs().get_real("scale"), acc_);
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* lid = tile::build(b, "tile.linear_id", {});
+    Value* t = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* numel_q = mul(b, mul(b, mul(b, B_, i64(b, Hq_)), Sq_), i64(b, D_));
+    tile::build_if(
+        b, cmp(b, "lt", t, numel_q), {},
+        [&](ir::OpBuilder& tb, std::span<Value* const>) {
+          if (forward) forward_lane(tb, t);
+          else backward_lane(tb, t, numel_q);
+          return std::vector<Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    return result;
+  }
+
+ private:
+  std::size_t arg(std::size_t operand) const {
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      if (body_.argument(k) == root_.operand(operand)) return k;
+    }
+    return 0;  // attention_covers checked that every operand is an argument
+  }
+  Value* out(std::size_t r) const {
+    const int j = out_index_[r];
+    return j < 0 ? nullptr : fb_->argument(body_.num_arguments() + static_cast<std::size_t>(j));
+  }
+  static Value* i64(ir::OpBuilder& b, std::int64_t x) { return tile::build_int(b, x); }
+  static Value* mul(ir::OpBuilder& b, Value* x, Value* y) { return index_op(b, "mul", x, y); }
+  static Value* add(ir::OpBuilder& b, Value* x, Value* y) { return index_op(b, "add", x, y); }
+
+  // Element `at` of root operand k at the accumulation type.
+  Value* load(ir::OpBuilder& b, std::size_t k, Value* at) {
+    Value* x = tile::build(b, "tile.load_elem", {fb_->argument(arg(k)), at});
+    return x->type().policy == acc_ ? x : cast(b, x, acc_);
+  }
+  Value* fma(ir::OpBuilder& b, Value* x, Value* y, Value* acc) { return tile::build(b, "tile.fma", {x, y, acc}); }
+  Value* zero(ir::OpBuilder& b) { return tile::build_real(b, 0.0, acc_); }
+
+  // a . b over d = 0 .. D-1 of root operands ka (from ia) and kb (from ib).
+  Value* dot(ir::OpBuilder& b, std::size_t ka, Value* ia, std::size_t kb, Value* ib) {
+    return tile::build_for(b, i64(b, 0), i64(b, D_), i64(b, 1), {zero(b)},
+                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                             return std::vector<Value*>{fma(lb, load(lb, ka, add(lb, ia, a[0])),
+                                                            load(lb, kb, add(lb, ib, a[0])), a[1])};
+                           })
+        ->result(0);
+  }
+  // Offset of q's row (b, h, i) and of k's row (b, hk, j).
+  Value* q_row(ir::OpBuilder& b, Value* bi, Value* h, Value* i) {
+    return mul(b, add(b, mul(b, add(b, mul(b, bi, i64(b, Hq_)), h), Sq_), i), i64(b, D_));
+  }
+  Value* k_row(ir::OpBuilder& b, Value* bi, Value* hk, Value* j) {
+    return mul(b, add(b, mul(b, add(b, mul(b, bi, i64(b, Hkv_)), hk), Sk_), j), i64(b, D_));
+  }
+  // One past the last key query row i sees.
+  Value* key_end(ir::OpBuilder& b, Value* i) {
+    if (!causal_) return Sk_;
+    Value* last = add(b, i, op2(b, "sub", Sk_, Sq_));
+    return op2(b, "min", Sk_, add(b, last, i64(b, 1)));
+  }
+
+  void forward_lane(ir::OpBuilder& b, Value* t) {
+    Value* d = op2(b, "rem", t, i64(b, D_));
+    Value* row = op2(b, "div", t, i64(b, D_));
+    Value* i = op2(b, "rem", row, Sq_);
+    Value* bh = op2(b, "div", row, Sq_);
+    Value* h = op2(b, "rem", bh, i64(b, Hq_));
+    Value* bi = op2(b, "div", bh, i64(b, Hq_));
+    Value* hk = op2(b, "div", h, i64(b, Hq_ / Hkv_));
+    Value* qbase = mul(b, row, i64(b, D_));
+    Value* neg_inf = tile::build_real(b, -std::numeric_limits<double>::infinity(), acc_);
+    ir::Operation* loop = tile::build_for(
+        b, i64(b, 0), key_end(b, i), i64(b, 1), {neg_inf, zero(b), zero(b)},
+        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* kbase = k_row(lb, bi, hk, a[0]);
+          Value* x = op2(lb, "mul", dot(lb, 0, qbase, 1, kbase), scale_);
+          Value* mn = op2(lb, "max", a[1], x);
+          Value* alpha = op1(lb, "exp", op2(lb, "sub", a[1], mn));
+          Value* p = op1(lb, "exp", op2(lb, "sub", x, mn));
+          Value* l = fma(lb, a[2], alpha, p);
+          Value* pv = op2(lb, "mul", p, load(lb, 2, add(lb, kbase, d)));
+          return std::vector<Value*>{mn, l, fma(lb, a[3], alpha, pv)};
+        });
+    Value* m = loop->result(0);
+    Value* l = loop->result(1);
+    if (Value* o = out(0)) {
+      Value* od = op2(b, "div", loop->result(2), l);
+      b.create("tile.store_elem", {o, t, cast(b, od, buffer_policy(root_.result(0)->type().policy))});
+    }
+    if (Value* lse = out(1)) {
+      tile::build_if(
+          b, cmp(b, "eq", d, i64(b, 0)), {},
+          [&](ir::OpBuilder& tb, std::span<Value* const>) {
+            Value* v = op2(tb, "add", m, op1(tb, "log", l));
+            tb.create("tile.store_elem", {lse, row, cast(tb, v, buffer_policy(root_.result(1)->type().policy))});
+            return std::vector<Value*>{};
+          },
+          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
+    }
+  }
+
+  // p and ds of query row `qbase` (lse at `row`, delta given) and key row `kbase`.
+  std::pair<Value*, Value*> pair(ir::OpBuilder& b, Value* qbase, Value* row, Value* kbase, Value* delta) {
+    Value* x = op2(b, "mul", dot(b, 0, qbase, 1, kbase), scale_);
+    Value* p = op1(b, "exp", op2(b, "sub", x, load(b, 4, row)));
+    Value* dp = dot(b, 5, qbase, 2, kbase);
+    return {p, op2(b, "mul", p, op2(b, "sub", dp, delta))};
+  }
+
+  void store(ir::OpBuilder& b, std::size_t r, Value* at, Value* x) {
+    b.create("tile.store_elem", {out(r), at, cast(b, x, buffer_policy(root_.result(r)->type().policy))});
+  }
+
+  // Operands: 0 q, 1 k, 2 v, 3 o, 4 lse, 5 do.
+  void backward_lane(ir::OpBuilder& b, Value* t, Value* numel_q) {
+    const std::int64_t G = Hq_ / Hkv_;
+    if (out(0)) {
+      Value* d = op2(b, "rem", t, i64(b, D_));
+      Value* row = op2(b, "div", t, i64(b, D_));
+      Value* i = op2(b, "rem", row, Sq_);
+      Value* bh = op2(b, "div", row, Sq_);
+      Value* bi = op2(b, "div", bh, i64(b, Hq_));
+      Value* hk = op2(b, "div", op2(b, "rem", bh, i64(b, Hq_)), i64(b, G));
+      Value* qbase = mul(b, row, i64(b, D_));
+      Value* delta = dot(b, 5, qbase, 3, qbase);
+      ir::Operation* loop = tile::build_for(b, i64(b, 0), key_end(b, i), i64(b, 1), {zero(b)},
+                                            [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                              Value* kbase = k_row(lb, bi, hk, a[0]);
+                                              Value* ds = pair(lb, qbase, row, kbase, delta).second;
+                                              return std::vector<Value*>{fma(lb, ds, load(lb, 1, add(lb, kbase, d)), a[1])};
+                                            });
+      store(b, 0, t, op2(b, "mul", loop->result(0), scale_));
+    }
+    if (!out(1) && !out(2)) return;
+    Value* numel_k = mul(b, mul(b, mul(b, B_, i64(b, Hkv_)), Sk_), i64(b, D_));
+    tile::build_for(b, t, numel_k, numel_q, {}, [&](ir::OpBuilder& eb, std::span<Value* const> ea) {
+      Value* e = ea[0];
+      Value* d = op2(eb, "rem", e, i64(eb, D_));
+      Value* krow = op2(eb, "div", e, i64(eb, D_));
+      Value* j = op2(eb, "rem", krow, Sk_);
+      Value* bhk = op2(eb, "div", krow, Sk_);
+      Value* hk = op2(eb, "rem", bhk, i64(eb, Hkv_));
+      Value* bi = op2(eb, "div", bhk, i64(eb, Hkv_));
+      Value* kbase = mul(eb, krow, i64(eb, D_));
+      Value* first = causal_ ? op2(eb, "max", i64(eb, 0), op2(eb, "sub", j, op2(eb, "sub", Sk_, Sq_))) : i64(eb, 0);
+      ir::Operation* heads = tile::build_for(
+          eb, i64(eb, 0), i64(eb, G), i64(eb, 1), {zero(eb), zero(eb)},
+          [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
+            Value* h = add(hb, mul(hb, hk, i64(hb, G)), ha[0]);
+            ir::Operation* rows = tile::build_for(
+                hb, first, Sq_, i64(hb, 1), {ha[1], ha[2]}, [&](ir::OpBuilder& rb, std::span<Value* const> ra) {
+                  Value* qbase = q_row(rb, bi, h, ra[0]);
+                  Value* row = op2(rb, "div", qbase, i64(rb, D_));
+                  Value* delta = dot(rb, 5, qbase, 3, qbase);
+                  auto [p, ds] = pair(rb, qbase, row, kbase, delta);
+                  Value* at = add(rb, qbase, d);
+                  return std::vector<Value*>{fma(rb, ds, load(rb, 0, at), ra[1]), fma(rb, p, load(rb, 5, at), ra[2])};
+                });
+            return std::vector<Value*>{rows->result(0), rows->result(1)};
+          });
+      if (out(1)) store(eb, 1, e, op2(eb, "mul", heads->result(0), scale_));
+      if (out(2)) store(eb, 2, e, heads->result(1));
+      return std::vector<Value*>{};
+    });
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Block& body_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  ir::Block* fb_ = nullptr;
+  int out_index_[3] = {-1, -1, -1};
+  NumericsPolicy acc_;
+  Value* scale_ = nullptr;
+  Value *B_ = nullptr, *Sq_ = nullptr, *Sk_ = nullptr;
+  std::int64_t Hq_ = 1, Hkv_ = 1, D_ = 1;
+  bool causal_ = false;
+};
+
+}  // namespace
+
+TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  return AttentionBuilder(kernel, out, name).build();
+}
+
+bool attention_covers(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.name() != "graph.flash_attn" && root.name() != "graph.flash_attn_bwd") {
+    return fail("'" + std::string(root.name()) + "' is not an attention op");
+  }
+  const ir::Block& body = kernel_body(kernel);
+  for (std::size_t k = 0; k < root.num_operands(); ++k) {
+    bool argument = false;
+    for (std::size_t a = 0; a < body.num_arguments(); ++a) argument = argument || body.argument(a) == root.operand(k);
+    if (!argument) return fail("operand " + std::to_string(k) + " is a constant folded into the kernel (not built yet)");
+    const NumericsPolicy& q = root.operand(k)->type().policy;
+    if (auto bad = unsupported_policy(q)) return fail("operand " + std::to_string(k) + " has " + *bad);
+  }
+  for (std::size_t r = 0; r < root.num_results(); ++r) {
+    const NumericsPolicy& p = root.result(r)->type().policy;
+    if (auto bad = unsupported_policy(p)) return fail("result " + std::to_string(r) + " has " + *bad);
+    if (p.rounding != Rounding::nearest_even) return fail("a result rounds stochastically or toward zero (not built yet)");
+  }
+  const NumericsPolicy& q = root.operand(0)->type().policy;
+  if (!is_float(q.accum) || info(q.storage).bits > info(q.accum).bits) {
+    return fail("the inputs are wider than their accumulation type");
+  }
+  return true;
+}
+
+}  // namespace tessera::schedule::templates

@@ -1,0 +1,305 @@
+"""tessera.ops.flash_attn (graph.flash_attn / graph.flash_attn_bwd): results against float64 numpy
+attention on fresh random inputs, gradients and tangents against JAX, the compiled kernels against
+the reference executor bit for bit, determinism over 10 runs, errors, and the CUDA kernels' source
+through nvcc.
+
+Tolerances (against float64 attention of the same, already rounded, inputs; entries are O(1)):
+- fp32: |o - ref| <= 1e-5: each score is a D-term fp32 fma chain (relative 2^-24 per step), exp
+  and the online rescaling add a few ulps per key, over at most 64 keys here.
+- bf16: |o - ref| <= 2^-8 |ref| + 1e-4: fp32 accumulation, then one rounding to bf16 (2^-9).
+- fp64 gradients: 1e-12 relative to the largest entry (fp64 accumulation throughout).
+- fp32 gradients: 1e-5 relative to the largest entry; bf16 gradients 2^-6 (the saved o is bf16,
+  so delta = do . o carries its 2^-9 rounding into every ds).
+"""
+
+import os
+import secrets
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C
+from tessera.errors import ArgumentError, ShapeError, TesseraError
+
+SEED = secrets.randbits(32)  # fresh inputs every run; the seed is in every failure message
+
+
+def rng(k=0):
+    return np.random.default_rng([SEED, k])
+
+
+def rounded(a, dtype):
+    return tessera.tensor(a, dtype=dtype).numpy().astype(np.float64)
+
+
+def attention_np(q, k, v, causal, scale):
+    """float64 attention with the bottom-right causal rule, materializing the score matrix."""
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+        s = np.where(visible, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v)
+
+
+def inputs(b, hq, hkv, sq, sk, d, dtype, salt):
+    r = rng(salt)
+    shapes = [(b, hq, sq, d), (b, hkv, sk, d), (b, hkv, sk, d)]
+    return [rounded(r.standard_normal(s), dtype) for s in shapes]
+
+
+def run(q, k, v, dtype, **kw):
+    return tessera.ops.flash_attn(*(tessera.tensor(x, dtype=dtype) for x in (q, k, v)), **kw)
+
+
+# ---- forward against numpy ------------------------------------------------------------------------
+
+CASES = [  # (B, Hq, Hkv, Sq, Sk, D): GQA, Sq != Sk both ways, both D
+    (1, 4, 2, 8, 24, 64),
+    (2, 2, 2, 16, 16, 64),
+    (1, 2, 1, 12, 12, 128),
+    (1, 2, 2, 20, 7, 64),
+]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", CASES)
+def test_forward_against_float64_numpy(case, causal, dtype):
+    b, hq, hkv, sq, sk, d = case
+    if causal and sq > sk:
+        pytest.skip("covered by test_errors")
+    q, k, v = inputs(*case, dtype, salt=hash(case) % 1000)
+    got = run(q, k, v, dtype, causal=causal).numpy().astype(np.float64)
+    want = attention_np(q, k, v, causal, d ** -0.5)
+    err = np.abs(got - want)
+    tol = 1e-5 if dtype == "fp32" else 2.0 ** -8 * np.abs(want) + 1e-4
+    assert np.all(err <= tol), f"{case} causal={causal} {dtype}: max error {err.max():.3g} (seed {SEED})"
+
+
+def test_causal_mask_aligns_bottom_right():
+    q, k, v = inputs(1, 2, 2, 3, 10, 64, "fp32", salt=5)
+    # The last query row sees every key: a one-row causal decode equals the non-causal one.
+    last = run(q[:, :, -1:], k, v, "fp32", causal=True).numpy()
+    assert last.tobytes() == run(q[:, :, -1:], k, v, "fp32").numpy().tobytes()
+    # Row i of 3 sees keys 0 .. i + 7: row 0 equals attention over the first 8 keys alone.
+    first = run(q, k, v, "fp32", causal=True).numpy()[:, :, 0]
+    alone = run(q[:, :, :1], k[:, :, :8], v[:, :, :8], "fp32").numpy()[:, :, 0]
+    assert first.tobytes() == alone.tobytes()
+    # A top-left mask would differ.
+    top_left = attention_np(q, k[:, :, :1], v[:, :, :1], False, 0.125)[:, :, 0]
+    assert not np.allclose(first, top_left)
+
+
+def test_scale_argument():
+    q, k, v = inputs(1, 1, 1, 5, 9, 64, "fp32", salt=6)
+    got = run(q, k, v, "fp32", scale=0.3).numpy()
+    assert np.abs(got - attention_np(q, k, v, False, 0.3)).max() <= 1e-5, f"seed {SEED}"
+
+
+# ---- compiled == reference ---------------------------------------------------------------------
+
+def _loss(causal, w):
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * tessera.tensor(w))
+    return loss
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_compiled_kernels_equal_the_reference_executor(dtype, monkeypatch):
+    q, k, v = inputs(1, 4, 2, 6, 11, 64, dtype, salt=10)
+    w = rng(11).standard_normal(q.shape).astype(np.float32)
+    args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
+    grad = tessera.grad(_loss(True, w), argnums=(0, 1, 2))
+
+    def both():
+        out = [tessera.ops.flash_attn(*args, causal=True).numpy()]
+        return out + [g.numpy() for g in grad(*args)]
+
+    compiled = both()
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    reference = both()
+    for c, r in zip(compiled, reference):
+        assert c.tobytes() == r.tobytes(), f"seed {SEED}"
+
+
+def test_jit_runs_the_attention_template():
+    q, k, v = inputs(1, 2, 2, 8, 8, 64, "fp32", salt=20)
+    w = rng(21).standard_normal(q.shape)
+
+    @tessera.jit
+    def f(q, k, v):
+        return tessera.ops.flash_attn(q, k, v, causal=True) * 2.0
+
+    out = f(*(tessera.tensor(x, dtype="fp32") for x in (q, k, v)))
+    assert np.abs(out.numpy() - 2 * attention_np(q, k, v, True, 0.125)).max() <= 2e-5
+    kernels = f.executable().kernels
+    assert any(k["family"] == "attention" and k["variant"] == "tile" for k in kernels), kernels
+    g = tessera.jit(tessera.grad(_loss(False, w), argnums=(0, 1, 2)))
+    g(*(tessera.tensor(x, dtype="fp32") for x in (q, k, v)))
+    ops = [k["family"] for k in g.executable().kernels]
+    assert ops.count("attention") == 2, ops  # the forward and the backward kernel
+
+
+# ---- gradients ----------------------------------------------------------------------------------
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def attention_jax(jnp, q, k, v, causal, scale):
+    g = q.shape[1] // k.shape[1]
+    k, v = jnp.repeat(k, g, axis=1), jnp.repeat(v, g, axis=1)
+    s = jnp.einsum("bhid,bhjd->bhij", q, k) * scale
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        s = jnp.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq), s, -jnp.inf)
+    s = s - s.max(-1, keepdims=True)
+    p = jnp.exp(s)
+    return jnp.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v)
+
+
+@pytest.mark.parametrize("dtype,causal,case", [
+    ("fp64", True, (1, 4, 2, 6, 10, 64)),
+    ("fp64", False, (2, 2, 1, 7, 5, 64)),
+    ("fp32", True, (1, 2, 2, 9, 9, 128)),
+    ("bf16", False, (1, 4, 2, 5, 8, 64)),
+])
+def test_gradients_against_jax(dtype, causal, case):
+    jax = _jax()
+    jnp = jax.numpy
+    q, k, v = inputs(*case, dtype, salt=30)
+    w = rng(31).standard_normal(q.shape)
+    scale = case[-1] ** -0.5
+
+    wt = rounded(w, dtype)  # w at the inputs' dtype (the product keeps q's policy)
+
+    def loss_j(q, k, v):
+        return jnp.sum(attention_jax(jnp, q, k, v, causal, scale) * wt)
+
+    want = jax.grad(loss_j, argnums=(0, 1, 2))(q, k, v)
+    tol = {"fp64": 1e-12, "fp32": 1e-5, "bf16": 2.0 ** -6}[dtype]
+    loss_t = _loss(causal, wt.astype(np.float32) if dtype != "fp64" else wt)
+    args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
+    for fn in (tessera.grad(loss_t, argnums=(0, 1, 2)), tessera.jit(tessera.grad(loss_t, argnums=(0, 1, 2)))):
+        for name, g, ww in zip("qkv", fn(*args), want):
+            ww = np.asarray(ww)
+            err = np.abs(g.numpy().astype(np.float64) - ww).max()
+            assert err <= tol * np.abs(ww).max(), f"d{name} {dtype}: error {err:.3g} (seed {SEED})"
+    if dtype == "fp64":
+        value, _ = tessera.value_and_grad(loss_t)(*args)
+        np.testing.assert_allclose(value.item(), float(loss_j(q, k, v)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tangents_against_jax(causal):
+    jax = _jax()
+    jnp = jax.numpy
+    q, k, v = inputs(1, 4, 2, 5, 9, 64, "fp64", salt=40)
+    t = [rng(41 + i).standard_normal(x.shape) for i, x in enumerate((q, k, v))]
+    _, want = jax.jvp(lambda q, k, v: attention_jax(jnp, q, k, v, causal, 0.125), (q, k, v), tuple(t))
+    _, got = tessera.jvp(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=causal),
+                         tuple(tessera.tensor(x) for x in (q, k, v)), tuple(tessera.tensor(x) for x in t))
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-10, atol=1e-12)
+
+
+# ---- determinism --------------------------------------------------------------------------------
+
+def test_bitwise_determinism_over_ten_runs():
+    q, k, v = inputs(1, 4, 2, 16, 16, 64, "bf16", salt=50)
+    w = rng(51).standard_normal(q.shape).astype(np.float32)
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    grad = tessera.jit(tessera.value_and_grad(_loss(True, w), argnums=(0, 1, 2)))
+    runs = set()
+    for _ in range(10):
+        value, grads = grad(*args)
+        runs.add(value.numpy().tobytes() + b"".join(g.numpy().tobytes() for g in grads))
+    assert len(runs) == 1
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+def test_errors():
+    def t(shape, dtype="fp32"):
+        return tessera.tensor(np.zeros(shape, np.float32), dtype=dtype)
+
+    with pytest.raises(ShapeError, match="supported D are 64, 128 and 256"):
+        tessera.ops.flash_attn(t((1, 2, 4, 32)), t((1, 2, 4, 32)), t((1, 2, 4, 32)))
+    with pytest.raises(TesseraError, match="Hq must be a positive multiple of Hkv"):
+        tessera.ops.flash_attn(t((1, 3, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)))
+    with pytest.raises(TesseraError, match="k's head dim is 128 but should be 64"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 128)), t((1, 2, 4, 64)))
+    with pytest.raises(TesseraError, match="v's sequence length is 5 but should be 4"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 5, 64)))
+    with pytest.raises(TesseraError, match="causal mask aligned bottom-right cannot apply with Sq = 6 > Sk = 4"):
+        tessera.ops.flash_attn(t((1, 2, 6, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)), causal=True)
+    with pytest.raises(TesseraError, match="share one policy"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64), "bf16"), t((1, 2, 4, 64)))
+    with pytest.raises(ShapeError, match=r"q must be \[B, H, S, D\]"):
+        tessera.ops.flash_attn(t((2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)))
+    with pytest.raises(ArgumentError, match="dropout > 0 is not supported yet"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)), dropout=0.1,
+                               key=tessera.ops.philox(1))
+    # Inside jit the same checks run while tracing, from the op's shape inference.
+    with pytest.raises(TesseraError, match="supported D are 64, 128 and 256"):
+        tessera.jit(lambda q: tessera.ops.flash_attn(q, q, q))(t((1, 1, 2, 96)))
+
+
+# ---- GPU ------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_gpu_equals_cpu_bitwise(dtype):
+    q, k, v = inputs(1, 4, 2, 32, 48, 64, dtype, salt=60)
+    w = rng(61).standard_normal(q.shape).astype(np.float32)
+    cpu_args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
+    gpu_args = [a.to("cuda:0") for a in cpu_args]
+    grad = tessera.grad(_loss(True, w), argnums=(0, 1, 2))
+    cpu = [tessera.ops.flash_attn(*cpu_args, causal=True).numpy()] + [g.numpy() for g in grad(*cpu_args)]
+    for _ in range(10):
+        gpu = [tessera.ops.flash_attn(*gpu_args, causal=True).numpy()] + [g.numpy() for g in grad(*gpu_args)]
+        assert [g.tobytes() for g in gpu] == [c.tobytes() for c in cpu]
+
+
+CUDA_TIR = """
+func @f(%q: tensor<[B, 4, S, 64] bf16>, %k: tensor<[B, 2, T, 64] bf16>, %v: tensor<[B, 2, T, 64] bf16>,
+        %do: tensor<[B, 4, S, 64] bf16>) -> (tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S, 64] bf16>,
+        tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>) {
+  %a:2 = graph.flash_attn %q, %k, %v {causal = true, scale = 0.125} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S] fp32>
+  %g:3 = graph.flash_attn_bwd %q, %k, %v, %a#0, %a#1, %do {causal = true, scale = 0.125} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>
+  return %a#0, %g#0, %g#1, %g#2
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_source_of_the_attention_kernels_compiles(tmp_path):
+    # No GPU needed: the CUDA backend's emitted source goes through nvcc to PTX (device code only, as
+    # NVRTC compiles it at run time), with the device headers from the source tree.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = tmp_path / "f.tir"
+    src.write_text(CUDA_TIR)
+    status, out, err = _C.run_cli(["compile", str(src), "--emit", "target", "--target", "cuda"])
+    assert status == 0, err
+    inc = tmp_path / "inc" / "tessera"
+    inc.mkdir(parents=True)
+    for name in os.listdir(os.path.join(root, "src/backends/cuda/device")):
+        shutil.copy(os.path.join(root, "src/backends/cuda/device", name), inc / name)
+    kernels = [k for k in out.split("// ===== kernel ") if "__global__" in k]
+    assert len(kernels) == 2
+    for i, text in enumerate(kernels):
+        cu = tmp_path / f"k{i}.cu"
+        cu.write_text(text.split("\n", 1)[1])
+        r = subprocess.run(["nvcc", "-std=c++20", "-arch=sm_90a", "-ptx", f"-I{tmp_path / 'inc'}",
+                            f"-I{os.path.join(root, 'include')}", str(cu), "-o", str(tmp_path / f"k{i}.ptx")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "fma.rn.f32" in (tmp_path / f"k{i}.ptx").read_text()
