@@ -3,23 +3,24 @@
 // CUDA backends, computing exactly the reference's recipe in its order, so
 // results equal the reference bit for bit (docs/design/0015-flash-attention.md).
 //
-//   forward   one lane per element (row, d) of o: an online softmax over the
-//             row's visible keys, one key at a time, carrying (m, l, a) in
-//             loop registers; the lane with d == 0 also writes the row's
-//             logsumexp. No S x S matrix exists anywhere: each score lives
-//             in a register for one loop step.
-//   backward  one lane per element of dq (its sum over keys), and the same
-//             lane then owns the elements e = lane, lane + numel(dq), ... of
-//             dk and dv (their sums over the group's heads and the query
-//             rows, in that order). Every output element is one lane's
-//             chain of fmas in a fixed order: no atomics, no cross-lane
-//             combination, so results do not depend on the grid, the group
-//             size or the backend.
+//   forward   one lane per query row (rows_of: numel(q) / D lanes): an online
+//             softmax over the row's visible keys, one key at a time,
+//             carrying m, l and the D accumulators of the output row in loop
+//             registers; then the row's D outputs and its logsumexp. No
+//             S x S matrix exists anywhere: each score lives in a register
+//             for one loop step.
+//   backward  one lane per query row of dq (its sums over keys), and the same
+//             lane then owns the key rows e = lane, lane + rows(q), ... of dk
+//             and dv (2D accumulators, summed over the group's heads and
+//             then the query rows, in that order). Every output element is
+//             one lane's chain of fmas in a fixed order: no atomics, no
+//             cross-lane combination, so results do not depend on the grid,
+//             the group size or the backend.
 //
-// The cost of this first version: every lane of a row recomputes the row's
-// scores (D times the FLOPs of a blocked kernel that shares them through
-// shared memory and mma). It is the correctness baseline that a tiled
-// kernel must match bit for bit.
+// The cost of this first version: scalar lanes, no shared-memory tiles or
+// mma; the backward recomputes each (query row, key) score twice (once for
+// dq, once for dk/dv) and delta once per key row. It is the correctness
+// baseline that a tiled kernel must match bit for bit.
 #include "graph/passes/pass_support.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
@@ -86,18 +87,19 @@ class AttentionBuilder {
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
     Value* t = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
-    Value* numel_q = mul(b, mul(b, mul(b, B_, i64(b, Hq_)), Sq_), i64(b, D_));
+    Value* rows_q = mul(b, mul(b, B_, i64(b, Hq_)), Sq_);
     tile::build_if(
-        b, cmp(b, "lt", t, numel_q), {},
+        b, cmp(b, "lt", t, rows_q), {},
         [&](ir::OpBuilder& tb, std::span<Value* const>) {
           if (forward) forward_lane(tb, t);
-          else backward_lane(tb, t, numel_q);
+          else backward_lane(tb, t, rows_q);
           return std::vector<Value*>{};
         },
         [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
+    result.rows_of = std::pair<std::size_t, std::size_t>{arg(0), 3};  // one lane per query row
     return result;
   }
 
@@ -147,44 +149,39 @@ class AttentionBuilder {
     return op2(b, "min", Sk_, add(b, last, i64(b, 1)));
   }
 
-  void forward_lane(ir::OpBuilder& b, Value* t) {
-    Value* d = op2(b, "rem", t, i64(b, D_));
-    Value* row = op2(b, "div", t, i64(b, D_));
+  // Lane t owns query row t (of B * Hq * Sq): its scores, and all D outputs.
+  void forward_lane(ir::OpBuilder& b, Value* row) {
     Value* i = op2(b, "rem", row, Sq_);
     Value* bh = op2(b, "div", row, Sq_);
     Value* h = op2(b, "rem", bh, i64(b, Hq_));
     Value* bi = op2(b, "div", bh, i64(b, Hq_));
     Value* hk = op2(b, "div", h, i64(b, Hq_ / Hkv_));
     Value* qbase = mul(b, row, i64(b, D_));
-    Value* neg_inf = tile::build_real(b, -std::numeric_limits<double>::infinity(), acc_);
+    // Loop values: m, l, then the D accumulators a[d].
+    std::vector<Value*> init = {tile::build_real(b, -std::numeric_limits<double>::infinity(), acc_), zero(b)};
+    for (std::int64_t d = 0; d < D_; ++d) init.push_back(zero(b));
     ir::Operation* loop = tile::build_for(
-        b, i64(b, 0), key_end(b, i), i64(b, 1), {neg_inf, zero(b), zero(b)},
-        [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+        b, i64(b, 0), key_end(b, i), i64(b, 1), init, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
           Value* kbase = k_row(lb, bi, hk, a[0]);
           Value* x = op2(lb, "mul", dot(lb, 0, qbase, 1, kbase), scale_);
           Value* mn = op2(lb, "max", a[1], x);
           Value* alpha = op1(lb, "exp", op2(lb, "sub", a[1], mn));
           Value* p = op1(lb, "exp", op2(lb, "sub", x, mn));
-          Value* l = fma(lb, a[2], alpha, p);
-          Value* pv = op2(lb, "mul", p, load(lb, 2, add(lb, kbase, d)));
-          return std::vector<Value*>{mn, l, fma(lb, a[3], alpha, pv)};
+          std::vector<Value*> next = {mn, fma(lb, a[2], alpha, p)};
+          for (std::int64_t d = 0; d < D_; ++d) {
+            Value* pv = op2(lb, "mul", p, load(lb, 2, add(lb, kbase, i64(lb, d))));
+            next.push_back(fma(lb, a[3 + static_cast<std::size_t>(d)], alpha, pv));
+          }
+          return next;
         });
     Value* m = loop->result(0);
     Value* l = loop->result(1);
-    if (Value* o = out(0)) {
-      Value* od = op2(b, "div", loop->result(2), l);
-      b.create("tile.store_elem", {o, t, cast(b, od, buffer_policy(root_.result(0)->type().policy))});
+    if (out(0)) {
+      for (std::int64_t d = 0; d < D_; ++d) {
+        store(b, 0, add(b, qbase, i64(b, d)), op2(b, "div", loop->result(2 + static_cast<std::size_t>(d)), l));
+      }
     }
-    if (Value* lse = out(1)) {
-      tile::build_if(
-          b, cmp(b, "eq", d, i64(b, 0)), {},
-          [&](ir::OpBuilder& tb, std::span<Value* const>) {
-            Value* v = op2(tb, "add", m, op1(tb, "log", l));
-            tb.create("tile.store_elem", {lse, row, cast(tb, v, buffer_policy(root_.result(1)->type().policy))});
-            return std::vector<Value*>{};
-          },
-          [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
-    }
+    if (out(1)) store(b, 1, row, op2(b, "add", m, op1(b, "log", l)));
   }
 
   // p and ds of query row `qbase` (lse at `row`, delta given) and key row `kbase`.
@@ -199,55 +196,74 @@ class AttentionBuilder {
     b.create("tile.store_elem", {out(r), at, cast(b, x, buffer_policy(root_.result(r)->type().policy))});
   }
 
-  // Operands: 0 q, 1 k, 2 v, 3 o, 4 lse, 5 do.
-  void backward_lane(ir::OpBuilder& b, Value* t, Value* numel_q) {
+  std::vector<Value*> zeros(ir::OpBuilder& b, std::int64_t n) {
+    std::vector<Value*> z;
+    for (std::int64_t k = 0; k < n; ++k) z.push_back(zero(b));
+    return z;
+  }
+
+  // Operands: 0 q, 1 k, 2 v, 3 o, 4 lse, 5 do. Lane t owns query row t of dq, then key rows
+  // t, t + rows_q, ... of dk and dv.
+  void backward_lane(ir::OpBuilder& b, Value* row, Value* rows_q) {
     const std::int64_t G = Hq_ / Hkv_;
+    const std::size_t D = static_cast<std::size_t>(D_);
     if (out(0)) {
-      Value* d = op2(b, "rem", t, i64(b, D_));
-      Value* row = op2(b, "div", t, i64(b, D_));
       Value* i = op2(b, "rem", row, Sq_);
       Value* bh = op2(b, "div", row, Sq_);
       Value* bi = op2(b, "div", bh, i64(b, Hq_));
       Value* hk = op2(b, "div", op2(b, "rem", bh, i64(b, Hq_)), i64(b, G));
       Value* qbase = mul(b, row, i64(b, D_));
       Value* delta = dot(b, 5, qbase, 3, qbase);
-      ir::Operation* loop = tile::build_for(b, i64(b, 0), key_end(b, i), i64(b, 1), {zero(b)},
-                                            [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                                              Value* kbase = k_row(lb, bi, hk, a[0]);
-                                              Value* ds = pair(lb, qbase, row, kbase, delta).second;
-                                              return std::vector<Value*>{fma(lb, ds, load(lb, 1, add(lb, kbase, d)), a[1])};
-                                            });
-      store(b, 0, t, op2(b, "mul", loop->result(0), scale_));
+      ir::Operation* loop = tile::build_for(
+          b, i64(b, 0), key_end(b, i), i64(b, 1), zeros(b, D_), [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+            Value* kbase = k_row(lb, bi, hk, a[0]);
+            Value* ds = pair(lb, qbase, row, kbase, delta).second;
+            std::vector<Value*> next;
+            for (std::size_t d = 0; d < D; ++d) {
+              next.push_back(fma(lb, ds, load(lb, 1, add(lb, kbase, i64(lb, static_cast<std::int64_t>(d)))), a[1 + d]));
+            }
+            return next;
+          });
+      for (std::size_t d = 0; d < D; ++d) {
+        store(b, 0, add(b, qbase, i64(b, static_cast<std::int64_t>(d))), op2(b, "mul", loop->result(d), scale_));
+      }
     }
     if (!out(1) && !out(2)) return;
-    Value* numel_k = mul(b, mul(b, mul(b, B_, i64(b, Hkv_)), Sk_), i64(b, D_));
-    tile::build_for(b, t, numel_k, numel_q, {}, [&](ir::OpBuilder& eb, std::span<Value* const> ea) {
-      Value* e = ea[0];
-      Value* d = op2(eb, "rem", e, i64(eb, D_));
-      Value* krow = op2(eb, "div", e, i64(eb, D_));
+    Value* rows_k = mul(b, mul(b, B_, i64(b, Hkv_)), Sk_);
+    tile::build_for(b, row, rows_k, rows_q, {}, [&](ir::OpBuilder& eb, std::span<Value* const> ea) {
+      Value* krow = ea[0];
       Value* j = op2(eb, "rem", krow, Sk_);
       Value* bhk = op2(eb, "div", krow, Sk_);
       Value* hk = op2(eb, "rem", bhk, i64(eb, Hkv_));
       Value* bi = op2(eb, "div", bhk, i64(eb, Hkv_));
       Value* kbase = mul(eb, krow, i64(eb, D_));
       Value* first = causal_ ? op2(eb, "max", i64(eb, 0), op2(eb, "sub", j, op2(eb, "sub", Sk_, Sq_))) : i64(eb, 0);
+      // Loop values: dk accumulators [0, D), then dv accumulators [D, 2D).
       ir::Operation* heads = tile::build_for(
-          eb, i64(eb, 0), i64(eb, G), i64(eb, 1), {zero(eb), zero(eb)},
-          [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
+          eb, i64(eb, 0), i64(eb, G), i64(eb, 1), zeros(eb, 2 * D_), [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
             Value* h = add(hb, mul(hb, hk, i64(hb, G)), ha[0]);
+            std::vector<Value*> carried(ha.begin() + 1, ha.end());
             ir::Operation* rows = tile::build_for(
-                hb, first, Sq_, i64(hb, 1), {ha[1], ha[2]}, [&](ir::OpBuilder& rb, std::span<Value* const> ra) {
+                hb, first, Sq_, i64(hb, 1), carried, [&](ir::OpBuilder& rb, std::span<Value* const> ra) {
                   Value* qbase = q_row(rb, bi, h, ra[0]);
-                  Value* row = op2(rb, "div", qbase, i64(rb, D_));
+                  Value* qrow = op2(rb, "div", qbase, i64(rb, D_));
                   Value* delta = dot(rb, 5, qbase, 3, qbase);
-                  auto [p, ds] = pair(rb, qbase, row, kbase, delta);
-                  Value* at = add(rb, qbase, d);
-                  return std::vector<Value*>{fma(rb, ds, load(rb, 0, at), ra[1]), fma(rb, p, load(rb, 5, at), ra[2])};
+                  auto [p, ds] = pair(rb, qbase, qrow, kbase, delta);
+                  std::vector<Value*> next(2 * D);
+                  for (std::size_t d = 0; d < D; ++d) {
+                    Value* at = add(rb, qbase, i64(rb, static_cast<std::int64_t>(d)));
+                    next[d] = fma(rb, ds, load(rb, 0, at), ra[1 + d]);
+                    next[D + d] = fma(rb, p, load(rb, 5, at), ra[1 + D + d]);
+                  }
+                  return next;
                 });
-            return std::vector<Value*>{rows->result(0), rows->result(1)};
+            return rows->results();
           });
-      if (out(1)) store(eb, 1, e, op2(eb, "mul", heads->result(0), scale_));
-      if (out(2)) store(eb, 2, e, heads->result(1));
+      for (std::size_t d = 0; d < D; ++d) {
+        Value* at = add(eb, kbase, i64(eb, static_cast<std::int64_t>(d)));
+        if (out(1)) store(eb, 1, at, op2(eb, "mul", heads->result(d), scale_));
+        if (out(2)) store(eb, 2, at, heads->result(D + d));
+      }
       return std::vector<Value*>{};
     });
   }
