@@ -253,6 +253,15 @@ def test_errors():
         tessera.jit(lambda q: tessera.ops.flash_attn(q, q, q))(t((1, 1, 2, 96)))
 
 
+def test_uncovered_policy_is_a_compile_error_under_jit():
+    # Stochastic rounding of the results is not built in the attention template: compiled code that
+    # was asked for raises, naming the reason (eager mode warns and runs the reference instead).
+    p = tessera.bf16 @ tessera.stochastic_round
+    x = tessera.tensor(np.zeros((1, 1, 4, 64), np.float32), dtype=p)
+    with pytest.raises(tessera.errors.CompileError, match=r"graph.flash_attn, family attention\) cannot be compiled"):
+        tessera.jit(lambda a: tessera.ops.flash_attn(a, a, a))(x)
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
