@@ -6,7 +6,8 @@ through nvcc.
 Tolerances (against float64 attention of the same, already rounded, inputs; entries are O(1)):
 - fp32: |o - ref| <= 1e-5: each score is a D-term fp32 fma chain (relative 2^-24 per step), exp
   and the online rescaling add a few ulps per key, over at most 64 keys here.
-- bf16: |o - ref| <= 2^-8 |ref| + 1e-4: fp32 accumulation, then one rounding to bf16 (2^-9).
+- bf16: |o - ref| <= 2^-8 |ref| + 1e-4: fp32 accumulation, then one rounding to bf16 (2^-9);
+  fp16: 2^-11 |ref| + 1e-5 (one rounding to fp16, 2^-11).
 - fp64 gradients: 1e-12 relative to the largest entry (fp64 accumulation throughout).
 - fp32 gradients: 1e-5 relative to the largest entry; bf16 gradients 2^-6 (the saved o is bf16,
   so delta = do . o carries its 2^-9 rounding into every ds).
@@ -81,6 +82,16 @@ def test_forward_against_float64_numpy(case, causal, dtype):
     err = np.abs(got - want)
     tol = 1e-5 if dtype == "fp32" else 2.0 ** -8 * np.abs(want) + 1e-4
     assert np.all(err <= tol), f"{case} causal={causal} {dtype}: max error {err.max():.3g} (seed {SEED})"
+
+
+def test_fp16_forward_accumulates_in_fp32():
+    case = (1, 4, 2, 8, 24, 64)
+    q, k, v = inputs(*case, "fp16", salt=3)
+    out = run(q, k, v, "fp16", causal=True)
+    assert str(out.policy) == "fp16 @accum(fp32)"
+    want = attention_np(q, k, v, True, 0.125)
+    err = np.abs(out.numpy().astype(np.float64) - want)
+    assert np.all(err <= 2.0 ** -11 * np.abs(want) + 1e-5), f"max error {err.max():.3g} (seed {SEED})"
 
 
 def test_causal_mask_aligns_bottom_right():
