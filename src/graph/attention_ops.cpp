@@ -5,7 +5,9 @@
 //       -> o [B, Hq, Sq, D], lse [B, Hq, Sq] (at the accumulation type)
 //   flash_attn_bwd(q, k, v, o, lse, do) -> dq, dk, dv
 //
-// Attributes: scale (real, the caller's default is 1/sqrt(D)) and causal.
+// Attributes: scale (real, the caller's default is 1/sqrt(D)), causal, and
+// dropout (the probability pd of dropping a probability, default 0) with the
+// Philox stream (seed, offset) of its mask.
 // Query head h reads key/value head h / (Hq / Hkv) (grouped-query
 // attention). D is 64, 128 or 256.
 //
@@ -30,6 +32,7 @@
 //
 //   backward: delta_i = do_i . o_i (fma over d), and for each visible (i, j)
 //     p = exp(q_i . k_j * scale - lse_i)   dp = do_i . v_j   ds = p * (dp - delta_i)
+//   (with dropout, the forward's p * v is pk * v and the backward's dp is dpm: below)
 //   dq_i[d] = scale * sum over j (increasing) of ds * k_j[d]
 //   dk_j[d] = scale * sum over (h in the group, then i increasing) of ds * q_i[d]
 //   dv_j[d] =         sum over the same (h, i) of p * do_i[d]
@@ -37,6 +40,17 @@
 //   element is owned by one summation, no atomics, deterministic.
 //
 // exp and log are tessera::elementary's (the compiled kernels' too).
+//
+// Dropout (pd > 0) drops entries of the probability matrix P, as
+// graph.dropout would on P materialized: with n = ((b Hq + h) Sq + i) Sk + j
+// the row-major index of (b, h, i, j) in [B, Hq, Sq, Sk], the entry is kept
+// iff u_n >= pd, u_n = (philox(seed, offset + n) >> 8) 2^-24 (graph/
+// random_ops.cpp). With kp = 1 - pd rounded to acc, the forward accumulates
+// pk = keep ? p / kp : 0 in place of p (the normalizer l keeps every p, and
+// lse is the undropped one); the backward uses pk for dv and
+// dpm = keep ? dp / kp : 0 in place of dp (delta = do . o still holds). So
+// the mask is a pure function of (seed, offset, n): the backward redraws it,
+// and the op stays deterministic (and pure) given its attributes.
 #include <cmath>
 #include <limits>
 
@@ -45,6 +59,7 @@
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
 #include "tessera/numerics/elementary.h"
+#include "tessera/numerics/philox.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -96,6 +111,11 @@ NumericsPolicy check_qkv(std::span<const ir::Type> in, const AttrMap& attrs, con
     raise(ErrorCode::ShapeMismatch, op + ": q has " + q[1].str() + " heads and k/v " + k[1].str() +
                                         "; Hq must be a positive multiple of Hkv (grouped-query attention)");
   }
+  const double pd = attrs.get_real("dropout");
+  if (!(pd >= 0.0 && pd < 1.0)) raise(ErrorCode::ArgumentInvalid, op + ": dropout must be in [0, 1), got " + std::to_string(pd));
+  if (attrs.get_int("seed") < 0 || attrs.get_int("offset") < 0) {
+    raise(ErrorCode::ArgumentInvalid, op + ": the dropout stream needs seed >= 0 and offset >= 0");
+  }
   if (attrs.get_bool("causal") && !q[2].is_symbolic() && !k[2].is_symbolic() && q[2].size > k[2].size) {
     raise(ErrorCode::ShapeMismatch, op + ": a causal mask aligned bottom-right cannot apply with Sq = " + q[2].str() +
                                         " > Sk = " + k[2].str() + ": the first " +
@@ -104,7 +124,10 @@ NumericsPolicy check_qkv(std::span<const ir::Type> in, const AttrMap& attrs, con
   return in[0].policy;
 }
 
-std::vector<ir::AttrSpec> attn_attrs() { return {real_attr("scale"), bool_attr("causal", false)}; }
+std::vector<ir::AttrSpec> attn_attrs() {
+  return {real_attr("scale"), bool_attr("causal", false), real_attr("dropout", 0.0), int_attr("seed", 0),
+          int_attr("offset", 0)};
+}
 
 // One (batch, head) problem's geometry, in elements.
 struct Geometry {
@@ -118,6 +141,10 @@ struct Geometry {
   }
   std::size_t k_row(std::int64_t b, std::int64_t h, std::int64_t j) const {
     return static_cast<std::size_t>(((b * Hkv + h) * Sk + j) * D);
+  }
+  // The row-major index of (b, h, i, j) in [B, Hq, Sq, Sk]: the dropout counter.
+  std::uint64_t entry(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return static_cast<std::uint64_t>(((b * Hq + h) * Sq + i) * Sk + j);
   }
 };
 
@@ -135,6 +162,21 @@ Geometry geometry(const KernelCall& call) {
 struct Steps {
   DType acc;
   double scale;
+  double pd = 0.0;  // dropout probability
+  double kp = 1.0;  // 1 - pd at acc
+  std::uint64_t seed = 0, offset = 0;
+  Steps(DType a, const AttrMap& attrs) : acc(a), scale(round_to(attrs.get_real("scale"), a)) {
+    pd = attrs.get_real("dropout");
+    kp = round_to(1.0 - pd, a);
+    seed = static_cast<std::uint64_t>(attrs.get_int("seed"));
+    offset = static_cast<std::uint64_t>(attrs.get_int("offset"));
+  }
+  // x (p or dp) of entry n of the probability matrix, dropped or scaled.
+  double dropped(double x, std::uint64_t n) const {
+    if (pd == 0.0) return x;
+    const double u = static_cast<double>(random_bits32(seed, offset + n) >> 8) / 16777216.0;
+    return u >= pd ? R(x / kp) : 0.0;
+  }
   double R(double x) const { return round_to(x, acc); }
   double dot(const double* a, const double* b, std::int64_t D) const {
     double s = 0.0;
@@ -157,7 +199,7 @@ std::vector<Tensor> run_forward(const KernelCall& call) {
   const auto k = call.inputs[1].to_values();
   const auto v = call.inputs[2].to_values();
   const ir::Type& out = call.result_types[0];
-  const Steps st{out.policy.accum, round_to(call.attrs.get_real("scale"), out.policy.accum)};
+  const Steps st(out.policy.accum, call.attrs);
   std::vector<double> o(q.size()), lse(q.size() / static_cast<std::size_t>(g.D));
   std::vector<double> a(static_cast<std::size_t>(g.D));
   for (std::int64_t b = 0; b < g.B; ++b) {
@@ -173,8 +215,9 @@ std::vector<Tensor> run_forward(const KernelCall& call) {
           const double p = st.exp(st.sub(x, mn));
           l = fma_rounded(p, l, alpha, st.acc);
           const double* vj = &v[g.k_row(b, h / g.G, j)];
+          const double pk = st.dropped(p, g.entry(b, h, i, j));
           for (std::int64_t d = 0; d < g.D; ++d) {
-            a[static_cast<std::size_t>(d)] = fma_rounded(st.mul(p, vj[d]), a[static_cast<std::size_t>(d)], alpha, st.acc);
+            a[static_cast<std::size_t>(d)] = fma_rounded(st.mul(pk, vj[d]), a[static_cast<std::size_t>(d)], alpha, st.acc);
           }
           m = mn;
         }
@@ -195,15 +238,16 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
   const auto lse = call.inputs[4].to_values();
   const auto dout = call.inputs[5].to_values();
   const DType acc = call.result_types[0].policy.accum;
-  const Steps st{acc, round_to(call.attrs.get_real("scale"), acc)};
+  const Steps st(acc, call.attrs);
   const std::size_t D = static_cast<std::size_t>(g.D);
-  // p and ds of one (query row, key) pair, exactly as the compiled lanes compute them.
-  auto pair = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double delta, double& p, double& ds) {
+  // pk (p, dropped) and ds of one (query row, key) pair, exactly as the compiled lanes compute them.
+  auto pair = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j, double delta, double& pk, double& ds) {
     const std::size_t qi = g.q_row(b, h, i), kj = g.k_row(b, h / g.G, j);
     const double x = st.mul(st.dot(&q[qi], &k[kj], g.D), st.scale);
-    p = st.exp(st.sub(x, lse[qi / D]));
+    const double p = st.exp(st.sub(x, lse[qi / D]));
     const double dp = st.dot(&dout[qi], &v[kj], g.D);
-    ds = st.mul(p, st.sub(dp, delta));
+    pk = st.dropped(p, g.entry(b, h, i, j));
+    ds = st.mul(p, st.sub(st.dropped(dp, g.entry(b, h, i, j)), delta));
   };
   std::vector<double> dq(q.size()), dk(k.size()), dv(k.size());
   std::vector<double> acc_q(D), acc_k(D), acc_v(D);
@@ -214,8 +258,8 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
         const double delta = st.dot(&dout[qi], &o[qi], g.D);
         std::fill(acc_q.begin(), acc_q.end(), 0.0);
         for (std::int64_t j = 0; j < g.key_end(i); ++j) {
-          double p, ds;
-          pair(b, h, i, j, delta, p, ds);
+          double pk, ds;
+          pair(b, h, i, j, delta, pk, ds);
           const double* kj = &k[g.k_row(b, h / g.G, j)];
           for (std::size_t d = 0; d < D; ++d) acc_q[d] = fma_rounded(acc_q[d], ds, kj[d], acc);
         }
@@ -230,10 +274,10 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
           for (std::int64_t i = g.query_begin(j); i < g.Sq; ++i) {
             const std::size_t qi = g.q_row(b, h, i);
             const double delta = st.dot(&dout[qi], &o[qi], g.D);
-            double p, ds;
-            pair(b, h, i, j, delta, p, ds);
+            double pk, ds;
+            pair(b, h, i, j, delta, pk, ds);
             for (std::size_t d = 0; d < D; ++d) {
-              acc_v[d] = fma_rounded(acc_v[d], p, dout[qi + d], acc);
+              acc_v[d] = fma_rounded(acc_v[d], pk, dout[qi + d], acc);
               acc_k[d] = fma_rounded(acc_k[d], ds, q[qi + d], acc);
             }
           }

@@ -222,6 +222,73 @@ def test_tangents_against_jax(causal):
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-10, atol=1e-12)
 
 
+# ---- dropout ------------------------------------------------------------------------------------
+
+def _mask(shape, pd, seed):
+    """The keep mask scaled by 1 / (1 - pd), as tessera.ops.dropout draws it on ones of that shape."""
+    ones = tessera.tensor(np.ones(shape), dtype="fp64")
+    return tessera.ops.dropout(ones, pd, key=tessera.ops.philox(seed)).numpy()
+
+
+def test_dropout_masks_the_probabilities_like_ops_dropout():
+    jax = _jax()
+    jnp = jax.numpy
+    b, hq, hkv, sq, sk, d = 1, 4, 2, 5, 9, 64
+    q, k, v = inputs(b, hq, hkv, sq, sk, d, "fp64", salt=45)
+    pd, seed = 0.3, int(rng(46).integers(1 << 30))
+    mask = _mask((b, hq, sq, sk), pd, seed)
+    assert 0 < (mask == 0).mean() < 1
+    key = tessera.ops.philox(seed)
+    args = [tessera.tensor(x) for x in (q, k, v)]
+    out = tessera.ops.flash_attn(*args, causal=True, dropout=pd, key=key)
+    assert key.offset == b * hq * sq * sk  # advanced like tessera.ops.dropout on [B, Hq, Sq, Sk]
+    visible = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+
+    def attn(q, k, v):
+        s = jnp.einsum("bhid,bhjd->bhij", q, jnp.repeat(k, 2, axis=1)) * 0.125
+        p = jax.nn.softmax(jnp.where(visible, s, -jnp.inf), axis=-1)
+        return jnp.einsum("bhij,bhjd->bhid", p * mask, jnp.repeat(v, 2, axis=1))
+
+    np.testing.assert_allclose(out.numpy(), np.asarray(attn(q, k, v)), rtol=1e-12, atol=1e-13)
+    w = rng(47).standard_normal(q.shape)
+
+    def loss_t(q, k, v):
+        o = tessera.ops.flash_attn(q, k, v, causal=True, dropout=pd, key=tessera.ops.philox(seed))
+        return tessera.ops.sum(o * tessera.tensor(w))
+
+    want = jax.grad(lambda q, k, v: jnp.sum(attn(q, k, v) * w), argnums=(0, 1, 2))(q, k, v)
+    for fn in (tessera.grad(loss_t, argnums=(0, 1, 2)), tessera.jit(tessera.grad(loss_t, argnums=(0, 1, 2)))):
+        for g, ww in zip(fn(*args), want):
+            np.testing.assert_allclose(g.numpy(), np.asarray(ww), rtol=1e-11, atol=1e-12)
+    _, tangent = tessera.jvp(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=True, dropout=pd,
+                                                                     key=tessera.ops.philox(seed)),
+                             tuple(args), tuple(args))
+    _, want_t = jax.jvp(attn, (q, k, v), (q, k, v))
+    np.testing.assert_allclose(tangent.numpy(), np.asarray(want_t), rtol=1e-10, atol=1e-12)
+
+
+def test_dropout_compiled_equals_reference_and_repeats(monkeypatch):
+    q, k, v = inputs(1, 2, 1, 6, 6, 64, "bf16", salt=48)
+    w = rng(49).standard_normal(q.shape).astype(np.float32)
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+
+    def loss(q, k, v):
+        o = tessera.ops.flash_attn(q, k, v, dropout=0.5, key=tessera.ops.philox(11))
+        return tessera.ops.sum(o * tessera.tensor(w))
+
+    def both():
+        return [tessera.ops.flash_attn(*args, dropout=0.5, key=tessera.ops.philox(11)).numpy().tobytes()] + \
+            [g.numpy().tobytes() for g in tessera.grad(loss, argnums=(0, 1, 2))(*args)]
+
+    compiled = both()
+    assert both() == compiled  # the same key gives the same mask
+    key = tessera.ops.philox(11)
+    first = tessera.ops.flash_attn(*args, dropout=0.5, key=key).numpy().tobytes()
+    assert tessera.ops.flash_attn(*args, dropout=0.5, key=key).numpy().tobytes() != first  # the key moved on
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    assert both() == compiled
+
+
 # ---- determinism --------------------------------------------------------------------------------
 
 def test_bitwise_determinism_over_ten_runs():
@@ -256,9 +323,10 @@ def test_errors():
         tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64), "bf16"), t((1, 2, 4, 64)))
     with pytest.raises(ShapeError, match=r"q must be \[B, H, S, D\]"):
         tessera.ops.flash_attn(t((2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)))
-    with pytest.raises(ArgumentError, match="dropout > 0 is not supported yet"):
-        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)), dropout=0.1,
-                               key=tessera.ops.philox(1))
+    with pytest.raises(ArgumentError, match=r"dropout must be a float in \[0, 1\)"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)), dropout=1.0)
+    with pytest.raises(TypeError, match="key must come from tessera.ops.philox"):
+        tessera.ops.flash_attn(t((1, 2, 4, 64)), t((1, 2, 4, 64)), t((1, 2, 4, 64)), dropout=0.1, key=3)
     # Inside jit the same checks run while tracing, from the op's shape inference.
     with pytest.raises(TesseraError, match="supported D are 64, 128 and 256"):
         tessera.jit(lambda q: tessera.ops.flash_attn(q, q, q))(t((1, 1, 2, 96)))
@@ -293,11 +361,11 @@ CUDA_TIR = """
 func @f(%q: tensor<[B, 4, S, 64] bf16>, %k: tensor<[B, 2, T, 64] bf16>, %v: tensor<[B, 2, T, 64] bf16>,
         %do: tensor<[B, 4, S, 64] bf16>) -> (tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S, 64] bf16>,
         tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>) {
-  %a:2 = graph.flash_attn %q, %k, %v {causal = true, scale = 0.125} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S] fp32>
-  %g:3 = graph.flash_attn_bwd %q, %k, %v, %a#0, %a#1, %do {causal = true, scale = 0.125} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>
+  %a:2 = graph.flash_attn %q, %k, %v {causal = true, dropout = 0.25, scale = 0.125, seed = 5} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S] fp32>
+  %g:3 = graph.flash_attn_bwd %q, %k, %v, %a#0, %a#1, %do {causal = true, dropout = 0.25, scale = 0.125, seed = 5} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>
   return %a#0, %g#0, %g#1, %g#2
 }
-"""
+"""  # with dropout: the kernels draw Philox bits
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -309,6 +377,7 @@ def test_cuda_source_of_the_attention_kernels_compiles(tmp_path):
     src.write_text(CUDA_TIR)
     status, out, err = _C.run_cli(["compile", str(src), "--emit", "target", "--target", "cuda"])
     assert status == 0, err
+    assert "random_bits32" in out  # the dropout mask is drawn in the kernels
     inc = tmp_path / "inc" / "tessera"
     inc.mkdir(parents=True)
     for name in os.listdir(os.path.join(root, "src/backends/cuda/device")):

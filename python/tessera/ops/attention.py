@@ -42,15 +42,15 @@ def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, 
     bf16/fp16 inputs accumulate in fp32 (the policy's accumulation type); the result has q's
     policy. The forward is an online softmax over the keys and never forms the [Sq, Sk] matrix.
 
-    ``dropout`` > 0 (with a ``tessera.ops.philox`` key) is not supported yet and raises.
+    ``dropout`` drops each entry of the probability matrix with that probability (scaling the kept
+    ones by 1 / (1 - dropout)) inside the kernels, with the mask drawn as ``tessera.ops.dropout``
+    would draw it on the [B, Hq, Sq, Sk] matrix: entry n (row-major) is kept iff the Philox draw at
+    counter ``key.offset + n`` is >= dropout. ``key`` is a ``tessera.ops.philox`` key and advances by
+    B * Hq * Sq * Sk counters (``None``: a fresh ``philox(0)`` each call, the same mask every time).
+    The backward redraws the same mask, so no mask is stored.
     """
     if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
         raise ArgumentError(f"tessera.ops.flash_attn: dropout must be a float in [0, 1), got {dropout!r}")
-    if dropout > 0.0:
-        raise ArgumentError("tessera.ops.flash_attn: dropout > 0 is not supported yet (the kernels have no "
-                            "in-kernel Philox draw); apply tessera.ops.dropout outside attention or pass 0.0")
-    if key is not None and dropout == 0.0:
-        pass  # a key without dropout draws nothing, as tessera.ops.dropout with p = 0
     q, k, v = _dense(q), _dense(k), _dense(v)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if len(x.shape) != 4:
@@ -62,5 +62,12 @@ def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, 
         scale = 1.0 / math.sqrt(d)
     if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not math.isfinite(scale):
         raise ArgumentError(f"tessera.ops.flash_attn: scale must be a finite float, got {scale!r}")
-    o, _lse = dispatch("graph.flash_attn", [q, k, v], {"scale": float(scale), "causal": bool(causal)})
+    attrs = {"scale": float(scale), "causal": bool(causal)}
+    if dropout == 0.0 and key is None:
+        o, _lse = dispatch("graph.flash_attn", [q, k, v], attrs)
+        return o
+    # As tessera.ops.dropout: the key advances one counter per entry of the [B, Hq, Sq, Sk] matrix.
+    from tessera.ops.random import _draw
+    entries = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    o, _lse = _draw("graph.flash_attn", [q, k, v], {**attrs, "dropout": float(dropout)}, key, entries, 1)
     return o

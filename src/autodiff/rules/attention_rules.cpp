@@ -11,6 +11,7 @@
 //   S  = scale q k^T (causal: -inf where j > i + Sk - Sq)   P = softmax(S)
 //   dS = scale (dq k^T + q dk^T)    dP = P (dS - rowsum(P dS))  (softmax_linear)
 //   do = dP v + P dv                dlse = rowsum(P dS)
+//   (with dropout, graph.dropout of dP and P with the op's stream, before the products)
 // This materializes S x S per head, as any forward-mode rule of attention
 // built from Graph IR ops must; a fused JVP kernel is future work.
 // graph.flash_attn_bwd is differentiated the same way in neither mode: it is
@@ -26,7 +27,10 @@ namespace tessera::autodiff::rules {
 namespace {
 
 ir::AttrMap attn_attrs(const ir::Operation& op) {
-  return ir::AttrMap{{"scale", op.attrs().get_real("scale")}, {"causal", op.attrs().get_bool("causal")}};
+  const ir::AttrMap& a = op.attrs();
+  return ir::AttrMap{{"scale", a.get_real("scale")},   {"causal", a.get_bool("causal")},
+                     {"dropout", a.get_real("dropout")}, {"seed", a.get_int("seed")},
+                     {"offset", a.get_int("offset")}};
 }
 
 Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
@@ -84,6 +88,14 @@ struct Decomposition {
     }
     return c.op("graph.softmax_safe", {s}, ir::AttrMap{{"axis", std::int64_t{-1}}});
   }
+  // Dropout of a [B, Hkv, G, Sq, Sk] matrix: its row-major index is the op's entry index n, so
+  // graph.dropout with the op's stream drops the same entries.
+  Value* dropped(Value* x) {
+    const ir::AttrMap& a = op.attrs();
+    if (a.get_real("dropout") == 0.0) return x;
+    return c.op("graph.dropout", {x}, ir::AttrMap{{"p", a.get_real("dropout")}, {"seed", a.get_int("seed")},
+                                                 {"offset", a.get_int("offset")}});
+  }
 
   Values jvp(const Values& t) {
     Value* q = at_acc(c.primal(op.operand(0)), q5);
@@ -96,10 +108,10 @@ struct Decomposition {
     if (ds) {
       ds = scaled(ds);
       Value* dp = c.op("graph.softmax_linear", {p, ds}, ir::AttrMap{{"axis", std::int64_t{-1}}});
-      dout = c.op("graph.matmul", {dp, v});
+      dout = c.op("graph.matmul", {dropped(dp), v});
       dlse = c.op("graph.sum", {mul(c, p, ds)}, ir::AttrMap{{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", false}});
     }
-    if (t[2]) dout = add_maybe(c, dout, c.op("graph.matmul", {p, at_acc(t[2], kv5)}));
+    if (t[2]) dout = add_maybe(c, dout, c.op("graph.matmul", {dropped(p), at_acc(t[2], kv5)}));
     if (dout) dout = c.fit_to(reshape(dout, op.result(0)->type().shape), op.result(0)->type());
     if (dlse) dlse = c.fit_to(reshape(dlse, op.result(1)->type().shape), op.result(1)->type());
     return Values{dout, dlse};

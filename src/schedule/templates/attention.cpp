@@ -83,6 +83,10 @@ class AttentionBuilder {
     const NumericsPolicy& p = root_.operand(0)->type().policy;
     acc_ = default_policy(p.accum);
     scale_ = tile::build_real(b, root_.attrs().get_real("scale"), acc_);
+    pd_ = root_.attrs().get_real("dropout");
+    seed_ = root_.attrs().get_int("seed");
+    offset_ = root_.attrs().get_int("offset");
+    kp_ = tile::build_real(b, 1.0 - pd_, acc_);  // rounded to acc, as the reference's kp
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
@@ -142,6 +146,17 @@ class AttentionBuilder {
   Value* k_row(ir::OpBuilder& b, Value* bi, Value* hk, Value* j) {
     return mul(b, add(b, mul(b, add(b, mul(b, bi, i64(b, Hkv_)), hk), Sk_), j), i64(b, D_));
   }
+  // x (p or dp) of entry n = row * Sk + j of the probability matrix, dropped or scaled by 1 / kp
+  // (graph/attention_ops.cpp): kept iff (philox(seed, offset + n) >> 8) 2^-24 >= pd.
+  Value* dropped(ir::OpBuilder& b, Value* x, Value* row, Value* j) {
+    if (pd_ == 0.0) return x;
+    Value* n = add(b, mul(b, row, Sk_), j);
+    Value* bits = tile::build(b, "tile.philox", {op2(b, "add", n, i64(b, offset_))}, {{"seed", seed_}});
+    Value* u = op2(b, "mul", cast(b, op2(b, "div", bits, i64(b, 256)), default_policy(DType::fp64)),
+                   real(b, 1.0 / 16777216.0));
+    return select(b, cmp(b, "ge", u, real(b, pd_)), op2(b, "div", x, kp_), zero(b));
+  }
+
   // One past the last key query row i sees.
   Value* key_end(ir::OpBuilder& b, Value* i) {
     if (!causal_) return Sk_;
@@ -168,8 +183,9 @@ class AttentionBuilder {
           Value* alpha = op1(lb, "exp", op2(lb, "sub", a[1], mn));
           Value* p = op1(lb, "exp", op2(lb, "sub", x, mn));
           std::vector<Value*> next = {mn, fma(lb, a[2], alpha, p)};
+          Value* pk = dropped(lb, p, row, a[0]);
           for (std::int64_t d = 0; d < D_; ++d) {
-            Value* pv = op2(lb, "mul", p, load(lb, 2, add(lb, kbase, i64(lb, d))));
+            Value* pv = op2(lb, "mul", pk, load(lb, 2, add(lb, kbase, i64(lb, d))));
             next.push_back(fma(lb, a[3 + static_cast<std::size_t>(d)], alpha, pv));
           }
           return next;
@@ -184,12 +200,12 @@ class AttentionBuilder {
     if (out(1)) store(b, 1, row, op2(b, "add", m, op1(b, "log", l)));
   }
 
-  // p and ds of query row `qbase` (lse at `row`, delta given) and key row `kbase`.
-  std::pair<Value*, Value*> pair(ir::OpBuilder& b, Value* qbase, Value* row, Value* kbase, Value* delta) {
+  // pk (p, dropped) and ds of query row `qbase` (row index `row`, delta given) and key j at `kbase`.
+  std::pair<Value*, Value*> pair(ir::OpBuilder& b, Value* qbase, Value* row, Value* kbase, Value* j, Value* delta) {
     Value* x = op2(b, "mul", dot(b, 0, qbase, 1, kbase), scale_);
     Value* p = op1(b, "exp", op2(b, "sub", x, load(b, 4, row)));
     Value* dp = dot(b, 5, qbase, 2, kbase);
-    return {p, op2(b, "mul", p, op2(b, "sub", dp, delta))};
+    return {dropped(b, p, row, j), op2(b, "mul", p, op2(b, "sub", dropped(b, dp, row, j), delta))};
   }
 
   void store(ir::OpBuilder& b, std::size_t r, Value* at, Value* x) {
@@ -217,7 +233,7 @@ class AttentionBuilder {
       ir::Operation* loop = tile::build_for(
           b, i64(b, 0), key_end(b, i), i64(b, 1), zeros(b, D_), [&](ir::OpBuilder& lb, std::span<Value* const> a) {
             Value* kbase = k_row(lb, bi, hk, a[0]);
-            Value* ds = pair(lb, qbase, row, kbase, delta).second;
+            Value* ds = pair(lb, qbase, row, kbase, a[0], delta).second;
             std::vector<Value*> next;
             for (std::size_t d = 0; d < D; ++d) {
               next.push_back(fma(lb, ds, load(lb, 1, add(lb, kbase, i64(lb, static_cast<std::int64_t>(d)))), a[1 + d]));
@@ -248,7 +264,7 @@ class AttentionBuilder {
                   Value* qbase = q_row(rb, bi, h, ra[0]);
                   Value* qrow = op2(rb, "div", qbase, i64(rb, D_));
                   Value* delta = dot(rb, 5, qbase, 3, qbase);
-                  auto [p, ds] = pair(rb, qbase, qrow, kbase, delta);
+                  auto [p, ds] = pair(rb, qbase, qrow, kbase, j, delta);
                   std::vector<Value*> next(2 * D);
                   for (std::size_t d = 0; d < D; ++d) {
                     Value* at = add(rb, qbase, i64(rb, static_cast<std::int64_t>(d)));
@@ -277,6 +293,9 @@ class AttentionBuilder {
   int out_index_[3] = {-1, -1, -1};
   NumericsPolicy acc_;
   Value* scale_ = nullptr;
+  Value* kp_ = nullptr;
+  double pd_ = 0.0;
+  std::int64_t seed_ = 0, offset_ = 0;
   Value *B_ = nullptr, *Sq_ = nullptr, *Sk_ = nullptr;
   std::int64_t Hq_ = 1, Hkv_ = 1, D_ = 1;
   bool causal_ = false;
