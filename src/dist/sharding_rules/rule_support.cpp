@@ -31,6 +31,7 @@ Rules& table() {
     rules::register_normalization_sharding();
     rules::register_shape_sharding();
     rules::register_creation_sharding();
+    rules::register_library_sharding();
   });
   return raw_rules();
 }

@@ -20,6 +20,7 @@ void register_linalg_sharding();
 void register_normalization_sharding();
 void register_shape_sharding();
 void register_creation_sharding();
+void register_library_sharding();
 
 // Global static sizes of an operand or result.
 std::vector<std::int64_t> sizes_of(const ir::Value* v);
