@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_check.sh [BUILD_DIR]        (default build-gpu)
 #
-# Environment: JOBS (default: all cores), PYTHON (default python3), TESSERA_GPU_CXX
+# Environment: JOBS (default: all cores), PYTHON (default python3), GPU_CHECK_SKIP_BENCH=1
+# (no collective benchmark), TESSERA_GPU_CXX
 # (the C++ compiler; default the system's /usr/bin/g++ when present, see below),
 # TESSERA_GTEST_SOURCE (a GoogleTest source tree, built first when the system
 # has no GoogleTest package; /usr/src/googletest is tried too), OUT (a folder
@@ -237,10 +238,14 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ]; then
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python nccl/dist tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPUs)" PASS "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')" ||
     row "python nccl/dist tests" FAIL "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')"
+  if [ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ]; then
+    row "nccl benchmark" SKIP "GPU_CHECK_SKIP_BENCH=1"
+  else
   echo "== collective bandwidth against torch.distributed"
   PYTHONPATH="$build/pydev" timeout 900 "$python" bench/nccl_bench.py ${NCCL_BENCH_ARGS:-} 2>&1 | tee "$logs/nccl_bench.log" | tail -40
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "nccl benchmark" PASS "table above" || row "nccl benchmark" FAIL "rc $rc (see $logs/nccl_bench.log)"
+  fi
 fi
 if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
