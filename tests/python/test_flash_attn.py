@@ -346,6 +346,15 @@ def test_uncovered_policy_is_a_compile_error_under_jit():
 # ---- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
+def test_attention_on_cuda_is_a_clear_error_until_verified():
+    # The first GPU run failed test_gpu_equals_cpu_bitwise (below): until it passes,
+    # compiling attention for CUDA raises instead of giving unverified numbers.
+    q = tessera.tensor(np.zeros((1, 1, 4, 64), np.float32)).to("cuda:0")
+    with pytest.raises(tessera.errors.CompileError, match="not enabled on CUDA yet"):
+        tessera.ops.flash_attn(q, q, q).numpy()
+
+
+@pytest.mark.skip(reason="attention on CUDA is disabled until this passes (it failed on 4 H100s, 2026-11-27)")
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_equals_cpu_bitwise(dtype):
     q, k, v = inputs(1, 4, 2, 32, 48, 64, dtype, salt=60)
