@@ -55,3 +55,34 @@ def fp32_gemm_bound(a64, b64):
     k = a64.shape[1]
     return (k + 2) * 2.0**-24 * (np.abs(a64) @ np.abs(b64)) + 1e-30
 
+
+
+def cuda_ptx_of(tmp_path, tir_text, kernels):
+    """`tir_text` (a Graph IR module) through `tessera compile --emit target --target cuda`,
+    each of its `kernels` generated kernels through nvcc to PTX (device code only, as NVRTC
+    compiles it at run time, with the device headers from the source tree): the PTX texts.
+    Needs no GPU, only nvcc. Also returns the emitted CUDA C++."""
+    import shutil
+    import subprocess
+    from tessera import _C
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = tmp_path / "f.tir"
+    src.write_text(tir_text)
+    status, out, err = _C.run_cli(["compile", str(src), "--emit", "target", "--target", "cuda"])
+    assert status == 0, err
+    inc = tmp_path / "inc" / "tessera"
+    inc.mkdir(parents=True)
+    for name in os.listdir(os.path.join(root, "src/backends/cuda/device")):
+        shutil.copy(os.path.join(root, "src/backends/cuda/device", name), inc / name)
+    texts = [k for k in out.split("// ===== kernel ") if "__global__" in k]
+    assert len(texts) == kernels
+    ptx = []
+    for i, text in enumerate(texts):
+        cu = tmp_path / f"k{i}.cu"
+        cu.write_text(text.split("\n", 1)[1])
+        r = subprocess.run(["nvcc", "-std=c++20", "-arch=sm_90a", "-ptx", f"-I{tmp_path / 'inc'}",
+                            f"-I{os.path.join(root, 'include')}", str(cu), "-o", str(tmp_path / f"k{i}.ptx")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ptx.append((tmp_path / f"k{i}.ptx").read_text())
+    return ptx, out

@@ -13,15 +13,14 @@ Tolerances (against float64 attention of the same, already rounded, inputs; entr
   so delta = do . o carries its 2^-9 rounding into every ds).
 """
 
-import os
 import secrets
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 import tessera
+from kernel_helpers import cuda_ptx_of
 from tessera import _C
 from tessera.errors import ArgumentError, ShapeError, TesseraError
 
@@ -383,26 +382,10 @@ func @f(%q: tensor<[B, 4, S, 64] bf16>, %k: tensor<[B, 2, T, 64] bf16>, %v: tens
 def test_cuda_source_of_the_attention_kernels_compiles(tmp_path):
     # No GPU needed: the CUDA backend's emitted source goes through nvcc to PTX (device code only, as
     # NVRTC compiles it at run time), with the device headers from the source tree.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    src = tmp_path / "f.tir"
-    src.write_text(CUDA_TIR)
-    status, out, err = _C.run_cli(["compile", str(src), "--emit", "target", "--target", "cuda"])
-    assert status == 0, err
+    ptx, out = cuda_ptx_of(tmp_path, CUDA_TIR, kernels=2)
     assert "random_bits32" in out  # the dropout mask is drawn in the kernels
-    inc = tmp_path / "inc" / "tessera"
-    inc.mkdir(parents=True)
-    for name in os.listdir(os.path.join(root, "src/backends/cuda/device")):
-        shutil.copy(os.path.join(root, "src/backends/cuda/device", name), inc / name)
-    kernels = [k for k in out.split("// ===== kernel ") if "__global__" in k]
-    assert len(kernels) == 2
-    for i, text in enumerate(kernels):
-        cu = tmp_path / f"k{i}.cu"
-        cu.write_text(text.split("\n", 1)[1])
-        r = subprocess.run(["nvcc", "-std=c++20", "-arch=sm_90a", "-ptx", f"-I{tmp_path / 'inc'}",
-                            f"-I{os.path.join(root, 'include')}", str(cu), "-o", str(tmp_path / f"k{i}.ptx")],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert "fma.rn.f32" in (tmp_path / f"k{i}.ptx").read_text()
+    for text in ptx:
+        assert "fma.rn.f32" in text
 
 
 def test_a_batch_split_attention_runs_per_shard_with_the_same_bits():

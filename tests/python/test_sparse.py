@@ -8,16 +8,15 @@ Tolerances (results compared with scipy's float64 product of the same, already r
 - bf16: |C - ref| <= 2^-8 * |ref| + 1e-5 * (|A| @ |B|): fp32 accumulation, then one rounding to bf16.
 """
 
-import os
 import secrets
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import tessera
+from kernel_helpers import cuda_ptx_of
 from tessera import _C
 
 SEED = secrets.randbits(32)  # fresh inputs every run; the seed is in every failure message
@@ -321,22 +320,6 @@ func @f(%v: tensor<[Z] bf16>, %b: tensor<[K, N] bf16>, %x: tensor<[M, D] fp32>, 
 def test_cuda_source_of_the_sparse_kernels_compiles(tmp_path):
     # No GPU needed: the CUDA backend's emitted source goes through nvcc to PTX (device code only, as
     # NVRTC compiles it at run time), with the device headers from the source tree.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    src = tmp_path / "f.tir"
-    src.write_text(CUDA_TIR)
-    status, out, err = _C.run_cli(["compile", str(src), "--emit", "target", "--target", "cuda"])
-    assert status == 0, err
-    inc = tmp_path / "inc" / "tessera"
-    inc.mkdir(parents=True)
-    for name in os.listdir(os.path.join(root, "src/backends/cuda/device")):
-        shutil.copy(os.path.join(root, "src/backends/cuda/device", name), inc / name)
-    kernels = [k for k in out.split("// ===== kernel ") if "__global__" in k]
-    assert len(kernels) == 2
-    for i, text in enumerate(kernels):
-        cu = tmp_path / f"k{i}.cu"
-        cu.write_text(text.split("\n", 1)[1])
-        r = subprocess.run(["nvcc", "-std=c++20", "-arch=sm_90a", "-ptx", f"-I{tmp_path / 'inc'}",
-                            f"-I{os.path.join(root, 'include')}", str(cu), "-o", str(tmp_path / f"k{i}.ptx")],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert "fma.rn.f32" in (tmp_path / f"k{i}.ptx").read_text()
+    ptx, _ = cuda_ptx_of(tmp_path, CUDA_TIR, kernels=2)
+    for text in ptx:
+        assert "fma.rn.f32" in text
