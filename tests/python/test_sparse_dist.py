@@ -86,3 +86,20 @@ def test_layouts_that_cannot_apply_are_argument_errors():
         dist.tensor(a, layout=dist.Block(mesh_axes=("tp",)), mesh=m).parts("dp")
     with pytest.raises(ArgumentError, match="Rect or SparseCSR"):
         tessera.array.from_domain((3, 3), mesh=m)
+
+
+def test_spmm_of_a_row_distributed_matrix_gives_a_row_distributed_result():
+    a = random_csr(13, 9, 0.3, 6)
+    b = np.random.default_rng(7).standard_normal((9, 4)).astype(np.float32)
+    m = dist.mesh(devices=cpus(4), axes=("dp", "tp"), shape=(2, 2))
+    A = dist.tensor(tessera.sparse.from_scipy(a), layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
+    C = tessera.ops.spmm(A, b)
+    assert isinstance(C, dist.DistTensor) and C.shape == (13, 4)
+    assert [s.shape for s in C.parts("tp")] == [(7, 4), (6, 4)]
+    np.testing.assert_allclose(C.numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    # Each shard is the per-shard product: the same bits as the undistributed spmm's rows.
+    whole = tessera.ops.spmm(tessera.sparse.from_scipy(a), b).numpy()
+    np.testing.assert_array_equal(C.numpy(), whole)
+    split = dist.tensor(b, layout=dist.ShardSpec(partition=("row",), mesh_axes=("tp",)), mesh=m)
+    with pytest.raises(ArgumentError, match="B must be replicated"):
+        tessera.ops.spmm(A, split)

@@ -57,7 +57,11 @@ def _device(*xs):
 
 
 def spmm(A, B):
-    """``A @ B`` for sparse A [M, K] and dense B [K, N]: a dense [M, N] tensor."""
+    """``A @ B`` for sparse A [M, K] and dense B [K, N]: a dense [M, N] tensor. For a
+    ``tessera.sparse.DistCSR`` A and a replicated B, a distributed tensor with A's row split."""
+    from tessera.sparse._dist import DistCSR
+    if isinstance(A, DistCSR):
+        return A.spmm(B)
     a = _csr(A, "spmm")
     b = _dense(B)
     m, k = a.shape

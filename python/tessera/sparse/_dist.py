@@ -59,6 +59,31 @@ class DistCSR:
             raise ArgumentError(f"{self!r}.parts: the mesh has no axis '{axis}' (its axes: {self.mesh.axes})")
         return Parts([self.shards[self._rank_at(axis, i)] for i in range(self.mesh.axis_size(axis))], self, axis)
 
+    def spmm(self, b):
+        """``self @ b`` for a dense ``b`` replicated on the mesh (a tessera.dist tensor; a host
+        array or tensor is replicated first): a distributed tensor with self's row split, each
+        device's rows computed there from its own shard (no communication)."""
+        from tessera import ops
+        from tessera.dist import _mpi
+        from tessera.dist._spec import Replicated, ShardSpec, as_layout
+        from tessera.dist._tensor import DistTensor, tensor as dist_tensor
+        if _mpi.spans_processes(self.mesh):
+            raise ArgumentError("tessera.ops.spmm of a DistCSR over several MPI processes is not supported yet; "
+                                "run a per-shard spmm in tessera.index_launch over its parts")
+        if not isinstance(b, DistTensor):
+            b = dist_tensor(b, mesh=self.mesh)
+        if b.mesh is not self.mesh:
+            raise ArgumentError(f"tessera.ops.spmm: B lives on {b.mesh!r}, A on {self.mesh!r}")
+        lay = b._t.layout
+        if any(lay.splits(a) for a in self.mesh.axes) or lay.partial:
+            raise ArgumentError(f"tessera.ops.spmm: B must be replicated on the mesh (it is {b!r}); "
+                                f"tessera.dist.reshard(B, tessera.dist.Replicated()) first")
+        shards = [ops.spmm(self.shards[r], b._t.shards[r]) for r in range(self.mesh.size)]
+        spec = ShardSpec(partition=("row",), mesh_axes=(self.axis,)) if self.axis else Replicated()
+        handle = _C.DistTensor.from_shards([self.shape[0], b.shape[1]], as_layout(spec, 2, self.mesh), self.mesh._m,
+                                           shards[0].policy, shards)
+        return DistTensor(handle, self.mesh, spec)
+
     def to_dense(self):
         """The whole matrix as a dense host tensor (the values' numpy type)."""
         from tessera._tensor import tensor
