@@ -41,15 +41,11 @@ class AttentionBuilder {
       : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
 
   TileKernel build() {
-    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : kLanes;
+    const std::int64_t lanes = group_lanes(kernel_, kLanes);
     const bool forward = root_.name() == "graph.flash_attn";
     const std::size_t num_in = body_.num_arguments();
     TileKernel result;
-    std::vector<std::pair<std::string, Type>> params;
-    for (std::size_t k = 0; k < num_in; ++k) {
-      params.emplace_back("in" + std::to_string(k),
-                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
-    }
+    std::vector<std::pair<std::string, Type>> params = input_buffer_params(body_);
     // The kernel's results are the root's results read outside it, in order.
     const ir::Operation& yield = *body_.terminator();
     for (std::size_t j = 0; j < yield.num_operands(); ++j) {
@@ -88,9 +84,7 @@ class AttentionBuilder {
     offset_ = root_.attrs().get_int("offset");
     kp_ = tile::build_real(b, 1.0 - pd_, acc_);  // rounded to acc, as the reference's kp
 
-    Value* gid = tile::build(b, "tile.group_id", {});
-    Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* t = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* t = global_lane(b, lanes);
     Value* rows_q = mul(b, mul(b, B_, i64(b, Hq_)), Sq_);
     tile::build_if(
         b, cmp(b, "lt", t, rows_q), {},

@@ -52,7 +52,7 @@ class CopyBuilder {
   TileKernel build() {
     const ir::Shape& domain = kernel_.attrs().get_shape("domain");
     rank_ = domain.size();
-    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 1024;
+    const std::int64_t lanes = group_lanes(kernel_, 1024);
     const std::size_t num_in = body_.num_arguments();
     TileKernel result;
     // Moving ops take their data operands and result as codes.
@@ -106,9 +106,7 @@ class CopyBuilder {
       operand_dims_.push_back(dims);
     }
 
-    Value* gid = tile::build(b, "tile.group_id", {});
-    Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     tile::build_if(
         b, cmp(b, "lt", i, n), {},

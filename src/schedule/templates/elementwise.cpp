@@ -38,7 +38,7 @@ constexpr std::int64_t kAheadGroups = 2;
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
   const ir::Block& body = kernel_body(kernel);
   const ir::Shape& domain = kernel.attrs().get_shape("domain");
-  const std::int64_t lanes = kernel.attrs().has("tile") ? kernel.attrs().get_ints("tile").at(0) : 1024;
+  const std::int64_t lanes = group_lanes(kernel, 1024);
   const ir::Operation& yield = *body.terminator();
   const std::size_t num_in = body.num_arguments();
   const std::size_t num_out = yield.num_operands();

@@ -98,6 +98,25 @@ ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y) {
 ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y) {
   return tile::build(b, "tile.select", {c, x, y});
 }
+std::int64_t group_lanes(const ir::Operation& kernel, std::int64_t default_lanes) {
+  return kernel.attrs().has("tile") ? kernel.attrs().get_ints("tile").at(0) : default_lanes;
+}
+
+std::vector<std::pair<std::string, ir::Type>> input_buffer_params(const ir::Block& body) {
+  std::vector<std::pair<std::string, ir::Type>> params;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    params.emplace_back("in" + std::to_string(k), ir::Type::gmem({ir::Dim::named("m" + std::to_string(k))},
+                                                                  buffer_policy(body.argument(k)->type().policy)));
+  }
+  return params;
+}
+
+ir::Value* global_lane(ir::OpBuilder& b, std::int64_t lanes) {
+  ir::Value* gid = tile::build(b, "tile.group_id", {});
+  ir::Value* lid = tile::build(b, "tile.linear_id", {});
+  return op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+}
+
 ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to) {
   return tile::build(b, "tile.cast", {x}, {{"to", to}});
 }

@@ -94,6 +94,13 @@ class LaneProgram {
 };
 
 // Shorthands for building lane ops.
+// The lanes of a group: the kernel's "tile" attribute, else `default_lanes`.
+std::int64_t group_lanes(const ir::Operation& kernel, std::int64_t default_lanes);
+// One gmem parameter "in<k>" per argument of `body` (buffer policies), in order.
+std::vector<std::pair<std::string, ir::Type>> input_buffer_params(const ir::Block& body);
+// This lane's index over the launch: group_id * lanes + linear_id.
+ir::Value* global_lane(ir::OpBuilder& b, std::int64_t lanes);
+
 ir::Value* real(ir::OpBuilder& b, double x);  // lane<fp64> constant
 ir::Value* op1(ir::OpBuilder& b, const char* op, ir::Value* x);
 ir::Value* op2(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y);

@@ -65,11 +65,7 @@ class NormalizationBuilder {
     acc_ = default_policy(root_.result(0)->type().policy.accum);
     const std::size_t num_in = body_.num_arguments();
 
-    std::vector<std::pair<std::string, Type>> params;
-    for (std::size_t k = 0; k < num_in; ++k) {
-      params.emplace_back("in" + std::to_string(k),
-                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
-    }
+    std::vector<std::pair<std::string, Type>> params = input_buffer_params(body_);
     // A softmax fused with its gradient (softmax_gradient_fusible) writes
     // the gradient, and y too when another kernel reads it: one buffer per
     // kernel result, in the kernel's order.

@@ -39,7 +39,7 @@ TileKernel lower_random(const ir::Operation& kernel, ir::Module& out, const std:
   const ir::Block& body = kernel_body(kernel);
   const ir::Operation& root = kernel_root_op(kernel);
   const NumericsPolicy& p = root.result(0)->type().policy;
-  const std::int64_t lanes = kernel.attrs().has("tile") ? kernel.attrs().get_ints("tile").at(0) : 1024;
+  const std::int64_t lanes = group_lanes(kernel, 1024);
   std::vector<std::pair<std::string, Type>> params;
   for (std::size_t k = 0; k < body.num_arguments(); ++k) {
     params.emplace_back("in" + std::to_string(k),
@@ -52,9 +52,7 @@ TileKernel lower_random(const ir::Operation& kernel, ir::Module& out, const std:
   ir::OpBuilder b(fb);
   const std::int64_t seed = root.attrs().get_int("seed");
   const std::int64_t offset = root.attrs().get_int("offset");
-  Value* gid = tile::build(b, "tile.group_id", {});
-  Value* lid = tile::build(b, "tile.linear_id", {});
-  Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+  Value* i = global_lane(b, lanes);
   Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
   tile::build_if(
       b, cmp(b, "lt", i, n), {},

@@ -42,15 +42,11 @@ class SparseBuilder {
       : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
 
   TileKernel build() {
-    const std::int64_t lanes = kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : kLanes;
+    const std::int64_t lanes = group_lanes(kernel_, kLanes);
     const NumericsPolicy& p = root_.result(0)->type().policy;
     const std::size_t num_in = body_.num_arguments();
     TileKernel result;
-    std::vector<std::pair<std::string, Type>> params;
-    for (std::size_t k = 0; k < num_in; ++k) {
-      params.emplace_back("in" + std::to_string(k),
-                          Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(body_.argument(k)->type().policy)));
-    }
+    std::vector<std::pair<std::string, Type>> params = input_buffer_params(body_);
     params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(p), /*is_mut=*/true));
     // Dims read at run time: spmm needs b's N; sddmm x's M and D and y's K.
     const bool spmm = root_.name() == "graph.spmm";
@@ -80,9 +76,7 @@ class SparseBuilder {
     acc_ = default_policy(p.accum);
     result_ = p;
 
-    Value* gid = tile::build(b, "tile.group_id", {});
-    Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* i = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     tile::build_if(
         b, cmp(b, "lt", i, n), {},
