@@ -382,22 +382,22 @@ Value Body::make_partition_view(TypeRef view_type, Value tv) {
   return r;
 }
 
-std::vector<Value> Body::tile_block_id() {
+// An op of no operands with three i32 results (the x, y, z of the launch grid).
+std::vector<Value> Body::grid_triple(std::uint32_t opcode, const char* name) {
   const TypeRef i32 = m_.tile(Elem::i32, {});
-  op(f::op::get_tile_block_id);
+  op(opcode);
   for (int i = 0; i < 3; ++i) var(i32.id);
   std::vector<Value> r{result(i32), result(i32), result(i32)};
-  line(ref(r[0]) + ", " + ref(r[1]) + ", " + ref(r[2]) + " = get_tile_block_id : tile<i32>");
+  line(ref(r[0]) + ", " + ref(r[1]) + ", " + ref(r[2]) + " = " + name + " : tile<i32>");
   return r;
 }
 
+std::vector<Value> Body::tile_block_id() {
+  return grid_triple(f::op::get_tile_block_id, "get_tile_block_id");
+}
+
 std::vector<Value> Body::num_tile_blocks() {
-  const TypeRef i32 = m_.tile(Elem::i32, {});
-  op(f::op::get_num_tile_blocks);
-  for (int i = 0; i < 3; ++i) var(i32.id);
-  std::vector<Value> r{result(i32), result(i32), result(i32)};
-  line(ref(r[0]) + ", " + ref(r[1]) + ", " + ref(r[2]) + " = get_num_tile_blocks : tile<i32>");
-  return r;
+  return grid_triple(f::op::get_num_tile_blocks, "get_num_tile_blocks");
 }
 
 Value Body::load_view(TypeRef tile_type, Value view, const std::vector<Value>& index) {

@@ -97,6 +97,7 @@ class Body {
   Body(Module& m) : m_(m) {}
   void op(std::uint32_t opcode);
   Value retyped(std::uint32_t opcode, const char* name, TypeRef to, Value x);
+  std::vector<Value> grid_triple(std::uint32_t opcode, const char* name);
   void var(std::uint64_t v);
   void operand(Value v);
   Value result(TypeRef t);
