@@ -6,9 +6,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "dist/local_p2p.h"
-#include "dist/rendezvous.h"
 #include "dist/shard_copy.h"
+#include "dist/thread_members.h"
 #include "tessera/dist/communicator.h"
 #include "tessera/dist/layout.h"
 #include "tessera/support/error.h"
@@ -22,15 +21,12 @@ std::size_t normalize_dim(std::int64_t dim, std::size_t rank, const std::string&
   return detail::normalize_collective_dim(dim, rank, what);
 }
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator final : public detail::ThreadMembers {
  public:
   LocalCommunicator(std::string axis, std::vector<std::string> members, double timeout)
-      : rv_(std::move(axis), std::move(members), timeout),
-        p2p_(rv_.axis(), rv_.members(), timeout) {}
+      : ThreadMembers(std::move(axis), std::move(members), timeout) {}
 
   std::string_view backend() const override { return "local"; }
-  const std::string& axis() const override { return rv_.axis(); }
-  const std::vector<std::string>& members() const override { return rv_.members(); }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
@@ -92,20 +88,6 @@ class LocalCommunicator final : public Communicator {
       return detail::from_codes(detail::host_codes(*in[root]), x.policy(), x.device());
     });
   }
-
-  // Point to point: the mailboxes (local_p2p.h) share only the members and failure notices.
-  void send(std::size_t rank, const Tensor& x, std::size_t dst) override { p2p_.send(rank, x, dst); }
-  Tensor recv(std::size_t rank, std::size_t src, const std::vector<std::int64_t>& shape,
-              const NumericsPolicy& policy) override {
-    return p2p_.recv(rank, src, shape, policy);
-  }
-
-  void fail(std::size_t rank, const std::string& why) override {
-    p2p_.fail(rank, why);
-    rv_.fail(rank, why);
-  }
-
-  std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
 
  private:
   static Tensor on_device(const Tensor& host, const std::string& device) {
@@ -176,11 +158,9 @@ class LocalCommunicator final : public Communicator {
     return out;
   }
 
-  detail::Rendezvous rv_;
   std::mutex mu_;
   std::shared_ptr<Tensor> shared_;  // the result of the reduction in progress
   std::uint64_t shared_seq_ = 0;
-  detail::LocalMailboxes p2p_;
 };
 }  // namespace
 

@@ -12,9 +12,8 @@
 
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nccl_api.h"
-#include "dist/local_p2p.h"
 #include "dist/nccl_kernels.h"
-#include "dist/rendezvous.h"
+#include "dist/thread_members.h"
 #include "tessera/dist/layout.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/support/error.h"
@@ -205,13 +204,12 @@ SideStream& side_stream(int device) {
 // Every member's shape in a call, by rank.
 using Shapes = std::vector<std::vector<std::int64_t>>;
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public detail::ThreadMembers {
  public:
   NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout,
                    std::vector<int> owners = {}, int this_process = 0,
                    std::shared_ptr<Communicator> coordinator = nullptr)
-      : rv_(std::move(axis), std::move(members), timeout), p2p_(rv_.axis(), rv_.members(), timeout),
-        coordinator_(std::move(coordinator)) {
+      : ThreadMembers(std::move(axis), std::move(members), timeout), coordinator_(std::move(coordinator)) {
     if (coordinator_ && owners.size() != size()) {
       raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " +
                                             std::to_string(owners.size()) + " owners for " + std::to_string(size()) +
@@ -247,8 +245,6 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::string_view backend() const override { return "nccl"; }
-  const std::string& axis() const override { return rv_.axis(); }
-  const std::vector<std::string>& members() const override { return rv_.members(); }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
     const Tensor xc = prepare(rank, x, "allreduce");
@@ -449,19 +445,11 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  void send(std::size_t rank, const Tensor& x, std::size_t dst) override { p2p_.send(rank, x, dst); }
-  Tensor recv(std::size_t rank, std::size_t src, const std::vector<std::int64_t>& shape,
-              const NumericsPolicy& policy) override {
-    return p2p_.recv(rank, src, shape, policy);
-  }
-
   void fail(std::size_t rank, const std::string& why) override {
-    p2p_.fail(rank, why);
-    rv_.fail(rank, why);
+    ThreadMembers::fail(rank, why);
     // Members in other processes learn it through the coordinator.
     if (coordinator_) coordinator_->fail(rank, why);
   }
-  std::uint64_t completed(std::size_t rank) const override { return rv_.completed(rank); }
 
  private:
   static void* ptr(const Tensor& t) { return t.device_data(); }
@@ -714,8 +702,6 @@ class NcclCommunicator final : public Communicator {
     cuda::copy_to_device(dev, out, result.data(), static_cast<std::size_t>(n) * es);
   }
 
-  detail::Rendezvous rv_;
-  detail::LocalMailboxes p2p_;
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
   std::vector<int> devices_;                    // by rank; -1 for a GPU of another process
   std::shared_ptr<Clique> clique_;
