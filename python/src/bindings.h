@@ -18,7 +18,7 @@ void bind_kernel(nanobind::module_& m);
 void bind_schedule(nanobind::module_& m);
 void bind_dist(nanobind::module_& m);
 void bind_p2p(nanobind::module_& m);  // after bind_dist: adds methods to its Communicator
-// TESSERA_CRASH_TRACE=1: fatal signals print the native stack (crash_trace.cpp).
+// TESSERA_CRASH_TRACE (set, not 0): fatal signals print the native stack (crash_trace.cpp).
 void install_crash_trace();
 void bind_mpi(nanobind::module_& m);
 

@@ -1,4 +1,4 @@
-// TESSERA_CRASH_TRACE=1: a fatal signal in the process (a segmentation fault
+// TESSERA_CRASH_TRACE (set, not 0): a fatal signal in the process (a segmentation fault
 // in native code) prints the native call stack to standard error before the
 // process dies, for the GPU machines, which have no debugger.
 #include <execinfo.h>
@@ -27,7 +27,7 @@ void print_stack(int sig) {
 
 void install_crash_trace() {
   const char* v = std::getenv("TESSERA_CRASH_TRACE");
-  if (v == nullptr || std::strcmp(v, "1") != 0) return;
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGABRT}) signal(sig, print_stack);
 }
 

@@ -402,3 +402,12 @@ def test_a_faulty_process_makes_the_others_raise_naming_it_on_gpus(mode):
     else:
         assert re.search(culprit, out), out
     assert "timed out" not in out and time.monotonic() - start < 120, out
+
+
+def test_a_malformed_nccl_across_processes_setting_is_an_argument_error(monkeypatch):
+    from tessera.dist._backend import _nccl_across_processes
+    monkeypatch.setenv("TESSERA_NCCL_ACROSS_PROCESSES", "false")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_NCCL_ACROSS_PROCESSES is 'false'"):
+        _nccl_across_processes()
+    monkeypatch.setenv("TESSERA_NCCL_ACROSS_PROCESSES", "0")
+    assert not _nccl_across_processes()

@@ -54,6 +54,13 @@ def _owners(devices, mesh):
     return [of[list(mesh.devices).index(d)] for d in devices]
 
 
+def _nccl_across_processes() -> bool:
+    value = os.environ.get("TESSERA_NCCL_ACROSS_PROCESSES", "1")
+    if value not in ("0", "1"):
+        raise ArgumentError(f"TESSERA_NCCL_ACROSS_PROCESSES is {value!r}; expected '0' or '1'")
+    return value == "1"
+
+
 def chosen(devices, mesh=None) -> str:
     """The backend a group of ``devices`` gets."""
     asked = requested(mesh)
@@ -66,7 +73,7 @@ def chosen(devices, mesh=None) -> str:
     gpus = len(devices) > 1 and _all_real_gpus(devices) and _C.nccl_available()
     if spread:
         # GPUs in several processes: NCCL, its unique id sent over MPI; else MPI itself.
-        return "nccl" if gpus and os.environ.get("TESSERA_NCCL_ACROSS_PROCESSES", "1") != "0" else "mpi"
+        return "nccl" if gpus and _nccl_across_processes() else "mpi"
     return "nccl" if gpus else "local"
 
 
