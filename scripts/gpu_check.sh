@@ -16,6 +16,9 @@
 # collectives on the GPUs (tests/python/test_dist_nccl.py, bench/nccl_bench.py).
 # GPU_CHECK_ONLY=schedule builds and runs only the Schedule IR part (templates and
 # executables on the GPU, @jit on cuda tensors, its benchmark), for quick rounds.
+# GPU_CHECK_ONLY=python builds libtessera and the Python module, then runs the
+# pytest arguments in GPU_CHECK_TESTS and each command of GPU_CHECK_RUN (';'
+# separated, run by bash from the source root with the module importable).
 # Exit status: 0 when every step passed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,7 +78,7 @@ if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_B
   -DTESSERA_BUILD_BENCH=OFF "${cmake_extra[@]}" >"$logs/configure.log" 2>&1 &&
   if [ "${GPU_CHECK_ONLY:-}" = schedule ]; then
     targets=(tessera tessera_cli tessera_schedule_tests tessera_cuda_codegen_tests)
-  elif [ "${GPU_CHECK_ONLY:-}" = dist ]; then
+  elif [ "${GPU_CHECK_ONLY:-}" = dist ] || [ "${GPU_CHECK_ONLY:-}" = python ]; then
     targets=(tessera tessera_cli)
   else
     targets=(tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures
@@ -141,7 +144,29 @@ bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 
 fi  # GPU_CHECK_ONLY
 
-if [ "${GPU_CHECK_ONLY:-}" != dist ]; then
+if [ "${GPU_CHECK_ONLY:-}" = python ]; then
+  if [ -n "${GPU_CHECK_TESTS:-}" ]; then
+    echo "== pytest $GPU_CHECK_TESTS"
+    # shellcheck disable=SC2086  # a list of pytest arguments
+    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider $GPU_CHECK_TESTS 2>&1 |
+      tee "$logs/pytest_python.log" | tail -30
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "pytest (GPU_CHECK_TESTS)" PASS "$(tail -1 "$logs/pytest_python.log" | tr -d '=')" ||
+      row "pytest (GPU_CHECK_TESTS)" FAIL "$(tail -1 "$logs/pytest_python.log" | tr -d '=')"
+  fi
+  n=0
+  IFS=';' read -ra commands <<<"${GPU_CHECK_RUN:-}"
+  for c in "${commands[@]}"; do
+    [ -z "${c// /}" ] && continue
+    n=$((n + 1))
+    echo "== $c"
+    PYTHONPATH="$build/pydev" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "run: ${c:0:50}" PASS "see $logs/run_$n.log" || row "run: ${c:0:50}" FAIL "rc $rc"
+  done
+fi
+
+if [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK_ONLY:-}" != python ]; then
 echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
 "$build/tests/cpp/tessera_schedule_tests" --gtest_filter='ScheduleCuda*' 2>&1 | tee "$logs/schedule_cuda.log" |
   grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|bit-identical" | head -20
@@ -227,7 +252,7 @@ if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
   [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||
     row "python cuda kernel tests" FAIL "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')"
 fi
-if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ]; then
+if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ] && [ "${GPU_CHECK_ONLY:-}" != python ]; then
   # Collectives over the GPUs of this host (the nccl backend); needs 2+ GPUs, skips parts with fewer.
   export NCCL_NVLS_ENABLE=0
   echo "== collectives on the GPUs (nccl backend vs local, partitioned @jit, index launches)"
@@ -247,7 +272,7 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ]; then
   [ "$rc" -eq 0 ] && row "nccl benchmark" PASS "table above" || row "nccl benchmark" FAIL "rc $rc (see $logs/nccl_bench.log)"
   fi
 fi
-if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ]; then
+if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK_ONLY:-}" != python ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
   PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py tests/python/test_dist_cuda.py \
     2>&1 | tee "$logs/pytest_jit_cuda.log" | tail -15
