@@ -144,28 +144,6 @@ bad=$(grep -cE "^\[  FAILED  \] GpuCodegen" "$logs/gpu_tests.log")
 
 fi  # GPU_CHECK_ONLY
 
-if [ "${GPU_CHECK_ONLY:-}" = python ]; then
-  if [ -n "${GPU_CHECK_TESTS:-}" ]; then
-    echo "== pytest $GPU_CHECK_TESTS"
-    # shellcheck disable=SC2086  # a list of pytest arguments
-    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider $GPU_CHECK_TESTS 2>&1 |
-      tee "$logs/pytest_python.log" | tail -30
-    rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] && row "pytest (GPU_CHECK_TESTS)" PASS "$(tail -1 "$logs/pytest_python.log" | tr -d '=')" ||
-      row "pytest (GPU_CHECK_TESTS)" FAIL "$(tail -1 "$logs/pytest_python.log" | tr -d '=')"
-  fi
-  n=0
-  IFS=';' read -ra commands <<<"${GPU_CHECK_RUN:-}"
-  for c in "${commands[@]}"; do
-    [ -z "${c// /}" ] && continue
-    n=$((n + 1))
-    echo "== $c"
-    PYTHONPATH="$build/pydev" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
-    rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] && row "run: ${c:0:50}" PASS "see $logs/run_$n.log" || row "run: ${c:0:50}" FAIL "rc $rc"
-  done
-fi
-
 if [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK_ONLY:-}" != python ]; then
 echo "== Schedule IR templates through the CUDA backend (vs the CPU executable)"
 "$build/tests/cpp/tessera_schedule_tests" --gtest_filter='ScheduleCuda*' 2>&1 | tee "$logs/schedule_cuda.log" |
@@ -238,6 +216,28 @@ if [ $have_python -eq 1 ]; then
   for f in python/tessera/*; do ln -s "$root/$f" "$pkg/$(basename "$f")"; done
   cp "$build"/python/_C*.so "$build"/src/libtessera.so* "$pkg/"
 fi
+if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" = python ]; then
+  if [ -n "${GPU_CHECK_TESTS:-}" ]; then
+    echo "== pytest $GPU_CHECK_TESTS"
+    # shellcheck disable=SC2086  # a list of pytest arguments
+    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider $GPU_CHECK_TESTS 2>&1 |
+      tee "$logs/pytest_python.log" | tail -30
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "pytest (GPU_CHECK_TESTS)" PASS "$(tail -1 "$logs/pytest_python.log" | tr -d '=')" ||
+      row "pytest (GPU_CHECK_TESTS)" FAIL "$(tail -1 "$logs/pytest_python.log" | tr -d '=')"
+  fi
+  n=0
+  IFS=';' read -ra commands <<<"${GPU_CHECK_RUN:-}"
+  for c in "${commands[@]}"; do
+    [ -z "${c// /}" ] && continue
+    n=$((n + 1))
+    echo "== $c"
+    PYTHONPATH="$build/pydev" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "run: ${c:0:50}" PASS "see $logs/run_$n.log" || row "run: ${c:0:50}" FAIL "rc $rc"
+  done
+fi
+
 if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
   echo "== Python CUDA tensor tests"
   PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
