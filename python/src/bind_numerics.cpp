@@ -174,6 +174,7 @@ void bind_numerics(nb::module_& m) {
           "bytes one element takes in unpacked storage")
       .def_prop_ro("is_float", [](const PyDType& d) { return is_float(d.value); })
       .def_prop_ro("is_signed", [](const PyDType& d) { return info(d.value).is_signed; })
+      .def_prop_ro("is_complex", [](const PyDType& d) { return is_complex(d.value); })
       .def_prop_ro(
           "max",
           [](const PyDType& d) -> nb::object {

@@ -1,7 +1,7 @@
 // Python surface of host tensors and eager op execution.
 //
 // tessera._C.Tensor wraps tessera::Tensor. Arrays whose numpy dtype is the
-// tensor's storage (float64/32/16, integers, bool) are adopted without a
+// tensor's storage (float64/32/16, complex64/128, integers, bool) are adopted without a
 // copy and handed back to numpy as views of the same memory; other formats
 // are encoded from float64 and decoded to float32 on the way out.
 #include <nanobind/ndarray.h>
@@ -35,6 +35,9 @@ std::optional<nb::dlpack::dtype> native_dtype(DType d) {
     case DType::int64: return nb::dtype<std::int64_t>();
     case DType::uint8: return nb::dtype<std::uint8_t>();
     case DType::bool_: return nb::dtype<bool>();
+    case DType::complex64: return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Complex), 64, 1};
+    case DType::complex128:
+      return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Complex), 128, 1};
     default: return std::nullopt;
   }
 }
@@ -140,6 +143,8 @@ DType dtype_from_dlpack(const nb::dlpack::dtype& t) {
     if (code == Code::Int && t.bits == 64) return DType::int64;
     if (code == Code::UInt && t.bits == 8) return DType::uint8;
     if (code == Code::Bool && t.bits == 8) return DType::bool_;
+    if (code == Code::Complex && t.bits == 64) return DType::complex64;
+    if (code == Code::Complex && t.bits == 128) return DType::complex128;
   }
   raise(ErrorCode::DtypeUnsupported, "DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
                                          " bits, " + std::to_string(t.lanes) + " lanes) has no tessera storage dtype");
@@ -330,6 +335,8 @@ void bind_tensor(nb::module_& m) {
         return nb::str(("int" + std::to_string(native->bits)).c_str());
       case static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt):
         return nb::str(("uint" + std::to_string(native->bits)).c_str());
+      case static_cast<std::uint8_t>(nb::dlpack::dtype_code::Complex):
+        return nb::str(("complex" + std::to_string(native->bits)).c_str());
       default: return nb::str("bool");
     }
   });

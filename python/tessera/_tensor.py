@@ -21,6 +21,7 @@ _DEFAULT_FROM_NUMPY = {
     np.dtype(np.float64): "fp64", np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16",
     np.dtype(np.int8): "int8", np.dtype(np.int16): "int16", np.dtype(np.int32): "int32",
     np.dtype(np.int64): "int64", np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "bool",
+    np.dtype(np.complex64): "complex64", np.dtype(np.complex128): "complex128",
 }
 
 
@@ -32,6 +33,8 @@ def _default_dtype(array):
         return "fp32"
     if array.dtype.kind in "iu":
         return "int64"
+    if array.dtype.kind == "c":  # complex256 and the like
+        return "complex128"
     raise DtypeError(f"tessera.tensor: numpy dtype {array.dtype} has no tessera equivalent; "
                      "pass dtype= explicitly")
 
@@ -64,6 +67,8 @@ def tensor(data, dtype=None, *, seed: int = 0):
         native = np.dtype(native)
         if array.dtype == native:
             return _C._wrap_array(array, policy)
+        if native.kind == "c":  # real or complex data into complex storage, rounded by numpy's casts
+            return _C._wrap_array(np.ascontiguousarray(array.astype(native)), policy)
         if native.kind in "iub" and array.dtype.kind in "iub":
             if array.size and native.kind != "b":
                 info = np.iinfo(native)
@@ -71,6 +76,9 @@ def tensor(data, dtype=None, *, seed: int = 0):
                 if lo < info.min or hi > info.max:
                     raise ArgumentError(f"tessera.tensor: values in [{lo}, {hi}] do not fit {native}")
             return _C._wrap_array(np.ascontiguousarray(array.astype(native)), policy)
+    if array.dtype.kind == "c":
+        raise DtypeError(f"tessera.tensor: complex data cannot be stored as {policy}; store it as complex64 or "
+                         "complex128, or pass real(x) / imag(x) / abs(x)")
     values = np.array(array, dtype=np.float64, order="C", copy=True)
     return _C._tensor_from_float64(values, policy, seed)
 

@@ -16,7 +16,20 @@ double min_positive(const FloatFormat& f) {
 }
 
 bool is_int(DType d) {
-  return !is_float(d) && d != DType::bool_;
+  return !is_float(d) && d != DType::bool_ && !is_complex(d);
+}
+
+// Complex with anything: the complex dtype whose part holds the complex
+// operand's part and the other operand's real dtype (the float promotion
+// above); integer and bool operands keep the complex dtype. So complex64 +
+// fp64 is complex128 and complex64 + int64 stays complex64, as in JAX.
+DType promote_complex(DType a, DType b) {
+  const DType pa = complex_part(a);
+  const DType pb = complex_part(b);
+  if (!is_float(pa) || pa == DType::e8m0) return complex_of(pb);
+  if (!is_float(pb) || pb == DType::e8m0) return complex_of(pa);
+  const DType part = promote_dtypes(pa, pb);
+  return complex_of(part == DType::fp64 ? DType::fp64 : DType::fp32);
 }
 
 }  // namespace
@@ -30,6 +43,8 @@ void reject_scale_format(DType d) {
 
 bool represents_exactly(DType wide, DType narrow) {
   if (wide == narrow) return true;
+  if (is_complex(narrow)) return is_complex(wide) && represents_exactly(complex_part(wide), complex_part(narrow));
+  if (is_complex(wide)) return represents_exactly(complex_part(wide), narrow);
   const DTypeInfo& w = info(wide);
   const DTypeInfo& n = info(narrow);
   if (narrow == DType::bool_) return true;
@@ -62,6 +77,7 @@ DType promote_dtypes(DType a, DType b) {
   reject_scale_format(a);
   reject_scale_format(b);
   if (a == b) return a;
+  if (is_complex(a) || is_complex(b)) return promote_complex(a, b);
   if (a == DType::bool_) return b;
   if (b == DType::bool_) return a;
   if (is_float(a) && !is_float(b)) return a;

@@ -12,7 +12,7 @@ namespace {
 
 constexpr FloatFormat kNoFloat{0, 0, 0, false, false, SpecialValues::None};
 
-constexpr std::array<DTypeInfo, 17> kTable{{
+constexpr std::array<DTypeInfo, 19> kTable{{
     {DType::fp64, "fp64", 64, true, true, {11, 52, 1023, true, true, SpecialValues::Ieee}},
     {DType::fp32, "fp32", 32, true, true, {8, 23, 127, true, true, SpecialValues::Ieee}},
     {DType::fp16, "fp16", 16, true, true, {5, 10, 15, true, true, SpecialValues::Ieee}},
@@ -30,12 +30,15 @@ constexpr std::array<DTypeInfo, 17> kTable{{
     {DType::int64, "int64", 64, false, true, kNoFloat},
     {DType::uint8, "uint8", 8, false, false, kNoFloat},
     {DType::bool_, "bool", 8, false, false, kNoFloat},
+    {DType::complex64, "complex64", 64, false, true, kNoFloat},
+    {DType::complex128, "complex128", 128, false, true, kNoFloat},
 }};
 
-constexpr std::array<DType, 17> kAll{
+constexpr std::array<DType, 19> kAll{
     DType::fp64,     DType::fp32,     DType::fp16,     DType::bf16,  DType::fp8_e4m3, DType::fp8_e5m2,
     DType::fp6_e2m3, DType::fp6_e3m2, DType::fp4_e2m1, DType::e8m0,  DType::int4,     DType::int8,
-    DType::int16,    DType::int32,    DType::int64,    DType::uint8, DType::bool_};
+    DType::int16,    DType::int32,    DType::int64,    DType::uint8, DType::bool_,    DType::complex64,
+    DType::complex128};
 
 struct Alias {
   std::string_view text;
@@ -104,7 +107,23 @@ int storage_bytes(DType dtype) {
   return bits <= 8 ? 1 : bits / 8;
 }
 
+DType complex_part(DType dtype) {
+  if (dtype == DType::complex64) return DType::fp32;
+  if (dtype == DType::complex128) return DType::fp64;
+  return dtype;
+}
+
+DType complex_of(DType part) {
+  if (part == DType::fp32) return DType::complex64;
+  if (part == DType::fp64) return DType::complex128;
+  raise(ErrorCode::DtypeUnsupported, "complex numbers have fp32 or fp64 parts (complex64, complex128), not " +
+                                         std::string(name(part)));
+}
+
 DType code_dtype(DType dtype) {
+  if (dtype == DType::complex128) {
+    raise(ErrorCode::DtypeUnsupported, "complex128 takes 16 bytes per element and has no integer code dtype");
+  }
   if (info(dtype).bits < 8 && dtype != DType::bool_) {
     raise(ErrorCode::DtypeUnsupported,
           std::string(name(dtype)) + " is packed below a byte per element and has no integer code dtype");

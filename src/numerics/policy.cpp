@@ -13,6 +13,9 @@ namespace tessera {
 DType default_accumulation(DType storage) {
   if (storage == DType::fp64) return DType::fp64;
   if (storage == DType::int64) return DType::int64;
+  // Complex values accumulate part by part: fp32 parts for complex64, fp64
+  // for complex128 (the accumulation type names the type of each part).
+  if (is_complex(storage)) return complex_part(storage);
   if (!is_float(storage)) return DType::int32;
   return DType::fp32;
 }

@@ -116,6 +116,10 @@ Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& poli
 
 Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int64_t> shape,
                            const NumericsPolicy& policy, std::uint64_t seed) {
+  if (is_complex(policy.storage)) {  // real values: imaginary parts 0
+    const std::vector<std::complex<double>> c(values.begin(), values.end());
+    return from_complex_values(c, std::move(shape), policy);
+  }
   Tensor t = zeros(std::move(shape), policy);
   if (static_cast<std::int64_t>(values.size()) != t.numel()) {
     raise(ErrorCode::ShapeMismatch,
@@ -210,6 +214,10 @@ int Tensor::element_bytes() const {
 
 std::vector<std::uint64_t> Tensor::codes() const {
   require_host(*this, "codes()");
+  if (dtype() == DType::complex128) {
+    raise(ErrorCode::DtypeUnsupported, "complex128 elements take 16 bytes and have no 64-bit code; read them with "
+                                       "complex values (.numpy())");
+  }
   std::vector<std::uint64_t> out;
   out.reserve(static_cast<std::size_t>(numel()));
   for_each_offset(shape_, strides_, offset_,
@@ -219,6 +227,11 @@ std::vector<std::uint64_t> Tensor::codes() const {
 
 std::vector<double> Tensor::to_values() const {
   require_host(*this, "to_values()");
+  if (is_complex(dtype())) {
+    raise(ErrorCode::DtypeUnsupported, std::string(name(dtype())) +
+                                           " values are complex; this operation takes real operands only (take "
+                                           "real(), imag() or abs() first)");
+  }
   std::vector<double> out(static_cast<std::size_t>(numel()));
   if (out.empty()) return out;
   if (is_contiguous() && !is_packed(dtype())) {
@@ -231,8 +244,59 @@ std::vector<double> Tensor::to_values() const {
   return out;
 }
 
+std::vector<std::complex<double>> Tensor::to_complex_values() const {
+  require_host(*this, "to_complex_values()");
+  if (!is_complex(dtype())) {
+    const std::vector<double> real = to_values();
+    return std::vector<std::complex<double>>(real.begin(), real.end());
+  }
+  std::vector<std::complex<double>> out;
+  out.reserve(static_cast<std::size_t>(numel()));
+  const std::byte* base = storage_.get();
+  const bool single = dtype() == DType::complex64;
+  for_each_offset(shape_, strides_, offset_, [&](std::int64_t i) {
+    if (single) {
+      float parts[2];
+      std::memcpy(parts, base + i * 8, sizeof parts);
+      out.emplace_back(parts[0], parts[1]);
+    } else {
+      double parts[2];
+      std::memcpy(parts, base + i * 16, sizeof parts);
+      out.emplace_back(parts[0], parts[1]);
+    }
+  });
+  return out;
+}
+
+Tensor Tensor::from_complex_values(std::span<const std::complex<double>> values, std::vector<std::int64_t> shape,
+                                   const NumericsPolicy& policy) {
+  if (!is_complex(policy.storage)) {
+    raise(ErrorCode::DtypeUnsupported, "from_complex_values makes complex64 or complex128 tensors, not " +
+                                           std::string(name(policy.storage)));
+  }
+  Tensor t = empty(std::move(shape), policy, "cpu");
+  if (static_cast<std::int64_t>(values.size()) != t.numel()) {
+    raise(ErrorCode::ShapeMismatch, "value count does not match the shape");
+  }
+  std::byte* base = t.storage_.get();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (policy.storage == DType::complex64) {
+      // The C++ conversion double -> float rounds to nearest even (the default mode).
+      const float parts[2] = {static_cast<float>(values[i].real()), static_cast<float>(values[i].imag())};
+      std::memcpy(base + i * 8, parts, sizeof parts);
+    } else {
+      const double parts[2] = {values[i].real(), values[i].imag()};
+      std::memcpy(base + i * 16, parts, sizeof parts);
+    }
+  }
+  return t;
+}
+
 Tensor Tensor::from_codes(std::span<const std::uint64_t> codes, std::vector<std::int64_t> shape,
                           const NumericsPolicy& policy) {
+  if (policy.storage == DType::complex128) {
+    raise(ErrorCode::DtypeUnsupported, "complex128 elements take 16 bytes and cannot be built from 64-bit codes");
+  }
   Tensor t = zeros(std::move(shape), policy);
   if (static_cast<std::int64_t>(codes.size()) != t.numel()) {
     raise(ErrorCode::ShapeMismatch, "code count does not match the shape");
@@ -247,6 +311,17 @@ Tensor Tensor::contiguous() const {
   // A strided GPU tensor is gathered on the host; device-side gathers come
   // with the CUDA code generator.
   if (!is_cpu()) return to("cpu").contiguous().to(device_);
+  if (is_complex(dtype())) {
+    // Elements wider than a 64-bit code: gathered byte for byte.
+    Tensor t = empty(shape_, policy_, "cpu");
+    const auto bytes = static_cast<std::size_t>(storage_bytes(dtype()));
+    std::byte* dst = t.storage_.get();
+    for_each_offset(shape_, strides_, offset_, [&](std::int64_t i) {
+      std::memcpy(dst, storage_.get() + static_cast<std::size_t>(i) * bytes, bytes);
+      dst += bytes;
+    });
+    return t;
+  }
   auto c = codes();
   return from_codes(c, shape_, policy_);
 }

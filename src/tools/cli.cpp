@@ -25,13 +25,17 @@ constexpr const char* kUsage =
     "                  check a kernel file and print its Tile IR or generated CPU code\n";
 
 void print_dtypes(std::ostream& out) {
-  out << std::left << std::setw(10) << "dtype" << std::setw(6) << "bits" << std::setw(10) << "layout" << std::setw(6)
+  out << std::left << std::setw(11) << "dtype" << std::setw(6) << "bits" << std::setw(10) << "layout" << std::setw(6)
       << "bias" << std::setw(12) << "specials"
       << "max\n";
   for (DType dtype : all_dtypes()) {
     const DTypeInfo& entry = info(dtype);
-    out << std::setw(10) << entry.name << std::setw(6) << entry.bits;
-    if (entry.is_float) {
+    out << std::setw(11) << entry.name << std::setw(6) << entry.bits;
+    if (is_complex(dtype)) {
+      const FloatFormat& f = info(complex_part(dtype)).format;
+      out << std::setw(10) << ("2x" + std::string(name(complex_part(dtype)))) << std::setw(6) << "-" << std::setw(12)
+          << "inf,nan" << std::setprecision(17) << f.max_finite() << "\n";
+    } else if (entry.is_float) {
       const FloatFormat& f = entry.format;
       const char* specials = f.specials == SpecialValues::Ieee        ? "inf,nan"
                              : f.specials == SpecialValues::NanOnlyFn ? "nan"

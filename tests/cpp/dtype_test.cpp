@@ -1,5 +1,6 @@
 // The dtype table: names, aliases, parse errors, layouts and ranges.
 #include "tessera/numerics/dtype.h"
+#include "tessera/numerics/policy.h"
 
 #include <gtest/gtest.h>
 
@@ -57,7 +58,7 @@ TEST(DtypeParse, EveryCanonicalNameAndAlias) {
 
 TEST(DtypeParse, CanonicalNamesRoundTrip) {
   std::set<std::string_view> seen;
-  ASSERT_EQ(all_dtypes().size(), 17u);
+  ASSERT_EQ(all_dtypes().size(), 19u);
   for (DType dtype : all_dtypes()) {
     EXPECT_EQ(parse_dtype(name(dtype)), dtype) << name(dtype);
     EXPECT_EQ(info(dtype).dtype, dtype);
@@ -154,6 +155,19 @@ struct LayoutCase {
   int bias;
 };
 
+TEST(DtypeInfo, ComplexParts) {
+  EXPECT_TRUE(is_complex(DType::complex64));
+  EXPECT_TRUE(is_complex(DType::complex128));
+  EXPECT_FALSE(is_complex(DType::fp64));
+  EXPECT_EQ(complex_part(DType::complex64), DType::fp32);
+  EXPECT_EQ(complex_part(DType::complex128), DType::fp64);
+  EXPECT_EQ(complex_of(DType::fp32), DType::complex64);
+  EXPECT_EQ(complex_of(DType::fp64), DType::complex128);
+  EXPECT_THROW(complex_of(DType::fp16), Error);
+  EXPECT_EQ(default_policy(DType::complex64).accum, DType::fp32);
+  EXPECT_EQ(default_policy(DType::complex128).accum, DType::fp64);
+}
+
 TEST(DtypeInfo, Layouts) {
   const std::vector<LayoutCase> cases{
       {DType::fp64, 64, 8, true, true, 11, 52, 1023}, {DType::fp32, 32, 4, true, true, 8, 23, 127},
@@ -165,6 +179,7 @@ TEST(DtypeInfo, Layouts) {
       {DType::int16, 16, 2, false, true, 0, 0, 0},    {DType::int32, 32, 4, false, true, 0, 0, 0},
       {DType::int64, 64, 8, false, true, 0, 0, 0},    {DType::uint8, 8, 1, false, false, 0, 0, 0},
       {DType::bool_, 8, 1, false, false, 0, 0, 0},
+      {DType::complex64, 64, 8, false, true, 0, 0, 0}, {DType::complex128, 128, 16, false, true, 0, 0, 0},
   };
   for (const LayoutCase& c : cases) {
     SCOPED_TRACE(std::string(name(c.dtype)));

@@ -22,6 +22,23 @@ TEST(Promotion, FloatPairsTakeTheSmallestFormatHoldingBoth) {
   EXPECT_EQ(promote_dtypes(DType::fp16, DType::fp16), DType::fp16);
 }
 
+TEST(Promotion, ComplexTakesTheWiderPart) {
+  EXPECT_EQ(promote_dtypes(DType::complex64, DType::complex64), DType::complex64);
+  EXPECT_EQ(promote_dtypes(DType::complex64, DType::complex128), DType::complex128);
+  EXPECT_EQ(promote_dtypes(DType::complex64, DType::fp32), DType::complex64);
+  EXPECT_EQ(promote_dtypes(DType::fp64, DType::complex64), DType::complex128);
+  EXPECT_EQ(promote_dtypes(DType::complex64, DType::bf16), DType::complex64);
+  EXPECT_EQ(promote_dtypes(DType::fp16, DType::complex128), DType::complex128);
+  EXPECT_EQ(promote_dtypes(DType::int64, DType::complex64), DType::complex64);
+  EXPECT_EQ(promote_dtypes(DType::complex64, DType::bool_), DType::complex64);
+  EXPECT_THROW(promote_dtypes(DType::complex64, DType::e8m0), Error);
+  EXPECT_TRUE(represents_exactly(DType::complex128, DType::complex64));
+  EXPECT_FALSE(represents_exactly(DType::complex64, DType::complex128));
+  EXPECT_TRUE(represents_exactly(DType::complex64, DType::fp16));
+  EXPECT_FALSE(represents_exactly(DType::fp64, DType::complex64));
+  EXPECT_EQ(promote_policies(default_policy(DType::complex64), default_policy(DType::fp64)).accum, DType::fp64);
+}
+
 TEST(Promotion, IntegersBoolsAndMixes) {
   EXPECT_EQ(promote_dtypes(DType::uint8, DType::int8), DType::int16);
   EXPECT_EQ(promote_dtypes(DType::int8, DType::int32), DType::int32);

@@ -31,6 +31,12 @@ enum class DType : std::uint8_t {
   int64,
   uint8,
   bool_,
+  // Complex storage: a pair (real, imaginary) of fp32 / fp64 parts, real
+  // part first, as numpy lays them out. Not a float format (is_float is
+  // false): kernels read them through complex_part() and the complex value
+  // helpers of Tensor, and ops that take no complex operands say so.
+  complex64,
+  complex128,
 };
 
 // How a floating format spells NaN and infinity.
@@ -79,6 +85,16 @@ inline bool is_float(DType dtype) {
 inline int bit_width(DType dtype) {
   return info(dtype).bits;
 }
+inline bool is_complex(DType dtype) {
+  return dtype == DType::complex64 || dtype == DType::complex128;
+}
+// The dtype of each part of a complex dtype (fp32 for complex64, fp64 for
+// complex128); a real dtype is its own part.
+DType complex_part(DType dtype);
+// The complex dtype whose parts are `part` (fp32 -> complex64, fp64 ->
+// complex128). Other parts have no complex dtype: DtypeError.
+DType complex_of(DType part);
+
 // Formats narrower than a byte (int4, fp4_e2m1, fp6_*), which tensors store
 // bit-packed; bool takes a byte.
 inline bool is_packed(DType dtype) {

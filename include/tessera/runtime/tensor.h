@@ -10,6 +10,7 @@
 // owned elsewhere (numpy, DLPack) without copying.
 #pragma once
 
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -76,8 +77,18 @@ class Tensor {
   int element_bytes() const;
   std::int64_t storage_offset() const { return offset_; }
 
-  // Every element decoded, in row-major order of the logical shape.
+  // Every element decoded, in row-major order of the logical shape. Complex
+  // tensors have no single real value per element: DtypeError (use
+  // to_complex_values).
   std::vector<double> to_values() const;
+  // Every element as a complex number, row-major: complex tensors exactly,
+  // real tensors decoded with imaginary part 0.
+  std::vector<std::complex<double>> to_complex_values() const;
+  // A contiguous complex64/complex128 tensor: each part rounded to nearest
+  // even at the part dtype (fp32 or fp64), overflowing to infinity as IEEE
+  // does. Other policies: DtypeError.
+  static Tensor from_complex_values(std::span<const std::complex<double>> values, std::vector<std::int64_t> shape,
+                                    const NumericsPolicy& policy);
   // Every element's encoding, in row-major order.
   std::vector<std::uint64_t> codes() const;
   static Tensor from_codes(std::span<const std::uint64_t> codes, std::vector<std::int64_t> shape,

@@ -302,7 +302,7 @@ bool copy_covers(const ir::Operation& kernel, std::string* why) {
   }
   const bool moving = moves_codes(root);
   auto check = [moving](const NumericsPolicy& p) -> std::optional<std::string> {
-    if (moving) return std::nullopt;  // codes move whatever their rounding
+    if (moving && !is_complex(p.storage)) return std::nullopt;  // codes move whatever their rounding
     return unsupported_policy(p);
   };
   for (const Value* v : root.operands()) {
