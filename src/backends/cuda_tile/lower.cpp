@@ -121,6 +121,38 @@ class Lowering {
     return b_->select(adjust, b_->binary("subi", q, i64(1)), q);
   }
 
+  // Tessera's saturating integer add/sub/mul (the exact result clamped to the
+  // dtype's range, as the CPU backend's iadd/isub/imul) from the target's
+  // wrapping ops: the wrapped result, an overflow test, and a select of the
+  // bound the exact result passed. Index arithmetic of group-level kernels
+  // (offsets from group_id) comes through here; these are scalar ops.
+  Value saturating(std::string_view kind, Value a, Value b) {
+    const Elem e = m_.elem_of(a.type);
+    const int bits = bit_width(e);
+    const std::int64_t max = bits == 64 ? std::numeric_limits<std::int64_t>::max() : (std::int64_t{1} << (bits - 1)) - 1;
+    const TypeRef t = a.type;
+    const Value zero = b_->constant_int(t, 0), lo = b_->constant_int(t, -max - 1), hi = b_->constant_int(t, max);
+    const Value a_neg = b_->cmp(a, zero, Cmp::lt), b_neg = b_->cmp(b, zero, Cmp::lt);
+    if (kind == "add" || kind == "sub") {
+      const Value r = b_->binary(kind == "add" ? "addi" : "subi", a, b);
+      // add: a and b share a sign that r lacks; sub: a and b differ in sign and r's differs from a's.
+      const Value x = kind == "add" ? b_->binary("andi", b_->binary("xori", a, r), b_->binary("xori", b, r))
+                                    : b_->binary("andi", b_->binary("xori", a, b), b_->binary("xori", a, r));
+      // Overflow only happens away from a's sign side: a < 0 clamps to the minimum.
+      return b_->select(b_->cmp(x, zero, Cmp::lt), b_->select(a_neg, lo, hi), r);
+    }
+    // mul: r / a != b detects overflow, except a == -1 (overflows only for b
+    // == min, and min / -1 is itself undefined) and a == 0 (never).
+    const Value r = b_->binary("muli", a, b);
+    const Value one = b_->constant_int(t, 1), minus_one = b_->constant_int(t, -1);
+    const Value a_is_m1 = b_->cmp(a, minus_one, Cmp::eq);
+    const Value safe_a = b_->select(b_->binary("ori", a_is_m1, b_->cmp(a, zero, Cmp::eq)), one, a);
+    const Value general =
+        b_->binary("andi", b_->cmp(a, zero, Cmp::ne), b_->cmp(b_->binary("divi", r, safe_a), b, Cmp::ne));
+    const Value overflow = b_->select(a_is_m1, b_->cmp(b, lo, Cmp::eq), general);
+    return b_->select(overflow, b_->select(b_->binary("xori", a_neg, b_neg), lo, hi), r);
+  }
+
   void lower_lane_binary(const ir::Operation& op, std::string_view kind) {
     const Value a = get(op.operand(0), op), b = get(op.operand(1), op);
     const ir::Type& t = op.result()->type();
@@ -129,7 +161,8 @@ class Lowering {
     if (!fl && (kind == "add" || kind == "sub" || kind == "mul") &&
         !(op.attrs().has("nowrap") && op.attrs().get_bool("nowrap"))) {
       // Tessera's integer add/sub/mul saturate; CUDA Tile IR's wrap.
-      cannot(op, "saturating integer arithmetic (only ops marked nowrap map to the target's wrapping ops)");
+      values_[op.result()] = saturating(kind, a, b);
+      return;
     }
     if (!fl && kind == "floordiv") {
       values_[op.result()] = floordiv(a, b);
