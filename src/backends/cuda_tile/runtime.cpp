@@ -1,0 +1,242 @@
+// compile_kernel / launch for the CUDA Tile IR target (see runtime.h). The
+// cache helpers (hashing, the cache root, atomic writes) and the argument
+// binder are the CPU backend's, as for the NVRTC path.
+#include "tessera/backends/cuda_tile/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "backends/common/kernel_params.h"
+#include "backends/cpu/compile_cache.h"
+#include "backends/cpu/launch_binding.h"
+#include "tessera/backends/cuda_tile/lower.h"
+#include "tessera/backends/cuda_tile/toolchain.h"
+#include "tessera/numerics/convert.h"
+#include "tessera/numerics/dtype.h"
+#include "tessera/support/error.h"
+#include "tessera/version.h"
+
+namespace tessera::cuda_tile {
+
+namespace detail {
+
+struct LoadedKernel {
+  cuda::Module module;
+  cuda::Function function;
+};
+
+namespace {
+
+std::string read_file(const std::string& path, bool& ok) {
+  std::ifstream in(path, std::ios::binary);
+  ok = static_cast<bool>(in);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>& memory_cache() {
+  static std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>> m;
+  return m;
+}
+
+std::shared_ptr<const LoadedKernel> load(int device, const std::string& name, std::vector<char> cubin) {
+  cuda::CompiledProgram program;
+  program.cubin = std::move(cubin);
+  auto k = std::make_shared<LoadedKernel>();
+  k->module = cuda::Module::load(device, program);
+  k->function = k->module.function(name);  // tileiras keeps the entry's name unmangled
+  return k;
+}
+
+// The signature the binder checks arguments against: the parameters, every
+// shape symbol their dims read (so A: [M, K] and B: [K, N] must agree on K),
+// and the group shape.
+cpu::CompiledKernel signature(const ir::Operation& func) {
+  codegen::KernelHeader header = codegen::read_kernel_header(func, "cuda_tile target");
+  cpu::CompiledKernel s;
+  s.name = header.name;
+  s.group_shape = header.group_shape;
+  s.group_size = header.group_size;
+  const ir::Block& body = ir::function_body(func);
+  for (std::size_t i = 0; i < body.num_arguments(); ++i) {
+    const ir::Value* arg = body.argument(i);
+    cpu::KernelParam p = codegen::describe_kernel_param(*arg, i, s.name, "cuda_tile target", false);
+    if (p.is_buffer) {
+      for (const ir::Dim& d : p.type.shape) {
+        for (const std::string& sym : codegen::dim_symbols(d)) {
+          if (std::find(s.symbols.begin(), s.symbols.end(), sym) == s.symbols.end()) s.symbols.push_back(sym);
+        }
+      }
+    }
+    s.params.push_back(std::move(p));
+  }
+  return s;
+}
+
+}  // namespace
+}  // namespace detail
+
+std::string device_arch(int device) {
+  const cuda::DeviceProperties p = cuda::device_properties(device);
+  return "sm_" + std::to_string(p.compute_major) + std::to_string(p.compute_minor);
+}
+
+Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir,
+                  bool use_cache) {
+  LoweredKernel lowered = lower_kernel(kernel_func);  // CompileError for what the target cannot express
+  Cubin c;
+  c.name = lowered.name;
+  c.text = std::move(lowered.text);
+  c.arch = arch;
+  const Toolchain& tools = toolchain();
+  if (!tools.found) raise(ErrorCode::Compile, "cuda_tile target: " + tools.reason);
+  c.tileiras_version = tools.version;
+  if (std::find(tools.archs.begin(), tools.archs.end(), arch) == tools.archs.end()) {
+    std::string known;
+    for (const std::string& a : tools.archs) known += (known.empty() ? "" : ", ") + a;
+    raise(ErrorCode::Compile, "cuda_tile target: tileiras " + tools.version + " does not target " + arch +
+                                  " (it targets " + (known.empty() ? "nothing it listed" : known) +
+                                  "); use the PTX path (target=\"cuda\") on this GPU");
+  }
+  const std::string bytecode(lowered.bytecode.begin(), lowered.bytecode.end());
+  c.cache_key = cpu::detail::sha256_hex("tessera-cuda-tile 1\nversion " + std::string(TESSERA_VERSION_STRING) +
+                                        "\narch " + arch + "\ntileiras " + tools.version + "\n" + bytecode);
+  const std::string dir = cpu::detail::resolve_cache_root(cache_dir) + "/cuda_tile";
+  c.path = dir + "/" + c.cache_key + ".cubin";
+  if (use_cache) {
+    bool ok_bin = false, ok_sum = false;
+    const std::string bin = detail::read_file(c.path, ok_bin);
+    const std::string sum = detail::read_file(c.path + ".sha256", ok_sum);
+    if (ok_bin && ok_sum && !bin.empty() && sum == cpu::detail::sha256_hex(bin)) {
+      c.bytes.assign(bin.begin(), bin.end());
+      c.cache_hit = true;
+      return c;
+    }
+  }
+  const std::vector<std::uint8_t> cubin = run_tileiras(lowered.bytecode, arch);
+  const std::string_view bin(reinterpret_cast<const char*>(cubin.data()), cubin.size());
+  cpu::detail::make_directories(dir);
+  cpu::detail::write_file_atomic(dir + "/" + c.cache_key + ".tileirbc", bytecode);
+  cpu::detail::write_file_atomic(dir + "/" + c.cache_key + ".txt", c.text);
+  cpu::detail::write_file_atomic(c.path, bin);
+  cpu::detail::write_file_atomic(c.path + ".sha256", cpu::detail::sha256_hex(bin));
+  c.bytes.assign(bin.begin(), bin.end());
+  return c;
+}
+
+CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  CompiledKernel k;
+  k.device = options.device;
+  k.signature = detail::signature(kernel_func);
+  Cubin c = build_cubin(kernel_func, options.arch.empty() ? device_arch(options.device) : options.arch,
+                        options.cache_dir, options.use_cache);
+  k.name = c.name;
+  k.text = std::move(c.text);
+  k.arch = c.arch;
+  k.tileiras_version = c.tileiras_version;
+  k.cache_key = c.cache_key;
+  k.cache_hit = c.cache_hit;
+  const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
+  {
+    std::lock_guard<std::mutex> lock(detail::cache_mutex());
+    if (auto it = detail::memory_cache().find(mem_key); options.use_cache && it != detail::memory_cache().end()) {
+      k.handle = it->second;
+    }
+  }
+  if (!k.handle) {
+    k.handle = detail::load(options.device, k.name, std::move(c.bytes));
+    std::lock_guard<std::mutex> lock(detail::cache_mutex());
+    detail::memory_cache()[mem_key] = k.handle;
+  }
+  k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return k;
+}
+
+namespace {
+
+// Dense row-major, as the kernel computes its strides from the extents
+// (a dim of extent 1 may have any stride).
+void require_dense(const CompiledKernel& k, const cpu::KernelParam& p, const tessera_cpu::BufferArg& b) {
+  std::int64_t expect = 1;
+  for (int d = b.rank - 1; d >= 0; --d) {
+    if (b.shape[d] != 1 && b.strides[d] != expect) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' on the cuda_tile target: '" + p.name +
+                                            "' is not dense row-major (dim " + std::to_string(d) + " has stride " +
+                                            std::to_string(b.strides[d]) + ", expected " + std::to_string(expect) +
+                                            "); pass a contiguous copy");
+    }
+    expect *= b.shape[d];
+  }
+}
+
+// A lane scalar's bytes as the kernel takes it: a rank-0 tile of its element
+// type (integers little-endian at their width, floats encoded).
+std::vector<unsigned char> scalar_bytes(const cpu::KernelParam& p, const tessera_cpu::ParamValue& v) {
+  const DType d = p.type.dtype();
+  const int bytes = d == DType::bool_ ? 1 : storage_bytes(d);
+  const std::uint64_t bits = is_float(d) ? encode_value(v.real, d) : static_cast<std::uint64_t>(v.integer);
+  std::vector<unsigned char> out(static_cast<std::size_t>(bytes));
+  for (int i = 0; i < bytes; ++i) out[static_cast<std::size_t>(i)] = static_cast<unsigned char>(bits >> (8 * i));
+  return out;
+}
+
+}  // namespace
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
+            const LaunchOptions& options) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a cuda_tile CompiledKernel that holds no code");
+  const std::string device = "cuda:" + std::to_string(k.device);
+  cpu::detail::BoundLaunch bound = cpu::detail::bind_launch(k.signature, grid, args, device);
+  if (bound.grid == 0) return;
+  if (bound.grid > 0x7FFFFFFF) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(bound.grid) +
+                                          " groups exceed CUDA's grid limit of 2^31 - 1");
+  }
+  // One storage slot per kernel parameter of the ABI; `values` keeps them alive.
+  std::vector<std::vector<unsigned char>> values;
+  for (std::size_t i = 0; i < bound.params.size(); ++i) {
+    const cpu::KernelParam& p = k.signature.params[i];
+    const tessera_cpu::ParamValue& v = bound.params[i];
+    if (!p.is_buffer) {
+      values.push_back(scalar_bytes(p, v));
+      continue;
+    }
+    require_dense(k, p, v.buffer);
+    std::vector<unsigned char> ptr(sizeof(void*));
+    std::memcpy(ptr.data(), &v.buffer.data, sizeof(void*));
+    values.push_back(std::move(ptr));
+    for (int d = 0; d < v.buffer.rank; ++d) {
+      std::vector<unsigned char> extent(sizeof(std::int64_t));
+      std::memcpy(extent.data(), &v.buffer.shape[d], sizeof(std::int64_t));
+      values.push_back(std::move(extent));
+    }
+  }
+  std::vector<void*> params;
+  for (auto& v : values) params.push_back(v.data());
+  params.push_back(nullptr);
+  cuda::LaunchConfig config;
+  config.grid = {static_cast<unsigned>(bound.grid)};
+  config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's
+  config.stream = options.stream;
+  k.handle->function.launch(config, params.data());
+  if (!options.synchronize) return;
+  if (options.stream != nullptr) {
+    options.stream->synchronize();
+  } else {
+    cuda::synchronize(k.device);
+  }
+}
+
+}  // namespace tessera::cuda_tile

@@ -1,0 +1,100 @@
+// The cuda_tile target's compile cache (no GPU needed, tileiras is): a cubin
+// is built once per (bytecode, architecture, tileiras version) and read back
+// from <cache>/cuda_tile afterwards; a corrupted entry is rebuilt; an
+// architecture tileiras does not list is a CompileError naming the ones it does.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/backends/cuda_tile/runtime.h"
+#include "tessera/backends/cuda_tile/toolchain.h"
+#include "tessera/runtime/kernel.h"
+#include "tessera/support/error.h"
+
+namespace ct = tessera::cuda_tile;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kGemm = R"(@kernel tile[(128,)]
+def mm(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    tiles_n = (N + 63) // 64
+    bm = (group_linear_id() // tiles_n) * 64
+    bn = (group_linear_id() % tiles_n) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k in range(0, K, 32):
+        acc = tile.mma(tile.load(A, rows=(bm, 64), cols=(k, 32)), tile.load(B, rows=(k, 32), cols=(bn, 64)), acc=acc)
+    tile.store(C, rows=(bm, 64), cols=(bn, 64), value=acc)
+)";
+
+class CudaTileCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const ct::Toolchain& t = ct::toolchain();
+    if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    dir_ = fs::temp_directory_path() / ("tessera-cuda-tile-cache-" + std::to_string(stamp));
+    kernels_ = tessera::kernels_from_source(kGemm, "mm.tsr");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  const tessera::ir::Operation& func() { return kernels_.at(0).jit({}).specialize()->func(); }
+
+  fs::path dir_;
+  std::vector<tessera::Kernel> kernels_;
+};
+
+}  // namespace
+
+TEST_F(CudaTileCache, SecondBuildReadsTheCubinBack) {
+  const ct::Cubin first = ct::build_cubin(func(), "sm_90", dir_.string());
+  EXPECT_FALSE(first.cache_hit);
+  ASSERT_GT(first.bytes.size(), 4u);
+  EXPECT_EQ(std::string(first.bytes.data(), 4), "\x7f" "ELF");
+  EXPECT_EQ(first.name, "mm");
+  EXPECT_EQ(first.tileiras_version, ct::toolchain().version);
+  EXPECT_TRUE(fs::exists(dir_ / "cuda_tile" / (first.cache_key + ".cubin")));
+  EXPECT_TRUE(fs::exists(dir_ / "cuda_tile" / (first.cache_key + ".tileirbc")));
+  EXPECT_TRUE(fs::exists(dir_ / "cuda_tile" / (first.cache_key + ".txt")));
+
+  const ct::Cubin second = ct::build_cubin(func(), "sm_90", dir_.string());
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.cache_key, first.cache_key);
+  EXPECT_EQ(second.bytes, first.bytes);
+}
+
+TEST_F(CudaTileCache, ArchitectureIsPartOfTheKey) {
+  const ct::Cubin hopper = ct::build_cubin(func(), "sm_90", dir_.string());
+  const ct::Cubin ampere = ct::build_cubin(func(), "sm_80", dir_.string());
+  EXPECT_FALSE(ampere.cache_hit);
+  EXPECT_NE(hopper.cache_key, ampere.cache_key);
+  EXPECT_NE(hopper.bytes, ampere.bytes);
+}
+
+TEST_F(CudaTileCache, CorruptedEntryIsRebuilt) {
+  const ct::Cubin first = ct::build_cubin(func(), "sm_90", dir_.string());
+  {
+    std::ofstream out(first.path, std::ios::binary | std::ios::trunc);
+    out << "not a cubin";
+  }
+  const ct::Cubin again = ct::build_cubin(func(), "sm_90", dir_.string());
+  EXPECT_FALSE(again.cache_hit);
+  EXPECT_EQ(again.bytes, first.bytes);
+}
+
+TEST_F(CudaTileCache, UnlistedArchitectureIsACompileError) {
+  try {
+    ct::build_cubin(func(), "sm_75", dir_.string());
+    FAIL() << "expected a CompileError";
+  } catch (const tessera::Error& e) {
+    EXPECT_EQ(e.code(), tessera::ErrorCode::Compile);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not target sm_75"), std::string::npos) << what;
+    EXPECT_NE(what.find("sm_90"), std::string::npos) << what;
+  }
+}
