@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "tessera/backends/cuda_tile/toolchain.h"
 #include "tessera/runtime/kernel.h"
 #include "tessera/support/error.h"
 
@@ -148,6 +149,7 @@ void bind_kernel(nb::module_& m) {
       .def_prop_ro("params", &params_to_python)
       .def_prop_ro("group_shape", [](const Kernel& k) { return k.decl().group_shape; })
       .def_prop_ro("shape_symbols", [](const Kernel& k) { return k.decl().shape_symbols; })
+      .def_prop_ro("target", [](const Kernel& k) { return k.decl().target.empty() ? "cuda" : k.decl().target; })
       .def_prop_ro("autotune_space",
                    [](const Kernel& k) {
                      nb::dict out;
@@ -162,14 +164,17 @@ void bind_kernel(nb::module_& m) {
       .def("jit", [](const Kernel& k, const nb::dict& constants) { return k.jit(constants_from_python(constants)); })
       .def(
           "launch",
-          [](const Kernel& k, nb::handle grid, const nb::list& args, nb::handle progress, int num_threads) {
+          [](const Kernel& k, nb::handle grid, const nb::list& args, nb::handle progress, int num_threads,
+             const std::string& nvidia_target) {
             Grid g = grid_from_python(grid);
             std::vector<cpu::KernelArg> converted = args_from_python(k, args);
             KernelLaunchOptions options = options_from_python(progress, num_threads);
+            options.nvidia_target = nvidia_target;  // "cuda" or "cuda_tile"
             nb::gil_scoped_release release;
             k.launch(g, std::move(converted), options);
           },
-          nb::arg("grid").none(), nb::arg("args"), nb::arg("progress").none(), nb::arg("num_threads") = 0)
+          nb::arg("grid").none(), nb::arg("args"), nb::arg("progress").none(), nb::arg("num_threads") = 0,
+          nb::arg("nvidia_target") = "")
       .def(
           "autotune",
           [](const Kernel& k, nb::handle grid, const nb::list& args, nb::handle progress, int num_threads) {
@@ -186,14 +191,23 @@ void bind_kernel(nb::module_& m) {
           nb::arg("grid").none(), nb::arg("args"), nb::arg("progress").none(), nb::arg("num_threads") = 0)
       .def(
           "inspect_ir",
-          [](const Kernel& k, const std::string& level, const std::string& target, const std::string& arch) {
+          [](const Kernel& k, const std::string& level, const std::string& target, const std::string& arch,
+             const std::string& nvidia_target) {
             KernelLaunchOptions options;
-            options.target = target;  // "" = where the last launch ran
-            options.arch = arch;      // for "ptx"
+            options.target = target;                // "" = where the last launch ran
+            options.arch = arch;                    // for "ptx"
+            options.nvidia_target = nvidia_target;  // the kernel's NVIDIA target
             nb::gil_scoped_release release;
             return k.inspect_ir(level, options);
           },
-          nb::arg("level"), nb::arg("target") = "", nb::arg("arch") = "");
+          nb::arg("level"), nb::arg("target") = "", nb::arg("arch") = "", nb::arg("nvidia_target") = "");
+  m.def(
+      "_tileiras",
+      [] {
+        const cuda_tile::Toolchain& t = cuda_tile::toolchain();
+        return nb::make_tuple(t.found && t.reason.empty(), t.found ? t.version : std::string(), t.reason);
+      },
+      "(usable, version, why not): the tileiras the cuda_tile target runs (tests skip without it).");
   m.def("load_kernels", &load_kernels, nb::arg("path"), "The kernels of a .tsr file, in order of definition.");
   m.def(
       "kernels_from_source",

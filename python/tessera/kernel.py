@@ -139,6 +139,17 @@ def _convert(k, index, param, value):
                                      f"but the argument is {type(value).__name__}")
 
 
+_TARGETS = ("cuda", "cuda_tile")
+
+
+def _check_target(target):
+    if target not in _TARGETS:
+        hint = difflib.get_close_matches(str(target), _TARGETS, n=1)
+        _raise(ArgumentError, "TE11001", f"kernel target is \"cuda\" (CUDA C++ to PTX) or \"cuda_tile\" "
+                                         f"(CUDA Tile IR), got {target!r}" + (f"; did you mean '{hint[0]}'?" if hint else ""))
+    return target
+
+
 def _is_grid(grid):
     return (isinstance(grid, numbers.Integral) and not isinstance(grid, bool)) or callable(grid)
 
@@ -153,8 +164,10 @@ class Kernel:
     compile-time values and returns the specialized kernel.
     """
 
-    def __init__(self, handle, function=None):
+    def __init__(self, handle, function=None, target=None):
         self._k = handle
+        # None: the target the decorator (or the .tsr file's @kernel) declared.
+        self._target = handle.target if target is None else _check_target(target)
         self._params = handle.params
         self.__name__ = handle.name
         self.__wrapped__ = function
@@ -169,6 +182,11 @@ class Kernel:
     def params(self):
         """Each parameter: name, buffer, mut, dtype and dims."""
         return [dict(p) for p in self._params]
+
+    @property
+    def target(self) -> str:
+        """The NVIDIA target launches on cuda tensors use: "cuda" (CUDA C++ to PTX) or "cuda_tile" (CUDA Tile IR)."""
+        return self._target
 
     @property
     def constants(self) -> dict:
@@ -197,7 +215,7 @@ class Kernel:
     # -- specialization and inspection --
     def jit(self, **constants) -> "Kernel":
         """The kernel with shape symbols and autotune names fixed at compile time."""
-        return Kernel(self._k.jit(constants), self.__wrapped__)
+        return Kernel(self._k.jit(constants), self.__wrapped__, self._target)
 
     def inspect_ir(self, level: str = "tile", target: str = None, arch: str = None) -> str:
         """The kernel's code at one level.
@@ -207,9 +225,14 @@ class Kernel:
         ``target="cuda"`` (or ``"cuda:N"``) or when the last launch ran on a
         GPU (``target="cpu"`` forces the CPU's); "ptx": the PTX NVRTC makes of
         the CUDA C++ for ``arch`` ("sm_90a", "sm_80"; default: the GPU's own,
-        or sm_90a where there is none; NVRTC needs no GPU).
+        or sm_90a where there is none; NVRTC needs no GPU). For a kernel
+        declared with ``target="cuda_tile"`` (or with ``target="cuda_tile"``
+        here), "target" is the CUDA Tile IR text form of the module tileiras
+        assembles (needs neither a GPU nor tileiras).
         """
-        return self._k.inspect_ir(level, target or "", arch or "")
+        if target == "cuda_tile":
+            return self._k.inspect_ir(level, "cuda_tile", arch or "", "cuda_tile")
+        return self._k.inspect_ir(level, target or "", arch or "", self._target)
 
     # -- launches --
     def __getitem__(self, grid):
@@ -253,7 +276,7 @@ class Kernel:
         return [_convert(self, i, p, a) for i, (p, a) in enumerate(zip(params, args))]
 
     def _launch(self, grid, args, kwargs):
-        self._k.launch(grid, self._convert(args, kwargs), _print_progress)
+        self._k.launch(grid, self._convert(args, kwargs), _print_progress, nvidia_target=self._target)
 
 
 class _Launch:
@@ -311,10 +334,15 @@ class KernelFile:
         return f"<tessera.KernelFile {self.path}: {', '.join(self._kernels)}>"
 
 
-def load(path) -> KernelFile:
-    """The kernels of a .tsr file, as attributes (``f.scale``) and by name (``f["scale"]``)."""
+def load(path, *, target=None) -> KernelFile:
+    """The kernels of a .tsr file, as attributes (``f.scale``) and by name (``f["scale"]``).
+
+    ``target``: the NVIDIA target their launches on cuda tensors use ("cuda"
+    or "cuda_tile"); None keeps each kernel's own (``@kernel(target=...)``).
+    """
     path = os.fspath(path)
-    return KernelFile(path, [Kernel(h) for h in _C.load_kernels(path)])
+    target = None if target is None else _check_target(target)
+    return KernelFile(path, [Kernel(h, target=target) for h in _C.load_kernels(path)])
 
 
 # ---- @tessera.kernel ----
@@ -327,6 +355,8 @@ def _decorator_text(options):
         parts.append(f"tile={tuple(options['tile'])!r}")
     if options.get("shared") is not None:
         parts.append(f"shared={int(options['shared'])}")
+    if options.get("target") is not None:
+        parts.append(f"target={options['target']!r}")
     head = "@kernel.autotune" if options.get("space") is not None else "@kernel"
     return head + (f"({', '.join(parts)})" if parts else "")
 
@@ -356,13 +386,17 @@ def _from_function(fn, options):
     return Kernel(handles[0], fn)
 
 
-def kernel(fn=None, /, *, tile=None, shared=None):
+def kernel(fn=None, /, *, tile=None, shared=None, target=None):
     """Declares a kernel: ``@tessera.kernel`` or ``@tessera.kernel(tile=(128,), shared=8192)``.
 
     The decorator's text is what the front end reads, so write its values as
-    literals (``tile=(16, 8)``, ``shared=8 * 1024``).
+    literals (``tile=(16, 8)``, ``shared=8 * 1024``). ``target`` picks the
+    NVIDIA target of launches on cuda tensors: "cuda" (CUDA C++ through NVRTC
+    to PTX) or "cuda_tile" (CUDA Tile IR through tileiras; a kernel it cannot
+    express is a CompileError naming the construct and its line, never run
+    through PTX instead). Launches on host tensors run on the CPU either way.
     """
-    options = {"tile": tile, "shared": shared}
+    options = {"tile": tile, "shared": shared, "target": None if target is None else _check_target(target)}
     if fn is not None:
         return _from_function(fn, options)
     return lambda f: _from_function(f, options)

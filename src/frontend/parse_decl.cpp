@@ -42,6 +42,7 @@ KernelDecl Parser::parse_kernel() {
   decl.location = locate_source(file_, *source_, first_line_, kernel->offset, name_length);
   if (info.group_shape) decl.group_shape = *info.group_shape;
   decl.shared_bytes = info.shared;
+  decl.target = info.target;
   decl.autotune_space = info.space;
 
   expect_op("(", "to open the parameter list");
@@ -106,8 +107,14 @@ void Parser::parse_decorator(DecoratorInfo& info) {
         set_group_shape(info, *k.value, k.offset);
       } else if (k.name == "shared") {
         set_shared(info, *k.value, k.offset);
+      } else if (k.name == "target") {
+        // The NVIDIA target of launches on cuda tensors (docs/design/0014-cuda-tile-target.md).
+        if (k.value->kind != ExprKind::string || (k.value->text != "cuda" && k.value->text != "cuda_tile"))
+          fail(k.value->offset, "target is \"cuda\" (CUDA C++ to PTX) or \"cuda_tile\" (CUDA Tile IR)",
+               k.value->length);
+        info.target = k.value->text;
       } else {
-        std::vector<std::string_view> known = {"tile", "shared"};
+        std::vector<std::string_view> known = {"tile", "shared", "target"};
         if (autotune) known.push_back("space");
         std::string hint = closest_match(k.name, known);
         fail(k.offset, "unknown decorator argument '" + k.name + "'" + did_you_mean(hint), k.name.size(),

@@ -79,6 +79,7 @@ class Parser {
     std::optional<std::vector<std::int64_t>> group_shape;
     std::optional<std::int64_t> shared;
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> space;
+    std::string target;  // target="cuda_tile"
     std::size_t offset = 0;
   };
 

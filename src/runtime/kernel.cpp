@@ -171,6 +171,14 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
 void Kernel::launch(const Grid& grid, std::vector<cpu::KernelArg> args, const KernelLaunchOptions& options) const {
   // Tensors on cuda:N send the launch (and the autotune search) to the CUDA backend.
   const int device = detail::arguments_device(*this, args);
+  const std::string nvidia = detail::nvidia_target(*this, options);
+  const bool tile_target = device >= 0 && nvidia == "cuda_tile";
+  if (tile_target && !tuned_names().empty()) {
+    // The CUDA autotuner times candidates through the PTX path; its choice
+    // would not be about the kernels this target runs.
+    raise(ErrorCode::Compile, "kernel '" + name() + "': autotuning on the cuda_tile target is not supported; fix " +
+                                  tuned_names().front() + " (and every autotune name) with jit()");
+  }
   KernelConstants chosen;
   if (!tuned_names().empty()) chosen = autotune_choice(grid, args, options);
   std::shared_ptr<KernelSpecialization> spec = specialize(chosen);
@@ -180,6 +188,14 @@ void Kernel::launch(const Grid& grid, std::vector<cpu::KernelArg> args, const Ke
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->last_launched[constants_text(constants_)] = spec;
     state_->last_device[constants_text(constants_)] = device;
+  }
+  if (tile_target) {
+    try {
+      detail::launch_on_cuda_tile(*spec, device, groups, std::move(args), options);
+    } catch (const CompileError& error) {
+      relocate(*state_, error);  // the construct's column in the caller's file
+    }
+    return;
   }
   if (device >= 0) {
     detail::launch_on_cuda(*spec, device, groups, std::move(args), options);
@@ -210,9 +226,28 @@ std::string Kernel::inspect_ir(std::string_view level, const KernelLaunchOptions
       device = state_->last_device[constants_text(constants_)];
     }
   }
-  if (!options.target.empty()) device = detail::parse_target(*this, options.target);
+  const std::string nvidia = detail::nvidia_target(*this, options);
+  // The CUDA Tile IR text: asked for by name, or the kernel's NVIDIA target
+  // is cuda_tile and its code would be shown for a GPU (or nothing ran yet).
+  const bool launched = static_cast<bool>(spec);
+  const bool tile_text = options.target == "cuda_tile" ||
+                         (nvidia == "cuda_tile" && options.target.empty() && (device >= 0 || !launched));
+  if (!options.target.empty() && options.target != "cuda_tile") device = detail::parse_target(*this, options.target);
   if (!spec) spec = specialize();
   if (level == "tile") return spec->tile_ir();
+  if (level == "ptx" && tile_text) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + name() +
+                                          "': the cuda_tile target has no PTX (tileiras turns CUDA Tile IR into a "
+                                          "cubin directly); inspect_ir(\"target\") shows its CUDA Tile IR, and "
+                                          "target=\"cuda\" the PTX path's code");
+  }
+  if (level == "target" && tile_text) {
+    try {
+      return spec->cuda_tile_text();
+    } catch (const CompileError& error) {
+      relocate(*state_, error);
+    }
+  }
   if (level == "ptx") {
     if (options.target == "cpu") {
       raise(ErrorCode::ArgumentInvalid, "kernel '" + name() +

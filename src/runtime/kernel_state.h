@@ -66,6 +66,13 @@ std::unique_ptr<CandidateRunner> cuda_candidate_runner(int device, const KernelL
 void launch_on_cuda(KernelSpecialization& spec, int device, std::int64_t groups, std::vector<cpu::KernelArg> args,
                     const KernelLaunchOptions& options);
 
+// The same through the CUDA Tile IR target (kernel_cuda_tile.cpp).
+void launch_on_cuda_tile(KernelSpecialization& spec, int device, std::int64_t groups, std::vector<cpu::KernelArg> args,
+                         const KernelLaunchOptions& options);
+// The NVIDIA target of a launch: options.nvidia_target, else the kernel's
+// declared one, else "cuda"; ArgumentError for anything but "cuda" and "cuda_tile".
+std::string nvidia_target(const Kernel& kernel, const KernelLaunchOptions& options);
+
 // -1 for "cpu", N for "cuda" (0) and "cuda:N"; anything else raises ArgumentError.
 int parse_target(const Kernel& kernel, const std::string& target);
 

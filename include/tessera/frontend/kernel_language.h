@@ -80,6 +80,9 @@ struct KernelDecl {
   // Plain shape symbols of the parameters, in order of first appearance
   // (those inside compound dims such as `tp` in `K/tp` included).
   std::vector<std::string> shape_symbols;
+  // @kernel(target="cuda_tile"): the NVIDIA target of launches on cuda
+  // tensors ("cuda" or "cuda_tile"); empty = "cuda".
+  std::string target;
   SourceLocation location;  // the kernel's name in its `def`
   std::shared_ptr<const ast::Kernel> ast;
 

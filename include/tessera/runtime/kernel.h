@@ -47,6 +47,9 @@ namespace cuda {
 struct CompiledKernel;
 struct DeviceProperties;
 }  // namespace cuda
+namespace cuda_tile {
+struct CompiledKernel;
+}
 
 using KernelConstants = frontend::Constants;
 
@@ -85,9 +88,17 @@ using Grid = std::variant<std::int64_t, GridFunction>;
 
 struct KernelLaunchOptions {
   cpu::LaunchOptions cpu;
-  // inspect_ir only: the backend whose code "target" shows ("cpu", "cuda" or
-  // "cuda:N"); empty = the device the last launch ran on (the CPU when none).
+  // inspect_ir only: the backend whose code "target" shows ("cpu", "cuda",
+  // "cuda:N" or "cuda_tile"); empty = the device the last launch ran on (the
+  // CPU when none).
   std::string target;
+  // Which NVIDIA target launches on cuda:N tensors use: "cuda" (CUDA C++
+  // through NVRTC to PTX, the default) or "cuda_tile" (CUDA Tile IR through
+  // tileiras, docs/design/0014-cuda-tile-target.md). A kernel the chosen
+  // target cannot express is a CompileError, never run on the other one.
+  // Launches on host tensors run on the CPU backend either way. Empty: the
+  // kernel's declared target (@kernel(target=...)), else "cuda".
+  std::string nvidia_target;
   // inspect_ir("ptx") only: the architecture ("sm_90a", "sm_80"); empty = the
   // device's own, or sm_90a where there is no GPU (NVRTC needs none).
   std::string arch;
@@ -123,6 +134,12 @@ class KernelSpecialization {
   // compiling for `arch` (empty: the device's own architecture, or sm_90a
   // where there is no GPU; the emitter picks tensor-core paths by it).
   std::string cuda_source(int device = 0, const std::string& arch = {}) const;
+  // The kernel through the CUDA Tile IR target for cuda:`device`, compiled by
+  // tileiras (or loaded from the cache) on first call.
+  const cuda_tile::CompiledKernel& cuda_tile_compiled(int device, const std::string& cache_dir = {});
+  // Its CUDA Tile IR text form (inspect_ir("target") for that target; needs
+  // neither a GPU nor tileiras). CompileError when the target cannot express it.
+  std::string cuda_tile_text() const;
 
  private:
   ir::Module module_;
@@ -131,6 +148,7 @@ class KernelSpecialization {
   mutable std::mutex mutex_;
   std::shared_ptr<const cpu::CompiledKernel> compiled_;
   std::map<int, std::shared_ptr<const cuda::CompiledKernel>> cuda_compiled_;  // by device ordinal
+  std::map<int, std::shared_ptr<const cuda_tile::CompiledKernel>> cuda_tile_compiled_;  // by device ordinal
 };
 
 class Kernel {
