@@ -8,6 +8,7 @@ namespace tessera::autodiff {
 
 std::optional<NumericsPolicy> tangent_policy(const ir::Type& t) {
   DType d = t.dtype();
+  if (is_complex(d)) return default_policy(d);  // complex tangents keep their parts' width
   if (!is_float(d) || d == DType::e8m0) return std::nullopt;
   return default_policy(d == DType::fp64 ? DType::fp64 : DType::fp32);
 }

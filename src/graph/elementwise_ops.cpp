@@ -10,6 +10,7 @@
 #include <functional>
 #include <numbers>
 
+#include "graph/complex_kernels.h"
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
@@ -63,11 +64,23 @@ void add_unary(ir::Registry& r, std::string name, std::string summary, Needs nee
       .attrs = std::move(attrs),
       .infer =
           [op_name, needs](std::span<const ir::Type> in, const AttrMap&) {
+            reject_complex(in[0], op_name);
+            if (is_complex(in[0].dtype())) {
+              // |z| is real, at the part dtype (complex_kernels.h).
+              if (op_name != "graph.abs") return std::vector<ir::Type>{in[0]};
+              NumericsPolicy p = in[0].policy;
+              p.storage = complex_part(p.storage);
+              return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, p)};
+            }
             if (needs == Needs::floating) require_float(in[0], op_name, "operand");
             reject_scale_format(in[0].dtype());
             return std::vector<ir::Type>{in[0]};
           },
-      .reference = [f](const KernelCall& call) { return run_unary(call, f); },
+      .reference =
+          [f, op_name](const KernelCall& call) {
+            if (is_complex(call.inputs[0].dtype())) return run_complex_elementwise(op_name, call);
+            return run_unary(call, f);
+          },
   });
 }
 
@@ -82,11 +95,13 @@ void add_binary(ir::Registry& r, std::string name, std::string summary, Needs ne
           [op_name, needs](std::span<const ir::Type> in, const AttrMap&) {
             NumericsPolicy p = promote_policies(in[0].policy, in[1].policy);
             ir::Type out = ir::Type::tensor(broadcast_shapes(in[0].shape, in[1].shape), p);
-            if (needs == Needs::floating) require_float(out, op_name, "operand");
+            reject_complex(out, op_name);
+            if (needs == Needs::floating && !is_complex(p.storage)) require_float(out, op_name, "operand");
             return std::vector<ir::Type>{out};
           },
       .reference =
-          [f](const KernelCall& call) {
+          [f, op_name](const KernelCall& call) {
+            if (is_complex(call.result_types[0].dtype())) return run_complex_elementwise(op_name, call);
             return run_nary(call, [&](std::span<const double> a) { return f(a[0], a[1]); });
           },
   });
@@ -99,7 +114,9 @@ void add_comparison(ir::Registry& r, std::string name, std::string symbol, std::
       .summary = "Elementwise lhs " + symbol + " rhs as bool (NaN compares unequal to everything).",
       .operands = {"lhs", "rhs"},
       .infer =
-          [](std::span<const ir::Type> in, const AttrMap&) {
+          [op_name](std::span<const ir::Type> in, const AttrMap&) {
+            reject_complex(in[0], op_name);  // complex numbers have no order (and eq/ne are not built for them)
+            reject_complex(in[1], op_name);
             promote_policies(in[0].policy, in[1].policy);  // rejects e8m0 and mixed modifiers
             return std::vector<ir::Type>{
                 ir::Type::tensor(broadcast_shapes(in[0].shape, in[1].shape), default_policy(DType::bool_))};
@@ -200,6 +217,7 @@ void register_elementwise_ops(ir::Registry& r) {
                     "condition must be bool, got " + std::string(name(in[0].dtype())) + "; compare first (graph.ne)");
             }
             NumericsPolicy p = promote_policies(in[1].policy, in[2].policy);
+            reject_complex(ir::Type::tensor({}, p), "graph.where");
             Shape s = broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape), in[2].shape);
             return std::vector<ir::Type>{ir::Type::tensor(s, p)};
           },

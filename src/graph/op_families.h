@@ -12,6 +12,7 @@ void register_cast_ops(ir::Registry& registry);
 void register_reduction_ops(ir::Registry& registry);
 void register_linalg_ops(ir::Registry& registry);
 void register_sparse_ops(ir::Registry& registry);
+void register_complex_ops(ir::Registry& registry);
 void register_attention_ops(ir::Registry& registry);
 void register_normalization_ops(ir::Registry& registry);
 void register_shape_ops(ir::Registry& registry);

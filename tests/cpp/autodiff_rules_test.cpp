@@ -308,7 +308,11 @@ const std::set<std::string> kPartitionerOnly = {"graph.shard_slice"};
 // VJP takes no cotangent for the logsumexp result (the table sends one for
 // every result), and its backward has no second derivatives; both are
 // checked against JAX in tests/python/test_flash_attn.py (docs/design/0015).
-const std::set<std::string> kTestedElsewhere = {"graph.flash_attn", "graph.flash_attn_bwd"};
+// The complex ops take complex operands, which the table's real-valued
+// finite differences cannot perturb; their rules are checked against JAX's
+// vjp and jvp in tests/python/test_complex.py (docs/design/0016).
+const std::set<std::string> kTestedElsewhere = {"graph.flash_attn", "graph.flash_attn_bwd", "graph.real",
+                                                "graph.imag",       "graph.conj",           "graph.complex"};
 
 TEST(AutodiffCoverage, EveryGraphOpHasBothRulesAndAGradientCase) {
   std::set<std::string> tested;

@@ -46,3 +46,136 @@ def test_strided_views_keep_both_parts():
     t = tessera.tensor(a)
     np.testing.assert_array_equal(t.numpy().T.copy(), a.T)
     np.testing.assert_array_equal(tessera.tensor(a[:, ::2]).numpy(), a[:, ::2])
+
+
+# ---- elementwise ops on complex tensors ------------------------------------------------------
+
+import warnings  # noqa: E402
+
+from tessera import ops  # noqa: E402
+from tessera.errors import CompileError  # noqa: E402
+
+
+def _c(rng, shape, dtype=np.complex128):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+@pytest.fixture(autouse=False)
+def quiet():
+    # Complex elementwise ops run on the reference executor eagerly (no compiled complex lanes yet)
+    # and say so with a ReferenceExecutorWarning; these tests check values.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.mark.usefixtures("quiet")
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_arithmetic_matches_numpy(np_dtype):
+    rng = np.random.default_rng(2)
+    a, b = _c(rng, (4, 6), np_dtype), _c(rng, (6,), np_dtype)
+    x = rng.standard_normal((4, 1)).astype(np.float32)
+    A, B, X = tessera.tensor(a), tessera.tensor(b), tessera.tensor(x)
+    # Each part is the exact result rounded once to the part dtype: at most half an ulp off the
+    # float64 numpy result (a few ulps for exp), so compare against float64 references.
+    a64, b64, x64 = a.astype(np.complex128), b.astype(np.complex128), x.astype(np.float64)
+    eps = np.finfo(np.float32 if np_dtype == np.complex64 else np.float64).eps
+    cases = [(ops.add(A, B), a64 + b64), (ops.sub(A, B), a64 - b64), (ops.mul(A, B), a64 * b64),
+             (ops.div(A, B), a64 / b64), (ops.neg(A), -a64), (ops.exp(A), np.exp(a64)),
+             (ops.mul(A, X), a64 * x64), (ops.conj(A), np.conj(a64))]
+    for got, want in cases:
+        assert got.dtype == np.dtype(np_dtype).name
+        np.testing.assert_allclose(got.numpy(), want, rtol=4 * eps, atol=4 * eps * np.abs(want).max())
+    for got, want in [(ops.abs(A), np.abs(a64)), (ops.real(A), a64.real), (ops.imag(A), a64.imag)]:
+        assert got.dtype == ("fp32" if np_dtype == np.complex64 else "fp64")
+        np.testing.assert_allclose(got.numpy(), want, rtol=2 * eps)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_complex_from_parts_and_promotion():
+    re, im = np.array([1.0, 2.0], np.float32), np.array([3.0, -4.0], np.float64)
+    z = ops.complex(tessera.tensor(re), tessera.tensor(im))
+    assert z.dtype == "complex128"
+    np.testing.assert_array_equal(z.numpy(), re + 1j * im)
+    z = ops.complex(tessera.tensor(re), tessera.tensor(re))
+    assert z.dtype == "complex64"
+    w = ops.add(tessera.tensor(np.ones(2, np.complex64)), tessera.tensor(np.ones(2, np.float64)))
+    assert w.dtype == "complex128"  # complex64 + fp64: the wider part
+
+
+@pytest.mark.usefixtures("quiet")
+def test_ops_without_complex_support_say_so():
+    z = tessera.tensor(np.ones(3, np.complex64))
+    with pytest.raises(DtypeError, match="graph.maximum takes real operands, got complex64"):
+        ops.maximum(z, z)
+    with pytest.raises(DtypeError, match="graph.lt takes real operands"):
+        ops.lt(z, z)
+    with pytest.raises(DtypeError, match="graph.tanh takes real operands"):
+        ops.tanh(z)
+    with pytest.raises(DtypeError, match="graph.complex takes real parts"):
+        ops.complex(z, z)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_jit_of_complex_arithmetic_is_a_clear_compile_error():
+    z = tessera.tensor(np.ones(3, np.complex64))
+    with pytest.raises(CompileError, match="complex dtype .*no compiled kernel takes complex operands yet"):
+        tessera.jit(lambda a: a * a)(z)
+
+
+# ---- gradients against JAX (docs/design/0016-complex-and-fft.md) --------------------------------
+
+def _jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _cases(jax):
+    jnp = jax.numpy
+    return {
+        "mul": (lambda a, b: a * b, lambda a, b: a * b, ("c", "c"), "c"),
+        "div": (lambda a, b: a / b, lambda a, b: a / b, ("c", "c"), "c"),
+        "exp": (ops.exp, jnp.exp, ("c",), "c"),
+        "sub_real": (lambda a, b: a - b, lambda a, b: a - b, ("c", "r"), "c"),
+        "mul_real": (lambda a, b: a * b, lambda a, b: a * b, ("r", "c"), "c"),
+        "abs": (ops.abs, jnp.abs, ("c",), "r"),
+        "real": (ops.real, jnp.real, ("c",), "r"),
+        "imag": (ops.imag, jnp.imag, ("c",), "r"),
+        "conj": (ops.conj, jnp.conj, ("c",), "c"),
+        "complex": (ops.complex, jax.lax.complex, ("r", "r"), "c"),
+        "chain": (lambda a: ops.abs(ops.exp(a) * ops.conj(a)), lambda a: jnp.abs(jnp.exp(a) * jnp.conj(a)),
+                  ("c",), "r"),
+    }
+
+
+@pytest.mark.usefixtures("quiet")
+@pytest.mark.parametrize("case", ["mul", "div", "exp", "sub_real", "mul_real", "abs", "real", "imag", "conj",
+                                  "complex", "chain"])
+def test_vjp_and_jvp_against_jax(case):
+    jax = _jax()
+    f_t, f_j, kinds, out_kind = _cases(jax)[case]
+    rng = np.random.default_rng(hash(case) % 2**32)
+    draw = {"c": lambda: _c(rng, (7,)), "r": lambda: rng.standard_normal(7)}
+    args = [draw[k]() for k in kinds]
+    ct = draw[out_kind]()
+    tangents = [draw[k]() for k in kinds]
+    _, fn = tessera.vjp(f_t, *[tessera.tensor(a) for a in args])
+    got = fn(tessera.tensor(ct))
+    _, fj = jax.vjp(f_j, *args)
+    want = fj(ct)
+    for g, w in zip(got, want):
+        assert np.iscomplexobj(g.numpy()) == np.iscomplexobj(np.asarray(w))
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-12, atol=1e-12)
+    _, got_t = tessera.jvp(f_t, tuple(tessera.tensor(a) for a in args), tuple(tessera.tensor(t) for t in tangents))
+    _, want_t = jax.jvp(f_j, tuple(args), tuple(tangents))
+    np.testing.assert_allclose(got_t.numpy(), np.asarray(want_t), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_grad_of_real_loss_is_jax_grad():
+    jax = _jax()
+    z = _c(np.random.default_rng(5), (6,))
+    got = tessera.grad(lambda a: ops.sum(ops.abs(a * a)))(tessera.tensor(z))
+    want = jax.grad(lambda a: jax.numpy.sum(jax.numpy.abs(a * a)))(z)
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12)

@@ -120,11 +120,21 @@ void register_elementwise_rules() {
   binary("graph.maximum", [](RuleContext& c, ir::Operation& op) { return extremum_partials(c, op, "gt"); });
   binary("graph.minimum", [](RuleContext& c, ir::Operation& op) { return extremum_partials(c, op, "lt"); });
 
-  unary("graph.abs", [](RuleContext& c, ir::Operation& op) {
+  // |x|: sign(x) for real x. For complex z the rules are complex_rules.cpp's
+  // (d|z| = real(conj(z) dz) / |z|, not a complex multiple of dz).
+  auto abs_sign = [](RuleContext& c, ir::Operation& op) {
     Value* x = x_of(c, op);
     const NumericsPolicy p = x->type().policy;
     Value* zero = c.scalar(0.0, p);
     return sub(c, indicator(c, cmp(c, "gt", x, zero), p), indicator(c, cmp(c, "lt", x, zero), p));
+  };
+  register_builtin_jvp("graph.abs", [abs_sign](RuleContext& c, ir::Operation& op, const Values& t) {
+    if (is_complex(op.operand(0)->type().dtype())) return Values{complex_abs_jvp(c, op, t[0])};
+    return Values{mul(c, t[0], abs_sign(c, op))};
+  });
+  register_builtin_vjp("graph.abs", [abs_sign](RuleContext& c, ir::Operation& op, const Values& ct) {
+    if (is_complex(op.operand(0)->type().dtype())) return Values{complex_abs_vjp(c, op, ct[0])};
+    return Values{mul(c, ct[0], abs_sign(c, op))};
   });
   unary("graph.exp", y_of);
   register_builtin_jvp("graph.log", [](RuleContext& c, ir::Operation& op, const Values& t) {

@@ -18,6 +18,10 @@ void register_reduction_rules();
 void register_linalg_rules();
 void register_sparse_rules();  // spmm, sddmm
 void register_attention_rules();  // flash_attn, flash_attn_bwd
+void register_complex_rules();  // real, imag, conj, complex
+// abs of a complex operand (the real case is elementwise_rules.cpp's).
+Value* complex_abs_jvp(RuleContext& c, ir::Operation& op, Value* t);
+Value* complex_abs_vjp(RuleContext& c, ir::Operation& op, Value* ct);
 void register_normalization_rules();
 void register_shape_rules();
 void register_effect_rules();  // cast, creation, random, stop_gradient, collectives, comparisons
