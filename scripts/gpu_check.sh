@@ -19,6 +19,11 @@
 # GPU_CHECK_ONLY=python builds libtessera and the Python module, then runs the
 # pytest arguments in GPU_CHECK_TESTS and each command of GPU_CHECK_RUN (';'
 # separated, run by bash from the source root with the module importable).
+# GPU_CHECK_ONLY=cuda_tile unpacks the tileiras bundle (TILE_BUNDLE, default
+# .tilebundle/cu13.tar.xz: nvidia/cu13/{bin/tileiras,bin/ptxas,lib/libnvvm.so.4,
+# nvvm/libdevice}) into the build folder, points TESSERA_TILEIRAS at it, and
+# runs as GPU_CHECK_ONLY=python with tests/python/test_cuda_tile.py and
+# bench/cuda_tile_bench.py unless GPU_CHECK_TESTS / GPU_CHECK_RUN say otherwise.
 # Exit status: 0 when every step passed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +31,14 @@ cd "$root"
 build="${1:-build-gpu}"
 # Absolute from here on: paths below are handed to cmake and Python from other folders.
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
+if [ "${GPU_CHECK_ONLY:-}" = cuda_tile ]; then
+  bundle="${TILE_BUNDLE:-$root/.tilebundle/cu13.tar.xz}"
+  mkdir -p "$build/tilebundle" && tar -xJf "$bundle" -C "$build/tilebundle" || { echo "cannot unpack $bundle"; exit 1; }
+  export TESSERA_TILEIRAS="$build/tilebundle/nvidia/cu13/bin/tileiras"
+  GPU_CHECK_ONLY=python
+  GPU_CHECK_TESTS="${GPU_CHECK_TESTS:-tests/python/test_cuda_tile.py}"
+  GPU_CHECK_RUN="${GPU_CHECK_RUN:-\$PYTHON bench/cuda_tile_bench.py}"
+fi
 # The lent GPU machines set CXX to a toolchain whose g++ links libstdc++
 # statically: libtessera then exports a private copy of the C++ runtime, and a
 # Python process that also loads the system libstdc++ crashed in locale code

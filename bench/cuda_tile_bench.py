@@ -1,0 +1,153 @@
+"""The CUDA Tile IR target against the PTX path and cuBLAS, on one GPU.
+
+    python bench/cuda_tile_bench.py [--sizes 4096 8192] [--runs 10]
+
+Needs a GPU, tileiras (TESSERA_TILEIRAS or the pip wheels) and torch.
+
+Rows, per size (bf16 A and B, fp32 C, M = N = K):
+- tile_ir: the kernel-language GEMM over global tiles (128x128 output tile,
+  K steps of 64, tile.mma) with target="cuda_tile": CUDA Tile IR, tileiras;
+- ptx (same kernel): that kernel through the CUDA C++/NVRTC path;
+- ptx (staged): the PTX path's own GEMM form (shared tiles, cp_async,
+  tile.range(prefetch=2)), which the cuda_tile target cannot express yet;
+- torch: torch.matmul of the same bf16 matrices (cuBLAS; bf16 output,
+  fp32 accumulation).
+Then the first compile of the GEMM through tileiras and through NVRTC, each
+with an empty cache (lowering, compiler, load, one run).
+
+Each launch from Python synchronizes, so every row (torch's too) is timed
+as call + synchronize; the figure is the median of --runs after a warm-up.
+Each result's largest difference from torch's fp32 product of the same
+bf16 values is printed beside its time.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+
+import numpy as np
+
+import tessera
+
+
+# The kernels as .tsr text: fresh kernel objects (empty in-memory caches) are
+# made from it for the first-compile figures.
+GLOBAL_TILES = """@kernel tile[(128,)]
+def gemm_global(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    tiles_n = (N + 127) // 128
+    bm = (group_linear_id() // tiles_n) * 128
+    bn = (group_linear_id() % tiles_n) * 128
+    acc = tile.zeros((128, 128), f32)
+    for k in range(0, K, 64):
+        acc = tile.mma(tile.load(A, rows=(bm, 128), cols=(k, 64)), tile.load(B, rows=(k, 64), cols=(bn, 128)), acc=acc)
+    tile.store(C, rows=(bm, 128), cols=(bn, 128), value=acc)
+"""
+
+STAGED = """@kernel tile[(128,)] shared(64_KiB)
+def gemm_staged(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    tiles_n = (N + 127) // 128
+    bm = (group_linear_id() // tiles_n) * 128
+    bn = (group_linear_id() % tiles_n) * 128
+    a = tshared.alloc[bf16]((128, 32))
+    b = tshared.alloc[bf16]((32, 128))
+    acc = tile.zeros((128, 128), f32)
+    for k in tile.range(K, step=32, prefetch=2):
+        cp_async.shared.global(a, A[bm:bm+128, k:k+32])
+        cp_async.shared.global(b, B[k:k+32, bn:bn+128])
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.load(b), acc=acc)
+        tbarrier()
+    tile.store(C, rows=(bm, 128), cols=(bn, 128), value=acc)
+"""
+
+
+def make(source, target):
+    """A new kernel object (its own in-memory caches) for `target`."""
+    from tessera.kernel import Kernel
+    return Kernel(tessera._C.kernels_from_source(source, "cuda_tile_bench.tsr")[0], target=target)
+
+
+def median_seconds(fn, runs, sync):
+    fn()
+    sync()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return sorted(samples)[len(samples) // 2]
+
+
+def first_compile(source, target, a, b, c, grid):
+    """Seconds of the first launch of a fresh kernel object with an empty disk cache."""
+    k = make(source, target)
+    old = os.environ.get("TESSERA_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["TESSERA_CACHE_DIR"] = d
+        try:
+            t0 = time.perf_counter()
+            k[grid](a, b, c)
+            return time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["TESSERA_CACHE_DIR"]
+            else:
+                os.environ["TESSERA_CACHE_DIR"] = old
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    import torch
+
+    dev = "cuda:0"
+    sync = torch.cuda.synchronize
+    usable, version, why = tessera._C._tileiras()
+    if not usable:
+        raise SystemExit(f"tileiras unusable: {why or 'not found'}")
+    print(f"device: {torch.cuda.get_device_name(0)}; tileiras {version}; torch {torch.__version__}")
+    rng = np.random.default_rng(0)
+
+    # First compiles first: nothing of either kernel is in any cache yet.
+    n0 = 512
+    a0 = tessera.tensor(rng.standard_normal((n0, n0)).astype(np.float32), dtype="bf16").to(dev)
+    c0 = tessera.tensor(np.zeros((n0, n0), np.float32)).to(dev)
+    grid0 = (n0 // 128) ** 2
+    t_tile = first_compile(GLOBAL_TILES, "cuda_tile", a0, a0, c0, grid0)
+    t_ptx = first_compile(GLOBAL_TILES, "cuda", a0, a0, c0, grid0)
+    t_staged = first_compile(STAGED, "cuda", a0, a0, c0, grid0)
+    kernels = (("tile_ir", make(GLOBAL_TILES, "cuda_tile")), ("ptx (same kernel)", make(GLOBAL_TILES, "cuda")),
+               ("ptx (staged)", make(STAGED, "cuda")))
+
+    print(f"\n{'GEMM bf16 -> fp32':<28}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs torch':>22}")
+    for n in args.sizes:
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        ta = tessera.tensor(a, dtype="bf16").to(dev)
+        tb = tessera.tensor(b, dtype="bf16").to(dev)
+        xa = torch.tensor(a, device=dev).to(torch.bfloat16)  # the same round-to-nearest-even values
+        xb = torch.tensor(b, device=dev).to(torch.bfloat16)
+        ref = torch.matmul(xa.float(), xb.float()).cpu().numpy()  # fp32 accumulation, no TF32
+        grid = (n // 128) ** 2
+        flops = 2.0 * n ** 3
+        t_torch = median_seconds(lambda: torch.matmul(xa, xb), args.runs, sync)
+        diff_torch = float(np.abs(torch.matmul(xa, xb).float().cpu().numpy() - ref).max())
+        rows = [("torch bf16 matmul (cuBLAS)", t_torch, diff_torch)]
+        for label, k in kernels:
+            c = tessera.tensor(np.zeros((n, n), np.float32)).to(dev)
+            k[grid](ta, tb, c)
+            diff = float(np.abs(c.numpy() - ref).max())
+            rows.append((label, median_seconds(lambda: k[grid](ta, tb, c), args.runs, sync), diff))
+        for label, t, diff in rows:
+            print(f"{label:<28}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{t_torch / t:>9.2f}x{diff:>22.3g}")
+
+    print(f"\nfirst compile (empty cache, {n0}^3 launch included): tileiras {t_tile:.2f} s, "
+          f"NVRTC same kernel {t_ptx:.2f} s, NVRTC staged kernel {t_staged:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
