@@ -23,15 +23,18 @@ logged (``tessera.runtime.mapper_log()``) and shown in
 - ``choose_variant(op, arch)``, for each Graph IR op of a compiled function
   (op: its name without "graph.", e.g. "matmul"): "tile" (the generated
   kernel), "ptx" (the same on CUDA, where it is compiled to PTX through
-  NVRTC), "reference" (the reference executor: the oracle, for bisecting a
-  numerical difference), or None for the default.
+  NVRTC), "tile_ir" (on CUDA, the generated kernel through the CUDA Tile IR
+  target and tileiras; a kernel that target cannot express is a
+  CompileError naming the construct and the line), "cpu", "reference" (the
+  reference executor: the oracle, for bisecting a numerical difference), or
+  None for the default. Any other answer is an ArgumentError.
 
 An answer this machine cannot honour falls back, and the log says why:
 an algorithm name containing "ring" or "tree" runs that algorithm (e.g.
 "sharp_ring": SHARP in-switch reductions need NVLink multicast, which
 these runs keep off with NCCL_NVLS_ENABLE=0), any other unknown one runs
-rank_order; "tile_ir" (the CUDA Tile IR target is not built) and variants
-for another target run the generated kernel.
+rank_order; the CUDA variants ("ptx", "tile_ir") asked for the CPU, and
+"cpu" asked for a GPU, run the generated kernel of the device.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import types
 from tessera.errors import ArgumentError
 
 ALGORITHMS = ("rank_order", "ring", "tree", "native")
+VARIANTS = ("tile", "ptx", "tile_ir", "cpu", "reference")
 PLACEMENTS = ("default", "local_switch", "spread")
 REDUCTIONS = ("allreduce", "reduce_scatter")
 # Ops that never get a kernel of their own (constants are data; collectives run through the
@@ -249,6 +253,9 @@ def choose_variants(op_names, device):
         if asked is None:
             continue
         variant, why = _variant_for(asked, arch)
+        if variant is None:
+            raise ArgumentError(f"{_mapper_name()}.choose_variant({short!r}, {arch.name}) returned {asked!r}; expected "
+                                f"{', '.join(repr(v) for v in VARIANTS)} or None")
         log(f"choose_variant({short!r}, {arch.name}) -> {asked!r}{why}")
         if variant is not None:
             out[name] = variant
@@ -265,8 +272,12 @@ def _variant_for(asked, arch):
     if asked == "cpu":
         return "tile", "" if arch.is_cpu else ": not a CUDA variant; ran the generated kernel"
     if asked == "tile_ir":
-        return "tile", ": the CUDA Tile IR target is not built; ran the generated kernel"
-    return "tile", ": not a variant this runtime knows (tile, ptx, cpu, reference); ran the generated kernel"
+        # The CUDA Tile IR target (docs/design/0014-cuda-tile-target.md): a kernel
+        # it cannot express is a CompileError at compile time, never run as PTX.
+        if arch.is_cpu:
+            return "tile", ": CUDA Tile IR is a CUDA target; ran the generated CPU kernel"
+        return "tile_ir", " (the generated kernel through CUDA Tile IR and tileiras)"
+    return None, ""
 
 
 def header(decisions):

@@ -20,6 +20,8 @@
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/backends/cuda_tile/lower.h"
+#include "tessera/backends/cuda_tile/runtime.h"
 #include "tessera/runtime/profiler.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
@@ -37,6 +39,8 @@ struct Step {
   // variant "tile": compiled for the CPU or for a CUDA device
   std::shared_ptr<cpu::CompiledKernel> compiled;
   std::shared_ptr<cuda::CompiledKernel> gpu;
+  // variant "tile_ir" (the Mapper's choice): the template's kernel through the CUDA Tile IR target
+  std::shared_ptr<cuda_tile::CompiledKernel> tile_gpu;
   TileKernel tile;
   // variant "constant"
   Tensor constant;
@@ -146,7 +150,15 @@ struct Launcher {
   const cuda::KernelLaunchOptions* gpu = nullptr;
   GraphRecorder* graph = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
-    if (step.gpu && graph) {
+    if (step.tile_gpu) {
+      if (graph) {
+        raise(ErrorCode::ArgumentInvalid, "a kernel of the cuda_tile target (the Mapper's 'tile_ir' variant) "
+                                          "cannot be captured into a CUDA graph yet; call without capture_graph");
+      }
+      cuda_tile::LaunchOptions o;
+      o.stream = gpu->stream;
+      cuda_tile::launch(*step.tile_gpu, grid, std::move(args), o);
+    } else if (step.gpu && graph) {
       graph->record(*step.gpu, grid, std::move(args), *gpu);
     } else if (step.gpu) {
       cuda::launch(*step.gpu, grid, std::move(args), *gpu);
@@ -396,6 +408,21 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       // lower_kernel raises the CompileError for "none", naming the op.
       step.tile = lower_kernel(*k, state->tile, function + "_" + kernel_name(*k));
       ir::verify_function(*step.tile.func);
+    } else if (step.variant == "tile_ir") {
+      if (state->device == "cpu") {
+        raise(ErrorCode::ArgumentInvalid, "kernel " + kernel_name(*k) + ": the 'tile_ir' variant is the CUDA Tile IR "
+                                              "target, which runs on CUDA devices, not on cpu");
+      }
+      step.tile = lower_kernel(*k, state->tile, function + "_" + kernel_name(*k));
+      ir::verify_function(*step.tile.func);
+      // The CompileError for a construct the target cannot express names it
+      // and the user's line; the kernel never goes to the PTX path instead.
+      cuda_tile::CompileOptions o;
+      o.device = cuda::parse_device(state->device);
+      o.cache_dir = options.cuda.cache_dir;
+      step.tile_gpu = std::make_shared<cuda_tile::CompiledKernel>(cuda_tile::compile_kernel(*step.tile.func, o));
+      report.cache_hit = step.tile_gpu->cache_hit;
+      report.compile_seconds = step.tile_gpu->compile_seconds;
     } else if (step.variant == "constant") {
       step.constant = make_constant(*kernel_body(*k).ops().front());
       if (state->device != "cpu") step.constant = step.constant.to(state->device);
@@ -406,7 +433,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   // Every kernel of the executable in one host-compiler invocation.
   std::vector<const ir::Operation*> funcs;
   for (const Step& step : state->steps) {
-    if (step.tile.func) funcs.push_back(step.tile.func);
+    if (step.tile.func && !step.tile_gpu) funcs.push_back(step.tile.func);
   }
   std::optional<CompileProgress> progress;
   if (!funcs.empty()) {
@@ -424,7 +451,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
     std::size_t next = 0;
     for (std::size_t i = 0; i < state->steps.size(); ++i) {
       Step& step = state->steps[i];
-      if (!step.tile.func) continue;
+      if (!step.tile.func || step.tile_gpu) continue;
       step.gpu = std::make_shared<cuda::CompiledKernel>(pending[next++].get());
       state->reports[i].cache_hit = step.gpu->cache_hit;
       state->reports[i].compile_seconds = step.gpu->compile_seconds;
@@ -722,6 +749,10 @@ std::string Executable::target() const {
     if (s.gpu) {
       out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.gpu->name + ", " + s.gpu->arch + ") ----\n" +
              s.gpu->source + "\n";
+    }
+    if (s.tile_gpu) {
+      out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.tile_gpu->name + ", cuda_tile " +
+             s.tile_gpu->arch + ") ----\n" + s.tile_gpu->text + "\n";
     }
     if (!s.compiled) continue;
     out += "// ---- kernel " + kernel_name(*s.kernel) + " (" + s.compiled->name + ") ----\n" + s.compiled->source + "\n";

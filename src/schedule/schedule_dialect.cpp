@@ -19,7 +19,7 @@ using ir::Type;
 
 constexpr std::string_view kFamilies[] = {"elementwise", "reduction", "gemm",   "normalization", "view", "constant",
                                           "copy",        "random",    "collective", "sparse", "attention", "opaque"};
-constexpr std::string_view kVariants[] = {"tile", "view", "constant", "collective", "none"};
+constexpr std::string_view kVariants[] = {"tile", "tile_ir", "view", "constant", "collective", "none"};
 
 std::vector<Type> operand_types(const ir::Operation& op) {
   std::vector<Type> out;
@@ -34,7 +34,7 @@ void verify_kernel(const ir::Operation& op) {
     const auto& name = std::get<std::string>(*v);
     bool known = false;
     for (auto k : kVariants) known = known || k == name;
-    if (!known) raise(ErrorCode::ArgumentInvalid, "unknown variant \"" + name + "\"; expected tile, view, constant, collective or none");
+    if (!known) raise(ErrorCode::ArgumentInvalid, "unknown variant \"" + name + "\"; expected tile, tile_ir, view, constant, collective or none");
   }
   if (const ir::Attribute* b = op.attrs().find("buffers")) {
     const auto& slots = std::get<std::vector<std::int64_t>>(*b);

@@ -14,10 +14,11 @@ namespace tessera::schedule {
 void apply_variant_overrides(ir::Operation& func, const std::map<std::string, std::string>& variants) {
   if (variants.empty()) return;
   for (const auto& [op, variant] : variants) {
-    if (variant != "tile" && variant != "reference") {
+    if (variant != "tile" && variant != "tile_ir" && variant != "reference") {
       raise(ErrorCode::ArgumentInvalid, "kernel variant '" + variant + "' for " + op +
-                                            ": expected \"tile\" (the generated kernel) or \"reference\" (the "
-                                            "reference executor)");
+                                            ": expected \"tile\" (the generated kernel), \"tile_ir\" (the "
+                                            "generated kernel through the CUDA Tile IR target) or \"reference\" "
+                                            "(the reference executor)");
     }
   }
   for (ir::Operation* k : kernels_of(func)) {
@@ -26,9 +27,9 @@ void apply_variant_overrides(ir::Operation& func, const std::map<std::string, st
     for (const auto& op : kernel_body(*k).ops()) {
       auto it = variants.find(std::string(op->name()));
       if (it == variants.end()) continue;
-      if (it->second == "tile" && !has_tile_template(*k)) {
-        raise(ErrorCode::ArgumentInvalid, "kernel variant 'tile' for " + it->first + ": no template covers kernel " +
-                                              kernel_name(*k),
+      if ((it->second == "tile" || it->second == "tile_ir") && !has_tile_template(*k)) {
+        raise(ErrorCode::ArgumentInvalid, "kernel variant '" + it->second + "' for " + it->first +
+                                              ": no template covers kernel " + kernel_name(*k),
               op->location());
       }
       k->attrs().set("variant", it->second);

@@ -173,3 +173,35 @@ def test_lane_kernel_on_gpu_is_a_compile_error_not_a_ptx_launch():
     with pytest.raises(CompileError, match="tile.linear_id"):
         scale(x, y, 2.0)
     np.testing.assert_array_equal(y.numpy(), 5.0)  # nothing ran
+
+
+# ---- the Mapper's "tile_ir" variant for @tessera.jit ----
+
+class TileIRMapper(tessera.Mapper):
+    def choose_variant(self, op, arch):
+        return "tile_ir" if not arch.is_cpu else None
+
+
+def test_mapper_tile_ir_shows_in_the_schedule_ir():
+    tessera.runtime.set_mapper(TileIRMapper())
+    try:
+        f = tessera.jit(lambda x: tessera.ops.exp(x))
+        f(tessera.tensor(np.zeros(4, np.float32)))  # on the CPU: not asked for a variant
+        assert {k["variant"] for k in f.executable().kernels} == {"tile"}
+    finally:
+        tessera.runtime.set_mapper(tessera.Mapper())
+
+
+@on_gpu
+def test_mapper_tile_ir_on_gpu_is_a_compile_error_naming_the_lane_code():
+    # Every Schedule IR template today is lane-level code (one value per tile.linear_id),
+    # which the target does not vectorize: a CompileError at the user's line, no PTX run.
+    tessera.runtime.set_mapper(TileIRMapper())
+    try:
+        f = tessera.jit(lambda x: tessera.ops.exp(x))
+        with pytest.raises(CompileError, match="cuda_tile target cannot express 'tile.linear_id'"):
+            f(gpu(np.zeros(4, np.float32)))
+        assert any("-> 'tile_ir' (the generated kernel through CUDA Tile IR" in line
+                   for line in tessera.runtime.mapper_log())
+    finally:
+        tessera.runtime.set_mapper(tessera.Mapper())

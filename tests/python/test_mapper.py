@@ -233,7 +233,7 @@ def test_setting_a_mapper_recompiles_what_was_compiled_before():
     assert {k["variant"] for k in f.executable().kernels} == {"reference"}
 
 
-def test_ptx_on_the_cpu_and_tile_ir_fall_back_to_the_generated_kernel():
+def test_cuda_variants_on_the_cpu_fall_back_to_the_generated_kernel():
     tessera.runtime.set_mapper(MyMapper())
     f = tessera.jit(lambda x: ops.exp(x))
     f(tessera.tensor(np.zeros(4, np.float32)))
@@ -247,7 +247,21 @@ def test_ptx_on_the_cpu_and_tile_ir_fall_back_to_the_generated_kernel():
 
     tessera.runtime.set_mapper(TileIR())
     f(tessera.tensor(np.zeros(4, np.float32)))
-    assert any("'tile_ir': the CUDA Tile IR target is not built" in line for line in tessera.runtime.mapper_log())
+    assert {k["variant"] for k in f.executable().kernels} == {"tile"}
+    assert "choose_variant('exp', cpu) -> 'tile_ir': CUDA Tile IR is a CUDA target; ran the generated CPU kernel" in \
+        tessera.runtime.mapper_log()
+
+
+def test_unknown_variant_is_an_error():
+    class Typo(tessera.Mapper):
+        def choose_variant(self, op, arch):
+            return "tileir"
+
+    tessera.runtime.set_mapper(Typo())
+    f = tessera.jit(lambda x: ops.exp(x))
+    with pytest.raises(ArgumentError, match=r"Typo.choose_variant\('exp', cpu\) returned 'tileir'; expected 'tile', "
+                                            r"'ptx', 'tile_ir', 'cpu', 'reference' or None"):
+        f(tessera.tensor(np.zeros(4, np.float32)))
 
 
 # -- errors ----------------------------------------------------------------------------------------
