@@ -31,6 +31,7 @@ Rules& table() {
     rules::register_sparse_rules();
     rules::register_attention_rules();
     rules::register_complex_rules();
+    rules::register_fft_rules();
     rules::register_normalization_rules();
     rules::register_shape_rules();
     rules::register_effect_rules();

@@ -13,6 +13,7 @@ void register_graph_dialect(Registry& registry) {
   graph::register_linalg_ops(registry);
   graph::register_sparse_ops(registry);
   graph::register_complex_ops(registry);
+  graph::register_fft_ops(registry);
   graph::register_attention_ops(registry);
   graph::register_normalization_ops(registry);
   graph::register_autodiff_ops(registry);

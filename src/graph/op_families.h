@@ -13,6 +13,7 @@ void register_reduction_ops(ir::Registry& registry);
 void register_linalg_ops(ir::Registry& registry);
 void register_sparse_ops(ir::Registry& registry);
 void register_complex_ops(ir::Registry& registry);
+void register_fft_ops(ir::Registry& registry);
 void register_attention_ops(ir::Registry& registry);
 void register_normalization_ops(ir::Registry& registry);
 void register_shape_ops(ir::Registry& registry);

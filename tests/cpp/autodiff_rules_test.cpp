@@ -308,11 +308,13 @@ const std::set<std::string> kPartitionerOnly = {"graph.shard_slice"};
 // VJP takes no cotangent for the logsumexp result (the table sends one for
 // every result), and its backward has no second derivatives; both are
 // checked against JAX in tests/python/test_flash_attn.py (docs/design/0015).
-// The complex ops take complex operands, which the table's real-valued
-// finite differences cannot perturb; their rules are checked against JAX's
-// vjp and jvp in tests/python/test_complex.py (docs/design/0016).
-const std::set<std::string> kTestedElsewhere = {"graph.flash_attn", "graph.flash_attn_bwd", "graph.real",
-                                                "graph.imag",       "graph.conj",           "graph.complex"};
+// The complex ops and the FFTs take or make complex values, which the
+// table's real-valued finite differences cannot perturb; their rules are
+// checked against JAX's vjp and jvp in tests/python/test_complex.py and
+// tests/python/test_fft.py (docs/design/0016).
+const std::set<std::string> kTestedElsewhere = {
+    "graph.flash_attn", "graph.flash_attn_bwd", "graph.real",      "graph.imag",
+    "graph.conj",       "graph.complex",        "graph.fft",       "graph.fft_resize"};
 
 TEST(AutodiffCoverage, EveryGraphOpHasBothRulesAndAGradientCase) {
   std::set<std::string> tested;

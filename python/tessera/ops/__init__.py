@@ -16,3 +16,4 @@ from tessera.ops.creation import *  # noqa: F401,F403
 from tessera.ops.sparse import *  # noqa: F401,F403
 from tessera.ops.attention import *  # noqa: F401,F403
 from tessera.ops.complex import *  # noqa: F401,F403
+from tessera.ops.fft import *  # noqa: F401,F403

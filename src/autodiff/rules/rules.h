@@ -19,6 +19,7 @@ void register_linalg_rules();
 void register_sparse_rules();  // spmm, sddmm
 void register_attention_rules();  // flash_attn, flash_attn_bwd
 void register_complex_rules();  // real, imag, conj, complex
+void register_fft_rules();  // fft, fft_resize
 // abs of a complex operand (the real case is elementwise_rules.cpp's).
 Value* complex_abs_jvp(RuleContext& c, ir::Operation& op, Value* t);
 Value* complex_abs_vjp(RuleContext& c, ir::Operation& op, Value* ct);

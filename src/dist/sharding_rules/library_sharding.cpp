@@ -1,4 +1,4 @@
-// Sharding rules of the library ops (sparse products, attention).
+// Sharding rules of the library ops (sparse products, attention, FFTs).
 //
 // - graph.spmm, graph.sddmm: every operand whole. Their pattern operands
 //   index the rows and columns of the whole matrix, so a split operand would
@@ -9,6 +9,12 @@
 //   operand and result; heads, sequence and head dims are made whole. With
 //   dropout everything is whole: the mask draws from each entry's global
 //   index in [B, Hq, Sq, Sk], which a shard does not know.
+// - graph.fft, graph.fft_resize: every line along the transformed axis is
+//   one transform, so that axis is made whole (gathered when it arrives
+//   split) and every other dim keeps the operand's split, in the result too.
+//   A pending sum is settled first: the transforms are linear, but rounding
+//   each term's transform separately would move results away from the
+//   one-device program (as for the elementwise ops).
 #include "dist/sharding_rules/rule_support.h"
 
 namespace tessera::dist::rules {
@@ -31,9 +37,24 @@ ShardingPlan attention_plan(const ShardingQuery& q) {
   return plan;
 }
 
+ShardingPlan fft_plan(const ShardingQuery& q) {
+  const ir::Operation& op = q.op;
+  const std::size_t rank = op.operand(0)->type().rank();
+  auto axis = op.attrs().get_int("axis");
+  if (axis < 0) axis += static_cast<std::int64_t>(rank);
+  Sharding s = settled(q.operands[0]);
+  s.dims.at(static_cast<std::size_t>(axis)) = "";
+  ShardingPlan plan;
+  plan.operands.push_back(s);
+  plan.results.push_back(s);
+  return plan;
+}
+
 }  // namespace
 
 void register_library_sharding() {
+  register_sharding_rule("graph.fft", fft_plan);
+  register_sharding_rule("graph.fft_resize", fft_plan);
   register_sharding_rule("graph.spmm", replicate_all);
   register_sharding_rule("graph.sddmm", replicate_all);
   register_sharding_rule("graph.flash_attn", attention_plan);

@@ -1,0 +1,155 @@
+// The FFT algorithm of graph.fft: Stockham passes and Bluestein (fft_plan.h).
+#include "graph/fft_plan.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "tessera/support/error.h"
+
+namespace tessera::graph::fft {
+
+namespace {
+
+// exp(-2 pi i q / N) (conjugated for the inverse) in fp64, rounded to T.
+// q is reduced mod N first so the angle stays in [0, 2 pi).
+template <class T>
+Cx<T> twiddle(std::int64_t N, std::int64_t q, bool inverse) {
+  q %= N;
+  const double angle = -2.0 * std::numbers::pi * static_cast<double>(q) / static_cast<double>(N);
+  const double s = std::sin(angle);
+  return {static_cast<T>(std::cos(angle)), static_cast<T>(inverse ? -s : s)};
+}
+
+template <class T>
+Cx<T> mul(Cx<T> a, Cx<T> b) {
+  const T ac = a.re * b.re, bd = a.im * b.im, ad = a.re * b.im, bc = a.im * b.re;
+  return {static_cast<T>(ac - bd), static_cast<T>(ad + bc)};
+}
+
+template <class T>
+Cx<T> add(Cx<T> a, Cx<T> b) {
+  return {static_cast<T>(a.re + b.re), static_cast<T>(a.im + b.im)};
+}
+
+// Cached twiddles of one pass would make no difference to the values (each
+// is the same fp64 formula rounded once); the tables below only save time.
+template <class T>
+void stockham(std::vector<Cx<T>>& x, std::int64_t n, const std::vector<int>& radices, bool inverse) {
+  std::vector<Cx<T>> y(static_cast<std::size_t>(n));
+  std::int64_t Ns = 1;
+  for (int R : radices) {
+    const std::int64_t span = Ns * R;
+    std::vector<Cx<T>> outer(static_cast<std::size_t>(span));  // w(Ns R, q), q < Ns R
+    for (std::int64_t q = 0; q < span; ++q) outer[static_cast<std::size_t>(q)] = twiddle<T>(span, q, inverse);
+    std::vector<Cx<T>> inner(static_cast<std::size_t>(R));  // w(R, q), q < R
+    for (int q = 0; q < R; ++q) inner[static_cast<std::size_t>(q)] = twiddle<T>(R, q, inverse);
+    const std::int64_t stride = n / R;
+    Cx<T> v[8];
+    for (std::int64_t j = 0; j < stride; ++j) {
+      const std::int64_t jm = j % Ns;
+      for (int r = 0; r < R; ++r) {
+        const Cx<T> a = x[static_cast<std::size_t>(j + r * stride)];
+        const std::int64_t q = jm * r;
+        v[r] = q == 0 ? a : mul(a, outer[static_cast<std::size_t>(q)]);
+      }
+      const std::int64_t base = (j / Ns) * span + jm;
+      for (int k = 0; k < R; ++k) {
+        Cx<T> acc = v[0];
+        for (int r = 1; r < R; ++r) {
+          const int q = (r * k) % R;
+          acc = add(acc, q == 0 ? v[r] : mul(v[r], inner[static_cast<std::size_t>(q)]));
+        }
+        y[static_cast<std::size_t>(base + k * Ns)] = acc;
+      }
+    }
+    x.swap(y);
+    Ns = span;
+  }
+}
+
+template <class T>
+void bluestein(std::vector<Cx<T>>& x, std::int64_t n, bool inverse) {
+  const std::int64_t M = smooth_at_least(2 * n - 1);
+  const std::vector<int> radices = stockham_radices(M);
+  // c_j = exp(-pi i (j^2 mod 2n) / n) = w(2n, j^2 mod 2n).
+  std::vector<Cx<T>> chirp(static_cast<std::size_t>(n));
+  // j^2 mod 2n kept exact by stepping: (j + 1)^2 = j^2 + 2j + 1.
+  std::int64_t sq = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    chirp[static_cast<std::size_t>(j)] = twiddle<T>(2 * n, sq, inverse);
+    sq = (sq + 2 * (j % n) + 1) % (2 * n);
+  }
+  std::vector<Cx<T>> a(static_cast<std::size_t>(M), Cx<T>{0, 0});
+  std::vector<Cx<T>> b(static_cast<std::size_t>(M), Cx<T>{0, 0});
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::size_t u = static_cast<std::size_t>(j);
+    a[u] = mul(x[u], chirp[u]);
+    const Cx<T> conj{chirp[u].re, static_cast<T>(-chirp[u].im)};
+    b[u] = conj;
+    if (j > 0) b[static_cast<std::size_t>(M - j)] = conj;
+  }
+  stockham(a, M, radices, false);
+  stockham(b, M, radices, false);
+  for (std::int64_t k = 0; k < M; ++k) a[static_cast<std::size_t>(k)] = mul(a[static_cast<std::size_t>(k)], b[static_cast<std::size_t>(k)]);
+  stockham(a, M, radices, true);
+  const T scale = static_cast<T>(1.0 / static_cast<double>(M));
+  for (std::int64_t k = 0; k < n; ++k) {
+    const Cx<T> c = mul(a[static_cast<std::size_t>(k)], chirp[static_cast<std::size_t>(k)]);
+    x[static_cast<std::size_t>(k)] = {static_cast<T>(c.re * scale), static_cast<T>(c.im * scale)};
+  }
+}
+
+}  // namespace
+
+std::vector<int> stockham_radices(std::int64_t n) {
+  std::vector<int> out;
+  for (int p : {7, 5, 3}) {
+    while (n % p == 0) {
+      out.push_back(p);
+      n /= p;
+    }
+  }
+  while (n % 4 == 0) {
+    out.push_back(4);
+    n /= 4;
+  }
+  if (n % 2 == 0) {
+    out.push_back(2);
+    n /= 2;
+  }
+  if (n != 1) return {};
+  return out;
+}
+
+std::int64_t smooth_at_least(std::int64_t n) {
+  for (std::int64_t m = std::max<std::int64_t>(n, 1);; ++m) {
+    std::int64_t r = m;
+    for (int p : {2, 3, 5, 7}) {
+      while (r % p == 0) r /= p;
+    }
+    if (r == 1) return m;
+  }
+}
+
+template <class T>
+void transform(std::vector<Cx<T>>& data, std::int64_t n, bool inverse) {
+  if (n <= 1) return;
+  const std::vector<int> radices = stockham_radices(n);
+  if (!radices.empty()) {
+    stockham(data, n, radices, inverse);
+  } else {
+    bluestein(data, n, inverse);
+  }
+}
+
+template void transform<float>(std::vector<Cx<float>>&, std::int64_t, bool);
+template void transform<double>(std::vector<Cx<double>>&, std::int64_t, bool);
+
+double norm_factor(const std::string& norm, std::int64_t n, bool inverse) {
+  if (norm == "backward") return inverse ? 1.0 / static_cast<double>(n) : 1.0;
+  if (norm == "forward") return inverse ? 1.0 : 1.0 / static_cast<double>(n);
+  if (norm == "ortho") return 1.0 / std::sqrt(static_cast<double>(n));
+  raise(ErrorCode::ArgumentInvalid, "norm must be \"backward\", \"ortho\" or \"forward\", got \"" + norm + "\"");
+}
+
+}  // namespace tessera::graph::fft

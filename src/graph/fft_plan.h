@@ -1,0 +1,59 @@
+// The FFT algorithm of graph.fft (docs/design/0016-complex-and-fft.md): one
+// fixed sequence of arithmetic per transform length, so results depend on
+// the length and the part type only (never on batch, tile or thread count).
+//
+// Lengths whose prime factors are 2, 3, 5 and 7 run a Stockham auto-sort
+// FFT, one pass per radix (radices taken largest-first: 7s, 5s, 3s, then 4s
+// and a final 2 if the power of two is odd). Pass p with radix R over the
+// span Ns of the transforms already done maps input j (0 <= j < n/R) to R
+// outputs:
+//
+//   v[r]  = x[j + r n/R] * w(Ns R, (j mod Ns) r)          r = 0 .. R-1
+//   out k = sum over r = 0 .. R-1, left to right, of v[r] * w(R, r k)
+//   y[(j / Ns) Ns R + (j mod Ns) + k Ns] = out k
+//
+// with w(N, q) = exp(-2 pi i q / N) (the conjugate for the inverse),
+// computed in fp64 from q mod N and rounded once to the part type. Every
+// product and sum is rounded to the part type T (float for complex64,
+// double for complex128): a complex product is (ac - bd) + (ad + bc)i in
+// that order; a twiddle that is exactly 1 (q = 0) is skipped, which is
+// exact. Other lengths use Bluestein's chirp-z algorithm over the smallest
+// 2/3/5/7-smooth M >= 2n - 1:
+//
+//   c_j = exp(-pi i (j^2 mod 2n) / n)
+//   a_j = x_j c_j (j < n, zero to M),  b_j = conj(c_|j|) (|j| < n, wrapped mod M)
+//   X_k = c_k * IFFT_M(FFT_M(a) * FFT_M(b))_k * (1/M)
+//
+// with FFT_M(b) computed by the same Stockham passes. The normalization
+// ("backward", "ortho", "forward") multiplies each output part by the
+// factor rounded to T, as a last step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::graph::fft {
+
+template <class T>
+struct Cx {
+  T re, im;
+};
+
+// The radices of the Stockham passes of n (empty for n = 1), or none when n
+// has a prime factor above 7.
+std::vector<int> stockham_radices(std::int64_t n);
+// The smallest 2/3/5/7-smooth integer >= n.
+std::int64_t smooth_at_least(std::int64_t n);
+
+// One transform of length n (any n >= 1), in place on data[0 .. n). `inverse`
+// conjugates the twiddles; no normalization.
+template <class T>
+void transform(std::vector<Cx<T>>& data, std::int64_t n, bool inverse);
+
+// The factor the normalization applies: forward transforms scale by 1/n for
+// "forward", inverse ones by 1/n for "backward", both by 1/sqrt(n) for
+// "ortho"; otherwise 1. Unknown names raise ArgumentError.
+double norm_factor(const std::string& norm, std::int64_t n, bool inverse);
+
+}  // namespace tessera::graph::fft
