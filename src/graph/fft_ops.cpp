@@ -138,6 +138,7 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
   const Lines l = lines_of(x.shape(), axis);
   std::vector<Complex> result(static_cast<std::size_t>(numel_of(out_sizes)));
   std::vector<fft::Cx<T>> line(static_cast<std::size_t>(n));
+  const fft::Plan<T> plan(n, inverse);  // twiddles once per call, the same values for every line
   for (std::int64_t o = 0; o < l.outer; ++o) {
     for (std::int64_t i = 0; i < l.inner; ++i) {
       auto at_in = [&](std::int64_t k) { return in[static_cast<std::size_t>((o * in_len + k) * l.inner + i)]; };
@@ -158,7 +159,7 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
           line[static_cast<std::size_t>(k)] = {static_cast<T>(z.real()), static_cast<T>(z.imag())};
         }
       }
-      fft::transform(line, n, inverse);
+      plan.execute(line);
       for (std::int64_t k = 0; k < out_len; ++k) {
         fft::Cx<T> v = line[static_cast<std::size_t>(k)];
         if (weights && k > 0 && 2 * k < n) v = {static_cast<T>(v.re + v.re), static_cast<T>(v.im + v.im)};

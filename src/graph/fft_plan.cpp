@@ -31,18 +31,29 @@ Cx<T> add(Cx<T> a, Cx<T> b) {
   return {static_cast<T>(a.re + b.re), static_cast<T>(a.im + b.im)};
 }
 
-// Cached twiddles of one pass would make no difference to the values (each
-// is the same fp64 formula rounded once); the tables below only save time.
+}  // namespace
+
 template <class T>
-void stockham(std::vector<Cx<T>>& x, std::int64_t n, const std::vector<int>& radices, bool inverse) {
-  std::vector<Cx<T>> y(static_cast<std::size_t>(n));
+std::vector<typename Plan<T>::Pass> Plan<T>::passes_of(std::int64_t n, bool inverse) {
+  std::vector<Pass> passes;
   std::int64_t Ns = 1;
-  for (int R : radices) {
-    const std::int64_t span = Ns * R;
-    std::vector<Cx<T>> outer(static_cast<std::size_t>(span));  // w(Ns R, q), q < Ns R
-    for (std::int64_t q = 0; q < span; ++q) outer[static_cast<std::size_t>(q)] = twiddle<T>(span, q, inverse);
-    std::vector<Cx<T>> inner(static_cast<std::size_t>(R));  // w(R, q), q < R
-    for (int q = 0; q < R; ++q) inner[static_cast<std::size_t>(q)] = twiddle<T>(R, q, inverse);
+  for (int R : stockham_radices(n)) {
+    Pass p{R, Ns * R, {}, {}};
+    for (std::int64_t q = 0; q < p.span; ++q) p.outer.push_back(twiddle<T>(p.span, q, inverse));
+    for (int q = 0; q < R; ++q) p.inner.push_back(twiddle<T>(R, q, inverse));
+    passes.push_back(std::move(p));
+    Ns *= R;
+  }
+  return passes;
+}
+
+template <class T>
+void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::vector<Pass>& passes,
+                       std::int64_t n) const {
+  y.resize(static_cast<std::size_t>(n));
+  std::int64_t Ns = 1;
+  for (const Pass& p : passes) {
+    const int R = p.radix;
     const std::int64_t stride = n / R;
     Cx<T> v[8];
     for (std::int64_t j = 0; j < stride; ++j) {
@@ -50,56 +61,76 @@ void stockham(std::vector<Cx<T>>& x, std::int64_t n, const std::vector<int>& rad
       for (int r = 0; r < R; ++r) {
         const Cx<T> a = x[static_cast<std::size_t>(j + r * stride)];
         const std::int64_t q = jm * r;
-        v[r] = q == 0 ? a : mul(a, outer[static_cast<std::size_t>(q)]);
+        v[r] = q == 0 ? a : mul(a, p.outer[static_cast<std::size_t>(q)]);
       }
-      const std::int64_t base = (j / Ns) * span + jm;
+      const std::int64_t base = (j / Ns) * p.span + jm;
       for (int k = 0; k < R; ++k) {
         Cx<T> acc = v[0];
         for (int r = 1; r < R; ++r) {
           const int q = (r * k) % R;
-          acc = add(acc, q == 0 ? v[r] : mul(v[r], inner[static_cast<std::size_t>(q)]));
+          acc = add(acc, q == 0 ? v[r] : mul(v[r], p.inner[static_cast<std::size_t>(q)]));
         }
         y[static_cast<std::size_t>(base + k * Ns)] = acc;
       }
     }
     x.swap(y);
-    Ns = span;
+    Ns = p.span;
   }
 }
 
 template <class T>
-void bluestein(std::vector<Cx<T>>& x, std::int64_t n, bool inverse) {
-  const std::int64_t M = smooth_at_least(2 * n - 1);
-  const std::vector<int> radices = stockham_radices(M);
-  // c_j = exp(-pi i (j^2 mod 2n) / n) = w(2n, j^2 mod 2n).
-  std::vector<Cx<T>> chirp(static_cast<std::size_t>(n));
-  // j^2 mod 2n kept exact by stepping: (j + 1)^2 = j^2 + 2j + 1.
+Plan<T>::Plan(std::int64_t n, bool inverse) : n_(n) {
+  if (n <= 1) return;
+  if (!stockham_radices(n).empty()) {
+    passes_ = passes_of(n, inverse);
+    return;
+  }
+  m_ = smooth_at_least(2 * n - 1);
+  forward_m_ = passes_of(m_, false);
+  inverse_m_ = passes_of(m_, true);
+  // c_j = exp(-pi i (j^2 mod 2n) / n) = w(2n, j^2 mod 2n); j^2 mod 2n kept
+  // exact by stepping: (j + 1)^2 = j^2 + 2j + 1.
+  chirp_.resize(static_cast<std::size_t>(n));
   std::int64_t sq = 0;
   for (std::int64_t j = 0; j < n; ++j) {
-    chirp[static_cast<std::size_t>(j)] = twiddle<T>(2 * n, sq, inverse);
-    sq = (sq + 2 * (j % n) + 1) % (2 * n);
+    chirp_[static_cast<std::size_t>(j)] = twiddle<T>(2 * n, sq, inverse);
+    sq = (sq + 2 * j + 1) % (2 * n);
   }
-  std::vector<Cx<T>> a(static_cast<std::size_t>(M), Cx<T>{0, 0});
-  std::vector<Cx<T>> b(static_cast<std::size_t>(M), Cx<T>{0, 0});
+  // b_j = conj(c_|j|), wrapped mod M, then FFT_M(b).
+  kernel_.assign(static_cast<std::size_t>(m_), Cx<T>{0, 0});
   for (std::int64_t j = 0; j < n; ++j) {
-    const std::size_t u = static_cast<std::size_t>(j);
-    a[u] = mul(x[u], chirp[u]);
-    const Cx<T> conj{chirp[u].re, static_cast<T>(-chirp[u].im)};
-    b[u] = conj;
-    if (j > 0) b[static_cast<std::size_t>(M - j)] = conj;
+    const Cx<T> conj{chirp_[static_cast<std::size_t>(j)].re, static_cast<T>(-chirp_[static_cast<std::size_t>(j)].im)};
+    kernel_[static_cast<std::size_t>(j)] = conj;
+    if (j > 0) kernel_[static_cast<std::size_t>(m_ - j)] = conj;
   }
-  stockham(a, M, radices, false);
-  stockham(b, M, radices, false);
-  for (std::int64_t k = 0; k < M; ++k) a[static_cast<std::size_t>(k)] = mul(a[static_cast<std::size_t>(k)], b[static_cast<std::size_t>(k)]);
-  stockham(a, M, radices, true);
-  const T scale = static_cast<T>(1.0 / static_cast<double>(M));
+  std::vector<Cx<T>> scratch;
+  stockham(kernel_, scratch, forward_m_, m_);
+}
+
+template <class T>
+void Plan<T>::execute(std::vector<Cx<T>>& x) const {
+  const std::int64_t n = n_;
+  if (n <= 1) return;
+  thread_local std::vector<Cx<T>> scratch;
+  if (m_ == 0) {
+    stockham(x, scratch, passes_, n);
+    return;
+  }
+  thread_local std::vector<Cx<T>> a;
+  a.assign(static_cast<std::size_t>(m_), Cx<T>{0, 0});
+  for (std::int64_t j = 0; j < n; ++j) a[static_cast<std::size_t>(j)] = mul(x[static_cast<std::size_t>(j)], chirp_[static_cast<std::size_t>(j)]);
+  stockham(a, scratch, forward_m_, m_);
+  for (std::int64_t k = 0; k < m_; ++k) a[static_cast<std::size_t>(k)] = mul(a[static_cast<std::size_t>(k)], kernel_[static_cast<std::size_t>(k)]);
+  stockham(a, scratch, inverse_m_, m_);
+  const T scale = static_cast<T>(1.0 / static_cast<double>(m_));
   for (std::int64_t k = 0; k < n; ++k) {
-    const Cx<T> c = mul(a[static_cast<std::size_t>(k)], chirp[static_cast<std::size_t>(k)]);
+    const Cx<T> c = mul(a[static_cast<std::size_t>(k)], chirp_[static_cast<std::size_t>(k)]);
     x[static_cast<std::size_t>(k)] = {static_cast<T>(c.re * scale), static_cast<T>(c.im * scale)};
   }
 }
 
-}  // namespace
+template class Plan<float>;
+template class Plan<double>;
 
 std::vector<int> stockham_radices(std::int64_t n) {
   std::vector<int> out;
@@ -133,13 +164,7 @@ std::int64_t smooth_at_least(std::int64_t n) {
 
 template <class T>
 void transform(std::vector<Cx<T>>& data, std::int64_t n, bool inverse) {
-  if (n <= 1) return;
-  const std::vector<int> radices = stockham_radices(n);
-  if (!radices.empty()) {
-    stockham(data, n, radices, inverse);
-  } else {
-    bluestein(data, n, inverse);
-  }
+  Plan<T>(n, inverse).execute(data);
 }
 
 template void transform<float>(std::vector<Cx<float>>&, std::int64_t, bool);

@@ -46,6 +46,36 @@ std::vector<int> stockham_radices(std::int64_t n);
 // The smallest 2/3/5/7-smooth integer >= n.
 std::int64_t smooth_at_least(std::int64_t n);
 
+// The transforms of one length and direction: the pass radices and every
+// twiddle, computed once (each twiddle is the same fp64 formula rounded
+// once, so a plan changes nothing in the values, only the time).
+template <class T>
+class Plan {
+ public:
+  Plan(std::int64_t n, bool inverse);
+  // One transform in place on data[0 .. n); no normalization.
+  void execute(std::vector<Cx<T>>& data) const;
+  std::int64_t length() const { return n_; }
+
+ private:
+  struct Pass {
+    int radix;
+    std::int64_t span;            // Ns * R
+    std::vector<Cx<T>> outer;     // w(Ns R, q), q < Ns R
+    std::vector<Cx<T>> inner;     // w(R, q), q < R
+  };
+  void stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& scratch, const std::vector<Pass>& passes,
+                std::int64_t n) const;
+  static std::vector<Pass> passes_of(std::int64_t n, bool inverse);
+
+  std::int64_t n_;
+  std::vector<Pass> passes_;          // Stockham lengths: the passes of n
+  std::int64_t m_ = 0;                // Bluestein: the smooth length M
+  std::vector<Pass> forward_m_, inverse_m_;
+  std::vector<Cx<T>> chirp_;          // c_j, j < n
+  std::vector<Cx<T>> kernel_;         // FFT_M(b)
+};
+
 // One transform of length n (any n >= 1), in place on data[0 .. n). `inverse`
 // conjugates the twiddles; no normalization.
 template <class T>

@@ -50,7 +50,17 @@ bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   if (family == Family::random) return templates::random_covers(kernel, why);
   if (family == Family::sparse) return templates::sparse_covers(kernel, why);
   if (family == Family::attention) return templates::attention_covers(kernel, why);
-  if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
+  if (why) {
+    const std::string_view root = kernel_root_op(kernel).name();
+    // The FFTs and the complex-part ops have reference kernels only (docs/design/0016-complex-and-fft.md).
+    if (root == "graph.fft" || root == "graph.fft_resize") {
+      *why = "fft is not compiled yet (no Tile IR template for '" + std::string(root) + "')";
+    } else if (root == "graph.real" || root == "graph.imag" || root == "graph.conj" || root == "graph.complex") {
+      *why = "complex ops are not compiled yet (no Tile IR template for '" + std::string(root) + "')";
+    } else {
+      *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
+    }
+  }
   return false;
 }
 
