@@ -31,6 +31,7 @@
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/schedule/eager.h"
 
 namespace nb = nanobind;
 
@@ -318,6 +319,14 @@ void bind_autodiff(nb::module_& m) {
           "execute",
           [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args) {
             return nb::cast(graph::execute(mod(self), function(self, name), args));
+          },
+          nb::arg("name"), nb::arg("args"))
+      .def(
+          "execute_eager",
+          [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args) {
+            std::vector<std::string> no_kernel;
+            auto results = schedule::execute_eager(mod(self), function(self, name), args, no_kernel);
+            return nb::make_tuple(nb::cast(results), nb::cast(no_kernel));
           },
           nb::arg("name"), nb::arg("args"))
       .def(

@@ -140,9 +140,11 @@ class GraphBuilder {
     return out;
   }
 
-  // A constant holding `tensor`'s values exactly.
+  // A constant holding `tensor`'s values exactly. A device tensor captured by
+  // a traced function is read back once here; the executable places its
+  // constants on the device it runs on.
   nb::tuple add_constant(const Tensor& tensor, const std::string& file, int line) {
-    auto values = tensor.to_values();
+    auto values = (tensor.device() == "cpu" ? tensor : tensor.to("cpu")).to_values();
     SourceLocation loc;
     loc.file = file;
     loc.line = line;

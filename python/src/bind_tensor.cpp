@@ -344,6 +344,7 @@ void bind_tensor(nb::module_& m) {
         "Runs one Graph IR op eagerly: on a cached compiled single-op executable, or on the reference executor with "
         "TESSERA_EAGER=reference.");
   m.def("_eager_cache_size", &schedule::eager_cache_size);
+  m.def("eager_backend", &schedule::eager_backend);
 }
 
 }  // namespace tessera::python

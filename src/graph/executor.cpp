@@ -84,7 +84,8 @@ std::vector<Tensor> run_kernel(const ir::Operation& op, std::span<const Tensor> 
 // counting the bytes held (ExecutionStats).
 class Runner {
  public:
-  Runner(const ir::Module* module, ExecutionStats* stats) : module_(module), stats_(stats) {}
+  Runner(const ir::Module* module, ExecutionStats* stats, const OpRunner* run_op = nullptr)
+      : module_(module), stats_(stats), run_op_(run_op) {}
 
   // `args_owned`: the arguments count as live bytes of this run (false for a
   // callee, whose arguments the caller holds and has counted).
@@ -130,7 +131,9 @@ class Runner {
       }
       std::vector<ir::Type> types;
       for (ir::Value* r : op.results()) types.push_back(concretize(r->type(), bindings));
-      auto results = op.name() == "call" ? run_call(op, inputs, types) : run_kernel(op, inputs, types);
+      auto results = op.name() == "call" ? run_call(op, inputs, types)
+                     : run_op_            ? (*run_op_)(op, inputs, types)
+                                          : run_kernel(op, inputs, types);
       if (stats_) ++stats_->ops_executed;
       for (std::size_t i = 0; i < results.size(); ++i) {
         hold(op.result(i), std::move(results[i]), true);
@@ -203,6 +206,7 @@ class Runner {
 
   const ir::Module* module_;
   ExecutionStats* stats_;
+  const OpRunner* run_op_;
   std::int64_t live_ = 0;
   int depth_ = 0;
 };
@@ -217,6 +221,11 @@ std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func,
                             ExecutionStats* stats) {
   if (stats) *stats = ExecutionStats{};
   return Runner(&module, stats).run(func, args, true);
+}
+
+std::vector<Tensor> execute_with(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                                 const OpRunner& run_op) {
+  return Runner(&module, nullptr, &run_op).run(func, args, true);
 }
 
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {

@@ -187,6 +187,32 @@ std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> i
   return graph::execute_op(def, inputs, attrs);
 }
 
+std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                                  std::vector<std::string>& no_kernel) {
+  std::string device = "cpu";
+  for (const Tensor& t : args) {
+    if (!t.is_cpu()) device = t.device();
+  }
+  return graph::execute_with(module, func, args,
+                             [&](const ir::Operation& op, std::span<const Tensor> inputs, std::span<const ir::Type>) {
+                               try {
+                                 if (op.num_operands() == 0) {
+                                   std::vector<Tensor> made = graph::execute_op(op.def(), inputs, op.attrs());
+                                   if (device != "cpu") {
+                                     for (Tensor& t : made) t = t.to(device);
+                                   }
+                                   return made;
+                                 }
+                                 std::string why;
+                                 std::vector<Tensor> out = run_op_eager(op.def(), inputs, op.attrs(), why);
+                                 if (!why.empty()) no_kernel.push_back(why);
+                                 return out;
+                               } catch (const Error& e) {
+                                 ir::rethrow_for_op(e, op.name(), op.location());
+                               }
+                             });
+}
+
 std::vector<KernelReport> compile_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   const Prepared p = prepare(def, inputs, attrs);
   if (!p.entry->executable) raise(ErrorCode::Compile, def.name + " has no compiled kernel: " + p.entry->no_kernel);

@@ -345,26 +345,45 @@ def test_uncovered_policy_is_a_compile_error_under_jit():
 # ---- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
-def test_attention_on_cuda_is_a_clear_error_until_verified():
-    # The first GPU run failed test_gpu_equals_cpu_bitwise (below): until it passes,
-    # compiling attention for CUDA raises instead of giving unverified numbers.
-    q = tessera.tensor(np.zeros((1, 1, 4, 64), np.float32)).to("cuda:0")
-    with pytest.raises(tessera.errors.CompileError, match="not enabled on CUDA yet"):
-        tessera.ops.flash_attn(q, q, q).numpy()
-
-
-@pytest.mark.skip(reason="attention on CUDA is disabled until this passes (it failed on 4 H100s, 2026-11-27)")
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_gpu_equals_cpu_bitwise(dtype):
+@pytest.mark.parametrize("dtype,causal,dropout", [("fp32", True, 0.0), ("bf16", True, 0.0), ("bf16", False, 0.0),
+                                                  ("fp32", False, 0.25)])
+def test_gpu_equals_cpu_bitwise(dtype, causal, dropout):
+    # The attention kernels run the same recipe in the same order on both backends: the forward,
+    # the backward (through tessera.grad, eagerly, with a captured CPU tensor moved to the GPU) and
+    # the dropout mask drawn from Philox give the CPU's bits, over 10 GPU runs.
     q, k, v = inputs(1, 4, 2, 32, 48, 64, dtype, salt=60)
     w = rng(61).standard_normal(q.shape).astype(np.float32)
     cpu_args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
     gpu_args = [a.to("cuda:0") for a in cpu_args]
-    grad = tessera.grad(_loss(True, w), argnums=(0, 1, 2))
-    cpu = [tessera.ops.flash_attn(*cpu_args, causal=True).numpy()] + [g.numpy() for g in grad(*cpu_args)]
+
+    def loss(q, k, v):
+        o = tessera.ops.flash_attn(q, k, v, causal=causal, dropout=dropout, key=tessera.ops.philox(7) if dropout else None)
+        return tessera.ops.sum(o * tessera.tensor(w))
+
+    def attn(*a):
+        return tessera.ops.flash_attn(*a, causal=causal, dropout=dropout, key=tessera.ops.philox(7) if dropout else None)
+
+    grad = tessera.grad(loss, argnums=(0, 1, 2))
+    cpu = [attn(*cpu_args).numpy()] + [g.numpy() for g in grad(*cpu_args)]
     for _ in range(10):
-        gpu = [tessera.ops.flash_attn(*gpu_args, causal=True).numpy()] + [g.numpy() for g in grad(*gpu_args)]
-        assert [g.tobytes() for g in gpu] == [c.tobytes() for c in cpu]
+        gpu_out = [attn(*gpu_args)] + list(grad(*gpu_args))
+        assert all(g.device == "cuda:0" for g in gpu_out)
+        gpu = [g.to("cpu").numpy() for g in gpu_out]
+        for name, g, c in zip(("o", "dq", "dk", "dv"), gpu, cpu):
+            assert g.tobytes() == c.tobytes(), f"{name} differs from the CPU path"
+
+
+@pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
+def test_jit_of_attention_gradients_on_the_gpu_equals_the_cpu():
+    q, k, v = inputs(2, 2, 1, 17, 17, 128, "bf16", salt=62)
+    w = rng(63).standard_normal(q.shape).astype(np.float32)
+    step = tessera.jit(tessera.value_and_grad(_loss(True, w), argnums=(0, 1, 2)))
+    cpu_args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    want_loss, want = step(*cpu_args)
+    got_loss, got = step(*(a.to("cuda:0") for a in cpu_args))
+    assert got_loss.to("cpu").numpy().tobytes() == want_loss.numpy().tobytes()
+    for g, c in zip(got, want):
+        assert g.to("cpu").numpy().tobytes() == c.numpy().tobytes()
 
 
 CUDA_TIR = """

@@ -7,6 +7,7 @@
 // argument's policy against the parameter's. Ops run in program order.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -48,6 +49,17 @@ struct ExecutionStats {
 // version without a module raises for a call), and filling `stats` when given.
 std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
                             ExecutionStats* stats = nullptr);
+
+// Runs one op of a function (not `call`, not the terminator) on its inputs,
+// given its result types with the call's sizes bound.
+using OpRunner = std::function<std::vector<Tensor>(const ir::Operation& op, std::span<const Tensor> inputs,
+                                                   std::span<const ir::Type> result_types)>;
+// The same walk (argument checks, symbol bindings, calls, live-value
+// release) with each op run by `run_op` instead of its reference kernel: how
+// eager transforms run their staged functions on compiled single-op kernels
+// (tessera/schedule/eager.h).
+std::vector<Tensor> execute_with(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                                 const OpRunner& run_op);
 
 // Runs one op eagerly: attributes are completed and checked, result types
 // inferred from the inputs, then the reference kernel runs.

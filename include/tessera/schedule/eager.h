@@ -44,6 +44,16 @@ std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor
 std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs,
                                  std::string& no_kernel);
 
+// Runs Graph IR function `func` of `module` op by op, each op as an eager
+// call (run_op_eager: cached, shape-generic compiled kernels): how eager
+// transforms (tessera.grad, vjp, jvp, ... outside @jit) run the functions
+// they stage, as a framework runs eager autograd, without a whole-function
+// compile per call. The function runs on its arguments' device; results of
+// ops without operands (constants, creation ops) are made on the host and
+// moved there. `no_kernel` receives "op: why" for each host op that ran on
+// the reference executor because no template covers it.
+std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
+                                  std::vector<std::string>& no_kernel);
 // "compiled" or "reference": $TESSERA_EAGER, else $TESSERA_BACKEND, else
 // "compiled". Another value is an ArgumentError.
 std::string eager_backend();

@@ -23,7 +23,7 @@ import numpy as np
 from tessera import _C
 from tessera._trace import TraceContext, Tracer, active
 from tessera.autodiff._tree import flatten
-from tessera.errors import ArgumentError, CompileError
+from tessera.errors import ArgumentError, CompileError, DeviceError
 
 
 class ArgSpec:
@@ -162,6 +162,32 @@ def run(module, fname, inputs):
             from tessera._trace import leaked_tracer_error
             raise leaked_tracer_error(x)
         tensors.append(_convert(x, policy))
+    return _execute(module, fname, tensors)
+
+
+def _execute(module, fname, tensors):
+    """Runs a staged function outside any trace (eager tessera.grad, vjp, jvp, ...) as eager ops run:
+    op by op on cached, shape-generic compiled kernels on the device of its tensors (all on one
+    device), the way an eager framework runs autograd; @jit of the transform fuses and compiles the
+    whole function instead. TESSERA_EAGER (or else TESSERA_BACKEND) = reference selects the
+    reference executor, as for eager ops; a host op no template covers runs there and says so."""
+    devices = {}
+    for i, t in enumerate(tensors):
+        devices.setdefault(t.device, i)
+    if len(devices) > 1:
+        (d0, i0), (d1, i1) = list(devices.items())[:2]
+        raise DeviceError(f"{fname}: input {i0} is on {d0} and input {i1} is on {d1}; move them to one device "
+                          f"with .to(...)")
+    device = next(iter(devices), "cpu")
+    if device != "cpu" or _C.eager_backend() == "compiled":
+        results, no_kernel = module.execute_eager(fname, tensors)
+        if no_kernel:
+            import warnings
+            from tessera.errors import ReferenceExecutorWarning
+            warnings.warn(f"{fname}: {len(no_kernel)} op(s) ran on the reference executor, no compiled kernel "
+                          f"covers {no_kernel[0]} (set TESSERA_EAGER=reference to choose that executor and "
+                          "silence this)", ReferenceExecutorWarning, stacklevel=4)
+        return list(results)
     return list(module.execute(fname, tensors))
 
 
