@@ -78,3 +78,30 @@ def mm(A: f32[M, K], C: mut f32[M, K]):
     EXPECT_NE(k.text.find(want), std::string::npos) << want << "\n" << k.text;
   }
 }
+
+// Offsets that are multiples of the tile's extent by construction (a product
+// with the extent, a loop from 0 stepping by it) index one partition view of
+// the whole buffer made at the entry; any other offset gets a view of its own.
+TEST(CudaTileLower, AlignedTilesIndexOneWholeBufferView) {
+  const char* src = R"(@kernel tile[(128,)]
+def mm(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
+    bm = group_linear_id() * 64
+    acc = tile.zeros((64, 64), f32)
+    for k in range(0, K, 32):
+        acc = tile.mma(tile.load(A, rows=(bm, 64), cols=(k, 32)), tile.load(B, rows=(k, 32), cols=(1, 64)), acc=acc)
+    tile.store(C, rows=(bm, 64), cols=(0, 64), value=acc)
+)";
+  const ct::LoweredKernel k = lower(src, "aligned.tsr");
+  const std::size_t loop = k.text.find("for %");
+  ASSERT_NE(loop, std::string::npos) << k.text;
+  const std::string entry = k.text.substr(0, loop), body = k.text.substr(loop);
+  // A's 64x32 view and C's 64x64 view are made before the loop; B's load at column 1 is not aligned.
+  EXPECT_NE(entry.find("partition_view<tile=(64x32)"), std::string::npos) << k.text;
+  EXPECT_NE(entry.find("partition_view<tile=(64x64)"), std::string::npos) << k.text;
+  EXPECT_EQ(entry.find("partition_view<tile=(32x64)"), std::string::npos) << k.text;
+  EXPECT_NE(body.find("partition_view<tile=(32x64)"), std::string::npos) << k.text;
+  EXPECT_EQ(body.find("partition_view<tile=(64x32)"), std::string::npos) << k.text;
+  const ct::Toolchain& t = ct::toolchain();
+  if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
+  EXPECT_GT(ct::run_tileiras(k.bytecode, "sm_90").size(), 4u);
+}

@@ -50,6 +50,13 @@ def round_rows(X: tessera.f32["M", "N"], Y: tessera.mut(tessera.bf16["M", "N"]))
         tile.store(Y, rows=(r, 32), cols=(c, 64), value=bf16(tile.load(X, rows=(r, 32), cols=(c, 64))))
 
 
+@tessera.kernel(tile=(128,), target="cuda_tile")
+def shifted_copy(X: tessera.f32["M", "N"], Y: tessera.mut(tessera.f32["M", "N"])):
+    # Offsets that are not multiples of the tile: each access gets a view of its own.
+    r = group_linear_id() * 32
+    tile.store(Y, rows=(r, 32), cols=(0, 64), value=tile.load(X, rows=(r + 1, 32), cols=(3, 64)))
+
+
 @tessera.kernel(target="cuda_tile")
 def scale(x: tessera.f32["n"], y: tessera.mut(tessera.f32["n"]), alpha: tessera.f32):
     i = tile.linear_id()
@@ -164,6 +171,19 @@ def test_rounding_cast_and_partial_tiles_are_bit_equal(rng):
     out = gpu(np.full((m, n), 7.0, dtype=np.float32), dtype="bf16")
     round_rows[cdiv(m, 32)](gpu(x), out)
     np.testing.assert_array_equal(out.numpy(), cpu.numpy())
+
+
+@on_gpu
+def test_unaligned_offsets_are_bit_equal(rng):
+    m, n = 75, 70
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    cpu = np.full((m, n), 9.0, dtype=np.float32)
+    shifted_copy[cdiv(m, 32)](x, cpu)
+    # Row r + 1 of X, columns 3..66, into columns 0..63; the last row reads zeros past the bounds.
+    assert (cpu[:m - 1, :64] == x[1:, 3:67]).all() and (cpu[m - 1, :64] == 0).all() and (cpu[:, 64:] == 9).all()
+    out = gpu(np.full((m, n), 9.0, dtype=np.float32))
+    shifted_copy[cdiv(m, 32)](gpu(x), out)
+    np.testing.assert_array_equal(out.numpy(), cpu)
 
 
 @on_gpu

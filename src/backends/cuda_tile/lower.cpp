@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "tessera/backends/cuda_tile/bytecode.h"
 #include "tessera/support/error.h"
@@ -77,6 +78,7 @@ class Lowering {
         values_[a] = buf.ptr;
       }
     }
+    plan_aligned_views(body);
     lower_block(body);
     m_.end_entry();
     return LoweredKernel{ir::function_name(func_), m_.bytes(), m_.text()};
@@ -86,7 +88,98 @@ class Lowering {
   struct Buffer {
     Value ptr;
     std::vector<Value> dims;
+    // Partition views of the whole buffer, by tile shape (plan_aligned_views).
+    std::map<std::vector<std::int64_t>, Value> aligned;
   };
+
+  // ---- tiles at multiples of their shape ----
+  //
+  // A load or store whose every offset is provably a multiple of the tile's
+  // extent there (bm = (g // n) * 128 for 128 rows, k of range(0, K, 64) for
+  // 64 columns) indexes one partition view of the whole buffer, made once at
+  // the entry: tile index = offset / extent. That is the form tileiras turns
+  // into bulk tensor copies; any other offset gets a view of its own
+  // (tile_view below). Both read zeros and skip stores past the bounds.
+
+  // Whether `v` is a multiple of `d` by construction: constants, products
+  // with a multiple, sums and differences of multiples, casts of one, and a
+  // tile.for induction variable whose start and step are multiples.
+  bool multiple_of(const ir::Value* v, std::int64_t d, int depth = 0) const {
+    if (d == 1) return true;
+    if (depth > 16) return false;
+    if (v->is_block_argument()) {
+      const ir::Region* region = v->owner_block()->parent_region();
+      const ir::Operation* loop = region == nullptr ? nullptr : region->parent_op();
+      if (loop == nullptr || loop->name() != "tile.for" || v->index() != 0) return false;
+      return multiple_of(loop->operand(0), d, depth + 1) && multiple_of(loop->operand(2), d, depth + 1);
+    }
+    const ir::Operation* op = v->defining_op();
+    const std::string_view n = op->name();
+    if (n == "tile.const") {
+      return !is_float(elem_of(op->result()->type().dtype()).value_or(Elem::f32)) &&
+             op->attrs().get_int("value") % d == 0;
+    }
+    if (n == "tile.mul") return multiple_of(op->operand(0), d, depth + 1) || multiple_of(op->operand(1), d, depth + 1);
+    if (n == "tile.add" || n == "tile.sub") {
+      return multiple_of(op->operand(0), d, depth + 1) && multiple_of(op->operand(1), d, depth + 1);
+    }
+    if (n == "tile.cast") return multiple_of(op->operand(0), d, depth + 1);
+    return false;
+  }
+
+  bool aligned_offsets(const ir::Operation& op, std::size_t first, std::size_t count,
+                       const std::vector<std::int64_t>& shape) const {
+    if (count != shape.size()) return false;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!multiple_of(op.operand(first + i), shape[i])) return false;
+    }
+    return true;
+  }
+
+  // Makes, at the entry, the partition views the aligned loads and stores of
+  // `block` (nested regions included) will index.
+  void plan_aligned_views(const ir::Block& block) {
+    for (const auto& op : block.ops()) {
+      for (std::size_t r = 0; r < op->num_regions(); ++r) {
+        for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) plan_aligned_views(op->region(r).block(b));
+      }
+      const bool load = op->name() == "tile.tile_load", store = op->name() == "tile.tile_store";
+      if (!load && !store) continue;
+      auto it = buffers_.find(op->operand(0));
+      if (it == buffers_.end()) continue;  // lower_op reports it
+      const ir::Type& t = load ? op->result()->type() : op->operand(op->num_operands() - 1)->type();
+      std::vector<std::int64_t> shape;
+      for (const ir::Dim& d : t.shape) {
+        if (d.is_symbolic()) break;
+        shape.push_back(d.size);
+      }
+      const std::size_t count = load ? op->num_operands() - 1 : op->num_operands() - 2;
+      if (shape.size() != t.shape.size() || !aligned_offsets(*op, 1, count, shape)) continue;
+      Buffer& buf = it->second;
+      if (buf.aligned.count(shape) || t.dtype() != op->operand(0)->type().dtype()) continue;
+      const std::optional<Elem> e = elem_of(t.dtype());
+      if (!e) continue;
+      std::vector<Value> zeros(shape.size());
+      for (Value& z : zeros) z = i64(0);
+      buf.aligned[shape] = tile_view(*op, buf, zeros, shape, *e);
+    }
+  }
+
+  // The partition view and tile index of an aligned access, or nullopt.
+  std::optional<std::pair<Value, std::vector<Value>>> aligned_access(const ir::Operation& op, const Buffer& buf,
+                                                                     std::size_t first, std::size_t count,
+                                                                     const std::vector<std::int64_t>& shape) {
+    auto it = buf.aligned.find(shape);
+    if (it == buf.aligned.end() || !aligned_offsets(op, first, count, shape)) return std::nullopt;
+    std::vector<Value> index;
+    const Value most = i64(std::numeric_limits<std::int32_t>::max());
+    for (std::size_t i = 0; i < count; ++i) {
+      // offset / extent is exact; past 2^31 - 1 tiles the index stays out of bounds (clamped, not wrapped).
+      const Value q = b_->binary("mini", b_->binary("divi", get(op.operand(first + i), op), i64(shape[i])), most);
+      index.push_back(b_->convert(scalar(Elem::i32), q));
+    }
+    return std::make_pair(it->second, index);
+  }
 
   Elem elem(DType d, const ir::Operation& op) {
     if (auto e = elem_of(d)) return *e;
@@ -270,6 +363,10 @@ class Lowering {
       std::vector<Value> offs;
       for (std::size_t i = 1; i < op.num_operands(); ++i) offs.push_back(get(op.operand(i), op));
       const std::vector<std::int64_t> shape = fixed_shape(op, t.shape);
+      if (auto a = aligned_access(op, buf, 1, offs.size(), shape)) {
+        values_[op.result()] = b_->load_view(m_.tile(e, shape), a->first, a->second);
+        return;
+      }
       const Value view = tile_view(op, buf, offs, shape, e);
       values_[op.result()] = b_->load_view(m_.tile(e, shape), view, index_zeros(shape.size()));
     } else if (n == "tile.tile_store") {
@@ -278,6 +375,10 @@ class Lowering {
       std::vector<Value> offs;
       for (std::size_t i = 1; i + 1 < op.num_operands(); ++i) offs.push_back(get(op.operand(i), op));
       const std::vector<std::int64_t> shape = m_.shape_of(tile.type);
+      if (auto a = aligned_access(op, buf, 1, offs.size(), shape)) {
+        b_->store_view(tile, a->first, a->second);
+        return;
+      }
       const Value view = tile_view(op, buf, offs, shape, m_.elem_of(tile.type));
       b_->store_view(tile, view, index_zeros(shape.size()));
     } else if (n == "tile.mma") {
