@@ -182,6 +182,7 @@ class _Traced:
         self.device = "cpu"  # where the last call ran
         self.effects = []  # (param, "write" | "reduce", op) after the function's own results
         self.num_results = None
+        self.tile_ir = False  # @jit(target="cuda_tile"): every kernel through CUDA Tile IR
 
     def mapping(self, device=None):
         """The Mapper's decisions for this signature on ``device``: (kernel variants, log lines).
@@ -190,7 +191,15 @@ class _Traced:
         key = (device, _mapper.generation())
         with self._lock:
             if key not in self._mapped:
-                self._mapped[key] = _mapper.apply(self.graph, [self.graph.name], device)
+                variants, decisions = _mapper.apply(self.graph, [self.graph.name], device)
+                if self.tile_ir and device != "cpu":
+                    # Kernels the mapper left to the default take the CUDA Tile IR target
+                    # (a CompileError names what it cannot express; nothing falls back to PTX).
+                    for name, *_ in self.graph.op_sites(self.graph.name):
+                        if name.startswith("graph.") and name not in _mapper._NO_KERNEL:
+                            variants.setdefault(name, "tile_ir")
+                    decisions = decisions + ["target='cuda_tile': kernels through CUDA Tile IR (variant tile_ir)"]
+                self._mapped[key] = (variants, decisions)
             return self._mapped[key]
 
     def executable(self, device=None):
@@ -213,8 +222,8 @@ class _Traced:
 
 class JitFunction:
     def __init__(self, fn, *, capture_graph=False, deterministic=True, target="cpu", static_argnames=()):
-        if target not in ("cpu", "cuda"):
-            raise ArgumentError(f"@tessera.jit target must be 'cpu' or 'cuda', got {target!r}")
+        if target not in ("cpu", "cuda", "cuda_tile"):
+            raise ArgumentError(f"@tessera.jit target must be 'cpu', 'cuda' or 'cuda_tile', got {target!r}")
         for name, value in (("capture_graph", capture_graph), ("deterministic", deterministic)):
             if not isinstance(value, bool):
                 raise ArgumentError(f"@tessera.jit {name} must be True or False, got {value!r}")
@@ -412,7 +421,7 @@ class JitFunction:
             raise DeviceError(f"{self.__name__}() got argument '{n0}' on {d0} and argument '{n1}' on {d1}; "
                               f"move them to one device with .to(...)")
         device = next(iter(devices), "cpu")
-        if self.options["target"] == "cuda" and device == "cpu":
+        if self.options["target"] in ("cuda", "cuda_tile") and device == "cpu":
             return "cuda:0"
         return device
 
@@ -456,6 +465,7 @@ class JitFunction:
         graph.run_passes(list(CANONICAL_PIPELINE))
         self.trace_count += 1
         traced = _Traced(graph, raw, rebuild, list(arg_types))
+        traced.tile_ir = self.options["target"] == "cuda_tile"
         traced.effects = [(param, kind, op) for param, kind, op, _ in effects]
         traced.num_results = len(leaves)
         return traced
@@ -520,6 +530,10 @@ def _leaf_policy(leaf):
 
 def jit(fn=None, **options):
     """Decorator: ``@tessera.jit`` or ``@tessera.jit(capture_graph=True, deterministic=True, target="cpu")``.
+
+    target: "cpu", "cuda" (host arguments run on cuda:0) or "cuda_tile" (as "cuda", every
+    kernel compiled through the CUDA Tile IR target, docs/design/0014-cuda-tile-target.md;
+    a kernel it cannot express is a CompileError naming the construct and line).
 
     capture_graph: on a GPU, run the executable as one CUDA graph (built on the first call of these
     shapes, replayed with new buffers after); the CPU has no graphs, so there it changes nothing.

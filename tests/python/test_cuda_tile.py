@@ -225,3 +225,15 @@ def test_mapper_tile_ir_on_gpu_is_a_compile_error_naming_the_lane_code():
                    for line in tessera.runtime.mapper_log())
     finally:
         tessera.runtime.set_mapper(tessera.Mapper())
+
+
+def test_jit_target_names_cuda_tile():
+    with pytest.raises(ArgumentError, match="'cpu', 'cuda' or 'cuda_tile'"):
+        tessera.jit(lambda x: x, target="tile_ir")
+
+
+@on_gpu
+def test_jit_target_cuda_tile_is_a_compile_error_for_lane_templates():
+    f = tessera.jit(lambda x: tessera.ops.exp(x), target="cuda_tile")
+    with pytest.raises(CompileError, match="cuda_tile target cannot express 'tile.linear_id'"):
+        f(tessera.tensor(np.zeros(4, np.float32)))  # host arguments run on cuda:0, as target="cuda"
