@@ -20,6 +20,8 @@
 //   (cast to int64 or a float first); nothing saturates silently. mean of an
 //   integer tensor is a DtypeError: cast to a float first. max/min keep the
 //   operand's policy.
+// - complex: sum and mean keep the operand's policy, each part summed as a
+//   float sum at the part accumulation type; max and min are DtypeErrors.
 // - argmax: int64; the first index of the maximum; NaN counts as larger than
 //   everything, so the first NaN wins.
 //
@@ -29,6 +31,7 @@
 #include <limits>
 
 #include "graph/accumulate.h"
+#include "graph/complex_kernels.h"
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
@@ -46,7 +49,31 @@ using ir::OpDef;
 enum class Kind { sum, mean, max, min };
 
 bool is_integer_like(DType d) {
-  return !is_float(d);
+  return !is_float(d) && !is_complex(d);
+}
+
+// sum and mean of a complex tensor: each part summed in the fixed order of
+// the real sum at the part accumulation type (docs/design/0016).
+std::vector<Tensor> run_complex_sum(const KernelCall& call, bool mean) {
+  const Tensor& x = call.inputs[0];
+  auto axes = normalize_axes(call.attrs.get_ints("axes"), x.rank());
+  const auto values = x.to_complex_values();
+  const auto layout = reduction_layout(x.shape(), axes);
+  const DType accum = x.policy().accum;
+  std::vector<Complex> result(static_cast<std::size_t>(layout.outer));
+  for (std::int64_t o = 0; o < layout.outer; ++o) {
+    const std::int64_t* offs = layout.offsets.data() + o * layout.inner;
+    double part[2];
+    for (int k = 0; k < 2; ++k) {
+      part[k] = canonical_sum(layout.inner, accum, [&](double a, std::int64_t i) {
+        const Complex z = values[static_cast<std::size_t>(offs[i])];
+        return add_rounded(a, k == 0 ? z.real() : z.imag(), accum);
+      });
+      if (mean) part[k] = round_to(part[k] / static_cast<double>(layout.inner), accum);
+    }
+    result[static_cast<std::size_t>(o)] = Complex(part[0], part[1]);
+  }
+  return {make_complex_result(result, call.result_types[0])};
 }
 
 // Shape after reducing `axes` (sorted, normalized).
@@ -114,12 +141,17 @@ void add_reduction(ir::Registry& r, Kind kind, std::string name, std::string sum
             reject_scale_format(x.dtype());
             auto axes = normalize_axes(attrs.get_ints("axes"), x.rank());
             NumericsPolicy p = x.policy;
-            if (kind == Kind::mean && !is_float(x.dtype())) {
+            if (is_complex(x.dtype()) && (kind == Kind::max || kind == Kind::min)) {
+              raise(ErrorCode::DtypeUnsupported, op_name + " takes real operands, got " +
+                                                     std::string(tessera::name(x.dtype())) +
+                                                     " (complex numbers have no order)");
+            }
+            if (kind == Kind::mean && !is_float(x.dtype()) && !is_complex(x.dtype())) {
               raise(ErrorCode::DtypeUnsupported, op_name + " needs a floating-point operand, got " +
                                                      std::string(tessera::name(x.dtype())) +
                                                      "; cast it to a float first (graph.cast / tessera.ops.cast)");
             }
-            if (kind == Kind::sum) p = sum_policy(x.policy);
+            if (kind == Kind::sum && !is_complex(x.dtype())) p = sum_policy(x.policy);
             if (kind != Kind::sum) reject_empty(op_name, x.shape, axes);
             return std::vector<ir::Type>{ir::Type::tensor(reduced_shape(x.shape, axes, attrs.get_bool("keepdims")), p)};
           },
@@ -129,6 +161,7 @@ void add_reduction(ir::Registry& r, Kind kind, std::string name, std::string sum
             const ir::Type& out = call.result_types[0];
             auto axes = normalize_axes(call.attrs.get_ints("axes"), x.rank());
             if (kind != Kind::sum) reject_empty(op_name, x.shape(), axes);
+            if (is_complex(x.dtype())) return run_complex_sum(call, kind == Kind::mean);
             auto values = x.to_values();
             auto layout = reduction_layout(x.shape(), axes);
             const DType accum = x.policy().accum;

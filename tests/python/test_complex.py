@@ -179,3 +179,30 @@ def test_grad_of_real_loss_is_jax_grad():
     got = tessera.grad(lambda a: ops.sum(ops.abs(a * a)))(tessera.tensor(z))
     want = jax.grad(lambda a: jax.numpy.sum(jax.numpy.abs(a * a)))(z)
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12)
+
+
+def test_sum_and_mean_of_complex_match_numpy():
+    rng = np.random.default_rng(9)
+    a = _c(rng, (3, 5, 4), np.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = ops.sum(tessera.tensor(a), axis=1)
+        m = ops.mean(tessera.tensor(a))
+    assert s.dtype == "complex64" and m.dtype == "complex64"
+    np.testing.assert_allclose(s.numpy(), a.astype(np.complex128).sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(m.numpy(), a.astype(np.complex128).mean(), rtol=1e-6)
+    with pytest.raises(DtypeError, match="no order"):
+        ops.max(tessera.tensor(a))
+
+
+@pytest.mark.usefixtures("quiet")
+def test_broadcast_complex_gradients_sum_back_like_jax():
+    jax = _jax()
+    rng = np.random.default_rng(10)
+    a, b = _c(rng, (4, 3)), _c(rng, (3,))
+    ct = _c(rng, (4, 3))
+    _, fn = tessera.vjp(lambda x, y: x * y, tessera.tensor(a), tessera.tensor(b))
+    got = fn(tessera.tensor(ct))
+    _, fj = jax.vjp(lambda x, y: x * y, a, b)
+    for g, w in zip(got, fj(ct)):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-12, atol=1e-12)
