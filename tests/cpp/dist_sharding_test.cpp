@@ -68,6 +68,27 @@ TEST(Partition, UnevenPartsGiveEachDeviceItsOwnShapes) {
   EXPECT_EQ(p.results[0], cols);
 }
 
+// graph.fft (library_sharding.cpp): other dims keep their split, the
+// transformed axis is gathered whole.
+TEST(Partition, FftKeepsOtherSplitsAndGathersItsAxis) {
+  const char* text = R"(func @f(%x: tensor<[4, 8] complex64>) -> (tensor<[4, 8] complex64>) {
+  %0 = graph.fft %x {axis = 1, n = 8} : tensor<[4, 8] complex64>
+  return %0
+})";
+  Mesh mesh({"cpu:0", "cpu:1"}, {"tp"}, {2});
+  const ir::Sharding rows{{"tp", ""}, {}};
+  ir::Module m1 = ir::parse_module(text);
+  MeshPartition kept = partition_mesh(m1, "f", mesh, {rows});
+  EXPECT_EQ(kept.results[0], rows);
+  const std::string rows_text = ir::print_function(*m1.lookup(kept.functions[0]));
+  EXPECT_EQ(rows_text.find("graph.all_gather"), std::string::npos) << rows_text;
+  ir::Module m2 = ir::parse_module(text);
+  MeshPartition gathered = partition_mesh(m2, "f", mesh, {ir::Sharding{{"", "tp"}, {}}});
+  EXPECT_EQ(gathered.results[0], ir::Sharding::replicated(2));
+  const std::string cols_text = ir::print_function(*m2.lookup(gathered.functions[0]));
+  EXPECT_NE(cols_text.find("graph.all_gather"), std::string::npos) << cols_text;
+}
+
 TEST(Partition, LayoutsWithSeveralAxesPerDimOrCyclicSplitsAreRefused) {
   Mesh mesh({"cpu:0", "cpu:1", "cpu:2", "cpu:3"}, {"dp", "tp"}, {2, 2});
   Layout both = Layout::resolve(ShardSpec{{"row", "row"}, {"dp", "tp"}, {}, 0}, 2, mesh);
