@@ -275,3 +275,30 @@ except ValueError as e:
     import sys
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "ERR rule for exp failed" in out.stdout, out.stdout + out.stderr
+
+
+def test_eager_transforms_run_compiled_eager_kernels_with_the_reference_bits(monkeypatch):
+    # Outside @jit a transform runs its staged function op by op on compiled eager kernels (the
+    # reference executor is not called), with the reference executor's bits; TESSERA_EAGER=reference
+    # runs the same function on the oracle.
+    from tessera import _C
+    rng = np.random.default_rng(5)
+    x, y = (tessera.tensor(rng.standard_normal((3, 17)).astype(np.float32)) for _ in range(2))
+
+    def h(x, y):
+        return ops.sum(ops.softmax_safe(x * y, axis=-1) * ops.tanh(y + 0.5))
+
+    monkeypatch.delenv("TESSERA_EAGER", raising=False)
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+    reference_execute = _C.IRModule.execute
+
+    def not_the_oracle(*args, **kwargs):
+        raise AssertionError("an eager transform ran the reference executor")
+    monkeypatch.setattr(_C.IRModule, "execute", not_the_oracle)
+    compiled = [g.numpy() for g in tessera.grad(h, argnums=(0, 1))(x, y)]
+    tangent = tessera.jvp(h, (x, y), (y, x))[1].numpy()
+    monkeypatch.setattr(_C.IRModule, "execute", reference_execute)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    reference = [g.numpy() for g in tessera.grad(h, argnums=(0, 1))(x, y)]
+    assert [g.tobytes() for g in compiled] == [g.tobytes() for g in reference]
+    assert tessera.jvp(h, (x, y), (y, x))[1].numpy().tobytes() == tangent.tobytes()
