@@ -105,3 +105,29 @@ def mm(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
   if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
   EXPECT_GT(ct::run_tileiras(k.bytecode, "sm_90").size(), 4u);
 }
+
+// assume_aligned states what a launch with 16-byte aligned buffers and rows
+// guarantees: each base pointer divisible by 16 bytes, each row stride by
+// 16 bytes' worth of elements (8 for f16/bf16, 4 for f32). Without the option
+// nothing is assumed.
+TEST(CudaTileLower, AssumeAlignedStatesPointerAndRowDivisibility) {
+  const char* src = R"(@kernel tile[(128,)]
+def mm(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    acc = tile.zeros((64, 64), f32)
+    for k in range(0, K, 32):
+        acc = tile.mma(tile.load(A, rows=(0, 64), cols=(k, 32)), tile.load(B, rows=(k, 32), cols=(0, 64)), acc=acc)
+    tile.store(C, rows=(0, 64), cols=(0, 64), value=acc)
+)";
+  std::vector<tessera::Kernel> ks = tessera::kernels_from_source(src, "assume.tsr");
+  const tessera::ir::Operation& f = ks.at(0).jit({}).specialize()->func();
+  EXPECT_EQ(ct::lower_kernel(f).text.find("assume"), std::string::npos);
+  const ct::LoweredKernel k = ct::lower_kernel(f, {.assume_aligned = true});
+  for (const char* want : {"assume div_by<16>, %0 : tile<ptr<bf16>>", "assume div_by<16>, %6 : tile<ptr<f32>>",
+                           "assume div_by<8>", "assume div_by<4>"}) {
+    EXPECT_NE(k.text.find(want), std::string::npos) << want << "\n" << k.text;
+  }
+  const ct::Toolchain& t = ct::toolchain();
+  if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
+  EXPECT_NE(ct::disassemble(k.bytecode).find("assume"), std::string::npos);
+  EXPECT_GT(ct::run_tileiras(k.bytecode, "sm_90").size(), 4u);
+}

@@ -577,6 +577,21 @@ Value Body::reshape(TypeRef to, Value x) {
   return retyped(f::op::reshape, "reshape", to, x);
 }
 
+Value Body::assume_div_by(Value x, std::uint64_t divisor) {
+  // opcode, result type, the predicate as a self-contained attribute (the
+  // op's predicate is an interface: tag, divisor, flags 0 = no every/along),
+  // the operand.
+  op(f::op::assume);
+  var(x.type.id);
+  var(f::attr_tag::div_by);
+  var(divisor);
+  buf_.push_back(0x00);
+  operand(x);
+  Value r = result(x.type);
+  line(ref(r) + " = assume div_by<" + std::to_string(divisor) + ">, " + ref(x) + " : " + m_.type_text(x.type));
+  return r;
+}
+
 Value Body::offset(Value ptr, Value elements) {
   op(f::op::offset);
   var(ptr.type.id);

@@ -28,14 +28,14 @@ inline constexpr std::uint8_t pointer = 0x0c, tile = 0x0d, tensor_view = 0x0e, p
 }
 
 namespace attr_tag {
-inline constexpr std::uint8_t integer = 0x01, float_ = 0x02;
+inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, div_by = 0x08;
 }
 
 // Function flags of a function-section record.
 inline constexpr std::uint8_t kFunctionKernel = 0x02;
 
 namespace op {
-inline constexpr std::uint32_t absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, broadcast = 11, cmpf = 14,
+inline constexpr std::uint32_t absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, broadcast = 11, cmpf = 14,
                                cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23, exti = 37,
                                for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46, get_tile_block_id = 48,
                                itof = 59, load_view_tko = 62, log = 63, make_partition_view = 66,

@@ -36,7 +36,7 @@ std::optional<Elem> elem_of(DType d) {
 
 class Lowering {
  public:
-  explicit Lowering(const ir::Operation& func) : func_(func), m_("tessera") {}
+  Lowering(const ir::Operation& func, const LowerOptions& options) : func_(func), options_(options), m_("tessera") {}
 
   LoweredKernel run() {
     const ir::Block& body = ir::function_body(func_);
@@ -67,6 +67,7 @@ class Lowering {
       const ir::Value* a = body.argument(i);
       Buffer buf;
       buf.ptr = b_->params()[slot++];
+      if (options_.assume_aligned && a->type().is_gmem()) buf.ptr = b_->assume_div_by(buf.ptr, 16);
       if (a->type().is_gmem()) {
         for (std::size_t d = 0; d < a->type().rank(); ++d) {
           buf.dims.push_back(b_->params()[slot++]);
@@ -161,7 +162,7 @@ class Lowering {
       if (!e) continue;
       std::vector<Value> zeros(shape.size());
       for (Value& z : zeros) z = i64(0);
-      buf.aligned[shape] = tile_view(*op, buf, zeros, shape, *e);
+      buf.aligned[shape] = tile_view(*op, buf, zeros, shape, *e, /*at_origin=*/true);
     }
   }
 
@@ -277,20 +278,24 @@ class Lowering {
   // buffer's bounds and stores skip those elements, as Tile IR requires, at
   // any offset (not only multiples of the tile shape).
   Value tile_view(const ir::Operation& op, const Buffer& buf, const std::vector<Value>& offs,
-                  const std::vector<std::int64_t>& shape, Elem e) {
+                  const std::vector<std::int64_t>& shape, Elem e, bool at_origin = false) {
     const std::size_t rank = buf.dims.size();
     if (offs.size() != rank || shape.size() != rank) cannot(op, "offsets and shape must match the buffer's rank");
     // Row-major strides of the whole buffer.
     std::vector<Value> strides(rank);
     strides[rank - 1] = i64(1);
-    for (std::size_t d = rank - 1; d-- > 0;) strides[d] = b_->binary("muli", strides[d + 1], buf.dims[d + 1]);
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      strides[d] = b_->binary("muli", strides[d + 1], buf.dims[d + 1]);
+      // Rows start at multiples of 16 bytes (the launch checked it).
+      if (options_.assume_aligned && bit_width(e) >= 8) strides[d] = b_->assume_div_by(strides[d], 128 / bit_width(e));
+    }
     Value linear = i64(0);
     std::vector<Value> extents;
     for (std::size_t d = 0; d < rank; ++d) {
       linear = b_->binary("addi", linear, b_->binary("muli", offs[d], strides[d]));
       extents.push_back(b_->binary("maxi", b_->binary("subi", buf.dims[d], offs[d]), i64(0)));
     }
-    const Value base = b_->offset(buf.ptr, linear);
+    const Value base = at_origin ? buf.ptr : b_->offset(buf.ptr, linear);
     std::vector<std::int64_t> dyn(rank, Module::kDynamic);
     dyn[rank - 1] = Module::kDynamic;
     std::vector<std::int64_t> stride_types(rank, Module::kDynamic);
@@ -419,6 +424,7 @@ class Lowering {
   }
 
   const ir::Operation& func_;
+  LowerOptions options_;
   Module m_;
   Body* b_ = nullptr;
   std::map<const ir::Value*, Value> values_;
@@ -428,6 +434,8 @@ class Lowering {
 
 }  // namespace
 
-LoweredKernel lower_kernel(const ir::Operation& kernel_func) { return Lowering(kernel_func).run(); }
+LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options) {
+  return Lowering(kernel_func, options).run();
+}
 
 }  // namespace tessera::cuda_tile

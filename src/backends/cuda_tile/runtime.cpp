@@ -30,6 +30,19 @@ struct LoadedKernel {
   cuda::Function function;
 };
 
+// The kernel without alignment assumptions, compiled when a launch first needs it.
+struct PlainForm {
+  std::mutex mutex;
+  const ir::Operation* func = nullptr;
+  CompileOptions options;
+  std::shared_ptr<const CompiledKernel> kernel;
+  const CompiledKernel& get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!kernel) kernel = std::make_shared<const CompiledKernel>(compile_kernel(*func, options));
+    return *kernel;
+  }
+};
+
 namespace {
 
 std::string read_file(const std::string& path, bool& ok) {
@@ -92,8 +105,10 @@ std::string device_arch(int device) {
 }
 
 Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir,
-                  bool use_cache) {
-  LoweredKernel lowered = lower_kernel(kernel_func);  // CompileError for what the target cannot express
+                  bool use_cache, bool assume_aligned) {
+  LowerOptions lower_options;
+  lower_options.assume_aligned = assume_aligned;
+  LoweredKernel lowered = lower_kernel(kernel_func, lower_options);  // CompileError for what it cannot express
   Cubin c;
   c.name = lowered.name;
   c.text = std::move(lowered.text);
@@ -141,7 +156,14 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
   k.device = options.device;
   k.signature = detail::signature(kernel_func);
   Cubin c = build_cubin(kernel_func, options.arch.empty() ? device_arch(options.device) : options.arch,
-                        options.cache_dir, options.use_cache);
+                        options.cache_dir, options.use_cache, options.assume_aligned);
+  k.assumes_aligned = options.assume_aligned;
+  if (options.assume_aligned) {
+    k.plain = std::make_shared<detail::PlainForm>();
+    k.plain->func = &kernel_func;
+    k.plain->options = options;
+    k.plain->options.assume_aligned = false;
+  }
   k.name = c.name;
   k.text = std::move(c.text);
   k.arch = c.arch;
@@ -181,6 +203,25 @@ void require_dense(const CompiledKernel& k, const cpu::KernelParam& p, const tes
   }
 }
 
+// Whether the bound buffers satisfy what an assume_aligned kernel relies on:
+// base addresses and row strides (from the extents, as the kernel computes
+// them) multiples of 16 bytes.
+bool satisfies_alignment(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound) {
+  for (std::size_t i = 0; i < bound.params.size(); ++i) {
+    const cpu::KernelParam& p = k.signature.params[i];
+    if (!p.is_buffer) continue;
+    const tessera_cpu::BufferArg& b = bound.params[i].buffer;
+    if (reinterpret_cast<std::uintptr_t>(b.data) % 16 != 0) return false;
+    const std::int64_t bytes = p.type.dtype() == DType::bool_ ? 1 : storage_bytes(p.type.dtype());
+    std::int64_t stride = bytes;
+    for (int d = b.rank - 1; d > 0; --d) {
+      stride *= b.shape[d];
+      if (stride % 16 != 0) return false;
+    }
+  }
+  return true;
+}
+
 // A lane scalar's bytes as the kernel takes it: a rank-0 tile of its element
 // type (integers little-endian at their width, floats encoded).
 std::vector<unsigned char> scalar_bytes(const cpu::KernelParam& p, const tessera_cpu::ParamValue& v) {
@@ -203,6 +244,10 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   if (bound.grid > 0x7FFFFFFF) {
     raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(bound.grid) +
                                           " groups exceed CUDA's grid limit of 2^31 - 1");
+  }
+  if (k.assumes_aligned && !satisfies_alignment(k, bound)) {
+    if (!k.plain) raise(ErrorCode::Internal, "kernel '" + k.name + "' assumes aligned buffers and has no plain form");
+    return launch(k.plain->get(), grid, std::move(args), options);
   }
   // One storage slot per kernel parameter of the ABI; `values` keeps them alive.
   std::vector<std::vector<unsigned char>> values;

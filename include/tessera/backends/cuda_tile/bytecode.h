@@ -79,6 +79,9 @@ class Body {
   Value reshape(TypeRef to, Value x);
   Value offset(Value ptr, Value elements);                  // ptr + elements (a scalar pointer tile)
   Value mma(Value a, Value b, Value acc);                   // mmaf or mmai (signed)
+  // assume div_by<divisor>: `x` (integers or pointers) is a multiple of `divisor`
+  // (a power of two); a promise the compiler may rely on.
+  Value assume_div_by(Value x, std::uint64_t divisor);
 
   // for %iv in (lo to hi, step s) iter_values(inits): returns the block's
   // (iv, iters...); end_for(next) writes `continue next` and returns the results.

@@ -29,6 +29,15 @@ struct LoweredKernel {
   std::string text;  // inspect_ir("target") for this target
 };
 
-LoweredKernel lower_kernel(const ir::Operation& kernel_func);
+// assume_aligned: the kernel may rely on every buffer's base address being a
+// multiple of 16 bytes and every row stride (the elements between rows, in
+// bytes) being one too: assume ops state it, which lets tileiras vectorize
+// the copies. Only launches whose arguments satisfy it may use such a kernel
+// (runtime.h checks and picks the other form otherwise).
+struct LowerOptions {
+  bool assume_aligned = false;
+};
+
+LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options = {});
 
 }  // namespace tessera::cuda_tile

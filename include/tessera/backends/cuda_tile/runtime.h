@@ -10,7 +10,9 @@
 // Tessera's version: a new tileiras or another GPU never reuses a cubin.
 //
 // Launch ABI (lower.h): per gmem buffer its base pointer then one int64 per
-// dim, per lane scalar its value; tensors must be dense row-major. The grid
+// dim, per lane scalar its value; tensors must be dense row-major. The kernel
+// function must outlive the CompiledKernel: its plain form is compiled from
+// it when a launch first needs it. The grid
 // is the number of groups (tile blocks, along x) and the block is (1, 1, 1):
 // a tile kernel's CTA size is chosen by tileiras, not by the launch.
 #pragma once
@@ -34,10 +36,14 @@ struct CompileOptions {
   std::string cache_dir;
   // false: always run tileiras (the result still replaces the cache entry).
   bool use_cache = true;
+  // Compile assuming 16-byte aligned buffers and rows (lower.h); launches
+  // whose arguments are not use the plain form, compiled on first need.
+  bool assume_aligned = true;
 };
 
 namespace detail {
 struct LoadedKernel;
+struct PlainForm;
 }
 
 struct CompiledKernel {
@@ -52,6 +58,10 @@ struct CompiledKernel {
   // The signature as the CPU backend's binder sees it (params, symbols, group shape).
   cpu::CompiledKernel signature;
   std::shared_ptr<const detail::LoadedKernel> handle;
+  // Compiled with assume_aligned; `plain` is the same kernel without the
+  // assumptions, for launches whose buffers or rows are not 16-byte aligned.
+  bool assumes_aligned = false;
+  std::shared_ptr<detail::PlainForm> plain;
 };
 
 // A cubin for one kernel and architecture, from the disk cache or tileiras
@@ -67,7 +77,7 @@ struct Cubin {
   bool cache_hit = false;        // read from the disk cache, no tileiras run
 };
 Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir = {},
-                  bool use_cache = true);
+                  bool use_cache = true, bool assume_aligned = false);
 
 // The tileiras architecture name for a device: "sm_" + major + minor (tileiras
 // takes no "a" variants).
