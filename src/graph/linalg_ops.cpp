@@ -103,17 +103,33 @@ std::vector<Tensor> run_gemm(const KernelCall& call, bool ta, bool tb, const std
     for (std::int64_t m = 0; m < M; ++m) {
       for (std::int64_t n = 0; n < N; ++n) {
         double acc = 0.0;
-        for (std::int64_t k = 0; k < K; ++k) {
-          const double x = pa[m * a_sm + k * a_sk];
-          const double y = pb[k * b_sk + n * b_sn];
-          if (integer) {
+        if (integer) {
+          for (std::int64_t k = 0; k < K; ++k) {
+            const double x = pa[m * a_sm + k * a_sk];
+            const double y = pb[k * b_sk + n * b_sn];
             acc += x * y;  // exact while every partial result stays within 2^53
             if (std::fabs(x * y) > limit || std::fabs(acc) > limit) {
               raise(ErrorCode::ArgumentInvalid, op + " of integers passed 2^53 in magnitude, beyond exact "
                                                      "accumulation; cast the operands to a float first");
             }
-          } else {
-            acc = fma_rounded(acc, x, y, accum);
+          }
+        } else {
+          // The canonical GEMM order (tessera/schedule/lower_to_tile.h), the
+          // compiled kernels' on every backend: k in blocks of 256, each an
+          // fma chain from zero; block sums added left to right into
+          // superblocks of 256 blocks, superblock sums left to right. Every
+          // step rounds once at the accumulation type.
+          constexpr std::int64_t kBlock = 256;
+          for (std::int64_t s0 = 0; s0 < K; s0 += kBlock * kBlock) {
+            double super = 0.0;
+            for (std::int64_t b0 = s0; b0 < std::min(K, s0 + kBlock * kBlock); b0 += kBlock) {
+              double part = 0.0;
+              for (std::int64_t k = b0; k < std::min(K, b0 + kBlock); ++k) {
+                part = fma_rounded(part, pa[m * a_sm + k * a_sk], pb[k * b_sk + n * b_sn], accum);
+              }
+              super = add_rounded(super, part, accum);
+            }
+            acc = add_rounded(acc, super, accum);
           }
         }
         if (integer) {

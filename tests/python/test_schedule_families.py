@@ -393,6 +393,21 @@ def test_softmax_gradient_in_bf16_keeps_two_kernels(monkeypatch):
     np.testing.assert_array_equal(got[0], want[0])
 
 
+@pytest.mark.parametrize("m,k,n", [(2, 8, 4), (1, 3, 1), (7, 33, 17), (130, 70, 200), (64, 300, 16), (130, 300, 200)])
+def test_gemm_blocks_follow_small_shapes_with_the_same_bits(monkeypatch, m, k, n):
+    """The CPU GEMM block shrinks to small static sizes (schedule-tile); the
+    sum over k keeps its order, so the bits are the reference's at every
+    size, transposed operands and a fused epilogue included."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = tessera.tensor(rng.standard_normal((m, k)).astype(np.float32))
+    b = tessera.tensor(rng.standard_normal((k, n)).astype(np.float32))
+    fn = lambda x, y: (ops.relu(ops.matmul(x, y) + 0.5), ops.gemm(y, x, transpose_a=True, transpose_b=True))
+    got = _on("compiled", monkeypatch, fn, a, b)
+    want = _on("reference", monkeypatch, fn, a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
 def test_integer_matmuls_compile_exactly(monkeypatch, dtype):
     """Integer products run compiled: exact, with the reference's result

@@ -11,6 +11,43 @@
 
 namespace tessera::schedule {
 
+namespace {
+
+// The smallest power of two >= n, between lo and hi.
+std::int64_t pow2_block(std::int64_t n, std::int64_t lo, std::int64_t hi) {
+  std::int64_t b = lo;
+  while (b < n && b < hi) b *= 2;
+  return b;
+}
+
+// The M, N, K block of the GEMM template on the CPU: 128 x 128 x 64, shrunk
+// to the next power of two of a static size that is smaller (a [2, 8] x
+// [8, 4] product otherwise computed a whole 128 x 128 tile over a 64-deep
+// chunk, and small training steps spent most of their time there). Powers
+// of two keep the number of distinct kernels small. The bits do not change:
+// tile.mma sums every element in increasing k whatever the block (gemm.cpp).
+std::vector<std::int64_t> cpu_gemm_tile(const ir::Operation& kernel) {
+  std::int64_t bm = 128, bn = 128, bk = 64;
+  const ir::Shape domain = kernel.attrs().has("domain") ? kernel.attrs().get_shape("domain") : ir::Shape{};
+  auto known = [](const ir::Dim& d) { return !d.is_symbolic() && d.size > 0; };
+  if (domain.size() >= 2) {
+    const ir::Dim& m = domain[domain.size() - 2];
+    const ir::Dim& n = domain.back();
+    if (known(m)) bm = pow2_block(m.size, 8, 128);
+    if (known(n)) bn = pow2_block(n.size, 16, 128);
+  }
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.num_operands() > 0) {
+    const ir::Shape& a = root.operand(0)->type().shape;
+    const ir::Attribute* t = root.attrs().find("transpose_a");
+    const bool ta = t && std::get<bool>(*t);
+    if (a.size() >= 2 && known(a[a.size() - (ta ? 2 : 1)])) bk = pow2_block(a[a.size() - (ta ? 2 : 1)].size, 8, 64);
+  }
+  return {bm, bn, bk};
+}
+
+}  // namespace
+
 void assign_tiles(ir::Operation& func) {
   for (ir::Operation* k : kernels_of(func)) {
     if (k->attrs().has("tile")) continue;  // set by hand or by an autotuner: keep it
@@ -23,7 +60,7 @@ void assign_tiles(ir::Operation& func) {
       // elementwise kernels since each lane loops over its reduced elements.
       case Family::reduction:
       case Family::normalization: k->attrs().set("tile", std::vector<std::int64_t>{64}); break;
-      case Family::gemm: k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64}); break;
+      case Family::gemm: k->attrs().set("tile", cpu_gemm_tile(*k)); break;
       default: break;
     }
   }

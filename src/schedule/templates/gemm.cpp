@@ -18,7 +18,7 @@
 // tile.mma accumulates each element in increasing k with one rounding per
 // step at the accumulation type, so the sum is the canonical blocked order
 // (lower_to_tile.h) whatever BM, BN, BK are (BK divides the block): results
-// equal the reference's bit for bit up to K = 256. Transposed operands are
+// equal the reference's bit for bit (graph/linalg_ops.cpp sums in this order). Transposed operands are
 // loaded as stored and transposed as tiles. Operands of different dtypes are
 // cast (exactly) to fp32, or fp64 when either is fp64, before the mma.
 // Integer products skip the mma: each epilogue lane computes its element

@@ -27,13 +27,32 @@ inline void record_fault(Fault* f, std::int64_t group, int code, const char* mes
   std::snprintf(f->message, sizeof f->message, "%s", message);
 }
 
+// The calling thread's shared arena of at least `bytes` (a multiple of 128),
+// kept between launches: a fresh allocation per launch cost more than a small
+// kernel's work (arenas past the allocator's mmap threshold came back as new
+// pages, faulted in on every call). It only grows; nullptr when out of memory.
+inline unsigned char* thread_arena(std::size_t bytes) noexcept {
+  struct Arena {
+    unsigned char* data = nullptr;
+    std::size_t size = 0;
+    ~Arena() { std::free(data); }
+  };
+  thread_local Arena arena;
+  if (arena.size < bytes) {
+    std::free(arena.data);
+    arena.data = static_cast<unsigned char*>(std::aligned_alloc(128, bytes));
+    arena.size = arena.data ? bytes : 0;
+  }
+  return arena.data;
+}
+
 // Runs groups [begin, end) of one launch with `body(args, group, arena)`.
 template <class Body>
 inline int run_groups(const LaunchArgs* args, std::int64_t begin, std::int64_t end, Fault* fault,
                       std::size_t shared_bytes, Body body) noexcept {
   std::int64_t group = begin;
   const std::size_t arena_bytes = ((shared_bytes + 127) / 128) * 128 + 128;
-  unsigned char* arena = static_cast<unsigned char*>(std::aligned_alloc(128, arena_bytes));
+  unsigned char* arena = thread_arena(arena_bytes);
   if (arena == nullptr) {
     record_fault(fault, begin, kFaultInternal, "out of memory allocating the shared arena");
     return 1;
@@ -56,7 +75,6 @@ inline int run_groups(const LaunchArgs* args, std::int64_t begin, std::int64_t e
     record_fault(fault, group, kFaultInternal, "unknown exception in generated kernel code");
     status = 1;
   }
-  std::free(arena);
   return status;
 }
 

@@ -38,7 +38,10 @@ namespace tessera_cpu {
 // The values live in a 64-byte aligned heap block, so that handing a tile on
 // (the emitter moves a tile value at its only use: a loop-carried
 // accumulator, a branch result) is a pointer swap instead of a copy of the
-// whole block. Copies still copy the values.
+// whole block. Copies still copy the values. Freed blocks go to a small
+// per-thread pool of this tile type and are reused: allocating them afresh
+// on every launch let the allocator return the memory to the system and
+// fault it back in, which cost more than a small kernel's work.
 template <DType D, int R, int C>
 class Tile {
  public:
@@ -57,17 +60,40 @@ class Tile {
     std::swap(p_, o.p_);
     return *this;
   }
-  ~Tile() { std::free(p_); }
+  ~Tile() { release(p_); }
 
   Array& v() { return *reinterpret_cast<Array*>(p_); }
   const Array& v() const { return *reinterpret_cast<const Array*>(p_); }
 
  private:
+  struct Pool {
+    static constexpr int kBlocks = 16;
+    value_t<D>* blocks[kBlocks];
+    int n = 0;
+    ~Pool() {
+      while (n > 0) std::free(blocks[--n]);
+    }
+  };
+  static Pool& pool() {
+    thread_local Pool p;
+    return p;
+  }
   static value_t<D>* allocate() {
+    Pool& free_blocks = pool();
+    if (free_blocks.n > 0) return free_blocks.blocks[--free_blocks.n];
     constexpr std::size_t bytes = (sizeof(Array) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<value_t<D>*>(p);
+  }
+  static void release(value_t<D>* p) {
+    if (p == nullptr) return;
+    Pool& free_blocks = pool();
+    if (free_blocks.n < Pool::kBlocks) {
+      free_blocks.blocks[free_blocks.n++] = p;
+    } else {
+      std::free(p);
+    }
   }
   value_t<D>* p_;
 };
