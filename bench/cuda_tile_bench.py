@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 import tessera
+from gpu_timing import median_seconds
 
 
 # The kernels as .tsr text: fresh kernel objects (empty in-memory caches) are
@@ -66,18 +67,6 @@ def make(source, target):
     """A new kernel object (its own in-memory caches) for `target`."""
     from tessera.kernel import Kernel
     return Kernel(tessera._C.kernels_from_source(source, "cuda_tile_bench.tsr")[0], target=target)
-
-
-def median_seconds(fn, runs, sync):
-    fn()
-    sync()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return sorted(samples)[len(samples) // 2]
 
 
 def first_compile(source, target, a, b, c, grid):

@@ -15,23 +15,11 @@ warm-up, ended by a device synchronization.
 """
 
 import argparse
-import time
 
 import numpy as np
 
 import tessera
-
-
-def seconds(fn, runs, sync):
-    fn()
-    sync()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return sorted(samples)[len(samples) // 2]
+from gpu_timing import median_seconds as seconds
 
 
 def main():

@@ -24,27 +24,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 import tessera
+from gpu_timing import median_seconds as seconds
 
 ops = tessera.ops
-
-
-def seconds(fn, runs=10, sync=None):
-    fn()
-    if sync:
-        sync()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        samples.append(time.perf_counter() - t0)
-    return sorted(samples)[len(samples) // 2]
 
 
 def mlp_loss(w1, b1, w2, b2, x, y):

@@ -298,6 +298,23 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "jit on GPU benchmark" PASS "table above" || row "jit on GPU benchmark" FAIL "rc $rc (see $logs/schedule_gpu_bench.log)"
   fi
+  if [ -z "${GPU_CHECK_ONLY:-}" ]; then
+    # The libraries on the GPU: attention and sparse kernels against the CPU path, bit for bit.
+    echo "== libraries on cuda:0 (flash_attn, sparse)"
+    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_flash_attn.py \
+      tests/python/test_sparse.py 2>&1 | tee "$logs/pytest_libraries.log" | tail -8
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "python library tests" PASS "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')" ||
+      row "python library tests" FAIL "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')"
+    if "$python" -c "import torch" 2>/dev/null && [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+      echo "== flash_attn on the GPU against torch SDPA"
+      PYTHONPATH="$build/pydev" timeout 600 "$python" bench/flash_attn_gpu_bench.py --s 2048 --runs 2 2>&1 |
+        tee "$logs/flash_attn_gpu_bench.log" | tail -8
+      rc=${PIPESTATUS[0]}
+      [ "$rc" -eq 0 ] && row "flash_attn GPU benchmark" PASS "table above" ||
+        row "flash_attn GPU benchmark" FAIL "rc $rc (see $logs/flash_attn_gpu_bench.log)"
+    fi
+  fi
 elif ! "$python" -c "import nanobind, numpy" 2>/dev/null; then
   row "python cuda tensor tests" SKIP "$python cannot import nanobind and numpy"
 fi

@@ -13,7 +13,7 @@ import numpy as np
 
 from tessera import _C
 from tessera._tensor_ops import TensorOps
-from tessera.errors import ArgumentError, DtypeError, ShapeError
+from tessera.errors import ArgumentError, DeviceError, DtypeError, ShapeError
 
 Tensor = _C.Tensor
 
@@ -179,3 +179,15 @@ def _annotation(spec):
 _install()
 
 __all__ = ["Tensor", "tensor", "from_dlpack"]
+
+
+def one_device(labelled, where):
+    """The device of the tensors in ``labelled`` ((label, tensor) pairs), which must all be on one
+    ("cpu" when there are none); otherwise a DeviceError from ``where`` naming two of them."""
+    devices = {}
+    for label, t in labelled:
+        devices.setdefault(t.device, label)
+    if len(devices) > 1:
+        (d0, n0), (d1, n1) = list(devices.items())[:2]
+        raise DeviceError(f"{where} got {n0} on {d0} and {n1} on {d1}; move them to one device with .to(...)")
+    return next(iter(devices), "cpu")

@@ -38,7 +38,7 @@ from tessera._trace import TraceContext, Tracer, active, _user_frame
 from tessera import privilege_scheduler as _privileges
 from tessera.privileges import RegionTracer, effects_of
 from tessera.region import RegionSpec
-from tessera.errors import ArgumentError, CompileError, DeviceError, DtypeError, ShapeError
+from tessera.errors import ArgumentError, CompileError, DtypeError, ShapeError
 
 CANONICAL_PIPELINE = ("canonicalize", "cse", "dce")
 
@@ -413,14 +413,8 @@ class JitFunction:
     def _device_of(self, tensors):
         """The device a call runs on: its tensors' device (all the same), or cuda:0 for
         target="cuda" with host tensors."""
-        devices = {}
-        for name, t in tensors.items():
-            devices.setdefault(t.device, name)
-        if len(devices) > 1:
-            (d0, n0), (d1, n1) = list(devices.items())[:2]
-            raise DeviceError(f"{self.__name__}() got argument '{n0}' on {d0} and argument '{n1}' on {d1}; "
-                              f"move them to one device with .to(...)")
-        device = next(iter(devices), "cpu")
+        from tessera._tensor import one_device
+        device = one_device(((f"argument '{n}'", t) for n, t in tensors.items()), f"{self.__name__}()")
         if self.options["target"] in ("cuda", "cuda_tile") and device == "cpu":
             return "cuda:0"
         return device

@@ -23,7 +23,7 @@ import numpy as np
 from tessera import _C
 from tessera._trace import TraceContext, Tracer, active
 from tessera.autodiff._tree import flatten
-from tessera.errors import ArgumentError, CompileError, DeviceError
+from tessera.errors import ArgumentError, CompileError
 
 
 class ArgSpec:
@@ -171,14 +171,8 @@ def _execute(module, fname, tensors):
     device), the way an eager framework runs autograd; @jit of the transform fuses and compiles the
     whole function instead. TESSERA_EAGER (or else TESSERA_BACKEND) = reference selects the
     reference executor, as for eager ops; a host op no template covers runs there and says so."""
-    devices = {}
-    for i, t in enumerate(tensors):
-        devices.setdefault(t.device, i)
-    if len(devices) > 1:
-        (d0, i0), (d1, i1) = list(devices.items())[:2]
-        raise DeviceError(f"{fname}: input {i0} is on {d0} and input {i1} is on {d1}; move them to one device "
-                          f"with .to(...)")
-    device = next(iter(devices), "cpu")
+    from tessera._tensor import one_device
+    device = one_device(((f"input {i}", t) for i, t in enumerate(tensors)), fname)
     if device != "cpu" or _C.eager_backend() == "compiled":
         results, no_kernel = module.execute_eager(fname, tensors)
         if no_kernel:

@@ -163,6 +163,19 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   }
 }
 
+std::optional<std::string> read_checked_blob(const std::string& path) {
+  std::string bin, sum;
+  if (!read_file(path, bin) || !read_file(path + ".sha256", sum) || bin.empty() || sum != sha256_hex(bin)) {
+    return std::nullopt;
+  }
+  return bin;
+}
+
+void write_checked_blob(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, bytes);
+  write_file_atomic(path + ".sha256", sha256_hex(bytes));
+}
+
 CompileCache::CompileCache(const std::string& root, bool create) : dir_(root + "/cpu") {
   if (create) make_directories(dir_);
 }

@@ -13,6 +13,7 @@
 // renames) is treated as absent and rebuilt.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,13 @@ void make_directories(const std::string& dir);
 
 // Writes `content` to `path` through a temporary file and rename.
 void write_file_atomic(const std::string& path, std::string_view content);
+
+// A cached binary beside its "<path>.sha256" sidecar (the GPU backends'
+// cubins): the bytes when both files exist, the binary is not empty and the
+// digest matches; nullopt otherwise (absent, torn or corrupt: recompile).
+std::optional<std::string> read_checked_blob(const std::string& path);
+// Writes the binary and its sidecar, each atomically.
+void write_checked_blob(const std::string& path, std::string_view bytes);
 
 // The read-only directory of kernels compiled when Tessera was built
 // (tessera-prebuild): $TESSERA_PREBUILT_DIR, else prebuilt/ beside

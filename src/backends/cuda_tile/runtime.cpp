@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include "backends/common/kernel_params.h"
@@ -44,14 +42,6 @@ struct PlainForm {
 };
 
 namespace {
-
-std::string read_file(const std::string& path, bool& ok) {
-  std::ifstream in(path, std::ios::binary);
-  ok = static_cast<bool>(in);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::mutex& cache_mutex() {
   static std::mutex m;
@@ -129,11 +119,8 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   const std::string dir = cpu::detail::resolve_cache_root(cache_dir) + "/cuda_tile";
   c.path = dir + "/" + c.cache_key + ".cubin";
   if (use_cache) {
-    bool ok_bin = false, ok_sum = false;
-    const std::string bin = detail::read_file(c.path, ok_bin);
-    const std::string sum = detail::read_file(c.path + ".sha256", ok_sum);
-    if (ok_bin && ok_sum && !bin.empty() && sum == cpu::detail::sha256_hex(bin)) {
-      c.bytes.assign(bin.begin(), bin.end());
+    if (const auto bin = cpu::detail::read_checked_blob(c.path)) {
+      c.bytes.assign(bin->begin(), bin->end());
       c.cache_hit = true;
       return c;
     }
@@ -143,8 +130,7 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   cpu::detail::make_directories(dir);
   cpu::detail::write_file_atomic(dir + "/" + c.cache_key + ".tileirbc", bytecode);
   cpu::detail::write_file_atomic(dir + "/" + c.cache_key + ".txt", c.text);
-  cpu::detail::write_file_atomic(c.path, bin);
-  cpu::detail::write_file_atomic(c.path + ".sha256", cpu::detail::sha256_hex(bin));
+  cpu::detail::write_checked_blob(c.path, bin);
   c.bytes.assign(bin.begin(), bin.end());
   return c;
 }

@@ -12,9 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include "backends/cpu/compile_cache.h"
@@ -90,14 +88,6 @@ struct LoadedKernel {
 
 namespace {
 
-std::string read_file(const std::string& path, bool& ok) {
-  std::ifstream in(path, std::ios::binary);
-  ok = static_cast<bool>(in);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const std::string& headers_hash() {
   static const std::string hash = [] {
     std::string all;
@@ -161,11 +151,8 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   const std::string dir = cpu::detail::resolve_cache_root(options.cache_dir) + "/cuda";
   const std::string cubin_path = dir + "/" + k.cache_key + ".cubin";
   if (!k.handle && options.use_cache && !options.ptx) {
-    bool ok_bin = false, ok_sum = false;
-    const std::string bin = detail::read_file(cubin_path, ok_bin);
-    const std::string sum = detail::read_file(cubin_path + ".sha256", ok_sum);
-    if (ok_bin && ok_sum && !bin.empty() && sum == cpu::detail::sha256_hex(bin)) {
-      k.handle = detail::load(options.device, std::vector<char>(bin.begin(), bin.end()));
+    if (const auto bin = cpu::detail::read_checked_blob(cubin_path)) {
+      k.handle = detail::load(options.device, std::vector<char>(bin->begin(), bin->end()));
       k.cache_hit = true;
     }
   }
@@ -178,9 +165,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
     k.ptx = program.ptx;
     cpu::detail::make_directories(dir);
     cpu::detail::write_file_atomic(dir + "/" + k.cache_key + ".cu", e.source);
-    const std::string_view bin(program.cubin.data(), program.cubin.size());
-    cpu::detail::write_file_atomic(cubin_path, bin);
-    cpu::detail::write_file_atomic(cubin_path + ".sha256", cpu::detail::sha256_hex(bin));
+    cpu::detail::write_checked_blob(cubin_path, std::string_view(program.cubin.data(), program.cubin.size()));
     k.handle = detail::load(options.device, program.cubin);
   }
   {
