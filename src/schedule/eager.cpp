@@ -196,16 +196,16 @@ std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation&
   return graph::execute_with(module, func, args,
                              [&](const ir::Operation& op, std::span<const Tensor> inputs, std::span<const ir::Type>) {
                                try {
-                                 if (op.num_operands() == 0) {
-                                   std::vector<Tensor> made = graph::execute_op(op.def(), inputs, op.attrs());
-                                   if (device != "cpu") {
-                                     for (Tensor& t : made) t = t.to(device);
-                                   }
-                                   return made;
-                                 }
+                                 // A constant's data is its attribute: made directly, never
+                                 // an eager cache entry keyed by its values.
                                  std::string why;
-                                 std::vector<Tensor> out = run_op_eager(op.def(), inputs, op.attrs(), why);
+                                 std::vector<Tensor> out = op.name() == "graph.constant"
+                                                               ? graph::execute_op(op.def(), inputs, op.attrs())
+                                                               : run_op_eager(op.def(), inputs, op.attrs(), why);
                                  if (!why.empty()) no_kernel.push_back(why);
+                                 if (op.num_operands() == 0 && device != "cpu") {
+                                   for (Tensor& t : out) t = t.to(device);
+                                 }
                                  return out;
                                } catch (const Error& e) {
                                  ir::rethrow_for_op(e, op.name(), op.location());

@@ -49,8 +49,8 @@ std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> i
 // transforms (tessera.grad, vjp, jvp, ... outside @jit) run the functions
 // they stage, as a framework runs eager autograd, without a whole-function
 // compile per call. The function runs on its arguments' device; results of
-// ops without operands (constants, creation ops) are made on the host and
-// moved there. `no_kernel` receives "op: why" for each host op that ran on
+// ops without operands (constants, creation ops) are made on the host
+// (creation ops by their eager kernels) and moved there. `no_kernel` receives "op: why" for each host op that ran on
 // the reference executor because no template covers it.
 std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
                                   std::vector<std::string>& no_kernel);

@@ -622,6 +622,35 @@ Value Body::mma(Value a, Value b, Value acc) {
   return r;
 }
 
+// A region's ops are written to a buffer of their own with their own op
+// count; leaving it writes the count and the ops into the enclosing buffer
+// and restores the outer value ids and count (and the text indentation,
+// which the begin_* call raised after its header lines).
+void Body::enter_region(const char* kind, std::vector<TypeRef> result_types) {
+  Open o;
+  o.kind = kind;
+  o.result_types = std::move(result_types);
+  o.outer_buf = std::move(buf_);
+  o.outer_next_id = next_id_;
+  o.outer_num_ops = num_ops_;
+  buf_.clear();
+  num_ops_ = 0;
+  open_.push_back(std::move(o));
+}
+
+std::vector<TypeRef> Body::leave_region() {
+  Open o = std::move(open_.back());
+  open_.pop_back();
+  std::vector<std::uint8_t> inner = std::move(buf_);
+  buf_ = std::move(o.outer_buf);
+  var(num_ops_);
+  buf_.insert(buf_.end(), inner.begin(), inner.end());
+  next_id_ = o.outer_next_id;
+  num_ops_ = o.outer_num_ops;
+  indent_ -= 2;
+  return o.result_types;
+}
+
 std::vector<Value> Body::begin_for(Value lo, Value hi, Value step, const std::vector<Value>& inits) {
   // opcode, result types (sized), flags (unsigned compare: no), operands
   // (sized: lo, hi, step, inits), then one region: blocks (1), the block's
@@ -636,25 +665,19 @@ std::vector<Value> Body::begin_for(Value lo, Value hi, Value step, const std::ve
   operand(step);
   for (Value v : inits) operand(v);
   var(1);  // regions
-  Open o;
-  o.kind = "for";
-  for (Value v : inits) o.result_types.push_back(v.type);
   var(1);  // blocks in the region
   var(1 + inits.size());
   var(lo.type.id);
   for (Value v : inits) var(v.type.id);
-  o.outer_buf = std::move(buf_);
-  o.outer_next_id = next_id_;
-  o.outer_num_ops = num_ops_;
-  buf_.clear();
-  num_ops_ = 0;
+  std::vector<TypeRef> result_types;
+  for (Value v : inits) result_types.push_back(v.type);
+  enter_region("for", std::move(result_types));
   std::vector<Value> args{result(lo.type)};
   for (Value v : inits) args.push_back(result(v.type));
   std::string iters;
   for (std::size_t i = 0; i < inits.size(); ++i) iters += (i ? ", " : "") + ref(args[i + 1]) + " = " + ref(inits[i]);
   line("for " + ref(args[0]) + " in (" + ref(lo) + " to " + ref(hi) + ", step " + ref(step) + ") : " +
        m_.type_text(lo.type) + (inits.empty() ? "" : " iter_values(" + iters + ")") + " {");
-  open_.push_back(std::move(o));
   indent_ += 2;
   return args;
 }
@@ -667,17 +690,8 @@ std::vector<Value> Body::end_for(const std::vector<Value>& next) {
   var(next.size());
   for (Value v : next) operand(v);
   line("continue" + (next.empty() ? std::string() : " " + list(next, [&](Value v) { return ref(v); })));
-  Open o = std::move(open_.back());
-  open_.pop_back();
-  std::vector<std::uint8_t> inner = std::move(buf_);
-  buf_ = std::move(o.outer_buf);
-  var(num_ops_);
-  buf_.insert(buf_.end(), inner.begin(), inner.end());
-  next_id_ = o.outer_next_id;
-  num_ops_ = o.outer_num_ops;
-  indent_ -= 2;
   std::vector<Value> results;
-  for (TypeRef t : o.result_types) results.push_back(result(t));
+  for (TypeRef t : leave_region()) results.push_back(result(t));
   line("} -> (" + list(results, [&](Value v) { return ref(v); }) + ")");
   return results;
 }
@@ -714,21 +728,13 @@ std::vector<Value> Body::begin_reduce(Value x, int dim, double identity, TypeRef
   var(2);
   var(scalar.id);
   var(scalar.id);
-  Open o;
-  o.kind = "reduce";
-  o.result_types = {result_type};
-  o.outer_buf = std::move(buf_);
-  o.outer_next_id = next_id_;
-  o.outer_num_ops = num_ops_;
-  buf_.clear();
-  num_ops_ = 0;
+  enter_region("reduce", {result_type});
   std::vector<Value> args{result(scalar), result(scalar)};
   std::ostringstream id;
   id << identity;
   line("reduce " + ref(x) + " dim=" + std::to_string(dim) + " identities=[" + id.str() + " : " +
        std::string(elem_name(e)) + "] : " + m_.type_text(x.type) + " -> " + m_.type_text(result_type));
   line("(" + ref(args[0]) + ": " + m_.type_text(scalar) + ", " + ref(args[1]) + ": " + m_.type_text(scalar) + ") {");
-  open_.push_back(std::move(o));
   indent_ += 2;
   return args;
 }
@@ -740,16 +746,7 @@ Value Body::end_reduce(Value combined) {
   var(1);
   operand(combined);
   line("yield " + ref(combined));
-  Open o = std::move(open_.back());
-  open_.pop_back();
-  std::vector<std::uint8_t> inner = std::move(buf_);
-  buf_ = std::move(o.outer_buf);
-  var(num_ops_);
-  buf_.insert(buf_.end(), inner.begin(), inner.end());
-  next_id_ = o.outer_next_id;
-  num_ops_ = o.outer_num_ops;
-  indent_ -= 2;
-  Value r = result(o.result_types[0]);
+  Value r = result(leave_region().at(0));
   line("} -> " + ref(r));
   return r;
 }

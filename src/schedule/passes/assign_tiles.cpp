@@ -55,11 +55,11 @@ void assign_tiles(ir::Operation& func) {
       // Lanes per group: one element per lane, enough lanes per group that
       // the per-group cost vanishes on the CPU and a GPU block is full.
       case Family::elementwise: k->attrs().set("tile", std::vector<std::int64_t>{1024}); break;
-      // M, N, K block of the GEMM template.
       // Lanes per group: one output element per lane; fewer lanes than
       // elementwise kernels since each lane loops over its reduced elements.
       case Family::reduction:
       case Family::normalization: k->attrs().set("tile", std::vector<std::int64_t>{64}); break;
+      // M, N, K block of the GEMM template.
       case Family::gemm: k->attrs().set("tile", cpu_gemm_tile(*k)); break;
       default: break;
     }

@@ -118,8 +118,9 @@ class Body {
     std::uint32_t outer_num_ops = 0;
     std::vector<TypeRef> result_types;
     std::string kind;  // "for" or "reduce"
-    std::string header;
   };
+  void enter_region(const char* kind, std::vector<TypeRef> result_types);
+  std::vector<TypeRef> leave_region();  // -> the region op's result types
   std::vector<Open> open_;
   int indent_ = 2;
 };
