@@ -29,6 +29,7 @@ using cuda::DevicePtr;
 struct Clique {
   std::vector<int> devices;
   std::vector<cu::ncclComm> comms;
+  bool peers = false;  // every GPU may read every other's memory (one process)
   std::mutex mu;
   std::string broken;  // why it was aborted ("" while usable)
 
@@ -56,6 +57,9 @@ std::shared_ptr<Clique> clique_for(const std::vector<int>& devices) {
   c->comms.resize(devices.size());
   cu::check_nccl(cu::nccl().ncclCommInitAll(c->comms.data(), static_cast<int>(devices.size()), devices.data()),
                  "ncclCommInitAll");
+  c->peers = true;
+  for (int a : devices)
+    for (int b : devices) c->peers = c->peers && cuda::enable_peer_access(a, b);
   slot = c;
   return c;
 }
@@ -201,6 +205,19 @@ SideStream& side_stream(int device) {
   return *s;
 }
 
+// How a deterministic allreduce in one process gathers the members' parts:
+// "peer" (the default) has each GPU's combining kernel read them where they
+// lie, over NVLink; "nccl" (TESSERA_NCCL_EXCHANGE=nccl) moves them with
+// grouped send/recv into staging first. The bits are the same.
+// Read when a communicator is made, so all its members agree.
+bool peer_exchange_enabled() {
+  const char* v = std::getenv("TESSERA_NCCL_EXCHANGE");
+  if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return true;
+  if (std::strcmp(v, "nccl") == 0) return false;
+  raise(ErrorCode::ArgumentInvalid,
+        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\" or \"nccl\"");
+}
+
 // Every member's shape in a call, by rank.
 using Shapes = std::vector<std::vector<std::int64_t>>;
 
@@ -235,6 +252,8 @@ class NcclCommunicator final : public detail::ThreadMembers {
       }
       devices_.push_back(d);
     }
+    ready_.resize(size());
+    peer_exchange_ = !coordinator_ && peer_exchange_enabled();
     if (coordinator_) {
       std::string key = rv_.axis();
       for (std::size_t r = 0; r < size(); ++r) key += "|" + rv_.members()[r] + "@" + std::to_string(owners[r]);
@@ -250,6 +269,11 @@ class NcclCommunicator final : public detail::ThreadMembers {
     const Tensor xc = prepare(rank, x, "allreduce");
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
+    // Every member decides alike (one process, one environment, one call).
+    const bool by_peers = peer_exchange_ && clique_->peers &&
+                          algorithm != Algorithm::native &&
+                          detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
+    if (by_peers) ready_event(rank).record_default_stream();
     return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       const std::int64_t n = xc.numel();
       if (n == 0) return out;
@@ -258,6 +282,10 @@ class NcclCommunicator final : public detail::ThreadMembers {
       if (algorithm == Algorithm::native && dt >= 0 && nop >= 0) {
         cu::check_nccl(cu::nccl().ncclAllReduce(ptr(xc), ptr(out), static_cast<std::size_t>(n), dt, nop, comm, nullptr),
                        "ncclAllReduce");
+        return out;
+      }
+      if (by_peers) {
+        reduce_by_peers(rank, dev, comm, out, op, algorithm);
         return out;
       }
       // Reduce-scatter of flat parts (each member combines its own), then
@@ -493,6 +521,37 @@ class NcclCommunicator final : public detail::ThreadMembers {
     });
   }
 
+  // Member `rank`'s event on its default stream, recorded before it
+  // arrives at a collective, when its input is ready. One per member
+  // suffices: depart() is a barrier, so every member has queued its waits
+  // on this call's record before any member records the next.
+  cuda::Event& ready_event(std::size_t rank) {
+    if (!ready_[rank]) ready_[rank] = std::make_unique<cuda::Event>(devices_[rank]);
+    return *ready_[rank];
+  }
+
+  // A deterministic allreduce whose combining kernel reads every member's
+  // part where it lies (peer memory): this GPU waits until every member's
+  // input is ready, combines its flat part, and the all-gather spreads the
+  // parts. The all-gather also orders every later use of this member's
+  // input after the peers' reads of it: a member's all-gather cannot finish
+  // before every member's combining kernel has.
+  void reduce_by_peers(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& out, ReduceOp op,
+                       Algorithm algorithm) const {
+    const Tensor& mine_in = *static_cast<const Tensor*>(rv_.payload_of(rank));
+    const std::int64_t n = mine_in.numel();
+    const std::size_t es = element_bytes(mine_in);
+    const Run mine = block_part(n, static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
+    std::vector<DevicePtr> parts;
+    for (std::size_t j = 0; j < size(); ++j) {
+      if (j != rank) ready_[j]->wait_on(dev);
+      parts.push_back(address(*static_cast<const Tensor*>(rv_.payload_of(j))) + mine.start * es);
+    }
+    detail::combine_peers(dev, address(out) + mine.start * es, parts, mine.length, op, algorithm, mine_in.policy(),
+                          detail::CombinePlacement{1, mine.length, n, mine.start, n});
+    gather_parts(rank, comm, out, Run{0, n}, es);
+  }
+
   // One unpipelined reduction of the flat range [start, start + length) of x into out.
   void reduce_chunk(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& x, const Tensor& out,
                     std::int64_t start, std::int64_t length, ReduceOp op, Algorithm algorithm) const {
@@ -703,7 +762,9 @@ class NcclCommunicator final : public detail::ThreadMembers {
   }
 
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
-  std::vector<int> devices_;                    // by rank; -1 for a GPU of another process
+  std::vector<int> devices_;                          // by rank; -1 for a GPU of another process
+  std::vector<std::unique_ptr<cuda::Event>> ready_;  // ready_event(), by rank
+  bool peer_exchange_ = false;                        // peer_exchange_enabled() when made
   std::shared_ptr<Clique> clique_;
 };
 

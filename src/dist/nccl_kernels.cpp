@@ -129,6 +129,96 @@ extern "C" __global__ void tessera_combine_f32(unsigned char* out, const unsigne
   }
 }
 
+// The same combination reading every member's part where it lies (peer
+// memory over NVLink or PCIe): no staging copy; in rank order 16 bytes of
+// each member at a time. ST is the storage (fp32, bf16 or fp16), a
+// constant so the lanes' decoding unrolls.
+#define TESSERA_MAX_PEERS 8
+struct Peers {
+  const unsigned char* at[TESSERA_MAX_PEERS];
+};
+
+// Lane j of member m's 16 bytes (words w[m][0..3]) when j is a constant.
+template <int ES>
+__device__ __forceinline__ u32 lane_bits(const u32 (&w)[4], int j) {
+  return ES == 4 ? w[j] : (w[j / 2] >> ((j % 2) * 16)) & 0xFFFFu;
+}
+
+// Member m's pointer, the same way.
+__device__ __forceinline__ const unsigned char* pick_ptr(const Peers& peers, int m) {
+  const unsigned char* r = peers.at[0];
+#pragma unroll
+  for (int q = 1; q < TESSERA_MAX_PEERS; ++q)
+    if (q == m) r = peers.at[q];
+  return r;
+}
+
+template <int ST>
+__device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& peers, i64 n, int members,
+                                              int algorithm, int op, int saturate, int vectorize, i64 inner, i64 len,
+                                              i64 dim, i64 start, i64 total) {
+  constexpr int ES = ST == kFp32 ? 4 : 2, kPer = 16 / ES, storage = ST;
+  // Rank order only: a ring's first member varies by element.
+  const i64 vectors = vectorize && algorithm == kRankOrder ? n / kPer : 0;
+  const i64 stride = (i64)gridDim.x * blockDim.x;
+  const i64 first_thread = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  for (i64 v = first_thread; v < vectors; v += stride) {
+    // Every member's 16 bytes are requested before any is used: the loads
+    // of remote members are in flight together.
+    u32 in[TESSERA_MAX_PEERS][4];
+#pragma unroll
+    for (int m = 0; m < TESSERA_MAX_PEERS; ++m) {
+      if (m < members) {
+        const uint4 q = ((const uint4*)pick_ptr(peers, m))[v];
+        in[m][0] = q.x, in[m][1] = q.y, in[m][2] = q.z, in[m][3] = q.w;
+      }
+    }
+    u32 res[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      float acc = decode_f32(lane_bits<ES>(in[0], j), storage);
+#pragma unroll
+      for (int m = 1; m < TESSERA_MAX_PEERS; ++m)
+        if (m < members) acc = combine_f32(acc, decode_f32(lane_bits<ES>(in[m], j), storage), op);
+      if (op == kMean) acc = (float)((double)acc / members);
+      const u32 code = encode_f32_nearest_even(acc, storage, saturate != 0);
+      if (ES == 4) res[j] = code;
+      else res[j / 2] |= (code & 0xFFFFu) << ((j % 2) * 16);
+    }
+    ((uint4*)out)[v] = make_uint4(res[0], res[1], res[2], res[3]);
+  }
+  // What is left (or everything, unaligned): element by element.
+  for (i64 i = vectors * kPer + first_thread; i < n; i += stride) {
+    const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
+    float acc = decode_f32(load_bits(pick_ptr(peers, first), i, ES), storage);
+    for (int k = 1; k < members; ++k) {
+      int m = first + k;
+      if (m >= members) m -= members;
+      acc = combine_f32(acc, decode_f32(load_bits(pick_ptr(peers, m), i, ES), storage), op);
+    }
+    if (op == kMean) acc = (float)((double)acc / members);
+    store_bits(out, i, ES, encode_f32_nearest_even(acc, storage, saturate != 0));
+  }
+}
+
+extern "C" __global__ void tessera_combine_peers_fp32(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kFp32>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
+
+extern "C" __global__ void tessera_combine_peers_bf16(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kBf16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
+
+extern "C" __global__ void tessera_combine_peers_fp16(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kFp16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
+
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
 // at a time: every address, pitch and row length is a multiple of it.
 extern "C" __global__ void tessera_copy_rows(unsigned char* dst, i64 dst_pitch, const unsigned char* src,
@@ -154,7 +244,12 @@ constexpr int kMaxTree = 64;
 
 struct Kernels {
   cuda::Module module;
-  cuda::Function combine, combine_f32, copy_rows;
+  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16;
+};
+
+// The kernel parameter of tessera_combine_peers_*.
+struct PeerParts {
+  const unsigned char* at[kMaxPeers];
 };
 
 const Kernels& kernels(int device) {
@@ -167,10 +262,13 @@ const Kernels& kernels(int device) {
   const std::string arch = cuda::device_properties(device).arch();
   auto p = programs->find(arch);
   if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
-  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}};
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}};
   k.combine = k.module.function("tessera_combine");
   k.combine_f32 = k.module.function("tessera_combine_f32");
   k.copy_rows = k.module.function("tessera_copy_rows");
+  k.combine_peers_fp32 = k.module.function("tessera_combine_peers_fp32");
+  k.combine_peers_bf16 = k.module.function("tessera_combine_peers_bf16");
+  k.combine_peers_fp16 = k.module.function("tessera_combine_peers_fp16");
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
@@ -236,6 +334,40 @@ void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_
             overflow = static_cast<int>(policy.overflow);
   k.combine(config_for(n, stream), o, in, n, members, alg, opc, storage, accum, rounding, overflow, es, at.inner, at.len,
             at.dim, at.start, at.total);
+}
+
+bool peer_combinable(const NumericsPolicy& p, Algorithm algorithm, int members) {
+  return members >= 1 && members <= kMaxPeers && p.accum == DType::fp32 && p.rounding == Rounding::nearest_even &&
+         (algorithm == Algorithm::rank_order || algorithm == Algorithm::ring) &&
+         (p.storage == DType::fp32 || p.storage == DType::bf16 || p.storage == DType::fp16);
+}
+
+void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
+                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at) {
+  if (n <= 0) return;
+  const int members = static_cast<int>(parts.size());
+  if (op == ReduceOp::mean || members < 2) algorithm = Algorithm::rank_order;
+  if (!peer_combinable(policy, algorithm, members)) {
+    raise(ErrorCode::Internal, "nccl peer combine of " + std::string(name(policy.storage)) + " over " +
+                                   std::to_string(members) + " members");
+  }
+  PeerParts peers{};
+  bool aligned = out % 16 == 0;
+  for (int m = 0; m < members; ++m) {
+    peers.at[m] = reinterpret_cast<const unsigned char*>(parts[static_cast<std::size_t>(m)]);
+    aligned = aligned && parts[static_cast<std::size_t>(m)] % 16 == 0;
+  }
+  const int es = static_cast<int>(storage_bytes(policy.storage));
+  const Kernels& k = kernels(device);
+  const int alg = algorithm_code(algorithm), opc = op_code(op);
+  const bool vectors = aligned && algorithm == Algorithm::rank_order;
+  const int saturate = policy.overflow == Overflow::saturate ? 1 : 0, vectorize = vectors ? 1 : 0;
+  const std::int64_t work = vectors ? std::max<std::int64_t>(1, n / (16 / es)) : n;
+  const cuda::Function& f = policy.storage == DType::fp32   ? k.combine_peers_fp32
+                            : policy.storage == DType::bf16 ? k.combine_peers_bf16
+                                                            : k.combine_peers_fp16;
+  f(config_for(work), reinterpret_cast<unsigned char*>(out), peers, n, members, alg, opc, saturate, vectorize, at.inner,
+    at.len, at.dim, at.start, at.total);
 }
 
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,

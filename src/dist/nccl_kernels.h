@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tessera/dist/communicator.h"
 #include "tessera/runtime/cuda.h"
@@ -35,6 +36,21 @@ bool device_combinable(const NumericsPolicy& policy);
 void combine(int device, cuda::DevicePtr out, cuda::DevicePtr parts, std::int64_t n, int members, ReduceOp op,
              Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement,
              const cuda::Stream* stream = nullptr);
+
+// The most members combine_peers reads from.
+constexpr int kMaxPeers = 8;
+
+// Whether combine_peers handles `policy` in the order of `algorithm` over
+// `members`: fp32, bf16 or fp16 storage at fp32 accumulation to nearest,
+// rank or ring order, at most kMaxPeers members.
+bool peer_combinable(const NumericsPolicy& policy, Algorithm algorithm, int members);
+
+// out[i] = the combination of parts[m][i] over members m (each a pointer a
+// kernel on `device` may read: its own memory or a peer's with peer access
+// enabled), as combine() computes it, queued on `device`'s default stream.
+// Reads 16 bytes of each member at a time when every pointer allows.
+void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
+                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement);
 
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.

@@ -121,6 +121,54 @@ def test_ring_and_tree_orders_give_the_local_backends_bits(algorithm, dtype):
 
 
 @needs(2)
+@pytest.mark.parametrize("exchange", ["peer", "nccl"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("algorithm", ["rank_order", "ring"])
+def test_both_exchanges_give_the_local_backends_bits(monkeypatch, exchange, dtype, algorithm):
+    # "peer": each GPU's combining kernel reads the others' parts over NVLink
+    # (16 bytes at a time where aligned, element by element in the tail);
+    # "nccl": grouped send/recv into staging. Sizes: parts that are 16-byte
+    # aligned with and without a tail, and unaligned ones.
+    monkeypatch.setenv("TESSERA_NCCL_EXCHANGE", exchange)
+    n = min(GPUS, 4)
+    for elems in (4096 * n, 4096 * n + 24 * n + 5, (1 << 18) + 3):
+        for op in ("sum", "max", "mean"):
+            xs = inputs(n, (elems,), dtype, seed=elems % 97)
+            got, want = both(n, lambda c, r, x: c.allreduce(r, x, op, algorithm), xs)
+            assert_same_bits(got, want)
+
+
+@needs(2)
+@pytest.mark.parametrize("exchange", ["peer", "nccl"])
+def test_back_to_back_allreduces_whose_inputs_are_freed_and_reused(monkeypatch, exchange):
+    # Each step's input is dropped (its memory returns to the caching
+    # allocator and is reused by the next step's tensors) while the peers
+    # may still be reading it: the all-gather must order that reuse after
+    # their reads, or the later steps' bits drift from the local backend's.
+    monkeypatch.setenv("TESSERA_NCCL_EXCHANGE", exchange)
+    n = min(GPUS, 4)
+    xs = inputs(n, (1 << 20,), "fp32", seed=21)
+    nccl = _C.nccl_communicator("tp", members(n), timeout=60)
+    local = _C.local_communicator("tp", [f"cpu:{i}" for i in range(n)], timeout=60)
+
+    def steps(c, r, x):
+        for _ in range(12):
+            out = c.allreduce(r, x, "sum")
+            x = tessera.ops.sub(tessera.ops.mul(out, 0.25), x)
+        return x
+    got = run_ranks(n, lambda r: steps(nccl, r, xs[r].to(f"cuda:{r}")).to("cpu"), [nccl])
+    want = run_ranks(n, lambda r: steps(local, r, xs[r]), [local])
+    assert_same_bits(got, want)
+
+
+@needs(2)
+def test_a_malformed_exchange_setting_is_an_argument_error(monkeypatch):
+    monkeypatch.setenv("TESSERA_NCCL_EXCHANGE", "carrier-pigeon")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_NCCL_EXCHANGE='carrier-pigeon'"):
+        _C.nccl_communicator("tp", members(2), timeout=60)
+
+
+@needs(2)
 def test_the_native_allreduce_is_nccls_sum():
     n = min(GPUS, 4)
     xs = inputs(n, (4096,), "fp32", seed=5)

@@ -55,6 +55,10 @@ void synchronize(int ordinal);
 int parse_device(std::string_view device);
 // Free and total device memory in bytes.
 std::pair<std::size_t, std::size_t> memory_info(int ordinal);
+// Lets kernels on `device` read and write memory of `peer` (NVLink or PCIe
+// peer-to-peer), for the life of the process. False when the hardware
+// cannot; true when it now can (always for device == peer).
+bool enable_peer_access(int device, int peer);
 
 // ---- streams and events -------------------------------------------------------
 
@@ -94,6 +98,8 @@ class Event {
   // Work queued on `stream` (nullptr: the default stream) after this call
   // waits until the work this event recorded is done; the host does not wait.
   void wait(const Stream* stream) const;
+  // The same for the default stream of another device (cross-GPU ordering).
+  void wait_on(int device) const;
   void synchronize() const;
   void* handle() const { return handle_; }
 

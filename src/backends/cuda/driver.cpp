@@ -63,6 +63,8 @@ LoadedDriver& loaded() {
     resolve(library, a.cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, missing);
     resolve(library, a.cuCtxSetCurrent, {"cuCtxSetCurrent"}, missing);
     resolve(library, a.cuCtxSynchronize, {"cuCtxSynchronize"}, missing);
+    resolve(library, a.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, missing);
+    resolve(library, a.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, missing);
     resolve(library, a.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
     resolve(library, a.cuMemFree, {"cuMemFree_v2"}, missing);
     resolve(library, a.cuMemGetInfo, {"cuMemGetInfo_v2"}, missing);
@@ -260,6 +262,29 @@ std::pair<std::size_t, std::size_t> memory_info(int ordinal) {
   std::size_t free_bytes = 0, total = 0;
   check(driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
   return {free_bytes, total};
+}
+
+bool enable_peer_access(int device, int peer) {
+  if (device == peer) return true;
+  use_device(peer);  // retains the peer's primary context
+  const DriverApi& api = driver();
+  CUcontext peer_context = nullptr;
+  {
+    LoadedDriver& s = loaded();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    peer_context = s.contexts[static_cast<std::size_t>(peer)];
+  }
+  CUdevice d = 0, p = 0;
+  check(api.cuDeviceGet(&d, device), "cuDeviceGet");
+  check(api.cuDeviceGet(&p, peer), "cuDeviceGet");
+  int can = 0;
+  check(api.cuDeviceCanAccessPeer(&can, d, p), "cuDeviceCanAccessPeer");
+  if (can == 0) return false;
+  use_device(device);
+  CUresult rc = api.cuCtxEnablePeerAccess(peer_context, 0);
+  if (rc == kCudaErrorPeerAccessAlreadyEnabled) rc = kCudaSuccess;
+  check(rc, "cuCtxEnablePeerAccess");
+  return true;
 }
 
 int parse_device(std::string_view device) {

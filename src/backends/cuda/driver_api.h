@@ -39,6 +39,7 @@ struct KernelNodeParams {
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorOutOfMemory = 2;
 constexpr CUresult kCudaErrorNotReady = 600;
+constexpr CUresult kCudaErrorPeerAccessAlreadyEnabled = 704;
 
 // CUdevice_attribute values.
 constexpr int kAttrMaxThreadsPerBlock = 1;
@@ -70,6 +71,8 @@ struct DriverApi {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxSynchronize)();
+  CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemGetInfo)(std::size_t*, std::size_t*);

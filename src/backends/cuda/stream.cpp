@@ -105,6 +105,11 @@ void Event::wait(const Stream* stream) const {
         "cuStreamWaitEvent");
 }
 
+void Event::wait_on(int device) const {
+  use_device(device);
+  check(driver().cuStreamWaitEvent(nullptr, static_cast<CUevent>(handle_), 0), "cuStreamWaitEvent");
+}
+
 void Event::synchronize() const {
   use_device(device_);
   check(driver().cuEventSynchronize(static_cast<CUevent>(handle_)), "cuEventSynchronize");
