@@ -105,9 +105,15 @@ void Event::wait(const Stream* stream) const {
         "cuStreamWaitEvent");
 }
 
-void Event::wait_on(int device) const {
+void Event::wait_on(int device, const Stream* stream) const {
+  if (stream != nullptr && stream->device() != device) {
+    raise(ErrorCode::ArgumentInvalid, "a stream of cuda:" + std::to_string(stream->device()) +
+                                          " is not a stream of cuda:" + std::to_string(device));
+  }
   use_device(device);
-  check(driver().cuStreamWaitEvent(nullptr, static_cast<CUevent>(handle_), 0), "cuStreamWaitEvent");
+  check(driver().cuStreamWaitEvent(stream ? static_cast<CUstream>(stream->handle()) : nullptr,
+                                   static_cast<CUevent>(handle_), 0),
+        "cuStreamWaitEvent");
 }
 
 void Event::synchronize() const {
