@@ -4,7 +4,6 @@
 // combine what arrived (nccl_kernels.h) or place it into the result.
 #include "tessera/dist/nccl.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -217,16 +216,6 @@ bool peer_exchange_enabled() {
   if (std::strcmp(v, "nccl") == 0) return false;
   raise(ErrorCode::ArgumentInvalid,
         "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\" or \"nccl\"");
-}
-
-// Chunks of a peer-exchange allreduce: TESSERA_NCCL_PEER_CHUNKS when set, else 1.
-std::int64_t peer_chunks(std::int64_t n, std::size_t es) {
-  std::int64_t c = 1;
-  if (const char* v = std::getenv("TESSERA_NCCL_PEER_CHUNKS"); v && *v) c = std::atoll(v);
-  c = std::clamp<std::int64_t>(c, 1, kMaxChunks);
-  // Chunks of at least 1 MiB.
-  while (c > 1 && n * static_cast<std::int64_t>(es) / c < (1 << 20)) --c;
-  return c;
 }
 
 // Every member's shape in a call, by rank.
@@ -552,31 +541,15 @@ class NcclCommunicator final : public detail::ThreadMembers {
     const Tensor& mine_in = *static_cast<const Tensor*>(rv_.payload_of(rank));
     const std::int64_t n = mine_in.numel();
     const std::size_t es = element_bytes(mine_in);
-    const auto p = static_cast<std::int64_t>(size());
-    const std::int64_t chunks = peer_chunks(n, es);
-    // In chunks, chunk k is combined on a side stream while chunk k - 1 is
-    // gathered; the element order never depends on the chunking.
-    SideStream* side = chunks > 1 ? &side_stream(dev) : nullptr;
-    std::unique_lock<std::mutex> side_lock;
-    if (side != nullptr) side_lock = std::unique_lock<std::mutex>(side->mu);
-    const cuda::Stream* combining = side != nullptr ? &side->stream : nullptr;
-    for (std::size_t j = 0; j < size(); ++j)
-      if (j != rank || side != nullptr) ready_[j]->wait_on(dev, combining);
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      const Run chunk = block_part(n, chunks, k);
-      const Run mine = block_part(chunk.length, p, static_cast<std::int64_t>(rank));
-      std::vector<DevicePtr> parts;
-      for (std::size_t j = 0; j < size(); ++j)
-        parts.push_back(address(*static_cast<const Tensor*>(rv_.payload_of(j))) + (chunk.start + mine.start) * es);
-      detail::combine_peers(dev, address(out) + (chunk.start + mine.start) * es, parts, mine.length, op, algorithm,
-                            mine_in.policy(), detail::CombinePlacement{1, mine.length, n, chunk.start + mine.start, n},
-                            combining);
-      if (side != nullptr) {
-        side->combined[k].record(side->stream);
-        side->combined[k].wait(nullptr);
-      }
-      gather_parts(rank, comm, out, chunk, es);
+    const Run mine = block_part(n, static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
+    std::vector<DevicePtr> parts;
+    for (std::size_t j = 0; j < size(); ++j) {
+      if (j != rank) ready_[j]->wait_on(dev);
+      parts.push_back(address(*static_cast<const Tensor*>(rv_.payload_of(j))) + mine.start * es);
     }
+    detail::combine_peers(dev, address(out) + mine.start * es, parts, mine.length, op, algorithm, mine_in.policy(),
+                          detail::CombinePlacement{1, mine.length, n, mine.start, n});
+    gather_parts(rank, comm, out, Run{0, n}, es);
   }
 
   // One unpipelined reduction of the flat range [start, start + length) of x into out.

@@ -3,9 +3,7 @@
 // reuse the device numerics header, so every rounding is the host's.
 #include "dist/nccl_kernels.h"
 
-#include <cstdlib>
 #include <map>
-#include <string>
 #include <mutex>
 
 #include "tessera/support/error.h"
@@ -155,8 +153,7 @@ __device__ __forceinline__ const unsigned char* pick_ptr(const Peers& peers, int
   return r;
 }
 
-// M: the most members (2, 4 or 8), U: vectors each thread requests at once.
-template <int ST, int M, int U>
+template <int ST>
 __device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& peers, i64 n, int members,
                                               int algorithm, int op, int saturate, int vectorize, i64 inner, i64 len,
                                               i64 dim, i64 start, i64 total) {
@@ -165,39 +162,30 @@ __device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& p
   const i64 vectors = vectorize && algorithm == kRankOrder ? n / kPer : 0;
   const i64 stride = (i64)gridDim.x * blockDim.x;
   const i64 first_thread = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-  for (i64 v0 = first_thread; v0 < vectors; v0 += U * stride) {
-    // Every member's 16 bytes of U vectors are requested before any is
-    // used: the loads of remote members are in flight together.
-    u32 in[U][M][4];
+  for (i64 v = first_thread; v < vectors; v += stride) {
+    // Every member's 16 bytes are requested before any is used: the loads
+    // of remote members are in flight together.
+    u32 in[TESSERA_MAX_PEERS][4];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const i64 v = v0 + u * stride;
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        if (m < members && v < vectors) {
-          const uint4 q = ((const uint4*)pick_ptr(peers, m))[v];
-          in[u][m][0] = q.x, in[u][m][1] = q.y, in[u][m][2] = q.z, in[u][m][3] = q.w;
-        }
+    for (int m = 0; m < TESSERA_MAX_PEERS; ++m) {
+      if (m < members) {
+        const uint4 q = ((const uint4*)pick_ptr(peers, m))[v];
+        in[m][0] = q.x, in[m][1] = q.y, in[m][2] = q.z, in[m][3] = q.w;
       }
     }
+    u32 res[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const i64 v = v0 + u * stride;
-      if (v >= vectors) break;
-      u32 res[4] = {0u, 0u, 0u, 0u};
+    for (int j = 0; j < kPer; ++j) {
+      float acc = decode_f32(lane_bits<ES>(in[0], j), storage);
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        float acc = decode_f32(lane_bits<ES>(in[u][0], j), storage);
-#pragma unroll
-        for (int m = 1; m < M; ++m)
-          if (m < members) acc = combine_f32(acc, decode_f32(lane_bits<ES>(in[u][m], j), storage), op);
-        if (op == kMean) acc = (float)((double)acc / members);
-        const u32 code = encode_f32_nearest_even(acc, storage, saturate != 0);
-        if (ES == 4) res[j] = code;
-        else res[j / 2] |= (code & 0xFFFFu) << ((j % 2) * 16);
-      }
-      ((uint4*)out)[v] = make_uint4(res[0], res[1], res[2], res[3]);
+      for (int m = 1; m < TESSERA_MAX_PEERS; ++m)
+        if (m < members) acc = combine_f32(acc, decode_f32(lane_bits<ES>(in[m], j), storage), op);
+      if (op == kMean) acc = (float)((double)acc / members);
+      const u32 code = encode_f32_nearest_even(acc, storage, saturate != 0);
+      if (ES == 4) res[j] = code;
+      else res[j / 2] |= (code & 0xFFFFu) << ((j % 2) * 16);
     }
+    ((uint4*)out)[v] = make_uint4(res[0], res[1], res[2], res[3]);
   }
   // What is left (or everything, unaligned): element by element.
   for (i64 i = vectors * kPer + first_thread; i < n; i += stride) {
@@ -213,24 +201,23 @@ __device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& p
   }
 }
 
-// tessera_combine_peers_<storage>_<M>_<U>.
-#define TESSERA_COMBINE_PEERS(NAME, ST, M, U)                                                                  \
-  extern "C" __global__ void tessera_combine_peers_##NAME##_##M##_##U(                                          \
-      unsigned char* out, Peers peers, i64 n, int members, int algorithm, int op, int saturate, int vectorize,  \
-      i64 inner, i64 len, i64 dim, i64 start, i64 total) {                                                      \
-    combine_peers<ST, M, U>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, \
-                            total);                                                                             \
-  }
-#define TESSERA_COMBINE_PEERS_ALL(NAME, ST) \
-  TESSERA_COMBINE_PEERS(NAME, ST, 2, 1)     \
-  TESSERA_COMBINE_PEERS(NAME, ST, 2, 2)     \
-  TESSERA_COMBINE_PEERS(NAME, ST, 4, 1)     \
-  TESSERA_COMBINE_PEERS(NAME, ST, 4, 2)     \
-  TESSERA_COMBINE_PEERS(NAME, ST, 8, 1)     \
-  TESSERA_COMBINE_PEERS(NAME, ST, 8, 2)
-TESSERA_COMBINE_PEERS_ALL(fp32, kFp32)
-TESSERA_COMBINE_PEERS_ALL(bf16, kBf16)
-TESSERA_COMBINE_PEERS_ALL(fp16, kFp16)
+extern "C" __global__ void tessera_combine_peers_fp32(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kFp32>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
+
+extern "C" __global__ void tessera_combine_peers_bf16(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kBf16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
+
+extern "C" __global__ void tessera_combine_peers_fp16(unsigned char* out, Peers peers, i64 n, int members,
+                                                      int algorithm, int op, int saturate, int vectorize, i64 inner,
+                                                      i64 len, i64 dim, i64 start, i64 total) {
+  combine_peers<kFp16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+}
 
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
 // at a time: every address, pitch and row length is a multiple of it.
@@ -257,8 +244,7 @@ constexpr int kMaxTree = 64;
 
 struct Kernels {
   cuda::Module module;
-  cuda::Function combine, combine_f32, copy_rows;
-  std::map<std::string, cuda::Function> peers;  // tessera_combine_peers_*, by name
+  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16;
 };
 
 // The kernel parameter of tessera_combine_peers_*.
@@ -276,15 +262,13 @@ const Kernels& kernels(int device) {
   const std::string arch = cuda::device_properties(device).arch();
   auto p = programs->find(arch);
   if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
-  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}};
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}};
   k.combine = k.module.function("tessera_combine");
   k.combine_f32 = k.module.function("tessera_combine_f32");
   k.copy_rows = k.module.function("tessera_copy_rows");
-  for (const char* st : {"fp32", "bf16", "fp16"})
-    for (const char* variant : {"2_1", "2_2", "4_1", "4_2", "8_1", "8_2"}) {
-      const std::string name = std::string("tessera_combine_peers_") + st + "_" + variant;
-      k.peers.emplace(name, k.module.function(name));
-    }
+  k.combine_peers_fp32 = k.module.function("tessera_combine_peers_fp32");
+  k.combine_peers_bf16 = k.module.function("tessera_combine_peers_bf16");
+  k.combine_peers_fp16 = k.module.function("tessera_combine_peers_fp16");
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
@@ -306,18 +290,6 @@ int op_code(ReduceOp op) {
     case ReduceOp::min: return 3;
   }
   return 0;
-}
-
-// "fp32", "bf16" or "fp16": the kernels' name for a peer_combinable storage.
-const char* name_of_storage(DType t) {
-  return t == DType::fp32 ? "fp32" : t == DType::bf16 ? "bf16" : "fp16";
-}
-
-// Vectors each thread of combine_peers requests at once:
-// TESSERA_NCCL_PEER_UNROLL (1 or 2), else 1.
-int peer_unroll() {
-  const char* v = std::getenv("TESSERA_NCCL_PEER_UNROLL");
-  return v != nullptr && std::string(v) == "2" ? 2 : 1;
 }
 
 int algorithm_code(Algorithm a) {
@@ -371,8 +343,7 @@ bool peer_combinable(const NumericsPolicy& p, Algorithm algorithm, int members) 
 }
 
 void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
-                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at,
-                   const cuda::Stream* stream) {
+                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at) {
   if (n <= 0) return;
   const int members = static_cast<int>(parts.size());
   if (op == ReduceOp::mean || members < 2) algorithm = Algorithm::rank_order;
@@ -392,11 +363,10 @@ void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::Devi
   const bool vectors = aligned && algorithm == Algorithm::rank_order;
   const int saturate = policy.overflow == Overflow::saturate ? 1 : 0, vectorize = vectors ? 1 : 0;
   const std::int64_t work = vectors ? std::max<std::int64_t>(1, n / (16 / es)) : n;
-  const int most = members <= 2 ? 2 : members <= 4 ? 4 : 8;
-  const std::string name = "tessera_combine_peers_" + std::string(name_of_storage(policy.storage)) + "_" +
-                           std::to_string(most) + "_" + std::to_string(peer_unroll());
-  const cuda::Function& f = k.peers.at(name);
-  f(config_for((work + peer_unroll() - 1) / peer_unroll(), stream), reinterpret_cast<unsigned char*>(out), peers, n, members, alg, opc, saturate, vectorize, at.inner,
+  const cuda::Function& f = policy.storage == DType::fp32   ? k.combine_peers_fp32
+                            : policy.storage == DType::bf16 ? k.combine_peers_bf16
+                                                            : k.combine_peers_fp16;
+  f(config_for(work), reinterpret_cast<unsigned char*>(out), peers, n, members, alg, opc, saturate, vectorize, at.inner,
     at.len, at.dim, at.start, at.total);
 }
 

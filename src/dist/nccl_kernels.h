@@ -47,12 +47,10 @@ bool peer_combinable(const NumericsPolicy& policy, Algorithm algorithm, int memb
 
 // out[i] = the combination of parts[m][i] over members m (each a pointer a
 // kernel on `device` may read: its own memory or a peer's with peer access
-// enabled), as combine() computes it, queued on `stream` (nullptr:
-// `device`'s default stream). Reads 16 bytes of each member at a time when
-// every pointer allows.
+// enabled), as combine() computes it, queued on `device`'s default stream.
+// Reads 16 bytes of each member at a time when every pointer allows.
 void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
-                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement,
-                   const cuda::Stream* stream = nullptr);
+                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement);
 
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.

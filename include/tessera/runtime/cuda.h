@@ -98,9 +98,8 @@ class Event {
   // Work queued on `stream` (nullptr: the default stream) after this call
   // waits until the work this event recorded is done; the host does not wait.
   void wait(const Stream* stream) const;
-  // The same for a stream of another device (nullptr: its default stream),
-  // for ordering across GPUs.
-  void wait_on(int device, const Stream* stream = nullptr) const;
+  // The same for the default stream of another device (cross-GPU ordering).
+  void wait_on(int device) const;
   void synchronize() const;
   void* handle() const { return handle_; }
 

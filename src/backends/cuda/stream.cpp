@@ -105,15 +105,9 @@ void Event::wait(const Stream* stream) const {
         "cuStreamWaitEvent");
 }
 
-void Event::wait_on(int device, const Stream* stream) const {
-  if (stream != nullptr && stream->device() != device) {
-    raise(ErrorCode::ArgumentInvalid, "a stream of cuda:" + std::to_string(stream->device()) +
-                                          " is not a stream of cuda:" + std::to_string(device));
-  }
+void Event::wait_on(int device) const {
   use_device(device);
-  check(driver().cuStreamWaitEvent(stream ? static_cast<CUstream>(stream->handle()) : nullptr,
-                                   static_cast<CUevent>(handle_), 0),
-        "cuStreamWaitEvent");
+  check(driver().cuStreamWaitEvent(nullptr, static_cast<CUevent>(handle_), 0), "cuStreamWaitEvent");
 }
 
 void Event::synchronize() const {
