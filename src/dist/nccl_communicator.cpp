@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nccl_api.h"
@@ -206,23 +205,17 @@ SideStream& side_stream(int device) {
   return *s;
 }
 
-// How a deterministic allreduce in one process brings every member's part
-// of the input to the member that combines it (TESSERA_NCCL_EXCHANGE, read
-// when a communicator is made, so all its members agree). The bits are the
-// same whichever moves the bytes.
-enum class Exchange {
-  read,  // the combining kernel reads the peers' parts where they lie (peer memory)
-  push,  // each member writes its parts into the peers' staging; each combines locally
-  nccl,  // grouped NCCL send/recv into staging, then the combining kernel
-};
-
-Exchange exchange_from_environment() {
+// How a deterministic allreduce in one process gathers the members' parts:
+// "peer" (the default) has each GPU's combining kernel read them where they
+// lie, over NVLink; "nccl" (TESSERA_NCCL_EXCHANGE=nccl) moves them with
+// grouped send/recv into staging first. The bits are the same.
+// Read when a communicator is made, so all its members agree.
+bool peer_exchange_enabled() {
   const char* v = std::getenv("TESSERA_NCCL_EXCHANGE");
-  if (v == nullptr || *v == 0 || std::strcmp(v, "read") == 0) return Exchange::read;
-  if (std::strcmp(v, "push") == 0) return Exchange::push;
-  if (std::strcmp(v, "nccl") == 0) return Exchange::nccl;
+  if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return true;
+  if (std::strcmp(v, "nccl") == 0) return false;
   raise(ErrorCode::ArgumentInvalid,
-        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"read\", \"push\" or \"nccl\"");
+        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\" or \"nccl\"");
 }
 
 // Every member's shape in a call, by rank.
@@ -260,10 +253,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       devices_.push_back(d);
     }
     ready_.resize(size());
-    pushed_.resize(size());
-    inbox_.resize(size());
-    exchange_ = coordinator_ ? Exchange::nccl : exchange_from_environment();
-    current_.resize(size());
+    peer_exchange_ = !coordinator_ && peer_exchange_enabled();
     if (coordinator_) {
       std::string key = rv_.axis();
       for (std::size_t r = 0; r < size(); ++r) key += "|" + rv_.members()[r] + "@" + std::to_string(owners[r]);
@@ -280,17 +270,10 @@ class NcclCommunicator final : public detail::ThreadMembers {
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
     // Every member decides alike (one process, one environment, one call).
-    const bool peers = clique_->peers && algorithm != Algorithm::native &&
-                       detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
-    const Exchange exchange = peers ? exchange_ : Exchange::nccl;
-    // A pushing member's staging (every member's piece of its part), made
-    // and published before it arrives, so the peers can write into it.
-    std::optional<Staging> inbox;
-    if (exchange == Exchange::push && xc.numel() > 0) {
-      inbox.emplace(devices_[rank], static_cast<std::size_t>(inbox_stride(rank, xc)) * size());
-      inbox_[rank] = inbox->ptr;
-    }
-    if (exchange != Exchange::nccl) ready_event(rank).record_default_stream();
+    const bool by_peers = peer_exchange_ && clique_->peers &&
+                          algorithm != Algorithm::native &&
+                          detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
+    if (by_peers) ready_event(rank).record_default_stream();
     return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       const std::int64_t n = xc.numel();
       if (n == 0) return out;
@@ -301,12 +284,8 @@ class NcclCommunicator final : public detail::ThreadMembers {
                        "ncclAllReduce");
         return out;
       }
-      if (exchange == Exchange::read) {
-        reduce_by_reading(rank, dev, comm, out, op, algorithm);
-        return out;
-      }
-      if (exchange == Exchange::push) {
-        reduce_by_pushing(rank, dev, comm, out, op, algorithm);
+      if (by_peers) {
+        reduce_by_peers(rank, dev, comm, out, op, algorithm);
         return out;
       }
       // Reduce-scatter of flat parts (each member combines its own), then
@@ -557,7 +536,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
   // parts. The all-gather also orders every later use of this member's
   // input after the peers' reads of it: a member's all-gather cannot finish
   // before every member's combining kernel has.
-  void reduce_by_reading(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& out, ReduceOp op,
+  void reduce_by_peers(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& out, ReduceOp op,
                        Algorithm algorithm) const {
     const Tensor& mine_in = *static_cast<const Tensor*>(rv_.payload_of(rank));
     const std::int64_t n = mine_in.numel();
@@ -572,57 +551,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
                           detail::CombinePlacement{1, mine.length, n, mine.start, n});
     gather_parts(rank, comm, out, Run{0, n}, es);
   }
-
-  // Bytes between the members' pieces in member `rank`'s staging for an
-  // allreduce of x: its part, rounded up to 256 bytes (aligned pieces let
-  // the combining kernel read 16 bytes at a time).
-  std::int64_t inbox_stride(std::size_t rank, const Tensor& x) const {
-    const Run mine = block_part(x.numel(), static_cast<std::int64_t>(size()), static_cast<std::int64_t>(rank));
-    return (mine.length * static_cast<std::int64_t>(element_bytes(x)) + 255) / 256 * 256;
-  }
-
-  // A deterministic allreduce where each member writes its pieces of the
-  // others' parts into their staging (peer memory), then, once every
-  // member's writes are done, combines its own part from local memory and
-  // all-gathers. Member j's staging is ready for writes when its ready
-  // event is; the writes are done when the writer's pushed event is, which
-  // the members record before meeting on the host.
-  void reduce_by_pushing(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& out, ReduceOp op,
-                         Algorithm algorithm) {
-    const Tensor& mine_in = *static_cast<const Tensor*>(rv_.payload_of(rank));
-    const std::int64_t n = mine_in.numel();
-    const std::size_t es = element_bytes(mine_in);
-    const auto p = static_cast<std::int64_t>(size());
-    std::vector<detail::Piece> pieces;
-    for (std::size_t j = 0; j < size(); ++j) {
-      if (j == rank) continue;
-      ready_[j]->wait_on(dev);
-      const Run theirs = block_part(n, p, static_cast<std::int64_t>(j));
-      pieces.push_back({inbox_[j] + static_cast<DevicePtr>(inbox_stride(j, mine_in)) * rank,
-                        address(mine_in) + theirs.start * es, theirs.length * static_cast<std::int64_t>(es)});
-    }
-    detail::push_parts(dev, pieces);
-    pushed_event(rank).record_default_stream();
-    meet(rank);
-    const Run mine = block_part(n, p, static_cast<std::int64_t>(rank));
-    std::vector<DevicePtr> parts;
-    for (std::size_t j = 0; j < size(); ++j) {
-      if (j != rank) pushed_[j]->wait_on(dev);
-      parts.push_back(j == rank ? address(mine_in) + mine.start * es
-                                : inbox_[rank] + static_cast<DevicePtr>(inbox_stride(rank, mine_in)) * j);
-    }
-    detail::combine_peers(dev, address(out) + mine.start * es, parts, mine.length, op, algorithm, mine_in.policy(),
-                          detail::CombinePlacement{1, mine.length, n, mine.start, n});
-    gather_parts(rank, comm, out, Run{0, n}, es);
-  }
-
-  cuda::Event& pushed_event(std::size_t rank) {
-    if (!pushed_[rank]) pushed_[rank] = std::make_unique<cuda::Event>(devices_[rank]);
-    return *pushed_[rank];
-  }
-
-  // A host barrier inside member `rank`'s current collective.
-  void meet(std::size_t rank) { rv_.computed(rank, *current_[rank].first, current_[rank].second, ""); }
 
   // One unpipelined reduction of the flat range [start, start + length) of x into out.
   void reduce_chunk(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& x, const Tensor& out,
@@ -675,7 +603,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
     if (error.empty()) {
       try {
         cu::use_device(devices_[rank]);
-        current_[rank] = {&call, seq};
         out = body(devices_[rank], clique_->comms[rank], shapes);
       } catch (const std::exception& e) {
         error = members()[rank] + " could not queue its part: " + e.what();
@@ -837,10 +764,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
   std::vector<int> devices_;                          // by rank; -1 for a GPU of another process
   std::vector<std::unique_ptr<cuda::Event>> ready_;  // ready_event(), by rank
-  std::vector<std::unique_ptr<cuda::Event>> pushed_;  // pushed_event(), by rank
-  std::vector<DevicePtr> inbox_;                      // a pushing member's staging, by rank
-  std::vector<std::pair<const Call*, std::uint64_t>> current_;  // each member's call and its number, for meet()
-  Exchange exchange_ = Exchange::read;                // exchange_from_environment() when made
+  bool peer_exchange_ = false;                        // peer_exchange_enabled() when made
   std::shared_ptr<Clique> clique_;
 };
 

@@ -219,30 +219,6 @@ extern "C" __global__ void tessera_combine_peers_fp16(unsigned char* out, Peers 
   combine_peers<kFp16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
-// Pieces of bytes to other places (a member's parts into its peers' staging,
-// over NVLink): piece blockIdx.y, `unit` bytes (1, 2, 4, 8 or 16) at a time.
-struct Pieces {
-  unsigned char* dst[TESSERA_MAX_PEERS];
-  const unsigned char* src[TESSERA_MAX_PEERS];
-  i64 units[TESSERA_MAX_PEERS];
-};
-
-extern "C" __global__ void tessera_push_parts(Pieces pieces, int unit) {
-  const int k = blockIdx.y;
-  unsigned char* d = pieces.dst[k];
-  const unsigned char* s = pieces.src[k];
-  const i64 n = pieces.units[k];
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-    switch (unit) {
-      case 16: ((uint4*)d)[i] = ((const uint4*)s)[i]; break;
-      case 8: ((u64*)d)[i] = ((const u64*)s)[i]; break;
-      case 4: ((u32*)d)[i] = ((const u32*)s)[i]; break;
-      case 2: ((unsigned short*)d)[i] = ((const unsigned short*)s)[i]; break;
-      default: d[i] = s[i]; break;
-    }
-  }
-}
-
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
 // at a time: every address, pitch and row length is a multiple of it.
 extern "C" __global__ void tessera_copy_rows(unsigned char* dst, i64 dst_pitch, const unsigned char* src,
@@ -268,15 +244,7 @@ constexpr int kMaxTree = 64;
 
 struct Kernels {
   cuda::Module module;
-  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16,
-      push_parts;
-};
-
-// The kernel parameter of tessera_push_parts.
-struct PushPieces {
-  unsigned char* dst[kMaxPeers];
-  const unsigned char* src[kMaxPeers];
-  std::int64_t units[kMaxPeers];
+  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16;
 };
 
 // The kernel parameter of tessera_combine_peers_*.
@@ -294,14 +262,13 @@ const Kernels& kernels(int device) {
   const std::string arch = cuda::device_properties(device).arch();
   auto p = programs->find(arch);
   if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
-  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}, {}};
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}};
   k.combine = k.module.function("tessera_combine");
   k.combine_f32 = k.module.function("tessera_combine_f32");
   k.copy_rows = k.module.function("tessera_copy_rows");
   k.combine_peers_fp32 = k.module.function("tessera_combine_peers_fp32");
   k.combine_peers_bf16 = k.module.function("tessera_combine_peers_bf16");
   k.combine_peers_fp16 = k.module.function("tessera_combine_peers_fp16");
-  k.push_parts = k.module.function("tessera_push_parts");
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
@@ -401,28 +368,6 @@ void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::Devi
                                                             : k.combine_peers_fp16;
   f(config_for(work), reinterpret_cast<unsigned char*>(out), peers, n, members, alg, opc, saturate, vectorize, at.inner,
     at.len, at.dim, at.start, at.total);
-}
-
-void push_parts(int device, const std::vector<Piece>& pieces) {
-  if (pieces.empty()) return;
-  if (pieces.size() > static_cast<std::size_t>(kMaxPeers)) {
-    raise(ErrorCode::Internal, "push_parts of " + std::to_string(pieces.size()) + " pieces");
-  }
-  int unit = 16;
-  for (const Piece& p : pieces)
-    while (unit > 1 && ((p.dst | p.src) % static_cast<std::uint64_t>(unit) != 0 || p.bytes % unit != 0)) unit /= 2;
-  PushPieces arg{};
-  std::int64_t most = 0;
-  for (std::size_t k = 0; k < pieces.size(); ++k) {
-    arg.dst[k] = reinterpret_cast<unsigned char*>(pieces[k].dst);
-    arg.src[k] = reinterpret_cast<const unsigned char*>(pieces[k].src);
-    arg.units[k] = pieces[k].bytes / unit;
-    most = std::max(most, arg.units[k]);
-  }
-  if (most == 0) return;
-  cuda::LaunchConfig c = config_for(most);
-  c.grid.y = static_cast<unsigned>(pieces.size());
-  kernels(device).push_parts(c, arg, unit);
 }
 
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,

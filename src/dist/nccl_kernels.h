@@ -52,14 +52,6 @@ bool peer_combinable(const NumericsPolicy& policy, Algorithm algorithm, int memb
 void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
                    ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement);
 
-// `bytes` bytes from src to dst for each piece (at most kMaxPeers; dst may
-// be a peer's memory), all at once, queued on `device`'s default stream.
-struct Piece {
-  cuda::DevicePtr dst = 0, src = 0;
-  std::int64_t bytes = 0;
-};
-void push_parts(int device, const std::vector<Piece>& pieces);
-
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,
