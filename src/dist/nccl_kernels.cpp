@@ -3,8 +3,6 @@
 // reuse the device numerics header, so every rounding is the host's.
 #include "dist/nccl_kernels.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -221,111 +219,6 @@ extern "C" __global__ void tessera_combine_peers_fp16(unsigned char* out, Peers 
   combine_peers<kFp16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
-#if __CUDA_ARCH__ >= 900
-// The rank-order combination of whole tiles (256 threads x 16 bytes of
-// each member) with the bulk copy engine doing the reads: one thread arms a
-// stage's barrier and requests every member's 4 KiB of a tile (peer memory
-// over NVLink) while the block combines an earlier stage from shared
-// memory. Blocks take tiles blockIdx.x, + gridDim.x, ...; kStages in flight.
-#define TESSERA_BULK_THREADS 256
-#define TESSERA_BULK_STAGES 4
-
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ bool bulk_wait(unsigned bar, unsigned parity) {
-  unsigned done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
-template <int ST>
-__device__ __forceinline__ void combine_bulk(unsigned char* out, const Peers& peers, i64 tiles, int members, int op,
-                                             int saturate) {
-  constexpr int ES = ST == kFp32 ? 4 : 2, kPer = 16 / ES, storage = ST;
-  constexpr int kTileBytes = TESSERA_BULK_THREADS * 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  unsigned long long* bars = (unsigned long long*)smem;  // kStages barriers, then the stages
-  unsigned char* stage0 = smem + 128;
-  const int tid = threadIdx.x;
-  const unsigned stage_bytes = (unsigned)members * kTileBytes;
-  if (tid == 0) {
-    for (int s = 0; s < TESSERA_BULK_STAGES; ++s)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(&bars[s])) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  auto issue = [&](int s, i64 tile) {
-    const unsigned bar = shared_address(&bars[s]);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(stage_bytes) : "memory");
-    for (int m = 0; m < members; ++m) {
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-              shared_address(stage0 + (i64)s * stage_bytes + (i64)m * kTileBytes)),
-          "l"(pick_ptr(peers, m) + tile * kTileBytes), "r"(kTileBytes), "r"(bar)
-          : "memory");
-    }
-  };
-  if (tid == 0)
-    for (int s = 0; s < TESSERA_BULK_STAGES; ++s) {
-      const i64 tile = blockIdx.x + (i64)s * gridDim.x;
-      if (tile < tiles) issue(s, tile);
-    }
-  int i = 0;
-  for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
-    const int s = i % TESSERA_BULK_STAGES;
-    const unsigned parity = (unsigned)(i / TESSERA_BULK_STAGES) & 1u;
-    while (!bulk_wait(shared_address(&bars[s]), parity)) {
-    }
-    const unsigned char* st = stage0 + (i64)s * stage_bytes + tid * 16;
-    const uint4 q0 = *(const uint4*)st;
-    u32 w0[4] = {q0.x, q0.y, q0.z, q0.w};
-    float acc[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) acc[j] = decode_f32(lane_bits<ES>(w0, j), storage);
-    for (int m = 1; m < members; ++m) {
-      const uint4 q = *(const uint4*)(st + (i64)m * kTileBytes);
-      u32 w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[j] = combine_f32(acc[j], decode_f32(lane_bits<ES>(w, j), storage), op);
-    }
-    u32 res[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      float a = acc[j];
-      if (op == kMean) a = (float)((double)a / members);
-      const u32 code = encode_f32_nearest_even(a, storage, saturate != 0);
-      if (ES == 4) res[j] = code;
-      else res[j / 2] |= (code & 0xFFFFu) << ((j % 2) * 16);
-    }
-    ((uint4*)(out + tile * kTileBytes))[tid] = make_uint4(res[0], res[1], res[2], res[3]);
-    __syncthreads();  // every thread has read stage s before it is refilled
-    const i64 next = tile + (i64)TESSERA_BULK_STAGES * gridDim.x;
-    if (tid == 0 && next < tiles) issue(s, next);
-  }
-}
-#endif
-
-#if __CUDA_ARCH__ >= 900
-#define TESSERA_COMBINE_BULK(NAME, ST)                                                                         \
-  extern "C" __global__ void __launch_bounds__(TESSERA_BULK_THREADS)                                          \
-      tessera_combine_bulk_##NAME(unsigned char* out, Peers peers, i64 tiles, int members, int op, int saturate) { \
-    combine_bulk<ST>(out, peers, tiles, members, op, saturate);                                               \
-  }
-#else
-#define TESSERA_COMBINE_BULK(NAME, ST)                                                                         \
-  extern "C" __global__ void tessera_combine_bulk_##NAME(unsigned char*, Peers, i64, int, int, int) {}
-#endif
-TESSERA_COMBINE_BULK(fp32, kFp32)
-TESSERA_COMBINE_BULK(bf16, kBf16)
-TESSERA_COMBINE_BULK(fp16, kFp16)
-
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
 // at a time: every address, pitch and row length is a multiple of it.
 extern "C" __global__ void tessera_copy_rows(unsigned char* dst, i64 dst_pitch, const unsigned char* src,
@@ -352,16 +245,7 @@ constexpr int kMaxTree = 64;
 struct Kernels {
   cuda::Module module;
   cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16;
-  cuda::Function bulk_fp32, bulk_bf16, bulk_fp16;  // sm_90 and later
-  int multiprocessors = 0;
-  bool bulk = false;
 };
-
-// tessera_combine_bulk_*: 256 threads, 16 bytes each per member and tile,
-// 4 stages, and 128 bytes of barriers.
-constexpr int kBulkTileBytes = 256 * 16;
-constexpr int kBulkStages = 4;
-constexpr int kBulkShared = 128 + kBulkStages * kMaxPeers * kBulkTileBytes;
 
 // The kernel parameter of tessera_combine_peers_*.
 struct PeerParts {
@@ -378,22 +262,13 @@ const Kernels& kernels(int device) {
   const std::string arch = cuda::device_properties(device).arch();
   auto p = programs->find(arch);
   if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
-  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, false};
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}};
   k.combine = k.module.function("tessera_combine");
   k.combine_f32 = k.module.function("tessera_combine_f32");
   k.copy_rows = k.module.function("tessera_copy_rows");
   k.combine_peers_fp32 = k.module.function("tessera_combine_peers_fp32");
   k.combine_peers_bf16 = k.module.function("tessera_combine_peers_bf16");
   k.combine_peers_fp16 = k.module.function("tessera_combine_peers_fp16");
-  const cuda::DeviceProperties props = cuda::device_properties(device);
-  k.multiprocessors = props.multiprocessors;
-  k.bulk = props.compute_major >= 9;
-  k.bulk_fp32 = k.module.function("tessera_combine_bulk_fp32");
-  k.bulk_bf16 = k.module.function("tessera_combine_bulk_bf16");
-  k.bulk_fp16 = k.module.function("tessera_combine_bulk_fp16");
-  if (k.bulk) {
-    for (const cuda::Function* f : {&k.bulk_fp32, &k.bulk_bf16, &k.bulk_fp16}) f->set_max_dynamic_shared(kBulkShared);
-  }
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
@@ -415,13 +290,6 @@ int op_code(ReduceOp op) {
     case ReduceOp::min: return 3;
   }
   return 0;
-}
-
-// Whether combine_peers reads whole tiles with the bulk copy engine
-// (TESSERA_NCCL_BULK=0 turns it off).
-bool bulk_reads() {
-  const char* v = std::getenv("TESSERA_NCCL_BULK");
-  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 int algorithm_code(Algorithm a) {
@@ -494,25 +362,6 @@ void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::Devi
   const int alg = algorithm_code(algorithm), opc = op_code(op);
   const bool vectors = aligned && algorithm == Algorithm::rank_order;
   const int saturate = policy.overflow == Overflow::saturate ? 1 : 0, vectorize = vectors ? 1 : 0;
-  if (vectors && k.bulk && bulk_reads()) {
-    // Whole tiles through the bulk copy engine, the rest below.
-    const std::int64_t tiles = n * es / kBulkTileBytes;
-    if (tiles > 0) {
-      const cuda::Function& b = policy.storage == DType::fp32   ? k.bulk_fp32
-                                : policy.storage == DType::bf16 ? k.bulk_bf16
-                                                                : k.bulk_fp16;
-      cuda::LaunchConfig c;
-      c.grid.x = static_cast<unsigned>(std::min<std::int64_t>(tiles, 2 * static_cast<std::int64_t>(k.multiprocessors)));
-      c.block.x = 256;
-      c.shared_bytes = static_cast<unsigned>(128 + kBulkStages * members * kBulkTileBytes);
-      b(c, reinterpret_cast<unsigned char*>(out), peers, tiles, members, opc, saturate);
-      const std::int64_t done = tiles * kBulkTileBytes / es;
-      out += static_cast<cuda::DevicePtr>(tiles * kBulkTileBytes);
-      for (int m = 0; m < members; ++m) peers.at[m] += tiles * kBulkTileBytes;
-      n -= done;
-      if (n == 0) return;
-    }
-  }
   const std::int64_t work = vectors ? std::max<std::int64_t>(1, n / (16 / es)) : n;
   const cuda::Function& f = policy.storage == DType::fp32   ? k.combine_peers_fp32
                             : policy.storage == DType::bf16 ? k.combine_peers_bf16

@@ -145,7 +145,7 @@ def test_back_to_back_allreduces_whose_inputs_are_freed_and_reused(monkeypatch, 
     # allocator and is reused by the next step's tensors) while the peers
     # may still be reading it: the all-gather must order that reuse after
     # their reads, or the later steps' bits drift from the local backend's.
-    set_exchange(monkeypatch, exchange)
+    monkeypatch.setenv("TESSERA_NCCL_EXCHANGE", exchange)
     n = min(GPUS, 4)
     xs = inputs(n, (1 << 20,), "fp32", seed=21)
     nccl = _C.nccl_communicator("tp", members(n), timeout=60)
