@@ -330,8 +330,12 @@ class MpiCommunicator final : public Communicator {
   // a member failed, or the process of `peer` (the member whose message is
   // awaited, or the destination of a send) exited without sending it.
   // "" while all is well.
-  std::string stop_locked(std::size_t rank, std::uint64_t broken_bit, std::size_t peer) {
-    if (std::string b = transport_->broken_locked(id_ ^ broken_bit); !b.empty()) return b;
+  std::string failure(std::size_t rank) const override {
+    return transport_->inspect([&] { return failure_locked(rank); });
+  }
+
+  // Another member that failed, or whose process did ("" when none).
+  std::string failure_locked(std::size_t rank) const {
     // A member's own failure says more than its process's, which follows it.
     std::string why;
     for (std::size_t r = 0; r < size() && why.empty(); ++r) {
@@ -346,6 +350,12 @@ class MpiCommunicator final : public Communicator {
         why = "member " + member(r) + " is gone: its MPI process " + std::to_string(owners_[r]) + " failed (" + p + ")";
       }
     }
+    return why;
+  }
+
+  std::string stop_locked(std::size_t rank, std::uint64_t broken_bit, std::size_t peer) {
+    if (std::string b = transport_->broken_locked(id_ ^ broken_bit); !b.empty()) return b;
+    std::string why = failure_locked(rank);
     if (why.empty() && peer < size() && owners_[peer] != transport_->rank() &&
         transport_->process_exited_locked(owners_[peer])) {
       why = "member " + member(peer) + " is gone: its MPI process " + std::to_string(owners_[peer]) +

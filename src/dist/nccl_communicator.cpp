@@ -226,7 +226,9 @@ class NcclCommunicator final : public detail::ThreadMembers {
   NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout,
                    std::vector<int> owners = {}, int this_process = 0,
                    std::shared_ptr<Communicator> coordinator = nullptr)
-      : ThreadMembers(std::move(axis), std::move(members), timeout), coordinator_(std::move(coordinator)) {
+      : ThreadMembers(std::move(axis), std::move(members), timeout),
+        coordinator_(std::move(coordinator)),
+        timeout_(timeout) {
     if (coordinator_ && owners.size() != size()) {
       raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " +
                                             std::to_string(owners.size()) + " owners for " + std::to_string(size()) +
@@ -521,6 +523,38 @@ class NcclCommunicator final : public detail::ThreadMembers {
     });
   }
 
+  // Watches what member `rank` has just queued for `where` (cuda::Watch):
+  // NCCL's asynchronous errors, the coordinator's notices of failed members
+  // in other processes, and the timeout turn a GPU waiting for a peer that
+  // never comes into a CollectiveError at the host's next wait on that GPU,
+  // after aborting the communicators so the waiting kernels end.
+  void watch_queued(std::size_t rank, cu::ncclComm comm, const std::string& where) const {
+    cuda::Watch w;
+    w.what = where + ", member " + members()[rank];
+    w.timeout_seconds = timeout_;
+    const std::weak_ptr<Clique> weak = clique_;
+    const std::shared_ptr<Communicator> coordinator = coordinator_;
+    w.poll = [weak, comm, coordinator, rank]() -> std::string {
+      const std::shared_ptr<Clique> c = weak.lock();
+      if (c == nullptr) return "";
+      {
+        // Under the clique's lock: abort() frees the communicators.
+        std::lock_guard lock(c->mu);
+        if (!c->broken.empty()) return "the NCCL communicators were aborted: " + c->broken;
+        cu::ncclResult state = cu::kNcclSuccess;
+        if (comm != nullptr && cu::nccl().ncclCommGetAsyncError(comm, &state) == cu::kNcclSuccess &&
+            state != cu::kNcclSuccess && state != cu::kNcclInProgress) {
+          return std::string("NCCL reports an asynchronous error: ") + cu::nccl().ncclGetErrorString(state);
+        }
+      }
+      return coordinator ? coordinator->failure(rank) : std::string();
+    };
+    w.abort = [weak](const std::string& why) {
+      if (const std::shared_ptr<Clique> c = weak.lock()) c->abort(why);
+    };
+    cuda::watch(devices_[rank], std::move(w));
+  }
+
   // Member `rank`'s event on its default stream, recorded before it
   // arrives at a collective, when its input is ready. One per member
   // suffices: depart() is a barrier, so every member has queued its waits
@@ -604,6 +638,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       try {
         cu::use_device(devices_[rank]);
         out = body(devices_[rank], clique_->comms[rank], shapes);
+        watch_queued(rank, clique_->comms[rank], rv_.where(call, seq) + " (nccl)");
       } catch (const std::exception& e) {
         error = members()[rank] + " could not queue its part: " + e.what();
         clique_->abort(rv_.where(call, seq) + ": " + error);
@@ -642,11 +677,18 @@ class NcclCommunicator final : public detail::ThreadMembers {
     const cu::ncclComm comm = join(rank);
     try {
       cu::use_device(devices_[rank]);
-      return body(devices_[rank], comm, shapes);
+      Tensor out = body(devices_[rank], comm, shapes);
+      watch_queued(rank, comm, where);
+      return out;
     } catch (const std::exception& e) {
       const std::string why = members()[rank] + " could not queue its part: " + e.what();
       clique_->abort(where + ": " + why);
-      raise(ErrorCode::Collective, where + ": " + why);
+      // The peers may have queued theirs: the notice ends their wait (watch_queued).
+      coordinator_->fail(rank, why);
+      const auto* error = dynamic_cast<const Error*>(&e);
+      raise(error != nullptr && error->code() == ErrorCode::OutOfMemory ? ErrorCode::OutOfMemory
+                                                                         : ErrorCode::Collective,
+            where + ": " + why);
     }
   }
 
@@ -762,6 +804,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
   }
 
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
+  double timeout_;                             // seconds, for the rendezvous and for watching queued work
   std::vector<int> devices_;                          // by rank; -1 for a GPU of another process
   std::vector<std::unique_ptr<cuda::Event>> ready_;  // ready_event(), by rank
   bool peer_exchange_ = false;                        // peer_exchange_enabled() when made

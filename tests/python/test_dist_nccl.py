@@ -419,11 +419,14 @@ def test_nccl_across_mpi_processes():
 
 
 @needs(2)
-@pytest.mark.parametrize("mode", ["raise", "fail", "exit", "mismatch"])
+@pytest.mark.parametrize("mode", ["raise", "fail", "exit", "mismatch", "oom"])
 def test_a_faulty_process_makes_the_others_raise_naming_it_on_gpus(mode):
     # NCCL across two processes: a process that raises, fails a member, exits
     # or calls another collective makes the other raise a CollectiveError
     # naming the culprit, before anything is queued on a GPU; nothing hangs.
+    # "oom": the culprit runs out of memory after the others queued their
+    # part; their GPUs wait until the culprit's notice aborts NCCL, and the
+    # CollectiveError comes when they read their results.
     import os
     import re
     import shutil
@@ -449,6 +452,9 @@ def test_a_faulty_process_makes_the_others_raise_naming_it_on_gpus(mode):
         assert "members disagree on the operation (allreduce vs all_gather)" in out, out
     else:
         assert re.search(culprit, out), out
+    if mode == "oom":
+        assert "OutOfMemoryError" in out and "would pass TESSERA_CUDA_MEMORY_LIMIT (640 MiB" in out, out
+        assert re.search(r"process 0 caught after \d+\.\d s: allreduce .*member cuda:\d", out), out
     assert "timed out" not in out and time.monotonic() - start < 120, out
 
 

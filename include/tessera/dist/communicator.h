@@ -98,6 +98,13 @@ class Communicator {
   virtual void fail(std::size_t rank, const std::string& why) = 0;
   // Collectives completed by member `rank` (its sequence number).
   virtual std::uint64_t completed(std::size_t rank) const = 0;
+  // Another member of the group that failed, or whose process is gone, as
+  // text naming it ("" when none is known). Never blocks: GPU work queued
+  // for a collective polls it while the host waits (cuda::Watch).
+  virtual std::string failure(std::size_t rank) const {
+    (void)rank;
+    return "";
+  }
 };
 
 // The in-process backend over `members` (device names, by rank).

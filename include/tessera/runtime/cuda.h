@@ -101,6 +101,8 @@ class Event {
   // The same for the default stream of another device (cross-GPU ordering).
   void wait_on(int device) const;
   void synchronize() const;
+  // True when the work it recorded is done (or nothing was recorded).
+  bool done() const;
   void* handle() const { return handle_; }
 
  private:
@@ -185,6 +187,28 @@ void defer_check(int device, std::function<void()> check);
 // queued after the fault, whose inputs it may have spoiled).
 void run_deferred_checks(int device);
 std::size_t pending_checks(int device);
+
+// ---- watched work ------------------------------------------------------------------
+//
+// Work that may never finish on its own: a collective whose peer process
+// died or could not queue its part leaves this GPU waiting forever. Before
+// the host blocks on a device (synchronize, the synchronous copies, stream
+// and event waits) it settles the device's watches: it polls each until
+// its work is done, its `poll` names an error, or `timeout_seconds` have
+// passed since it was watched; then `abort` runs (it must make the work
+// end, as ncclCommAbort does) and the wait raises CollectiveError with the
+// watch's text and why.
+struct Watch {
+  std::string what;                                 // "allreduce #3 over mesh axis 'tp' (nccl), member cuda:1"
+  double timeout_seconds = 300;                     // from watch()
+  std::function<std::string()> poll;                // "" while healthy, else what went wrong
+  std::function<void(const std::string&)> abort;    // given the error text; called once
+};
+// Watches the work queued so far on `device`'s default stream.
+void watch(int device, Watch w);
+// What the blocking calls do first; returns at once when nothing is watched.
+void settle_watches(int device);
+std::size_t watched(int device);
 
 // ---- run-time compilation (NVRTC) ------------------------------------------------
 

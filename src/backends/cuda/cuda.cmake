@@ -43,6 +43,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/device_memory.cpp
   ${_tessera_cuda_dir}/stream.cpp
   ${_tessera_cuda_dir}/deferred_checks.cpp
+  ${_tessera_cuda_dir}/watched_work.cpp
   ${_tessera_cuda_dir}/module.cpp
   ${_tessera_cuda_dir}/graph_capture.cpp
   ${_tessera_cuda_dir}/kernel_graph.cpp

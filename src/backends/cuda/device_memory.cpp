@@ -1,6 +1,7 @@
 // Device memory: plain allocations, the per-device caching allocator with its
 // statistics, and copies between host and device.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -47,6 +48,7 @@ void device_free(int device, DevicePtr ptr) {
 // ---- caching allocator ----------------------------------------------------------
 
 struct CachingAllocator::State {
+  std::size_t limit = 0;  // TESSERA_CUDA_MEMORY_LIMIT (0: none)
   struct Block {
     std::size_t size;  // rounded size, as allocated
     void* stream;
@@ -69,9 +71,30 @@ std::size_t round_size(std::size_t bytes) {
   return (bytes + granule - 1) / granule * granule;
 }
 
+// TESSERA_CUDA_MEMORY_LIMIT: bytes, or a number with K, M or G (binary
+// units); unset or empty: no limit.
+std::size_t memory_limit() {
+  const char* v = std::getenv("TESSERA_CUDA_MEMORY_LIMIT");
+  if (v == nullptr || *v == 0) return 0;
+  char* end = nullptr;
+  const double number = std::strtod(v, &end);
+  double scale = 1;
+  if (end != nullptr && (*end == 'K' || *end == 'M' || *end == 'G')) {
+    scale = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : 1073741824.0;
+    ++end;
+  }
+  if (end == v || end == nullptr || *end != 0 || !(number > 0)) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_MEMORY_LIMIT='" + std::string(v) +
+                                          "'; expected a positive number of bytes, optionally with K, M or G");
+  }
+  return static_cast<std::size_t>(number * scale);
+}
+
 }  // namespace
 
-CachingAllocator::CachingAllocator(int device) : device_(device), state_(std::make_unique<State>()) {}
+CachingAllocator::CachingAllocator(int device) : device_(device), state_(std::make_unique<State>()) {
+  state_->limit = memory_limit();
+}
 CachingAllocator::~CachingAllocator() = default;
 
 CachingAllocator& CachingAllocator::for_device(int device) {
@@ -104,6 +127,19 @@ DevicePtr CachingAllocator::allocate(std::size_t bytes, void* stream) {
     st.bytes_cached -= got;
     ++st.cache_hits;
   } else {
+    if (state_->limit != 0 && st.bytes_in_use + st.bytes_cached + size > state_->limit) {
+      // Within the limit the cache is what gives way first.
+      for (auto& [s, blocks] : state_->free_blocks) {
+        for (auto& [block_size, block] : blocks) device_free(device_, block);
+        blocks.clear();
+      }
+      st.bytes_cached = 0;
+      if (st.bytes_in_use + size > state_->limit) {
+        raise(ErrorCode::OutOfMemory, "cuda:" + std::to_string(device_) + " is out of memory: allocating " +
+                                          std::to_string(bytes) + " bytes would pass TESSERA_CUDA_MEMORY_LIMIT (" +
+                                          mib(state_->limit) + ", " + mib(st.bytes_in_use) + " in use)");
+      }
+    }
     try {
       ptr = device_malloc(device_, size);
     } catch (const OutOfMemoryError&) {
@@ -179,21 +215,24 @@ std::shared_ptr<void> allocate_shared(int device, std::size_t bytes, void* strea
 // a copy read stale memory on an H200). Queuing the copy on the legacy stream
 // and waiting for that stream closes the gap.
 void copy_to_device(int device, DevicePtr dst, const void* src, std::size_t bytes) {
-  use_device(device);
   if (bytes == 0) return;
+  settle_watches(device);
+  use_device(device);
   check(driver().cuMemcpyHtoDAsync(dst, src, bytes, nullptr), "cuMemcpyHtoDAsync");
   check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void copy_to_host(int device, void* dst, DevicePtr src, std::size_t bytes) {
-  use_device(device);
   if (bytes == 0) return;
+  settle_watches(device);
+  use_device(device);
   // Work queued on other streams is the caller's to wait for; this waits for the copy.
   check(driver().cuMemcpyDtoHAsync(dst, src, bytes, nullptr), "cuMemcpyDtoHAsync");
   check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void copy_device_to_device(int device, DevicePtr dst, DevicePtr src, std::size_t bytes) {
+  settle_watches(device);
   use_device(device);
   if (bytes) check(driver().cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");

@@ -85,6 +85,7 @@ LoadedDriver& loaded() {
     resolve(library, a.cuStreamWaitEvent, {"cuStreamWaitEvent"}, missing);
     resolve(library, a.cuEventRecord, {"cuEventRecord"}, missing);
     resolve(library, a.cuEventSynchronize, {"cuEventSynchronize"}, missing);
+    resolve(library, a.cuEventQuery, {"cuEventQuery"}, missing);
     resolve(library, a.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, missing);
     resolve(library, a.cuModuleLoadData, {"cuModuleLoadData"}, missing);
     resolve(library, a.cuModuleUnload, {"cuModuleUnload"}, missing);
@@ -253,6 +254,7 @@ DeviceProperties device_properties(int ordinal) {
 }
 
 void synchronize(int ordinal) {
+  settle_watches(ordinal);
   use_device(ordinal);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }

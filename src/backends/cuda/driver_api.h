@@ -92,6 +92,7 @@ struct DriverApi {
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventQuery)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);

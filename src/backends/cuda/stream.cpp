@@ -41,6 +41,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 
 void Stream::synchronize() const {
+  settle_watches(device_);
   use_device(device_);
   check(driver().cuStreamSynchronize(static_cast<CUstream>(handle_)), "cuStreamSynchronize");
 }
@@ -110,7 +111,16 @@ void Event::wait_on(int device) const {
   check(driver().cuStreamWaitEvent(nullptr, static_cast<CUevent>(handle_), 0), "cuStreamWaitEvent");
 }
 
+bool Event::done() const {
+  use_device(device_);
+  const CUresult rc = driver().cuEventQuery(static_cast<CUevent>(handle_));
+  if (rc == kCudaErrorNotReady) return false;
+  check(rc, "cuEventQuery");
+  return true;
+}
+
 void Event::synchronize() const {
+  settle_watches(device_);
   use_device(device_);
   check(driver().cuEventSynchronize(static_cast<CUevent>(handle_)), "cuEventSynchronize");
 }

@@ -8,6 +8,9 @@ others must raise a CollectiveError naming the culprit, never hang.
   exit      process 1 exits (status 3) without taking part
   sleep     process 1 sleeps past the timeout, then calls
   mismatch  process 1 calls all_gather where the others call allreduce
+  oom       (GPUs) process 1 cannot allocate its part's staging after the
+            others queued theirs on their GPUs; they wait on the GPU, and
+            must raise when they read their results
 """
 
 import os
@@ -21,6 +24,9 @@ from tessera import _C, dist
 from member_threads import threads
 
 MODE = sys.argv[1]
+if MODE == "oom" and int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == 1:
+    # Room for the input and the result of the big allreduce, not for its staging.
+    os.environ["TESSERA_CUDA_MEMORY_LIMIT"] = "640M"
 # FAULT_DEVICES=cuda: the members are GPUs and the communicator is the nccl
 # backend's across processes (tests/python/test_dist_nccl.py); FAULT_MEMBERS sets N.
 ON_GPUS = os.environ.get("FAULT_DEVICES") == "cuda"
@@ -49,7 +55,13 @@ if culprit and MODE == "sleep":
     time.sleep(float(sys.argv[2]))
 
 
+if MODE == "oom":
+    big = {r: tessera.tensor(np.full(1 << 26, 0.5, np.float32)).to(DEVICES[r]) for r in MINE}
+
+
 def call(r):
+    if MODE == "oom":
+        return comm.allreduce(r, big[r]).numpy()
     if culprit and MODE == "fail":
         comm.fail(r, "ValueError: member failed on purpose")
         raise ValueError("member failed on purpose")
