@@ -8,7 +8,9 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/nccl_api.h"
@@ -33,13 +35,30 @@ struct Clique {
   std::mutex mu;
   std::string broken;  // why it was aborted ("" while usable)
 
-  // Aborts every communicator (peers blocked on a GPU return) and remembers why.
-  void abort(const std::string& why) {
-    std::lock_guard lock(mu);
-    if (!broken.empty()) return;
-    broken = why;
-    for (cu::ncclComm c : comms)
-      if (c != nullptr) cu::nccl().ncclCommAbort(c);
+  // Aborts every communicator (kernels waiting for peers return) and
+  // remembers why. ncclCommAbort may itself wait for peers that are gone,
+  // so it runs on a thread of its own; this waits for it at most `seconds`
+  // and says so ("" when it returned, or when another call aborted first).
+  std::string abort(const std::string& why, double seconds = 10) {
+    std::vector<cu::ncclComm> doomed;
+    {
+      std::lock_guard lock(mu);
+      if (!broken.empty()) return "";
+      broken = why;  // poll() stops touching the communicators from here on
+      doomed = comms;
+    }
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> finished = done->get_future();
+    std::thread([doomed, done] {
+      for (cu::ncclComm c : doomed)
+        if (c != nullptr) cu::nccl().ncclCommAbort(c);
+      done->set_value();
+    }).detach();
+    if (finished.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready) return "";
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    return std::string("; ncclCommAbort had not returned after ") + text +
+           " s: this process's GPUs may stay blocked, end it";
   }
 };
 
@@ -550,7 +569,8 @@ class NcclCommunicator final : public detail::ThreadMembers {
       return coordinator ? coordinator->failure(rank) : std::string();
     };
     w.abort = [weak](const std::string& why) {
-      if (const std::shared_ptr<Clique> c = weak.lock()) c->abort(why);
+      const std::shared_ptr<Clique> c = weak.lock();
+      return c != nullptr ? c->abort(why) : std::string();
     };
     cuda::watch(devices_[rank], std::move(w));
   }
@@ -682,9 +702,10 @@ class NcclCommunicator final : public detail::ThreadMembers {
       return out;
     } catch (const std::exception& e) {
       const std::string why = members()[rank] + " could not queue its part: " + e.what();
-      clique_->abort(where + ": " + why);
-      // The peers may have queued theirs: the notice ends their wait (watch_queued).
+      // The peers may have queued theirs: the notice ends their wait
+      // (watch_queued); it goes first, as the abort may wait for them.
       coordinator_->fail(rank, why);
+      clique_->abort(where + ": " + why);
       const auto* error = dynamic_cast<const Error*>(&e);
       raise(error != nullptr && error->code() == ErrorCode::OutOfMemory ? ErrorCode::OutOfMemory
                                                                          : ErrorCode::Collective,

@@ -54,6 +54,7 @@ TEST(GpuWatch, WorkPastItsTimeoutIsAbortedAndRaised) {
   cu::watch(0, {"spin #1", 0.5, [] { return std::string(); }, [&](const std::string& why) {
                   aborted = why;
                   s.release();
+                  return std::string(" (released)");
                 }});
   EXPECT_EQ(cu::watched(0), 1u);
   const auto t0 = std::chrono::steady_clock::now();
@@ -61,7 +62,9 @@ TEST(GpuWatch, WorkPastItsTimeoutIsAbortedAndRaised) {
     cu::synchronize(0);
     FAIL() << "the wait did not raise";
   } catch (const tessera::CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("spin #1: not done 0.5 s after it was queued"), std::string::npos) << e.what();
+    const std::string text = e.what();
+    EXPECT_NE(text.find("spin #1: not done 0.5 s after it was queued"), std::string::npos) << text;
+    EXPECT_NE(text.find("(released)"), std::string::npos) << text;
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(waited, 0.5);
@@ -76,7 +79,10 @@ TEST(GpuWatch, AnErrorPolledWhileWaitingRaisesAtOnce) {
   Spinner s;
   s.start();
   cu::watch(0, {"spin #2", 600, [] { return std::string("member cuda:1 failed: boom"); },
-                [&](const std::string&) { s.release(); }});
+                [&](const std::string&) {
+                  s.release();
+                  return std::string();
+                }});
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> host(1);
   try {

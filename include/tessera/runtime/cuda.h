@@ -202,7 +202,9 @@ struct Watch {
   std::string what;                                 // "allreduce #3 over mesh axis 'tp' (nccl), member cuda:1"
   double timeout_seconds = 300;                     // from watch()
   std::function<std::string()> poll;                // "" while healthy, else what went wrong
-  std::function<void(const std::string&)> abort;    // given the error text; called once
+  // Given the error text, ends the work; called once. What it returns is
+  // added to the error ("" for nothing).
+  std::function<std::string(const std::string&)> abort;
 };
 // Watches the work queued so far on `device`'s default stream.
 void watch(int device, Watch w);

@@ -92,8 +92,8 @@ void settle_watches(int device) {
         std::lock_guard lock(watches().mu);
         watches().by_device.erase(device);
       }
-      if (e->watch.abort) e->watch.abort(e->watch.what + ": " + why);
-      raise(ErrorCode::Collective, e->watch.what + ": " + why);
+      const std::string more = e->watch.abort ? e->watch.abort(e->watch.what + ": " + why) : std::string();
+      raise(ErrorCode::Collective, e->watch.what + ": " + why + more);
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min<std::chrono::microseconds>(sleep * 2, std::chrono::milliseconds(5));
