@@ -121,6 +121,17 @@ TEST(DistMpi, AFailedMemberIsNamedByTheOthers) {
   }
 }
 
+// failure() is what queued GPU work polls (the nccl backend's watches): it
+// names a failed member at once, without a collective, and never blocks.
+TEST(DistMpi, FailureNamesAFailedMemberWithoutWaiting) {
+  auto comm = make_mpi_communicator("tp", cpus(3), {0, 0, 0}, 20);
+  EXPECT_EQ(comm->failure(0), "");
+  comm->fail(2, "OutOfMemoryError: on purpose");
+  EXPECT_EQ(comm->failure(0), "member cpu:2 (rank 2) failed: OutOfMemoryError: on purpose");
+  EXPECT_EQ(comm->failure(1), comm->failure(0));
+  EXPECT_EQ(comm->failure(2), "") << "a member is not told of its own failure";
+}
+
 TEST(DistMpi, AMismatchNamesBothCalls) {
   auto comm = make_mpi_communicator("tp", cpus(2), {0, 0}, 20);
   std::vector<std::string> errors(2);
