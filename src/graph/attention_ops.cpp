@@ -7,7 +7,10 @@
 //
 // Attributes: scale (real, the caller's default is 1/sqrt(D)), causal, and
 // dropout (the probability pd of dropping a probability, default 0) with the
-// Philox stream (seed, offset) of its mask.
+// Philox stream (seed, offset) of its mask. The forward also takes v_scale
+// (default 1: o = (a / l) * v_scale, v's descale for fp8 inputs) and out (o's
+// policy, default q's: fp8 inputs give bf16 or fp32 results); a forward
+// with either is forward-only (its VJP raises).
 // Query head h reads key/value head h / (Hq / Hkv) (grouped-query
 // attention). D is 64, 128 or 256.
 //
@@ -28,7 +31,7 @@
 //     m' = max(m, x)  alpha = exp(m - m')         p = exp(x - m')
 //     l = l * alpha + p (fma)                     a[d] = a[d] * alpha + p * v_j[d] (fma)
 //     m = m'
-//   o[d] = a[d] / l, lse = m + log(l).
+//   o[d] = a[d] / l (then * v_scale when it is not 1), lse = m + log(l).
 //
 //   backward: delta_i = do_i . o_i (fma over d), and for each visible (i, j)
 //     p = exp(q_i . k_j * scale - lse_i)   dp = do_i . v_j   ds = p * (dp - delta_i)
@@ -129,6 +132,29 @@ std::vector<ir::AttrSpec> attn_attrs() {
           int_attr("offset", 0)};
 }
 
+// The forward's: attn_attrs(), v_scale and the optional result policy.
+std::vector<ir::AttrSpec> forward_attrs() {
+  std::vector<ir::AttrSpec> a = attn_attrs();
+  a.push_back(real_attr("v_scale", 1.0));
+  a.push_back(ir::AttrSpec{.name = "out", .kind = ir::AttrKind::policy, .required = false});
+  return a;
+}
+
+// o's policy: `out` when given (a float storage, rounding to nearest), else q's.
+NumericsPolicy result_policy(const NumericsPolicy& q, const AttrMap& attrs, const std::string& op) {
+  const double vs = attrs.get_real("v_scale");
+  if (!std::isfinite(vs) || vs <= 0.0) {
+    raise(ErrorCode::ArgumentInvalid, op + ": v_scale must be a positive finite number, got " + std::to_string(vs));
+  }
+  if (!attrs.has("out")) return q;
+  const NumericsPolicy& out = attrs.get_policy("out");
+  if (!is_float(out.storage) || out.storage == DType::e8m0 || is_packed(out.storage)) {
+    raise(ErrorCode::DtypeUnsupported,
+          op + ": the result must be a floating-point storage of a byte or more, got " + std::string(name(out.storage)));
+  }
+  return out;
+}
+
 // One (batch, head) problem's geometry, in elements.
 struct Geometry {
   std::int64_t B, Hq, Hkv, G, Sq, Sk, D;
@@ -199,7 +225,8 @@ std::vector<Tensor> run_forward(const KernelCall& call) {
   const auto k = call.inputs[1].to_values();
   const auto v = call.inputs[2].to_values();
   const ir::Type& out = call.result_types[0];
-  const Steps st(out.policy.accum, call.attrs);
+  const Steps st(call.inputs[0].policy().accum, call.attrs);
+  const double v_scale = st.R(call.attrs.get_real("v_scale"));
   std::vector<double> o(q.size()), lse(q.size() / static_cast<std::size_t>(g.D));
   std::vector<double> a(static_cast<std::size_t>(g.D));
   for (std::int64_t b = 0; b < g.B; ++b) {
@@ -221,7 +248,10 @@ std::vector<Tensor> run_forward(const KernelCall& call) {
           }
           m = mn;
         }
-        for (std::int64_t d = 0; d < g.D; ++d) o[g.q_row(b, h, i) + static_cast<std::size_t>(d)] = st.R(a[static_cast<std::size_t>(d)] / l);
+        for (std::int64_t d = 0; d < g.D; ++d) {
+          const double od = st.R(a[static_cast<std::size_t>(d)] / l);
+          o[g.q_row(b, h, i) + static_cast<std::size_t>(d)] = v_scale == 1.0 ? od : st.mul(od, v_scale);
+        }
         lse[g.q_row(b, h, i) / static_cast<std::size_t>(g.D)] = st.R(m + st.log(l));
       }
     }
@@ -306,14 +336,14 @@ void register_attention_ops(ir::Registry& r) {
       .summary = "softmax(q k^T * scale, causal bottom-right) v per head (grouped-query), with the logsumexp per "
                  "query row; online softmax, never the S x S matrix.",
       .operands = {"q", "k", "v"},
-      .attrs = attn_attrs(),
+      .attrs = forward_attrs(),
       .num_results = 2,
       .infer =
           [](std::span<const ir::Type> in, const AttrMap& attrs) {
             const std::string op = "graph.flash_attn";
             if (in.size() != 3) raise(ErrorCode::ArgumentInvalid, op + " takes q, k and v, got " + std::to_string(in.size()) + " operands");
             const NumericsPolicy p = check_qkv(in, attrs, op);
-            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, p), lse_type(in[0], p)};
+            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, result_policy(p, attrs, op)), lse_type(in[0], p)};
           },
       .reference = run_forward,
   });

@@ -342,6 +342,71 @@ def test_uncovered_policy_is_a_compile_error_under_jit():
         tessera.jit(lambda a: tessera.ops.flash_attn(a, a, a))(x)
 
 
+# ---- fp8 forward with descales --------------------------------------------------------------------
+
+def fp8_inputs(dtype, shape_q, shape_kv, scales, salt):
+    """fp8 codes of per-tensor scaled values (value / scale, as fp8 training stores them) and the
+    float64 values those codes stand for."""
+    r = rng(salt)
+    out = []
+    for shape, sc in zip((shape_q, shape_kv, shape_kv), scales):
+        codes = tessera.tensor(r.standard_normal(shape) * 2.0, dtype=dtype)
+        out.append((codes, codes.numpy().astype(np.float64) * sc))
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward_with_descales_against_float64_numpy(dtype, causal):
+    scales = (0.5, 0.125, 0.75)
+    (q, qv), (k, kv), (v, vv) = fp8_inputs(dtype, (1, 4, 10, 64), (1, 2, 14, 64), scales, salt=70)
+    o = tessera.ops.flash_attn(q, k, v, causal=causal, descale=scales)
+    assert o.dtype == "bf16" and o.shape == (1, 4, 10, 64)  # fp8 inputs give bf16 by default
+    want = attention_np(qv, kv, vv, causal, 0.125)
+    # fp32 accumulation, then one rounding to bf16 (8 significant bits).
+    err = np.abs(o.numpy().astype(np.float64) - want)
+    assert (err <= 2.0 ** -8 * np.abs(want) + 1e-5).all(), f"seed {SEED}: {err.max()}"
+    o32 = tessera.ops.flash_attn(q, k, v, causal=causal, descale=scales, out_dtype="fp32")
+    assert o32.dtype == "fp32"
+    assert np.abs(o32.numpy() - want).max() <= 2e-5 * max(1.0, np.abs(want).max()), f"seed {SEED}"
+
+
+def test_fp8_forward_compiled_equals_the_reference_executor(monkeypatch):
+    scales = (0.25, 2.0, 0.5)
+    (q, _), (k, _), (v, _) = fp8_inputs("fp8_e4m3", (1, 2, 9, 128), (1, 2, 9, 128), scales, salt=71)
+    compiled = tessera.ops.flash_attn(q, k, v, causal=True, descale=scales).numpy()
+    jitted = tessera.jit(lambda a, b, c: tessera.ops.flash_attn(a, b, c, causal=True, descale=scales))(q, k, v)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    reference = tessera.ops.flash_attn(q, k, v, causal=True, descale=scales).numpy()
+    assert compiled.tobytes() == reference.tobytes(), f"seed {SEED}"
+    assert jitted.numpy().tobytes() == reference.tobytes(), f"seed {SEED}"
+
+
+def test_unit_descales_and_no_out_dtype_leave_bf16_attention_as_it_was():
+    q, k, v = (tessera.tensor(x, dtype="bf16") for x in inputs(1, 2, 2, 8, 8, 64, "bf16", salt=72))
+    plain = tessera.ops.flash_attn(q, k, v).numpy()
+    assert tessera.ops.flash_attn(q, k, v, descale=(1.0, 1.0, 1.0)).numpy().tobytes() == plain.tobytes()
+    wide = tessera.ops.flash_attn(q, k, v, out_dtype="fp32")
+    assert wide.dtype == "fp32"
+    assert np.abs(wide.numpy() - plain.astype(np.float32)).max() <= 2.0 ** -8 * np.abs(plain).max()
+
+
+def test_fp8_attention_is_forward_only_and_checks_its_arguments():
+    scales = (0.5, 0.5, 0.5)
+    (q, _), (k, _), (v, _) = fp8_inputs("fp8_e4m3", (1, 2, 4, 64), (1, 2, 4, 64), scales, salt=73)
+
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, descale=scales))
+    with pytest.raises(ArgumentError, match="forward-only; its VJP rule is not built"):
+        tessera.grad(loss)(q, k, v)
+    with pytest.raises(ArgumentError, match=r"descale must be \(dq, dk, dv\)"):
+        tessera.ops.flash_attn(q, k, v, descale=(0.5, 0.5))
+    with pytest.raises(ArgumentError, match=r"descale\[2\] must be a positive finite float, got 0.0"):
+        tessera.ops.flash_attn(q, k, v, descale=(0.5, 0.5, 0.0))
+    with pytest.raises(TesseraError, match="the result must be a floating-point storage of a byte or more, got int8"):
+        tessera.ops.flash_attn(q, k, v, out_dtype="int8")
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")

@@ -27,7 +27,18 @@ def _dense(x):
     return tensor(x)
 
 
-def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, key=None):
+def _positive(name, x):
+    if not isinstance(x, numbers.Real) or isinstance(x, bool) or not (math.isfinite(x) and x > 0):
+        raise ArgumentError(f"tessera.ops.flash_attn: {name} must be a positive finite float, got {x!r}")
+    return float(x)
+
+
+def _storage(x):
+    return str(x.dtype).split()[0]
+
+
+def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, key=None, *, descale=None,
+               out_dtype=None):
     """Scaled dot-product attention, ``softmax(q k^T * scale) v`` per head.
 
     q is [B, Hq, Sq, D]; k and v are [B, Hkv, Sk, D] with Hq a multiple of Hkv (grouped-query
@@ -48,6 +59,14 @@ def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, 
     counter ``key.offset + n`` is >= dropout. ``key`` is a ``tessera.ops.philox`` key and advances by
     B * Hq * Sq * Sk counters (``None``: a fresh ``philox(0)`` each call, the same mask every time).
     The backward redraws the same mask, so no mask is stored.
+
+    fp8 (``fp8_e4m3``, ``fp8_e5m2``) inputs hold codes of per-tensor scaled values:
+    ``descale=(dq, dk, dv)`` gives the factors that turn each input's codes back into values. The
+    logits are ``q k^T * (scale * dq * dk)`` (the product formed in double, then rounded once to the
+    accumulation type) and the result is ``(P v) * dv``, multiplied before its one rounding to
+    ``out_dtype``. ``out_dtype`` (any float storage of a byte or more, or a policy) defaults to q's
+    policy, or to ``bf16`` when q is fp8. A call with ``descale`` or ``out_dtype`` is forward-only:
+    differentiating it raises.
     """
     if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
         raise ArgumentError(f"tessera.ops.flash_attn: dropout must be a float in [0, 1), got {dropout!r}")
@@ -62,7 +81,19 @@ def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, 
         scale = 1.0 / math.sqrt(d)
     if not isinstance(scale, numbers.Real) or isinstance(scale, bool) or not math.isfinite(scale):
         raise ArgumentError(f"tessera.ops.flash_attn: scale must be a finite float, got {scale!r}")
+    v_scale = 1.0
+    if descale is not None:
+        if not isinstance(descale, (tuple, list)) or len(descale) != 3:
+            raise ArgumentError(f"tessera.ops.flash_attn: descale must be (dq, dk, dv), got {descale!r}")
+        dq_, dk_, v_scale = (_positive(n, x) for n, x in zip(("descale[0]", "descale[1]", "descale[2]"), descale))
+        scale = float(scale) * dq_ * dk_
+    if out_dtype is None and _storage(q).startswith("fp8"):
+        out_dtype = "bf16"
     attrs = {"scale": float(scale), "causal": bool(causal)}
+    if v_scale != 1.0:
+        attrs["v_scale"] = v_scale
+    if out_dtype is not None:
+        attrs["out"] = str(out_dtype)
     if dropout == 0.0 and key is None:
         o, _lse = dispatch("graph.flash_attn", [q, k, v], attrs)
         return o

@@ -33,7 +33,19 @@ ir::AttrMap attn_attrs(const ir::Operation& op) {
                      {"offset", a.get_int("offset")}};
 }
 
+// A forward with a v descale or a result policy of its own (fp8 attention)
+// has no backward: graph.flash_attn_bwd computes at q's policy with v as is.
+void check_differentiable(const ir::Operation& op, const char* mode) {
+  const ir::AttrMap& a = op.attrs();
+  if ((a.has("v_scale") && a.get_real("v_scale") != 1.0) || a.has("out")) {
+    raise(ErrorCode::ArgumentInvalid,
+          std::string("graph.flash_attn: a forward with descales or a result dtype of its own (fp8 attention) is "
+                      "forward-only; its ") + mode + " rule is not built (cast q, k and v to bf16 to train)");
+  }
+}
+
 Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
+  check_differentiable(op, "VJP");
   if (ct.size() > 1 && ct[1]) {
     raise(ErrorCode::ArgumentInvalid,
           "graph.flash_attn: differentiating through its logsumexp result is not supported (only through o)");
@@ -127,6 +139,7 @@ struct Decomposition {
 
 void register_attention_rules() {
   register_builtin_jvp("graph.flash_attn", [](RuleContext& c, ir::Operation& op, const Values& t) {
+    check_differentiable(op, "JVP");
     return Decomposition(c, op).jvp(t);
   });
   register_builtin_vjp("graph.flash_attn", flash_attn_vjp);

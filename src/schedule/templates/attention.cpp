@@ -79,6 +79,11 @@ class AttentionBuilder {
     const NumericsPolicy& p = root_.operand(0)->type().policy;
     acc_ = default_policy(p.accum);
     scale_ = tile::build_real(b, root_.attrs().get_real("scale"), acc_);
+    // The forward's v descale (graph/attention_ops.cpp): multiplied in only
+    // when it is not 1, so plain attention keeps its kernels.
+    if (root_.attrs().has("v_scale") && root_.attrs().get_real("v_scale") != 1.0) {
+      v_scale_ = tile::build_real(b, root_.attrs().get_real("v_scale"), acc_);
+    }
     pd_ = root_.attrs().get_real("dropout");
     seed_ = root_.attrs().get_int("seed");
     offset_ = root_.attrs().get_int("offset");
@@ -188,7 +193,8 @@ class AttentionBuilder {
     Value* l = loop->result(1);
     if (out(0)) {
       for (std::int64_t d = 0; d < D_; ++d) {
-        store(b, 0, add(b, qbase, i64(b, d)), op2(b, "div", loop->result(2 + static_cast<std::size_t>(d)), l));
+        Value* od = op2(b, "div", loop->result(2 + static_cast<std::size_t>(d)), l);
+        store(b, 0, add(b, qbase, i64(b, d)), v_scale_ != nullptr ? op2(b, "mul", od, v_scale_) : od);
       }
     }
     if (out(1)) store(b, 1, row, op2(b, "add", m, op1(b, "log", l)));
@@ -287,6 +293,7 @@ class AttentionBuilder {
   int out_index_[3] = {-1, -1, -1};
   NumericsPolicy acc_;
   Value* scale_ = nullptr;
+  Value* v_scale_ = nullptr;  // null: 1
   Value* kp_ = nullptr;
   double pd_ = 0.0;
   std::int64_t seed_ = 0, offset_ = 0;
