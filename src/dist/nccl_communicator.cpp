@@ -6,9 +6,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
-#include <future>
 #include <mutex>
 #include <thread>
 
@@ -224,11 +224,11 @@ SideStream& side_stream(int device) {
   return *s;
 }
 
-// How a deterministic allreduce in one process gathers the members' parts:
-// "peer" (the default) has each GPU's combining kernel read them where they
-// lie, over NVLink; "nccl" (TESSERA_NCCL_EXCHANGE=nccl) moves them with
-// grouped send/recv into staging first. The bits are the same.
-// Read when a communicator is made, so all its members agree.
+// How a deterministic allreduce in one process gathers the members' parts
+// (TESSERA_NCCL_EXCHANGE, read when a communicator is made, so all its
+// members agree): "peer" (the default) has each GPU's combining kernel read
+// them where they lie, over NVLink; "nccl" moves them with grouped
+// send/recv into staging first. The bits are the same.
 bool peer_exchange_enabled() {
   const char* v = std::getenv("TESSERA_NCCL_EXCHANGE");
   if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return true;
