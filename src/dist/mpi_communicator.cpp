@@ -244,7 +244,7 @@ class MpiCommunicator final : public Communicator {
         transport_->take(key, deadline, [&] { return stop_locked(rank, kP2pBroken, src); }, why);
     if (!m) {
       if (why.empty()) {
-        why = "timed out after " + seconds() + " s (TESSERA_COLLECTIVE_TIMEOUT) waiting for " + member(src);
+        why = "timed out after " + number_text(timeout_) + " s (TESSERA_COLLECTIVE_TIMEOUT) waiting for " + member(src);
         transport_->set_broken(id_ ^ kP2pBroken, why);
       }
       raise(ErrorCode::Collective, call + ": " + why);
@@ -285,12 +285,6 @@ class MpiCommunicator final : public Communicator {
     Deadline deadline;
     std::uint64_t record;  // its flight recorder entry
   };
-
-  std::string seconds() const {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", timeout_);
-    return text;
-  }
 
   std::string member(std::size_t r) const {
     std::string s = members_[r] + " (rank " + std::to_string(r);
@@ -443,7 +437,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   [[noreturn]] void timed_out(const Active& a, std::size_t src, std::uint32_t phase) {
-    const std::string why = "timed out after " + seconds() + " s (TESSERA_COLLECTIVE_TIMEOUT) waiting for " +
+    const std::string why = "timed out after " + number_text(timeout_) + " s (TESSERA_COLLECTIVE_TIMEOUT) waiting for " +
                             member(src) + (phase == kGather ? " to send its combined part" : " to arrive");
     transport_->recorder().finish(a.record, "timed out");
     std::string record = "\nflight recorder of MPI process " + std::to_string(transport_->rank()) +

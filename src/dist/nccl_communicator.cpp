@@ -55,9 +55,7 @@ struct Clique {
       done->set_value();
     }).detach();
     if (finished.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready) return "";
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", seconds);
-    return std::string("; ncclCommAbort had not returned after ") + text +
+    return "; ncclCommAbort had not returned after " + number_text(seconds) +
            " s: this process's GPUs may stay blocked, end it";
   }
 };
@@ -245,9 +243,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
   NcclCommunicator(std::string axis, std::vector<std::string> members, double timeout,
                    std::vector<int> owners = {}, int this_process = 0,
                    std::shared_ptr<Communicator> coordinator = nullptr)
-      : ThreadMembers(std::move(axis), std::move(members), timeout),
-        coordinator_(std::move(coordinator)),
-        timeout_(timeout) {
+      : ThreadMembers(std::move(axis), std::move(members), timeout), coordinator_(std::move(coordinator)) {
     if (coordinator_ && owners.size() != size()) {
       raise(ErrorCode::ArgumentInvalid, "nccl communicator over mesh axis '" + rv_.axis() + "': " +
                                             std::to_string(owners.size()) + " owners for " + std::to_string(size()) +
@@ -550,7 +546,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
   void watch_queued(std::size_t rank, cu::ncclComm comm, const std::string& where) const {
     cuda::Watch w;
     w.what = where + ", member " + members()[rank];
-    w.timeout_seconds = timeout_;
+    w.timeout_seconds = rv_.timeout();
     const std::weak_ptr<Clique> weak = clique_;
     const std::shared_ptr<Communicator> coordinator = coordinator_;
     w.poll = [weak, comm, coordinator, rank]() -> std::string {
@@ -825,7 +821,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
   }
 
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
-  double timeout_;                             // seconds, for the rendezvous and for watching queued work
   std::vector<int> devices_;                          // by rank; -1 for a GPU of another process
   std::vector<std::unique_ptr<cuda::Event>> ready_;  // ready_event(), by rank
   bool peer_exchange_ = false;                        // peer_exchange_enabled() when made

@@ -110,6 +110,21 @@ extern "C" __global__ void tessera_combine(unsigned char* out, const unsigned ch
   }
 }
 
+// One element's combination at fp32 over the members, from member `first`
+// around (code(m): member m's storage code), rounded once to the storage.
+template <class Code>
+__device__ __forceinline__ u32 combine_element_f32(const Code& code, int members, int first, int op, int storage,
+                                                   int saturate) {
+  float acc = decode_f32(code(first), storage);
+  for (int k = 1; k < members; ++k) {
+    int m = first + k;
+    if (m >= members) m -= members;
+    acc = combine_f32(acc, decode_f32(code(m), storage), op);
+  }
+  if (op == kMean) acc = (float)((double)acc / members);
+  return encode_f32_nearest_even(acc, storage, saturate != 0);
+}
+
 // fp32 accumulation to nearest of fp32, fp16 and bf16 storage, in rank or
 // ring order: float arithmetic, which is the double arithmetic of
 // tessera_combine rounded once to float (24 * 2 + 2 <= 53 bits).
@@ -118,14 +133,8 @@ extern "C" __global__ void tessera_combine_f32(unsigned char* out, const unsigne
                                                i64 len, i64 dim, i64 start, i64 total) {
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
     const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
-    float acc = decode_f32(load_bits(parts + (i64)first * n * es, i, es), storage);
-    for (int k = 1; k < members; ++k) {
-      int m = first + k;
-      if (m >= members) m -= members;
-      acc = combine_f32(acc, decode_f32(load_bits(parts + (i64)m * n * es, i, es), storage), op);
-    }
-    if (op == kMean) acc = (float)((double)acc / members);
-    store_bits(out, i, es, encode_f32_nearest_even(acc, storage, saturate != 0));
+    auto code = [&](int m) { return load_bits(parts + (i64)m * n * es, i, es); };
+    store_bits(out, i, es, combine_element_f32(code, members, first, op, storage, saturate));
   }
 }
 
@@ -190,14 +199,8 @@ __device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& p
   // What is left (or everything, unaligned): element by element.
   for (i64 i = vectors * kPer + first_thread; i < n; i += stride) {
     const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
-    float acc = decode_f32(load_bits(pick_ptr(peers, first), i, ES), storage);
-    for (int k = 1; k < members; ++k) {
-      int m = first + k;
-      if (m >= members) m -= members;
-      acc = combine_f32(acc, decode_f32(load_bits(pick_ptr(peers, m), i, ES), storage), op);
-    }
-    if (op == kMean) acc = (float)((double)acc / members);
-    store_bits(out, i, ES, encode_f32_nearest_even(acc, storage, saturate != 0));
+    auto code = [&](int m) { return load_bits(pick_ptr(peers, m), i, ES); };
+    store_bits(out, i, ES, combine_element_f32(code, members, first, op, storage, saturate));
   }
 }
 

@@ -49,6 +49,7 @@ class Rendezvous {
   const std::string& axis() const { return axis_; }
   const std::vector<std::string>& members() const { return members_; }
   std::size_t size() const { return members_.size(); }
+  double timeout() const { return timeout_; }
 
   // Posts member `rank`'s call and `payload`, waits for every member's and
   // checks they agree (ArgumentError for a rank outside the group,

@@ -55,7 +55,6 @@
 // the mask is a pure function of (seed, offset, n): the backward redraws it,
 // and the op stays deterministic (and pure) given its attributes.
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 #include "graph/accumulate.h"
@@ -145,9 +144,7 @@ std::vector<ir::AttrSpec> forward_attrs() {
 NumericsPolicy result_policy(const NumericsPolicy& q, const AttrMap& attrs, const std::string& op) {
   const double vs = attrs.get_real("v_scale");
   if (!std::isfinite(vs) || vs <= 0.0) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", vs);
-    raise(ErrorCode::ArgumentInvalid, op + ": v_scale must be a positive finite number, got " + text);
+    raise(ErrorCode::ArgumentInvalid, op + ": v_scale must be a positive finite number, got " + number_text(vs));
   }
   if (!attrs.has("out")) return q;
   const NumericsPolicy& out = attrs.get_policy("out");

@@ -148,4 +148,10 @@ void raise(ErrorCode code, std::string message, SourceLocation where) {
   }
   throw Error(code, std::move(message), std::move(where));
 }
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
 }  // namespace tessera

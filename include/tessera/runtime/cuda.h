@@ -156,6 +156,8 @@ class CachingAllocator {
 
  private:
   struct State;
+  // Returns every cached block to the driver; the caller holds the lock.
+  void free_cached_locked();
   int device_;
   std::unique_ptr<State> state_;
 };

@@ -125,6 +125,10 @@ TESSERA_DECLARE_ERROR(ArgumentError)
 // close enough to be a plausible typo. Used for "did you mean" hints.
 std::string closest_match(std::string_view name, const std::vector<std::string_view>& candidates);
 
+// A number as messages write it: shortest of fixed and exponent form, six
+// significant digits ("0.5", "20", "1e-06", "-1").
+std::string number_text(double x);
+
 }  // namespace tessera
 
 namespace tessera {

@@ -11,6 +11,7 @@ import math
 import numbers
 
 from tessera.errors import ArgumentError, ShapeError
+from tessera.numerics import _storage
 from tessera.ops._dispatch import dispatch
 
 __all__ = ["flash_attn"]
@@ -31,10 +32,6 @@ def _positive(name, x):
     if not isinstance(x, numbers.Real) or isinstance(x, bool) or not (math.isfinite(x) and x > 0):
         raise ArgumentError(f"tessera.ops.flash_attn: {name} must be a positive finite float, got {x!r}")
     return float(x)
-
-
-def _storage(x):
-    return str(x.dtype).split()[0]
 
 
 def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, key=None, *, descale=None,
@@ -87,7 +84,7 @@ def flash_attn(q, k, v, causal: bool = False, scale=None, dropout: float = 0.0, 
             raise ArgumentError(f"tessera.ops.flash_attn: descale must be (dq, dk, dv), got {descale!r}")
         dq_, dk_, v_scale = (_positive(n, x) for n, x in zip(("descale[0]", "descale[1]", "descale[2]"), descale))
         scale = float(scale) * dq_ * dk_
-    if out_dtype is None and _storage(q).startswith("fp8"):
+    if out_dtype is None and _storage(q.dtype).name.startswith("fp8"):
         out_dtype = "bf16"
     attrs = {"scale": float(scale), "causal": bool(causal)}
     if v_scale != 1.0:

@@ -128,12 +128,7 @@ DevicePtr CachingAllocator::allocate(std::size_t bytes, void* stream) {
     ++st.cache_hits;
   } else {
     if (state_->limit != 0 && st.bytes_in_use + st.bytes_cached + size > state_->limit) {
-      // Within the limit the cache is what gives way first.
-      for (auto& [s, blocks] : state_->free_blocks) {
-        for (auto& [block_size, block] : blocks) device_free(device_, block);
-        blocks.clear();
-      }
-      st.bytes_cached = 0;
+      free_cached_locked();  // within the limit the cache is what gives way first
       if (st.bytes_in_use + size > state_->limit) {
         raise(ErrorCode::OutOfMemory, "cuda:" + std::to_string(device_) + " is out of memory: allocating " +
                                           std::to_string(bytes) + " bytes would pass TESSERA_CUDA_MEMORY_LIMIT (" +
@@ -143,12 +138,7 @@ DevicePtr CachingAllocator::allocate(std::size_t bytes, void* stream) {
     try {
       ptr = device_malloc(device_, size);
     } catch (const OutOfMemoryError&) {
-      // Cached blocks of other sizes may be what stands in the way.
-      for (auto& [s, blocks] : state_->free_blocks) {
-        for (auto& [block_size, block] : blocks) device_free(device_, block);
-        blocks.clear();
-      }
-      st.bytes_cached = 0;
+      free_cached_locked();  // cached blocks of other sizes may be what stands in the way
       ptr = device_malloc(device_, size);
     }
     ++st.device_allocations;
@@ -187,6 +177,10 @@ void CachingAllocator::reset_peak() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(state_->mutex);
+  free_cached_locked();
+}
+
+void CachingAllocator::free_cached_locked() {
   for (auto& [stream, blocks] : state_->free_blocks) {
     for (auto& [size, block] : blocks) device_free(device_, block);
     blocks.clear();

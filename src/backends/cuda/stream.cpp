@@ -9,6 +9,25 @@ namespace tessera::cuda {
 
 using namespace detail;
 
+namespace {
+
+// A query's answer: false while the work is not done, true once it is; an
+// error raises naming `what`.
+bool finished(CUresult rc, const char* what) {
+  if (rc == kCudaErrorNotReady) return false;
+  check(rc, what);
+  return true;
+}
+
+// Work queued on `stream` (null: the legacy default stream) of `device`
+// after this waits for `event`, which may belong to another device.
+void queue_wait(int device, CUstream stream, CUevent event) {
+  use_device(device);
+  check(driver().cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent");
+}
+
+}  // namespace
+
 Stream::Stream(int device) : device_(device) {
   use_device(device);
   CUstream stream = nullptr;
@@ -48,10 +67,7 @@ void Stream::synchronize() const {
 
 bool Stream::idle() const {
   use_device(device_);
-  const CUresult rc = driver().cuStreamQuery(static_cast<CUstream>(handle_));
-  if (rc == kCudaErrorNotReady) return false;
-  check(rc, "cuStreamQuery");
-  return true;
+  return finished(driver().cuStreamQuery(static_cast<CUstream>(handle_)), "cuStreamQuery");
 }
 
 Event::Event(int device) : device_(device) {
@@ -100,23 +116,16 @@ void Event::wait(const Stream* stream) const {
     raise(ErrorCode::ArgumentInvalid, "a stream of cuda:" + std::to_string(stream->device()) +
                                           " cannot wait for an event of cuda:" + std::to_string(device_));
   }
-  use_device(device_);
-  check(driver().cuStreamWaitEvent(stream ? static_cast<CUstream>(stream->handle()) : nullptr,
-                                   static_cast<CUevent>(handle_), 0),
-        "cuStreamWaitEvent");
+  queue_wait(device_, stream ? static_cast<CUstream>(stream->handle()) : nullptr, static_cast<CUevent>(handle_));
 }
 
 void Event::wait_on(int device) const {
-  use_device(device);
-  check(driver().cuStreamWaitEvent(nullptr, static_cast<CUevent>(handle_), 0), "cuStreamWaitEvent");
+  queue_wait(device, nullptr, static_cast<CUevent>(handle_));
 }
 
 bool Event::done() const {
   use_device(device_);
-  const CUresult rc = driver().cuEventQuery(static_cast<CUevent>(handle_));
-  if (rc == kCudaErrorNotReady) return false;
-  check(rc, "cuEventQuery");
-  return true;
+  return finished(driver().cuEventQuery(static_cast<CUevent>(handle_)), "cuEventQuery");
 }
 
 void Event::synchronize() const {

@@ -37,12 +37,6 @@ void prune(std::vector<std::shared_ptr<Entry>>& entries) {
   std::erase_if(entries, [](const std::shared_ptr<Entry>& e) { return e->done->done(); });
 }
 
-std::string seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", s);
-  return text;
-}
-
 }  // namespace
 
 void watch(int device, Watch w) {
@@ -82,7 +76,7 @@ void settle_watches(int device) {
     for (const std::shared_ptr<Entry>& e : pending) {
       std::string why = e->watch.poll ? e->watch.poll() : std::string();
       if (why.empty() && Clock::now() > e->deadline) {
-        why = "not done " + seconds(e->watch.timeout_seconds) +
+        why = "not done " + number_text(e->watch.timeout_seconds) +
               " s after it was queued (TESSERA_COLLECTIVE_TIMEOUT); a member that never queued its part leaves "
               "it waiting";
       }
