@@ -419,9 +419,7 @@ def test_nccl_across_mpi_processes():
 
 
 @needs(2)
-@pytest.mark.parametrize("mode", ["raise", "fail", "exit", "mismatch", pytest.param("oom", marks=pytest.mark.skip(
-    reason="hung on 4 H100s at its first run (both processes still inside the allreduce after 30 s); since then "
-           "the failing member notifies before it aborts and aborts are bounded, not yet run on GPUs"))])
+@pytest.mark.parametrize("mode", ["raise", "fail", "exit", "mismatch", "oom"])
 def test_a_faulty_process_makes_the_others_raise_naming_it_on_gpus(mode):
     # NCCL across two processes: a process that raises, fails a member, exits
     # or calls another collective makes the other raise a CollectiveError

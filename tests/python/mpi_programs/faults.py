@@ -13,6 +13,7 @@ others must raise a CollectiveError naming the culprit, never hang.
             must raise when they read their results
 """
 
+import faulthandler
 import os
 import sys
 import time
@@ -30,6 +31,9 @@ if MODE == "oom" and int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == 1:
 # FAULT_DEVICES=cuda: the members are GPUs and the communicator is the nccl
 # backend's across processes (tests/python/test_dist_nccl.py); FAULT_MEMBERS sets N.
 ON_GPUS = os.environ.get("FAULT_DEVICES") == "cuda"
+if ON_GPUS:
+    # A hang shows where every thread of this process waits, then ends it.
+    faulthandler.dump_traceback_later(60, exit=True)
 N = int(os.environ.get("FAULT_MEMBERS", "4"))
 W, ME = dist.world_size(), dist.rank()
 OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
