@@ -245,18 +245,22 @@ def main():
                         ("bitwise equal to local" if bad["allreduce"] == 0 else f"MISMATCH {bad}"))
         theirs = torch_busbw(n, sizes, reps)
         for s in sizes:
-            # The deterministic allreduce with its two exchanges: peer reads
-            # inside the combining kernel (the default) and NCCL send/recv.
+            # The deterministic allreduce with its three exchanges: peer reads
+            # inside the combining kernel (the default), the same kernel also
+            # writing every member's result ("push"), and NCCL send/recv.
             os.environ["TESSERA_NCCL_EXCHANGE"] = "nccl"
             sendrecv, _ = tessera_busbw(n, s, "rank_order", reps[s])
+            os.environ["TESSERA_NCCL_EXCHANGE"] = "push"
+            push, _ = tessera_busbw(n, s, "rank_order", reps[s])
             del os.environ["TESSERA_NCCL_EXCHANGE"]
             det, t_det = tessera_busbw(n, s, "rank_order", reps[s])
             nat, _ = tessera_busbw(n, s, "native", reps[s])
             line = (f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us; "
-                    f"send/recv exchange {sendrecv:7.1f})  native {nat:7.1f}")
+                    f"send/recv exchange {sendrecv:7.1f}; push {push:7.1f})  native {nat:7.1f}")
             if theirs:
                 tb, _ = theirs[s]
-                line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"
+                line += (f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  push/torch {push / tb:5.2f}x  "
+                         f"native/torch {nat / tb:5.2f}x")
             rows.append(line)
         if a.tunings:
             rows.extend(tuned_rows(n, [s for s in sizes if s >= (256 << 20)]))

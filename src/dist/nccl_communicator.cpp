@@ -222,17 +222,22 @@ SideStream& side_stream(int device) {
   return *s;
 }
 
-// How a deterministic allreduce in one process gathers the members' parts
+// How a deterministic allreduce in one process moves the members' parts
 // (TESSERA_NCCL_EXCHANGE, read when a communicator is made, so all its
-// members agree): "peer" (the default) has each GPU's combining kernel read
-// them where they lie, over NVLink; "nccl" moves them with grouped
-// send/recv into staging first. The bits are the same.
-bool peer_exchange_enabled() {
+// members agree). The bits are the same in each.
+enum class Exchange {
+  nccl,  // "nccl": grouped send/recv into staging, combine, NCCL all-gather
+  peer,  // "peer": each GPU's combining kernel reads the parts where they lie, NCCL all-gathers
+  push,  // "push": as "peer", and the kernel writes its part into every member's result
+};
+
+Exchange exchange_setting() {
   const char* v = std::getenv("TESSERA_NCCL_EXCHANGE");
-  if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return true;
-  if (std::strcmp(v, "nccl") == 0) return false;
+  if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return Exchange::peer;
+  if (std::strcmp(v, "push") == 0) return Exchange::push;
+  if (std::strcmp(v, "nccl") == 0) return Exchange::nccl;
   raise(ErrorCode::ArgumentInvalid,
-        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\" or \"nccl\"");
+        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\", \"push\" or \"nccl\"");
 }
 
 // Every member's shape in a call, by rank.
@@ -270,7 +275,9 @@ class NcclCommunicator final : public detail::ThreadMembers {
       devices_.push_back(d);
     }
     ready_.resize(size());
-    peer_exchange_ = !coordinator_ && peer_exchange_enabled();
+    combined_.resize(size());
+    results_.resize(size());
+    exchange_ = coordinator_ ? Exchange::nccl : exchange_setting();
     if (coordinator_) {
       std::string key = rv_.axis();
       for (std::size_t r = 0; r < size(); ++r) key += "|" + rv_.members()[r] + "@" + std::to_string(owners[r]);
@@ -287,10 +294,27 @@ class NcclCommunicator final : public detail::ThreadMembers {
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
     // Every member decides alike (one process, one environment, one call).
-    const bool by_peers = peer_exchange_ && clique_->peers &&
+    const bool by_peers = exchange_ != Exchange::nccl && clique_->peers &&
                           algorithm != Algorithm::native &&
                           detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
-    if (by_peers) ready_event(rank).record_default_stream();
+    const bool push = by_peers && exchange_ == Exchange::push && xc.numel() > 0;
+    if (by_peers) {
+      results_[rank] = &out;
+      ready_event(rank).record_default_stream();
+    }
+    if (push) {
+      Tensor result = collective(rank, xc, c, [&](int dev, cu::ncclComm, const Shapes&) {
+        reduce_by_peers(rank, dev, nullptr, out, op, algorithm, true);
+        return out;
+      });
+      // The members' kernels wrote into this result and read this input:
+      // later work here waits for all of them. After depart(), a barrier,
+      // so every member has recorded its event of this call, and none can
+      // record its next before this member arrives at the next call.
+      for (std::size_t j = 0; j < size(); ++j)
+        if (j != rank) combined_[j]->wait_on(devices_[rank]);
+      return result;
+    }
     return collective(rank, xc, c, [&](int dev, cu::ncclComm comm, const Shapes&) {
       const std::int64_t n = xc.numel();
       if (n == 0) return out;
@@ -302,7 +326,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
         return out;
       }
       if (by_peers) {
-        reduce_by_peers(rank, dev, comm, out, op, algorithm);
+        reduce_by_peers(rank, dev, comm, out, op, algorithm, false);
         return out;
       }
       // Reduce-scatter of flat parts (each member combines its own), then
@@ -582,12 +606,14 @@ class NcclCommunicator final : public detail::ThreadMembers {
 
   // A deterministic allreduce whose combining kernel reads every member's
   // part where it lies (peer memory): this GPU waits until every member's
-  // input is ready, combines its flat part, and the all-gather spreads the
-  // parts. The all-gather also orders every later use of this member's
-  // input after the peers' reads of it: a member's all-gather cannot finish
-  // before every member's combining kernel has.
+  // input is ready (and its result allocated), combines its flat part, and
+  // the all-gather spreads the parts. The all-gather also orders every later
+  // use of this member's input after the peers' reads of it: a member's
+  // all-gather cannot finish before every member's combining kernel has.
+  // `push`: the kernel writes the part into every member's result itself,
+  // and records this member's combined event for the others to wait on.
   void reduce_by_peers(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& out, ReduceOp op,
-                       Algorithm algorithm) const {
+                       Algorithm algorithm, bool push) {
     const Tensor& mine_in = *static_cast<const Tensor*>(rv_.payload_of(rank));
     const std::int64_t n = mine_in.numel();
     const std::size_t es = element_bytes(mine_in);
@@ -597,8 +623,18 @@ class NcclCommunicator final : public detail::ThreadMembers {
       if (j != rank) ready_[j]->wait_on(dev);
       parts.push_back(address(*static_cast<const Tensor*>(rv_.payload_of(j))) + mine.start * es);
     }
-    detail::combine_peers(dev, address(out) + mine.start * es, parts, mine.length, op, algorithm, mine_in.policy(),
+    std::vector<DevicePtr> outs{address(out) + mine.start * es};
+    if (push) {
+      for (std::size_t j = 0; j < size(); ++j)
+        if (j != rank) outs.push_back(address(*results_[j]) + mine.start * es);
+    }
+    detail::combine_peers(dev, outs, parts, mine.length, op, algorithm, mine_in.policy(),
                           detail::CombinePlacement{1, mine.length, n, mine.start, n});
+    if (push) {
+      if (!combined_[rank]) combined_[rank] = std::make_unique<cuda::Event>(dev);
+      combined_[rank]->record_default_stream();
+      return;
+    }
     gather_parts(rank, comm, out, Run{0, n}, es);
   }
 
@@ -701,11 +737,11 @@ class NcclCommunicator final : public detail::ThreadMembers {
       // The peers may have queued theirs: the notice ends their wait
       // (watch_queued); it goes first, as the abort may wait for them.
       coordinator_->fail(rank, why);
-      clique_->abort(where + ": " + why);
+      const std::string stuck = clique_->abort(where + ": " + why);
       const auto* error = dynamic_cast<const Error*>(&e);
       raise(error != nullptr && error->code() == ErrorCode::OutOfMemory ? ErrorCode::OutOfMemory
                                                                          : ErrorCode::Collective,
-            where + ": " + why);
+            where + ": " + why + stuck);
     }
   }
 
@@ -730,9 +766,35 @@ class NcclCommunicator final : public detail::ThreadMembers {
     cu::ncclComm c = nullptr;
     cu::check_nccl(cu::nccl().ncclCommInitRank(&c, static_cast<int>(size()), u, static_cast<int>(rank)),
                    "ncclCommInitRank");
+    connect_all(rank, c);
     std::lock_guard lock(clique_->mu);
     clique_->comms[rank] = c;
     return c;
+  }
+
+  // NCCL connects peers lazily, on the host, inside the first ncclGroupEnd
+  // that needs them, and that call blocks until the peer connects too. A
+  // member whose peer failed before its first send would then wait there,
+  // unwatched, forever. So every connection a collective can use is made
+  // here, while every member is known to be present (ncclCommInitRank has
+  // just met them all): a byte to and from every peer (the point-to-point
+  // connections of the exchanges and all_to_all) and a one-byte all-gather
+  // (the ring of the collectives). NCCL_RUNTIME_CONNECT=0 (nccl.cpp) has
+  // ncclCommInitRank connect the other algorithms' channels.
+  void connect_all(std::size_t rank, cu::ncclComm comm) const {
+    const std::size_t p = size();
+    Staging bytes(devices_[rank], 3 * p);
+    group([&] {
+      for (std::size_t j = 0; j < p; ++j) {
+        if (j == rank) continue;
+        send(bytes.ptr + j, 1, j, comm);
+        recv(bytes.ptr + p + j, 1, j, comm);
+      }
+    });
+    cu::check_nccl(cu::nccl().ncclAllGather(reinterpret_cast<const void*>(bytes.ptr + 2 * p + rank),
+                                            reinterpret_cast<void*>(bytes.ptr + 2 * p), 1, cu::kNcclUint8, comm,
+                                            nullptr),
+                   "ncclAllGather");
   }
 
   template <class Queue>
@@ -823,7 +885,11 @@ class NcclCommunicator final : public detail::ThreadMembers {
   std::shared_ptr<Communicator> coordinator_;  // members in several processes: the calls meet through it
   std::vector<int> devices_;                          // by rank; -1 for a GPU of another process
   std::vector<std::unique_ptr<cuda::Event>> ready_;  // ready_event(), by rank
-  bool peer_exchange_ = false;                        // peer_exchange_enabled() when made
+  // The "push" exchange: each member's event after its combining kernel,
+  // and its result (set before it arrives, read by the others' kernels).
+  std::vector<std::unique_ptr<cuda::Event>> combined_;
+  std::vector<const Tensor*> results_;
+  Exchange exchange_ = Exchange::nccl;  // exchange_setting() when made (one process)
   std::shared_ptr<Clique> clique_;
 };
 

@@ -162,8 +162,16 @@ __device__ __forceinline__ const unsigned char* pick_ptr(const Peers& peers, int
   return r;
 }
 
+// Writes one result to each of `outs`' first `copies` pointers (this GPU's
+// output, or every member's when the kernel also does the all-gather).
+__device__ __forceinline__ void store_copies(const Peers& outs, int copies, i64 v, uint4 value) {
+#pragma unroll
+  for (int m = 0; m < TESSERA_MAX_PEERS; ++m)
+    if (m < copies) ((uint4*)pick_ptr(outs, m))[v] = value;
+}
+
 template <int ST>
-__device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& peers, i64 n, int members,
+__device__ __forceinline__ void combine_peers(const Peers& outs, int copies, const Peers& peers, i64 n, int members,
                                               int algorithm, int op, int saturate, int vectorize, i64 inner, i64 len,
                                               i64 dim, i64 start, i64 total) {
   constexpr int ES = ST == kFp32 ? 4 : 2, kPer = 16 / ES, storage = ST;
@@ -194,32 +202,33 @@ __device__ __forceinline__ void combine_peers(unsigned char* out, const Peers& p
       if (ES == 4) res[j] = code;
       else res[j / 2] |= (code & 0xFFFFu) << ((j % 2) * 16);
     }
-    ((uint4*)out)[v] = make_uint4(res[0], res[1], res[2], res[3]);
+    store_copies(outs, copies, v, make_uint4(res[0], res[1], res[2], res[3]));
   }
   // What is left (or everything, unaligned): element by element.
   for (i64 i = vectors * kPer + first_thread; i < n; i += stride) {
     const int first = algorithm == kRing ? ring_first(i, members, inner, len, dim, start, total) : 0;
     auto code = [&](int m) { return load_bits(pick_ptr(peers, m), i, ES); };
-    store_bits(out, i, ES, combine_element_f32(code, members, first, op, storage, saturate));
+    const u32 result = combine_element_f32(code, members, first, op, storage, saturate);
+    for (int m = 0; m < copies; ++m) store_bits((unsigned char*)pick_ptr(outs, m), i, ES, result);
   }
 }
 
-extern "C" __global__ void tessera_combine_peers_fp32(unsigned char* out, Peers peers, i64 n, int members,
+extern "C" __global__ void tessera_combine_peers_fp32(Peers outs, int copies, Peers peers, i64 n, int members,
                                                       int algorithm, int op, int saturate, int vectorize, i64 inner,
                                                       i64 len, i64 dim, i64 start, i64 total) {
-  combine_peers<kFp32>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+  combine_peers<kFp32>(outs, copies, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
-extern "C" __global__ void tessera_combine_peers_bf16(unsigned char* out, Peers peers, i64 n, int members,
+extern "C" __global__ void tessera_combine_peers_bf16(Peers outs, int copies, Peers peers, i64 n, int members,
                                                       int algorithm, int op, int saturate, int vectorize, i64 inner,
                                                       i64 len, i64 dim, i64 start, i64 total) {
-  combine_peers<kBf16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+  combine_peers<kBf16>(outs, copies, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
-extern "C" __global__ void tessera_combine_peers_fp16(unsigned char* out, Peers peers, i64 n, int members,
+extern "C" __global__ void tessera_combine_peers_fp16(Peers outs, int copies, Peers peers, i64 n, int members,
                                                       int algorithm, int op, int saturate, int vectorize, i64 inner,
                                                       i64 len, i64 dim, i64 start, i64 total) {
-  combine_peers<kFp16>(out, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
+  combine_peers<kFp16>(outs, copies, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
@@ -345,20 +354,25 @@ bool peer_combinable(const NumericsPolicy& p, Algorithm algorithm, int members) 
          (p.storage == DType::fp32 || p.storage == DType::bf16 || p.storage == DType::fp16);
 }
 
-void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
-                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& at) {
+void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const std::vector<cuda::DevicePtr>& parts,
+                   std::int64_t n, ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy,
+                   const CombinePlacement& at) {
   if (n <= 0) return;
-  const int members = static_cast<int>(parts.size());
+  const int members = static_cast<int>(parts.size()), copies = static_cast<int>(outs.size());
   if (op == ReduceOp::mean || members < 2) algorithm = Algorithm::rank_order;
-  if (!peer_combinable(policy, algorithm, members)) {
+  if (!peer_combinable(policy, algorithm, members) || copies < 1 || copies > kMaxPeers) {
     raise(ErrorCode::Internal, "nccl peer combine of " + std::string(name(policy.storage)) + " over " +
-                                   std::to_string(members) + " members");
+                                   std::to_string(members) + " members into " + std::to_string(copies) + " outputs");
   }
-  PeerParts peers{};
-  bool aligned = out % 16 == 0;
+  PeerParts peers{}, targets{};
+  bool aligned = true;
   for (int m = 0; m < members; ++m) {
     peers.at[m] = reinterpret_cast<const unsigned char*>(parts[static_cast<std::size_t>(m)]);
     aligned = aligned && parts[static_cast<std::size_t>(m)] % 16 == 0;
+  }
+  for (int m = 0; m < copies; ++m) {
+    targets.at[m] = reinterpret_cast<const unsigned char*>(outs[static_cast<std::size_t>(m)]);
+    aligned = aligned && outs[static_cast<std::size_t>(m)] % 16 == 0;
   }
   const int es = static_cast<int>(storage_bytes(policy.storage));
   const Kernels& k = kernels(device);
@@ -369,7 +383,7 @@ void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::Devi
   const cuda::Function& f = policy.storage == DType::fp32   ? k.combine_peers_fp32
                             : policy.storage == DType::bf16 ? k.combine_peers_bf16
                                                             : k.combine_peers_fp16;
-  f(config_for(work), reinterpret_cast<unsigned char*>(out), peers, n, members, alg, opc, saturate, vectorize, at.inner,
+  f(config_for(work), targets, copies, peers, n, members, alg, opc, saturate, vectorize, at.inner,
     at.len, at.dim, at.start, at.total);
 }
 

@@ -45,12 +45,15 @@ constexpr int kMaxPeers = 8;
 // rank or ring order, at most kMaxPeers members.
 bool peer_combinable(const NumericsPolicy& policy, Algorithm algorithm, int members);
 
-// out[i] = the combination of parts[m][i] over members m (each a pointer a
-// kernel on `device` may read: its own memory or a peer's with peer access
-// enabled), as combine() computes it, queued on `device`'s default stream.
-// Reads 16 bytes of each member at a time when every pointer allows.
-void combine_peers(int device, cuda::DevicePtr out, const std::vector<cuda::DevicePtr>& parts, std::int64_t n,
-                   ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy, const CombinePlacement& placement);
+// outs[c][i] = the combination of parts[m][i] over members m, for every
+// output c (each pointer one a kernel on `device` may use: its own memory
+// or a peer's with peer access enabled), as combine() computes it, queued
+// on `device`'s default stream. Moves 16 bytes of each member at a time
+// when every pointer allows. Several outputs: the combining kernel also
+// does the all-gather, writing its part into every member's result.
+void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const std::vector<cuda::DevicePtr>& parts,
+                   std::int64_t n, ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy,
+                   const CombinePlacement& placement);
 
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.

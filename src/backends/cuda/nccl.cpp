@@ -1,5 +1,6 @@
 // NCCL, opened with dlopen on first use (nccl_api.h), with NVLink multicast
-// off (NCCL_NVLS_ENABLE=0) unless the environment says otherwise. TESSERA_NCCL_LIBRARY
+// off (NCCL_NVLS_ENABLE=0) and channels connected when communicators are made
+// (NCCL_RUNTIME_CONNECT=0) unless the environment says otherwise. TESSERA_NCCL_LIBRARY
 // names the library file when it is not libnccl.so.2 on the loader's path
 // or under CUDA_HOME.
 #include <dlfcn.h>
@@ -25,6 +26,10 @@ const LoadedNccl& loaded() {
     // NVLink multicast (NVLS) stays off unless the user set it: NCCL reads
     // the variable when it makes communicators, after this.
     setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+    // Communicators connect their channels when they are made, where every
+    // member is present, rather than at a first collective that a failed
+    // peer never joins (the host would block there, unwatched).
+    setenv("NCCL_RUNTIME_CONNECT", "0", /*overwrite=*/0);
     void* library = nullptr;
     if (const char* path = std::getenv("TESSERA_NCCL_LIBRARY"); path && *path) {
       library = dlopen(path, RTLD_NOW | RTLD_LOCAL);

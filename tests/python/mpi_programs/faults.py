@@ -32,8 +32,10 @@ if MODE == "oom" and int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) == 1:
 # backend's across processes (tests/python/test_dist_nccl.py); FAULT_MEMBERS sets N.
 ON_GPUS = os.environ.get("FAULT_DEVICES") == "cuda"
 if ON_GPUS:
-    # A hang shows where every thread of this process waits, then ends it.
-    faulthandler.dump_traceback_later(60, exit=True)
+    # A process still here after 25 s prints where each of its threads
+    # waits (mpirun ends the job about 30 s in, when the culprit gives up
+    # waiting for the others' goodbyes).
+    faulthandler.dump_traceback_later(25)
 N = int(os.environ.get("FAULT_MEMBERS", "4"))
 W, ME = dist.world_size(), dist.rank()
 OWNERS = [_C.mpi_owner(r, N, W) for r in range(N)]
