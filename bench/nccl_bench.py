@@ -84,6 +84,9 @@ def check(n, nbytes, dtype, only=None):
     return bad
 
 
+HOST_US = {}  # (n, bytes, algorithm, exchange) -> microseconds per call spent queueing
+
+
 def tessera_busbw(n, nbytes, algorithm, reps):
     elems = nbytes // 4
     comm = _C.nccl_communicator("x", [f"cuda:{r}" for r in range(n)], timeout=600)
@@ -96,8 +99,10 @@ def tessera_busbw(n, nbytes, algorithm, reps):
     sync(n)
     t0 = time.perf_counter()
     run_ranks(n, lambda r: loop(r, reps))
+    host = (time.perf_counter() - t0) / reps  # queueing alone: the host's cost per call
     sync(n)
     t = (time.perf_counter() - t0) / reps
+    HOST_US[(n, nbytes, algorithm, os.environ.get("TESSERA_NCCL_EXCHANGE", ""))] = host * 1e6
     return nbytes / t * 2 * (n - 1) / n / 1e9, t
 
 
@@ -245,22 +250,23 @@ def main():
                         ("bitwise equal to local" if bad["allreduce"] == 0 else f"MISMATCH {bad}"))
         theirs = torch_busbw(n, sizes, reps)
         for s in sizes:
-            # The deterministic allreduce with its three exchanges: peer reads
-            # inside the combining kernel (the default), the same kernel also
-            # writing every member's result ("push"), and NCCL send/recv.
-            os.environ["TESSERA_NCCL_EXCHANGE"] = "nccl"
-            sendrecv, _ = tessera_busbw(n, s, "rank_order", reps[s])
-            os.environ["TESSERA_NCCL_EXCHANGE"] = "push"
-            push, _ = tessera_busbw(n, s, "rank_order", reps[s])
+            # The deterministic allreduce with its default exchange and each of
+            # its three: NCCL send/recv, peer reads inside the combining kernel
+            # ("peer"), the same kernel also writing every member's result ("push").
+            ex = {}
+            for exchange in ("nccl", "peer", "push"):
+                os.environ["TESSERA_NCCL_EXCHANGE"] = exchange
+                ex[exchange], _ = tessera_busbw(n, s, "rank_order", reps[s])
             del os.environ["TESSERA_NCCL_EXCHANGE"]
-            det, t_det = tessera_busbw(n, s, "rank_order", reps[s])
+            det, t_det = tessera_busbw(n, s, "rank_order", reps[s])  # the default exchange
             nat, _ = tessera_busbw(n, s, "native", reps[s])
-            line = (f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us; "
-                    f"send/recv exchange {sendrecv:7.1f}; push {push:7.1f})  native {nat:7.1f}")
+            host = HOST_US[(n, s, "rank_order", "")]
+            line = (f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us, "
+                    f"host {host:6.1f} us; exchanges: send/recv {ex['nccl']:7.1f}, peer {ex['peer']:7.1f}, "
+                    f"push {ex['push']:7.1f})  native {nat:7.1f}")
             if theirs:
                 tb, _ = theirs[s]
-                line += (f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  push/torch {push / tb:5.2f}x  "
-                         f"native/torch {nat / tb:5.2f}x")
+                line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"
             rows.append(line)
         if a.tunings:
             rows.extend(tuned_rows(n, [s for s in sizes if s >= (256 << 20)]))

@@ -225,15 +225,20 @@ SideStream& side_stream(int device) {
 // How a deterministic allreduce in one process moves the members' parts
 // (TESSERA_NCCL_EXCHANGE, read when a communicator is made, so all its
 // members agree). The bits are the same in each.
+// Unset, it picks "push" for two members and "peer" for more: on H100s
+// (docs/design/0012 decision 9) push beat peer by 14-25% on two GPUs from
+// 64 MiB up, and was no faster on four (where it reads from and writes to
+// three peers at once).
 enum class Exchange {
   nccl,  // "nccl": grouped send/recv into staging, combine, NCCL all-gather
   peer,  // "peer": each GPU's combining kernel reads the parts where they lie, NCCL all-gathers
   push,  // "push": as "peer", and the kernel writes its part into every member's result
 };
 
-Exchange exchange_setting() {
+Exchange exchange_setting(std::size_t members) {
   const char* v = std::getenv("TESSERA_NCCL_EXCHANGE");
-  if (v == nullptr || *v == 0 || std::strcmp(v, "peer") == 0) return Exchange::peer;
+  if (v == nullptr || *v == 0) return members == 2 ? Exchange::push : Exchange::peer;
+  if (std::strcmp(v, "peer") == 0) return Exchange::peer;
   if (std::strcmp(v, "push") == 0) return Exchange::push;
   if (std::strcmp(v, "nccl") == 0) return Exchange::nccl;
   raise(ErrorCode::ArgumentInvalid,
@@ -277,7 +282,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
     ready_.resize(size());
     combined_.resize(size());
     results_.resize(size());
-    exchange_ = coordinator_ ? Exchange::nccl : exchange_setting();
+    exchange_ = coordinator_ ? Exchange::nccl : exchange_setting(size());
     if (coordinator_) {
       std::string key = rv_.axis();
       for (std::size_t r = 0; r < size(); ++r) key += "|" + rv_.members()[r] + "@" + std::to_string(owners[r]);

@@ -67,7 +67,13 @@ if MODE == "oom":
 
 def call(r):
     if MODE == "oom":
-        return comm.allreduce(r, big[r]).numpy()
+        # Both members here may run out; the first aborts, the other may
+        # then see the aborted communicators: each says what it raised.
+        try:
+            return comm.allreduce(r, big[r]).numpy()
+        except tessera.TesseraError as e:
+            print(f"member {r} raised {type(e).__name__}", flush=True)
+            raise
     if culprit and MODE == "fail":
         comm.fail(r, "ValueError: member failed on purpose")
         raise ValueError("member failed on purpose")
