@@ -17,3 +17,19 @@ def median_seconds(fn, runs=10, sync=None):
             sync()
         samples.append(time.perf_counter() - t0)
     return sorted(samples)[len(samples) // 2]
+
+
+def host_seconds(fn, runs=20, sync=None):
+    """The host's cost of one call: `runs` calls queued back to back without
+    synchronizing, divided by `runs` (after a synchronized warm-up). Where it
+    approaches median_seconds, the host, not the GPU, sets the pace."""
+    fn()
+    if sync:
+        sync()
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        fn()
+    elapsed = time.perf_counter() - t0
+    if sync:
+        sync()
+    return elapsed / runs

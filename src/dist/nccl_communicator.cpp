@@ -740,13 +740,16 @@ class NcclCommunicator final : public detail::ThreadMembers {
     } catch (const std::exception& e) {
       const std::string why = members()[rank] + " could not queue its part: " + e.what();
       // The peers may have queued theirs: the notice ends their wait
-      // (watch_queued); it goes first, as the abort may wait for them.
+      // (watch_queued); it goes first, as the abort may wait for them. The
+      // abort then finishes on its own thread (0 s): this member's error
+      // is known now, and the peers, who raise at once on the notice, must
+      // not exit (ending the job under mpirun) before this one is raised.
       coordinator_->fail(rank, why);
-      const std::string stuck = clique_->abort(where + ": " + why);
+      clique_->abort(where + ": " + why, 0);
       const auto* error = dynamic_cast<const Error*>(&e);
       raise(error != nullptr && error->code() == ErrorCode::OutOfMemory ? ErrorCode::OutOfMemory
                                                                          : ErrorCode::Collective,
-            where + ": " + why + stuck);
+            where + ": " + why);
     }
   }
 

@@ -87,5 +87,9 @@ try:
     threads(MINE, call)
 except tessera.CollectiveError as e:
     print(f"process {ME} caught after {time.monotonic() - start:.1f} s: {e}", flush=True)
+    if MODE == "oom" and ME == 0:
+        # The job ends when a process exits with an error: let the culprit
+        # say what its own members raised first.
+        time.sleep(3)
     raise
 print(f"process {ME} finished without an error", flush=True)
