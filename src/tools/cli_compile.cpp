@@ -26,6 +26,7 @@
 #include "tessera/backends/cuda_tile/lower.h"
 #include "tessera/frontend/compile_command.h"
 #include "tessera/ir/text.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/runtime/kernel.h"
 #include "tessera/schedule/executable.h"
@@ -174,6 +175,9 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
     for (const auto& f : module.functions()) {
       const std::string& name = ir::function_name(*f);
       ir::Module scheduled = schedule::schedule_module(module, name);
+      // The knobs @jit sets for the target (GEMM tiles, lanes per row), so
+      // the printed kernels are the ones a GPU run compiles.
+      schedule::set_target_knobs(*scheduled.lookup(name), a.target != "cpu");
       if (a.emit == "schedule") {
         result += ir::print_module(scheduled);
         continue;

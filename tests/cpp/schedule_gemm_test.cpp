@@ -51,6 +51,31 @@ func @g(%x: tensor<[B, 3, 40, 33] fp32>, %w: tensor<[3, 50, 40] fp32>, %bias: te
   ASSERT_EQ(exe->kernels().size(), 1u) << exe->schedule_ir();
 }
 
+// More lanes than tile rows (the CUDA default, forced here with
+// TESSERA_GEMM_LANES): the epilogue deals the tile's elements out to the
+// lanes, ragged edges and a fused epilogue included, with the reference's bits.
+TEST(ScheduleGemm, MoreLanesThanRowsGiveTheReferenceBits) {
+  const std::string text = R"(
+func @f(%a: tensor<[M, 70] fp32>, %b: tensor<[70, 45] fp32>, %bias: tensor<[45] fp32>) -> (tensor<[M, 45] fp32>) {
+  %0 = graph.matmul %a, %b : tensor<[M, 45] fp32>
+  %1 = graph.add %0, %bias : tensor<[M, 45] fp32>
+  %2 = graph.relu %1 : tensor<[M, 45] fp32>
+  return %2
+}
+)";
+  for (const char* lanes : {"7", "128", "300"}) {
+    SCOPED_TRACE(std::string("gemm lanes ") + lanes);
+    schedule_test::ScopedEnv env("TESSERA_GEMM_LANES", lanes);
+    auto exe = check_against_reference(text, "f", {sample({37, 70}, kF32, 11), sample({70, 45}, kF32, 12),
+                                                   sample({45}, kF32, 13)});
+    EXPECT_NE(exe->schedule_ir().find("gemm_lanes = " + std::string(lanes)), std::string::npos) << exe->schedule_ir();
+  }
+  schedule_test::ScopedEnv bad("TESSERA_GEMM_LANES", "0");
+  EXPECT_THROW(check_against_reference(text, "f", {sample({3, 70}, kF32, 1), sample({70, 45}, kF32, 2),
+                                                   sample({45}, kF32, 3)}),
+               Error);
+}
+
 TEST(ScheduleGemm, MixedDtypesAndOneOperandTwice) {
   const std::string text = R"(
 func @h(%a: tensor<[20, 64] bf16 @accum(fp32)>, %b: tensor<[64, 30] fp32>, %x: tensor<[17, 64] fp32>)

@@ -46,7 +46,9 @@ void assign_tiles(ir::Operation& func);
 // - on CUDA, GEMM blocks of 32x32x32, or $TESSERA_CUDA_GEMM_TILE =
 //   "BM,BN,BK". On an H100 the fp32 jit(grad) MLP step (B256, D1024) took
 //   21.1 ms with the CPU's 128x128x64 (too few thread blocks), 5.8 ms with
-//   64x64x32 and 3.0 ms with 32x32x32;
+//   64x64x32 and 3.0 ms with 32x32x32; their groups get `gemm_lanes` =
+//   max(BM, 128) lanes (four warps rather than one; $TESSERA_GEMM_LANES
+//   sets them on any target, so the CPU tests that form too);
 // - normalization kernels get `row_lanes` lanes per row (a group per row)
 //   on CUDA, 128 or $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an
 //   H100: 3.4 ms a lane per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74

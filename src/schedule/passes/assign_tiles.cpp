@@ -1,6 +1,7 @@
 // schedule-tile: the tiling knobs of each kernel, kept as the `tile`
 // attribute for the templates (and, later, autotuning) to read. Knobs never
 // change numerics: reduction orders depend on the shape alone.
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -107,12 +108,38 @@ std::optional<std::int64_t> row_lanes_from_env() {
   return v;
 }
 
+// $TESSERA_GEMM_LANES: lanes per group of GEMM kernels (any target).
+std::optional<std::int64_t> gemm_lanes_from_env() {
+  const char* env = std::getenv("TESSERA_GEMM_LANES");
+  if (!env || !*env) return std::nullopt;
+  std::int64_t v = 0;
+  try {
+    std::size_t used = 0;
+    v = std::stoll(env, &used);
+    if (used != std::string(env).size()) v = 0;
+  } catch (const std::exception&) {
+    v = 0;
+  }
+  if (v < 1 || v > 1024) {
+    raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_GEMM_LANES is '") + env + "'; expected 1 to 1024");
+  }
+  return v;
+}
+
 void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<std::int64_t> lanes_env = row_lanes_from_env();
+  const std::optional<std::int64_t> gemm_lanes_env = gemm_lanes_from_env();
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
-    if (cuda && kernel_family(*k) == Family::gemm) k->attrs().set("tile", gemm);
+    if (cuda && kernel_family(*k) == Family::gemm) {
+      k->attrs().set("tile", gemm);
+      // Four warps per group: the scalar mma's FMA chains and the epilogue
+      // need more than one warp's lanes in flight (one warp per 32-row tile
+      // left the GPU latency-bound).
+      k->attrs().set("gemm_lanes", std::max<std::int64_t>(gemm[0], 128));
+    }
+    if (gemm_lanes_env && kernel_family(*k) == Family::gemm) k->attrs().set("gemm_lanes", *gemm_lanes_env);
     const Family f = kernel_family(*k);
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
   }

@@ -111,7 +111,12 @@ class GemmBuilder {
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
       scalar("d" + std::to_string(d), KernelScalar{KernelScalar::Kind::dim, d});
     }
-    const std::int64_t lanes = bm_;  // the epilogue's lane r takes row r
+    // The group's lanes: BM by default (the epilogue's lane r takes row r);
+    // the `gemm_lanes` knob (CUDA executables) gives more, and each lane then
+    // takes the tile's elements lane, lane + lanes, .. (consecutive lanes,
+    // consecutive columns). Either way an element's value is the same.
+    const std::int64_t lanes = kernel_.attrs().has("gemm_lanes") ? kernel_.attrs().get_int("gemm_lanes") : bm_;
+    if (lanes < 1) raise(ErrorCode::ArgumentInvalid, "gemm kernel with gemm_lanes " + std::to_string(lanes), kernel_.location());
     // Shared memory holds the accumulator tile for the epilogue.
     const std::int64_t shared = integer_ ? 0 : bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
     ir::Operation* func = tile::build_kernel(
@@ -161,11 +166,18 @@ class GemmBuilder {
       }
       // Lane r takes row r of the tile, column by column: on the CPU the
       // lanes run one after the other, so each walks contiguous memory.
-      Value* r = tile::build(b, "tile.linear_id", {});
-      Value* gm = op2(b, "add", m0_, r);
-      tile::build_for(b, zero, tile::build_int(b, bn_), tile::build_int(b, 1), {},
-                      [&](ir::OpBuilder& lb, std::span<Value* const> col) {
-                        Value* c = col[0];
+      // With more lanes than rows, element e of the tile goes to lane e mod
+      // lanes (stores of consecutive lanes are adjacent on a GPU).
+      Value* lid = tile::build(b, "tile.linear_id", {});
+      const bool by_rows = lanes == bm_;
+      Value* first = by_rows ? zero : lid;
+      Value* end = tile::build_int(b, by_rows ? bn_ : bm_ * bn_);
+      Value* stride = tile::build_int(b, by_rows ? 1 : lanes);
+      tile::build_for(b, first, end, stride, {},
+                      [&](ir::OpBuilder& lb, std::span<Value* const> at) {
+                        Value* r = by_rows ? lid : op2(lb, "div", at[0], tile::build_int(lb, bn_));
+                        Value* c = by_rows ? at[0] : op2(lb, "rem", at[0], tile::build_int(lb, bn_));
+                        Value* gm = op2(lb, "add", m0_, r);
                         Value* gn = op2(lb, "add", n0_, c);
                         Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
                         tile::build_if(

@@ -189,31 +189,47 @@ __device__ __forceinline__ void tile_store(const GView<kFp32, 2>& dst, i64 r0, i
 
 // acc + a x b, scalar: each thread computes its own slots, k increasing, one
 // fused multiply-add per step (the CPU backend's order). a and b are shared
-// buffers (the mma's operands read in place, or staged there).
+// buffers (the mma's operands read in place, or staged there). k is the
+// outer loop over a group of up to kGroup slots: the group's products of one
+// k are independent (instruction-level parallelism, and a b element shared
+// by slots of one column is read once), while each slot still adds its
+// products in increasing k, so the bits are those of a slot-by-slot loop.
 template <int AD, int BD, class AV, class BV, int D, int R, int C, class L>
 __device__ __forceinline__ Tile<D, R, C, L> mma_scalar(const AV& a, const BV& b, const Tile<D, R, C, L>& acc, int tid) {
   constexpr int K = AV::kCols;
+  constexpr int kGroup = 16;  // accumulators and coordinates in registers at once
+  typedef typename Traits<D>::value V;
   Tile<D, R, C, L> out;
 #pragma unroll
-  for (int s = 0; s < L::kSlots; ++s) {
-    int r, c;
-    typename Traits<D>::value x = acc.v[s];
-    if (L::coord(tid, s, r, c) && r < R) {
-      // Not unrolled: with the slot loop unrolled, an unrolled k loop made
-      // slots x K copies (8192 for a 128x128x64 fp32 tile on 128 threads),
-      // and NVRTC took minutes per kernel.
-#pragma unroll 1
-      for (int k = 0; k < K; ++k) {
-        const typename Traits<D>::value av = (typename Traits<D>::value)decode_s<AD>(*a.at(r, k));
-        const typename Traits<D>::value bv = (typename Traits<D>::value)decode_s<BD>(*b.at(k, c));
+  for (int s0 = 0; s0 < L::kSlots; s0 += kGroup) {
+    int rr[kGroup], cc[kGroup];
+    bool live[kGroup];
+    V x[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      live[j] = s0 + j < L::kSlots && L::coord(tid, s0 + j, rr[j], cc[j]) && rr[j] < R;
+      x[j] = s0 + j < L::kSlots ? acc.v[s0 + j] : V(0);
+    }
+    // Unrolled by 4 only: a fully unrolled k loop made slots x K copies
+    // (8192 for a 128x128x64 fp32 tile on 128 threads), and NVRTC took
+    // minutes per kernel.
+#pragma unroll 4
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        if (!live[j]) continue;
+        const V av = (V)decode_s<AD>(*a.at(rr[j], k));
+        const V bv = (V)decode_s<BD>(*b.at(k, cc[j]));
         if constexpr (D == kFp64) {
-          x = __fma_rn(av, bv, x);
+          x[j] = __fma_rn(av, bv, x[j]);
         } else {
-          x = __fmaf_rn(av, bv, x);
+          x[j] = __fmaf_rn(av, bv, x[j]);
         }
       }
     }
-    out.v[s] = x;
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j)
+      if (s0 + j < L::kSlots) out.v[s0 + j] = x[j];
   }
   return out;
 }
