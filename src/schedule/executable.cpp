@@ -343,6 +343,11 @@ struct Executable::State {
   struct CapturedGraph {
     std::vector<std::vector<std::int64_t>> shapes;
     std::shared_ptr<cuda::KernelGraph> graph;
+    // The graph's fault record, zeroed when it is built and kept across
+    // replays: the kernel nodes' record address never changes (their
+    // parameters need no update for it), and a fault stays in it, so every
+    // later check raises it again.
+    std::shared_ptr<void> fault_record;
   };
   std::mutex graphs_mutex;
   std::vector<CapturedGraph> graphs;
@@ -524,12 +529,16 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   const bool sync_each = trace || (sync_env && *sync_env && std::string(sync_env) != "0");
   const int ordinal = on_gpu ? cuda::parse_device(device) : 0;
   std::shared_ptr<void> fault_slots;
+  const std::size_t fault_bytes = state_->steps.size() * cuda::kFaultRecordBytes;
+  auto new_fault_record = [&] {
+    std::shared_ptr<void> record = cuda::allocate_shared(ordinal, std::max<std::size_t>(fault_bytes, 1));
+    cuda::memset_async(ordinal, reinterpret_cast<cuda::DevicePtr>(record.get()), 0, fault_bytes);
+    return record;
+  };
   if (on_gpu && !sync_each) {
     // A program that never reads back would pile up checks: past 64, read them (one synchronization).
     if (cuda::pending_checks(ordinal) >= 64) cuda::run_deferred_checks(ordinal);
-    const std::size_t bytes = state_->steps.size() * cuda::kFaultRecordBytes;
-    fault_slots = cuda::allocate_shared(ordinal, std::max<std::size_t>(bytes, 1));
-    cuda::memset_async(ordinal, reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), 0, bytes);
+    if (!use_graph) fault_slots = new_fault_record();  // a graph's is its own (below)
   }
   cuda::KernelLaunchOptions gpu_options;
   gpu_options.check_faults = sync_each;
@@ -548,10 +557,14 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     graph_lock.lock();  // one run at a time updates a graph's nodes
     for (const Tensor& a : args) building.shapes.push_back(a.shape());
     for (auto& g : state_->graphs) {
-      if (g.shapes == building.shapes) recorder.graph = g.graph.get();
+      if (g.shapes == building.shapes) {
+        recorder.graph = g.graph.get();
+        fault_slots = g.fault_record;
+      }
     }
     if (recorder.graph == nullptr) {
       building.graph = std::make_shared<cuda::KernelGraph>(ordinal);
+      building.fault_record = fault_slots = new_fault_record();
       recorder.graph = building.graph.get();
       recorder.building = true;
     }

@@ -16,6 +16,7 @@ struct KernelGraph::Handle {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   std::vector<CUgraphNode> nodes;
+  std::vector<PreparedLaunch> current;  // each node's parameters now
   ~Handle() { destroy_graph(device, graph, exec); }
 };
 
@@ -62,7 +63,19 @@ void KernelGraph::add(const PreparedLaunch& launch) {
   check(driver().cuGraphAddKernelNode(&node, handle_->graph, after, after ? 1 : 0, &n),
         ("cuGraphAddKernelNode('" + launch.function->name() + "')").c_str());
   handle_->nodes.push_back(node);
+  handle_->current.push_back(launch);
 }
+
+namespace {
+
+bool same_launch(const PreparedLaunch& a, const PreparedLaunch& b) {
+  const LaunchConfig &x = a.config, &y = b.config;
+  return a.function == b.function && a.params == b.params && x.grid.x == y.grid.x && x.grid.y == y.grid.y &&
+         x.grid.z == y.grid.z && x.block.x == y.block.x && x.block.y == y.block.y && x.block.z == y.block.z &&
+         x.shared_bytes == y.shared_bytes;
+}
+
+}  // namespace
 
 void KernelGraph::instantiate() {
   if (handle_->exec) return;
@@ -76,11 +89,16 @@ void KernelGraph::set(std::size_t node, const PreparedLaunch& launch) {
     raise(ErrorCode::ArgumentInvalid, "KernelGraph::set: node " + std::to_string(node) + " of a graph of " +
                                           std::to_string(handle_->nodes.size()));
   }
+  // A node whose parameters are unchanged (buffers the caching allocator
+  // handed out again at the same addresses) is left alone: an updated node
+  // costs the next launch an upload.
+  if (same_launch(handle_->current[node], launch)) return;
   use_device(handle_->device);
   void* slot = nullptr;
   const KernelNodeParams n = node_params(launch, slot);
   check(driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n),
         ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
+  handle_->current[node] = launch;
 }
 
 void KernelGraph::launch(const Stream* stream) const {

@@ -594,20 +594,6 @@ class Emitter {
     emit_group_op(op);
   }
 
-  // A loop body of at most 48 ops with no regions, barriers or shared
-  // memory (no op whose copies could not be interleaved).
-  static bool small_leaf_loop(const ir::Block& body) {
-    std::size_t n = 0;
-    for (const auto& op : body.ops()) {
-      if (++n > 48 || op->num_regions() != 0) return false;
-      const std::string_view name = op->name();
-      if (name == "tile.barrier" || name == "tile.smem_alloc" || name.starts_with("tile.cp_async") ||
-          name == "tile.mma" || name == "tile.tile_load" || name == "tile.tile_store")
-        return false;
-    }
-    return true;
-  }
-
   void emit_for(const ir::Operation& op) {
     const ir::Block& body = op.region(0).block();
     std::vector<const ir::Value*> iters;
@@ -621,26 +607,12 @@ class Emitter {
     line("if (" + step + " <= 0) tsr::fault(p.fault, 2, 4, -1, 0, " + step + ", 0, group);");
     const std::string iv = fresh("iv");
     name_[body.argument(0)] = iv;
-    const bool unroll = small_leaf_loop(body);
-    if (unroll) {
-      // A short body without inner control flow: unrolled by 4, its loads
-      // of consecutive iterations are in flight together, where a rolled
-      // loop waits a memory latency per iteration (reduction strands).
-      line("else {");
-      ++indent_;
-      line("#pragma unroll 4");
-    }
-    line(std::string(unroll ? "" : "else ") + "for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv +
-         " += " + step + ") {");
+    line("else for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {");
     ++indent_;
     emit_block(body);
     carry(iters, *body.terminator(), 0);
     --indent_;
     line("}");
-    if (unroll) {
-      --indent_;
-      line("}");
-    }
     --indent_;
     line("}");
     for (std::size_t i = 0; i < op.num_results(); ++i) name_[op.result(i)] = name_.at(iters[i]);
