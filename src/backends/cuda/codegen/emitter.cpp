@@ -594,6 +594,20 @@ class Emitter {
     emit_group_op(op);
   }
 
+  // A loop body of at most 48 ops with no regions, barriers, shared
+  // buffers or tile-level ops (whose copies could not be interleaved).
+  static bool small_leaf_loop(const ir::Block& body) {
+    std::size_t n = 0;
+    for (const auto& op : body.ops()) {
+      if (++n > 48 || op->num_regions() != 0) return false;
+      const std::string_view name = op->name();
+      if (name == "tile.barrier" || name == "tile.smem_alloc" || name.starts_with("tile.cp_async") ||
+          name == "tile.mma" || name == "tile.tile_load" || name == "tile.tile_store")
+        return false;
+    }
+    return true;
+  }
+
   void emit_for(const ir::Operation& op) {
     const ir::Block& body = op.region(0).block();
     std::vector<const ir::Value*> iters;
@@ -607,12 +621,28 @@ class Emitter {
     line("if (" + step + " <= 0) tsr::fault(p.fault, 2, 4, -1, 0, " + step + ", 0, group);");
     const std::string iv = fresh("iv");
     name_[body.argument(0)] = iv;
-    line("else for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv + " += " + step + ") {");
+    const bool unroll = small_leaf_loop(body);
+    if (unroll) {
+      // A short body without inner control flow: unrolled by 4, the loads
+      // of consecutive iterations are in flight together, where a rolled
+      // loop waits a memory latency per iteration (reduction strands).
+      // Bounds checks do not branch (tsr::Where), so the copies share one
+      // basic block.
+      line("else {");
+      ++indent_;
+      line("#pragma unroll 4");
+    }
+    line(std::string(unroll ? "" : "else ") + "for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv +
+         " += " + step + ") {");
     ++indent_;
     emit_block(body);
     carry(iters, *body.terminator(), 0);
     --indent_;
     line("}");
+    if (unroll) {
+      --indent_;
+      line("}");
+    }
     --indent_;
     line("}");
     for (std::size_t i = 0; i < op.num_results(); ++i) name_[op.result(i)] = name_.at(iters[i]);
@@ -988,7 +1018,8 @@ class Emitter {
       if (options_.specialize.count(sym) != 0u) continue;
       s << "  const tsr::i64 " << symbol_expr(sym) << " = p.sym[" << i << "];\n";
     }
-    s << body_ << "}\n";
+    // Out-of-range accesses are noted as they happen and recorded here (tsr::Where).
+    s << body_ << "  W.report();\n}\n";
     return s.str();
   }
 

@@ -241,6 +241,26 @@ __device__ __forceinline__ i64 imul(i64 a, i64 b) {
 struct Where {
   Fault* fault;
   i64 group;
+  // The first out-of-range access of this thread (kind 0 load, 1 store),
+  // held here by selects rather than recorded at once behind a branch: a
+  // branch per access split a loop's loads into basic blocks of their own,
+  // each add waiting for its load before the next load was issued. The
+  // emitted kernel calls report() when it ends.
+  mutable bool bad = false;
+  mutable int bad_kind = 0, bad_param = 0, bad_dim = 0;
+  mutable i64 bad_index = 0, bad_extent = 0;
+  __device__ __forceinline__ void note(bool ok, int kind, int param, int dim, i64 index, i64 extent) const {
+    const bool first = !ok && !bad;
+    bad_kind = first ? kind : bad_kind;
+    bad_param = first ? param : bad_param;
+    bad_dim = first ? dim : bad_dim;
+    bad_index = first ? index : bad_index;
+    bad_extent = first ? extent : bad_extent;
+    bad = bad || !ok;
+  }
+  __device__ __forceinline__ void report() const {
+    if (bad) tsr::fault(fault, 1, bad_kind, bad_param, bad_dim, bad_index, bad_extent, group);
+  }
 };
 __device__ __forceinline__ bool divisor_ok(i64 b, const Where& w) {
   if (b != 0) return true;
@@ -355,42 +375,47 @@ struct SView {
 
 // ---- element access (bounds-checked; faults skip the access) ----
 
+// Whether idx lies inside `extent` in every dim; else the first dim that
+// does not is noted in w (Where::note) for the report at the kernel's end.
+template <int R>
+__device__ __forceinline__ bool in_bounds(const i64 (&idx)[R], const i64* extent, int kind, int param,
+                                          const Where& w) {
+  bool ok = true;
+  int dim = 0;
+  i64 index = 0, ext = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    const bool in = idx[d] >= 0 && idx[d] < extent[d];
+    const bool first = ok && !in;
+    dim = first ? d : dim;
+    index = first ? idx[d] : index;
+    ext = first ? extent[d] : ext;
+    ok = ok && in;
+  }
+  w.note(ok, kind, param, dim, index, ext);
+  return ok;
+}
+
 template <int D, int R>
 __device__ __forceinline__ typename Traits<D>::value load(const GView<D, R>& v, const i64 (&idx)[R], const Where& w) {
   i64 off = 0;
-  for (int d = 0; d < R; ++d) {
-    if (idx[d] < 0 || idx[d] >= v.shape[d]) {
-      fault(w.fault, 1, 0, v.param, d, idx[d], v.shape[d], w.group);
-      return typename Traits<D>::value(0);
-    }
-    off += idx[d] * v.strides[d];
-  }
-  return decode_s<D>(v.data[off]);
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  return in_bounds(idx, v.shape, 0, v.param, w) ? decode_s<D>(v.data[off]) : typename Traits<D>::value(0);
 }
 template <int D, int R>
 __device__ __forceinline__ void store(const GView<D, R>& v, const i64 (&idx)[R], typename Traits<D>::value x, int ov,
                                       const Where& w) {
   i64 off = 0;
-  for (int d = 0; d < R; ++d) {
-    if (idx[d] < 0 || idx[d] >= v.shape[d]) {
-      fault(w.fault, 1, 1, v.param, d, idx[d], v.shape[d], w.group);
-      return;
-    }
-    off += idx[d] * v.strides[d];
-  }
-  v.data[off] = encode_v<D>(x, ov);
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = encode_v<D>(x, ov);
 }
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ bool in_shared(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK], int kind,
                                           const Where& w) {
   const i64 ext[2] = {RANK == 2 ? RO : CO, CO};
-  for (int d = 0; d < RANK; ++d) {
-    if (idx[d] < 0 || idx[d] >= ext[d]) {
-      fault(w.fault, 1, kind, v.id, d, idx[d], ext[d], w.group);
-      return false;
-    }
-  }
-  return true;
+  return in_bounds(idx, ext, kind, v.id, w);
 }
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ typename Traits<D>::value load(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK],
