@@ -177,7 +177,7 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
 }
 
 // Reducing leading axes (the last one kept), a group serves 32 adjacent
-// output elements (16 for fp64 sums), each with 16 lanes (a block's strands): the
+// output elements (16 for fp64 sums), each with row lanes / 32 lanes: the
 // bits stay those of a lane per output, a last group past the outputs
 // included (45 and 3 outputs), over columns of 70000 (two superblocks) and
 // with a fused consumer.

@@ -68,9 +68,8 @@ class ReductionBuilder {
     const bool float_sum = is_sum && is_float(root_.operand(0)->type().dtype());
     row_lanes_ = float_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
     const bool coop = row_lanes_ > 1;
-    std::int64_t lanes =
+    const std::int64_t lanes =
         coop ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
-    per_output_ = coop ? row_lanes_ : 1;
     axes_ = reduced_axes(root_);
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_in = body_.num_arguments();
@@ -83,18 +82,12 @@ class ReductionBuilder {
     // adjacent memory: a group then takes `outputs_` of them, lane l serving
     // output l mod outputs_ (a warp's loads cover consecutive addresses, where
     // a group per output read one element per 32-byte sector), each output
-    // with kReductionStrands lanes, one per strand of a block. 32 outputs,
-    // 16 with 8-byte sums, keep the shared arrays within 48 KiB. (Four lanes
-    // per output, each summing whole blocks, took 0.54 ms for the first axis
-    // of 4096^2 fp32 on an H100, against 0.16-0.18 ms for a group per output.)
+    // keeping row_lanes_ / outputs_ lanes. 32 outputs, 16 with 8-byte sums,
+    // keep the shared arrays within 48 KiB.
     const std::size_t acc_bytes = storage_bytes(root_.operand(0)->type().policy.accum);
     const bool last_kept = std::find(axes_.begin(), axes_.end(), static_cast<std::int64_t>(x_rank - 1)) == axes_.end();
     const std::int64_t across = acc_bytes <= 4 ? 32 : 16;
-    if (coop && last_kept && row_lanes_ >= across) {
-      outputs_ = across;
-      per_output_ = kReductionStrands;
-      lanes = outputs_ * per_output_;
-    }
+    if (coop && last_kept && row_lanes_ % across == 0) outputs_ = across;
 
     std::vector<std::pair<std::string, Type>> params;
     bool any_broadcast = false;
@@ -122,7 +115,7 @@ class ReductionBuilder {
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     // Block sums and the slot, and one strand partial per lane (row_loops.h).
-    if (coop) options.shared_bytes = (kReductionBlock + 1 + per_output_) * outputs_ * 8;
+    if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_ / outputs_) * outputs_ * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -311,7 +304,7 @@ class ReductionBuilder {
       return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
     };
     if (row_lanes_ > 1) {
-      return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, per_output_, copy_, outputs_);
+      return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_ / outputs_, copy_, outputs_);
     }
     return templates::blocked_sum(b, length_, acc_policy, step);
   }
@@ -328,7 +321,6 @@ class ReductionBuilder {
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
   std::int64_t outputs_ = 1;   // output elements per group (cooperative sums)
-  std::int64_t per_output_ = 1;  // lanes per output element
   Value* copy_ = nullptr;      // which of them this lane serves
   Value* lid_ = nullptr;       // the lane among that output's lanes
   Value* o_ = nullptr;  // the output element
