@@ -248,7 +248,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     }
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
-    if (tk.group_per_row) grid = (n + tk.rows_per_group - 1) / tk.rows_per_group;
+    if (tk.group_per_row) grid = n;
     if (tk.row_tiled) {
       const std::int64_t c = domain.back();
       grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);

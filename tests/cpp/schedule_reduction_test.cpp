@@ -176,48 +176,6 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
   }
 }
 
-// Reducing leading axes (the last one kept), a group serves 32 adjacent
-// output elements (16 for fp64 sums), each with row lanes / 32 lanes: the
-// bits stay those of a lane per output, a last group past the outputs
-// included (45 and 3 outputs), over columns of 70000 (two superblocks) and
-// with a fused consumer.
-TEST(ScheduleReduction, GroupsOfAdjacentOutputsGiveTheSameBits) {
-  const std::string text = R"(
-func @c(%x: tensor<[70000, 3] fp32>, %y: tensor<[600, 45] fp64>) -> (tensor<[3] fp32>, tensor<[45] fp64>) {
-  %0 = graph.sum %x {axes = [0]} : tensor<[3] fp32>
-  %1 = graph.mean %y {axes = [0]} : tensor<[45] fp64>
-  %c = graph.constant {policy = policy<fp64>, shape = shape<[]>, value = dense<[2.0]>} : tensor<[] fp64>
-  %2 = graph.mul %1, %c : tensor<[45] fp64>
-  return %0, %2
-}
-func @s(%x: tensor<[6, 5, 40] fp32>) -> (tensor<[5, 40] fp32>) {
-  %0 = graph.sum %x {axes = [0]} : tensor<[5, 40] fp32>
-  return %0
-}
-)";
-  ir::Module m = ir::parse_module(text);
-  const std::vector<Tensor> args{sample({70000, 3}, kF32, 31, false),
-                                 sample({600, 45}, default_policy(DType::fp64), 32, false)};
-  std::vector<Tensor> one_lane;
-  {
-    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "1");
-    one_lane = schedule::compile_executable(m, "c", test_options())->run(args);
-  }
-  for (const char* lanes : {"32", "128", "256"}) {
-    SCOPED_TRACE(std::string("row lanes ") + lanes);
-    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
-    auto exe = schedule::compile_executable(m, "c", test_options());
-    // The block sums of 32 fp32 outputs, and of 16 fp64 ones, side by side.
-    EXPECT_NE(exe->tile_ir().find("shape<[8224]>"), std::string::npos);
-    EXPECT_NE(exe->tile_ir().find("shape<[4112]>"), std::string::npos);
-    const auto got = exe->run(args);
-    for (std::size_t k = 0; k < got.size(); ++k) {
-      expect_bitwise_equal(got[k], one_lane[k], "column sums, result " + std::to_string(k));
-    }
-    check_against_reference(text, "s", {sample({6, 5, 40}, kF32, 33)});
-  }
-}
-
 TEST(ScheduleReduction, EmptyAxes) {
   const std::string text = R"(
 func @e(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {

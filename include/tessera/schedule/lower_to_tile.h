@@ -95,10 +95,8 @@ struct TileKernel {
   // lanes_per_group columns of one row (all dims but the last), so the grid
   // is numel(domain) / C * ceil(C / lanes_per_group), C = the last dim.
   bool row_tiled = false;
-  // One group per row (a cooperative normalization or sum), or per
-  // rows_per_group rows: the grid is ceil(rows / rows_per_group).
+  // One group per row (a cooperative normalization): the grid is the row count.
   bool group_per_row = false;
-  std::int64_t rows_per_group = 1;
   std::vector<IndexCheck> index_checks;
   std::optional<InverseIndex> inverse;
   // Inputs (by index) and outputs the kernel reads and writes as their codes

@@ -70,7 +70,6 @@ class ReductionBuilder {
     const bool coop = row_lanes_ > 1;
     const std::int64_t lanes =
         coop ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
-    axes_ = reduced_axes(root_);
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_in = body_.num_arguments();
     const std::size_t num_out = yield.num_operands();
@@ -78,16 +77,7 @@ class ReductionBuilder {
     std::size_t x_index = 0;
     while (body_.argument(x_index) != operand) ++x_index;
     const std::size_t x_rank = operand->type().rank();
-    // Reducing other axes than the last, adjacent output elements read
-    // adjacent memory: a group then takes `outputs_` of them, lane l serving
-    // output l mod outputs_ (a warp's loads cover consecutive addresses, where
-    // a group per output read one element per 32-byte sector), each output
-    // keeping row_lanes_ / outputs_ lanes. 32 outputs, 16 with 8-byte sums,
-    // keep the shared arrays within 48 KiB.
-    const std::size_t acc_bytes = storage_bytes(root_.operand(0)->type().policy.accum);
-    const bool last_kept = std::find(axes_.begin(), axes_.end(), static_cast<std::int64_t>(x_rank - 1)) == axes_.end();
-    const std::int64_t across = acc_bytes <= 4 ? 32 : 16;
-    if (coop && last_kept && row_lanes_ % across == 0) outputs_ = across;
+    axes_ = reduced_axes(root_);
 
     std::vector<std::pair<std::string, Type>> params;
     bool any_broadcast = false;
@@ -115,7 +105,7 @@ class ReductionBuilder {
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     // Block sums and the slot, and one strand partial per lane (row_loops.h).
-    if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_ / outputs_) * outputs_ * 8;
+    if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_) * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -127,20 +117,10 @@ class ReductionBuilder {
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
-    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    Value* o = nullptr;
-    Value* o_read = nullptr;  // the output whose row a lane reads (clamped into range)
-    if (coop) {
-      Value* across_v = tile::build_int(b, outputs_);
-      copy_ = op2(b, "rem", lid, across_v);
-      lid_ = op2(b, "div", lid, across_v);
-      o = op2(b, "add", op2(b, "mul", gid, across_v), copy_);
-      o_read = op2(b, "min", o, op2(b, "sub", n, tile::build_int(b, 1)));
-    } else {
-      lid_ = lid;
-      o = op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
-    }
+    lid_ = lid;
+    Value* o = coop ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     o_ = o;
+    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     LaneProgram lanes_of(domain, o, dims);
     for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
     auto consume = [&](ir::OpBuilder& then, LaneValue reduced) {
@@ -155,16 +135,12 @@ class ReductionBuilder {
       }
     };
     if (coop) {
-      // A group per outputs_ output elements (the executable launches
-      // ceil(n / outputs_)): each output's lanes share its sum under uniform
-      // control flow (every row has the same length; a last group's lanes
-      // past n sum row n - 1 again), and its lane 0 finishes.
+      // A group per output element (the executable launches exactly n): the
+      // lanes share the sum under uniform control flow, lane 0 finishes.
       result.group_per_row = true;
-      result.rows_per_group = outputs_;
-      rows_.emplace(b, x_, xdims_, axes_, o_read);
+      rows_.emplace(b, x_, xdims_, axes_, o);
       const LaneValue reduced = reduce(b, lanes_of);
-      Value* finishes = op2(b, "and", cmp(b, "eq", lid_, tile::build_int(b, 0)), cmp(b, "lt", o, n));
-      if_then(b, finishes, [&](ir::OpBuilder& then) { consume(then, reduced); });
+      if_then(b, cmp(b, "eq", lid, tile::build_int(b, 0)), [&](ir::OpBuilder& then) { consume(then, reduced); });
     } else {
       if_then(b, cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
         rows_.emplace(then, x_, xdims_, axes_, o);
@@ -303,9 +279,7 @@ class ReductionBuilder {
     const SumStep step = [&](ir::OpBuilder& eb, Value* r, Value* acc) {
       return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
     };
-    if (row_lanes_ > 1) {
-      return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_ / outputs_, copy_, outputs_);
-    }
+    if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_);
     return templates::blocked_sum(b, length_, acc_policy, step);
   }
 
@@ -320,9 +294,7 @@ class ReductionBuilder {
   std::optional<RowIndex> rows_;
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
-  std::int64_t outputs_ = 1;   // output elements per group (cooperative sums)
-  Value* copy_ = nullptr;      // which of them this lane serves
-  Value* lid_ = nullptr;       // the lane among that output's lanes
+  Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
 

@@ -122,7 +122,7 @@ Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
 }
 
 Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step,
-                             Value* lane, std::int64_t lanes, Value* copy, std::int64_t copies) {
+                             Value* lane, std::int64_t lanes) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
   Value* zero = acc_real(b, 0.0);
@@ -131,13 +131,8 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
   Value* num_blocks = ceil_div(length);
   Value* num_super = ceil_div(num_blocks);
-  // Several sums of one group (`copies`) each have their own arrays, at
-  // offsets copy * size of one.
-  if (copy == nullptr) copy = integer(b, 0);
-  Value* partial = shared_array(b, acc_policy, (kReductionBlock + 1) * copies);
-  Value* partial_base = index_op(b, "mul", copy, integer(b, kReductionBlock + 1));
-  auto in_partial = [&](ir::OpBuilder& ib, Value* k) { return index_op(ib, "add", partial_base, k); };
-  Value* slot = in_partial(b, integer(b, kReductionBlock));
+  Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
+  Value* slot = integer(b, kReductionBlock);
   // With a multiple of kReductionStrands lanes, lanes take (block, strand)
   // pairs: lanes / S blocks at a time, lane t running strand t mod S of block
   // t / S (consecutive lanes read consecutive elements), then one lane per
@@ -145,8 +140,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   // takes whole blocks. Both give block_sum's bits.
   const std::int64_t S = kReductionStrands;
   const bool strand_lanes = lanes >= S && lanes % S == 0;
-  Value* strand_part = strand_lanes ? shared_array(b, acc_policy, lanes * copies) : nullptr;
-  Value* strand_base = index_op(b, "mul", copy, integer(b, lanes));
+  Value* strand_part = strand_lanes ? shared_array(b, acc_policy, lanes) : nullptr;
   auto block_sums_by_strands = [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
     const std::int64_t per_chunk = lanes / S;
     Value* my_block_offset = op2(sb, "div", lane, integer(sb, S));
@@ -164,17 +158,17 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
             return std::vector<Value*>{strand->result(0)};
           },
           [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
-      cb.create("tile.store_elem", {strand_part, index_op(cb, "add", strand_base, lane), part->result(0)});
+      cb.create("tile.store_elem", {strand_part, lane, part->result(0)});
       cb.create("tile.barrier", {});
       Value* combined_block = index_op(cb, "add", c[0], lane);
       Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
       if_then(cb, combines, [&](ir::OpBuilder& tb) {
         std::vector<Value*> level;
-        Value* first = index_op(tb, "add", strand_base, index_op(tb, "mul", lane, integer(tb, S)));
+        Value* first = index_op(tb, "mul", lane, integer(tb, S));
         for (std::int64_t k = 0; k < S; ++k)
           level.push_back(tile::build(tb, "tile.load_elem", {strand_part, index_op(tb, "add", first, integer(tb, k))}));
         Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
-        tb.create("tile.store_elem", {partial, in_partial(tb, index_op(tb, "sub", combined_block, b_lo)), sum});
+        tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), sum});
       });
       // The strand partials are read before the next chunk writes them.
       cb.create("tile.barrier", {});
@@ -193,7 +187,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                             Value* r_lo = index_op(bb, "mul", j[0], block);
                             Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
                             Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
-                            bb.create("tile.store_elem", {partial, in_partial(bb, index_op(bb, "sub", j[0], b_lo)), sum});
+                            bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
                             return std::vector<Value*>{};
                           });
         }
@@ -202,7 +196,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
           ir::Operation* mid = tile::build_for(
               lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
               [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                Value* part = tile::build(kb, "tile.load_elem", {partial, in_partial(kb, k[0])});
+                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
                 return std::vector<Value*>{op2(kb, "add", k[1], part)};
               });
           lb.create("tile.store_elem", {partial, slot, mid->result(0)});

@@ -58,12 +58,9 @@ ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy
 // and one lane per block combines the strands; otherwise lane t sums the
 // blocks t, t + lanes, ..), and lane 0 adds the block sums in block order,
 // so the result has the bits of blocked_sum. Every lane gets the sum; call
-// it under uniform control flow (it has barriers). A group may compute
-// `copies` such sums side by side (sum `copy` of them, each with its own
-// `lanes` lanes and its own shared arrays), all of the same length.
+// it under uniform control flow (it has barriers).
 ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
-                                   const SumStep& step, ir::Value* lane, std::int64_t lanes,
-                                   ir::Value* copy = nullptr, std::int64_t copies = 1);
+                                   const SumStep& step, ir::Value* lane, std::int64_t lanes);
 
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);
