@@ -140,6 +140,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("gemm_lanes", std::max<std::int64_t>(gemm[0], 128));
     }
     if (gemm_lanes_env && kernel_family(*k) == Family::gemm) k->attrs().set("gemm_lanes", *gemm_lanes_env);
+    // spmm: a lane per output element on CUDA, the form its GPU tests ran
+    // (strips of 16 outputs are the CPU's default, sparse.cpp).
+    if (cuda && kernel_family(*k) == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     const Family f = kernel_family(*k);
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
   }

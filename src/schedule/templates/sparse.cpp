@@ -3,11 +3,16 @@
 // in their order, so results are bit for bit the reference's on every
 // backend:
 //
-//   spmm   one lane per output element i = m * N + n: acc = 0, then for
-//          j = start[m] .. end[m]-1 in order acc = fma(values[j],
-//          b[col[j], n], acc) at the accumulation type; stored rounded to
-//          the result's storage. Lanes of one group share rows (n is
-//          fastest), so the index loads of a row are shared in cache.
+//   spmm   each output element (m, n): acc = 0, then for j = start[m] ..
+//          end[m]-1 in order acc = fma(values[j], b[col[j], n], acc) at
+//          the accumulation type; stored rounded to the result's storage.
+//          A lane computes a strip of S adjacent elements of one row (the
+//          `spmm_strip` knob: 16 on the CPU, where the row's indices and
+//          values are then read once per 16 outputs and the S fmas of a
+//          nonzero vectorize; 1 on CUDA), lane i taking strip i mod
+//          ceil(N / S) of row i / ceil(N / S). Each element still adds its
+//          terms in the same order, so the strip width never shows in the
+//          bits.
 //   sddmm  one lane per slot j: its row m is found by binary search over
 //          start (the largest m with start[m] <= j; empty rows share their
 //          start with the next row, so that m's row is never empty), then
@@ -24,6 +29,7 @@
 
 #include "graph/passes/pass_support.h"
 #include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
@@ -78,6 +84,24 @@ class SparseBuilder {
 
     Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    const std::int64_t strip = kernel_.attrs().has("spmm_strip") ? kernel_.attrs().get_int("spmm_strip") : 16;
+    if (strip < 1 || strip > 64) {
+      raise(ErrorCode::ArgumentInvalid, "spmm kernel with spmm_strip " + std::to_string(strip) + " (1 to 64)",
+            kernel_.location());
+    }
+    if (spmm && strip > 1) {
+      // Lanes past the strips (the grid counts every output element) do nothing.
+      Value* N = dim_values[0];
+      Value* strips = op2(b, "div", index_op(b, "add", N, tile::build_int(b, strip - 1)), tile::build_int(b, strip));
+      Value* m = op2(b, "div", i, strips);
+      Value* rows = op2(b, "div", n, N);
+      if_then(b, op2(b, "and", cmp(b, "gt", N, tile::build_int(b, 0)), cmp(b, "lt", m, rows)),
+              [&](ir::OpBuilder& t) { spmm_strip(t, out_buffer, m, op2(t, "rem", i, strips), N, strip); });
+      tile::finish_kernel(*func);
+      result.func = func;
+      result.lanes_per_group = lanes;
+      return result;
+    }
     tile::build_if(
         b, cmp(b, "lt", i, n), {},
         [&](ir::OpBuilder& t, std::span<Value* const>) {
@@ -139,6 +163,40 @@ class SparseBuilder {
                                             return std::vector<Value*>{fma(lb, element(lb, 0, j), bv, a[1])};
                                           });
     return loop->result(0);
+  }
+
+  // Row m's strip s: output elements n0 + w, n0 = s * S, w < S, each
+  // accumulated as spmm_lane does. Past-the-end columns read column N - 1
+  // (a valid address) and are not stored.
+  void spmm_strip(ir::OpBuilder& b, Value* out, Value* m, Value* s, Value* N, std::int64_t S) {
+    Value* n0 = index_op(b, "mul", s, tile::build_int(b, S));
+    Value* last = op2(b, "sub", N, tile::build_int(b, 1));
+    std::vector<Value*> cols, inits;
+    for (std::int64_t w = 0; w < S; ++w) {
+      cols.push_back(op2(b, "min", index_op(b, "add", n0, tile::build_int(b, w)), last));
+      inits.push_back(tile::build_real(b, 0.0, acc_));
+    }
+    Value* lo = index(b, 2, m);
+    Value* hi = index(b, 3, m);
+    ir::Operation* loop = tile::build_for(b, lo, hi, tile::build_int(b, 1), inits,
+                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                            Value* j = a[0];
+                                            Value* base = index_op(lb, "mul", index(lb, 4, j), N);
+                                            Value* value = element(lb, 0, j);
+                                            std::vector<Value*> next;
+                                            for (std::int64_t w = 0; w < S; ++w) {
+                                              Value* bv = element(lb, 1, index_op(lb, "add", base, cols[w]));
+                                              next.push_back(fma(lb, value, bv, a[1 + w]));
+                                            }
+                                            return next;
+                                          });
+    Value* row = index_op(b, "mul", m, N);
+    for (std::int64_t w = 0; w < S; ++w) {
+      Value* c = index_op(b, "add", n0, tile::build_int(b, w));
+      if_then(b, cmp(b, "lt", c, N), [&](ir::OpBuilder& t) {
+        t.create("tile.store_elem", {out, index_op(t, "add", row, c), cast(t, loop->result(w), buffer_policy(result_))});
+      });
+    }
   }
 
   // Operands: 0 x [M, D], 1 y [D, K], 2 start, 3 end, 4 col.
