@@ -90,9 +90,9 @@ std::vector<std::int64_t> cuda_gemm_tile() {
   return t;
 }
 
-// $TESSERA_ROW_LANES: lanes per row of normalization kernels (1: a lane per row).
-std::optional<std::int64_t> row_lanes_from_env() {
-  const char* env = std::getenv("TESSERA_ROW_LANES");
+// A lane count from the environment variable `name`, in [1, most]; nullopt when unset.
+std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) {
+  const char* env = std::getenv(name);
   if (!env || !*env) return std::nullopt;
   std::int64_t v = 0;
   try {
@@ -102,33 +102,18 @@ std::optional<std::int64_t> row_lanes_from_env() {
   } catch (const std::exception&) {
     v = 0;
   }
-  if (v < 1 || v > 256) {
-    raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ROW_LANES is '") + env + "'; expected 1 to 256");
-  }
-  return v;
-}
-
-// $TESSERA_GEMM_LANES: lanes per group of GEMM kernels (any target).
-std::optional<std::int64_t> gemm_lanes_from_env() {
-  const char* env = std::getenv("TESSERA_GEMM_LANES");
-  if (!env || !*env) return std::nullopt;
-  std::int64_t v = 0;
-  try {
-    std::size_t used = 0;
-    v = std::stoll(env, &used);
-    if (used != std::string(env).size()) v = 0;
-  } catch (const std::exception&) {
-    v = 0;
-  }
-  if (v < 1 || v > 1024) {
-    raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_GEMM_LANES is '") + env + "'; expected 1 to 1024");
+  if (v < 1 || v > most) {
+    raise(ErrorCode::ArgumentInvalid,
+          std::string(name) + " is '" + env + "'; expected 1 to " + std::to_string(most));
   }
   return v;
 }
 
 void set_target_knobs(ir::Operation& func, bool cuda) {
-  const std::optional<std::int64_t> lanes_env = row_lanes_from_env();
-  const std::optional<std::int64_t> gemm_lanes_env = gemm_lanes_from_env();
+  // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
+  // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
+  const std::optional<std::int64_t> lanes_env = lanes_from_env("TESSERA_ROW_LANES", 256);
+  const std::optional<std::int64_t> gemm_lanes_env = lanes_from_env("TESSERA_GEMM_LANES", 1024);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
