@@ -226,7 +226,7 @@ SideStream& side_stream(int device) {
 // (TESSERA_NCCL_EXCHANGE, read when a communicator is made, so all its
 // members agree). The bits are the same in each.
 // Unset, it picks "push" for two members and "peer" for more: on H100s
-// (docs/design/0012 decision 9) push beat peer by 14-25% on two GPUs from
+// (docs/design/0012 decision 8) push beat peer by 7-23% on two GPUs from
 // 64 MiB up, and was no faster on four (where it reads from and writes to
 // three peers at once).
 enum class Exchange {

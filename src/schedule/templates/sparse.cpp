@@ -182,7 +182,7 @@ class SparseBuilder {
                                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
                                             Value* j = a[0];
                                             Value* base = index_op(lb, "mul", index(lb, 4, j), N);
-                                            Value* value = element(lb, 0, j);
+                                            Value* value = at_acc(lb, element(lb, 0, j));  // widened once
                                             std::vector<Value*> next;
                                             for (std::int64_t w = 0; w < S; ++w) {
                                               Value* bv = element(lb, 1, index_op(lb, "add", base, cols[w]));
