@@ -303,11 +303,9 @@ class NcclCommunicator final : public detail::ThreadMembers {
                           algorithm != Algorithm::native &&
                           detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
     const bool push = by_peers && exchange_ == Exchange::push && xc.numel() > 0;
-    if (by_peers) {
-      results_[rank] = &out;
-      ready_event(rank).record_default_stream();
-    }
+    if (by_peers) ready_event(rank).record_default_stream();
     if (push) {
+      results_[rank] = &out;  // read by the others' kernels between arrive() and depart()
       Tensor result = collective(rank, xc, c, [&](int dev, cu::ncclComm, const Shapes&) {
         reduce_by_peers(rank, dev, nullptr, out, op, algorithm, true);
         return out;

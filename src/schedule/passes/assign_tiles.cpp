@@ -117,18 +117,21 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
-    if (cuda && kernel_family(*k) == Family::gemm) {
-      k->attrs().set("tile", gemm);
-      // Four warps per group: the scalar mma's FMA chains and the epilogue
-      // need more than one warp's lanes in flight (one warp per 32-row tile
-      // left the GPU latency-bound).
-      k->attrs().set("gemm_lanes", std::max<std::int64_t>(gemm[0], 128));
+    const Family f = kernel_family(*k);
+    if (f == Family::gemm) {
+      if (cuda) k->attrs().set("tile", gemm);
+      // Four warps per group on CUDA: the scalar mma's FMA chains and the
+      // epilogue need more than one warp's lanes in flight (one warp per
+      // 32-row tile left the GPU latency-bound).
+      if (gemm_lanes_env) {
+        k->attrs().set("gemm_lanes", *gemm_lanes_env);
+      } else if (cuda) {
+        k->attrs().set("gemm_lanes", std::max<std::int64_t>(gemm[0], 128));
+      }
     }
-    if (gemm_lanes_env && kernel_family(*k) == Family::gemm) k->attrs().set("gemm_lanes", *gemm_lanes_env);
     // spmm: a lane per output element on CUDA, the form its GPU tests ran
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
-    if (cuda && kernel_family(*k) == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
-    const Family f = kernel_family(*k);
+    if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
   }
 }

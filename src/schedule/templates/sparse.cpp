@@ -8,8 +8,8 @@
 //          the accumulation type; stored rounded to the result's storage.
 //          A lane computes a strip of S adjacent elements of one row (the
 //          `spmm_strip` knob: 16 on the CPU, where the row's indices and
-//          values are then read once per 16 outputs and the S fmas of a
-//          nonzero vectorize; 1 on CUDA), lane i taking strip i mod
+//          values are then read once per 16 outputs; 1 on CUDA), lane i
+//          taking strip i mod
 //          ceil(N / S) of row i / ceil(N / S). Each element still adds its
 //          terms in the same order, so the strip width never shows in the
 //          bits.
@@ -90,26 +90,19 @@ class SparseBuilder {
             kernel_.location());
     }
     if (spmm && strip > 1) {
-      // Lanes past the strips (the grid counts every output element) do nothing.
+      // The grid counts every output element (none when N is 0): lanes past
+      // the strips do nothing.
       Value* N = dim_values[0];
       Value* strips = op2(b, "div", index_op(b, "add", N, tile::build_int(b, strip - 1)), tile::build_int(b, strip));
       Value* m = op2(b, "div", i, strips);
-      Value* rows = op2(b, "div", n, N);
-      if_then(b, op2(b, "and", cmp(b, "gt", N, tile::build_int(b, 0)), cmp(b, "lt", m, rows)),
+      if_then(b, cmp(b, "lt", m, op2(b, "div", n, N)),
               [&](ir::OpBuilder& t) { spmm_strip(t, out_buffer, m, op2(t, "rem", i, strips), N, strip); });
-      tile::finish_kernel(*func);
-      result.func = func;
-      result.lanes_per_group = lanes;
-      return result;
+    } else {
+      if_then(b, cmp(b, "lt", i, n), [&](ir::OpBuilder& t) {
+        Value* acc = spmm ? spmm_lane(t, i, dim_values[0]) : sddmm_lane(t, i, dim_values[0], dim_values[1], dim_values[2]);
+        t.create("tile.store_elem", {out_buffer, i, cast(t, acc, buffer_policy(result_))});
+      });
     }
-    tile::build_if(
-        b, cmp(b, "lt", i, n), {},
-        [&](ir::OpBuilder& t, std::span<Value* const>) {
-          Value* acc = spmm ? spmm_lane(t, i, dim_values[0]) : sddmm_lane(t, i, dim_values[0], dim_values[1], dim_values[2]);
-          t.create("tile.store_elem", {out_buffer, i, cast(t, acc, buffer_policy(result_))});
-          return std::vector<Value*>{};
-        },
-        [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
