@@ -157,6 +157,8 @@ struct Launcher {
       }
       cuda_tile::LaunchOptions o;
       o.stream = gpu->stream;
+      o.synchronize = gpu->check_faults;
+      o.fault_record = gpu->fault_record;
       cuda_tile::launch(*step.tile_gpu, grid, std::move(args), o);
     } else if (step.gpu && graph) {
       graph->record(*step.gpu, grid, std::move(args), *gpu);
@@ -335,6 +337,7 @@ struct Executable::State {
   struct FaultSlot {
     std::size_t index;
     std::shared_ptr<cuda::CompiledKernel> kernel;
+    std::shared_ptr<cuda_tile::CompiledKernel> tile_kernel;  // a tile_ir step's (its record holds a fault word)
     std::string label;
     SourceLocation where;
   };
@@ -450,15 +453,6 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       state->reports[i].cache_hit = step.gpu->cache_hit;
       state->reports[i].compile_seconds = step.gpu->compile_seconds;
     }
-    auto slots = std::make_shared<std::vector<Executable::State::FaultSlot>>();
-    for (std::size_t i = 0; i < state->steps.size(); ++i) {
-      const Step& s = state->steps[i];
-      if (!s.gpu) continue;
-      const ir::Operation& first = kernel_root_op(*s.kernel);
-      slots->push_back({i, s.gpu, "kernel " + kernel_name(*s.kernel) + " (" + std::string(first.name()) + ")",
-                        first.location()});
-    }
-    state->fault_slots = std::move(slots);
   } else if (!funcs.empty()) {
     cpu::CompileOptions cpu_options = options.cpu;
     cpu_options.contiguous_buffers = true;  // operands are made contiguous before each launch
@@ -472,6 +466,20 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
       state->reports[i].compile_seconds = step.compiled->compile_seconds;
       state->reports[i].object = step.compiled->library_path;
     }
+  }
+  if (state->device != "cpu") {
+    // The steps whose kernels report faults: every NVRTC kernel, and the
+    // tile_ir kernels that take a fault word.
+    auto slots = std::make_shared<std::vector<Executable::State::FaultSlot>>();
+    for (std::size_t i = 0; i < state->steps.size(); ++i) {
+      const Step& s = state->steps[i];
+      if (!s.gpu && !(s.tile_gpu && s.tile_gpu->fault_param)) continue;
+      const ir::Operation& first = kernel_root_op(*s.kernel);
+      slots->push_back({i, s.gpu, s.tile_gpu,
+                        "kernel " + kernel_name(*s.kernel) + " (" + std::string(first.name()) + ")",
+                        first.location()});
+    }
+    state->fault_slots = std::move(slots);
   }
   progress.reset();
   state->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -724,9 +732,16 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       std::vector<unsigned char> host(count * cuda::kFaultRecordBytes);
       cuda::copy_to_host(ordinal, host.data(), reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), host.size());
       for (const Executable::State::FaultSlot& s : *slots) {
-        if (auto bad = cuda::describe_fault(*s.kernel, host.data() + s.index * cuda::kFaultRecordBytes)) {
+        const unsigned char* record = host.data() + s.index * cuda::kFaultRecordBytes;
+        std::optional<std::pair<ErrorCode, std::string>> bad;
+        if (s.kernel) {
+          if (auto f = cuda::describe_fault(*s.kernel, record)) bad.emplace(f->code, f->message);
+        } else if (auto f = cuda_tile::describe_fault(*s.tile_kernel, record)) {
+          bad.emplace(f->code, f->message);
+        }
+        if (bad) {
           try {
-            raise(bad->code, bad->message);
+            raise(bad->first, bad->second);
           } catch (const Error& e) {
             ir::rethrow_for_op(e, s.label, s.where);
           }

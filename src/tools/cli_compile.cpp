@@ -24,6 +24,7 @@
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/backends/cuda_tile/lower.h"
+#include "tessera/backends/cuda_tile/runtime.h"
 #include "tessera/frontend/compile_command.h"
 #include "tessera/ir/text.h"
 #include "tessera/schedule/passes.h"
@@ -39,15 +40,26 @@ namespace {
 
 constexpr const char* kCompileUsage =
     "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda|cuda_tile] [-D NAME=VALUE]... [-o OUT]\n"
-    "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda|cuda_tile] [-o OUT]\n";
+    "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda|cuda_tile] [-o OUT]\n"
+    "       --arch sm_XY (with --target cuda_tile): also assemble each kernel with tileiras (no GPU needed)\n";
 
 struct CompileArgs {
   std::string file;
   std::string emit;
   std::string target = "cpu";
   std::string output;
+  std::string arch;  // cuda_tile: assemble with tileiras for this architecture
   KernelConstants defines;
 };
+
+// A kernel's CUDA Tile IR text; with --arch, tileiras assembles it too (a
+// CompileError with its output if it rejects the module).
+std::string cuda_tile_text(const ir::Operation& kernel, const CompileArgs& a) {
+  if (a.arch.empty()) return cuda_tile::lower_kernel(kernel).text;
+  const cuda_tile::Cubin c = cuda_tile::build_cubin(kernel, a.arch, {}, /*use_cache=*/false);
+  return c.text + "// tileiras " + c.tileiras_version + " " + a.arch + ": assembled, " + std::to_string(c.bytes.size()) +
+         " bytes of cubin\n";
+}
 
 // args[0] is "compile". Returns an empty string on success, else the usage error.
 std::string parse_args(const std::vector<std::string>& args, CompileArgs& out) {
@@ -65,6 +77,8 @@ std::string parse_args(const std::vector<std::string>& args, CompileArgs& out) {
       problem = value(out.target);
     } else if (a == "-o") {
       problem = value(out.output);
+    } else if (a == "--arch") {
+      problem = value(out.arch);
     } else if (a == "-D") {
       std::string def;
       problem = value(def);
@@ -116,7 +130,7 @@ int emit_target(const CompileArgs& a, std::ostream& out, std::ostream& err) {
       std::shared_ptr<KernelSpecialization> spec = k.jit(mine).specialize();
       if (kernels.size() > 1) text += "// ===== kernel " + k.name() + " =====\n";
       text += a.target == "cuda"        ? cuda::emit_kernel_source(spec->func())
-              : a.target == "cuda_tile" ? cuda_tile::lower_kernel(spec->func()).text
+              : a.target == "cuda_tile" ? cuda_tile_text(spec->func(), a)
                                         : spec->target_source();
     }
     if (!unused.empty()) {
@@ -199,7 +213,7 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       for (const ir::Operation* k : kernels) {
         result += "// ===== kernel " + ir::function_name(*k) + " =====\n";
         result += a.target == "cuda"        ? cuda::emit_kernel_source(*k)
-                  : a.target == "cuda_tile" ? cuda_tile::lower_kernel(*k).text
+                  : a.target == "cuda_tile" ? cuda_tile_text(*k, a)
                                             : cpu::emit_kernel_source(*k);
       }
     }
@@ -221,6 +235,10 @@ int run_kernel_compile_command(const std::vector<std::string>& args, std::ostrea
   }
   if (a.target != "cpu" && a.target != "cuda" && a.target != "cuda_tile") {
     err << "tessera compile: --target is cpu, cuda or cuda_tile, got '" << a.target << "'\n";
+    return 2;
+  }
+  if (!a.arch.empty() && a.target != "cuda_tile") {
+    err << "tessera compile: --arch applies to --target cuda_tile\n";
     return 2;
   }
   if (ends_with(a.file, ".tir")) return emit_graph_file(a, out, err);

@@ -46,20 +46,91 @@ TEST(CudaTileLower, GlobalTileGemmBecomesViewsLoopAndMmaf) {
   EXPECT_GT(cubin.size(), 4u);
 }
 
-TEST(CudaTileLower, LaneLevelCodeIsACompileErrorAtItsLine) {
+// Assembles `k` for sm_90 where tileiras is installed (the target's own
+// check of the bytecode); false when it is not.
+bool assembles(const ct::LoweredKernel& k) {
+  const ct::Toolchain& t = ct::toolchain();
+  if (!t.found || !t.reason.empty()) return false;
+  EXPECT_GT(ct::run_tileiras(k.bytecode, "sm_90").size(), 4u);
+  return true;
+}
+
+// A kernel without a group shape runs flat: 1024 tiles per tile block, the
+// tile index block * 1024 + lane, the element accesses masked pointer tiles
+// with the out-of-range lanes reported through the fault word.
+TEST(CudaTileLower, FlatLaneCodeBecomesMaskedPointerTiles) {
   const char* src = R"(@kernel
 def scale(x: f32[n], y: mut f32[n]):
     i = tile.linear_id()
     y[i] = x[i] * 2.0
 )";
+  const ct::LoweredKernel k = lower(src, "scale.tsr");
+  EXPECT_EQ(k.flat_lanes, 1024);
+  EXPECT_TRUE(k.fault_param);
+  ASSERT_EQ(k.faults.size(), 2u);  // the load's index, the store's
+  EXPECT_EQ(k.faults[0].code, tessera::ErrorCode::IndexOutOfRange);
+  EXPECT_NE(k.faults[0].message.find("scale.tsr:4"), std::string::npos) << k.faults[0].message;
+  for (const char* want : {"/*tiles*/: tile<i64>", "/*fault*/: tile<ptr<i32>>", "iota : tile<1024xi32>",
+                           "load_ptr_tko weak", "tile<1024xptr<f32>>", "store_ptr_tko weak", "mulf"}) {
+    EXPECT_NE(k.text.find(want), std::string::npos) << want << "\n" << k.text;
+  }
+  assembles(k);
+}
+
+// Lane code in a group: one tile block per group, lane values tiles of the
+// group's lanes, an if on a per-lane condition both branches under masks
+// (a select of the results), and a store then a load of the same element
+// ordered by the store's token.
+TEST(CudaTileLower, GroupLaneCodeWithDivergentIfAndStoreThenLoad) {
+  const char* src = R"(@kernel tile[(128,)]
+def k(x: f32[n], y: mut f32[n]):
+    i = group_linear_id() * 128 + tile.linear_id()
+    if i < n:
+        v = x[i]
+        if v > 0.0:
+            v = v * 2.0
+        else:
+            v = -v
+        y[i] = v
+        y[i] = y[i] + 1.0
+)";
+  const ct::LoweredKernel k = lower(src, "k.tsr");
+  EXPECT_EQ(k.flat_lanes, 0);
+  for (const char* want : {"iota : tile<128xi32>", "select", "load_ptr_tko weak", "token="}) {
+    EXPECT_NE(k.text.find(want), std::string::npos) << want << "\n" << k.text;
+  }
+  assembles(k);
+}
+
+// Shared buffers are the tile thread's own memory (alloca), barriers order
+// nothing the tokens do not; what the target cannot express yet (Tessera's
+// log) is a CompileError naming the op and its line.
+TEST(CudaTileLower, SharedBuffersBecomeAllocaAndUnportedOpsAreErrors) {
+  const char* src = R"(@kernel tile[(64,)]
+def k(x: f32[n], y: mut f32[n]):
+    s = tshared.alloc[f32](64)
+    i = tile.linear_id()
+    s[i] = x[i]
+    tbarrier()
+    y[i] = s[63 - i]
+)";
+  const ct::LoweredKernel k = lower(src, "k.tsr");
+  EXPECT_NE(k.text.find("alloca num_elem = 64, alignment = 16 : tile<ptr<f32>>"), std::string::npos) << k.text;
+  assembles(k);
+  const char* bad = R"(@kernel
+def lg(x: f32[n], y: mut f32[n]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = log(x[i])
+)";
   try {
-    lower(src, "scale.tsr");
+    lower(bad, "lg.tsr");
     FAIL() << "expected a CompileError";
   } catch (const tessera::Error& e) {
     EXPECT_EQ(e.code(), tessera::ErrorCode::Compile);
     const std::string what = e.what();
-    EXPECT_NE(what.find("tile.linear_id"), std::string::npos) << what;
-    EXPECT_NE(what.find("scale.tsr:3"), std::string::npos) << what;
+    EXPECT_NE(what.find("tile.log"), std::string::npos) << what;
+    EXPECT_NE(what.find("lg.tsr:5"), std::string::npos) << what;
   }
 }
 

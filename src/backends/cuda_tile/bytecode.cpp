@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "backends/cuda_tile/bytecode_format.h"
+#include "tessera/numerics/convert.h"
 #include "tessera/support/error.h"
 
 namespace tessera::cuda_tile {
@@ -211,7 +212,7 @@ TypeRef Module::function(const std::vector<TypeRef>& params) {
 }
 
 Elem Module::elem_of(TypeRef t) const { return (*infos_)[t.id].elem; }
-const std::vector<std::int64_t>& Module::shape_of(TypeRef t) const { return (*infos_)[t.id].shape; }
+std::vector<std::int64_t> Module::shape_of(TypeRef t) const { return (*infos_)[t.id].shape; }
 std::string Module::type_text(TypeRef t) const { return (*infos_)[t.id].text; }
 
 std::uint32_t Module::string_index(std::string_view s) {
@@ -337,9 +338,14 @@ Value Body::constant_float(TypeRef t, double v) {
     std::uint64_t bits;
     std::memcpy(&bits, &v, 8);
     put_le(bytes, bits);
+  } else if (e == Elem::f16 || e == Elem::bf16) {
+    // The value rounded to the format (nearest even, overflow to inf), as
+    // Tessera's encoder stores it.
+    const std::uint64_t bits = encode_value(v, e == Elem::f16 ? DType::fp16 : DType::bf16);
+    put_le(bytes, static_cast<std::uint16_t>(bits));
   } else {
     raise(ErrorCode::Compile, "cuda_tile: a constant of " + std::string(elem_name(e)) +
-                                       " is not supported by this target yet (fp32 and fp64 constants are)");
+                                       " is not supported by this target yet (fp64, fp32, fp16 and bf16 constants are)");
   }
   std::ostringstream shown;
   shown.precision(17);
@@ -352,6 +358,14 @@ std::string list(const std::vector<Value>& vs, const std::function<std::string(V
   std::string s;
   for (std::size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + f(vs[i]);
   return s;
+}
+
+bool types_match(const std::vector<Value>& values, const std::vector<TypeRef>& types) {
+  if (values.size() != types.size()) return false;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!(values[i].type == types[i])) return false;
+  }
+  return true;
 }
 }  // namespace
 
@@ -400,38 +414,151 @@ std::vector<Value> Body::num_tile_blocks() {
   return grid_triple(f::op::get_num_tile_blocks, "get_num_tile_blocks");
 }
 
-Value Body::load_view(TypeRef tile_type, Value view, const std::vector<Value>& index) {
-  // opcode, results (sized: tile, token), flags (no scope, hints or token),
-  // ordering (weak), view, index (sized). 13.3 has no `inbounds` field.
+Value Body::load_view(TypeRef tile_type, Value view, const std::vector<Value>& index, std::optional<Value> token,
+                      Value* token_out) {
+  // opcode, results (sized: tile, token), flags (no scope or hints; the
+  // token's bit), ordering (weak), view, index (sized), the token if any.
+  // 13.3 has no `inbounds` field.
   op(f::op::load_view_tko);
   var(2);
   var(tile_type.id);
   var(m_.token().id);
-  var(0);
+  var(token ? f::view_flag::token : 0);
   buf_.push_back(f::memory::weak);
   operand(view);
   var(index.size());
   for (Value v : index) operand(v);
+  if (token) operand(*token);
   Value r = result(tile_type);
-  result(m_.token());
-  line(ref(r) + ", %tok = load_view_tko weak " + ref(view) + "[" + list(index, [&](Value v) { return ref(v); }) +
-       "] : " + m_.type_text(tile_type));
+  Value t = result(m_.token());
+  if (token_out) *token_out = t;
+  line(ref(r) + ", " + ref(t) + " = load_view_tko weak " + ref(view) + "[" +
+       list(index, [&](Value v) { return ref(v); }) + "]" + (token ? " token=" + ref(*token) : std::string()) +
+       " : " + m_.type_text(tile_type));
   return r;
 }
 
-void Body::store_view(Value tile, Value view, const std::vector<Value>& index) {
+Value Body::store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token) {
   op(f::op::store_view_tko);
   var(1);
   var(m_.token().id);
-  var(0);
+  var(token ? f::view_flag::token : 0);
   buf_.push_back(f::memory::weak);
   operand(tile);
   operand(view);
   var(index.size());
   for (Value v : index) operand(v);
-  result(m_.token());
-  line("%tok = store_view_tko weak " + ref(tile) + ", " + ref(view) + "[" +
-       list(index, [&](Value v) { return ref(v); }) + "] : " + m_.type_text(tile.type));
+  if (token) operand(*token);
+  Value t = result(m_.token());
+  line(ref(t) + " = store_view_tko weak " + ref(tile) + ", " + ref(view) + "[" +
+       list(index, [&](Value v) { return ref(v); }) + "]" + (token ? " token=" + ref(*token) : std::string()) +
+       " : " + m_.type_text(tile.type));
+  return t;
+}
+Value Body::make_token() {
+  // opcode, result type (token).
+  op(f::op::make_token);
+  var(m_.token().id);
+  Value t = result(m_.token());
+  line(ref(t) + " = make_token : token");
+  return t;
+}
+Value Body::local_alloca(Elem pointee, std::int64_t elements, std::int64_t alignment) {
+  // opcode, result type, flags (bit 0: `global`, not set), num_elem, alignment.
+  const TypeRef t = m_.tile_of(m_.pointer(pointee), {});
+  op(f::op::alloca);
+  var(t.id);
+  var(0);
+  var(static_cast<std::uint64_t>(elements));
+  var(static_cast<std::uint64_t>(alignment));
+  Value r = result(t);
+  line(ref(r) + " = alloca num_elem = " + std::to_string(elements) + ", alignment = " + std::to_string(alignment) +
+       " : " + m_.type_text(t));
+  return r;
+}
+Value Body::join_tokens(const std::vector<Value>& tokens) {
+  // opcode, result types (sized, as in every op with a variadic operand:
+  // the token), operands (sized).
+  op(f::op::join_tokens);
+  var(1);
+  var(m_.token().id);
+  var(tokens.size());
+  for (Value v : tokens) operand(v);
+  Value t = result(m_.token());
+  line(ref(t) + " = join_tokens " + list(tokens, [&](Value v) { return ref(v); }) + " : token");
+  return t;
+}
+
+Value Body::load_ptr(TypeRef tile_type, Value ptrs, std::optional<Value> mask, std::optional<Value> padding,
+                     std::optional<Value> token, Value* token_out) {
+  // The format requires the mask to have the pointers' shape and the padding
+  // to be of the result type exactly (no splat of a scalar); a padding means
+  // something only with a mask.
+  if (padding && !mask) raise(ErrorCode::Internal, "cuda_tile writer: load_ptr padding without a mask");
+  if (mask && m_.shape_of(mask->type) != m_.shape_of(ptrs.type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: load_ptr mask " + m_.type_text(mask->type) + " for " +
+                                   m_.type_text(ptrs.type));
+  }
+  if (padding && !(padding->type == tile_type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: load_ptr padding " + m_.type_text(padding->type) + " for " +
+                                   m_.type_text(tile_type));
+  }
+  // opcode, result types (tile, token; not sized: no operand is variadic),
+  // flags (which optional fields follow), ordering (weak), pointers, then
+  // the mask, padding and token where present.
+  op(f::op::load_ptr_tko);
+  var(tile_type.id);
+  var(m_.token().id);
+  var((mask ? f::load_ptr_flag::mask : 0) | (padding ? f::load_ptr_flag::padding : 0) |
+      (token ? f::load_ptr_flag::token : 0));
+  buf_.push_back(f::memory::weak);
+  operand(ptrs);
+  if (mask) operand(*mask);
+  if (padding) operand(*padding);
+  if (token) operand(*token);
+  Value r = result(tile_type);
+  Value t = result(m_.token());
+  if (token_out) *token_out = t;
+  std::string operands = ref(ptrs), types = m_.type_text(ptrs.type);
+  for (const std::optional<Value>& v : {mask, padding}) {
+    if (!v) continue;
+    operands += ", " + ref(*v);
+    types += ", " + m_.type_text(v->type);
+  }
+  line(ref(r) + ", " + ref(t) + " = load_ptr_tko weak " + operands + (token ? " token=" + ref(*token) : std::string()) +
+       " : " + types + " -> " + m_.type_text(tile_type) + ", token");
+  return r;
+}
+
+Value Body::store_ptr(Value ptrs, Value value, std::optional<Value> mask, std::optional<Value> token) {
+  if (mask && m_.shape_of(mask->type) != m_.shape_of(ptrs.type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: store_ptr mask " + m_.type_text(mask->type) + " for " +
+                                   m_.type_text(ptrs.type));
+  }
+  // opcode, result type (token), flags, ordering (weak), pointers, value,
+  // then the mask and token where present.
+  op(f::op::store_ptr_tko);
+  var(m_.token().id);
+  var((mask ? f::store_ptr_flag::mask : 0) | (token ? f::store_ptr_flag::token : 0));
+  buf_.push_back(f::memory::weak);
+  operand(ptrs);
+  operand(value);
+  if (mask) operand(*mask);
+  if (token) operand(*token);
+  Value t = result(m_.token());
+  line(ref(t) + " = store_ptr_tko weak " + ref(ptrs) + ", " + ref(value) + (mask ? ", " + ref(*mask) : std::string()) +
+       (token ? " token=" + ref(*token) : std::string()) + " : " + m_.type_text(ptrs.type) + ", " +
+       m_.type_text(value.type) + (mask ? ", " + m_.type_text(mask->type) : std::string()) + " -> token");
+  return t;
+}
+
+Value Body::iota(TypeRef tile_type) {
+  // opcode, result type: no attributes or operands.
+  op(f::op::iota);
+  var(tile_type.id);
+  Value r = result(tile_type);
+  line(ref(r) + " = iota : " + m_.type_text(tile_type));
+  return r;
 }
 
 Value Body::binary(std::string_view name, Value a, Value b) {
@@ -441,29 +568,33 @@ Value Body::binary(std::string_view name, Value a, Value b) {
   }
   struct Form { std::string_view name; std::uint32_t code; int kind; };
   // kind 0: flags(ftz), rounding; 1: flags(nan, ftz); 2: overflow; 3: signedness;
-  // 4: signedness, rounding(zero); 5: nothing.
+  // 4: signedness, rounding(zero); 5: nothing; 6: signedness unsigned (shrui is
+  // shri with an unsigned operand: a logical shift).
   static const Form kForms[] = {
       {"addf", f::op::addf, 0}, {"subf", f::op::subf, 0}, {"mulf", f::op::mulf, 0}, {"divf", f::op::divf, 0},
       {"maxf", f::op::maxf, 1}, {"minf", f::op::minf, 1}, {"addi", f::op::addi, 2}, {"subi", f::op::subi, 2},
       {"muli", f::op::muli, 2}, {"divi", f::op::divi, 4}, {"remi", f::op::remi, 3}, {"maxi", f::op::maxi, 3},
-      {"mini", f::op::mini, 3}, {"andi", f::op::andi, 5}, {"ori", f::op::ori, 5}, {"xori", f::op::xori, 5}};
+      {"mini", f::op::mini, 3}, {"andi", f::op::andi, 5}, {"ori", f::op::ori, 5}, {"xori", f::op::xori, 5},
+      {"shli", f::op::shli, 2}, {"shri", f::op::shri, 3}, {"shrui", f::op::shri, 6}};
   for (const Form& form : kForms) {
     if (form.name != name) continue;
     op(form.code);
     var(a.type.id);
     std::string attrs;
+    std::string_view mnemonic = name;
     switch (form.kind) {
       case 0: var(0); buf_.push_back(f::rounding::nearest_even); break;
       case 1: var(1); attrs = " propagate_nan"; break;  // NaN in, NaN out, as the reference
       case 2: buf_.push_back(f::overflow::none); break;
       case 3: buf_.push_back(f::signedness::signed_); attrs = " signed"; break;
       case 4: buf_.push_back(f::signedness::signed_); buf_.push_back(f::rounding::zero); attrs = " signed rounding<zero>"; break;
+      case 6: buf_.push_back(f::signedness::unsigned_); attrs = " unsigned"; mnemonic = "shri"; break;
       default: break;
     }
     operand(a);
     operand(b);
     Value r = result(a.type);
-    line(ref(r) + " = " + std::string(name) + " " + ref(a) + ", " + ref(b) + attrs + " : " + m_.type_text(a.type));
+    line(ref(r) + " = " + std::string(mnemonic) + " " + ref(a) + ", " + ref(b) + attrs + " : " + m_.type_text(a.type));
     return r;
   }
   raise(ErrorCode::Internal, "cuda_tile writer: no binary op " + std::string(name));
@@ -493,20 +624,24 @@ Value Body::unary(std::string_view name, Value x) {
   raise(ErrorCode::Internal, "cuda_tile writer: no unary op " + std::string(name));
 }
 
-Value Body::cmp(Value a, Value b, Cmp pred) {
+Value Body::cmp(Value a, Value b, Cmp pred, bool unordered) {
+  if (!(a.type == b.type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: cmp of " + m_.type_text(a.type) + " and " + m_.type_text(b.type));
+  }
   const Elem e = m_.elem_of(a.type);
+  if (unordered && !is_float(e)) raise(ErrorCode::Internal, "cuda_tile writer: unordered cmpi");
   const TypeRef bool_type = m_.tile(Elem::i1, m_.shape_of(a.type));
   op(is_float(e) ? f::op::cmpf : f::op::cmpi);
   var(bool_type.id);
   buf_.push_back(static_cast<std::uint8_t>(pred));
-  buf_.push_back(is_float(e) ? f::ordering::ordered : f::signedness::signed_);
+  buf_.push_back(is_float(e) ? (unordered ? f::ordering::unordered : f::ordering::ordered) : f::signedness::signed_);
   operand(a);
   operand(b);
   Value r = result(bool_type);
   static const char* const kPred[] = {"equal", "not_equal", "less_than", "less_than_or_equal", "greater_than",
                                       "greater_than_or_equal"};
   line(ref(r) + " = " + (is_float(e) ? "cmpf " : "cmpi ") + kPred[static_cast<int>(pred)] + " " + ref(a) + ", " +
-       ref(b) + (is_float(e) ? " ordered" : " signed") + " : " + m_.type_text(a.type));
+       ref(b) + (is_float(e) ? (unordered ? " unordered" : " ordered") : " signed") + " : " + m_.type_text(a.type));
   return r;
 }
 
@@ -521,8 +656,11 @@ Value Body::select(Value c, Value a, Value b) {
   return r;
 }
 
-Value Body::convert(TypeRef to, Value x) {
+Value Body::convert(TypeRef to, Value x, bool is_unsigned) {
   const Elem from = m_.elem_of(x.type), dst = m_.elem_of(to);
+  // The signedness of the integer side (an i1 is always read as unsigned: 0 or 1).
+  const bool int_unsigned = is_unsigned || from == Elem::i1;
+  const std::uint8_t sign = int_unsigned ? f::signedness::unsigned_ : f::signedness::signed_;
   std::string name;
   if (is_float(from) && is_float(dst)) {
     op(f::op::ftof);
@@ -532,20 +670,20 @@ Value Body::convert(TypeRef to, Value x) {
   } else if (!is_float(from) && is_float(dst)) {
     op(f::op::itof);
     var(to.id);
-    buf_.push_back(from == Elem::i1 ? f::signedness::unsigned_ : f::signedness::signed_);
+    buf_.push_back(sign);
     buf_.push_back(f::rounding::nearest_even);
     name = "itof";
   } else if (is_float(from)) {
     // 13.3: no flags field (saturation came in 13.4); C's truncation toward zero.
     op(f::op::ftoi);
     var(to.id);
-    buf_.push_back(f::signedness::signed_);
-    buf_.push_back(f::rounding::zero);
+    buf_.push_back(is_unsigned ? f::signedness::unsigned_ : f::signedness::signed_);
+    buf_.push_back(f::rounding::nearest_int_to_zero);
     name = "ftoi";
   } else if (bit_width(dst) > bit_width(from)) {
     op(f::op::exti);
     var(to.id);
-    buf_.push_back(from == Elem::i1 ? f::signedness::unsigned_ : f::signedness::signed_);
+    buf_.push_back(sign);
     name = "exti";
   } else {
     op(f::op::trunci);
@@ -555,7 +693,9 @@ Value Body::convert(TypeRef to, Value x) {
   }
   operand(x);
   Value r = result(to);
-  line(ref(r) + " = " + name + " " + ref(x) + " : " + m_.type_text(x.type) + " -> " + m_.type_text(to));
+  const bool shown_unsigned = is_unsigned && name != "trunci" && name != "ftof";
+  line(ref(r) + " = " + name + " " + ref(x) + (shown_unsigned ? " unsigned" : "") + " : " + m_.type_text(x.type) +
+       " -> " + m_.type_text(to));
   return r;
 }
 
@@ -575,6 +715,32 @@ Value Body::broadcast(TypeRef to, Value x) {
 
 Value Body::reshape(TypeRef to, Value x) {
   return retyped(f::op::reshape, "reshape", to, x);
+}
+
+Value Body::bitcast(TypeRef to, Value x) {
+  // The format allows numbers of equal width only (pointers have ops of their own).
+  if (bit_width(m_.elem_of(to)) != bit_width(m_.elem_of(x.type)) || m_.shape_of(to) != m_.shape_of(x.type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: bitcast " + m_.type_text(x.type) + " -> " + m_.type_text(to));
+  }
+  return retyped(f::op::bitcast, "bitcast", to, x);
+}
+
+Value Body::fma(Value a, Value b, Value c) {
+  if (!(a.type == b.type) || !(a.type == c.type)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: fma of " + m_.type_text(a.type) + ", " + m_.type_text(b.type) +
+                                   " and " + m_.type_text(c.type));
+  }
+  // opcode, result type, flags (flush to zero: no), rounding, a, b, c.
+  op(f::op::fma);
+  var(a.type.id);
+  var(0);
+  buf_.push_back(f::rounding::nearest_even);
+  operand(a);
+  operand(b);
+  operand(c);
+  Value r = result(a.type);
+  line(ref(r) + " = fma " + ref(a) + ", " + ref(b) + ", " + ref(c) + " : " + m_.type_text(a.type));
+  return r;
 }
 
 Value Body::assume_div_by(Value x, std::uint64_t divisor) {
@@ -749,6 +915,80 @@ Value Body::end_reduce(Value combined) {
   Value r = result(leave_region().at(0));
   line("} -> " + ref(r));
   return r;
+}
+
+// yield: opcode, result types (sized: none), operands (sized).
+void Body::yield_op(const std::vector<Value>& values) {
+  op(f::op::yield);
+  var(0);
+  var(values.size());
+  for (Value v : values) operand(v);
+  line("yield" + (values.empty() ? std::string()
+                                 : " " + list(values, [&](Value v) { return ref(v); }) + " : " +
+                                       list(values, [&](Value v) { return m_.type_text(v.type); })));
+}
+
+void Body::begin_if(Value cond, const std::vector<TypeRef>& result_types) {
+  // opcode, result types (sized), the condition (not sized: the only
+  // operand), regions (always 2: then, else), then the then region: blocks
+  // (1), the block's arguments (none), its op count and ops. Every block ends
+  // in a terminator, so even a region with nothing to do holds a `yield`.
+  op(f::op::if_);
+  var(result_types.size());
+  for (TypeRef t : result_types) var(t.id);
+  operand(cond);
+  var(2);
+  var(1);
+  var(0);
+  std::vector<std::uint32_t> names;
+  for (std::size_t i = 0; i < result_types.size(); ++i) names.push_back(m_.next_name());
+  std::string head, types;
+  for (std::size_t i = 0; i < result_types.size(); ++i) {
+    head += (i ? ", %" : "%") + std::to_string(names[i]);
+    types += (i ? ", " : "") + m_.type_text(result_types[i]);
+  }
+  line((head.empty() ? "" : head + " = ") + "if " + ref(cond) + (types.empty() ? "" : " -> (" + types + ")") + " {");
+  enter_region("then", result_types);
+  open_.back().result_names = std::move(names);
+  indent_ += 2;
+}
+
+void Body::begin_else(const std::vector<Value>& then_yields) {
+  if (open_.empty() || open_.back().kind != "then") raise(ErrorCode::Internal, "cuda_tile writer: begin_else without if");
+  if (!types_match(then_yields, open_.back().result_types)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: the then region yields other types than the if's results");
+  }
+  yield_op(then_yields);
+  std::vector<std::uint32_t> names = std::move(open_.back().result_names);
+  std::vector<TypeRef> result_types = leave_region();
+  line("} else {");
+  // The else region: blocks (1), arguments (none), then its ops.
+  var(1);
+  var(0);
+  enter_region("else", std::move(result_types));
+  open_.back().result_names = std::move(names);
+  indent_ += 2;
+}
+
+std::vector<Value> Body::end_if(const std::vector<Value>& yields) {
+  if (open_.empty() || (open_.back().kind != "then" && open_.back().kind != "else")) {
+    raise(ErrorCode::Internal, "cuda_tile writer: end_if without if");
+  }
+  const bool has_else = open_.back().kind == "else";
+  if (!has_else && !open_.back().result_types.empty()) {
+    raise(ErrorCode::Internal, "cuda_tile writer: an if with results needs an else region");
+  }
+  if (!types_match(yields, open_.back().result_types)) {
+    raise(ErrorCode::Internal, "cuda_tile writer: a region yields other types than the if's results");
+  }
+  yield_op(yields);
+  const std::vector<std::uint32_t> names = std::move(open_.back().result_names);
+  const std::vector<TypeRef> result_types = leave_region();
+  if (!has_else) var(0);  // the else region: no blocks
+  line("}");
+  std::vector<Value> results;
+  for (std::size_t i = 0; i < result_types.size(); ++i) results.push_back(Value{next_id_++, result_types[i], names[i]});
+  return results;
 }
 
 void Body::ret() {

@@ -35,18 +35,19 @@ inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, div_by = 0x08;
 inline constexpr std::uint8_t kFunctionKernel = 0x02;
 
 namespace op {
-inline constexpr std::uint32_t absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, broadcast = 11, cmpf = 14,
-                               cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23, exti = 37,
-                               for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46, get_tile_block_id = 48,
-                               itof = 59, load_view_tko = 62, log = 63, make_partition_view = 66,
-                               make_tensor_view = 67, maxf = 69, maxi = 70, minf = 71, mini = 72, mmaf = 73,
-                               mmai = 74, mulf = 76, muli = 78, negf = 79, negi = 80, offset = 81, ori = 82, reduce = 88,
-                               remi = 90, reshape = 91, return_ = 92, select = 95, sqrt = 100, store_view_tko = 102,
+inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, alloca = 0x71, absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, bitcast = 9, broadcast = 11,
+                               cmpf = 14, cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23,
+                               exti = 37, fma = 40, for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46,
+                               get_tile_block_id = 48, if_ = 50, iota = 58, itof = 59, load_ptr_tko = 61,
+                               load_view_tko = 62, log = 63, make_partition_view = 66, make_tensor_view = 67, maxf = 69,
+                               maxi = 70, minf = 71, mini = 72, mmaf = 73, mmai = 74, mulf = 76, muli = 78, negf = 79,
+                               negi = 80, offset = 81, ori = 82, reduce = 88, remi = 90, reshape = 91, return_ = 92,
+                               select = 95, shli = 96, shri = 97, sqrt = 100, store_ptr_tko = 101, store_view_tko = 102,
                                subf = 103, subi = 104, tanh = 106, trunci = 107, xori = 108, yield = 109;
 }
 
 namespace rounding {
-inline constexpr std::uint8_t nearest_even = 0, zero = 1, full = 5;
+inline constexpr std::uint8_t nearest_even = 0, zero = 1, full = 5, nearest_int_to_zero = 6;
 }
 namespace signedness {
 inline constexpr std::uint8_t unsigned_ = 0, signed_ = 1;
@@ -55,10 +56,24 @@ namespace overflow {
 inline constexpr std::uint8_t none = 0;
 }
 namespace ordering {
-inline constexpr std::uint8_t ordered = 1;
+// Unordered comparisons are true when either operand is NaN; ordered ones are false.
+inline constexpr std::uint8_t unordered = 0, ordered = 1;
 }
 namespace memory {
 inline constexpr std::uint8_t weak = 0;
+}
+// The flags varint of load_ptr_tko and store_ptr_tko: one bit per optional
+// field, the optional attributes first (memory scope: bit 0, optimization
+// hints: bit 1), then the optional operands in declaration order.
+namespace load_ptr_flag {
+inline constexpr std::uint64_t mask = 1u << 2, padding = 1u << 3, token = 1u << 4;
+}
+// load_view_tko and store_view_tko: memory scope bit 0, hints bit 1, token bit 2.
+namespace view_flag {
+inline constexpr std::uint64_t token = 1u << 2;
+}
+namespace store_ptr_flag {
+inline constexpr std::uint64_t mask = 1u << 2, token = 1u << 3;
 }
 
 }  // namespace tessera::cuda_tile::format

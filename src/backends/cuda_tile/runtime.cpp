@@ -102,6 +102,10 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   Cubin c;
   c.name = lowered.name;
   c.text = std::move(lowered.text);
+  c.fault_param = lowered.fault_param;
+  c.faults = lowered.faults;
+  c.flat_lanes = lowered.flat_lanes;
+  c.symbol_params = lowered.symbol_params;
   c.arch = arch;
   const Toolchain& tools = toolchain();
   if (!tools.found) raise(ErrorCode::Compile, "cuda_tile target: " + tools.reason);
@@ -156,6 +160,10 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
   k.tileiras_version = c.tileiras_version;
   k.cache_key = c.cache_key;
   k.cache_hit = c.cache_hit;
+  k.fault_param = c.fault_param;
+  k.faults = c.faults;
+  k.flat_lanes = c.flat_lanes;
+  k.symbol_params = c.symbol_params;
   const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
   {
     std::lock_guard<std::mutex> lock(detail::cache_mutex());
@@ -227,8 +235,10 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   const std::string device = "cuda:" + std::to_string(k.device);
   cpu::detail::BoundLaunch bound = cpu::detail::bind_launch(k.signature, grid, args, device);
   if (bound.grid == 0) return;
-  if (bound.grid > 0x7FFFFFFF) {
-    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(bound.grid) +
+  // Flat kernels: flat_lanes tiles per tile block, the count a parameter.
+  const std::int64_t blocks = k.flat_lanes > 0 ? (bound.grid + k.flat_lanes - 1) / k.flat_lanes : bound.grid;
+  if (blocks > 0x7FFFFFFF) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(blocks) +
                                           " groups exceed CUDA's grid limit of 2^31 - 1");
   }
   if (k.assumes_aligned && !satisfies_alignment(k, bound)) {
@@ -254,11 +264,55 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
       values.push_back(std::move(extent));
     }
   }
+  // The fault word: the caller's, else one of this launch's own (kept alive
+  // past an unsynchronized launch by the per-device spare below).
+  std::shared_ptr<void> own_record;
+  cuda::DevicePtr record = options.fault_record;
+  if (k.fault_param && record == 0) {
+    if (options.synchronize) {
+      own_record = cuda::allocate_shared(k.device, sizeof(std::int32_t));
+    } else {
+      static std::mutex spare_mutex;
+      static std::unordered_map<int, std::shared_ptr<void>> spares;  // written, never read: no caller asked
+      std::lock_guard<std::mutex> lock(spare_mutex);
+      auto& spare = spares[k.device];
+      if (!spare) spare = cuda::allocate_shared(k.device, sizeof(std::int32_t));
+      own_record = spare;
+    }
+    record = reinterpret_cast<cuda::DevicePtr>(own_record.get());
+    if (options.stream != nullptr) {
+      cuda::memset_async(record, 0, sizeof(std::int32_t), *options.stream);
+    } else {
+      cuda::memset_async(k.device, record, 0, sizeof(std::int32_t));
+    }
+  }
+  for (const std::string& sym : k.symbol_params) {
+    // The binder solved every symbol of the signature (K and tp of K/tp).
+    const auto at = std::find(k.signature.symbols.begin(), k.signature.symbols.end(), sym);
+    if (at == k.signature.symbols.end()) {
+      raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "' on the cuda_tile target reads shape symbol '" + sym +
+                                            "', which no parameter binds; specialize it with jit(" + sym + "=...)");
+    }
+    const std::int64_t v = bound.symbols[static_cast<std::size_t>(at - k.signature.symbols.begin())];
+    std::vector<unsigned char> bytes(sizeof(std::int64_t));
+    std::memcpy(bytes.data(), &v, sizeof v);
+    values.push_back(std::move(bytes));
+  }
+  if (k.flat_lanes > 0) {
+    std::vector<unsigned char> tiles(sizeof(std::int64_t));
+    std::memcpy(tiles.data(), &bound.grid, sizeof(std::int64_t));
+    values.push_back(std::move(tiles));
+  }
+  if (k.fault_param) {
+    std::vector<unsigned char> ptr(sizeof(void*));
+    std::memcpy(ptr.data(), &record, sizeof(void*));
+    values.push_back(std::move(ptr));
+  }
   std::vector<void*> params;
   for (auto& v : values) params.push_back(v.data());
   params.push_back(nullptr);
   cuda::LaunchConfig config;
-  config.grid = {static_cast<unsigned>(bound.grid)};
+  config.grid = {static_cast<unsigned>(blocks)};
   config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's
   config.stream = options.stream;
   k.handle->function.launch(config, params.data());
@@ -268,6 +322,24 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   } else {
     cuda::synchronize(k.device);
   }
+  if (k.fault_param) {
+    std::int32_t code = 0;
+    cuda::copy_to_host(k.device, &code, record, sizeof code);
+    if (auto bad = describe_fault(k, &code)) raise(bad->code, bad->message);
+  }
+}
+
+std::optional<KernelFault> describe_fault(const CompiledKernel& k, const void* host_record) {
+  std::int32_t code = 0;
+  std::memcpy(&code, host_record, sizeof code);
+  if (code == 0) return std::nullopt;
+  if (code < 0 || static_cast<std::size_t>(code) > k.faults.size()) {
+    return KernelFault{ErrorCode::Internal, "kernel '" + k.name + "' on the cuda_tile target wrote fault number " +
+                                                std::to_string(code) + ", which it does not have"};
+  }
+  KernelFault f = k.faults[static_cast<std::size_t>(code) - 1];
+  f.message += " (on cuda:" + std::to_string(k.device) + ", cuda_tile target)";
+  return f;
 }
 
 }  // namespace tessera::cuda_tile

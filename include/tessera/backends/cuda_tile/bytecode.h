@@ -66,15 +66,44 @@ class Body {
   std::vector<Value> tile_block_id();
   std::vector<Value> num_tile_blocks();
   // load_view_tko weak: the tile at `index` (in tiles) of a partition view.
-  Value load_view(TypeRef tile_type, Value view, const std::vector<Value>& index);
-  void store_view(Value tile, Value view, const std::vector<Value>& index);
+  // Memory ops are ordered only by tokens: `token` (optional) is the one the
+  // op waits for; the op's own token is returned (stores) or written to
+  // `*token_out` (loads).
+  Value load_view(TypeRef tile_type, Value view, const std::vector<Value>& index,
+                  std::optional<Value> token = std::nullopt, Value* token_out = nullptr);
+  Value store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token = std::nullopt);
+  // load_ptr_tko weak: the elements `ptrs` (a tile of pointers) point at; where
+  // `mask` (i1, the shape of `ptrs`) is false nothing is read and the element
+  // is `padding` (of type `tile_type`, only with a mask; undefined without one).
+  Value load_ptr(TypeRef tile_type, Value ptrs, std::optional<Value> mask, std::optional<Value> padding,
+                 std::optional<Value> token = std::nullopt, Value* token_out = nullptr);
+  // store_ptr_tko weak: stores `value` where `ptrs` point (only where `mask` is true).
+  Value store_ptr(Value ptrs, Value value, std::optional<Value> mask, std::optional<Value> token = std::nullopt);
+  // make_token: a token that depends on nothing; join_tokens: one that
+  // depends on every token given.
+  Value make_token();
+  // alloca (named so beside the C library macro): a tile thread's own memory of `elements` elements (a scalar
+  // pointer tile), aligned to `alignment` bytes; it lives as long as the
+  // block that holds the op.
+  Value local_alloca(Elem pointee, std::int64_t elements, std::int64_t alignment);
+  Value join_tokens(const std::vector<Value>& tokens);
+  // iota: a 1-D integer tile holding 0..n-1.
+  Value iota(TypeRef tile_type);
 
   // Elementwise ops over tiles of one type (float ops round to nearest even, no flush).
-  Value binary(std::string_view op, Value lhs, Value rhs);  // addf subf mulf divf maxf minf addi subi muli divi remi maxi mini andi ori xori
+  // addf subf mulf divf maxf minf addi subi muli divi remi maxi mini andi ori xori shli shri shrui;
+  // shri shifts right arithmetically (signed), shrui logically (unsigned).
+  Value binary(std::string_view op, Value lhs, Value rhs);
   Value unary(std::string_view op, Value x);                // negf absf exp sqrt tanh negi absi log
-  Value cmp(Value lhs, Value rhs, Cmp pred);                // cmpf (ordered) or cmpi (signed)
+  // cmpf (ordered, or unordered: true where either side is NaN) or cmpi (signed).
+  Value cmp(Value lhs, Value rhs, Cmp pred, bool unordered = false);
   Value select(Value cond, Value a, Value b);
-  Value convert(TypeRef to, Value x);                       // exti trunci itof ftoi ftof, chosen from the types
+  // exti trunci itof ftoi ftof, chosen from the types; integers are signed
+  // unless `is_unsigned` (i1 always unsigned): exti zero-extends, itof reads
+  // unsigned, ftoi produces unsigned.
+  Value convert(TypeRef to, Value x, bool is_unsigned = false);
+  Value bitcast(TypeRef to, Value x);                       // the same bits as another type of the same width
+  Value fma(Value a, Value b, Value c);                     // a*b + c rounded once (nearest even, no flush)
   Value broadcast(TypeRef to, Value x);
   Value reshape(TypeRef to, Value x);
   Value offset(Value ptr, Value elements);                  // ptr + elements (a scalar pointer tile)
@@ -91,6 +120,14 @@ class Body {
   // end_reduce(r) writes `yield r` and returns the reduced tile.
   std::vector<Value> begin_reduce(Value x, int dim, double identity, TypeRef result_type);
   Value end_reduce(Value combined);
+  // if cond -> (result_types) { then } else { else }: begin_if opens the then
+  // region (cond is a tile<i1> scalar); begin_else(then_yields) ends it with
+  // `yield then_yields` and opens the else region; end_if(yields) ends the open
+  // region with `yield yields` and returns the if's results. Without
+  // begin_else the if has no else region, allowed only without results.
+  void begin_if(Value cond, const std::vector<TypeRef>& result_types);
+  void begin_else(const std::vector<Value>& then_yields);
+  std::vector<Value> end_if(const std::vector<Value>& yields);
 
   void ret();
 
@@ -105,6 +142,7 @@ class Body {
   void operand(Value v);
   Value result(TypeRef t);
   void line(const std::string& text);
+  void yield_op(const std::vector<Value>& values);
   std::string ref(Value v) const;
 
   Module& m_;
@@ -117,7 +155,8 @@ class Body {
     std::uint32_t outer_next_id = 0;
     std::uint32_t outer_num_ops = 0;
     std::vector<TypeRef> result_types;
-    std::string kind;  // "for" or "reduce"
+    std::vector<std::uint32_t> result_names;  // an if's results, named in its header line
+    std::string kind;  // "for", "reduce", "then" or "else"
   };
   void enter_region(const char* kind, std::vector<TypeRef> result_types);
   std::vector<TypeRef> leave_region();  // -> the region op's result types
@@ -148,7 +187,8 @@ class Module {
 
   // The element type and shape of a tile type (for the lowering's checks).
   Elem elem_of(TypeRef tile_type) const;
-  const std::vector<std::int64_t>& shape_of(TypeRef tile_type) const;
+  // By value: interning a type may move the table a reference would point into.
+  std::vector<std::int64_t> shape_of(TypeRef tile_type) const;
   std::string type_text(TypeRef t) const;
 
   // Starts the (single) kernel entry; param names are for the text form.

@@ -4,15 +4,19 @@
 // group-level tile code over global buffers — tile.tile_load / tile_store of
 // gmem (zeros past bounds / skipped), tile.zeros, tile.mma (accumulating at
 // the accumulator's dtype), tile.tile_cast, tile.tile_add — under tile.for
-// loops, with uniform lane scalars (constants, shape symbols, group_id,
-// num_groups, parameters) as rank-0 tiles. Everything else (lane-level code
-// on tile.linear_id, element loads, shared buffers, cp_async, barriers,
-// saturating integer arithmetic) is a CompileError naming the op and its
-// source line: nothing is emitted in its place.
+// loops, and lane-level code (tile.linear_id, element loads and stores,
+// lane arithmetic, tile.if / for / strands) vectorized over the group's
+// lanes (src/backends/cuda_tile/lowering.h). Everything else (shared
+// buffers, cp_async, barriers, the elementary functions not ported yet) is a
+// CompileError naming the op and its source line: nothing is emitted in its
+// place.
 //
 // Kernel parameters (the launch ABI): per gmem buffer, its base pointer
 // (tile<ptr<T>>) then one tile<i64> per dim (the extent); per lane scalar,
-// a rank-0 tile. Buffers are dense row-major.
+// a rank-0 tile; then the symbol_params (tile<i64> each); then, for flat
+// kernels, the number of tiles (tile<i64>);
+// then, with LoweredKernel::fault_param, the fault word (tile<ptr<i32>>).
+// Buffers are dense row-major.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +24,32 @@
 #include <vector>
 
 #include "tessera/ir/ir.h"
+#include "tessera/support/error.h"
 
 namespace tessera::cuda_tile {
+
+// A fault a kernel can report: the error it raises and its message.
+struct KernelFault {
+  ErrorCode code;
+  std::string message;
+};
 
 struct LoweredKernel {
   std::string name;
   std::vector<std::uint8_t> bytecode;
   std::string text;  // inspect_ir("target") for this target
+  // With fault_param, the kernel's last parameter is a device int32 (zeroed
+  // before the launch) into which a lane that faults writes the fault's
+  // number: 1 + an index into `faults`, the messages (op, user's line).
+  bool fault_param = false;
+  std::vector<KernelFault> faults;
+  // Nonzero for a flat kernel (no group shape, no group-level ops): this
+  // many tiles per tile block, and a hidden i64 parameter before the fault
+  // word holds the number of tiles; the grid is ceil(tiles / flat_lanes).
+  std::int64_t flat_lanes = 0;
+  // Shape symbols passed as hidden i64 parameters (after the lane scalars,
+  // before `tiles`): those no buffer dim gives whole (tp of K/tp).
+  std::vector<std::string> symbol_params;
 };
 
 // assume_aligned: the kernel may rely on every buffer's base address being a

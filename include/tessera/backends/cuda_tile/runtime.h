@@ -19,10 +19,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/backends/cuda_tile/lower.h"
 #include "tessera/ir/ir.h"
 #include "tessera/runtime/cuda.h"
 
@@ -62,6 +64,11 @@ struct CompiledKernel {
   // assumptions, for launches whose buffers or rows are not 16-byte aligned.
   bool assumes_aligned = false;
   std::shared_ptr<detail::PlainForm> plain;
+  // The kernel takes a fault word (lower.h): what each nonzero value means.
+  bool fault_param = false;
+  std::vector<KernelFault> faults;
+  std::int64_t flat_lanes = 0;  // as LoweredKernel's
+  std::vector<std::string> symbol_params;
 };
 
 // A cubin for one kernel and architecture, from the disk cache or tileiras
@@ -75,6 +82,10 @@ struct Cubin {
   std::string path;              // <root>/cuda_tile/<key>.cubin
   std::vector<char> bytes;
   bool cache_hit = false;        // read from the disk cache, no tileiras run
+  bool fault_param = false;      // as LoweredKernel's
+  std::vector<KernelFault> faults;
+  std::int64_t flat_lanes = 0;
+  std::vector<std::string> symbol_params;
 };
 Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir = {},
                   bool use_cache = true, bool assume_aligned = false);
@@ -92,7 +103,16 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
 struct LaunchOptions {
   const cuda::Stream* stream = nullptr;  // nullptr: the device's default stream
   bool synchronize = true;               // wait for the kernel (and raise its errors) before returning
+  // A zeroed device int32 the kernel writes its fault into, for the caller to
+  // read later (describe_fault); 0: launch() uses its own. Either is read and
+  // raised when the launch synchronizes. The PTX path's fault records are
+  // large enough to hold one.
+  cuda::DevicePtr fault_record = 0;
 };
+
+// A fault word read back to the host: nullopt when it holds none, else the
+// error to raise (naming the kernel, the op and the user's line).
+std::optional<KernelFault> describe_fault(const CompiledKernel& kernel, const void* host_record);
 
 // Runs `grid` groups of `kernel` (-1: the default extent, kernels without a
 // group shape only). Buffer arguments must live on the kernel's device and be
