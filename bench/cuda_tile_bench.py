@@ -9,11 +9,19 @@ Rows, per size (bf16 A and B, fp32 C, M = N = K):
   K steps of 64, tile.mma) with target="cuda_tile": CUDA Tile IR, tileiras;
 - ptx (same kernel): that kernel through the CUDA C++/NVRTC path;
 - ptx (staged): the PTX path's own GEMM form (shared tiles, cp_async,
-  tile.range(prefetch=2)), which the cuda_tile target cannot express yet;
+  tile.range(prefetch=2));
+- tile_ir (staged): that staged kernel through CUDA Tile IR (shared buffers
+  as the tile thread's memory, cp_async as a copy);
 - torch: torch.matmul of the same bf16 matrices (cuBLAS; bf16 output,
   fp32 accumulation).
 Then the first compile of the GEMM through tileiras and through NVRTC, each
 with an empty cache (lowering, compiler, load, one run).
+
+Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
+rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
+PTX path (the default mapper) and on the CUDA Tile IR target (a Mapper
+choosing "tile_ir"), against torch, with GB/s of the bytes each must move,
+whether the two targets agree bit for bit, and the first compile of each.
 
 Each launch from Python synchronizes, so every row (torch's too) is timed
 as call + synchronize; the figure is the median of --runs after a warm-up.
@@ -90,6 +98,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--rows", type=int, default=4096)
+    ap.add_argument("--cols", type=int, default=4096)
     args = ap.parse_args()
     import torch
 
@@ -110,7 +120,7 @@ def main():
     t_ptx = first_compile(GLOBAL_TILES, "cuda", a0, a0, c0, grid0)
     t_staged = first_compile(STAGED, "cuda", a0, a0, c0, grid0)
     kernels = (("tile_ir", make(GLOBAL_TILES, "cuda_tile")), ("ptx (same kernel)", make(GLOBAL_TILES, "cuda")),
-               ("ptx (staged)", make(STAGED, "cuda")))
+               ("ptx (staged)", make(STAGED, "cuda")), ("tile_ir (staged)", make(STAGED, "cuda_tile")))
 
     print(f"\n{'GEMM bf16 -> fp32':<28}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs torch':>22}")
     for n in args.sizes:
@@ -136,6 +146,67 @@ def main():
 
     print(f"\nfirst compile (empty cache, {n0}^3 launch included): tileiras {t_tile:.2f} s, "
           f"NVRTC same kernel {t_ptx:.2f} s, NVRTC staged kernel {t_staged:.2f} s")
+    memory_bound(args, torch, rng)
+
+
+class TileIRMapper(tessera.Mapper):
+    def choose_variant(self, op, arch):
+        return "tile_ir" if not arch.is_cpu else None
+
+
+def memory_bound(args, torch, rng):
+    """The Schedule IR templates on both NVIDIA targets against torch."""
+    dev = "cuda:0"
+    sync = torch.cuda.synchronize
+    cases = [  # name, Tessera fn, torch fn, bytes moved per element of x (read x once, write the result)
+        ("softmax", lambda x: tessera.ops.softmax_safe(x, axis=-1), lambda x: torch.softmax(x, -1), 8),
+        ("rmsnorm", lambda x: tessera.ops.rmsnorm_safe(x, axis=-1),
+         lambda x: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6), 8),
+        ("sum axis -1", lambda x: tessera.ops.sum(x, axis=-1), lambda x: x.sum(-1), 4),
+        ("add + relu", lambda x: tessera.ops.relu(x + x * 0.5), lambda x: torch.relu(x + x * 0.5), 8),
+    ]
+    rows, cols = args.rows, args.cols
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    tx = tessera.tensor(x).to(dev)
+    xt = torch.tensor(x, device=dev)
+    nbytes = rows * cols
+    print(f"\n{'fp32 ' + str(rows) + 'x' + str(cols):<16}{'target':<10}{'ms':>9}{'GB/s':>9}{'vs torch':>10}"
+          f"{'first call s':>14}{'same bits':>11}")
+    for name, fn, tfn, per in cases:
+        t_torch = median_seconds(lambda: tfn(xt), args.runs, sync)
+        results = {}
+        for target in ("ptx", "tile_ir"):
+            old = os.environ.get("TESSERA_CACHE_DIR")
+            with tempfile.TemporaryDirectory() as d:
+                os.environ["TESSERA_CACHE_DIR"] = d
+                if target == "tile_ir":
+                    tessera.runtime.set_mapper(TileIRMapper())
+                try:
+                    f = tessera.jit(fn)
+                    t0 = time.perf_counter()
+                    out = f(tx)
+                    sync()
+                    first = time.perf_counter() - t0
+                    t = median_seconds(lambda: f(tx), args.runs, sync)
+                    results[target] = (t, first, out.numpy())
+                except tessera.TesseraError as e:  # a template the target cannot express: say so
+                    results[target] = (None, None, str(e).splitlines()[0])
+                finally:
+                    tessera.runtime.set_mapper(tessera.Mapper())
+                    if old is None:
+                        del os.environ["TESSERA_CACHE_DIR"]
+                    else:
+                        os.environ["TESSERA_CACHE_DIR"] = old
+        ok = (results["ptx"][0] is not None and results["tile_ir"][0] is not None and
+              np.array_equal(results["ptx"][2].view(np.uint32), results["tile_ir"][2].view(np.uint32)))
+        print(f"{name:<16}{'torch':<10}{t_torch * 1e3:>9.3f}{nbytes * per / t_torch / 1e9:>9.0f}{1.0:>9.2f}x")
+        for target in ("ptx", "tile_ir"):
+            t, first, out = results[target]
+            if t is None:
+                print(f"{'':<16}{target:<10}  not run: {out}")
+                continue
+            print(f"{'':<16}{target:<10}{t * 1e3:>9.3f}{nbytes * per / t / 1e9:>9.0f}{t_torch / t:>9.2f}x"
+                  f"{first:>14.2f}{('yes' if ok else 'NO'):>11}")
 
 
 if __name__ == "__main__":
