@@ -56,7 +56,8 @@ struct CompileArgs {
 // CompileError with its output if it rejects the module).
 std::string cuda_tile_text(const ir::Operation& kernel, const CompileArgs& a) {
   if (a.arch.empty()) return cuda_tile::lower_kernel(kernel).text;
-  const cuda_tile::Cubin c = cuda_tile::build_cubin(kernel, a.arch, {}, /*use_cache=*/false);
+  // As a launch compiles it first: assuming 16-byte aligned buffers and rows.
+  const cuda_tile::Cubin c = cuda_tile::build_cubin(kernel, a.arch, {}, /*use_cache=*/false, /*assume_aligned=*/true);
   return c.text + "// tileiras " + c.tileiras_version + " " + a.arch + ": assembled, " + std::to_string(c.bytes.size()) +
          " bytes of cubin\n";
 }

@@ -11,6 +11,7 @@
 #include <regex>
 #include <sstream>
 
+#include "backends/cpu/compile_cache.h"
 #include "tessera/support/error.h"
 
 namespace tessera::cuda_tile {
@@ -162,8 +163,14 @@ std::vector<std::uint8_t> run_tileiras(const std::vector<std::uint8_t>& bytecode
                                  quote((dir.path / "kernel.tileirbc").string()),
                      out);
   if (rc != 0) {
+    // Keep the input for a bug report or a rerun by hand: the temporary
+    // folder goes away with this call.
+    std::error_code ec;
+    const fs::path kept = fs::temp_directory_path(ec) / ("tessera-cuda-tile-failed-" + cpu::detail::sha256_hex(std::string_view(reinterpret_cast<const char*>(bytecode.data()), bytecode.size())).substr(0, 16) + ".tileirbc");
+    if (!ec) write_file(kept, bytecode);
     raise(ErrorCode::Compile, "cuda_tile: tileiras " + t.version + " failed for " + arch + " (exit " + std::to_string(rc) +
-                                  "): " + out + (t.reason.empty() ? "" : " [" + t.reason + "]"));
+                                  "): " + out + (t.reason.empty() ? "" : " [" + t.reason + "]") +
+                                  (ec ? std::string() : " (its input is kept at " + kept.string() + ")"));
   }
   std::ifstream in(dir.path / "kernel.cubin", std::ios::binary);
   std::vector<std::uint8_t> cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
