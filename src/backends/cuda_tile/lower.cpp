@@ -146,7 +146,10 @@ LoweredKernel Lowering::run() {
     types.push_back(m_.tile_of(m_.pointer(Elem::i32), {}));
     names.push_back("fault");
   }
-  b_ = &m_.begin_entry(ir::function_name(func_), types, names);
+  // The entry's symbol: letters, digits and '_' only (a jit function may be
+  // "<lambda>"; tileiras's code generator rejects such a name).
+  const std::string entry = codegen::c_identifier(ir::function_name(func_));
+  b_ = &m_.begin_entry(entry, types, names);
   std::size_t slot = 0;
   for (std::size_t i = 0; i < body.num_arguments(); ++i) {
     const ir::Value* a = body.argument(i);
@@ -171,7 +174,7 @@ LoweredKernel Lowering::run() {
   plan_aligned_views(body);
   lower_block(body);
   m_.end_entry();
-  LoweredKernel out{ir::function_name(func_), m_.bytes(), m_.text()};
+  LoweredKernel out{entry, m_.bytes(), m_.text()};
   out.faults = faults_;
   out.fault_param = faults;
   out.flat_lanes = flat_ ? lanes_ : 0;
