@@ -98,6 +98,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--memory-only", action="store_true", help="skip the GEMMs")
+    ap.add_argument("--cases", nargs="+", default=None, help="memory-bound cases to run (default: all)")
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
     args = ap.parse_args()
@@ -110,6 +112,9 @@ def main():
         raise SystemExit(f"tileiras unusable: {why or 'not found'}")
     print(f"device: {torch.cuda.get_device_name(0)}; tileiras {version}; torch {torch.__version__}")
     rng = np.random.default_rng(0)
+    if args.memory_only:
+        memory_bound(args, torch, rng)
+        return
 
     # First compiles first: nothing of either kernel is in any cache yet.
     n0 = 512
@@ -165,6 +170,8 @@ def memory_bound(args, torch, rng):
         ("sum axis -1", lambda x: tessera.ops.sum(x, axis=-1), lambda x: x.sum(-1), 4),
         ("add + relu", lambda x: tessera.ops.relu(x + x * 0.5), lambda x: torch.relu(x + x * 0.5), 8),
     ]
+    if args.cases:
+        cases = [c for c in cases if c[0].split()[0] in args.cases]
     rows, cols = args.rows, args.cols
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     tx = tessera.tensor(x).to(dev)
