@@ -50,6 +50,10 @@ struct DeviceProperties {
 DeviceProperties device_properties(int ordinal);
 // Waits for all work on the device.
 void synchronize(int ordinal);
+// Raises the device's per-thread stack to at least `per_thread` bytes (never
+// lowers it): kernels that allocate on the stack (the cuda_tile target's
+// alloca) overrun the default 1 KiB into other threads' memory otherwise.
+void ensure_stack_bytes(int ordinal, std::size_t per_thread);
 // "cuda" -> 0, "cuda:N" -> N; anything else raises ArgumentError. The ordinal
 // is checked against device_count() only by the functions that use it.
 int parse_device(std::string_view device);

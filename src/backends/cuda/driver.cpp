@@ -63,6 +63,8 @@ LoadedDriver& loaded() {
     resolve(library, a.cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, missing);
     resolve(library, a.cuCtxSetCurrent, {"cuCtxSetCurrent"}, missing);
     resolve(library, a.cuCtxSynchronize, {"cuCtxSynchronize"}, missing);
+    resolve(library, a.cuCtxGetLimit, {"cuCtxGetLimit"}, missing);
+    resolve(library, a.cuCtxSetLimit, {"cuCtxSetLimit"}, missing);
     resolve(library, a.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, missing);
     resolve(library, a.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, missing);
     resolve(library, a.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
@@ -257,6 +259,17 @@ void synchronize(int ordinal) {
   settle_watches(ordinal);
   use_device(ordinal);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+void ensure_stack_bytes(int ordinal, std::size_t per_thread) {
+  constexpr int kLimitStackSize = 0x00;  // CU_LIMIT_STACK_SIZE
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  use_device(ordinal);
+  std::size_t now = 0;
+  check(driver().cuCtxGetLimit(&now, kLimitStackSize), "cuCtxGetLimit(stack size)");
+  if (now >= per_thread) return;
+  check(driver().cuCtxSetLimit(kLimitStackSize, per_thread), "cuCtxSetLimit(stack size)");
 }
 
 std::pair<std::size_t, std::size_t> memory_info(int ordinal) {

@@ -179,6 +179,7 @@ LoweredKernel Lowering::run() {
   out.fault_param = faults;
   out.flat_lanes = flat_ ? lanes_ : 0;
   out.symbol_params = symbol_params;
+  out.alloca_bytes = alloca_bytes_;
   return out;
 }
 

@@ -182,6 +182,7 @@ void Lowering::lower_smem_alloc(const ir::Operation& op) {
     buf.dims.push_back(i64(d));
   }
   buf.ptr = b_->local_alloca(e, std::max<std::int64_t>(n, 1), 16);
+  alloca_bytes_ += (std::max<std::int64_t>(n, 1) * bit_width(e) / 8 + 15) / 16 * 16;
   buffers_[op.result()] = buf;
 }
 

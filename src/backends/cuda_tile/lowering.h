@@ -150,6 +150,7 @@ class Lowering {
   std::map<const ir::Value*, Buffer> buffers_;
   std::map<std::string, Value> symbols_;
   std::vector<KernelFault> faults_;
+  std::int64_t alloca_bytes_ = 0;
   std::optional<Value> fault_ptr_;
   // Lane state. Flat kernels (no group shape, no group-level ops) put
   // kFlatLanes tiles in a tile block: tile index = block * P + lane, the

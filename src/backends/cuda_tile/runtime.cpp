@@ -106,6 +106,7 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   c.faults = lowered.faults;
   c.flat_lanes = lowered.flat_lanes;
   c.symbol_params = lowered.symbol_params;
+  c.alloca_bytes = lowered.alloca_bytes;
   c.arch = arch;
   const Toolchain& tools = toolchain();
   if (!tools.found) raise(ErrorCode::Compile, "cuda_tile target: " + tools.reason);
@@ -164,6 +165,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
   k.faults = c.faults;
   k.flat_lanes = c.flat_lanes;
   k.symbol_params = c.symbol_params;
+  k.alloca_bytes = c.alloca_bytes;
   const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
   {
     std::lock_guard<std::mutex> lock(detail::cache_mutex());
@@ -311,6 +313,10 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   std::vector<void*> params;
   for (auto& v : values) params.push_back(v.data());
   params.push_back(nullptr);
+  // Shared buffers are allocas on the stack (measured: the default 1 KiB per
+  // thread let group_sum's 512 bytes overrun into other blocks' memory once
+  // ~1000 blocks were resident). Room for them twice over, and the default.
+  if (k.alloca_bytes > 0) cuda::ensure_stack_bytes(k.device, 1024 + 2 * static_cast<std::size_t>(k.alloca_bytes));
   cuda::LaunchConfig config;
   config.grid = {static_cast<unsigned>(blocks)};
   config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's

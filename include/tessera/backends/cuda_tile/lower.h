@@ -50,6 +50,9 @@ struct LoweredKernel {
   // Shape symbols passed as hidden i64 parameters (after the lane scalars,
   // before `tiles`): those no buffer dim gives whole (tp of K/tp).
   std::vector<std::string> symbol_params;
+  // Bytes of the tile thread's own memory (shared buffers): the stack each
+  // thread of the launch needs beyond the default (runtime.h raises it).
+  std::int64_t alloca_bytes = 0;
 };
 
 // assume_aligned: the kernel may rely on every buffer's base address being a
