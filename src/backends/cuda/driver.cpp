@@ -261,15 +261,22 @@ void synchronize(int ordinal) {
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
-void ensure_stack_bytes(int ordinal, std::size_t per_thread) {
-  constexpr int kLimitStackSize = 0x00;  // CU_LIMIT_STACK_SIZE
+void ensure_heap_bytes(int ordinal, std::size_t bytes) {
+  constexpr int kLimitMallocHeapSize = 0x02;  // CU_LIMIT_MALLOC_HEAP_SIZE
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   use_device(ordinal);
   std::size_t now = 0;
-  check(driver().cuCtxGetLimit(&now, kLimitStackSize), "cuCtxGetLimit(stack size)");
-  if (now >= per_thread) return;
-  check(driver().cuCtxSetLimit(kLimitStackSize, per_thread), "cuCtxSetLimit(stack size)");
+  check(driver().cuCtxGetLimit(&now, kLimitMallocHeapSize), "cuCtxGetLimit(malloc heap size)");
+  if (now >= bytes) return;
+  const CUresult rc = driver().cuCtxSetLimit(kLimitMallocHeapSize, bytes);
+  if (rc != kCudaSuccess) {
+    raise(ErrorCode::Device, "cuda:" + std::to_string(ordinal) + ": the device heap cannot grow from " +
+                                 std::to_string(now) + " to " + std::to_string(bytes) +
+                                 " bytes (cuCtxSetLimit: " + error_text(rc) +
+                                 "); it is fixed once a kernel that allocates has run: run the kernel with the "
+                                 "largest shared buffers first");
+  }
 }
 
 std::pair<std::size_t, std::size_t> memory_info(int ordinal) {

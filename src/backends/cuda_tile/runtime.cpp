@@ -313,10 +313,23 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   std::vector<void*> params;
   for (auto& v : values) params.push_back(v.data());
   params.push_back(nullptr);
-  // Shared buffers are allocas on the stack (measured: the default 1 KiB per
-  // thread let group_sum's 512 bytes overrun into other blocks' memory once
-  // ~1000 blocks were resident). Room for them twice over, and the default.
-  if (k.alloca_bytes > 0) cuda::ensure_stack_bytes(k.device, 1024 + 2 * static_cast<std::size_t>(k.alloca_bytes));
+  // Shared buffers are allocas, which tileiras's code takes from the device
+  // heap (its cubins call the device malloc), apparently per thread: with
+  // the default 8 MiB heap, group_sum's 512 bytes failed (illegal address)
+  // once ~1000 blocks of 128 threads were resident. Room for every thread
+  // the device can hold, half again, and at least 256 MiB, set on the first
+  // such launch (the driver fixes the size after it).
+  if (k.alloca_bytes > 0) {
+    static std::mutex heap_mutex;
+    static std::unordered_map<int, std::size_t> sized;
+    std::lock_guard<std::mutex> lock(heap_mutex);
+    const std::size_t threads = static_cast<std::size_t>(cuda::device_properties(k.device).multiprocessors) * 2048;
+    const std::size_t need = std::max<std::size_t>(std::size_t{256} << 20, threads * static_cast<std::size_t>(k.alloca_bytes) * 3 / 2);
+    if (sized[k.device] < need) {
+      cuda::ensure_heap_bytes(k.device, need);
+      sized[k.device] = need;
+    }
+  }
   cuda::LaunchConfig config;
   config.grid = {static_cast<unsigned>(blocks)};
   config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's

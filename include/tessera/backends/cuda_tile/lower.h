@@ -50,8 +50,8 @@ struct LoweredKernel {
   // Shape symbols passed as hidden i64 parameters (after the lane scalars,
   // before `tiles`): those no buffer dim gives whole (tp of K/tp).
   std::vector<std::string> symbol_params;
-  // Bytes of the tile thread's own memory (shared buffers): the stack each
-  // thread of the launch needs beyond the default (runtime.h raises it).
+  // Bytes of the tile thread's own memory (shared buffers), which the
+  // launch takes from the device heap (runtime.cpp sizes it).
   std::int64_t alloca_bytes = 0;
 };
 
