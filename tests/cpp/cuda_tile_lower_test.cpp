@@ -102,10 +102,10 @@ def k(x: f32[n], y: mut f32[n]):
   assembles(k);
 }
 
-// Shared buffers are the tile thread's own memory (alloca), barriers order
+// Shared buffers are per-group copies in global memory, barriers order
 // nothing the tokens do not; what the target cannot express yet (Tessera's
 // log) is a CompileError naming the op and its line.
-TEST(CudaTileLower, SharedBuffersBecomeAllocaAndUnportedOpsAreErrors) {
+TEST(CudaTileLower, SharedBuffersArePerGroupCopiesAndUnportedOpsAreErrors) {
   const char* src = R"(@kernel tile[(64,)]
 def k(x: f32[n], y: mut f32[n]):
     s = tshared.alloc[f32](64)
@@ -115,7 +115,7 @@ def k(x: f32[n], y: mut f32[n]):
     y[i] = s[63 - i]
 )";
   const ct::LoweredKernel k = lower(src, "k.tsr");
-  EXPECT_NE(k.text.find("alloca num_elem = 64, alignment = 16 : tile<ptr<f32>>"), std::string::npos) << k.text;
+  EXPECT_NE(k.text.find("/*shared#0*/: tile<ptr<f32>>"), std::string::npos) << k.text;
   assembles(k);
   const char* bad = R"(@kernel
 def lg(x: f32[n], y: mut f32[n]):

@@ -141,7 +141,7 @@ def test_every_conformance_kernel_lowers():
     for name in ("scale", "group_sum", "tp_gemm", "gemm_tile", "axpy_tiled"):
         text = conformance(name).inspect_ir("target")
         assert text.startswith("cuda_tile.module @tessera {"), (name, text[:80])
-    assert "alloca num_elem = 128" in conformance("group_sum").inspect_ir("target")
+    assert "/*shared#0*/: tile<ptr<f32>>" in conformance("group_sum").inspect_ir("target")
 
 
 # ---- on the GPU ----

@@ -50,11 +50,6 @@ struct DeviceProperties {
 DeviceProperties device_properties(int ordinal);
 // Waits for all work on the device.
 void synchronize(int ordinal);
-// Raises the device's malloc heap to at least `bytes` (never lowers it):
-// kernels that allocate from it (the cuda_tile target's alloca) get null
-// pointers once the default 8 MiB runs out. The driver fixes the size once
-// such a kernel has run; a later increase is a DeviceError saying so.
-void ensure_heap_bytes(int ordinal, std::size_t bytes);
 // "cuda" -> 0, "cuda:N" -> N; anything else raises ArgumentError. The ordinal
 // is checked against device_count() only by the functions that use it.
 int parse_device(std::string_view device);

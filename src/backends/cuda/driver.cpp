@@ -63,8 +63,6 @@ LoadedDriver& loaded() {
     resolve(library, a.cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}, missing);
     resolve(library, a.cuCtxSetCurrent, {"cuCtxSetCurrent"}, missing);
     resolve(library, a.cuCtxSynchronize, {"cuCtxSynchronize"}, missing);
-    resolve(library, a.cuCtxGetLimit, {"cuCtxGetLimit"}, missing);
-    resolve(library, a.cuCtxSetLimit, {"cuCtxSetLimit"}, missing);
     resolve(library, a.cuDeviceCanAccessPeer, {"cuDeviceCanAccessPeer"}, missing);
     resolve(library, a.cuCtxEnablePeerAccess, {"cuCtxEnablePeerAccess"}, missing);
     resolve(library, a.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
@@ -259,24 +257,6 @@ void synchronize(int ordinal) {
   settle_watches(ordinal);
   use_device(ordinal);
   check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
-}
-
-void ensure_heap_bytes(int ordinal, std::size_t bytes) {
-  constexpr int kLimitMallocHeapSize = 0x02;  // CU_LIMIT_MALLOC_HEAP_SIZE
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  use_device(ordinal);
-  std::size_t now = 0;
-  check(driver().cuCtxGetLimit(&now, kLimitMallocHeapSize), "cuCtxGetLimit(malloc heap size)");
-  if (now >= bytes) return;
-  const CUresult rc = driver().cuCtxSetLimit(kLimitMallocHeapSize, bytes);
-  if (rc != kCudaSuccess) {
-    raise(ErrorCode::Device, "cuda:" + std::to_string(ordinal) + ": the device heap cannot grow from " +
-                                 std::to_string(now) + " to " + std::to_string(bytes) +
-                                 " bytes (cuCtxSetLimit: " + error_text(rc) +
-                                 "); it is fixed once a kernel that allocates has run: run the kernel with the "
-                                 "largest shared buffers first");
-  }
 }
 
 std::pair<std::size_t, std::size_t> memory_info(int ordinal) {

@@ -71,8 +71,6 @@ struct DriverApi {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxSynchronize)();
-  CUresult (*cuCtxGetLimit)(std::size_t*, int);
-  CUresult (*cuCtxSetLimit)(int, std::size_t);
   CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
   CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
   CUresult (*cuMemAlloc)(CUdeviceptr*, std::size_t);

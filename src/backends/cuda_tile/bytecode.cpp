@@ -463,19 +463,6 @@ Value Body::make_token() {
   line(ref(t) + " = make_token : token");
   return t;
 }
-Value Body::local_alloca(Elem pointee, std::int64_t elements, std::int64_t alignment) {
-  // opcode, result type, flags (bit 0: `global`, not set), num_elem, alignment.
-  const TypeRef t = m_.tile_of(m_.pointer(pointee), {});
-  op(f::op::alloca);
-  var(t.id);
-  var(0);
-  var(static_cast<std::uint64_t>(elements));
-  var(static_cast<std::uint64_t>(alignment));
-  Value r = result(t);
-  line(ref(r) + " = alloca num_elem = " + std::to_string(elements) + ", alignment = " + std::to_string(alignment) +
-       " : " + m_.type_text(t));
-  return r;
-}
 Value Body::join_tokens(const std::vector<Value>& tokens) {
   // opcode, result types (sized, as in every op with a variadic operand:
   // the token), operands (sized).

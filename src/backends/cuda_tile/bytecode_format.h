@@ -35,7 +35,7 @@ inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, div_by = 0x08;
 inline constexpr std::uint8_t kFunctionKernel = 0x02;
 
 namespace op {
-inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, alloca = 0x71, absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, bitcast = 9, broadcast = 11,
+inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, bitcast = 9, broadcast = 11,
                                cmpf = 14, cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23,
                                exti = 37, fma = 40, for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46,
                                get_tile_block_id = 48, if_ = 50, iota = 58, itof = 59, load_ptr_tko = 61,

@@ -78,6 +78,15 @@ void collect_symbols(const ir::Block& block, const std::set<std::string>& plain,
   }
 }
 
+void collect_smem_allocs(const ir::Block& block, std::vector<const ir::Operation*>& out) {
+  for (const auto& op : block.ops()) {
+    if (op->name() == "tile.smem_alloc") out.push_back(op.get());
+    for (std::size_t r = 0; r < op->num_regions(); ++r) {
+      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) collect_smem_allocs(op->region(r).block(b), out);
+    }
+  }
+}
+
 bool uses_group_ops(const ir::Block& block) {
   for (const auto& op : block.ops()) {
     if (tile::is_group_cooperative(*op)) return true;
@@ -141,6 +150,14 @@ LoweredKernel Lowering::run() {
     types.push_back(m_.tile(Elem::i64, {}));
     names.push_back(sym);
   }
+  // Shared buffers: a hidden pointer each, to grid-many copies in global
+  // memory the launch allocates; tile block g uses copy g (lowering.h).
+  std::vector<const ir::Operation*> allocs;
+  collect_smem_allocs(body, allocs);
+  for (std::size_t i = 0; i < allocs.size(); ++i) {
+    types.push_back(m_.tile_of(m_.pointer(elem(allocs[i]->result()->type().dtype(), *allocs[i])), {}));
+    names.push_back("shared#" + std::to_string(i));
+  }
   const bool faults = may_fault(body);
   if (faults) {
     types.push_back(m_.tile_of(m_.pointer(Elem::i32), {}));
@@ -168,6 +185,7 @@ LoweredKernel Lowering::run() {
     }
   }
   for (const std::string& sym : symbol_params) symbols_[sym] = b_->params()[slot++];
+  for (const ir::Operation* a : allocs) shared_bases_[a] = b_->params()[slot++];
   if (flat_) flat_tiles_ = b_->params()[slot++];
   if (faults) fault_ptr_ = b_->params()[slot++];
   begin_lanes(body);
@@ -179,7 +197,7 @@ LoweredKernel Lowering::run() {
   out.fault_param = faults;
   out.flat_lanes = flat_ ? lanes_ : 0;
   out.symbol_params = symbol_params;
-  out.alloca_bytes = alloca_bytes_;
+  out.shared_bytes = shared_bytes_;
   return out;
 }
 

@@ -168,9 +168,7 @@ const Lowering::Buffer& Lowering::element_buffer(const ir::Operation& op, const 
   return it->second;
 }
 
-// tshared.alloc: the tile block's own memory (alloca). The group's lanes are
-// one tile thread here, so memory the PTX path shares between threads is
-// this thread's, and barriers order nothing the tokens do not already.
+// tshared.alloc: this tile block's copy of the buffer (lowering.h).
 void Lowering::lower_smem_alloc(const ir::Operation& op) {
   const ir::Type& t = op.result()->type();
   const Elem e = elem(t.dtype(), op);
@@ -181,8 +179,11 @@ void Lowering::lower_smem_alloc(const ir::Operation& op) {
     n *= d;
     buf.dims.push_back(i64(d));
   }
-  buf.ptr = b_->local_alloca(e, std::max<std::int64_t>(n, 1), 16);
-  alloca_bytes_ += (std::max<std::int64_t>(n, 1) * bit_width(e) / 8 + 15) / 16 * 16;
+  // Copies are 16-byte aligned: each holds a multiple of 16 bytes.
+  const std::int64_t bytes = (std::max<std::int64_t>(n, 1) * bit_width(e) / 8 + 15) / 16 * 16;
+  shared_bytes_.push_back(bytes);
+  const Value group = b_->convert(scalar(Elem::i64), b_->tile_block_id()[0]);
+  buf.ptr = b_->offset(shared_bases_.at(&op), b_->binary("muli", group, i64(bytes / (bit_width(e) / 8))));
   buffers_[op.result()] = buf;
 }
 

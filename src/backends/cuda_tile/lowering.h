@@ -17,6 +17,14 @@
 // loads since (the next store takes it too: it does not overtake a read).
 // Loops and ifs that touch memory carry both.
 //
+// Shared buffers. tshared.alloc gets a hidden pointer parameter to grid-many
+// copies in global memory (the launch allocates them, stream-ordered); tile
+// block g uses copy g. (The target's alloca takes memory from the device
+// malloc heap, and failed with illegal addresses once ~1000 blocks were
+// resident.) The group's lanes are one tile thread here, so memory the PTX
+// path shares between threads is this thread's, and barriers order nothing
+// the tokens do not already.
+//
 // Faults. What the CPU backend reports at run time (an element index out of
 // its buffer's range, an integer division by zero, a failed check_range) is
 // detected per lane; the first lane to see one writes the fault's number
@@ -150,7 +158,8 @@ class Lowering {
   std::map<const ir::Value*, Buffer> buffers_;
   std::map<std::string, Value> symbols_;
   std::vector<KernelFault> faults_;
-  std::int64_t alloca_bytes_ = 0;
+  std::vector<std::int64_t> shared_bytes_;             // per shared buffer, one group's copy
+  std::map<const ir::Operation*, Value> shared_bases_;  // its hidden pointer parameter
   std::optional<Value> fault_ptr_;
   // Lane state. Flat kernels (no group shape, no group-level ops) put
   // kFlatLanes tiles in a tile block: tile index = block * P + lane, the

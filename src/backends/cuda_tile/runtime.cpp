@@ -106,7 +106,7 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   c.faults = lowered.faults;
   c.flat_lanes = lowered.flat_lanes;
   c.symbol_params = lowered.symbol_params;
-  c.alloca_bytes = lowered.alloca_bytes;
+  c.shared_bytes = lowered.shared_bytes;
   c.arch = arch;
   const Toolchain& tools = toolchain();
   if (!tools.found) raise(ErrorCode::Compile, "cuda_tile target: " + tools.reason);
@@ -165,7 +165,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const CompileOpt
   k.faults = c.faults;
   k.flat_lanes = c.flat_lanes;
   k.symbol_params = c.symbol_params;
-  k.alloca_bytes = c.alloca_bytes;
+  k.shared_bytes = c.shared_bytes;
   const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
   {
     std::lock_guard<std::mutex> lock(detail::cache_mutex());
@@ -300,6 +300,22 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
     std::memcpy(bytes.data(), &v, sizeof v);
     values.push_back(std::move(bytes));
   }
+  // Shared buffers: grid-many copies of each in one stream-ordered block
+  // (reused only after this launch's work on the stream).
+  std::shared_ptr<void> shared;
+  if (!k.shared_bytes.empty()) {
+    std::size_t total = 0;
+    for (std::int64_t b : k.shared_bytes) total += static_cast<std::size_t>(b) * static_cast<std::size_t>(blocks);
+    shared = cuda::allocate_shared(k.device, total, options.stream ? options.stream->handle() : nullptr);
+    std::size_t at = 0;
+    for (std::int64_t b : k.shared_bytes) {
+      const cuda::DevicePtr p = reinterpret_cast<cuda::DevicePtr>(shared.get()) + at;
+      std::vector<unsigned char> ptr(sizeof(void*));
+      std::memcpy(ptr.data(), &p, sizeof(void*));
+      values.push_back(std::move(ptr));
+      at += static_cast<std::size_t>(b) * static_cast<std::size_t>(blocks);
+    }
+  }
   if (k.flat_lanes > 0) {
     std::vector<unsigned char> tiles(sizeof(std::int64_t));
     std::memcpy(tiles.data(), &bound.grid, sizeof(std::int64_t));
@@ -313,23 +329,6 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   std::vector<void*> params;
   for (auto& v : values) params.push_back(v.data());
   params.push_back(nullptr);
-  // Shared buffers are allocas, which tileiras's code takes from the device
-  // heap (its cubins call the device malloc), apparently per thread: with
-  // the default 8 MiB heap, group_sum's 512 bytes failed (illegal address)
-  // once ~1000 blocks of 128 threads were resident. Room for every thread
-  // the device can hold, half again, and at least 256 MiB, set on the first
-  // such launch (the driver fixes the size after it).
-  if (k.alloca_bytes > 0) {
-    static std::mutex heap_mutex;
-    static std::unordered_map<int, std::size_t> sized;
-    std::lock_guard<std::mutex> lock(heap_mutex);
-    const std::size_t threads = static_cast<std::size_t>(cuda::device_properties(k.device).multiprocessors) * 2048;
-    const std::size_t need = std::max<std::size_t>(std::size_t{256} << 20, threads * static_cast<std::size_t>(k.alloca_bytes) * 3 / 2);
-    if (sized[k.device] < need) {
-      cuda::ensure_heap_bytes(k.device, need);
-      sized[k.device] = need;
-    }
-  }
   cuda::LaunchConfig config;
   config.grid = {static_cast<unsigned>(blocks)};
   config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's

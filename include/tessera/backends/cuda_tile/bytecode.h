@@ -82,10 +82,6 @@ class Body {
   // make_token: a token that depends on nothing; join_tokens: one that
   // depends on every token given.
   Value make_token();
-  // alloca (named so beside the C library macro): a tile thread's own memory of `elements` elements (a scalar
-  // pointer tile), aligned to `alignment` bytes; it lives as long as the
-  // block that holds the op.
-  Value local_alloca(Elem pointee, std::int64_t elements, std::int64_t alignment);
   Value join_tokens(const std::vector<Value>& tokens);
   // iota: a 1-D integer tile holding 0..n-1.
   Value iota(TypeRef tile_type);

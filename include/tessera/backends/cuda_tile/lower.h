@@ -13,7 +13,8 @@
 //
 // Kernel parameters (the launch ABI): per gmem buffer, its base pointer
 // (tile<ptr<T>>) then one tile<i64> per dim (the extent); per lane scalar,
-// a rank-0 tile; then the symbol_params (tile<i64> each); then, for flat
+// a rank-0 tile; then the symbol_params (tile<i64> each); then one pointer
+// per shared buffer (LoweredKernel::shared_bytes); then, for flat
 // kernels, the number of tiles (tile<i64>);
 // then, with LoweredKernel::fault_param, the fault word (tile<ptr<i32>>).
 // Buffers are dense row-major.
@@ -50,9 +51,10 @@ struct LoweredKernel {
   // Shape symbols passed as hidden i64 parameters (after the lane scalars,
   // before `tiles`): those no buffer dim gives whole (tp of K/tp).
   std::vector<std::string> symbol_params;
-  // Bytes of the tile thread's own memory (shared buffers), which the
-  // launch takes from the device heap (runtime.cpp sizes it).
-  std::int64_t alloca_bytes = 0;
+  // Per shared buffer (tshared.alloc, in order), the bytes of one group's
+  // copy: the launch passes a pointer to grid-many copies for each, as
+  // hidden parameters after the symbol_params.
+  std::vector<std::int64_t> shared_bytes;
 };
 
 // assume_aligned: the kernel may rely on every buffer's base address being a

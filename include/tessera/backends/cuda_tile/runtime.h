@@ -69,7 +69,7 @@ struct CompiledKernel {
   std::vector<KernelFault> faults;
   std::int64_t flat_lanes = 0;  // as LoweredKernel's
   std::vector<std::string> symbol_params;
-  std::int64_t alloca_bytes = 0;
+  std::vector<std::int64_t> shared_bytes;
 };
 
 // A cubin for one kernel and architecture, from the disk cache or tileiras
@@ -87,7 +87,7 @@ struct Cubin {
   std::vector<KernelFault> faults;
   std::int64_t flat_lanes = 0;
   std::vector<std::string> symbol_params;
-  std::int64_t alloca_bytes = 0;
+  std::vector<std::int64_t> shared_bytes;
 };
 Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir = {},
                   bool use_cache = true, bool assume_aligned = false);
