@@ -103,8 +103,8 @@ def k(x: f32[n], y: mut f32[n]):
 }
 
 // Shared buffers are per-group copies in global memory, barriers order
-// nothing the tokens do not; what the target cannot express yet (Tessera's
-// log) is a CompileError naming the op and its line.
+// nothing the tokens do not; what the target cannot express yet (a float
+// power) is a CompileError naming the op and its line.
 TEST(CudaTileLower, SharedBuffersArePerGroupCopiesAndUnportedOpsAreErrors) {
   const char* src = R"(@kernel tile[(64,)]
 def k(x: f32[n], y: mut f32[n]):
@@ -118,19 +118,19 @@ def k(x: f32[n], y: mut f32[n]):
   EXPECT_NE(k.text.find("/*shared#0*/: tile<ptr<f32>>"), std::string::npos) << k.text;
   assembles(k);
   const char* bad = R"(@kernel
-def lg(x: f32[n], y: mut f32[n]):
+def cube(x: f32[n], y: mut f32[n]):
     i = tile.linear_id()
     if i < n:
-        y[i] = log(x[i])
+        y[i] = x[i] ** 3.0
 )";
   try {
-    lower(bad, "lg.tsr");
+    lower(bad, "cube.tsr");
     FAIL() << "expected a CompileError";
   } catch (const tessera::Error& e) {
     EXPECT_EQ(e.code(), tessera::ErrorCode::Compile);
     const std::string what = e.what();
-    EXPECT_NE(what.find("tile.log"), std::string::npos) << what;
-    EXPECT_NE(what.find("lg.tsr:5"), std::string::npos) << what;
+    EXPECT_NE(what.find("tile.pow"), std::string::npos) << what;
+    EXPECT_NE(what.find("cube.tsr:5"), std::string::npos) << what;
   }
 }
 

@@ -453,15 +453,17 @@ Value Lowering::lane_unary(const ir::Operation& op, std::string_view kind, Value
     if (e == Elem::f32 || e == Elem::f64) return b_->unary("sqrt", x);
     return b_->convert(x.type, b_->unary("sqrt", b_->convert(d, x)));
   }
-  if (kind == "exp") {
-    const Value y = exp_f64(e == Elem::f64 ? x : b_->convert(d, x));
+  if (kind == "exp" || kind == "log" || kind == "tanh") {
+    // In double, rounded once to the format, as the CPU backend's.
+    const Value xd = e == Elem::f64 ? x : b_->convert(d, x);
+    const Value y = kind == "exp" ? exp_f64(xd) : kind == "log" ? log_f64(xd) : tanh_f64(xd);
     return e == Elem::f64 ? y : b_->convert(x.type, y);
   }
   if (kind == "exp_or_nan") {
     if (e != Elem::f32) cannot(op, "exp_or_nan takes fp32");
     return exp_f32_or_nan(x);
   }
-  cannot(op, "Tessera's '" + std::string(kind) + "' is not ported to this target yet (exp, sqrt, neg and abs are)");
+  cannot(op, "Tessera's '" + std::string(kind) + "' is not ported to this target yet (exp, log, tanh, sqrt, neg and abs are)");
 }
 
 Value Lowering::float_to_int(const ir::Operation& op, Value x, Elem to, Rounding r) {

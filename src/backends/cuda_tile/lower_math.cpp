@@ -4,6 +4,7 @@
 // same order), so a lane's result has the same bits on this target as on
 // the CPU and PTX backends. The target's own exp is an approximation whose
 // bits are its own.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -40,17 +41,30 @@ Value Lowering::expm1_tail(Value r) {
   return b_->binary("mulf", b_->binary("mulf", r, r), inverse_factorial_series(r, 2, 13));
 }
 
+// reduce_ln2: x = k ln2 + r with r + r_lo a double-double (Fast2Sum).
+std::array<Value, 3> Lowering::reduce_ln2(Value xc) {
+  const Value shifter = f64(kRoundShifter, xc);
+  const Value k =
+      b_->binary("subf", b_->binary("addf", b_->binary("mulf", xc, f64(kInvLn2, xc)), shifter), shifter);
+  const Value t = b_->fma(b_->unary("negf", k), f64(kLn2Hi, xc), xc);
+  const Value p = b_->binary("mulf", k, f64(kLn2Lo, xc));
+  const Value r = b_->binary("subf", t, p);
+  const Value r_lo = b_->binary("subf", b_->binary("subf", t, r), p);
+  return {k, r, r_lo};
+}
+
+// A float holding an integer (or NaN, taken as 0: results that used it are
+// then replaced) as i64.
+Value Lowering::integral_to_i64(Value k) {
+  const Value nan = b_->cmp(k, k, Cmp::ne, true);
+  return b_->convert(m_.tile(Elem::i64, m_.shape_of(k.type)), b_->select(nan, f64(0.0, k), k));
+}
+
 Value Lowering::exp_f64(Value x) {
   const Value inf = f64(std::numeric_limits<double>::infinity(), x);
   const Value xc = b_->select(b_->cmp(x, f64(710.0, x), Cmp::gt), f64(710.0, x),
                               b_->select(b_->cmp(x, f64(-746.0, x), Cmp::lt), f64(-746.0, x), x));
-  // reduce_ln2: k, then r + r_lo (Fast2Sum).
-  const Value shifter = f64(kRoundShifter, x);
-  const Value k = b_->binary("subf", b_->binary("addf", b_->binary("mulf", xc, f64(kInvLn2, x)), shifter), shifter);
-  const Value t = b_->fma(b_->unary("negf", k), f64(kLn2Hi, x), xc);
-  const Value p = b_->binary("mulf", k, f64(kLn2Lo, x));
-  const Value r = b_->binary("subf", t, p);
-  const Value r_lo = b_->binary("subf", b_->binary("subf", t, r), p);
+  const auto [k, r, r_lo] = reduce_ln2(xc);
   const Value one = f64(1.0, x);
   const Value head = b_->binary("addf", one, r);
   const Value head_lo = b_->binary("addf", b_->binary("subf", one, head), r);
@@ -58,13 +72,73 @@ Value Lowering::exp_f64(Value x) {
       b_->binary("addf", head, b_->binary("addf", head_lo, b_->binary("addf", r_lo, expm1_tail(r))));
   // k as an integer (NaN only when x is; the result is then x).
   const Value nan = b_->cmp(x, x, Cmp::ne, true);
-  const TypeRef i = m_.tile(Elem::i64, m_.shape_of(x.type));
-  const Value ki = b_->convert(i, b_->select(nan, f64(0.0, x), k));
+  const Value ki = integral_to_i64(k);
   const Value k1 = b_->binary("divi", ki, int_like(ki, 2));
   const Value v = b_->binary("mulf", b_->binary("mulf", y, pow2_f64(k1)), pow2_f64(b_->binary("subi", ki, k1)));
   const Value big = b_->select(b_->cmp(x, f64(709.782712893384, x), Cmp::gt), inf, v);
   const Value result = b_->select(b_->cmp(x, f64(-745.1332191019412, x), Cmp::lt), f64(0.0, x), big);
   return b_->select(nan, x, result);
+}
+
+// e^x - 1 for x already clamped to [-40, 710] (or NaN): 2^k s + (2^k - 1).
+Value Lowering::expm1_clamped(Value xc) {
+  const auto [k, r, r_lo] = reduce_ln2(xc);
+  const Value s = b_->binary("addf", r, b_->binary("addf", r_lo, expm1_tail(r)));
+  const Value ki = integral_to_i64(k);
+  const Value k1 = b_->binary("divi", ki, int_like(ki, 2));
+  const Value scale1 = pow2_f64(k1), scale2 = pow2_f64(b_->binary("subi", ki, k1));
+  const Value both = b_->binary("mulf", scale1, scale2);
+  const Value small = b_->fma(s, both, b_->binary("subf", both, f64(1.0, xc)));
+  const Value large = b_->binary("mulf", b_->binary("mulf", b_->binary("addf", s, f64(1.0, xc)), scale1), scale2);
+  return b_->select(b_->cmp(ki, int_like(ki, 53), Cmp::gt), large, small);
+}
+
+// tessera::elementary::log: the exponent and a mantissa in [sqrt(1/2),
+// sqrt(2)), then 2 atanh(s) by its series, summed from the small parts up.
+Value Lowering::log_f64(Value x) {
+  const TypeRef i = m_.tile(Elem::i64, m_.shape_of(x.type));
+  const TypeRef d = x.type;
+  const Value subnormal = b_->cmp(x, f64(0x1p-1022, x), Cmp::lt);
+  const Value xs = b_->select(subnormal, b_->binary("mulf", x, f64(0x1p54, x)), x);
+  const Value bits = b_->bitcast(i, xs);
+  Value e = b_->binary("subi", b_->binary("andi", b_->binary("shrui", bits, int_like(bits, 52)), int_like(bits, 0x7ff)),
+                       b_->select(subnormal, int_like(bits, 1023 + 54), int_like(bits, 1023)));
+  Value m = b_->bitcast(d, b_->binary("ori", b_->binary("andi", bits, int_like(bits, 0x000fffffffffffffLL)),
+                                     int_like(bits, 0x3ff0000000000000LL)));
+  const Value high = b_->cmp(m, f64(1.4142135623730951, x), Cmp::gt);
+  m = b_->select(high, b_->binary("mulf", m, f64(0.5, x)), m);
+  e = b_->select(high, b_->binary("addi", e, int_like(e, 1)), e);
+  const Value f = b_->binary("subf", m, f64(1.0, x));
+  const Value s = b_->binary("divf", f, b_->binary("addf", f64(2.0, x), f));
+  const Value z = b_->binary("mulf", s, s);
+  Value R = f64(2.0 / 23.0, x);
+  for (int k = 21; k >= 3; k -= 2) R = b_->fma(R, z, f64(2.0 / k, x));
+  R = b_->binary("mulf", R, z);
+  const Value hfsq = b_->binary("mulf", b_->binary("mulf", f64(0.5, x), f), f);
+  const Value dk = b_->convert(d, e);
+  const Value low = b_->fma(dk, f64(kLn2Lo, x), f64(0.0, x));
+  const Value inner = b_->binary("addf", b_->binary("subf", b_->fma(s, b_->binary("addf", hfsq, R), low), hfsq), f);
+  const Value v = b_->fma(dk, f64(kLn2Hi, x), inner);
+  const Value inf = f64(std::numeric_limits<double>::infinity(), x);
+  const Value special = b_->select(b_->cmp(x, f64(0.0, x), Cmp::eq), f64(-std::numeric_limits<double>::infinity(), x),
+                                   b_->select(b_->cmp(x, inf, Cmp::eq), inf,
+                                              f64(std::numeric_limits<double>::quiet_NaN(), x)));
+  const Value regular = b_->binary("andi", b_->cmp(x, f64(0.0, x), Cmp::gt), b_->cmp(x, inf, Cmp::lt));
+  return b_->select(regular, v, b_->select(b_->cmp(x, x, Cmp::ne, true), x, special));
+}
+
+// tessera::elementary::tanh: expm1(2|x|) / (expm1(2|x|) + 2) with the sign
+// bit of x put back (which keeps the sign of a zero); 1 past |x| = 19.1.
+Value Lowering::tanh_f64(Value x) {
+  const TypeRef i = m_.tile(Elem::i64, m_.shape_of(x.type));
+  const Value bits = b_->bitcast(i, x);
+  const Value sign = b_->binary("andi", bits, int_like(bits, std::numeric_limits<std::int64_t>::min()));
+  const Value a = b_->bitcast(x.type, b_->binary("xori", bits, sign));
+  const Value a2 = b_->binary("mulf", f64(2.0, x), a);
+  const Value e = expm1_clamped(b_->select(b_->cmp(a2, f64(40.0, x), Cmp::gt), f64(40.0, x), a2));
+  const Value q = b_->binary("divf", e, b_->binary("addf", e, f64(2.0, x)));
+  const Value t = b_->select(b_->cmp(a, f64(19.1, x), Cmp::gt), f64(1.0, x), q);
+  return b_->bitcast(x.type, b_->binary("ori", b_->bitcast(i, t), sign));
 }
 
 Value Lowering::exp_f32_or_nan(Value x) {

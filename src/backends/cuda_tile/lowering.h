@@ -1,7 +1,7 @@
 // The Tessera Tile IR -> CUDA Tile IR lowering, shared by its three files:
 //   lower.cpp        the entry, buffers, group-level tiles (views, mma, loops)
 //   lower_lanes.cpp  lane-level code vectorized into tiles of the group's lanes
-//   lower_math.cpp   Tessera's elementary functions (exp, ldexp, ...) as ops
+//   lower_math.cpp   Tessera's elementary functions (exp, log, tanh, ldexp, ...) as ops
 //
 // Lane values. A kernel with a group shape of G lanes runs as one tile block
 // per group; a lane value that differs between lanes is a 1-D tile of P
@@ -32,6 +32,7 @@
 // parameter, a device int32, and the access is skipped (a load reads 0).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -142,7 +143,12 @@ class Lowering {
 
   // ---- lower_math.cpp: Tessera's elementary functions ----
   Value pow2_f64(Value k);                // 2^k, k in [-1022, 1023] (i64 tile) -> f64 tile
+  std::array<Value, 3> reduce_ln2(Value xc);  // k, r, r_lo
+  Value integral_to_i64(Value k);
   Value exp_f64(Value x);                 // tessera::elementary::exp
+  Value expm1_clamped(Value xc);
+  Value log_f64(Value x);                 // tessera::elementary::log
+  Value tanh_f64(Value x);                // tessera::elementary::tanh
   Value exp_f32_or_nan(Value x);          // tessera::elementary::exp_f32_or_nan
   Value expm1_tail(Value r);              // e^r - 1 - r
   Value inverse_factorial_series(Value r, int lo, int hi);
