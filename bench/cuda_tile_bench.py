@@ -17,7 +17,8 @@ Rows, per size (bf16 A and B, fp32 C, M = N = K):
 Then the first compile of the GEMM through tileiras and through NVRTC, each
 with an empty cache (lowering, compiler, load, one run).
 
-Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
+Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
+torch._scaled_mm (cuBLAS fp8). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
 rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
 PTX path (the default mapper) and on the CUDA Tile IR target (a Mapper
 choosing "tile_ir"), against torch, with GB/s of the bytes each must move,
@@ -52,6 +53,9 @@ def gemm_global(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
         acc = tile.mma(tile.load(A, rows=(bm, 128), cols=(k, 64)), tile.load(B, rows=(k, 64), cols=(bn, 128)), acc=acc)
     tile.store(C, rows=(bm, 128), cols=(bn, 128), value=acc)
 """
+
+# The same global-tile GEMM on fp8 (e4m3) operands, fp32 accumulation.
+GLOBAL_TILES_FP8 = GLOBAL_TILES.replace("gemm_global", "gemm_global_fp8").replace("bf16[", "fp8_e4m3[")
 
 STAGED = """@kernel tile[(128,)] shared(64_KiB)
 def gemm_staged(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
@@ -151,7 +155,44 @@ def main():
 
     print(f"\nfirst compile (empty cache, {n0}^3 launch included): tileiras {t_tile:.2f} s, "
           f"NVRTC same kernel {t_ptx:.2f} s, NVRTC staged kernel {t_staged:.2f} s")
+    fp8_gemm(args, torch, rng)
     memory_bound(args, torch, rng)
+
+
+def fp8_gemm(args, torch, rng):
+    """The global-tile GEMM on fp8_e4m3 operands through tile_ir, against
+    torch._scaled_mm (cuBLAS fp8, unit scales, fp32 output)."""
+    dev = "cuda:0"
+    sync = torch.cuda.synchronize
+    k = make(GLOBAL_TILES_FP8, "cuda_tile")
+    print(f"\n{'GEMM fp8_e4m3 -> fp32':<28}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs fp32 ref':>24}")
+    one = torch.tensor(1.0, device=dev)
+    for n in args.sizes:
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        ta = tessera.tensor(a, dtype="fp8_e4m3").to(dev)
+        tb = tessera.tensor(b, dtype="fp8_e4m3").to(dev)
+        xa = torch.tensor(a, device=dev).to(torch.float8_e4m3fn)
+        xb = torch.tensor(b, device=dev).to(torch.float8_e4m3fn)
+        xb_cols = xb.t().contiguous().t()  # cuBLAS's fp8 GEMM takes B column-major
+        ref = torch.matmul(xa.float(), xb.float()).cpu().numpy()
+        flops = 2.0 * n ** 3
+        try:
+            mm = lambda: torch._scaled_mm(xa, xb_cols, scale_a=one, scale_b=one, out_dtype=torch.float32)
+            t_torch = median_seconds(mm, args.runs, sync)
+            rows = [("torch._scaled_mm (cuBLAS)", t_torch, float(np.abs(mm().cpu().numpy() - ref).max()))]
+        except (RuntimeError, AttributeError) as e:
+            t_torch = None
+            rows = []
+            print(f"{'torch._scaled_mm':<28}{n:>6}  not run: {str(e).splitlines()[0]}")
+        c = tessera.tensor(np.zeros((n, n), np.float32)).to(dev)
+        grid = (n // 128) ** 2
+        k[grid](ta, tb, c)
+        rows.append(("tile_ir fp8", median_seconds(lambda: k[grid](ta, tb, c), args.runs, sync),
+                     float(np.abs(c.numpy() - ref).max())))
+        for label, t, diff in rows:
+            ratio = f"{t_torch / t:>9.2f}x" if t_torch else f"{'':>10}"
+            print(f"{label:<28}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{ratio}{diff:>24.3g}")
 
 
 class TileIRMapper(tessera.Mapper):
