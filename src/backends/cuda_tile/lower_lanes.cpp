@@ -632,62 +632,43 @@ void Lowering::lower_strands(const ir::Operation& op) {
     for (std::size_t j = 0; j < n; ++j) a[j] = to_type(get(yield->operand(j), *yield), types[j], *yield);
   };
   const bool memory = tokens_ && touches_memory(body);
-  if (masked) {
-    // Bounds that differ between lanes: as many rounds as the lane with the
-    // most, each strand's step under the mask of the lanes whose index is
-    // still below their bound.
-    match(lo, hi);
-    const Value count = b_->binary("maxi", b_->binary("subi", hi, lo), int_like(lo, 0));
-    Value rounds = b_->binary("divi", b_->binary("addi", count, int_like(count, strands - 1)), int_like(count, strands));
-    if (mask_) rounds = b_->select(*mask_, rounds, int_like(rounds, 0));
-    std::vector<Value> inits;
-    for (auto& a : acc) inits.insert(inits.end(), a.begin(), a.end());
-    if (memory) {
-      for (Value t : token_values()) inits.push_back(t);
-    }
-    const auto args = b_->begin_for(i64(0), most_over_lanes(rounds), i64(1), inits);
-    for (std::size_t s = 0; s < acc.size(); ++s) {
-      for (std::size_t j = 0; j < n; ++j) acc[s][j] = args[1 + s * n + j];
-    }
-    if (memory) set_tokens(args[1 + acc.size() * n], args[2 + acc.size() * n]);
-    const Value base = b_->binary("addi", lo, b_->binary("muli", widen(args[0]), int_like(lo, strands)));
-    const std::optional<Value> outer = mask_;
-    for (std::int64_t s = 0; s < strands; ++s) {
-      auto& a = acc[static_cast<std::size_t>(s)];
-      const Value i = b_->binary("addi", base, int_like(base, s));
-      const Value active = b_->cmp(i, hi, Cmp::lt);
-      mask_ = all_of(outer, active);
-      std::vector<Value> stepped = a;
-      step(i, stepped);
-      for (std::size_t j = 0; j < n; ++j) a[j] = b_->select(active, stepped[j], a[j]);
-    }
-    mask_ = outer;
-    std::vector<Value> next;
-    for (auto& a : acc) next.insert(next.end(), a.begin(), a.end());
-    if (memory) {
-      for (Value t : token_values()) next.push_back(t);
-    }
-    const auto looped = b_->end_for(next);
-    for (std::size_t s = 0; s < acc.size(); ++s) {
-      for (std::size_t j = 0; j < n; ++j) values_[op.result(s * n + j)] = looped[s * n + j];
-    }
-    if (memory) set_tokens(looped[acc.size() * n], looped[acc.size() * n + 1]);
-    return;
-  }
-  const Value count = b_->binary("maxi", b_->binary("subi", hi, lo), i64(0));
-  const Value rounds = b_->binary("divi", count, i64(strands));
+  // Whole rounds of S indices. Bounds equal in every lane: floor(count / S)
+  // rounds, then the partial round below. Bounds that differ between lanes:
+  // as many rounds as the lane with the most (partial included), each
+  // strand's step under the mask of the lanes whose index is still below
+  // their bound.
+  if (masked) match(lo, hi);
+  const Value count = b_->binary("maxi", b_->binary("subi", hi, lo), int_like(lo, 0));
+  Value rounds = masked ? b_->binary("divi", b_->binary("addi", count, int_like(count, strands - 1)),
+                                     int_like(count, strands))
+                        : b_->binary("divi", count, int_like(count, strands));
+  if (masked && mask_) rounds = b_->select(*mask_, rounds, int_like(rounds, 0));
   std::vector<Value> inits;
   for (auto& a : acc) inits.insert(inits.end(), a.begin(), a.end());
   if (memory) {
     for (Value t : token_values()) inits.push_back(t);
   }
-  const auto args = b_->begin_for(i64(0), rounds, i64(1), inits);
+  const auto args = b_->begin_for(i64(0), masked ? most_over_lanes(rounds) : rounds, i64(1), inits);
   for (std::size_t s = 0; s < acc.size(); ++s) {
     for (std::size_t j = 0; j < n; ++j) acc[s][j] = args[1 + s * n + j];
   }
   if (memory) set_tokens(args[1 + acc.size() * n], args[2 + acc.size() * n]);
-  const Value base = b_->binary("addi", lo, b_->binary("muli", args[0], i64(strands)));
-  for (std::int64_t s = 0; s < strands; ++s) step(b_->binary("addi", base, i64(s)), acc[static_cast<std::size_t>(s)]);
+  const Value base = b_->binary("addi", lo, b_->binary("muli", masked ? widen(args[0]) : args[0], int_like(lo, strands)));
+  const std::optional<Value> outer = mask_;
+  for (std::int64_t s = 0; s < strands; ++s) {
+    auto& a = acc[static_cast<std::size_t>(s)];
+    const Value i = b_->binary("addi", base, int_like(base, s));
+    if (!masked) {
+      step(i, a);
+      continue;
+    }
+    const Value active = b_->cmp(i, hi, Cmp::lt);
+    mask_ = all_of(outer, active);
+    std::vector<Value> stepped = a;
+    step(i, stepped);
+    for (std::size_t j = 0; j < n; ++j) a[j] = b_->select(active, stepped[j], a[j]);
+  }
+  mask_ = outer;
   std::vector<Value> next;
   for (auto& a : acc) next.insert(next.end(), a.begin(), a.end());
   if (memory) {
@@ -698,6 +679,12 @@ void Lowering::lower_strands(const ir::Operation& op) {
     for (std::size_t j = 0; j < n; ++j) acc[s][j] = looped[s * n + j];
   }
   if (memory) set_tokens(looped[acc.size() * n], looped[acc.size() * n + 1]);
+  if (masked) {
+    for (std::size_t s = 0; s < acc.size(); ++s) {
+      for (std::size_t j = 0; j < n; ++j) values_[op.result(s * n + j)] = acc[s][j];
+    }
+    return;
+  }
   // The partial round: strands 0 .. S-2 may each have one more index.
   const Value rest = b_->binary("addi", lo, b_->binary("muli", rounds, i64(strands)));
   for (std::int64_t s = 0; s + 1 < strands; ++s) {
