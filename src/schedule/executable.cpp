@@ -129,7 +129,17 @@ struct GraphRecorder {
   std::size_t next = 0;
   void record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
               const cuda::KernelLaunchOptions& options) {
-    std::optional<cuda::PreparedLaunch> p = cuda::prepare_launch(k, grid, std::move(args), options);
+    add(cuda::prepare_launch(k, grid, std::move(args), options));
+  }
+  void record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
+              const cuda::KernelLaunchOptions& options) {
+    cuda_tile::LaunchOptions o;
+    o.stream = options.stream;
+    o.synchronize = false;
+    o.fault_record = options.fault_record;
+    add(cuda_tile::prepare_launch(k, grid, std::move(args), o));
+  }
+  void add(const std::optional<cuda::PreparedLaunch>& p) {
     if (!p) return;
     if (building) {
       graph->add(*p);
@@ -150,11 +160,9 @@ struct Launcher {
   const cuda::KernelLaunchOptions* gpu = nullptr;
   GraphRecorder* graph = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
-    if (step.tile_gpu) {
-      if (graph) {
-        raise(ErrorCode::ArgumentInvalid, "a kernel of the cuda_tile target (the Mapper's 'tile_ir' variant) "
-                                          "cannot be captured into a CUDA graph yet; call without capture_graph");
-      }
+    if (step.tile_gpu && graph) {
+      graph->record(*step.tile_gpu, grid, std::move(args), *gpu);
+    } else if (step.tile_gpu) {
       cuda_tile::LaunchOptions o;
       o.stream = gpu->stream;
       o.synchronize = gpu->check_faults;

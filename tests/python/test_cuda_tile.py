@@ -354,3 +354,22 @@ def test_jit_target_cuda_tile_runs_the_templates(rng):
     f = tessera.jit(lambda x: tessera.ops.exp(x), target="cuda_tile")
     got = f(tessera.tensor(x))  # host arguments run on cuda:0, as target="cuda"
     same_bits(got.numpy(), tessera.jit(lambda x: tessera.ops.exp(x))(tessera.tensor(x)).numpy())
+
+
+@on_gpu
+def test_tile_ir_steps_in_a_captured_graph(rng):
+    # The first call builds the CUDA graph (tile_ir nodes among them), later
+    # calls replay it with the new buffers' addresses: the CPU backend's bits.
+    fn = GRAPH_CASES["add_relu"]
+    tessera.runtime.set_mapper(TileIRMapper())
+    try:
+        f = tessera.jit(capture_graph=True)(fn)
+        for _ in range(3):
+            x = (rng.standard_normal((37, 300)) * 3).astype(np.float32)
+            same_bits(f(gpu(x)).numpy(), tessera.jit(fn)(tessera.tensor(x)).numpy())
+        # A kernel with shared buffers (the softmax template's partials) cannot be a node yet.
+        g = tessera.jit(capture_graph=True)(GRAPH_CASES["softmax"])
+        with pytest.raises(ArgumentError, match="shared buffers.*capture_graph"):
+            g(gpu(np.ones((4, 64), np.float32)))
+    finally:
+        tessera.runtime.set_mapper(tessera.Mapper())

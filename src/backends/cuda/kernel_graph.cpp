@@ -24,9 +24,15 @@ namespace {
 
 // The node parameters of a prepared launch; `slot` must outlive the call
 // (the driver copies the parameter block when the node is added or set).
-KernelNodeParams node_params(const PreparedLaunch& p, void*& slot) {
+KernelNodeParams node_params(const PreparedLaunch& p, std::vector<void*>& slots) {
   if (p.function == nullptr) raise(ErrorCode::ArgumentInvalid, "a graph node needs a prepared launch with a kernel");
-  slot = const_cast<unsigned char*>(p.params.data());
+  unsigned char* base = const_cast<unsigned char*>(p.params.data());
+  slots.clear();
+  if (p.offsets.empty()) {
+    slots.push_back(base);
+  } else {
+    for (std::size_t at : p.offsets) slots.push_back(base + at);
+  }
   KernelNodeParams n{};
   n.func = static_cast<CUfunction>(p.function->handle());
   n.grid_x = p.config.grid.x;
@@ -36,7 +42,7 @@ KernelNodeParams node_params(const PreparedLaunch& p, void*& slot) {
   n.block_y = p.config.block.y;
   n.block_z = p.config.block.z;
   n.shared_bytes = p.config.shared_bytes;
-  n.kernel_params = &slot;
+  n.kernel_params = slots.data();
   return n;
 }
 
@@ -56,8 +62,8 @@ void KernelGraph::add(const PreparedLaunch& launch) {
                                           std::to_string(handle_->device));
   }
   use_device(handle_->device);
-  void* slot = nullptr;
-  const KernelNodeParams n = node_params(launch, slot);
+  std::vector<void*> slots;
+  const KernelNodeParams n = node_params(launch, slots);
   CUgraphNode node = nullptr;
   const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
   check(driver().cuGraphAddKernelNode(&node, handle_->graph, after, after ? 1 : 0, &n),
@@ -94,8 +100,8 @@ void KernelGraph::set(std::size_t node, const PreparedLaunch& launch) {
   // costs the next launch an upload.
   if (same_launch(handle_->current[node], launch)) return;
   use_device(handle_->device);
-  void* slot = nullptr;
-  const KernelNodeParams n = node_params(launch, slot);
+  std::vector<void*> slots;
+  const KernelNodeParams n = node_params(launch, slots);
   check(driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n),
         ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
   handle_->current[node] = launch;

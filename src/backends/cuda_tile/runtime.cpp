@@ -231,12 +231,25 @@ std::vector<unsigned char> scalar_bytes(const cpu::KernelParam& p, const tessera
 
 }  // namespace
 
-void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
-            const LaunchOptions& options) {
+namespace {
+
+// A launch made ready: the kernel that runs (the plain form where the
+// arguments are not aligned), its parameters packed at their natural
+// alignment, and what must live until the kernel has run.
+struct Prepared {
+  const CompiledKernel* ran = nullptr;
+  cuda::PreparedLaunch launch;
+  std::shared_ptr<void> own_record;  // the fault word when the caller gave none
+  cuda::DevicePtr record = 0;
+  std::shared_ptr<void> shared;      // the shared buffers' copies
+};
+
+std::optional<Prepared> prepare(const CompiledKernel& k, std::int64_t grid, const std::vector<cpu::KernelArg>& args,
+                                const LaunchOptions& options) {
   if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a cuda_tile CompiledKernel that holds no code");
   const std::string device = "cuda:" + std::to_string(k.device);
   cpu::detail::BoundLaunch bound = cpu::detail::bind_launch(k.signature, grid, args, device);
-  if (bound.grid == 0) return;
+  if (bound.grid == 0) return std::nullopt;
   // Flat kernels: flat_lanes tiles per tile block, the count a parameter.
   const std::int64_t blocks = k.flat_lanes > 0 ? (bound.grid + k.flat_lanes - 1) / k.flat_lanes : bound.grid;
   if (blocks > 0x7FFFFFFF) {
@@ -245,8 +258,10 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   }
   if (k.assumes_aligned && !satisfies_alignment(k, bound)) {
     if (!k.plain) raise(ErrorCode::Internal, "kernel '" + k.name + "' assumes aligned buffers and has no plain form");
-    return launch(k.plain->get(), grid, std::move(args), options);
+    return prepare(k.plain->get(), grid, args, options);
   }
+  Prepared out;
+  out.ran = &k;
   // One storage slot per kernel parameter of the ABI; `values` keeps them alive.
   std::vector<std::vector<unsigned char>> values;
   for (std::size_t i = 0; i < bound.params.size(); ++i) {
@@ -268,8 +283,9 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   }
   // The fault word: the caller's, else one of this launch's own (kept alive
   // past an unsynchronized launch by the per-device spare below).
-  std::shared_ptr<void> own_record;
-  cuda::DevicePtr record = options.fault_record;
+  std::shared_ptr<void>& own_record = out.own_record;
+  cuda::DevicePtr& record = out.record;
+  record = options.fault_record;
   if (k.fault_param && record == 0) {
     if (options.synchronize) {
       own_record = cuda::allocate_shared(k.device, sizeof(std::int32_t));
@@ -302,7 +318,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
   }
   // Shared buffers: grid-many copies of each in one stream-ordered block
   // (reused only after this launch's work on the stream).
-  std::shared_ptr<void> shared;
+  std::shared_ptr<void>& shared = out.shared;
   if (!k.shared_bytes.empty()) {
     std::size_t total = 0;
     for (std::int64_t b : k.shared_bytes) total += static_cast<std::size_t>(b) * static_cast<std::size_t>(blocks);
@@ -326,25 +342,64 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelA
     std::memcpy(ptr.data(), &record, sizeof(void*));
     values.push_back(std::move(ptr));
   }
+  // Packed at each value's natural alignment (its size): one blob a graph
+  // node can hold, with the offset of each parameter.
+  for (const auto& v : values) {
+    const std::size_t align = v.size();
+    std::size_t at = out.launch.params.size();
+    at = (at + align - 1) / align * align;
+    out.launch.params.resize(at + v.size());
+    std::memcpy(out.launch.params.data() + at, v.data(), v.size());
+    out.launch.offsets.push_back(at);
+  }
+  out.launch.function = &k.handle->function;
+  out.launch.config.grid = {static_cast<unsigned>(blocks)};
+  out.launch.config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's
+  out.launch.config.stream = options.stream;
+  return out;
+}
+
+}  // namespace
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
+            const LaunchOptions& options) {
+  std::optional<Prepared> p = prepare(k, grid, args, options);
+  if (!p) return;
   std::vector<void*> params;
-  for (auto& v : values) params.push_back(v.data());
+  for (std::size_t at : p->launch.offsets) params.push_back(p->launch.params.data() + at);
   params.push_back(nullptr);
-  cuda::LaunchConfig config;
-  config.grid = {static_cast<unsigned>(blocks)};
-  config.block = {1, 1, 1};  // tile kernels: the CTA size is tileiras's
-  config.stream = options.stream;
-  k.handle->function.launch(config, params.data());
+  p->launch.function->launch(p->launch.config, params.data());
   if (!options.synchronize) return;
   if (options.stream != nullptr) {
     options.stream->synchronize();
   } else {
     cuda::synchronize(k.device);
   }
-  if (k.fault_param) {
+  if (p->ran->fault_param) {
     std::int32_t code = 0;
-    cuda::copy_to_host(k.device, &code, record, sizeof code);
-    if (auto bad = describe_fault(k, &code)) raise(bad->code, bad->message);
+    cuda::copy_to_host(k.device, &code, p->record, sizeof code);
+    if (auto bad = describe_fault(*p->ran, &code)) raise(bad->code, bad->message);
   }
+}
+
+std::optional<cuda::PreparedLaunch> prepare_launch(const CompiledKernel& k, std::int64_t grid,
+                                                   std::vector<cpu::KernelArg> args, const LaunchOptions& options) {
+  if (options.synchronize) {
+    raise(ErrorCode::ArgumentInvalid, "prepare_launch of cuda_tile kernel '" + k.name +
+                                          "' needs synchronize = false (a prepared launch cannot wait for itself)");
+  }
+  if (k.fault_param && options.fault_record == 0) {
+    raise(ErrorCode::ArgumentInvalid, "prepare_launch of cuda_tile kernel '" + k.name +
+                                          "' needs a fault_record: the kernel reports faults into one");
+  }
+  if (!k.shared_bytes.empty()) {
+    raise(ErrorCode::ArgumentInvalid, "cuda_tile kernel '" + k.name +
+                                          "' has shared buffers, whose per-launch copies a captured graph cannot "
+                                          "hold yet; call without capture_graph");
+  }
+  std::optional<Prepared> p = prepare(k, grid, args, options);
+  if (!p) return std::nullopt;
+  return p->launch;
 }
 
 std::optional<KernelFault> describe_fault(const CompiledKernel& k, const void* host_record) {

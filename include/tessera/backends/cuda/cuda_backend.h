@@ -137,6 +137,10 @@ struct PreparedLaunch {
   const Function* function = nullptr;
   LaunchConfig config;
   std::vector<unsigned char> params;
+  // Empty: `params` is the kernel's one by-value parameter block (the
+  // generated CUDA kernels). Else the kernel takes one parameter per entry,
+  // each at this offset of `params` (the cuda_tile target's kernels).
+  std::vector<std::size_t> offsets;
 };
 
 // launch() without issuing it, for options.check_faults == false (a

@@ -26,6 +26,7 @@
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/backends/cuda_tile/lower.h"
 #include "tessera/ir/ir.h"
+#include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/runtime/cuda.h"
 
 namespace tessera::cuda_tile {
@@ -111,6 +112,13 @@ struct LaunchOptions {
   // large enough to hold one.
   cuda::DevicePtr fault_record = 0;
 };
+
+// launch() without issuing it, for a CUDA graph node (KernelGraph): needs
+// synchronize = false and, for a kernel with a fault word, a fault_record. A
+// kernel with shared buffers is an ArgumentError (their per-launch copies
+// cannot live in a graph yet). nullopt for an empty grid.
+std::optional<cuda::PreparedLaunch> prepare_launch(const CompiledKernel& kernel, std::int64_t grid,
+                                                   std::vector<cpu::KernelArg> args, const LaunchOptions& options);
 
 // A fault word read back to the host: nullopt when it holds none, else the
 // error to raise (naming the kernel, the op and the user's line).
