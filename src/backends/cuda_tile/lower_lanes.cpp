@@ -188,7 +188,7 @@ void Lowering::lower_smem_alloc(const ir::Operation& op) {
 }
 
 std::pair<Value, std::optional<Value>> Lowering::element_address(const ir::Operation& op, std::size_t first,
-                                                                 std::size_t count, bool reads) {
+                                                                 std::size_t count) {
   const Buffer& buf = element_buffer(op, op.operand(0));
   if (count != buf.dims.size()) cannot(op, "the indices do not match the buffer's rank");
   std::optional<Value> in_range;
@@ -212,13 +212,7 @@ std::pair<Value, std::optional<Value>> Lowering::element_address(const ir::Opera
                (op.operand(0)->name().empty() ? std::string("buffer") : op.operand(0)->name()) + "' in " +
                std::string(op.name()) + where(op),
            ErrorCode::IndexOutOfRange);
-  // A read at an index equal in every lane reads one element, whichever
-  // lanes are active: it needs no lane mask (a load has no effect to hold
-  // back, and the fault above already counts active lanes only), so the
-  // element is loaded once, not as a masked tile. A cooperative template's
-  // combining loop (lane 0 reads every partial) runs scalar so.
-  const bool uniform_read = reads && !varying(linear) && !varying(*in_range);
-  const std::optional<Value> active = uniform_read ? in_range : all_of(mask_, in_range);
+  const std::optional<Value> active = all_of(mask_, in_range);
   Value ptr = buf.ptr;
   const bool vec = varying(linear) || (active && varying(*active));
   if (vec) {
@@ -232,7 +226,7 @@ std::pair<Value, std::optional<Value>> Lowering::element_address(const ir::Opera
 void Lowering::lower_load_elem(const ir::Operation& op) {
   const ir::Type& t = op.result()->type();
   if (t.dtype() != op.operand(0)->type().dtype()) cannot(op, "a load whose value type differs from its buffer's");
-  auto [ptr, active] = element_address(op, 1, op.num_operands() - 1, /*reads=*/true);
+  auto [ptr, active] = element_address(op, 1, op.num_operands() - 1);
   const Elem e = elem(t.dtype(), op);
   const TypeRef tt = m_.tile(e, m_.shape_of(ptr.type));
   Value mask = *active;
@@ -248,7 +242,7 @@ void Lowering::lower_store_elem(const ir::Operation& op) {
   if (v->type().dtype() != op.operand(0)->type().dtype()) {
     cannot(op, "a store whose value type differs from its buffer's");
   }
-  auto [ptr, active] = element_address(op, 1, op.num_operands() - 2, /*reads=*/false);
+  auto [ptr, active] = element_address(op, 1, op.num_operands() - 2);
   Value value = get(v, op);
   if (varying(value) && !varying(ptr)) {
     const TypeRef p = m_.pointer(m_.elem_of(value.type));

@@ -112,7 +112,7 @@ class Lowering {
   // store_elem with indices from operand `first` on; faults lanes out of range.
   const Buffer& element_buffer(const ir::Operation& op, const ir::Value* v);  // gmem or smem
   std::pair<Value, std::optional<Value>> element_address(const ir::Operation& op, std::size_t first,
-                                                         std::size_t count, bool reads);
+                                                         std::size_t count);
   void lower_smem_alloc(const ir::Operation& op);
   std::pair<Value, Value> box_pointers(const ir::Operation& op, const Buffer& buf, Elem e,
                                        const std::vector<Value>& offs, const std::vector<std::int64_t>& shape);
