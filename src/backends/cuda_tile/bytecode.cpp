@@ -124,6 +124,7 @@ struct Module::TypeInfo {
   Elem elem = Elem::i1;
   std::vector<std::int64_t> shape;
   std::string text;
+  TypeRef element;  // a tile's element type (a number or a pointer)
 };
 
 Module::Module(std::string name) : name_(std::move(name)), infos_(new std::vector<TypeInfo>()) {}
@@ -153,7 +154,7 @@ TypeRef Module::tile_of(TypeRef el, const std::vector<std::int64_t>& shape) {
   put_varint(enc, el.id);
   put_int_list<std::int64_t>(enc, shape);
   const TypeInfo& e = (*infos_)[el.id];
-  return intern(std::move(enc), TypeInfo{true, e.elem, shape, "tile<" + dims_text(shape) + e.text + ">"});
+  return intern(std::move(enc), TypeInfo{true, e.elem, shape, "tile<" + dims_text(shape) + e.text + ">", el});
 }
 
 TypeRef Module::pointer(Elem pointee) {
@@ -213,6 +214,9 @@ TypeRef Module::function(const std::vector<TypeRef>& params) {
 
 Elem Module::elem_of(TypeRef t) const { return (*infos_)[t.id].elem; }
 std::vector<std::int64_t> Module::shape_of(TypeRef t) const { return (*infos_)[t.id].shape; }
+TypeRef Module::reshaped(TypeRef tile_type, const std::vector<std::int64_t>& shape) {
+  return tile_of((*infos_)[tile_type.id].element, shape);
+}
 std::string Module::type_text(TypeRef t) const { return (*infos_)[t.id].text; }
 
 std::uint32_t Module::string_index(std::string_view s) {

@@ -80,11 +80,12 @@ void Lowering::begin_lanes(const ir::Block& body) {
 
 // ---- shapes ----
 
-Value Lowering::widen(Value v) {
-  if (varying(v)) return v;
-  const Elem e = m_.elem_of(v.type);
-  return b_->broadcast(m_.tile(e, {lanes_}), b_->reshape(m_.tile(e, {1}), v));
+Value Lowering::splat(Value scalar_tile, const std::vector<std::int64_t>& shape) {
+  const std::vector<std::int64_t> ones(shape.size(), 1);
+  return b_->broadcast(m_.reshaped(scalar_tile.type, shape), b_->reshape(m_.reshaped(scalar_tile.type, ones), scalar_tile));
 }
+
+Value Lowering::widen(Value v) { return varying(v) ? v : splat(v, {lanes_}); }
 
 void Lowering::match(Value& a, Value& b) {
   if (varying(a) || varying(b)) {
@@ -151,13 +152,8 @@ void Lowering::fault_if(Value condition, const std::string& message, ErrorCode c
   const Value c = all_of(mask_, condition);
   faults_.push_back({code_of_error, "kernel '" + ir::function_name(func_) + "': " + message});
   const Value code = b_->constant_int(m_.tile(Elem::i32, m_.shape_of(c.type)), static_cast<std::int64_t>(faults_.size()));
-  Value ptr = *fault_ptr_;
-  if (varying(c)) {
-    const TypeRef p = m_.pointer(Elem::i32);
-    ptr = b_->broadcast(m_.tile_of(p, {lanes_}), b_->reshape(m_.tile_of(p, {1}), ptr));
-  }
   // Unordered with the other stores: any faulting lane's number will do.
-  b_->store_ptr(ptr, code, c);
+  b_->store_ptr(varying(c) ? widen(*fault_ptr_) : *fault_ptr_, code, c);
 }
 
 // ---- element loads and stores ----
@@ -216,8 +212,7 @@ std::pair<Value, std::optional<Value>> Lowering::element_address(const ir::Opera
   Value ptr = buf.ptr;
   const bool vec = varying(linear) || (active && varying(*active));
   if (vec) {
-    const TypeRef p = m_.pointer(elem(op.operand(0)->type().dtype(), op));
-    ptr = b_->broadcast(m_.tile_of(p, {lanes_}), b_->reshape(m_.tile_of(p, {1}), ptr));
+    ptr = widen(ptr);
     linear = widen(linear);
   }
   return {b_->offset(ptr, linear), active};
@@ -244,10 +239,7 @@ void Lowering::lower_store_elem(const ir::Operation& op) {
   }
   auto [ptr, active] = element_address(op, 1, op.num_operands() - 2);
   Value value = get(v, op);
-  if (varying(value) && !varying(ptr)) {
-    const TypeRef p = m_.pointer(m_.elem_of(value.type));
-    ptr = b_->broadcast(m_.tile_of(p, {lanes_}), b_->reshape(m_.tile_of(p, {1}), ptr));
-  }
+  if (varying(value)) ptr = widen(ptr);
   if (varying(ptr)) value = widen(value);
   Value mask = *active;
   if (varying(ptr)) mask = widen(mask);
@@ -256,7 +248,7 @@ void Lowering::lower_store_elem(const ir::Operation& op) {
 
 // The pointers of the box of `shape` at element offsets `offs` of buffer
 // `buf` (row-major, its dims as given), and which of them are inside it.
-std::pair<Value, Value> Lowering::box_pointers(const ir::Operation& op, const Buffer& buf, Elem e,
+std::pair<Value, Value> Lowering::box_pointers(const ir::Operation& op, const Buffer& buf,
                                                const std::vector<Value>& offs, const std::vector<std::int64_t>& shape) {
   const std::size_t rank = shape.size();
   if (rank != buf.dims.size() || offs.size() != rank) cannot(op, "offsets and shape must match the buffer's rank");
@@ -272,17 +264,14 @@ std::pair<Value, Value> Lowering::box_pointers(const ir::Operation& op, const Bu
     idx = b_->broadcast(it, b_->reshape(m_.tile(Elem::i64, along), idx));
     Value off = offs[d];
     if (m_.elem_of(off.type) != Elem::i64) off = b_->convert(scalar(Elem::i64), off);
-    const Value at = b_->binary("addi", idx, b_->broadcast(it, b_->reshape(m_.tile(Elem::i64, std::vector<std::int64_t>(rank, 1)), off)));
-    const Value dim = b_->broadcast(it, b_->reshape(m_.tile(Elem::i64, std::vector<std::int64_t>(rank, 1)), buf.dims[d]));
+    const Value at = b_->binary("addi", idx, splat(off, shape));
+    const Value dim = splat(buf.dims[d], shape);
     const Value ok = b_->binary("andi", b_->cmp(at, b_->constant_int(it, 0), Cmp::ge), b_->cmp(at, dim, Cmp::lt));
     inside = b_->binary("andi", inside, ok);
-    const Value st = b_->broadcast(it, b_->reshape(m_.tile(Elem::i64, std::vector<std::int64_t>(rank, 1)), stride));
-    linear = b_->binary("addi", linear, b_->binary("muli", at, st));
+    linear = b_->binary("addi", linear, b_->binary("muli", at, splat(stride, shape)));
     if (d > 0) stride = b_->binary("muli", stride, buf.dims[d]);
   }
-  const TypeRef p = m_.pointer(e);
-  const Value base = b_->broadcast(m_.tile_of(p, shape), b_->reshape(m_.tile_of(p, std::vector<std::int64_t>(rank, 1)), buf.ptr));
-  return {b_->offset(base, linear), inside};
+  return {b_->offset(splat(buf.ptr, shape), linear), inside};
 }
 
 // Group-level tile loads and stores of shared buffers (this tile thread's
@@ -298,7 +287,7 @@ void Lowering::lower_smem_tile_access(const ir::Operation& op) {
     const ir::Type& t = op.result()->type();
     const Elem e = elem(t.dtype(), op);
     const std::vector<std::int64_t> shape = fixed_shape(op, t.shape);
-    const auto [ptrs, inside] = box_pointers(op, buf, e, offs, shape);
+    const auto [ptrs, inside] = box_pointers(op, buf, offs, shape);
     const TypeRef tt = m_.tile(e, shape);
     Value token;
     values_[op.result()] = b_->load_ptr(tt, ptrs, inside, is_float(e) ? b_->constant_float(tt, 0.0) : b_->constant_int(tt, 0),
@@ -306,7 +295,7 @@ void Lowering::lower_smem_tile_access(const ir::Operation& op) {
     after_load(token);
   } else {
     const Value tile = get(op.operand(op.num_operands() - 1), op);
-    const auto [ptrs, inside] = box_pointers(op, buf, m_.elem_of(tile.type), offs, m_.shape_of(tile.type));
+    const auto [ptrs, inside] = box_pointers(op, buf, offs, m_.shape_of(tile.type));
     after_store(b_->store_ptr(ptrs, tile, inside, store_token()));
   }
 }
@@ -326,7 +315,7 @@ void Lowering::lower_cp_async(const ir::Operation& op) {
   Value token;
   const Value tile = b_->load_view(m_.tile(e, shape), view, index_zeros(shape.size()), load_token(), &token);
   after_load(token);
-  const auto [ptrs, inside] = box_pointers(op, dst, e, index_i64_zeros(shape.size()), shape);
+  const auto [ptrs, inside] = box_pointers(op, dst, index_i64_zeros(shape.size()), shape);
   after_store(b_->store_ptr(ptrs, tile, inside, store_token()));
 }
 
@@ -352,7 +341,7 @@ void Lowering::lower_reduce_sum(const ir::Operation& op) {
   if ((n & (n - 1)) != 0) cannot(op, "reduce_sum of " + std::to_string(n) + " elements (a power of two is expressible)");
   Buffer flat = buf;
   flat.dims = {i64(n)};
-  const auto [ptrs, inside] = box_pointers(op, flat, e, {i64(0)}, {n});
+  const auto [ptrs, inside] = box_pointers(op, flat, {i64(0)}, {n});
   Value token;
   Value x = b_->load_ptr(m_.tile(e, {n}), ptrs, inside, b_->constant_float(m_.tile(e, {n}), 0.0), load_token(), &token);
   after_load(token);

@@ -96,7 +96,8 @@ class Lowering {
   bool lower_lane_op(const ir::Operation& op);  // false: not a lane op
   bool varying(Value v) const { return !m_.shape_of(v.type).empty(); }
   TypeRef lane_type(Elem e, bool vary) { return vary ? m_.tile(e, {lanes_}) : scalar(e); }
-  Value widen(Value v);
+  Value splat(Value scalar_tile, const std::vector<std::int64_t>& shape);  // any element, pointers too
+  Value widen(Value v);  // a rank-0 lane value as a tile of the P lanes
   void match(Value& a, Value& b);
   Value constant_like(Value like, double v);  // a constant of like's type
   Value int_like(Value like, std::int64_t v);
@@ -114,7 +115,7 @@ class Lowering {
   std::pair<Value, std::optional<Value>> element_address(const ir::Operation& op, std::size_t first,
                                                          std::size_t count);
   void lower_smem_alloc(const ir::Operation& op);
-  std::pair<Value, Value> box_pointers(const ir::Operation& op, const Buffer& buf, Elem e,
+  std::pair<Value, Value> box_pointers(const ir::Operation& op, const Buffer& buf,
                                        const std::vector<Value>& offs, const std::vector<std::int64_t>& shape);
   void lower_smem_tile_access(const ir::Operation& op);
   void lower_cp_async(const ir::Operation& op);

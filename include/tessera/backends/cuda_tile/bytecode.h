@@ -185,6 +185,8 @@ class Module {
   Elem elem_of(TypeRef tile_type) const;
   // By value: interning a type may move the table a reference would point into.
   std::vector<std::int64_t> shape_of(TypeRef tile_type) const;
+  // A tile type of the same element (a number or a pointer) and another shape.
+  TypeRef reshaped(TypeRef tile_type, const std::vector<std::int64_t>& shape);
   std::string type_text(TypeRef t) const;
 
   // Starts the (single) kernel entry; param names are for the text form.
