@@ -41,65 +41,33 @@ namespace {
 // Ops that can fault at run time the way the CPU backend reports: element
 // accesses (index out of range), integer division (by zero), check_range,
 // loops whose step is not a positive constant.
-bool may_fault(const ir::Block& block) {
-  for (const auto& op : block.ops()) {
-    const std::string_view n = op->name();
-    if (n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.check_range") return true;
-    if (n == "tile.for") {
-      const ir::Operation* s = op->operand(2)->defining_op();
-      if (!(s && s->name() == "tile.const" && s->attrs().get_int("value") > 0)) return true;
-    }
-    if ((n == "tile.div" || n == "tile.rem" || n == "tile.floordiv") && !is_float(op->result()->type().dtype())) {
-      const ir::Operation* d = op->operand(1)->defining_op();
-      const bool nonzero_constant = d != nullptr && d->name() == "tile.const" && d->attrs().get_int("value") != 0;
-      if (!nonzero_constant) return true;
-    }
-    for (std::size_t r = 0; r < op->num_regions(); ++r) {
-      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) {
-        if (may_fault(op->region(r).block(b))) return true;
-      }
-    }
-  }
-  return false;
-}
-
-// The tile.symbol names not in `plain`, sorted, each once.
-void collect_symbols(const ir::Block& block, const std::set<std::string>& plain, std::vector<std::string>& out) {
-  for (const auto& op : block.ops()) {
-    if (op->name() == "tile.symbol") {
-      const std::string& name = op->attrs().get_string("name");
-      if (!plain.count(name) && std::find(out.begin(), out.end(), name) == out.end()) {
-        out.insert(std::upper_bound(out.begin(), out.end(), name), name);
-      }
-    }
-    for (std::size_t r = 0; r < op->num_regions(); ++r) {
-      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) collect_symbols(op->region(r).block(b), plain, out);
-    }
-  }
-}
-
-void collect_smem_allocs(const ir::Block& block, std::vector<const ir::Operation*>& out) {
-  for (const auto& op : block.ops()) {
-    if (op->name() == "tile.smem_alloc") out.push_back(op.get());
-    for (std::size_t r = 0; r < op->num_regions(); ++r) {
-      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) collect_smem_allocs(op->region(r).block(b), out);
-    }
-  }
-}
-
-bool uses_group_ops(const ir::Block& block) {
-  for (const auto& op : block.ops()) {
-    if (tile::is_group_cooperative(*op)) return true;
-    for (std::size_t r = 0; r < op->num_regions(); ++r) {
-      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) {
-        if (uses_group_ops(op->region(r).block(b))) return true;
-      }
-    }
+bool may_fault(const ir::Operation& op) {
+  const std::string_view n = op.name();
+  if (n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.check_range") return true;
+  // Whether `v` is a constant that passes `test`.
+  auto constant_that = [](const ir::Value* v, auto test) {
+    const ir::Operation* d = v->defining_op();
+    return d != nullptr && d->name() == "tile.const" && test(d->attrs().get_int("value"));
+  };
+  if (n == "tile.for") return !constant_that(op.operand(2), [](std::int64_t c) { return c > 0; });
+  if ((n == "tile.div" || n == "tile.rem" || n == "tile.floordiv") && !is_float(op.result()->type().dtype())) {
+    return !constant_that(op.operand(1), [](std::int64_t c) { return c != 0; });
   }
   return false;
 }
 
 }  // namespace
+
+// The bytes of one group's copy of a shared buffer: 16-byte aligned, so each
+// copy holds a multiple of 16 bytes.
+std::int64_t Lowering::shared_copy_bytes(const ir::Operation& alloc) {
+  const ir::Type& t = alloc.result()->type();
+  const Elem e = elem(t.dtype(), alloc);
+  if (e == Elem::i1) cannot(alloc, "shared buffers of bool");
+  std::int64_t n = 1;
+  for (std::int64_t d : fixed_shape(alloc, t.shape)) n *= d;
+  return (std::max<std::int64_t>(n, 1) * bit_width(e) / 8 + 15) / 16 * 16;
+}
 
 Lowering::Lowering(const ir::Operation& func, const LowerOptions& options)
     : func_(func), options_(options), m_("tessera") {}
@@ -129,7 +97,8 @@ LoweredKernel Lowering::run() {
   }
   // A kernel without a group shape or group-level ops runs flat: one tile
   // per index, kFlatLanes of them per tile block, the count a parameter.
-  flat_ = func_.attrs().find("group_shape") == nullptr && !uses_group_ops(body);
+  flat_ = func_.attrs().find("group_shape") == nullptr &&
+          !any_op(body, [](const ir::Operation& op) { return tile::is_group_cooperative(op); });
   if (flat_) {
     types.push_back(m_.tile(Elem::i64, {}));
     names.push_back("tiles");
@@ -144,8 +113,14 @@ LoweredKernel Lowering::run() {
       if (d.is_symbolic() && codegen::dim_symbols(d) == std::vector<std::string>{d.symbol}) plain.insert(d.symbol);
     }
   }
+  // (sorted, each once)
   std::vector<std::string> symbol_params;
-  collect_symbols(body, plain, symbol_params);
+  for_each_op(body, [&](const ir::Operation& op) {
+    if (op.name() != "tile.symbol") return;
+    const std::string& name = op.attrs().get_string("name");
+    if (plain.count(name) || std::binary_search(symbol_params.begin(), symbol_params.end(), name)) return;
+    symbol_params.insert(std::upper_bound(symbol_params.begin(), symbol_params.end(), name), name);
+  });
   for (const std::string& sym : symbol_params) {
     types.push_back(m_.tile(Elem::i64, {}));
     names.push_back(sym);
@@ -153,12 +128,15 @@ LoweredKernel Lowering::run() {
   // Shared buffers: a hidden pointer each, to grid-many copies in global
   // memory the launch allocates; tile block g uses copy g (lowering.h).
   std::vector<const ir::Operation*> allocs;
-  collect_smem_allocs(body, allocs);
+  for_each_op(body, [&](const ir::Operation& op) {
+    if (op.name() == "tile.smem_alloc") allocs.push_back(&op);
+  });
   for (std::size_t i = 0; i < allocs.size(); ++i) {
     types.push_back(m_.tile_of(m_.pointer(elem(allocs[i]->result()->type().dtype(), *allocs[i])), {}));
     names.push_back("shared#" + std::to_string(i));
+    shared_bytes_.push_back(shared_copy_bytes(*allocs[i]));  // once per buffer, however often its op is lowered
   }
-  const bool faults = may_fault(body);
+  const bool faults = any_op(body, may_fault);
   if (faults) {
     types.push_back(m_.tile_of(m_.pointer(Elem::i32), {}));
     names.push_back("fault");
@@ -185,7 +163,7 @@ LoweredKernel Lowering::run() {
     }
   }
   for (const std::string& sym : symbol_params) symbols_[sym] = b_->params()[slot++];
-  for (const ir::Operation* a : allocs) shared_bases_[a] = b_->params()[slot++];
+  for (std::size_t i = 0; i < allocs.size(); ++i) shared_[allocs[i]] = SharedBuffer{b_->params()[slot++], shared_bytes_[i]};
   if (flat_) flat_tiles_ = b_->params()[slot++];
   if (faults) fault_ptr_ = b_->params()[slot++];
   begin_lanes(body);

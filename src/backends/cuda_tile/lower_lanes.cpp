@@ -15,18 +15,6 @@ namespace tessera::cuda_tile::detail {
 
 namespace {
 
-bool uses_op(const ir::Block& block, std::string_view name) {
-  for (const auto& op : block.ops()) {
-    if (op->name() == name) return true;
-    for (std::size_t r = 0; r < op->num_regions(); ++r) {
-      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) {
-        if (uses_op(op->region(r).block(b), name)) return true;
-      }
-    }
-  }
-  return false;
-}
-
 std::int64_t int_min_of(Elem e) { return bit_width(e) == 64 ? std::numeric_limits<std::int64_t>::min() : -(std::int64_t{1} << (bit_width(e) - 1)); }
 std::int64_t int_max_of(Elem e) { return bit_width(e) == 64 ? std::numeric_limits<std::int64_t>::max() : (std::int64_t{1} << (bit_width(e) - 1)) - 1; }
 
@@ -39,16 +27,26 @@ bool needs_tokens(const ir::Block& body) {
 
 }  // namespace
 
+bool uses_op(const ir::Block& block, std::string_view name) {
+  return any_op(block, [&](const ir::Operation& op) { return op.name() == name; });
+}
+
 bool Lowering::touches_memory(const ir::Block& block) {
-  for (const char* n : {"tile.load_elem", "tile.store_elem", "tile.tile_load", "tile.tile_store", "tile.cp_async",
-                        "tile.reduce_sum"}) {
-    if (uses_op(block, n)) return true;
-  }
-  return false;
+  return any_op(block, [](const ir::Operation& op) {
+    const std::string_view n = op.name();
+    return n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.tile_load" || n == "tile.tile_store" ||
+           n == "tile.cp_async" || n == "tile.reduce_sum";
+  });
 }
 
 void Lowering::begin_lanes(const ir::Block& body) {
   uniformity_.emplace(func_);
+  begin_lane_ids(body);
+  if (needs_tokens(body)) tokens_ = Tokens{b_->make_token(), {}};
+}
+
+// The lane count, the lanes' indices and the mask of the lanes that exist.
+void Lowering::begin_lane_ids(const ir::Block& body) {
   if (flat_) {
     // tile = block * P + lane: group_id and linear_id are that index.
     group_lanes_ = lanes_ = kFlatLanes;
@@ -57,7 +55,6 @@ void Lowering::begin_lanes(const ir::Block& body) {
     const Value first = b_->binary("muli", block, i64(lanes_));
     lane_ids_ = b_->binary("addi", widen(first), b_->convert(vec, b_->iota(m_.tile(Elem::i32, {lanes_}))));
     mask_ = b_->cmp(*lane_ids_, widen(*flat_tiles_), Cmp::lt);
-    if (needs_tokens(body)) tokens_ = Tokens{b_->make_token(), {}};
     return;
   }
   group_lanes_ = tile::group_tile_count(func_);
@@ -65,17 +62,15 @@ void Lowering::begin_lanes(const ir::Block& body) {
   while (lanes_ < group_lanes_) lanes_ *= 2;
   // Without tile.linear_id every lane computes the same values: one rank-0
   // evaluation stands for all of them.
-  if (group_lanes_ > 1 && uses_op(body, "tile.linear_id")) {
-    if (lanes_ > (1 << 16)) {
-      raise(ErrorCode::Compile, "cuda_tile target: a group of " + std::to_string(group_lanes_) +
-                                    " lanes is more than this target's 65536", func_.location());
-    }
-    lane_ids_ = b_->convert(m_.tile(Elem::i64, {lanes_}), b_->iota(m_.tile(Elem::i32, {lanes_})));
-    if (lanes_ != group_lanes_) {
-      mask_ = b_->cmp(*lane_ids_, b_->constant_int(m_.tile(Elem::i64, {lanes_}), group_lanes_), Cmp::lt);
-    }
+  if (group_lanes_ == 1 || !uses_op(body, "tile.linear_id")) return;
+  if (lanes_ > (1 << 16)) {
+    raise(ErrorCode::Compile, "cuda_tile target: a group of " + std::to_string(group_lanes_) +
+                                  " lanes is more than this target's 65536", func_.location());
   }
-  if (needs_tokens(body)) tokens_ = Tokens{b_->make_token(), {}};
+  lane_ids_ = b_->convert(m_.tile(Elem::i64, {lanes_}), b_->iota(m_.tile(Elem::i32, {lanes_})));
+  if (lanes_ != group_lanes_) {
+    mask_ = b_->cmp(*lane_ids_, b_->constant_int(m_.tile(Elem::i64, {lanes_}), group_lanes_), Cmp::lt);
+  }
 }
 
 // ---- shapes ----
@@ -167,19 +162,12 @@ const Lowering::Buffer& Lowering::element_buffer(const ir::Operation& op, const 
 // tshared.alloc: this tile block's copy of the buffer (lowering.h).
 void Lowering::lower_smem_alloc(const ir::Operation& op) {
   const ir::Type& t = op.result()->type();
-  const Elem e = elem(t.dtype(), op);
-  if (e == Elem::i1) cannot(op, "shared buffers of bool");
+  const SharedBuffer& shared = shared_.at(&op);
   Buffer buf;
-  std::int64_t n = 1;
-  for (std::int64_t d : fixed_shape(op, t.shape)) {
-    n *= d;
-    buf.dims.push_back(i64(d));
-  }
-  // Copies are 16-byte aligned: each holds a multiple of 16 bytes.
-  const std::int64_t bytes = (std::max<std::int64_t>(n, 1) * bit_width(e) / 8 + 15) / 16 * 16;
-  shared_bytes_.push_back(bytes);
+  for (std::int64_t d : fixed_shape(op, t.shape)) buf.dims.push_back(i64(d));
   const Value group = b_->convert(scalar(Elem::i64), b_->tile_block_id()[0]);
-  buf.ptr = b_->offset(shared_bases_.at(&op), b_->binary("muli", group, i64(bytes / (bit_width(e) / 8))));
+  const std::int64_t copy_elements = shared.bytes / (bit_width(elem(t.dtype(), op)) / 8);
+  buf.ptr = b_->offset(shared.base, b_->binary("muli", group, i64(copy_elements)));
   buffers_[op.result()] = buf;
 }
 

@@ -48,6 +48,29 @@ namespace tessera::cuda_tile::detail {
 [[noreturn]] void cannot(const ir::Operation& op, const std::string& why);
 std::optional<Elem> elem_of(DType d);
 
+// Whether some op of `block`, nested regions included, satisfies `pred`.
+template <class Pred>
+bool any_op(const ir::Block& block, const Pred& pred) {
+  for (const auto& op : block.ops()) {
+    if (pred(*op)) return true;
+    for (std::size_t r = 0; r < op->num_regions(); ++r) {
+      for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) {
+        if (any_op(op->region(r).block(b), pred)) return true;
+      }
+    }
+  }
+  return false;
+}
+// Every op of `block` in program order, nested regions included.
+template <class Fn>
+void for_each_op(const ir::Block& block, const Fn& fn) {
+  any_op(block, [&](const ir::Operation& op) {
+    fn(op);
+    return false;
+  });
+}
+bool uses_op(const ir::Block& block, std::string_view name);
+
 class Lowering {
  public:
   Lowering(const ir::Operation& func, const LowerOptions& options);
@@ -93,6 +116,7 @@ class Lowering {
 
   // ---- lower_lanes.cpp: lane-level code ----
   void begin_lanes(const ir::Block& body);
+  void begin_lane_ids(const ir::Block& body);
   bool lower_lane_op(const ir::Operation& op);  // false: not a lane op
   bool varying(Value v) const { return !m_.shape_of(v.type).empty(); }
   TypeRef lane_type(Elem e, bool vary) { return vary ? m_.tile(e, {lanes_}) : scalar(e); }
@@ -115,6 +139,7 @@ class Lowering {
   std::pair<Value, std::optional<Value>> element_address(const ir::Operation& op, std::size_t first,
                                                          std::size_t count);
   void lower_smem_alloc(const ir::Operation& op);
+  std::int64_t shared_copy_bytes(const ir::Operation& alloc);
   std::pair<Value, Value> box_pointers(const ir::Operation& op, const Buffer& buf,
                                        const std::vector<Value>& offs, const std::vector<std::int64_t>& shape);
   void lower_smem_tile_access(const ir::Operation& op);
@@ -165,8 +190,14 @@ class Lowering {
   std::map<const ir::Value*, Buffer> buffers_;
   std::map<std::string, Value> symbols_;
   std::vector<KernelFault> faults_;
-  std::vector<std::int64_t> shared_bytes_;             // per shared buffer, one group's copy
-  std::map<const ir::Operation*, Value> shared_bases_;  // its hidden pointer parameter
+  // Per shared buffer (tshared.alloc op): its hidden pointer parameter and
+  // the bytes of one group's copy; shared_bytes_ in parameter order.
+  struct SharedBuffer {
+    Value base;
+    std::int64_t bytes = 0;
+  };
+  std::map<const ir::Operation*, SharedBuffer> shared_;
+  std::vector<std::int64_t> shared_bytes_;
   std::optional<Value> fault_ptr_;
   // Lane state. Flat kernels (no group shape, no group-level ops) put
   // kFlatLanes tiles in a tile block: tile index = block * P + lane, the
