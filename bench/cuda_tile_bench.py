@@ -10,12 +10,20 @@ Rows, per size (bf16 A and B, fp32 C, M = N = K):
 - ptx (same kernel): that kernel through the CUDA C++/NVRTC path;
 - ptx (staged): the PTX path's own GEMM form (shared tiles, cp_async,
   tile.range(prefetch=2));
-- tile_ir (staged): that staged kernel through CUDA Tile IR (shared buffers
-  as the tile thread's memory, cp_async as a copy);
+- tile_ir (staged): that staged kernel through CUDA Tile IR: its shared
+  buffers, read only as whole tiles, become tile values, so tileiras stages
+  the loads itself, with latency hint 2 from prefetch=2;
+- tile_ir (grouped, prefetch=3): the global-tile GEMM with the output tiles
+  visited in groups of 8 block rows (for L2 reuse, as cuBLAS and the cuTile
+  sample do) and tile.range(prefetch=3) (latency hint 3);
+- cuTile Python: the same GEMM written in cuTile Python (cuda.tile, 128x128x64
+  tiles, groups of 8 block rows), where the cuda-tile package is installed;
 - torch: torch.matmul of the same bf16 matrices (cuBLAS; bf16 output,
   fp32 accumulation).
 Then the first compile of the GEMM through tileiras and through NVRTC, each
-with an empty cache (lowering, compiler, load, one run).
+with an empty cache (lowering, compiler, load, one run). --latency-sweep
+adds the staged and grouped kernels compiled with each latency hint
+(TESSERA_CUDA_TILE_LATENCY) at the first size.
 
 Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
 torch._scaled_mm (cuBLAS fp8). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
@@ -75,6 +83,58 @@ def gemm_staged(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
 """
 
 
+# The global-tile GEMM with the output tiles visited in groups of 8 block
+# rows: consecutive tile blocks share B's column tiles and A's row tiles
+# while they are in L2. prefetch=3 gives its loads latency hint 3 on the
+# CUDA Tile IR target.
+GROUPED = """@kernel tile[(128,)]
+def gemm_grouped(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
+    tiles_m = (M + 127) // 128
+    tiles_n = (N + 127) // 128
+    g = group_linear_id()
+    first = (g // (8 * tiles_n)) * 8
+    rows = min(tiles_m - first, 8)
+    bm = (first + (g % (8 * tiles_n)) % rows) * 128
+    bn = ((g % (8 * tiles_n)) // rows) * 128
+    acc = tile.zeros((128, 128), f32)
+    for k in tile.range(K, step=64, prefetch=3):
+        acc = tile.mma(tile.load(A, rows=(bm, 128), cols=(k, 64)), tile.load(B, rows=(k, 64), cols=(bn, 128)), acc=acc)
+    tile.store(C, rows=(bm, 128), cols=(bn, 128), value=acc)
+"""
+
+
+def cutile_gemm(torch):
+    """The GEMM in cuTile Python (cuda.tile), or (None, why) without it."""
+    try:
+        import cuda.tile as ct
+    except ImportError as e:
+        return None, f"cuda-tile not installed ({e})"
+    const = ct.Constant[int]
+
+    @ct.kernel
+    def mm(A, B, C, tm: const, tn: const, tk: const):
+        m = A.shape[0]
+        n = B.shape[1]
+        tiles_m = ct.cdiv(m, tm)
+        tiles_n = ct.cdiv(n, tn)
+        g = ct.bid(0)
+        first = (g // (8 * tiles_n)) * 8
+        rows = min(tiles_m - first, 8)
+        bm = first + (g % (8 * tiles_n)) % rows
+        bn = (g % (8 * tiles_n)) // rows
+        acc = ct.full((tm, tn), 0, dtype=ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(tm, tk))):
+            a = ct.load(A, index=(bm, k), shape=(tm, tk), padding_mode=ct.PaddingMode.ZERO)
+            b = ct.load(B, index=(k, bn), shape=(tk, tn), padding_mode=ct.PaddingMode.ZERO)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(bm, bn), tile=acc)
+
+    def run(a, b, c):
+        grid = (((a.shape[0] + 127) // 128) * ((b.shape[1] + 127) // 128), 1, 1)
+        ct.launch(torch.cuda.current_stream(), grid, mm, (a, b, c, 128, 128, 64))
+    return run, None
+
+
 def make(source, target):
     """A new kernel object (its own in-memory caches) for `target`."""
     from tessera.kernel import Kernel
@@ -106,6 +166,8 @@ def main():
     ap.add_argument("--cases", nargs="+", default=None, help="memory-bound cases to run (default: all)")
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
+    ap.add_argument("--latency-sweep", type=int, nargs="*", default=None,
+                    help="latency hints to compile the staged and grouped kernels with (first size only)")
     args = ap.parse_args()
     import torch
 
@@ -129,9 +191,11 @@ def main():
     t_ptx = first_compile(GLOBAL_TILES, "cuda", a0, a0, c0, grid0)
     t_staged = first_compile(STAGED, "cuda", a0, a0, c0, grid0)
     kernels = (("tile_ir", make(GLOBAL_TILES, "cuda_tile")), ("ptx (same kernel)", make(GLOBAL_TILES, "cuda")),
-               ("ptx (staged)", make(STAGED, "cuda")), ("tile_ir (staged)", make(STAGED, "cuda_tile")))
+               ("ptx (staged)", make(STAGED, "cuda")), ("tile_ir (staged)", make(STAGED, "cuda_tile")),
+               ("tile_ir (grouped, prefetch=3)", make(GROUPED, "cuda_tile")))
+    cutile, cutile_why = cutile_gemm(torch)
 
-    print(f"\n{'GEMM bf16 -> fp32':<28}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs torch':>22}")
+    print(f"\n{'GEMM bf16 -> fp32':<36}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs torch':>22}")
     for n in args.sizes:
         a = rng.standard_normal((n, n)).astype(np.float32)
         b = rng.standard_normal((n, n)).astype(np.float32)
@@ -150,8 +214,26 @@ def main():
             k[grid](ta, tb, c)
             diff = float(np.abs(c.numpy() - ref).max())
             rows.append((label, median_seconds(lambda: k[grid](ta, tb, c), args.runs, sync), diff))
+        if args.latency_sweep and n == args.sizes[0]:
+            for latency in args.latency_sweep:
+                os.environ["TESSERA_CUDA_TILE_LATENCY"] = str(latency)
+                for label, source in (("staged", STAGED), ("grouped", GROUPED)):
+                    k = make(source, "cuda_tile")
+                    c = tessera.tensor(np.zeros((n, n), np.float32)).to(dev)
+                    k[grid](ta, tb, c)
+                    diff = float(np.abs(c.numpy() - ref).max())
+                    rows.append((f"tile_ir ({label}, latency {latency})",
+                                 median_seconds(lambda: k[grid](ta, tb, c), args.runs, sync), diff))
+                del os.environ["TESSERA_CUDA_TILE_LATENCY"]
+        if cutile is None:
+            print(f"{'cuTile Python':<28}{n:>6}  not run: {cutile_why}")
+        else:
+            xc = torch.zeros((n, n), dtype=torch.float32, device=dev)
+            cutile(xa, xb, xc)
+            diff = float(np.abs(xc.cpu().numpy() - ref).max())
+            rows.append(("cuTile Python", median_seconds(lambda: cutile(xa, xb, xc), args.runs, sync), diff))
         for label, t, diff in rows:
-            print(f"{label:<28}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{t_torch / t:>9.2f}x{diff:>22.3g}")
+            print(f"{label:<36}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{t_torch / t:>9.2f}x{diff:>22.3g}")
 
     print(f"\nfirst compile (empty cache, {n0}^3 launch included): tileiras {t_tile:.2f} s, "
           f"NVRTC same kernel {t_ptx:.2f} s, NVRTC staged kernel {t_staged:.2f} s")

@@ -24,6 +24,9 @@
 # nvvm/libdevice}) into the build folder, points TESSERA_TILEIRAS at it, and
 # runs as GPU_CHECK_ONLY=python with tests/python/test_cuda_tile.py and
 # bench/cuda_tile_bench.py unless GPU_CHECK_TESTS / GPU_CHECK_RUN say otherwise.
+# Wheels in .tilebundle/wheels (cuda-tile, for the benchmark's cuTile Python
+# row) are installed, without network, into the build folder's pywheels,
+# which goes on PYTHONPATH.
 # Exit status: 0 when every step passed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,6 +38,12 @@ if [ "${GPU_CHECK_ONLY:-}" = cuda_tile ]; then
   bundle="${TILE_BUNDLE:-$root/.tilebundle/cu13.tar.xz}"
   mkdir -p "$build/tilebundle" && tar -xJf "$bundle" -C "$build/tilebundle" || { echo "cannot unpack $bundle"; exit 1; }
   export TESSERA_TILEIRAS="$build/tilebundle/nvidia/cu13/bin/tileiras"
+  if compgen -G "$root/.tilebundle/wheels/*.whl" >/dev/null; then
+    "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --target "$build/pywheels" "$root"/.tilebundle/wheels/*.whl ||
+      echo "cannot install the wheels of .tilebundle/wheels"
+    # cuTile Python finds tileiras on PATH.
+    export PATH="$build/tilebundle/nvidia/cu13/bin:$PATH" CUDA_HOME="$build/tilebundle/nvidia/cu13"
+  fi
   GPU_CHECK_ONLY=python
   GPU_CHECK_TESTS="${GPU_CHECK_TESTS:-tests/python/test_cuda_tile.py}"
   GPU_CHECK_RUN="${GPU_CHECK_RUN:-\$PYTHON bench/cuda_tile_bench.py}"
@@ -233,7 +242,7 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" = python ]; then
   if [ -n "${GPU_CHECK_TESTS:-}" ]; then
     echo "== pytest $GPU_CHECK_TESTS"
     # shellcheck disable=SC2086  # a list of pytest arguments
-    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider $GPU_CHECK_TESTS 2>&1 |
+    PYTHONPATH="$build/pydev:$build/pywheels" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider $GPU_CHECK_TESTS 2>&1 |
       tee "$logs/pytest_python.log" | tail -30
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "pytest (GPU_CHECK_TESTS)" PASS "$(tail -1 "$logs/pytest_python.log" | tr -d '=')" ||
@@ -245,7 +254,7 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" = python ]; then
     [ -z "${c// /}" ] && continue
     n=$((n + 1))
     echo "== $c"
-    PYTHONPATH="$build/pydev" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
+    PYTHONPATH="$build/pydev:$build/pywheels" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "run: ${c:0:50}" PASS "see $logs/run_$n.log" || row "run: ${c:0:50}" FAIL "rc $rc"
   done
@@ -253,13 +262,13 @@ fi
 
 if [ $have_python -eq 1 ] && [ -z "${GPU_CHECK_ONLY:-}" ]; then
   echo "== Python CUDA tensor tests"
-  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
+  PYTHONPATH="$build/pydev:$build/pywheels" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_tensor.py \
     2>&1 | tee "$logs/pytest_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python cuda tensor tests" PASS "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')" ||
     row "python cuda tensor tests" FAIL "$(tail -1 "$logs/pytest_cuda.log" | tr -d '=')"
   echo "== Python kernels on cuda:N (inspect_ir target/ptx, launches)"
-  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_kernel_cuda.py tests/python/test_kernel_cuda_autotune.py \
+  PYTHONPATH="$build/pydev:$build/pywheels" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_kernel_cuda.py tests/python/test_kernel_cuda_autotune.py \
     2>&1 | tee "$logs/pytest_kernel_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python cuda kernel tests" PASS "$(tail -1 "$logs/pytest_kernel_cuda.log" | tr -d '=')" ||
@@ -271,7 +280,7 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ] && [ "${GPU_C
   echo "== collectives on the GPUs (nccl backend vs local, partitioned @jit, index launches)"
   extra=()
   [ "${GPU_CHECK_ONLY:-}" = dist ] && extra=(tests/python/test_jit_cuda.py)
-  PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_dist_nccl.py \
+  PYTHONPATH="$build/pydev:$build/pywheels" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_dist_nccl.py \
     tests/python/test_dist_cuda.py "${extra[@]}" 2>&1 | tee "$logs/pytest_dist_nccl.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python nccl/dist tests ($(nvidia-smi -L 2>/dev/null | wc -l) GPUs)" PASS "$(tail -1 "$logs/pytest_dist_nccl.log" | tr -d '=')" ||
@@ -280,35 +289,35 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != schedule ] && [ "${GPU_C
     row "nccl benchmark" SKIP "GPU_CHECK_SKIP_BENCH=1"
   else
   echo "== collective bandwidth against torch.distributed"
-  PYTHONPATH="$build/pydev" timeout 900 "$python" bench/nccl_bench.py ${NCCL_BENCH_ARGS:-} 2>&1 | tee "$logs/nccl_bench.log" | tail -40
+  PYTHONPATH="$build/pydev:$build/pywheels" timeout 900 "$python" bench/nccl_bench.py ${NCCL_BENCH_ARGS:-} 2>&1 | tee "$logs/nccl_bench.log" | tail -40
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "nccl benchmark" PASS "table above" || row "nccl benchmark" FAIL "rc $rc (see $logs/nccl_bench.log)"
   fi
 fi
 if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK_ONLY:-}" != python ]; then
   echo "== @tessera.jit on cuda:0 (Schedule IR executables through the CUDA backend)"
-  PYTHONPATH="$build/pydev" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py tests/python/test_dist_cuda.py \
+  PYTHONPATH="$build/pydev:$build/pywheels" "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_jit_cuda.py tests/python/test_dist_cuda.py \
     2>&1 | tee "$logs/pytest_jit_cuda.log" | tail -15
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] && row "python jit on cuda tests" PASS "$(tail -1 "$logs/pytest_jit_cuda.log" | tr -d '=')" ||
     row "python jit on cuda tests" FAIL "$(tail -1 "$logs/pytest_jit_cuda.log" | tr -d '=')"
   if "$python" -c "import torch" 2>/dev/null; then
     echo "== jit on the GPU against torch"
-    PYTHONPATH="$build/pydev" timeout 300 "$python" bench/schedule_gpu_bench.py 2>&1 | tee "$logs/schedule_gpu_bench.log" | tail -8
+    PYTHONPATH="$build/pydev:$build/pywheels" timeout 300 "$python" bench/schedule_gpu_bench.py 2>&1 | tee "$logs/schedule_gpu_bench.log" | tail -8
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "jit on GPU benchmark" PASS "table above" || row "jit on GPU benchmark" FAIL "rc $rc (see $logs/schedule_gpu_bench.log)"
   fi
   if [ -z "${GPU_CHECK_ONLY:-}" ]; then
     # The libraries on the GPU: attention and sparse kernels against the CPU path, bit for bit.
     echo "== libraries on cuda:0 (flash_attn, sparse)"
-    PYTHONPATH="$build/pydev" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_flash_attn.py \
+    PYTHONPATH="$build/pydev:$build/pywheels" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_flash_attn.py \
       tests/python/test_sparse.py 2>&1 | tee "$logs/pytest_libraries.log" | tail -8
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "python library tests" PASS "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')" ||
       row "python library tests" FAIL "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')"
     if "$python" -c "import torch" 2>/dev/null && [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
       echo "== flash_attn on the GPU against torch SDPA"
-      PYTHONPATH="$build/pydev" timeout 600 "$python" bench/flash_attn_gpu_bench.py --s 2048 --runs 2 2>&1 |
+      PYTHONPATH="$build/pydev:$build/pywheels" timeout 600 "$python" bench/flash_attn_gpu_bench.py --s 2048 --runs 2 2>&1 |
         tee "$logs/flash_attn_gpu_bench.log" | tail -8
       rc=${PIPESTATUS[0]}
       [ "$rc" -eq 0 ] && row "flash_attn GPU benchmark" PASS "table above" ||

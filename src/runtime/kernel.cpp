@@ -19,8 +19,13 @@ namespace tessera {
 
 // ---- KernelSpecialization ----
 
-KernelSpecialization::KernelSpecialization(ir::Module module, ir::Operation* func, KernelConstants constants)
-    : module_(std::move(module)), func_(func), constants_(std::move(constants)) {}
+KernelSpecialization::KernelSpecialization(ir::Module module, ir::Operation* func, ir::Module tile_target_module,
+                                           ir::Operation* tile_target_func, KernelConstants constants)
+    : module_(std::move(module)),
+      func_(func),
+      tile_target_module_(std::move(tile_target_module)),
+      tile_target_func_(tile_target_func),
+      constants_(std::move(constants)) {}
 
 std::string KernelSpecialization::tile_ir() const {
   return ir::print_function(*func_);
@@ -150,9 +155,11 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
 
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (auto it = state_->specializations.find(key); it != state_->specializations.end()) return it->second;
-  ir::Module module;
+  ir::Module module, tile_target_module;
   ir::Operation* func = nullptr;
+  ir::Operation* tile_target_func = nullptr;
   try {
+    tile_target_func = &frontend::lower_kernel(tile_target_module, state_->decl, all);
     func = &frontend::lower_kernel(module, state_->decl, all);
     // Pipelining adds shared buffers, so shared memory is planned after it;
     // the legality check runs on both forms.
@@ -163,7 +170,8 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
   } catch (const Error& error) {
     relocate(*state_, error);
   }
-  auto spec = std::make_shared<KernelSpecialization>(std::move(module), func, all);
+  auto spec = std::make_shared<KernelSpecialization>(std::move(module), func, std::move(tile_target_module),
+                                                     tile_target_func, all);
   state_->specializations.emplace(key, spec);
   return spec;
 }

@@ -20,7 +20,7 @@ const cuda_tile::CompiledKernel& KernelSpecialization::cuda_tile_compiled(int de
     cuda_tile::CompileOptions options;
     options.device = device;
     options.cache_dir = cache_dir;
-    slot = std::make_shared<const cuda_tile::CompiledKernel>(cuda_tile::compile_kernel(*func_, options));
+    slot = std::make_shared<const cuda_tile::CompiledKernel>(cuda_tile::compile_kernel(*tile_target_func_, options));
   }
   return *slot;
 }
@@ -32,7 +32,7 @@ std::string KernelSpecialization::cuda_tile_text() const {
       if (k) return k->text;
     }
   }
-  return cuda_tile::lower_kernel(*func_).text;
+  return cuda_tile::lower_kernel(*tile_target_func_).text;
 }
 
 namespace detail {

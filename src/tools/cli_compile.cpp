@@ -131,7 +131,7 @@ int emit_target(const CompileArgs& a, std::ostream& out, std::ostream& err) {
       std::shared_ptr<KernelSpecialization> spec = k.jit(mine).specialize();
       if (kernels.size() > 1) text += "// ===== kernel " + k.name() + " =====\n";
       text += a.target == "cuda"        ? cuda::emit_kernel_source(spec->func())
-              : a.target == "cuda_tile" ? cuda_tile_text(spec->func(), a)
+              : a.target == "cuda_tile" ? cuda_tile_text(spec->tile_target_func(), a)
                                         : spec->target_source();
     }
     if (!unused.empty()) {

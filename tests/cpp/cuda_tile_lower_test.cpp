@@ -25,7 +25,7 @@ def mm(A: f32[M, K], B: f32[K, N], C: mut f32[M, N]):
 
 ct::LoweredKernel lower(const char* source, const char* file) {
   std::vector<tessera::Kernel> ks = tessera::kernels_from_source(source, file);
-  return ct::lower_kernel(ks.at(0).jit({}).specialize()->func());
+  return ct::lower_kernel(ks.at(0).jit({}).specialize()->tile_target_func());
 }
 
 }  // namespace

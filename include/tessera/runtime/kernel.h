@@ -114,10 +114,16 @@ struct KernelLaunchOptions {
 // passes; compiled for the CPU on first use.
 class KernelSpecialization {
  public:
-  KernelSpecialization(ir::Module module, ir::Operation* func, KernelConstants constants);
+  // `tile_target_func` (in `tile_target_module`) is the same kernel before
+  // tile-pipeline: the CUDA Tile IR target pipelines loops itself (a
+  // tile.range(prefetch=N) loop gives its loads a latency hint instead).
+  KernelSpecialization(ir::Module module, ir::Operation* func, ir::Module tile_target_module,
+                       ir::Operation* tile_target_func, KernelConstants constants);
 
   const KernelConstants& constants() const { return constants_; }
   const ir::Operation& func() const { return *func_; }
+  // What the CUDA Tile IR target lowers (not software-pipelined).
+  const ir::Operation& tile_target_func() const { return *tile_target_func_; }
   // The printed Tile IR (inspect_ir("tile")).
   std::string tile_ir() const;
   // The generated C++ (inspect_ir("target")): the compiled source when
@@ -144,6 +150,8 @@ class KernelSpecialization {
  private:
   ir::Module module_;
   ir::Operation* func_;
+  ir::Module tile_target_module_;
+  ir::Operation* tile_target_func_;
   KernelConstants constants_;
   mutable std::mutex mutex_;
   std::shared_ptr<const cpu::CompiledKernel> compiled_;

@@ -418,17 +418,43 @@ std::vector<Value> Body::num_tile_blocks() {
   return grid_triple(f::op::get_num_tile_blocks, "get_num_tile_blocks");
 }
 
+// The optimization_hints attribute of an op (not tagged: the op's field
+// says what it is): a dictionary of one entry, the architecture, whose value
+// is a tagged dictionary of the hints (keys sorted, as the dialect prints them).
+std::string Body::view_hints(const ViewHints& hints) {
+  var(1);
+  var(m_.string_index(hints.arch));
+  var(f::attr_tag::dictionary);
+  var((hints.allow_tma ? 1 : 0) + (hints.latency ? 1 : 0));
+  std::string shown;
+  if (hints.allow_tma) {
+    var(m_.string_index("allow_tma"));
+    var(f::attr_tag::bool_);
+    buf_.push_back(*hints.allow_tma ? 1 : 0);
+    shown = std::string("allow_tma = ") + (*hints.allow_tma ? "true" : "false");
+  }
+  if (hints.latency) {
+    var(m_.string_index("latency"));
+    var(f::attr_tag::integer);
+    var(m_.elem(Elem::i32).id);
+    var(static_cast<std::uint64_t>(*hints.latency));
+    shown += (shown.empty() ? "" : ", ") + std::string("latency = ") + std::to_string(*hints.latency);
+  }
+  return " optimization_hints = <" + hints.arch + " = {" + shown + "}>";
+}
+
 Value Body::load_view(TypeRef tile_type, Value view, const std::vector<Value>& index, std::optional<Value> token,
-                      Value* token_out) {
-  // opcode, results (sized: tile, token), flags (no scope or hints; the
-  // token's bit), ordering (weak), view, index (sized), the token if any.
-  // 13.3 has no `inbounds` field.
+                      Value* token_out, const ViewHints& hints) {
+  // opcode, results (sized: tile, token), flags (no scope; the hints' and
+  // the token's bits), ordering (weak), the hints if any, view, index
+  // (sized), the token if any. 13.3 has no `inbounds` field.
   op(f::op::load_view_tko);
   var(2);
   var(tile_type.id);
   var(m_.token().id);
-  var(token ? f::view_flag::token : 0);
+  var((token ? f::view_flag::token : 0) | (hints.empty() ? 0 : f::view_flag::hints));
   buf_.push_back(f::memory::weak);
+  const std::string shown_hints = hints.empty() ? std::string() : view_hints(hints);
   operand(view);
   var(index.size());
   for (Value v : index) operand(v);
@@ -438,16 +464,18 @@ Value Body::load_view(TypeRef tile_type, Value view, const std::vector<Value>& i
   if (token_out) *token_out = t;
   line(ref(r) + ", " + ref(t) + " = load_view_tko weak " + ref(view) + "[" +
        list(index, [&](Value v) { return ref(v); }) + "]" + (token ? " token=" + ref(*token) : std::string()) +
-       " : " + m_.type_text(tile_type));
+       shown_hints + " : " + m_.type_text(tile_type));
   return r;
 }
 
-Value Body::store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token) {
+Value Body::store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token,
+                       const ViewHints& hints) {
   op(f::op::store_view_tko);
   var(1);
   var(m_.token().id);
-  var(token ? f::view_flag::token : 0);
+  var((token ? f::view_flag::token : 0) | (hints.empty() ? 0 : f::view_flag::hints));
   buf_.push_back(f::memory::weak);
+  const std::string shown_hints = hints.empty() ? std::string() : view_hints(hints);
   operand(tile);
   operand(view);
   var(index.size());
@@ -456,7 +484,7 @@ Value Body::store_view(Value tile, Value view, const std::vector<Value>& index, 
   Value t = result(m_.token());
   line(ref(t) + " = store_view_tko weak " + ref(tile) + ", " + ref(view) + "[" +
        list(index, [&](Value v) { return ref(v); }) + "]" + (token ? " token=" + ref(*token) : std::string()) +
-       " : " + m_.type_text(tile.type));
+       shown_hints + " : " + m_.type_text(tile.type));
   return t;
 }
 Value Body::make_token() {

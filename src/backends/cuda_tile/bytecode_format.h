@@ -28,7 +28,7 @@ inline constexpr std::uint8_t pointer = 0x0c, tile = 0x0d, tensor_view = 0x0e, p
 }
 
 namespace attr_tag {
-inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, div_by = 0x08;
+inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, bool_ = 0x03, div_by = 0x08, dictionary = 0x0a;
 }
 
 // Function flags of a function-section record.
@@ -70,7 +70,7 @@ inline constexpr std::uint64_t mask = 1u << 2, padding = 1u << 3, token = 1u << 
 }
 // load_view_tko and store_view_tko: memory scope bit 0, hints bit 1, token bit 2.
 namespace view_flag {
-inline constexpr std::uint64_t token = 1u << 2;
+inline constexpr std::uint64_t hints = 1u << 1, token = 1u << 2;
 }
 namespace store_ptr_flag {
 inline constexpr std::uint64_t mask = 1u << 2, token = 1u << 3;

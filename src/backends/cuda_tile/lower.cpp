@@ -127,9 +127,10 @@ LoweredKernel Lowering::run() {
   }
   // Shared buffers: a hidden pointer each, to grid-many copies in global
   // memory the launch allocates; tile block g uses copy g (lowering.h).
+  plan_staged(body);
   std::vector<const ir::Operation*> allocs;
   for_each_op(body, [&](const ir::Operation& op) {
-    if (op.name() == "tile.smem_alloc") allocs.push_back(&op);
+    if (op.name() == "tile.smem_alloc" && !staged_.count(op.result())) allocs.push_back(&op);
   });
   for (std::size_t i = 0; i < allocs.size(); ++i) {
     types.push_back(m_.tile_of(m_.pointer(elem(allocs[i]->result()->type().dtype(), *allocs[i])), {}));
@@ -230,20 +231,25 @@ void Lowering::plan_aligned_views(const ir::Block& block) {
     for (std::size_t r = 0; r < op->num_regions(); ++r) {
       for (std::size_t b = 0; b < op->region(r).num_blocks(); ++b) plan_aligned_views(op->region(r).block(b));
     }
+    // The global buffer, its first offset operand, the tile's type.
     const bool load = op->name() == "tile.tile_load", store = op->name() == "tile.tile_store";
-    if (!load && !store) continue;
-    auto it = buffers_.find(op->operand(0));
+    const bool copy = op->name() == "tile.cp_async" && staged_.count(op->operand(0));
+    if (!load && !store && !copy) continue;
+    const std::size_t source = copy ? 1 : 0, first = source + 1;
+    auto it = buffers_.find(op->operand(source));
     if (it == buffers_.end()) continue;  // lower_op reports it
-    const ir::Type& t = load ? op->result()->type() : op->operand(op->num_operands() - 1)->type();
+    const ir::Type& t = load ? op->result()->type()
+                        : copy ? op->operand(0)->type()
+                               : op->operand(op->num_operands() - 1)->type();
     std::vector<std::int64_t> shape;
     for (const ir::Dim& d : t.shape) {
       if (d.is_symbolic()) break;
       shape.push_back(d.size);
     }
-    const std::size_t count = load ? op->num_operands() - 1 : op->num_operands() - 2;
-    if (shape.size() != t.shape.size() || !aligned_offsets(*op, 1, count, shape)) continue;
+    const std::size_t count = store ? op->num_operands() - 2 : op->num_operands() - first;
+    if (shape.size() != t.shape.size() || !aligned_offsets(*op, first, count, shape)) continue;
     Buffer& buf = it->second;
-    if (buf.aligned.count(shape) || t.dtype() != op->operand(0)->type().dtype()) continue;
+    if (buf.aligned.count(shape) || t.dtype() != op->operand(source)->type().dtype()) continue;
     const std::optional<Elem> e = elem_of(t.dtype());
     if (!e) continue;
     std::vector<Value> zeros(shape.size());
@@ -385,7 +391,9 @@ std::vector<Value> Lowering::index_zeros(std::size_t rank) {
 
 void Lowering::lower_op(const ir::Operation& op) {
   const std::string_view n = op.name();
-  if ((n == "tile.tile_load" || n == "tile.tile_store") && op.operand(0)->type().is_smem()) {
+  if (is_staged_access(op)) {
+    lower_staged(op);
+  } else if ((n == "tile.tile_load" || n == "tile.tile_store") && op.operand(0)->type().is_smem()) {
     lower_smem_tile_access(op);
   } else if (n == "tile.tile_load") {
     const Buffer& buf = gmem(op, op.operand(0));
@@ -402,7 +410,8 @@ void Lowering::lower_op(const ir::Operation& op) {
     }
     Value token;
     values_[op.result()] = b_->load_view(m_.tile(e, shape), at.first, at.second,
-                                         tokens_ ? std::optional<Value>(load_token()) : std::nullopt, &token);
+                                         tokens_ ? std::optional<Value>(load_token()) : std::nullopt, &token,
+                                         view_hints());
     if (tokens_) after_load(token);
   } else if (n == "tile.tile_store") {
     const Buffer& buf = gmem(op, op.operand(0));
@@ -464,19 +473,27 @@ void Lowering::lower_for(const ir::Operation& op) {
   }
   const ir::Block& body = op.region(0).block(0);
   // Carried buffers (double buffering swaps shared buffers) are carried as
-  // their pointers; they keep their dims.
+  // their pointers; they keep their dims. Staged buffers carry their values,
+  // and the staged buffers from outside that the body writes are carried too.
   auto carried_buffer = [&](const ir::Value* v) -> const Buffer* {
     auto it = buffers_.find(v);
     return it == buffers_.end() ? nullptr : &it->second;
   };
   std::vector<Value> inits;
   std::vector<const Buffer*> buffers;
+  std::vector<bool> staged;
   for (std::size_t i = 3; i < op.num_operands(); ++i) {
     const Buffer* buf = carried_buffer(op.operand(i));
     buffers.push_back(buf);
-    inits.push_back(buf ? buf->ptr : to_type(get(op.operand(i), op), merged_type(body.argument(i - 2), op), op));
+    staged.push_back(staged_.count(op.operand(i)) != 0);
+    inits.push_back(staged.back() ? staged_value(op, op.operand(i))
+                    : buf         ? buf->ptr
+                                  : to_type(get(op.operand(i), op), merged_type(body.argument(i - 2), op), op));
   }
   const std::size_t carried = inits.size();
+  const std::vector<const ir::Value*> through = staged_written_in(op);
+  for (const ir::Value* v : through) inits.push_back(staged_value(op, v));
+  const std::size_t state = inits.size();  // carried values + staged buffers carried through
   const bool memory = tokens_ && touches_memory(body);
   if (memory) {
     for (Value t : token_values()) inits.push_back(t);
@@ -484,20 +501,32 @@ void Lowering::lower_for(const ir::Operation& op) {
   const auto args = b_->begin_for(lo, hi, step, inits);
   values_[body.argument(0)] = args[0];
   for (std::size_t i = 0; i < carried; ++i) {
-    if (buffers[i]) {
+    if (staged[i]) {
+      contents_[body.argument(i + 1)] = args[i + 1];
+    } else if (buffers[i]) {
       buffers_[body.argument(i + 1)] = Buffer{args[i + 1], buffers[i]->dims, {}};
     } else {
       values_[body.argument(i + 1)] = args[i + 1];
     }
   }
-  if (memory) set_tokens(args[1 + carried], args[2 + carried]);
+  for (std::size_t i = 0; i < through.size(); ++i) contents_[through[i]] = args[1 + carried + i];
+  if (memory) set_tokens(args[1 + state], args[2 + state]);
+  // tile.range(prefetch=N): the loads in this loop get latency hint N.
+  const std::optional<int> outer_latency = latency_;
+  if (const ir::Attribute* p = op.attrs().find("prefetch")) {
+    latency_ = static_cast<int>(std::clamp<std::int64_t>(std::get<std::int64_t>(*p), 1, 10));
+    if (options_.latency) latency_ = std::clamp(*options_.latency, 1, 10);
+  }
   const ir::Operation* yield = body.terminator();
   for (const auto& inner : body.ops()) {
     if (inner.get() != yield) lower_op(*inner);
   }
+  latency_ = outer_latency;
   std::vector<Value> next;
   for (std::size_t i = 0; i < yield->num_operands(); ++i) {
-    if (buffers[i]) {
+    if (staged[i]) {
+      next.push_back(staged_value(*yield, yield->operand(i)));
+    } else if (buffers[i]) {
       const Buffer* y = carried_buffer(yield->operand(i));
       if (!y) cannot(*yield, "a loop-carried buffer yields something other than a buffer");
       next.push_back(y->ptr);
@@ -505,18 +534,22 @@ void Lowering::lower_for(const ir::Operation& op) {
       next.push_back(to_type(get(yield->operand(i), *yield), inits[i].type, *yield));
     }
   }
+  for (const ir::Value* v : through) next.push_back(staged_value(*yield, v));
   if (memory) {
     for (Value t : token_values()) next.push_back(t);
   }
   const auto results = b_->end_for(next);
   for (std::size_t i = 0; i < carried; ++i) {
-    if (buffers[i]) {
+    if (staged[i]) {
+      contents_[op.result(i)] = results[i];
+    } else if (buffers[i]) {
       buffers_[op.result(i)] = Buffer{results[i], buffers[i]->dims, {}};
     } else {
       values_[op.result(i)] = results[i];
     }
   }
-  if (memory) set_tokens(results[carried], results[carried + 1]);
+  for (std::size_t i = 0; i < through.size(); ++i) contents_[through[i]] = results[carried + i];
+  if (memory) set_tokens(results[state], results[state + 1]);
 }
 
 // A loop whose bounds differ between lanes (for k in range(lane, n, 128)):
@@ -524,6 +557,10 @@ void Lowering::lower_for(const ir::Operation& op) {
 // l runs iteration lo_l + t * step_l while t is below its own trip count,
 // under that mask, and keeps its carried values otherwise.
 void Lowering::lower_masked_for(const ir::Operation& op, Value lo, Value hi, Value step) {
+  // Staged buffers hold one value per group; lanes running different trips could not agree on it.
+  if (any_op(op.region(0).block(0), [&](const ir::Operation& inner) { return is_staged_access(inner); })) {
+    cannot(op, "a loop whose bounds differ between lanes accesses a shared buffer read as a whole tile");
+  }
   match(lo, hi);
   match(lo, step);
   match(hi, step);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "backends/cuda_tile/lowering.h"
 #include "tessera/support/error.h"
@@ -18,11 +20,36 @@ namespace {
 std::int64_t int_min_of(Elem e) { return bit_width(e) == 64 ? std::numeric_limits<std::int64_t>::min() : -(std::int64_t{1} << (bit_width(e) - 1)); }
 std::int64_t int_max_of(Elem e) { return bit_width(e) == 64 ? std::numeric_limits<std::int64_t>::max() : (std::int64_t{1} << (bit_width(e) - 1)) - 1; }
 
-// Element accesses and shared buffers order through tokens (a store then a
-// load of the same element); the global-tile GEMMs, which only store at the
-// end, need none.
-bool needs_tokens(const ir::Block& body) {
-  return uses_op(body, "tile.load_elem") || uses_op(body, "tile.store_elem") || uses_op(body, "tile.smem_alloc");
+// Element accesses and shared buffers in memory order through tokens (a
+// store then a load of the same element), as does a global buffer that a
+// tile store writes and something else reads or writes too, or that is
+// written in a loop. The global-tile GEMMs, which store once at the end (and
+// whose shared buffers, if any, are staged), need none: tokens on their
+// loads would only constrain how tileiras schedules them.
+bool needs_tokens(const ir::Block& body, const std::set<const ir::Value*>& staged) {
+  if (uses_op(body, "tile.load_elem") || uses_op(body, "tile.store_elem")) return true;
+  std::map<const ir::Value*, int> writes, accesses;
+  bool loop_store = false;
+  const bool shared = any_op(body, [&](const ir::Operation& op) {
+    const std::string_view n = op.name();
+    if (n == "tile.smem_alloc") return staged.count(op.result()) == 0;
+    if (n == "tile.tile_store" && op.operand(0)->type().is_gmem()) {
+      ++writes[op.operand(0)];
+      ++accesses[op.operand(0)];
+      const ir::Region* r = op.parent_block()->parent_region();
+      loop_store = loop_store || (r != nullptr && r->parent_op() != nullptr && r->parent_op()->name() != "func");
+    } else if (n == "tile.tile_load" || n == "tile.cp_async" || n == "tile.reduce_sum") {
+      for (const ir::Value* v : op.operands()) {
+        if (v->type().is_gmem()) ++accesses[v];
+      }
+    }
+    return false;
+  });
+  if (shared || loop_store) return true;
+  for (const auto& [buffer, n] : writes) {
+    if (n > 1 || accesses[buffer] > n) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -42,7 +69,7 @@ bool Lowering::touches_memory(const ir::Block& block) {
 void Lowering::begin_lanes(const ir::Block& body) {
   uniformity_.emplace(func_);
   begin_lane_ids(body);
-  if (needs_tokens(body)) tokens_ = Tokens{b_->make_token(), {}};
+  if (needs_tokens(body, staged_)) tokens_ = Tokens{b_->make_token(), {}};
 }
 
 // The lane count, the lanes' indices and the mask of the lanes that exist.

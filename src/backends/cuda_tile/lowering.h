@@ -2,6 +2,7 @@
 //   lower.cpp        the entry, buffers, group-level tiles (views, mma, loops)
 //   lower_lanes.cpp  lane-level code vectorized into tiles of the group's lanes
 //   lower_math.cpp   Tessera's elementary functions (exp, log, tanh, ldexp, ...) as ops
+//   lower_staged.cpp shared buffers accessed as whole tiles, lowered as tile values
 //
 // Lane values. A kernel with a group shape of G lanes runs as one tile block
 // per group; a lane value that differs between lanes is a 1-D tile of P
@@ -17,7 +18,9 @@
 // loads since (the next store takes it too: it does not overtake a read).
 // Loops and ifs that touch memory carry both.
 //
-// Shared buffers. tshared.alloc gets a hidden pointer parameter to grid-many
+// Shared buffers. Those the kernel writes and reads only as whole tiles are
+// tile values (lower_staged.cpp says when): tileiras stages their loads
+// itself. Every other tshared.alloc gets a hidden pointer parameter to grid-many
 // copies in global memory (the launch allocates them, stream-ordered); tile
 // block g uses copy g. (The target's alloca takes memory from the device
 // malloc heap, and failed with illegal addresses once ~1000 blocks were
@@ -36,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +171,17 @@ class Lowering {
   TypeRef merged_type(const ir::Value* v, const ir::Operation& op);
   Value to_type(Value v, TypeRef t, const ir::Operation& op);
 
+  // ---- lower_staged.cpp: shared buffers as tile values ----
+  void plan_staged(const ir::Block& body);  // fills staged_
+  bool is_staged_access(const ir::Operation& op) const;
+  void lower_staged(const ir::Operation& op);
+  Value staged_value(const ir::Operation& op, const ir::Value* buffer);
+  // The staged buffers defined outside `loop` that its body writes: the loop carries their values.
+  std::vector<const ir::Value*> staged_written_in(const ir::Operation& loop);
+  static bool inside(const ir::Value* v, const ir::Operation& op);
+  // The optimization hints of a view load here (the enclosing prefetch loop's latency).
+  ViewHints view_hints() const;
+
   // ---- lower_math.cpp: Tessera's elementary functions ----
   Value pow2_f64(Value k);                // 2^k, k in [-1022, 1023] (i64 tile) -> f64 tile
   std::array<Value, 3> reduce_ln2(Value xc);  // k, r, r_lo
@@ -199,6 +214,12 @@ class Lowering {
   std::map<const ir::Operation*, SharedBuffer> shared_;
   std::vector<std::int64_t> shared_bytes_;
   std::optional<Value> fault_ptr_;
+  // Staged shared buffers (every smem value of their families) and, while
+  // lowering, the tile each name holds.
+  std::set<const ir::Value*> staged_;
+  std::map<const ir::Value*, Value> contents_;
+  // The latency hint of the innermost tile.range(prefetch=) loop being lowered.
+  std::optional<int> latency_;
   // Lane state. Flat kernels (no group shape, no group-level ops) put
   // kFlatLanes tiles in a tile block: tile index = block * P + lane, the
   // count of tiles (`tiles`, a hidden parameter) masking the last block.

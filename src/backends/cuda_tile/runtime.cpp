@@ -4,6 +4,7 @@
 #include "tessera/backends/cuda_tile/runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -98,6 +99,16 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
                   bool use_cache, bool assume_aligned) {
   LowerOptions lower_options;
   lower_options.assume_aligned = assume_aligned;
+  lower_options.arch = arch;
+  if (const char* l = std::getenv("TESSERA_CUDA_TILE_LATENCY"); l != nullptr && *l != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(l, &end, 10);
+    if (*end != '\0' || v < 1 || v > 10) {
+      raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_TILE_LATENCY must be an integer from 1 to 10, got '" +
+                                            std::string(l) + "'");
+    }
+    lower_options.latency = static_cast<int>(v);
+  }
   LoweredKernel lowered = lower_kernel(kernel_func, lower_options);  // CompileError for what it cannot express
   Cubin c;
   c.name = lowered.name;

@@ -47,6 +47,18 @@ enum class Padding : std::uint8_t { zero = 0, neg_zero = 1, nan = 2, pos_inf = 3
 
 class Module;
 
+// Optimization hints of a load_view_tko / store_view_tko for one
+// architecture ("sm_90"): `latency` (1-10) tells tileiras how far ahead of
+// its use to issue the load, which sets the depth of the pipeline it builds
+// for the loop around it; `allow_tma` false keeps it off the bulk tensor
+// copies. Unset fields are left to tileiras.
+struct ViewHints {
+  std::string arch;
+  std::optional<int> latency;
+  std::optional<bool> allow_tma;
+  bool empty() const { return arch.empty() || (!latency && !allow_tma); }
+};
+
 // Writes one function's body. Obtained from Module::begin_entry; ops are
 // appended in order; regions open and close like brackets.
 class Body {
@@ -70,8 +82,9 @@ class Body {
   // op waits for; the op's own token is returned (stores) or written to
   // `*token_out` (loads).
   Value load_view(TypeRef tile_type, Value view, const std::vector<Value>& index,
-                  std::optional<Value> token = std::nullopt, Value* token_out = nullptr);
-  Value store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token = std::nullopt);
+                  std::optional<Value> token = std::nullopt, Value* token_out = nullptr, const ViewHints& hints = {});
+  Value store_view(Value tile, Value view, const std::vector<Value>& index, std::optional<Value> token = std::nullopt,
+                   const ViewHints& hints = {});
   // load_ptr_tko weak: the elements `ptrs` (a tile of pointers) point at; where
   // `mask` (i1, the shape of `ptrs`) is false nothing is read and the element
   // is `padding` (of type `tile_type`, only with a mask; undefined without one).
@@ -140,6 +153,8 @@ class Body {
   void line(const std::string& text);
   void yield_op(const std::vector<Value>& values);
   std::string ref(Value v) const;
+  // Writes `hints` as an op's optimization_hints attribute; returns its text.
+  std::string view_hints(const ViewHints& hints);
 
   Module& m_;
   std::vector<std::uint8_t> buf_;

@@ -4,12 +4,13 @@
 // group-level tile code over global buffers — tile.tile_load / tile_store of
 // gmem (zeros past bounds / skipped), tile.zeros, tile.mma (accumulating at
 // the accumulator's dtype), tile.tile_cast, tile.tile_add — under tile.for
-// loops, and lane-level code (tile.linear_id, element loads and stores,
-// lane arithmetic, tile.if / for / strands) vectorized over the group's
-// lanes (src/backends/cuda_tile/lowering.h). Everything else (shared
-// buffers, cp_async, barriers, the elementary functions not ported yet) is a
-// CompileError naming the op and its source line: nothing is emitted in its
-// place.
+// loops; lane-level code (tile.linear_id, element loads and stores, lane
+// arithmetic, tile.if / for / strands) vectorized over the group's lanes;
+// shared buffers (as tile values where they are only accessed whole, else as
+// per-group global copies), cp_async and barriers
+// (src/backends/cuda_tile/lowering.h). Everything else (the elementary
+// functions not ported yet, fp8 lane casts, ...) is a CompileError naming
+// the op and its source line: nothing is emitted in its place.
 //
 // Kernel parameters (the launch ABI): per gmem buffer, its base pointer
 // (tile<ptr<T>>) then one tile<i64> per dim (the extent); per lane scalar,
@@ -21,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,8 +64,16 @@ struct LoweredKernel {
 // bytes) being one too: assume ops state it, which lets tileiras vectorize
 // the copies. Only launches whose arguments satisfy it may use such a kernel
 // (runtime.h checks and picks the other form otherwise).
+//
+// arch: the architecture the optimization hints are keyed by (tileiras
+// reads the entry for the GPU it compiles for). latency: overrides the
+// latency hint that tile.range(prefetch=N) loops give their loads (N,
+// clamped to the hint's range 1-10); TESSERA_CUDA_TILE_LATENCY sets it from
+// the environment (runtime.cpp), for measuring.
 struct LowerOptions {
   bool assume_aligned = false;
+  std::string arch = "sm_90";
+  std::optional<int> latency;
 };
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options = {});
