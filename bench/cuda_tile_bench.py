@@ -26,7 +26,8 @@ adds the staged and grouped kernels compiled with each latency hint
 (TESSERA_CUDA_TILE_LATENCY) at the first size.
 
 Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
-torch._scaled_mm (cuBLAS fp8). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
+torch._scaled_mm (cuBLAS fp8) and the cuTile Python kernel on the same
+operands (B row-major for both). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
 rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
 PTX path (the default mapper) and on the CUDA Tile IR target (a Mapper
 choosing "tile_ir"), against torch, with GB/s of the bytes each must move,
@@ -247,6 +248,7 @@ def fp8_gemm(args, torch, rng):
     dev = "cuda:0"
     sync = torch.cuda.synchronize
     k = make(GLOBAL_TILES_FP8, "cuda_tile")
+    cutile, cutile_why = cutile_gemm(torch)
     print(f"\n{'GEMM fp8_e4m3 -> fp32':<28}{'size':>6}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}{'max |diff| vs fp32 ref':>24}")
     one = torch.tensor(1.0, device=dev)
     for n in args.sizes:
@@ -272,6 +274,13 @@ def fp8_gemm(args, torch, rng):
         k[grid](ta, tb, c)
         rows.append(("tile_ir fp8", median_seconds(lambda: k[grid](ta, tb, c), args.runs, sync),
                      float(np.abs(c.numpy() - ref).max())))
+        if cutile is None:
+            print(f"{'cuTile Python fp8':<28}{n:>6}  not run: {cutile_why}")
+        else:
+            xc = torch.zeros((n, n), dtype=torch.float32, device=dev)
+            cutile(xa, xb, xc)  # B row-major, as tile_ir's
+            rows.append(("cuTile Python fp8", median_seconds(lambda: cutile(xa, xb, xc), args.runs, sync),
+                         float(np.abs(xc.cpu().numpy() - ref).max())))
         for label, t, diff in rows:
             ratio = f"{t_torch / t:>9.2f}x" if t_torch else f"{'':>10}"
             print(f"{label:<28}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{ratio}{diff:>24.3g}")

@@ -191,12 +191,22 @@ def mm(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
 )";
   std::vector<tessera::Kernel> ks = tessera::kernels_from_source(src, "assume.tsr");
   const tessera::ir::Operation& f = ks.at(0).jit({}).specialize()->func();
-  EXPECT_EQ(ct::lower_kernel(f).text.find("assume"), std::string::npos);
+  const std::string plain = ct::lower_kernel(f).text;
+  EXPECT_EQ(plain.find("assume"), std::string::npos);
   const ct::LoweredKernel k = ct::lower_kernel(f, {.assume_aligned = true});
   for (const char* want : {"assume div_by<16>, %0 : tile<ptr<bf16>>", "assume div_by<16>, %6 : tile<ptr<f32>>",
                            "assume div_by<8>", "assume div_by<4>"}) {
     EXPECT_NE(k.text.find(want), std::string::npos) << want << "\n" << k.text;
   }
+  // The fast form's views take 32-bit shapes and strides: three views of
+  // rank 2, each with two extents and one stride narrowed (the plain form's
+  // stay 64-bit; both narrow tile indices).
+  auto narrowings = [](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find("-> tile<i32>"); at != std::string::npos; at = text.find("-> tile<i32>", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(narrowings(k.text), narrowings(plain) + 9) << k.text;
   const ct::Toolchain& t = ct::toolchain();
   if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
   EXPECT_NE(ct::disassemble(k.bytecode).find("assume"), std::string::npos);

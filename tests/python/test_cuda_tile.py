@@ -273,6 +273,66 @@ def test_gemm_tile_through_shared_buffers(rng, m, n, k):
     assert (np.abs(out.numpy() - a64 @ b64) <= fp32_gemm_bound(a64, b64)).all()
 
 
+@tessera.kernel(tile=(128,), shared=48 * 1024, target="cuda_tile")
+def gemm_prefetch(A: tessera.bf16["M", "K"], B: tessera.bf16["K", "N"], C: tessera.mut(tessera.f32["M", "N"])):
+    # The PTX path's staged form: shared tiles filled by cp_async in a prefetch loop.
+    tiles_n = (N + 63) // 64
+    bm = (group_linear_id() // tiles_n) * 64
+    bn = (group_linear_id() % tiles_n) * 64
+    a = tshared.alloc[bf16]((64, 32))
+    b = tshared.alloc[bf16]((32, 64))
+    acc = tile.zeros((64, 64), f32)
+    for k in tile.range(K, step=32, prefetch=3):
+        cp_async.shared.global_(a, A[bm:bm+64, k:k+32])
+        cp_async.shared.global_(b, B[k:k+32, bn:bn+64])
+        cp_async.wait(0)
+        tbarrier()
+        acc = tile.mma(tile.load(a), tile.load(b), acc=acc)
+        tbarrier()
+    tile.store(C, rows=(bm, 64), cols=(bn, 64), value=acc)
+
+
+def test_staged_shared_buffers_are_tile_values_with_latency_hints():
+    text = gemm_prefetch.inspect_ir("target", target="cuda_tile")
+    assert "shared#" not in text and "load_ptr_tko" not in text
+    assert text.count("optimization_hints = <sm_90 = {latency = 3}>") == 2, text
+
+
+@on_gpu
+@pytest.mark.parametrize("m,n,k", [(128, 192, 96), (70, 45, 33)])
+def test_staged_prefetch_gemm_matches_the_cpu_backend(rng, m, n, k):
+    grid = cdiv(m, 64) * cdiv(n, 64)
+    # Small integers: every partial sum exact, so any order gives the same bits.
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    ta, tb = tessera.tensor(a, dtype="bf16"), tessera.tensor(b, dtype="bf16")
+    cpu = np.zeros((m, n), np.float32)
+    gemm_prefetch[grid](ta, tb, cpu)
+    out = gpu(np.zeros((m, n), np.float32))
+    gemm_prefetch[grid](ta.to("cuda:0"), tb.to("cuda:0"), out)
+    same_bits(out.numpy(), cpu)
+    np.testing.assert_array_equal(cpu, a @ b)
+
+
+@tessera.kernel(tile=(128,), target="cuda_tile")
+def copy_window(X: tessera.int8[1, "N"], Y: tessera.mut(tessera.int8[1, 64]), at: tessera.int64):
+    tile.store(Y, rows=(0, 1), cols=(0, 64), value=tile.load(X, rows=(0, 1), cols=(at, 64)))
+
+
+@on_gpu
+def test_extents_past_32_bits_take_the_plain_form():
+    # The fast form's views have 32-bit extents; a row of 2^31 + 128 bytes
+    # must be read through the 64-bit plain form.
+    n = 2 ** 31 + 128
+    x = np.zeros((1, n), np.int8)
+    x[0, -128:] = np.arange(128, dtype=np.int8)
+    dx = tessera.tensor(x).to("cuda:0")
+    del x
+    y = gpu(np.zeros((1, 64), np.int8))
+    copy_window[1](dx, y, n - 96)
+    np.testing.assert_array_equal(y.numpy()[0], np.arange(32, 96, dtype=np.int8))
+
+
 @on_gpu
 def test_out_of_range_lane_access_is_an_error_naming_the_line():
     line = read_next.__wrapped__.__code__.co_firstlineno + 3  # y[i] = x[i + 1]

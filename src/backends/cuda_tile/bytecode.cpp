@@ -777,6 +777,22 @@ Value Body::assume_div_by(Value x, std::uint64_t divisor) {
   return r;
 }
 
+Value Body::assume_bounded(Value x, std::optional<std::int64_t> lo, std::optional<std::int64_t> hi) {
+  // opcode, result type, the predicate (tag, flags: bit 0 lower bound, bit
+  // 1 upper bound, then the bounds as signed varints), the operand.
+  op(f::op::assume);
+  var(x.type.id);
+  var(f::attr_tag::bounded);
+  buf_.push_back(static_cast<std::uint8_t>((lo ? 1 : 0) | (hi ? 2 : 0)));
+  if (lo) put_signed_varint(buf_, *lo);
+  if (hi) put_signed_varint(buf_, *hi);
+  operand(x);
+  Value r = result(x.type);
+  line(ref(r) + " = assume bounded<" + (lo ? std::to_string(*lo) : std::string("?")) + ", " +
+       (hi ? std::to_string(*hi) : std::string("?")) + ">, " + ref(x) + " : " + m_.type_text(x.type));
+  return r;
+}
+
 Value Body::offset(Value ptr, Value elements) {
   op(f::op::offset);
   var(ptr.type.id);

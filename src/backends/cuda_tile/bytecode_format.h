@@ -28,7 +28,7 @@ inline constexpr std::uint8_t pointer = 0x0c, tile = 0x0d, tensor_view = 0x0e, p
 }
 
 namespace attr_tag {
-inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, bool_ = 0x03, div_by = 0x08, dictionary = 0x0a;
+inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, bool_ = 0x03, div_by = 0x08, dictionary = 0x0a, bounded = 0x0c;
 }
 
 // Function flags of a function-section record.

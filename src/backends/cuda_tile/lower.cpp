@@ -354,6 +354,13 @@ Value Lowering::tile_view(const ir::Operation& op, const Buffer& buf, const std:
     extents.push_back(b_->binary("maxi", b_->binary("subi", buf.dims[d], offs[d]), i64(0)));
   }
   const Value base = at_origin ? buf.ptr : b_->offset(buf.ptr, linear);
+  if (options_.assume_aligned) {
+    // The fast form's launches have every extent and stride below 2^31
+    // (runtime.cpp checks): 32-bit view shapes and strides. With 64-bit ones
+    // tileiras's GEMMs ran at 0.57-0.62x the speed (H100, bf16 4096-8192).
+    for (Value& x : extents) x = b_->convert(scalar(Elem::i32), x);
+    for (std::size_t d = 0; d + 1 < rank; ++d) strides[d] = b_->convert(scalar(Elem::i32), strides[d]);
+  }
   std::vector<std::int64_t> dyn(rank, Module::kDynamic);
   dyn[rank - 1] = Module::kDynamic;
   std::vector<std::int64_t> stride_types(rank, Module::kDynamic);

@@ -210,20 +210,24 @@ void require_dense(const CompiledKernel& k, const cpu::KernelParam& p, const tes
   }
 }
 
-// Whether the bound buffers satisfy what an assume_aligned kernel relies on:
-// base addresses and row strides (from the extents, as the kernel computes
-// them) multiples of 16 bytes.
-bool satisfies_alignment(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound) {
+// Whether the bound buffers satisfy what an assume_aligned kernel (the fast
+// form, lower.h) relies on: base addresses and row strides (from the
+// extents, as the kernel computes them) multiples of 16 bytes, and extents
+// and row strides in elements below 2^31.
+bool satisfies_fast_form(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound) {
+  constexpr std::int64_t limit = std::int64_t{1} << 31;
   for (std::size_t i = 0; i < bound.params.size(); ++i) {
     const cpu::KernelParam& p = k.signature.params[i];
     if (!p.is_buffer) continue;
     const tessera_cpu::BufferArg& b = bound.params[i].buffer;
     if (reinterpret_cast<std::uintptr_t>(b.data) % 16 != 0) return false;
     const std::int64_t bytes = p.type.dtype() == DType::bool_ ? 1 : storage_bytes(p.type.dtype());
-    std::int64_t stride = bytes;
-    for (int d = b.rank - 1; d > 0; --d) {
-      stride *= b.shape[d];
-      if (stride % 16 != 0) return false;
+    std::int64_t elements = 1;
+    for (int d = b.rank - 1; d >= 0; --d) {
+      if (b.shape[d] >= limit) return false;
+      if (d == 0) break;
+      elements *= b.shape[d];  // the stride of dim d - 1
+      if (elements >= limit || elements * bytes % 16 != 0) return false;
     }
   }
   return true;
@@ -267,7 +271,7 @@ std::optional<Prepared> prepare(const CompiledKernel& k, std::int64_t grid, cons
     raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': " + std::to_string(blocks) +
                                           " groups exceed CUDA's grid limit of 2^31 - 1");
   }
-  if (k.assumes_aligned && !satisfies_alignment(k, bound)) {
+  if (k.assumes_aligned && !satisfies_fast_form(k, bound)) {
     if (!k.plain) raise(ErrorCode::Internal, "kernel '" + k.name + "' assumes aligned buffers and has no plain form");
     return prepare(k.plain->get(), grid, args, options);
   }

@@ -120,6 +120,8 @@ class Body {
   // assume div_by<divisor>: `x` (integers or pointers) is a multiple of `divisor`
   // (a power of two); a promise the compiler may rely on.
   Value assume_div_by(Value x, std::uint64_t divisor);
+  // assume bounded<lo, hi>: x (an integer tile) lies in [lo, hi]; either bound may be open.
+  Value assume_bounded(Value x, std::optional<std::int64_t> lo, std::optional<std::int64_t> hi);
 
   // for %iv in (lo to hi, step s) iter_values(inits): returns the block's
   // (iv, iters...); end_for(next) writes `continue next` and returns the results.

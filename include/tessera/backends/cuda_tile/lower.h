@@ -59,11 +59,13 @@ struct LoweredKernel {
   std::vector<std::int64_t> shared_bytes;
 };
 
-// assume_aligned: the kernel may rely on every buffer's base address being a
-// multiple of 16 bytes and every row stride (the elements between rows, in
-// bytes) being one too: assume ops state it, which lets tileiras vectorize
-// the copies. Only launches whose arguments satisfy it may use such a kernel
-// (runtime.h checks and picks the other form otherwise).
+// assume_aligned (the fast form): the kernel may rely on every buffer's base
+// address being a multiple of 16 bytes, every row stride (the elements
+// between rows, in bytes) being one too, and every extent and row stride
+// (in elements) being below 2^31: assume ops state the first two, which lets
+// tileiras vectorize the copies, and views take 32-bit shapes and strides.
+// Only launches whose arguments satisfy it may use such a kernel (runtime.h
+// checks and picks the other form otherwise).
 //
 // arch: the architecture the optimization hints are keyed by (tileiras
 // reads the entry for the GPU it compiles for). latency: overrides the

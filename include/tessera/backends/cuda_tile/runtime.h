@@ -39,8 +39,9 @@ struct CompileOptions {
   std::string cache_dir;
   // false: always run tileiras (the result still replaces the cache entry).
   bool use_cache = true;
-  // Compile assuming 16-byte aligned buffers and rows (lower.h); launches
-  // whose arguments are not use the plain form, compiled on first need.
+  // Compile the fast form (lower.h: 16-byte aligned buffers and rows, 32-bit
+  // extents); launches whose arguments do not satisfy it use the plain
+  // form, compiled on first need.
   bool assume_aligned = true;
 };
 
@@ -62,7 +63,8 @@ struct CompiledKernel {
   cpu::CompiledKernel signature;
   std::shared_ptr<const detail::LoadedKernel> handle;
   // Compiled with assume_aligned; `plain` is the same kernel without the
-  // assumptions, for launches whose buffers or rows are not 16-byte aligned.
+  // assumptions, for launches whose buffers or rows are not 16-byte aligned
+  // or whose extents reach 2^31.
   bool assumes_aligned = false;
   std::shared_ptr<detail::PlainForm> plain;
   // The kernel takes a fault word (lower.h): what each nonzero value means.
