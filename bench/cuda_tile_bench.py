@@ -31,7 +31,8 @@ operands (B row-major for both). Then the memory-bound Schedule IR templates (fp
 rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
 PTX path (the default mapper) and on the CUDA Tile IR target (a Mapper
 choosing "tile_ir"), against torch, with GB/s of the bytes each must move,
-whether the two targets agree bit for bit, and the first compile of each.
+whether the two targets agree bit for bit, and the first compile of each;
+then the default mapper's choice (which target it took, and its time).
 
 Each launch from Python synchronizes, so every row (torch's too) is timed
 as call + synchronize; the figure is the median of --runs after a warm-up.
@@ -291,6 +292,14 @@ class TileIRMapper(tessera.Mapper):
         return "tile_ir" if not arch.is_cpu else None
 
 
+class PTXMapper(tessera.Mapper):
+    def choose_variant(self, op, arch):
+        return "ptx" if not arch.is_cpu else None
+
+
+MAPPERS = {"ptx": PTXMapper, "tile_ir": TileIRMapper, "default": tessera.Mapper}
+
+
 def memory_bound(args, torch, rng):
     """The Schedule IR templates on both NVIDIA targets against torch."""
     dev = "cuda:0"
@@ -314,12 +323,11 @@ def memory_bound(args, torch, rng):
     for name, fn, tfn, per in cases:
         t_torch = median_seconds(lambda: tfn(xt), args.runs, sync)
         results = {}
-        for target in ("ptx", "tile_ir"):
+        for target in ("ptx", "tile_ir", "default"):
             old = os.environ.get("TESSERA_CACHE_DIR")
             with tempfile.TemporaryDirectory() as d:
                 os.environ["TESSERA_CACHE_DIR"] = d
-                if target == "tile_ir":
-                    tessera.runtime.set_mapper(TileIRMapper())
+                tessera.runtime.set_mapper(MAPPERS[target]())
                 try:
                     f = tessera.jit(fn)
                     t0 = time.perf_counter()
@@ -327,9 +335,10 @@ def memory_bound(args, torch, rng):
                     sync()
                     first = time.perf_counter() - t0
                     t = median_seconds(lambda: f(tx), args.runs, sync)
-                    results[target] = (t, first, out.numpy())
+                    chose = "tile_ir" if '"tile_ir"' in f.inspect_ir("schedule") else "ptx"
+                    results[target] = (t, first, out.numpy(), chose)
                 except tessera.TesseraError as e:  # a template the target cannot express: say so
-                    results[target] = (None, None, str(e).splitlines()[0])
+                    results[target] = (None, None, str(e).splitlines()[0], None)
                 finally:
                     tessera.runtime.set_mapper(tessera.Mapper())
                     if old is None:
@@ -339,12 +348,13 @@ def memory_bound(args, torch, rng):
         ok = (results["ptx"][0] is not None and results["tile_ir"][0] is not None and
               np.array_equal(results["ptx"][2].view(np.uint32), results["tile_ir"][2].view(np.uint32)))
         print(f"{name:<16}{'torch':<10}{t_torch * 1e3:>9.3f}{nbytes * per / t_torch / 1e9:>9.0f}{1.0:>9.2f}x")
-        for target in ("ptx", "tile_ir"):
-            t, first, out = results[target]
+        for target in ("ptx", "tile_ir", "default"):
+            t, first, out, chose = results[target]
+            label = f"default ({chose})" if target == "default" else target
             if t is None:
-                print(f"{'':<16}{target:<10}  not run: {out}")
+                print(f"{'':<16}{label:<10}  not run: {out}")
                 continue
-            print(f"{'':<16}{target:<10}{t * 1e3:>9.3f}{nbytes * per / t / 1e9:>9.0f}{t_torch / t:>9.2f}x"
+            print(f"{'':<16}{label:<10}{t * 1e3:>9.3f}{nbytes * per / t / 1e9:>9.0f}{t_torch / t:>9.2f}x"
                   f"{first:>14.2f}{('yes' if ok else 'NO'):>11}")
 
 

@@ -1,9 +1,17 @@
 // The Mapper's kernel variants (variant_overrides.h).
 #include "schedule/variant_overrides.h"
 
+#include <algorithm>
 #include <unordered_map>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "schedule/views.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/backends/cuda_tile/lower.h"
+#include "tessera/backends/cuda_tile/runtime.h"
+#include "tessera/backends/cuda_tile/toolchain.h"
 #include "tessera/graph/executor.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -35,6 +43,30 @@ void apply_variant_overrides(ir::Operation& func, const std::map<std::string, st
       k->attrs().set("variant", it->second);
       break;
     }
+  }
+}
+
+void choose_default_nvidia_targets(ir::Operation& func, int device) {
+  if (const char* e = std::getenv("TESSERA_CUDA_TILE_DEFAULT"); e != nullptr && std::strcmp(e, "0") == 0) return;
+  if (cuda::device_properties(device).compute_major < 9) return;
+  const cuda_tile::Toolchain& tools = cuda_tile::toolchain();
+  const std::string arch = cuda_tile::device_arch(device);
+  if (!tools.found || !tools.reason.empty() ||
+      std::find(tools.archs.begin(), tools.archs.end(), arch) == tools.archs.end()) {
+    return;
+  }
+  for (ir::Operation* k : kernels_of(func)) {
+    if (kernel_family(*k) != Family::elementwise || kernel_variant(*k) != "tile") continue;
+    // Whether the target expresses it: lowered in a scratch module (no
+    // tileiras run); what it cannot express stays on the PTX path.
+    try {
+      ir::Module scratch;
+      const TileKernel t = lower_kernel(*k, scratch, "probe");
+      cuda_tile::lower_kernel(*t.func);
+    } catch (const CompileError&) {
+      continue;
+    }
+    k->attrs().set("variant", std::string("tile_ir"));
   }
 }
 

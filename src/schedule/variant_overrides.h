@@ -19,6 +19,15 @@ namespace tessera::schedule {
 // "tile" and "reference", or "tile" for a kernel no template covers.
 void apply_variant_overrides(ir::Operation& func, const std::map<std::string, std::string>& variants);
 
+// The default mapper's NVIDIA target per kernel, before the Mapper's own
+// choices (docs/design/0014-cuda-tile-target.md, "Which target wins where"):
+// on cuda:`device` of sm_90 or newer, with a usable tileiras that targets
+// it, every elementwise kernel the CUDA Tile IR target can express takes the
+// "tile_ir" variant (measured 1.3-1.9x the PTX path on an H100, the same
+// bits); every other kernel stays on the PTX path. TESSERA_CUDA_TILE_DEFAULT=0
+// keeps every kernel on the PTX path.
+void choose_default_nvidia_targets(ir::Operation& func, int device);
+
 // The results of `kernel` (its body's yielded values) computed by the
 // reference executor from `inputs` (on any device), placed on `device`.
 std::vector<Tensor> run_reference_kernel(const ir::Operation& kernel, const std::vector<Tensor>& inputs,

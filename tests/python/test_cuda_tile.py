@@ -403,6 +403,27 @@ def test_mapper_tile_ir_matches_the_cpu_compiled_path(rng, case):
     same_bits(got, cpu)
 
 
+@on_gpu
+def test_default_mapper_sends_elementwise_kernels_to_tile_ir(rng, monkeypatch):
+    # On Hopper with tileiras, elementwise kernels the target expresses take
+    # tile_ir (faster there, the same bits); normalizations stay on PTX; so
+    # does an elementwise kernel the target cannot express (gelu: erf).
+    x = (rng.standard_normal((37, 300)) * 3).astype(np.float32)
+    def variants(fn, exact=True):
+        f = tessera.jit(fn)
+        got, cpu = f(gpu(x)).numpy(), tessera.jit(fn)(tessera.tensor(x)).numpy()
+        if exact:
+            same_bits(got, cpu)
+        else:  # erf is CUDA's on the PTX path, not Tessera's
+            np.testing.assert_allclose(got, cpu, rtol=1e-6, atol=1e-6)
+        return {k["family"]: k["variant"] for k in f.executable().kernels}
+    assert variants(GRAPH_CASES["add_relu"]) == {"elementwise": "tile_ir"}
+    assert variants(GRAPH_CASES["softmax"]).get("normalization") == "tile"
+    assert variants(lambda x: tessera.ops.gelu(x) + x, exact=False) == {"elementwise": "tile"}
+    monkeypatch.setenv("TESSERA_CUDA_TILE_DEFAULT", "0")
+    assert variants(lambda x: tessera.ops.relu(x * 0.25 + x)) == {"elementwise": "tile"}
+
+
 def test_jit_target_names_cuda_tile():
     with pytest.raises(ArgumentError, match="'cpu', 'cuda' or 'cuda_tile'"):
         tessera.jit(lambda x: x, target="tile_ir")
