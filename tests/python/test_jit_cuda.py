@@ -125,7 +125,10 @@ def test_every_family_on_the_gpu_agrees_with_the_cpu(rng):
 
 
 @needs_gpu
-def test_target_cuda_moves_host_inputs_to_cuda0(rng):
+def test_target_cuda_moves_host_inputs_to_cuda0(rng, monkeypatch):
+    # The PTX path's text is checked below: where tileiras is found, the
+    # default mapper would send this elementwise kernel to CUDA Tile IR.
+    monkeypatch.setenv("TESSERA_CUDA_TILE_DEFAULT", "0")
     f = tessera.jit(target="cuda")(lambda x: ops.exp(x) - 1.0)
     xv = rng.standard_normal(1000).astype(np.float32)
     out = f(tessera.tensor(xv))
