@@ -251,11 +251,10 @@ def main():
         theirs = torch_busbw(n, sizes, reps)
         for s in sizes:
             # The deterministic allreduce with its default exchange and each of
-            # its four: NCCL send/recv, peer reads inside the combining kernel
-            # ("peer"), the same kernel also writing every member's result
-            # ("push"), peer stores into each member's staging ("scatter").
+            # its three: NCCL send/recv, peer reads inside the combining kernel
+            # ("peer"), the same kernel also writing every member's result ("push").
             ex = {}
-            for exchange in ("nccl", "peer", "push", "scatter"):
+            for exchange in ("nccl", "peer", "push"):
                 os.environ["TESSERA_NCCL_EXCHANGE"] = exchange
                 ex[exchange], _ = tessera_busbw(n, s, "rank_order", reps[s])
             del os.environ["TESSERA_NCCL_EXCHANGE"]
@@ -264,7 +263,7 @@ def main():
             host = HOST_US[(n, s, "rank_order", "")]
             line = (f"allreduce n={n} {s >> 10:>8} KiB  tessera det {det:7.1f} GB/s ({t_det * 1e6:9.1f} us, "
                     f"host {host:6.1f} us; exchanges: send/recv {ex['nccl']:7.1f}, peer {ex['peer']:7.1f}, "
-                    f"push {ex['push']:7.1f}, scatter {ex['scatter']:7.1f})  native {nat:7.1f}")
+                    f"push {ex['push']:7.1f})  native {nat:7.1f}")
             if theirs:
                 tb, _ = theirs[s]
                 line += f"  torch {tb:7.1f} GB/s  det/torch {det / tb:5.2f}x  native/torch {nat / tb:5.2f}x"

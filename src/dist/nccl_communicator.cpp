@@ -230,11 +230,9 @@ SideStream& side_stream(int device) {
 // 64 MiB up, and was no faster on four (where it reads from and writes to
 // three peers at once).
 enum class Exchange {
-  nccl,     // "nccl": grouped send/recv into staging, combine, NCCL all-gather
-  peer,     // "peer": each GPU's combining kernel reads the parts where they lie, NCCL all-gathers
-  push,     // "push": as "peer", and the kernel writes its part into every member's result
-  scatter,  // "scatter": each GPU writes every member's part into that member's staging
-            // (peer stores), then each combines its staging locally, NCCL all-gathers
+  nccl,  // "nccl": grouped send/recv into staging, combine, NCCL all-gather
+  peer,  // "peer": each GPU's combining kernel reads the parts where they lie, NCCL all-gathers
+  push,  // "push": as "peer", and the kernel writes its part into every member's result
 };
 
 Exchange exchange_setting(std::size_t members) {
@@ -243,9 +241,8 @@ Exchange exchange_setting(std::size_t members) {
   if (std::strcmp(v, "peer") == 0) return Exchange::peer;
   if (std::strcmp(v, "push") == 0) return Exchange::push;
   if (std::strcmp(v, "nccl") == 0) return Exchange::nccl;
-  if (std::strcmp(v, "scatter") == 0) return Exchange::scatter;
-  raise(ErrorCode::ArgumentInvalid, "TESSERA_NCCL_EXCHANGE='" + std::string(v) +
-                                        "'; expected \"peer\", \"push\", \"scatter\" or \"nccl\"");
+  raise(ErrorCode::ArgumentInvalid,
+        "TESSERA_NCCL_EXCHANGE='" + std::string(v) + "'; expected \"peer\", \"push\" or \"nccl\"");
 }
 
 // Every member's shape in a call, by rank.
@@ -285,8 +282,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
     ready_.resize(size());
     combined_.resize(size());
     results_.resize(size());
-    staging_.resize(size());
-    scattered_.resize(size());
     exchange_ = coordinator_ ? Exchange::nccl : exchange_setting(size());
     if (coordinator_) {
       std::string key = rv_.axis();
@@ -308,9 +303,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
                           algorithm != Algorithm::native &&
                           detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
     const bool push = by_peers && exchange_ == Exchange::push && xc.numel() > 0;
-    if (by_peers && exchange_ == Exchange::scatter && detail::device_combinable(xc.policy()) && xc.numel() > 0) {
-      return allreduce_by_scatter(rank, xc, out, c, op, algorithm);
-    }
     if (by_peers) ready_event(rank).record_default_stream();
     if (push) {
       results_[rank] = &out;  // read by the others' kernels between arrive() and depart()
@@ -649,55 +641,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
     gather_parts(rank, comm, out, Run{0, n}, es);
   }
 
-  // The "scatter" exchange: a reduce-scatter by peer stores, then NCCL's
-  // all-gather. Each member publishes a staging buffer for its flat part
-  // (one slice per member, rank order) and records its ready event before
-  // it arrives; in the first rendezvous every member's kernel writes each
-  // member's part of its input into that member's staging, peers in turn
-  // starting after itself, and records its scattered event. depart() is a
-  // barrier, so in the second rendezvous every scattered event of this call
-  // is recorded: each member waits for its peers', combines its staging in
-  // rank order (combine(), the bits of every other exchange) and
-  // all-gathers. The staging is freed on this GPU's stream after the
-  // combine, which followed every peer's stores into it.
-  Tensor allreduce_by_scatter(std::size_t rank, const Tensor& xc, Tensor& out, const Call& c, ReduceOp op,
-                              Algorithm algorithm) {
-    const std::int64_t n = xc.numel();
-    const std::size_t es = element_bytes(xc);
-    const auto p = static_cast<std::int64_t>(size());
-    const Run mine = block_part(n, p, static_cast<std::int64_t>(rank));
-    const int dev = devices_[rank];
-    Staging staging(dev, static_cast<std::size_t>(p * mine.length) * es);
-    staging_[rank] = staging.ptr;
-    ready_event(rank).record_default_stream();
-    collective(rank, xc, c, [&](int d, cu::ncclComm, const Shapes&) {
-      std::vector<cuda::DevicePtr> dsts, srcs;
-      std::vector<std::int64_t> bytes;
-      for (std::size_t k = 1; k <= size(); ++k) {
-        const std::size_t j = (rank + k) % size();  // peers after this member first, itself last
-        if (j != rank) ready_[j]->wait_on(d);
-        const Run part = block_part(n, p, static_cast<std::int64_t>(j));
-        dsts.push_back(staging_[j] + rank * part.length * es);
-        srcs.push_back(address(xc) + part.start * es);
-        bytes.push_back(part.length * static_cast<std::int64_t>(es));
-      }
-      detail::scatter_parts(d, dsts, srcs, bytes);
-      if (!scattered_[rank]) scattered_[rank] = std::make_unique<cuda::Event>(d);
-      scattered_[rank]->record_default_stream();
-      return out;
-    });
-    Call second = c;
-    second.op = "allreduce (combine and all-gather)";
-    return collective(rank, xc, second, [&](int d, cu::ncclComm comm, const Shapes&) {
-      for (std::size_t j = 0; j < size(); ++j)
-        if (j != rank) scattered_[j]->wait_on(d);
-      detail::combine(d, address(out) + mine.start * es, staging.ptr, mine.length, static_cast<int>(size()), op,
-                      algorithm, xc.policy(), detail::CombinePlacement{1, mine.length, n, mine.start, n});
-      gather_parts(rank, comm, out, Run{0, n}, es);
-      return out;
-    });
-  }
-
   // One unpipelined reduction of the flat range [start, start + length) of x into out.
   void reduce_chunk(std::size_t rank, int dev, cu::ncclComm comm, const Tensor& x, const Tensor& out,
                     std::int64_t start, std::int64_t length, ReduceOp op, Algorithm algorithm) const {
@@ -952,10 +895,6 @@ class NcclCommunicator final : public detail::ThreadMembers {
   // and its result (set before it arrives, read by the others' kernels).
   std::vector<std::unique_ptr<cuda::Event>> combined_;
   std::vector<const Tensor*> results_;
-  // The "scatter" exchange: each member's staging (set before it arrives,
-  // written by the others' kernels) and its event after its stores.
-  std::vector<cuda::DevicePtr> staging_;
-  std::vector<std::unique_ptr<cuda::Event>> scattered_;
   Exchange exchange_ = Exchange::nccl;  // exchange_setting() when made (one process)
   std::shared_ptr<Clique> clique_;
 };

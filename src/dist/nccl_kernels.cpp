@@ -231,30 +231,6 @@ extern "C" __global__ void tessera_combine_peers_fp16(Peers outs, int copies, Pe
   combine_peers<kFp16>(outs, copies, peers, n, members, algorithm, op, saturate, vectorize, inner, len, dim, start, total);
 }
 
-// Segment s = blockIdx.y of `count`: bytes[s] bytes from srcs.at[s] to
-// dsts.at[s] (a peer's memory or this GPU's), 16 bytes at a time when
-// `vector` (every pointer and length a multiple of 16), else byte by byte.
-struct Lengths {
-  i64 at[TESSERA_MAX_PEERS];
-};
-extern "C" __global__ void tessera_scatter_parts(Peers dsts, Peers srcs, Lengths bytes, int count, int vector) {
-  const int s = blockIdx.y;
-  if (s >= count) return;
-  unsigned char* dst = (unsigned char*)pick_ptr(dsts, s);
-  const unsigned char* src = pick_ptr(srcs, s);
-  i64 n = bytes.at[0];
-#pragma unroll
-  for (int q = 1; q < TESSERA_MAX_PEERS; ++q)
-    if (q == s) n = bytes.at[q];
-  const i64 stride = (i64)gridDim.x * blockDim.x;
-  if (vector) {
-    for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < n / 16; v += stride)
-      ((uint4*)dst)[v] = ((const uint4*)src)[v];
-    return;
-  }
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = src[i];
-}
-
 // Rows of bytes between pitched buffers, `unit` bytes (1, 2, 4, 8 or 16)
 // at a time: every address, pitch and row length is a multiple of it.
 extern "C" __global__ void tessera_copy_rows(unsigned char* dst, i64 dst_pitch, const unsigned char* src,
@@ -280,8 +256,7 @@ constexpr int kMaxTree = 64;
 
 struct Kernels {
   cuda::Module module;
-  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16,
-      scatter_parts;
+  cuda::Function combine, combine_f32, copy_rows, combine_peers_fp32, combine_peers_bf16, combine_peers_fp16;
 };
 
 // The kernel parameter of tessera_combine_peers_*.
@@ -299,14 +274,13 @@ const Kernels& kernels(int device) {
   const std::string arch = cuda::device_properties(device).arch();
   auto p = programs->find(arch);
   if (p == programs->end()) p = programs->emplace(arch, cuda::compile(kSource, "tessera_nccl_kernels.cu", device)).first;
-  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}, {}};
+  Kernels k{cuda::Module::load(device, p->second), {}, {}, {}, {}, {}, {}};
   k.combine = k.module.function("tessera_combine");
   k.combine_f32 = k.module.function("tessera_combine_f32");
   k.copy_rows = k.module.function("tessera_copy_rows");
   k.combine_peers_fp32 = k.module.function("tessera_combine_peers_fp32");
   k.combine_peers_bf16 = k.module.function("tessera_combine_peers_bf16");
   k.combine_peers_fp16 = k.module.function("tessera_combine_peers_fp16");
-  k.scatter_parts = k.module.function("tessera_scatter_parts");
   return loaded->emplace(device, std::move(k)).first->second;
 }
 
@@ -411,32 +385,6 @@ void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const s
                                                             : k.combine_peers_fp16;
   f(config_for(work), targets, copies, peers, n, members, alg, opc, saturate, vectorize, at.inner,
     at.len, at.dim, at.start, at.total);
-}
-
-void scatter_parts(int device, const std::vector<cuda::DevicePtr>& dsts, const std::vector<cuda::DevicePtr>& srcs,
-                   const std::vector<std::int64_t>& bytes) {
-  const std::size_t count = dsts.size();
-  if (count == 0) return;
-  if (count > static_cast<std::size_t>(kMaxPeers) || srcs.size() != count || bytes.size() != count) {
-    raise(ErrorCode::Internal, "nccl scatter of " + std::to_string(count) + " segments");
-  }
-  PeerParts to{}, from{};
-  struct {
-    std::int64_t at[kMaxPeers];
-  } lengths{};
-  bool vector = true;
-  std::int64_t most = 0;
-  for (std::size_t s = 0; s < count; ++s) {
-    to.at[s] = reinterpret_cast<const unsigned char*>(dsts[s]);
-    from.at[s] = reinterpret_cast<const unsigned char*>(srcs[s]);
-    lengths.at[s] = bytes[s];
-    vector = vector && dsts[s] % 16 == 0 && srcs[s] % 16 == 0 && bytes[s] % 16 == 0;
-    most = std::max(most, bytes[s]);
-  }
-  if (most == 0) return;
-  cuda::LaunchConfig c = config_for(std::max<std::int64_t>(1, vector ? most / 16 : most));
-  c.grid.y = static_cast<unsigned>(count);
-  kernels(device).scatter_parts(c, to, from, lengths, static_cast<int>(count), vector ? 1 : 0);
 }
 
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,

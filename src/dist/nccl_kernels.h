@@ -55,14 +55,6 @@ void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const s
                    std::int64_t n, ReduceOp op, Algorithm algorithm, const NumericsPolicy& policy,
                    const CombinePlacement& placement);
 
-// Copies bytes[s] bytes from srcs[s] to dsts[s] for every segment s (at
-// most kMaxPeers; a destination may be a peer's memory with peer access
-// enabled), all segments in one kernel on `device`'s default stream, the
-// first segments' blocks first: a member lists its peers starting after
-// itself, so at any moment the members write to different peers.
-void scatter_parts(int device, const std::vector<cuda::DevicePtr>& dsts, const std::vector<cuda::DevicePtr>& srcs,
-                   const std::vector<std::int64_t>& bytes);
-
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
 // to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,

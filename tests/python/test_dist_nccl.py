@@ -121,14 +121,13 @@ def test_ring_and_tree_orders_give_the_local_backends_bits(algorithm, dtype):
 
 
 @needs(2)
-@pytest.mark.parametrize("exchange", ["peer", "push", "scatter", "nccl"])
+@pytest.mark.parametrize("exchange", ["peer", "push", "nccl"])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("algorithm", ["rank_order", "ring"])
 def test_both_exchanges_give_the_local_backends_bits(monkeypatch, exchange, dtype, algorithm):
     # "peer": each GPU's combining kernel reads the others' parts over NVLink
     # (16 bytes at a time where aligned, element by element in the tail);
     # "push": the same kernel also writes every member's result (no NCCL);
-    # "scatter": peer stores into each member's staging, a local combine;
     # "nccl": grouped send/recv into staging. Sizes: parts that are 16-byte
     # aligned with and without a tail, and unaligned ones.
     monkeypatch.setenv("TESSERA_NCCL_EXCHANGE", exchange)
@@ -141,7 +140,7 @@ def test_both_exchanges_give_the_local_backends_bits(monkeypatch, exchange, dtyp
 
 
 @needs(2)
-@pytest.mark.parametrize("exchange", ["peer", "push", "scatter", "nccl"])
+@pytest.mark.parametrize("exchange", ["peer", "push", "nccl"])
 def test_back_to_back_allreduces_whose_inputs_are_freed_and_reused(monkeypatch, exchange):
     # Each step's input is dropped (its memory returns to the caching
     # allocator and is reused by the next step's tensors) while the peers
