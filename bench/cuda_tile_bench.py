@@ -25,7 +25,9 @@ with an empty cache (lowering, compiler, load, one run). --latency-sweep
 adds the staged and grouped kernels compiled with each latency hint
 (TESSERA_CUDA_TILE_LATENCY) at the first size.
 
-Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
+Then @tessera.jit bf16 products (the Schedule IR GEMM template, plain and with
+a bias + relu epilogue) through the PTX path and the default mapper, against
+torch. Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
 torch._scaled_mm (cuBLAS fp8) and the cuTile Python kernel on the same
 operands (B row-major for both). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
 rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
@@ -240,6 +242,7 @@ def main():
     print(f"\nfirst compile (empty cache, {n0}^3 launch included): tileiras {t_tile:.2f} s, "
           f"NVRTC same kernel {t_ptx:.2f} s, NVRTC staged kernel {t_staged:.2f} s")
     fp8_gemm(args, torch, rng)
+    jit_gemm(args, torch, rng)
     memory_bound(args, torch, rng)
 
 
@@ -285,6 +288,45 @@ def fp8_gemm(args, torch, rng):
         for label, t, diff in rows:
             ratio = f"{t_torch / t:>9.2f}x" if t_torch else f"{'':>10}"
             print(f"{label:<28}{n:>6}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{ratio}{diff:>24.3g}")
+
+
+def jit_gemm(args, torch, rng):
+    """@tessera.jit bf16 products (the Schedule IR GEMM template) through the
+    PTX path and the default mapper (tile_ir on Hopper with tileiras), against
+    torch (cuBLAS), plain and with a bias + relu epilogue."""
+    dev = "cuda:0"
+    sync = torch.cuda.synchronize
+    print(f"\n{'jit GEMM bf16 (fp32 acc)':<28}{'size':>6}{'target':>16}{'ms':>10}{'TFLOP/s':>10}{'vs torch':>10}"
+          f"{'first call s':>14}")
+    for n in args.sizes:
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        c = rng.standard_normal(n).astype(np.float32)
+        ta, tb, tc = (tessera.tensor(v, dtype="bf16").to(dev) for v in (a, b, c))
+        xa, xb, xc = (torch.tensor(v, device=dev).to(torch.bfloat16) for v in (a, b, c))
+        flops = 2.0 * n ** 3
+        for name, fn, tfn in (("matmul", lambda x, y, z: tessera.ops.matmul(x, y), lambda x, y, z: x @ y),
+                              ("matmul+bias+relu", lambda x, y, z: tessera.ops.relu(tessera.ops.matmul(x, y) + z),
+                               lambda x, y, z: torch.relu(x @ y + z))):
+            t_torch = median_seconds(lambda: tfn(xa, xb, xc), args.runs, sync)
+            print(f"{name:<28}{n:>6}{'torch':>16}{t_torch * 1e3:>10.3f}{flops / t_torch / 1e12:>10.1f}{1.0:>9.2f}x")
+            for target in ("ptx", "default"):
+                tessera.runtime.set_mapper(MAPPERS[target]())
+                try:
+                    f = tessera.jit(fn)
+                    t0 = time.perf_counter()
+                    f(ta, tb, tc)
+                    sync()
+                    first = time.perf_counter() - t0
+                    t = median_seconds(lambda: f(ta, tb, tc), args.runs, sync)
+                    chose = {k["family"]: k["variant"] for k in f.executable().kernels}.get("gemm", "?")
+                    label = f"{target} ({'ptx' if chose == 'tile' else chose})"
+                    print(f"{'':<28}{n:>6}{label:>16}{t * 1e3:>10.3f}{flops / t / 1e12:>10.1f}{t_torch / t:>9.2f}x"
+                          f"{first:>14.2f}")
+                except tessera.TesseraError as e:
+                    print(f"{'':<28}{n:>6}{target:>16}  not run: {str(e).splitlines()[0]}")
+                finally:
+                    tessera.runtime.set_mapper(tessera.Mapper())
 
 
 class TileIRMapper(tessera.Mapper):

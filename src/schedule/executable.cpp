@@ -402,6 +402,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   set_target_knobs(*state->schedule.lookup(function), state->device != "cpu");
   if (state->device != "cpu") choose_default_nvidia_targets(*state->schedule.lookup(function), cuda::parse_device(state->device));
   apply_variant_overrides(*state->schedule.lookup(function), options.variants);
+  if (state->device != "cpu") set_tile_ir_knobs(*state->schedule.lookup(function));
 
   ir::Operation& func = *state->schedule.lookup(function);
   std::vector<std::pair<std::size_t, std::future<cuda_tile::CompiledKernel>>> tile_ir_pending;  // by step

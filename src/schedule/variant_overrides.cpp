@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "schedule/views.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/backends/cuda_tile/lower.h"
 #include "tessera/backends/cuda_tile/runtime.h"
@@ -56,7 +57,8 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
     return;
   }
   for (ir::Operation* k : kernels_of(func)) {
-    if (kernel_family(*k) != Family::elementwise || kernel_variant(*k) != "tile") continue;
+    const bool candidate = kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
+    if (!candidate || kernel_variant(*k) != "tile") continue;
     // Whether the target expresses it: lowered in a scratch module (no
     // tileiras run); what it cannot express stays on the PTX path.
     try {

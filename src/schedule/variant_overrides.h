@@ -24,8 +24,9 @@ void apply_variant_overrides(ir::Operation& func, const std::map<std::string, st
 // on cuda:`device` of sm_90 or newer, with a usable tileiras that targets
 // it, every elementwise kernel the CUDA Tile IR target can express takes the
 // "tile_ir" variant (measured 1.3-1.9x the PTX path on an H100, the same
-// bits); every other kernel stays on the PTX path. TESSERA_CUDA_TILE_DEFAULT=0
-// keeps every kernel on the PTX path.
+// bits), and so does every GEMM on tensor-core operands it can express
+// (bf16, fp16, fp8 at fp32 accumulation); every other kernel stays on the
+// PTX path. TESSERA_CUDA_TILE_DEFAULT=0 keeps every kernel on the PTX path.
 void choose_default_nvidia_targets(ir::Operation& func, int device);
 
 // The results of `kernel` (its body's yielded values) computed by the

@@ -193,6 +193,16 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       // The knobs @jit sets for the target (GEMM tiles, lanes per row), so
       // the printed kernels are the ones a GPU run compiles.
       schedule::set_target_knobs(*scheduled.lookup(name), a.target != "cpu");
+      if (a.target == "cuda_tile") {
+        // Every kernel as the "tile_ir" variant compiles it, with that
+        // target's knobs (tensor-core GEMMs: 128x128x64 tiles, one K loop).
+        for (const auto& op : ir::function_body(*scheduled.lookup(name)).ops()) {
+          if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
+            op->attrs().set("variant", std::string("tile_ir"));
+          }
+        }
+        schedule::set_tile_ir_knobs(*scheduled.lookup(name));
+      }
       if (a.emit == "schedule") {
         result += ir::print_module(scheduled);
         continue;
@@ -204,7 +214,8 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
         // A kernel no template covers is an error naming its op (as for
         // @jit), not a kernel left out of the output.
         if (op->attrs().get_string("variant") == "none") schedule::lower_kernel(*op, tile, name);
-        if (op->attrs().get_string("variant") != "tile") continue;
+        const std::string variant = op->attrs().get_string("variant");
+        if (variant != "tile" && variant != "tile_ir") continue;
         kernels.push_back(schedule::lower_kernel(*op, tile, name + "_" + op->attrs().get_string("name")).func);
       }
       if (a.emit == "tile") {

@@ -424,6 +424,39 @@ def test_default_mapper_sends_elementwise_kernels_to_tile_ir(rng, monkeypatch):
     assert variants(lambda x: tessera.ops.relu(x * 0.25 + x)) == {"elementwise": "tile"}
 
 
+@on_gpu
+@pytest.mark.parametrize("m,k,n", [(256, 192, 320), (200, 130, 72)])
+def test_default_mapper_runs_tensor_core_gemms_through_tile_ir(rng, m, k, n):
+    # bf16 products (plain, transposed A, and with a bias + relu epilogue) take
+    # tile_ir: 128x128x64 tiles, one K loop; within bf16 rounding of the
+    # float64 product, and the same bits run after run.
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    ta, tb = tessera.tensor(a, dtype="bf16"), tessera.tensor(b, dtype="bf16")
+    tat = tessera.tensor(np.ascontiguousarray(a.T), dtype="bf16")
+    tbias = tessera.tensor(bias, dtype="bf16")
+    a64, b64 = ta.numpy().astype(np.float64), tb.numpy().astype(np.float64)
+    cases = [
+        (lambda x, y: tessera.ops.matmul(x, y), (ta, tb), a64 @ b64),
+        (lambda x, y: tessera.ops.gemm(x, y, transpose_a=True), (tat, tb), a64 @ b64),
+        (lambda x, y, c: tessera.ops.relu(tessera.ops.matmul(x, y) + c), (ta, tb, tbias),
+         np.maximum(a64 @ b64 + tbias.numpy().astype(np.float64), 0)),
+    ]
+    for fn, args, want in cases:
+        f = tessera.jit(fn)
+        dev = [t.to("cuda:0") for t in args]
+        first = f(*dev).numpy()
+        variants = {kk["family"]: kk["variant"] for kk in f.executable().kernels}
+        assert variants.get("gemm") == "tile_ir", variants
+        got = first.astype(np.float64)
+        # bf16 result: half an ulp of the result, plus fp32 accumulation error.
+        tol = np.abs(want) * 2.0 ** -8 + np.sqrt(k) * 2.0 ** -20 * (np.abs(a64) @ np.abs(b64))
+        assert (np.abs(got - want) <= tol + 1e-6).all(), np.abs(got - want).max()
+        for _ in range(2):
+            np.testing.assert_array_equal(f(*dev).numpy().view(np.uint16), first.view(np.uint16))
+
+
 def test_jit_target_names_cuda_tile():
     with pytest.raises(ArgumentError, match="'cpu', 'cuda' or 'cuda_tile'"):
         tessera.jit(lambda x: x, target="tile_ir")

@@ -56,6 +56,20 @@ void assign_tiles(ir::Operation& func);
 //   otherwise (tests run the cooperative form there).
 // Numerics do not change: the summation order depends on the shape alone.
 void set_target_knobs(ir::Operation& func, bool cuda);
+
+// Knobs of the kernels whose variant is "tile_ir" (the CUDA Tile IR target),
+// set once the variants are chosen: GEMMs on tensor-core operands (bf16,
+// fp16, fp8, accumulating in fp32) take 128x128x64 output tiles
+// ($TESSERA_CUDA_TILE_GEMM_TILE overrides, BM,BN,BK), 256 lanes for an
+// epilogue (consecutive lanes, consecutive columns), and one loop over K
+// (`mma_flat`, latency hint 3): the tensor cores' own order inside each mma
+// already differs from the canonical blocked order, so the blocks would only
+// cost the target its software pipeline; the order still depends on the
+// shape alone, so results repeat bit for bit.
+void set_tile_ir_knobs(ir::Operation& func);
+// Whether a gemm kernel's product runs on tensor cores where it can: both
+// operands bf16, fp16 or fp8, accumulating in fp32.
+bool tensor_core_gemm(const ir::Operation& kernel);
 void plan_buffers(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.

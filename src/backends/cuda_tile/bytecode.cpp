@@ -736,6 +736,24 @@ Value Body::reshape(TypeRef to, Value x) {
   return retyped(f::op::reshape, "reshape", to, x);
 }
 
+Value Body::permute(Value x, const std::vector<std::int32_t>& permutation) {
+  // opcode, result type, the permutation (i32 list), the operand.
+  const std::vector<std::int64_t> in = m_.shape_of(x.type);
+  if (permutation.size() != in.size()) raise(ErrorCode::Internal, "cuda_tile writer: permute of the wrong rank");
+  std::vector<std::int64_t> out;
+  for (std::int32_t d : permutation) out.push_back(in.at(static_cast<std::size_t>(d)));
+  const TypeRef to = m_.reshaped(x.type, out);
+  op(f::op::permute);
+  var(to.id);
+  put_int_list<std::int32_t>(buf_, permutation);
+  operand(x);
+  Value r = result(to);
+  std::string dims;
+  for (std::size_t i = 0; i < permutation.size(); ++i) dims += (i ? ", " : "") + std::to_string(permutation[i]);
+  line(ref(r) + " = permute " + ref(x) + " [" + dims + "] : " + m_.type_text(x.type) + " -> " + m_.type_text(to));
+  return r;
+}
+
 Value Body::bitcast(TypeRef to, Value x) {
   // The format allows numbers of equal width only (pointers have ops of their own).
   if (bit_width(m_.elem_of(to)) != bit_width(m_.elem_of(x.type)) || m_.shape_of(to) != m_.shape_of(x.type)) {

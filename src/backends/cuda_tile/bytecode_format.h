@@ -41,7 +41,7 @@ inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, absf = 0, 
                                get_tile_block_id = 48, if_ = 50, iota = 58, itof = 59, load_ptr_tko = 61,
                                load_view_tko = 62, log = 63, make_partition_view = 66, make_tensor_view = 67, maxf = 69,
                                maxi = 70, minf = 71, mini = 72, mmaf = 73, mmai = 74, mulf = 76, muli = 78, negf = 79,
-                               negi = 80, offset = 81, ori = 82, reduce = 88, remi = 90, reshape = 91, return_ = 92,
+                               negi = 80, offset = 81, ori = 82, permute = 83, reduce = 88, remi = 90, reshape = 91, return_ = 92,
                                select = 95, shli = 96, shri = 97, sqrt = 100, store_ptr_tko = 101, store_view_tko = 102,
                                subf = 103, subi = 104, tanh = 106, trunci = 107, xori = 108, yield = 109;
 }

@@ -449,6 +449,8 @@ void Lowering::lower_op(const ir::Operation& op) {
     require_nearest(op, t.policy);
     const Value x = get(op.operand(0), op);
     values_[op.result()] = b_->convert(m_.tile(elem(t.dtype(), op), m_.shape_of(x.type)), x);
+  } else if (n == "tile.transpose") {
+    values_[op.result()] = b_->permute(get(op.operand(0), op), {1, 0});
   } else if (n == "tile.tile_add") {
     values_[op.result()] = b_->binary("addf", get(op.operand(0), op), get(op.operand(1), op));
   } else if (n == "tile.for") {

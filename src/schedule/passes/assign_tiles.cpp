@@ -67,9 +67,9 @@ void assign_tiles(ir::Operation& func) {
   }
 }
 
-std::vector<std::int64_t> cuda_gemm_tile() {
-  const char* env = std::getenv("TESSERA_CUDA_GEMM_TILE");
-  if (!env || !*env) return {32, 32, 32};
+std::vector<std::int64_t> gemm_tile_from_env(const char* name, std::vector<std::int64_t> fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
   std::vector<std::int64_t> t;
   std::string text = env;
   std::size_t at = 0;
@@ -84,7 +84,7 @@ std::vector<std::int64_t> cuda_gemm_tile() {
     at = comma + 1;
   }
   if (t.size() != 3 || t[0] <= 0 || t[1] <= 0 || t[2] <= 0 || 256 % t[2] != 0) {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_GEMM_TILE is '" + text +
+    raise(ErrorCode::ArgumentInvalid, std::string(name) + " is '" + text +
                                           "'; expected BM,BN,BK (positive, BK dividing 256), such as 64,64,32");
   }
   return t;
@@ -115,7 +115,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<std::int64_t> lanes_env = lanes_from_env("TESSERA_ROW_LANES", 256);
   const std::optional<std::int64_t> gemm_lanes_env = lanes_from_env("TESSERA_GEMM_LANES", 1024);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
-  const std::vector<std::int64_t> gemm = cuda ? cuda_gemm_tile() : std::vector<std::int64_t>{};
+  const std::vector<std::int64_t> gemm =
+      cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm) {
@@ -133,6 +134,29 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+  }
+}
+
+bool tensor_core_gemm(const ir::Operation& kernel) {
+  if (kernel_family(kernel) != Family::gemm) return false;
+  const ir::Operation& root = kernel_root_op(kernel);
+  auto tensor_core = [](DType d) {
+    return d == DType::bf16 || d == DType::fp16 || d == DType::fp8_e4m3 || d == DType::fp8_e5m2;
+  };
+  return tensor_core(root.operand(0)->type().dtype()) && tensor_core(root.operand(1)->type().dtype()) &&
+         root.result(0)->type().policy.accum == DType::fp32;
+}
+
+void set_tile_ir_knobs(ir::Operation& func) {
+  const std::vector<std::int64_t> tile = gemm_tile_from_env("TESSERA_CUDA_TILE_GEMM_TILE", {128, 128, 64});
+  for (ir::Operation* k : kernels_of(func)) {
+    if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
+    k->attrs().set("tile", tile);
+    k->attrs().set("mma_flat", true);
+    // An epilogue's lanes take consecutive columns (coalesced), not a row each.
+    if (!k->attrs().has("gemm_lanes") || k->attrs().get_int("gemm_lanes") == tile[0]) {
+      k->attrs().set("gemm_lanes", std::int64_t{256});
+    }
   }
 }
 

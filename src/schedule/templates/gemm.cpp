@@ -15,6 +15,11 @@
 //       the accumulator rounded to the result policy, and the epilogue runs
 //       per lane over the output domain (lane_program.h)
 //
+// With the `mma_flat` knob (set for the CUDA Tile IR target's tensor-core
+// GEMMs, passes.h set_tile_ir_knobs) the product is one loop over K instead,
+// with latency hint 3 (tile.range(prefetch=3)); bits then follow the tensor
+// cores' order, which still depends on the shape alone.
+//
 // tile.mma accumulates each element in increasing k with one rounding per
 // step at the accumulation type, so the sum is the canonical blocked order
 // (lower_to_tile.h) whatever BM, BN, BK are (BK divides the block): results
@@ -139,7 +144,7 @@ class GemmBuilder {
     Value* tiles_n = op2(b, "div", op2(b, "add", n_, tile::build_int(b, bn_ - 1)), tile::build_int(b, bn_));
     m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
     n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
-    Value* acc = integer_ ? nullptr : blocked_product(b);
+    Value* acc = integer_ ? nullptr : (flag(kernel_, "mma_flat") ? flat_product(b) : blocked_product(b));
     const NumericsPolicy& p = root_.result(0)->type().policy;
     if (direct_) {
       // No epilogue: the accumulator, rounded to the result policy, is stored as a tile.
@@ -273,6 +278,18 @@ class GemmBuilder {
 
   Value* zeros(ir::OpBuilder& b) {
     return tile::build(b, "tile.zeros", {}, {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
+  }
+
+  // One loop over K in BK steps (mma_flat): the loads of a step are issued
+  // three steps ahead of their use on the CUDA Tile IR target.
+  Value* flat_product(ir::OpBuilder& b) {
+    ir::Operation* loop = tile::build_for(
+        b, tile::build_int(b, 0), k_, tile::build_int(b, bk_), {zeros(b)},
+        [&](ir::OpBuilder& kb, std::span<Value* const> kk) {
+          return values({tile::build(kb, "tile.mma", {operand(kb, true, kk[0]), operand(kb, false, kk[0]), kk[1]})});
+        },
+        /*prefetch=*/3);
+    return loop->result(0);
   }
 
   Value* blocked_product(ir::OpBuilder& b) {

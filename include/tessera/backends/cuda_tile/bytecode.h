@@ -115,6 +115,8 @@ class Body {
   Value fma(Value a, Value b, Value c);                     // a*b + c rounded once (nearest even, no flush)
   Value broadcast(TypeRef to, Value x);
   Value reshape(TypeRef to, Value x);
+  // The dimensions of x in the order `permutation` gives (a transpose of a 2-D tile: {1, 0}).
+  Value permute(Value x, const std::vector<std::int32_t>& permutation);
   Value offset(Value ptr, Value elements);                  // ptr + elements (a scalar pointer tile)
   Value mma(Value a, Value b, Value acc);                   // mmaf or mmai (signed)
   // assume div_by<divisor>: `x` (integers or pointers) is a multiple of `divisor`
