@@ -25,11 +25,11 @@ with an empty cache (lowering, compiler, load, one run). --latency-sweep
 adds the staged and grouped kernels compiled with each latency hint
 (TESSERA_CUDA_TILE_LATENCY) at the first size.
 
-Then @tessera.jit bf16 products (the Schedule IR GEMM template, plain and with
-a bias + relu epilogue) through the PTX path and the default mapper, against
-torch. Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
+Then the same global-tile GEMM on fp8_e4m3 operands through tile_ir against
 torch._scaled_mm (cuBLAS fp8) and the cuTile Python kernel on the same
-operands (B row-major for both). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
+operands (B row-major for both). Then @tessera.jit bf16 products (the
+Schedule IR GEMM template, plain and with a bias + relu epilogue) through the
+PTX path and the default mapper, against torch (--jit-gemm-only: just these). Then the memory-bound Schedule IR templates (fp32 [rows, cols]: softmax,
 rmsnorm, a row sum, an elementwise add + relu) through @tessera.jit on the
 PTX path (the default mapper) and on the CUDA Tile IR target (a Mapper
 choosing "tile_ir"), against torch, with GB/s of the bytes each must move,
@@ -167,6 +167,7 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--memory-only", action="store_true", help="skip the GEMMs")
+    ap.add_argument("--jit-gemm-only", action="store_true", help="only the @tessera.jit GEMM rows")
     ap.add_argument("--cases", nargs="+", default=None, help="memory-bound cases to run (default: all)")
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=4096)
@@ -184,6 +185,9 @@ def main():
     rng = np.random.default_rng(0)
     if args.memory_only:
         memory_bound(args, torch, rng)
+        return
+    if args.jit_gemm_only:
+        jit_gemm(args, torch, rng)
         return
 
     # First compiles first: nothing of either kernel is in any cache yet.

@@ -224,3 +224,21 @@ TEST(CudaCodegenGpu, OutOfBoundsLoadIsRaisedNamingTheParameter) {
         << e.what();
   }
 }
+
+// An mma accumulator cast to bf16 before its store (the Schedule IR GEMM
+// template's form for a bf16 result) keeps the mma's register layout: the
+// cast is slot by slot, and the declared tile types must agree for NVRTC.
+TEST(CudaCodegen, CastOfAnMmaAccumulatorKeepsItsLayout) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  const char* src = R"(@kernel tile[(128,)]
+def mm_bf16_out(A: bf16[M, K], B: bf16[K, N], C: mut bf16[M, N]):
+    acc = tile.zeros((32, 32), f32)
+    for k in range(0, K, 32):
+        acc = tile.mma(tile.load(A, rows=(0, 32), cols=(k, 32)), tile.load(B, rows=(k, 32), cols=(0, 32)), acc=acc)
+    tile.store(C, rows=(0, 32), cols=(0, 32), value=bf16(acc))
+)";
+  std::vector<Kernel> ks = tessera::kernels_from_source(src, "mm_bf16_out.tsr");
+  const std::string cuda = cu::emit_kernel_source(ks.at(0).specialize()->func());
+  EXPECT_NE(cuda.find("tsr::Tile<tsr::kBf16, 32, 32, tsr::MmaLayout<32, 32,"), std::string::npos) << cuda;
+  compile_for(cuda, "sm_90a");
+}

@@ -209,6 +209,10 @@ class Emitter {
         // One layout for both operands and the sum: the add is slot by slot.
         classes_.join(op.operand(0), op.result(0));
         classes_.join(op.operand(1), op.result(0));
+      } else if (n == "tile.tile_cast") {
+        // Slot by slot too: the cast keeps its operand's layout (an mma
+        // accumulator cast to bf16 stays in the mma's registers).
+        classes_.join(op.operand(0), op.result(0));
       } else if (n == "tile.mma") {
         classes_.join(op.operand(2), op.result(0));
         mmas_.push_back(&op);
