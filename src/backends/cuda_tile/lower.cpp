@@ -415,11 +415,12 @@ void Lowering::lower_op(const ir::Operation& op) {
     } else {
       at = {tile_view(op, buf, offs, shape, e), index_zeros(shape.size())};
     }
+    const bool ordered = tokens_ && !read_only(op.operand(0));
     Value token;
     values_[op.result()] = b_->load_view(m_.tile(e, shape), at.first, at.second,
-                                         tokens_ ? std::optional<Value>(load_token()) : std::nullopt, &token,
+                                         ordered ? std::optional<Value>(load_token()) : std::nullopt, &token,
                                          view_hints());
-    if (tokens_) after_load(token);
+    if (ordered) after_load(token);
   } else if (n == "tile.tile_store") {
     const Buffer& buf = gmem(op, op.operand(0));
     const Value tile = get(op.operand(op.num_operands() - 1), op);

@@ -58,11 +58,15 @@ bool uses_op(const ir::Block& block, std::string_view name) {
   return any_op(block, [&](const ir::Operation& op) { return op.name() == name; });
 }
 
-bool Lowering::touches_memory(const ir::Block& block) {
-  return any_op(block, [](const ir::Operation& op) {
+bool Lowering::touches_memory(const ir::Block& block) const {
+  // Loads of read-only buffers (and staged copies from them) are unordered:
+  // they need no tokens carried.
+  return any_op(block, [&](const ir::Operation& op) {
     const std::string_view n = op.name();
-    return n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.tile_load" || n == "tile.tile_store" ||
-           n == "tile.cp_async" || n == "tile.reduce_sum";
+    if ((n == "tile.tile_load" || n == "tile.tile_store") && staged_.count(op.operand(0))) return false;  // a value
+    if (n == "tile.load_elem" || n == "tile.tile_load") return !read_only(op.operand(0));
+    if (n == "tile.cp_async") return !(staged_.count(op.operand(0)) && read_only(op.operand(1)));
+    return n == "tile.store_elem" || n == "tile.tile_store" || n == "tile.reduce_sum";
   });
 }
 
@@ -157,6 +161,10 @@ std::vector<Value> Lowering::token_values() {
   return {t.stored, loaded};
 }
 void Lowering::set_tokens(Value stored, Value loaded) { tokens_ = Tokens{stored, {loaded}}; }
+bool Lowering::read_only(const ir::Value* buffer) const {
+  return buffer->type().is_gmem() && !buffer->type().mut && buffer->owner_block() == &ir::function_body(func_);
+}
+
 Value Lowering::load_token() { return tokens_->stored; }
 Value Lowering::store_token() {
   if (tokens_->loaded.empty()) return tokens_->stored;
@@ -242,6 +250,10 @@ void Lowering::lower_load_elem(const ir::Operation& op) {
   Value mask = *active;
   if (varying(ptr)) mask = widen(mask);
   const Value padding = is_float(e) ? b_->constant_float(tt, 0.0) : b_->constant_int(tt, 0);
+  if (read_only(op.operand(0))) {
+    values_[op.result()] = b_->load_ptr(tt, ptr, mask, padding);
+    return;
+  }
   Value token;
   values_[op.result()] = b_->load_ptr(tt, ptr, mask, padding, load_token(), &token);
   after_load(token);
@@ -327,9 +339,14 @@ void Lowering::lower_cp_async(const ir::Operation& op) {
   std::vector<Value> offs;
   for (std::size_t i = 2; i < op.num_operands(); ++i) offs.push_back(get(op.operand(i), op));
   const Value view = tile_view(op, src, offs, shape, e);
-  Value token;
-  const Value tile = b_->load_view(m_.tile(e, shape), view, index_zeros(shape.size()), load_token(), &token);
-  after_load(token);
+  Value tile;
+  if (read_only(op.operand(1))) {
+    tile = b_->load_view(m_.tile(e, shape), view, index_zeros(shape.size()));
+  } else {
+    Value token;
+    tile = b_->load_view(m_.tile(e, shape), view, index_zeros(shape.size()), load_token(), &token);
+    after_load(token);
+  }
   const auto [ptrs, inside] = box_pointers(op, dst, index_i64_zeros(shape.size()), shape);
   after_store(b_->store_ptr(ptrs, tile, inside, store_token()));
 }

@@ -236,11 +236,12 @@ void Lowering::lower_staged(const ir::Operation& op) {
       for (std::size_t i = 2; i < op.num_operands(); ++i) offs.push_back(get(op.operand(i), op));
       at = {tile_view(op, src, offs, shape, e), index_zeros(shape.size())};
     }
+    const bool ordered = tokens_ && !read_only(op.operand(1));
     Value token;
     contents_[op.operand(0)] = b_->load_view(m_.tile(e, shape), at.first, at.second,
-                                             tokens_ ? std::optional<Value>(load_token()) : std::nullopt, &token,
+                                             ordered ? std::optional<Value>(load_token()) : std::nullopt, &token,
                                              view_hints());
-    if (tokens_) after_load(token);
+    if (ordered) after_load(token);
   } else {
     cannot(op, "not an access of a staged shared buffer");
   }

@@ -16,7 +16,13 @@
 // program order, so the lowering threads two: the token of the last store
 // (loads and stores take it: a load sees earlier stores) and a join of the
 // loads since (the next store takes it too: it does not overtake a read).
-// Loops and ifs that touch memory carry both.
+// Loops and ifs that touch memory carry both. Loads of a read-only buffer (a
+// parameter that is not `mut`: nothing in the kernel writes it) take no
+// token and join none: they commute with every store, and a loop of such
+// loads (a GEMM's K loop) carries no token that waits for them. A read-only
+// parameter may share memory with a mut one only where each element's store
+// depends on the load of that element (the executable's in-place
+// elementwise kernels); kernels launched by hand must not alias them.
 //
 // Shared buffers. Those the kernel writes and reads only as whole tiles are
 // tile values (lower_staged.cpp says when): tileiras stages their loads
@@ -158,7 +164,11 @@ class Lowering {
   void fault_if(Value condition, const std::string& message, ErrorCode code = ErrorCode::ArgumentInvalid);
   std::string where(const ir::Operation& op) const;
   // Whether `block` (nested regions included) loads or stores memory.
-  static bool touches_memory(const ir::Block& block);
+  // (loads of read-only buffers do not count: they are unordered)
+  bool touches_memory(const ir::Block& block) const;
+  // Whether `buffer` is a parameter the kernel cannot write (not `mut`): its
+  // loads need no ordering.
+  bool read_only(const ir::Value* buffer) const;
   // Tokens as loop-carried values: collapse the loads into one token.
   std::vector<Value> token_values();
   void set_tokens(Value stored, Value loaded);
