@@ -18,8 +18,9 @@
 // The conditions, checked per family of buffers (an alloc and the loop
 // arguments, results and yields it flows through); a family that fails any
 // keeps the global copies:
-// - every use is one of the whole-buffer accesses above, a tile.for operand
-//   or a tile.for's yield;
+// - every buffer is an alloc or a tile.for's argument or result, and every
+//   use is one of the whole-buffer accesses above, a tile.for operand or a
+//   tile.for's yield;
 // - writes are nested in tile.for loops only (no if, no strands), so the
 //   value is known on every path;
 // - a loop yields its buffer arguments as a permutation of themselves, and
@@ -153,6 +154,11 @@ void Lowering::plan_staged(const ir::Block& body) {
   }
   std::set<const ir::Value*> bad;  // family roots
   for (const ir::Value* v : values) {
+    // Defined by an alloc or a loop (its results and arguments); a buffer
+    // an if or a while yields has no single known value.
+    const ir::Operation* owner = v->is_block_argument() ? v->owner_block()->parent_region()->parent_op()
+                                                        : v->defining_op();
+    if (owner == nullptr || (owner->name() != "tile.smem_alloc" && owner->name() != "tile.for")) bad.insert(find(v));
     for (const ir::Use& u : v->uses()) {
       const ir::Operation& user = *u.user;
       const std::string_view n = user.name();
