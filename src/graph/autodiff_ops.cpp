@@ -20,6 +20,7 @@
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
 #include "tessera/graph/promotion.h"
+#include "tessera/numerics/elementary.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -185,7 +186,7 @@ void register_autodiff_ops(ir::Registry& r) {
       .reference =
           [](const KernelCall& call) {
             auto v = call.inputs[0].to_values();
-            for (double& x : v) x = std::erf(x);
+            for (double& x : v) x = elementary::erf(x);
             return std::vector<Tensor>{make_result(v, call.result_types[0])};
           },
   });

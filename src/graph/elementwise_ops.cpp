@@ -145,7 +145,7 @@ double sigmoid(double x) {
 }
 
 double gelu_exact(double x) {
-  return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+  return 0.5 * x * (1.0 + elementary::erf(x / std::numbers::sqrt2));
 }
 double gelu_tanh(double x) {
   const double c = std::sqrt(2.0 / std::numbers::pi);

@@ -47,6 +47,7 @@ auto ref_exp = [](long double x) { return expl(x); };
 auto ref_expm1 = [](long double x) { return expm1l(x); };
 auto ref_log = [](long double x) { return logl(x); };
 auto ref_tanh = [](long double x) { return tanhl(x); };
+auto ref_erf = [](long double x) { return erfl(x); };
 
 TEST(Elementary, ExpWithinOneUlpOverItsWholeRange) {
   auto f = [](double x) { return el::exp(x); };
@@ -74,6 +75,16 @@ TEST(Elementary, TanhWithinThreeUlp) {
   auto f = [](double x) { return el::tanh(x); };
   EXPECT_LE(worst_ulp(f, ref_tanh, -1e-3, 1e-3, 100000), 3.0);
   EXPECT_LE(worst_ulp(f, ref_tanh, -25.0, 25.0, 200000), 3.0);
+}
+
+TEST(Elementary, ErfWithinFiveUlpOnEveryRange) {
+  auto f = [](double x) { return el::erf(x); };
+  EXPECT_LE(worst_ulp(f, ref_erf, -1e-6, 1e-6, 100000), 5.0);
+  EXPECT_LE(worst_ulp(f, ref_erf, -2.0, 2.0, 300000), 5.0);  // the Taylor form
+  EXPECT_LE(worst_ulp(f, ref_erf, 1.9, 2.1, 100000), 5.0);   // both sides of the switch
+  EXPECT_LE(worst_ulp(f, ref_erf, 2.0, 6.0, 300000), 5.0);   // the Chebyshev form
+  EXPECT_LE(worst_ulp(f, ref_erf, -6.5, -1.5, 100000), 5.0);
+  EXPECT_LE(worst_ulp(f, ref_erf, 5.5, 40.0, 100000), 5.0);  // +1 past 6
 }
 
 TEST(Elementary, SpecialValues) {
@@ -111,6 +122,15 @@ TEST(Elementary, SpecialValues) {
   EXPECT_EQ(el::tanh(-400.0), -1.0);
   EXPECT_EQ(el::tanh(tiny), tiny);
   EXPECT_TRUE(std::isnan(el::tanh(nan)));
+
+  EXPECT_EQ(el::erf(0.0), 0.0);
+  EXPECT_TRUE(std::signbit(el::erf(-0.0)));
+  EXPECT_EQ(el::erf(kInf), 1.0);
+  EXPECT_EQ(el::erf(-kInf), -1.0);
+  EXPECT_EQ(el::erf(6.5), 1.0);
+  EXPECT_EQ(el::erf(-1e300), -1.0);
+  EXPECT_EQ(el::erf(1e-300), static_cast<double>(erfl(1e-300L)));
+  EXPECT_TRUE(std::isnan(el::erf(nan)));
 }
 
 // Rounded to fp32 (what fp32 tensors store), the results are the correctly

@@ -89,10 +89,12 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   // The absolute value is exact in every signed float format.
   if (n == "abs") return "std::fabs(" + x + ")";
-  // exp, log and tanh are Tessera's own (tessera/numerics/elementary.h), the
-  // reference's and the CUDA kernels' too; sqrt is correctly rounded anyway.
-  if (n == "exp" || n == "log" || n == "tanh") return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
-  if (n == "sqrt" || n == "erf" || n == "cos") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  // exp, log, tanh and erf are Tessera's own (tessera/numerics/elementary.h),
+  // the reference's and the CUDA kernels' too; sqrt is correctly rounded anyway.
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") {
+    return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
+  }
+  if (n == "sqrt" || n == "cos") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
   if (n == "exp_or_nan") return "tessera::elementary::exp_f32_or_nan(" + x + ")";
   unsupported(op, "unknown unary op");
 }

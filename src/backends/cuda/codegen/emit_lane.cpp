@@ -71,10 +71,12 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
-  // exp, log and tanh are Tessera's own (tessera/numerics/elementary.h), the
-  // same code as the reference's and the CPU kernels', so the same bits.
-  if (n == "exp" || n == "log" || n == "tanh") return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
-  if (n == "erf" || n == "cos") return rounded(p, n + "(" + as_double(x) + ")");
+  // exp, log, tanh and erf are Tessera's own (tessera/numerics/elementary.h),
+  // the same code as the reference's and the CPU kernels', so the same bits.
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") {
+    return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
+  }
+  if (n == "cos") return rounded(p, n + "(" + as_double(x) + ")");
   if (n == "exp_or_nan") return "tessera::elementary::exp_f32_or_nan(" + x + ")";
   unsupported(op, "unknown unary op");
 }
