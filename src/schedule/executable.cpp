@@ -80,6 +80,14 @@ Tensor make_constant(const ir::Operation& op) {
 }
 
 
+// The columns of parameter `index` when the kernel takes it as a 2-D view (0: flat).
+std::int64_t matrix_cols(const std::vector<std::pair<std::size_t, std::int64_t>>& views, std::size_t index) {
+  for (const auto& [i, cols] : views) {
+    if (i == index) return cols;
+  }
+  return 0;
+}
+
 // One batch matrix of `t` (rows x cols, row-major) as a 2-D view.
 // (Metadata only: the same on the host and on a device.)
 Tensor matrix_view(const Tensor& t, std::int64_t index, std::int64_t rows, std::int64_t cols) {
@@ -224,16 +232,21 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
         kargs.emplace_back(*a_view);
       } else if (tk.matrix && i == tk.matrix->b) {
         kargs.emplace_back(*b_view);
+      } else if (const std::int64_t cols = matrix_cols(tk.matrix_inputs, i); cols > 0) {
+        kargs.emplace_back(inputs[i].reshape({inputs[i].numel() / cols, cols}));
       } else {
         const Tensor flat = inputs[i].reshape({inputs[i].numel()});
         const bool codes = std::find(tk.code_inputs.begin(), tk.code_inputs.end(), i) != tk.code_inputs.end();
         kargs.emplace_back(codes ? flat.as_codes() : flat);
       }
     }
-    for (const Tensor& t : outputs) {
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      const Tensor& t = outputs[j];
       if (tk.matrix && tk.matrix->matrix_outputs) {
         const std::int64_t m = domain[domain.size() - 2], n = domain.back();
         kargs.emplace_back(matrix_view(t, batch, m, n));
+      } else if (const std::int64_t cols = matrix_cols(tk.matrix_outputs, j); cols > 0) {
+        kargs.emplace_back(t.reshape({t.numel() / cols, cols}));
       } else {
         const Tensor flat = t.reshape({t.numel()});
         kargs.emplace_back(tk.code_outputs ? flat.as_codes() : flat);
@@ -259,6 +272,12 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
     if (tk.group_per_row) grid = n;
+    if (tk.axis_blocks) {
+      const auto& shape = inputs.at(tk.axis_blocks->input).shape();
+      const std::int64_t len = shape.at(tk.axis_blocks->axis), block = tk.axis_blocks->block;
+      grid = (len + block - 1) / block;
+      for (std::size_t d = 0; d < tk.axis_blocks->axis; ++d) grid *= shape[d];
+    }
     if (tk.row_tiled) {
       const std::int64_t c = domain.back();
       grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "schedule/templates/templates.h"
 #include "schedule/views.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/runtime/cuda.h"
@@ -57,8 +58,22 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
     return;
   }
   for (ir::Operation* k : kernels_of(func)) {
-    const bool candidate = kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
-    if (!candidate || kernel_variant(*k) != "tile") continue;
+    // An attention forward is a candidate in its blocked tensor-core form
+    // (set_tile_ir_knobs gives a tile_ir one the knob; the lane form is no
+    // faster there than on the PTX path).
+    const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked");
+    if (attention) {
+      k->attrs().set("attn_blocked", true);
+      if (!templates::blocked_forward_applies(*k)) {
+        k->attrs().erase("attn_blocked");
+        continue;
+      }
+    }
+    const bool candidate = attention || kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
+    if (!candidate || kernel_variant(*k) != "tile") {
+      if (attention) k->attrs().erase("attn_blocked");
+      continue;
+    }
     // Whether the target expresses it: lowered in a scratch module (no
     // tileiras run); what it cannot express stays on the PTX path.
     try {
@@ -66,6 +81,7 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
       const TileKernel t = lower_kernel(*k, scratch, "probe");
       cuda_tile::lower_kernel(*t.func);
     } catch (const CompileError&) {
+      if (attention) k->attrs().erase("attn_blocked");
       continue;
     }
     k->attrs().set("variant", std::string("tile_ir"));

@@ -12,6 +12,7 @@ void register_tile_dialect(Registry& registry) {
   tile::register_memory_ops(registry);
   tile::register_async_ops(registry);
   tile::register_tile_value_ops(registry);
+  tile::register_tile_math_ops(registry);
   tile::register_control_flow_ops(registry);
 }
 
@@ -42,7 +43,7 @@ bool is_group_cooperative(const ir::Operation& op) {
   std::string_view n = op.name();
   return n == "tile.barrier" || n == "tile.cp_async" || n == "tile.cp_async_wait" || n == "tile.mma_wait" ||
          n == "tile.smem_alloc" || n == "tile.tile_load" || n == "tile.tile_store" || n == "tile.mma" ||
-         n == "tile.transpose";
+         n == "tile.transpose" || n == "tile.tile_reduce" || n == "tile.tile_binary";
 }
 
 bool is_control_flow(const ir::Operation& op) {

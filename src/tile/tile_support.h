@@ -19,6 +19,7 @@ void register_lane_ops(ir::Registry& registry);
 void register_memory_ops(ir::Registry& registry);
 void register_async_ops(ir::Registry& registry);
 void register_tile_value_ops(ir::Registry& registry);
+void register_tile_math_ops(ir::Registry& registry);
 void register_control_flow_ops(ir::Registry& registry);
 
 bool is_integer(DType dtype);

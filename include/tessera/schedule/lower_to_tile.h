@@ -79,6 +79,15 @@ struct InverseIndex {
   std::size_t dim = 0;
 };
 
+// A grid of groups that each take `block` consecutive entries along axis
+// `axis` of input `input`, for every index of the dims before it:
+// prod(shape[0, axis)) * ceil(shape[axis] / block) groups.
+struct AxisBlocks {
+  std::size_t input = 0;
+  std::size_t axis = 0;
+  std::int64_t block = 1;
+};
+
 struct TileKernel {
   ir::Operation* func = nullptr;  // the Tile IR kernel, in the module passed to lower_kernel
   std::vector<KernelScalar> scalars;
@@ -97,6 +106,10 @@ struct TileKernel {
   bool row_tiled = false;
   // One group per row (a cooperative normalization): the grid is the row count.
   bool group_per_row = false;
+  std::optional<AxisBlocks> axis_blocks;
+  // Inputs and outputs passed as 2-D [numel / cols, cols] views rather than
+  // flat ones: {index, cols} pairs.
+  std::vector<std::pair<std::size_t, std::int64_t>> matrix_inputs, matrix_outputs;
   std::vector<IndexCheck> index_checks;
   std::optional<InverseIndex> inverse;
   // Inputs (by index) and outputs the kernel reads and writes as their codes

@@ -320,6 +320,22 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     return "auto " + result + " = tsr::tile_cast<" + cpp_dtype(to.storage) + ">(" + a[0] + cpp_rounding_args(to) +
            ");";
   }
+  if (n == "tile_full" || n == "tile_causal_fill") {
+    const ir::Type& t = op.result(0)->type();
+    const std::string v = cpp_literal(op.attrs().get_real("value"), t.dtype(), Overflow::inf_nan, Rounding::nearest_even);
+    if (n == "tile_full") {
+      return "auto " + result + " = tsr::tile_full<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + v + ");";
+    }
+    return "auto " + result + " = tsr::tile_causal_fill(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + a[3] + ", " + v +
+           ");";
+  }
+  if (n == "tile_binary" || n == "tile_unary" || n == "tile_reduce") {
+    const std::string fn = "tsr::TileFn::" + op.attrs().get_string("fn");
+    if (n == "tile_binary") return "auto " + result + " = tsr::tile_binary<" + fn + ">(" + a[0] + ", " + a[1] + ");";
+    if (n == "tile_unary") return "auto " + result + " = tsr::tile_unary<" + fn + ">(" + a[0] + ");";
+    return "auto " + result + " = tsr::tile_reduce<" + fn + ", " + std::to_string(op.attrs().get_int("axis")) + ">(" +
+           a[0] + ");";
+  }
   if (n == "transpose") return "auto " + result + " = tsr::transpose(" + a[0] + ");";
   if (n == "cp_async") {
     const ir::Type& dst = op.operand(0)->type();

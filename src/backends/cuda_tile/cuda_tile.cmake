@@ -7,5 +7,6 @@ target_sources(tessera PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_lanes.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_math.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_staged.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_tile_math.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/runtime.cpp
 )

@@ -208,7 +208,7 @@ bool Lowering::multiple_of(const ir::Value* v, std::int64_t d, int depth) const 
            op->attrs().get_int("value") % d == 0;
   }
   if (n == "tile.mul") return multiple_of(op->operand(0), d, depth + 1) || multiple_of(op->operand(1), d, depth + 1);
-  if (n == "tile.add" || n == "tile.sub") {
+  if (n == "tile.add" || n == "tile.sub" || n == "tile.min" || n == "tile.max") {
     return multiple_of(op->operand(0), d, depth + 1) && multiple_of(op->operand(1), d, depth + 1);
   }
   if (n == "tile.cast") return multiple_of(op->operand(0), d, depth + 1);
@@ -458,7 +458,7 @@ void Lowering::lower_op(const ir::Operation& op) {
     lower_for(op);
   } else if (n == "return") {
     b_->ret();
-  } else if (!lower_lane_op(op)) {
+  } else if (!lower_tile_math(op) && !lower_lane_op(op)) {
     cannot(op, "no mapping to CUDA Tile IR yet");
   }
 }

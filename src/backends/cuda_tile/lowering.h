@@ -3,6 +3,7 @@
 //   lower_lanes.cpp  lane-level code vectorized into tiles of the group's lanes
 //   lower_math.cpp   Tessera's elementary functions (exp, log, tanh, ldexp, ...) as ops
 //   lower_staged.cpp shared buffers accessed as whole tiles, lowered as tile values
+//   lower_tile_math.cpp tile arithmetic (tile_binary, tile_reduce, ...) on whole tiles
 //
 // Lane values. A kernel with a group shape of G lanes runs as one tile block
 // per group; a lane value that differs between lanes is a 1-D tile of P
@@ -180,6 +181,9 @@ class Lowering {
   // uniformity decides, then each incoming value is widened to it.
   TypeRef merged_type(const ir::Value* v, const ir::Operation& op);
   Value to_type(Value v, TypeRef t, const ir::Operation& op);
+
+  // ---- lower_tile_math.cpp: tile arithmetic ----
+  bool lower_tile_math(const ir::Operation& op);  // false: not a tile arithmetic op
 
   // ---- lower_staged.cpp: shared buffers as tile values ----
   void plan_staged(const ir::Block& body);  // fills staged_

@@ -117,6 +117,16 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
+  // $TESSERA_ATTENTION_BLOCKED: 1 gives attention forwards the blocked
+  // tensor-core form on any target where it applies, 0 keeps the lane form
+  // even where the CUDA Tile IR target would take the blocked one.
+  std::optional<bool> attention_blocked;
+  if (const char* e = std::getenv("TESSERA_ATTENTION_BLOCKED"); e != nullptr && *e != '\0') {
+    if (std::string(e) != "0" && std::string(e) != "1") {
+      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ATTENTION_BLOCKED is '") + e + "'; expected 0 or 1");
+    }
+    attention_blocked = std::string(e) == "1";
+  }
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm) {
@@ -134,6 +144,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
   }
 }
 
@@ -150,6 +161,9 @@ bool tensor_core_gemm(const ir::Operation& kernel) {
 void set_tile_ir_knobs(ir::Operation& func) {
   const std::vector<std::int64_t> tile = gemm_tile_from_env("TESSERA_CUDA_TILE_GEMM_TILE", {128, 128, 64});
   for (ir::Operation* k : kernels_of(func)) {
+    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked")) {
+      k->attrs().set("attn_blocked", true);
+    }
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);

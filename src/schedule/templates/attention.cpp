@@ -17,10 +17,21 @@
 //             cross-lane combination, so results do not depend on the grid,
 //             the group size or the backend.
 //
-// The cost of this first version: scalar lanes, no shared-memory tiles or
-// mma; the backward recomputes each (query row, key) score twice (once for
-// dq, once for dk/dv) and delta once per key row. It is the correctness
-// baseline that a tiled kernel must match bit for bit.
+// The cost of the lane forms: scalar lanes, no shared-memory tiles or mma;
+// the backward recomputes each (query row, key) score twice (once for dq,
+// once for dk/dv) and delta once per key row. They are the correctness
+// baseline, bit for bit the reference.
+//
+// The blocked forward (the `attn_blocked` knob, where blocked_forward_applies):
+// a group per BM query rows of one head; Q [BM, D] stays in registers while
+// the loop walks the visible keys BN at a time: S = Q K^T on tensor cores,
+// the online softmax on whole tiles (row max, exp, row sum), P cast to the
+// inputs' dtype, acc = acc * alpha + P V on tensor cores. Blocks wholly
+// visible run unmasked; the causal diagonal's blocks take tile_causal_fill.
+// Its bits are not the reference's (key blocks of BN instead of one, P
+// rounded to bf16/fp16 for the second product, the tensor cores' order);
+// they depend on the shape and BM, BN alone, so runs repeat bit for bit
+// (docs/design/0015-flash-attention.md, "The blocked forward").
 #include "graph/passes/pass_support.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
@@ -41,6 +52,7 @@ class AttentionBuilder {
       : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
 
   TileKernel build() {
+    if (blocked_forward_applies(kernel_)) return build_blocked();
     const std::int64_t lanes = group_lanes(kernel_, kLanes);
     const bool forward = root_.name() == "graph.flash_attn";
     const std::size_t num_in = body_.num_arguments();
@@ -104,6 +116,142 @@ class AttentionBuilder {
     result.lanes_per_group = lanes;
     result.rows_of = std::pair<std::size_t, std::size_t>{arg(0), 3};  // one lane per query row
     return result;
+  }
+
+  // The blocked forward (see the header): params q, k, v as [rows, D]
+  // matrices, o as [rows, D] and lse as [rows, 1].
+  TileKernel build_blocked() {
+    const std::vector<std::int64_t> tile = attention_tile(kernel_);
+    const std::int64_t BM = tile[0], BN = tile[1];
+    const auto& qs = root_.operand(0)->type().shape;
+    Hq_ = qs[1].size;
+    Hkv_ = root_.operand(1)->type().shape[1].size;
+    D_ = qs[3].size;
+    causal_ = root_.attrs().get_bool("causal");
+    acc_ = default_policy(root_.operand(0)->type().policy.accum);
+    TileKernel result;
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      const Type& t = body_.argument(k)->type();
+      const std::string s = "in" + std::to_string(k);
+      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(D_)}, buffer_policy(t.policy)));
+      result.matrix_inputs.emplace_back(k, D_);
+    }
+    const ir::Operation& yield = *body_.terminator();
+    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
+      std::int64_t cols = D_;
+      for (std::size_t r = 0; r < root_.num_results(); ++r) {
+        if (root_.result(r) == yield.operand(j)) {
+          out_index_[r] = static_cast<int>(j);
+          if (r == 1) cols = 1;
+        }
+      }
+      const std::string s = "out" + std::to_string(j);
+      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(cols)},
+                                        buffer_policy(yield.operand(j)->type().policy), true));
+      result.matrix_outputs.emplace_back(j, cols);
+    }
+    // One warpgroup: the PTX path's tensor-core layouts take whole warpgroups.
+    const std::int64_t lanes = 128;
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    fb_ = &fb;
+    ir::OpBuilder b(fb);
+    // Sq and Sk are static here (blocked_forward_applies): as constants they
+    // show the targets that every block offset is a multiple of the block.
+    Sq_ = i64(b, qs[2].size);
+    Sk_ = i64(b, root_.operand(1)->type().shape[2].size);
+
+    const NumericsPolicy& in = root_.operand(0)->type().policy;
+    auto full = [&](ir::OpBuilder& ob, std::int64_t r, std::int64_t c, double v) {
+      return tile::build(ob, "tile.tile_full", {}, {{"shape", ir::fixed_shape({r, c})}, {"policy", acc_}, {"value", v}});
+    };
+    auto bin = [&](ir::OpBuilder& ob, const char* fn, Value* x, Value* y) {
+      return tile::build(ob, "tile.tile_binary", {x, y}, {{"fn", std::string(fn)}});
+    };
+    auto un = [&](ir::OpBuilder& ob, const char* fn, Value* x) {
+      return tile::build(ob, "tile.tile_unary", {x}, {{"fn", std::string(fn)}, {"fast", true}});
+    };
+    auto reduce = [&](ir::OpBuilder& ob, const char* fn, Value* x) {
+      return tile::build(ob, "tile.tile_reduce", {x}, {{"fn", std::string(fn)}, {"axis", std::int64_t{1}}});
+    };
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* nqb = op2(b, "div", add(b, Sq_, i64(b, BM - 1)), i64(b, BM));
+    Value* bh = op2(b, "div", gid, nqb);
+    Value* q0 = mul(b, op2(b, "rem", gid, nqb), i64(b, BM));
+    Value* h = op2(b, "rem", bh, i64(b, Hq_));
+    Value* bi = op2(b, "div", bh, i64(b, Hq_));
+    Value* hk = op2(b, "div", h, i64(b, Hq_ / Hkv_));
+    Value* qrow = add(b, mul(b, bh, Sq_), q0);
+    Value* krow = mul(b, add(b, mul(b, bi, i64(b, Hkv_)), hk), Sk_);
+    Value* diag = op2(b, "sub", Sk_, Sq_);
+    Value* zero = i64(b, 0);
+    Value* q = tile::build(b, "tile.tile_load", {fb.argument(arg(0)), qrow, zero}, {{"shape", ir::fixed_shape({BM, D_})}});
+    Value* scale = full(b, 1, 1, root_.attrs().get_real("scale"));
+
+    // Key blocks: [0, free) are visible to every row of the block; [free, end) hold the diagonal.
+    Value* end = Sk_;
+    Value* free = Sk_;
+    if (causal_) {
+      end = op2(b, "min", Sk_, add(b, add(b, q0, i64(b, BM)), diag));
+      end = mul(b, op2(b, "div", add(b, end, i64(b, BN - 1)), i64(b, BN)), i64(b, BN));
+      free = op2(b, "min", end, mul(b, op2(b, "div", add(b, add(b, q0, diag), i64(b, 1)), i64(b, BN)), i64(b, BN)));
+    }
+    auto step = [&](bool masked) {
+      return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
+        Value* j = a[0];
+        Value* kt = tile::build(lb, "tile.tile_load", {fb.argument(arg(1)), add(lb, krow, j), zero},
+                                {{"shape", ir::fixed_shape({BN, D_})}});
+        Value* s = tile::build(lb, "tile.mma", {q, tile::build(lb, "tile.transpose", {kt}),
+                                               tile::build(lb, "tile.zeros", {}, {{"shape", ir::fixed_shape({BM, BN})},
+                                                                                  {"policy", acc_}})});
+        Value* x = bin(lb, "mul", s, scale);
+        if (masked) {
+          x = tile::build(lb, "tile.tile_causal_fill", {x, q0, j, diag},
+                          {{"value", -std::numeric_limits<double>::infinity()}});
+        }
+        Value* mn = bin(lb, "max", a[1], reduce(lb, "max", x));
+        Value* alpha = un(lb, "exp", bin(lb, "sub", a[1], mn));
+        Value* p = un(lb, "exp", bin(lb, "sub", x, mn));
+        Value* l = bin(lb, "add", bin(lb, "mul", a[2], alpha), reduce(lb, "sum", p));
+        Value* vt = tile::build(lb, "tile.tile_load", {fb.argument(arg(2)), add(lb, krow, j), zero},
+                                {{"shape", ir::fixed_shape({BN, D_})}});
+        Value* pc = tile::build(lb, "tile.tile_cast", {p}, {{"to", buffer_policy(in)}});
+        Value* acc = tile::build(lb, "tile.mma", {pc, vt, bin(lb, "mul", a[3], alpha)});
+        return std::vector<Value*>{mn, l, acc};
+      };
+    };
+    std::vector<Value*> carried = {full(b, BM, 1, -std::numeric_limits<double>::infinity()), full(b, BM, 1, 0.0),
+                                   tile::build(b, "tile.zeros", {}, {{"shape", ir::fixed_shape({BM, D_})}, {"policy", acc_}})};
+    ir::Operation* loop = tile::build_for(b, zero, free, i64(b, BN), carried, step(false), /*prefetch=*/2);
+    if (causal_) {
+      std::vector<Value*> next;
+      for (std::size_t r = 0; r < loop->num_results(); ++r) next.push_back(loop->result(r));
+      loop = tile::build_for(b, free, end, i64(b, BN), next, step(true), /*prefetch=*/2);
+    }
+    Value* m = loop->result(0);
+    Value* l = loop->result(1);
+    if (out(0)) {
+      Value* o = bin(b, "div", loop->result(2), l);
+      if (root_.attrs().has("v_scale") && root_.attrs().get_real("v_scale") != 1.0) {
+        o = bin(b, "mul", o, full(b, 1, 1, root_.attrs().get_real("v_scale")));
+      }
+      store_tile(b, 0, qrow, o);
+    }
+    if (out(1)) store_tile(b, 1, qrow, bin(b, "add", m, un(b, "log", l)));
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    result.axis_blocks = AxisBlocks{arg(0), 2, BM};
+    return result;
+  }
+
+  void store_tile(ir::OpBuilder& b, std::size_t r, Value* row, Value* t) {
+    const NumericsPolicy p = buffer_policy(root_.result(r)->type().policy);
+    if (t->type().policy != p) t = tile::build(b, "tile.tile_cast", {t}, {{"to", p}});
+    b.create("tile.tile_store", {out(r), row, i64(b, 0), t});
   }
 
  private:
@@ -304,6 +452,12 @@ class AttentionBuilder {
 
 }  // namespace
 
+std::vector<std::int64_t> attention_tile(const ir::Operation& kernel) {
+  if (kernel.attrs().has("attn_tile")) return kernel.attrs().get_ints("attn_tile");
+  return {128, 64};
+}
+
+
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
   return AttentionBuilder(kernel, out, name).build();
 }
@@ -334,6 +488,32 @@ bool attention_covers(const ir::Operation& kernel, std::string* why) {
   if (!is_float(q.accum) || info(q.storage).bits > info(q.accum).bits) {
     return fail("the inputs are wider than their accumulation type");
   }
+  return true;
+}
+
+bool blocked_forward_applies(const ir::Operation& kernel, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  const ir::Attribute* knob = kernel.attrs().find("attn_blocked");
+  if (!knob || !std::get<bool>(*knob)) return fail("the attn_blocked knob is not set");
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.name() != "graph.flash_attn") return fail("only the forward is blocked");
+  const NumericsPolicy& p = root.operand(0)->type().policy;
+  if ((p.storage != DType::bf16 && p.storage != DType::fp16) || p.accum != DType::fp32) {
+    return fail("the inputs are not bf16 or fp16 accumulating in fp32");
+  }
+  if (root.attrs().get_real("dropout") != 0.0) return fail("dropout draws per key (the lane form's)");
+  const auto& qs = root.operand(0)->type().shape;
+  const auto& ks = root.operand(1)->type().shape;
+  if (!qs[3].is_fixed(64) && !qs[3].is_fixed(128)) return fail("D is not 64 or 128");
+  const std::vector<std::int64_t> tile = attention_tile(kernel);
+  if (tile.size() != 2 || tile[0] <= 0 || tile[1] <= 0) return fail("attn_tile is not [BM, BN]");
+  // Whole blocks only: a ragged block of rows or keys would read the next head's.
+  if (qs[2].is_symbolic() || qs[2].size % tile[0] != 0) return fail("Sq is not a known multiple of BM");
+  if (ks[2].is_symbolic() || ks[2].size % tile[1] != 0) return fail("Sk is not a known multiple of BN");
+  if (kernel_body(kernel).num_arguments() != 3) return fail("the kernel has inputs besides q, k and v");
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -389,6 +390,86 @@ inline Tile<D, R, C> tile_add(const Tile<D, R, C>& x, const Tile<D, R, C>& y) {
       } else {
         r.v()[i][j] = fma_step<D>(x.v()[i][j], 1.0, static_cast<double>(y.v()[i][j]));
       }
+    }
+  return r;
+}
+
+// ---- tile arithmetic (tile.tile_full, tile_binary, tile_unary, tile_reduce,
+// tile_causal_fill): fp32 or fp64 tiles, each result rounded once. ----
+
+template <DType D, int R, int C>
+inline Tile<D, R, C> tile_full(value_t<D> v) {
+  Tile<D, R, C> t;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) t.v()[i][j] = v;
+  return t;
+}
+
+enum class TileFn { add, sub, mul, div, max, min, exp, log, neg, sum };
+
+template <TileFn F, class T>
+inline T tile_fn(T x, T y) {
+  if constexpr (F == TileFn::add) return x + y;
+  if constexpr (F == TileFn::sub) return x - y;
+  if constexpr (F == TileFn::mul) return x * y;
+  if constexpr (F == TileFn::div) return x / y;
+  if constexpr (F == TileFn::max) return static_cast<T>(nan_max(x, y));
+  if constexpr (F == TileFn::min) return static_cast<T>(nan_min(x, y));
+}
+
+// x (R1 x C1) op y (R2 x C2): a dim of size 1 broadcasts.
+template <TileFn F, DType D, int R1, int C1, int R2, int C2>
+inline Tile<D, (R1 > R2 ? R1 : R2), (C1 > C2 ? C1 : C2)> tile_binary(const Tile<D, R1, C1>& x,
+                                                                     const Tile<D, R2, C2>& y) {
+  constexpr int R = R1 > R2 ? R1 : R2, C = C1 > C2 ? C1 : C2;
+  Tile<D, R, C> r;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      r.v()[i][j] = tile_fn<F>(x.v()[R1 == 1 ? 0 : i][C1 == 1 ? 0 : j], y.v()[R2 == 1 ? 0 : i][C2 == 1 ? 0 : j]);
+    }
+  return r;
+}
+
+// exp and log are Tessera's own (the lane ops' functions): the same bits as a lane's exp.
+template <TileFn F, DType D, int R, int C>
+inline Tile<D, R, C> tile_unary(const Tile<D, R, C>& x) {
+  using T = value_t<D>;
+  Tile<D, R, C> r;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      const T v = x.v()[i][j];
+      if constexpr (F == TileFn::exp) r.v()[i][j] = static_cast<T>(tessera::elementary::exp(static_cast<double>(v)));
+      if constexpr (F == TileFn::log) r.v()[i][j] = static_cast<T>(tessera::elementary::log(static_cast<double>(v)));
+      if constexpr (F == TileFn::neg) r.v()[i][j] = -v;
+    }
+  return r;
+}
+
+// The max or sum of each row (AXIS = 1) or column (AXIS = 0), index increasing.
+template <TileFn F, int AXIS, DType D, int R, int C>
+inline Tile<D, AXIS == 1 ? R : 1, AXIS == 1 ? 1 : C> tile_reduce(const Tile<D, R, C>& x) {
+  using T = value_t<D>;
+  Tile<D, AXIS == 1 ? R : 1, AXIS == 1 ? 1 : C> r;
+  constexpr int outer = AXIS == 1 ? R : C, inner = AXIS == 1 ? C : R;
+  for (int o = 0; o < outer; ++o) {
+    T acc = F == TileFn::max ? -std::numeric_limits<T>::infinity() : T(0);
+    for (int k = 0; k < inner; ++k) {
+      const T v = AXIS == 1 ? x.v()[o][k] : x.v()[k][o];
+      acc = F == TileFn::max ? static_cast<T>(nan_max(acc, v)) : acc + v;
+    }
+    (AXIS == 1 ? r.v()[o][0] : r.v()[0][o]) = acc;
+  }
+  return r;
+}
+
+// Elements (r, c) with col0 + c > row0 + r + diag become `fill`.
+template <DType D, int R, int C>
+inline Tile<D, R, C> tile_causal_fill(const Tile<D, R, C>& x, std::int64_t row0, std::int64_t col0, std::int64_t diag,
+                                      value_t<D> fill) {
+  Tile<D, R, C> r = x;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      if (col0 + j > row0 + i + diag) r.v()[i][j] = fill;
     }
   return r;
 }

@@ -213,6 +213,14 @@ class Emitter {
         // Slot by slot too: the cast keeps its operand's layout (an mma
         // accumulator cast to bf16 stays in the mma's registers).
         classes_.join(op.operand(0), op.result(0));
+      } else if (n == "tile.tile_unary" || n == "tile.tile_causal_fill") {
+        classes_.join(op.operand(0), op.result(0));  // slot by slot
+      } else if (n == "tile.tile_binary") {
+        // An operand of the result's shape shares its layout (slot by slot);
+        // a broadcast one is read from scratch.
+        for (std::size_t k = 0; k < 2; ++k) {
+          if (op.operand(k)->type().shape == op.result(0)->type().shape) classes_.join(op.operand(k), op.result(0));
+        }
       } else if (n == "tile.mma") {
         classes_.join(op.operand(2), op.result(0));
         mmas_.push_back(&op);
@@ -891,6 +899,51 @@ class Emitter {
         unsupported(op, "tile.tile_add of " + std::string(name(d)) + " tiles (fp32 and fp64 are supported)");
       }
       return define(op.result(0), "tsr::tile_add(" + a[0] + ", " + a[1] + ")");
+    }
+    if (n == "tile_full") {
+      const ir::Type& t = op.result(0)->type();
+      return define(op.result(0), "tsr::tile_full<" + type_of(op.result(0)) + ">(" +
+                                      cu_literal(op.attrs().get_real("value"), t.dtype(), Overflow::inf_nan,
+                                                 Rounding::nearest_even) +
+                                      ")");
+    }
+    if (n == "tile_unary") {
+      return define(op.result(0), "tsr::tile_unary<tsr::kFn_" + op.attrs().get_string("fn") + ">(" + a[0] + ")");
+    }
+    if (n == "tile_causal_fill") {
+      const ir::Type& t = op.result(0)->type();
+      return define(op.result(0), "tsr::tile_causal_fill(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + a[3] + ", " +
+                                      cu_literal(op.attrs().get_real("value"), t.dtype(), Overflow::inf_nan,
+                                                 Rounding::nearest_even) +
+                                      ", tid)");
+    }
+    if (n == "tile_binary") {
+      const std::string fn = "tsr::kFn_" + op.attrs().get_string("fn");
+      const ir::Shape& shape = op.result(0)->type().shape;
+      const bool full0 = op.operand(0)->type().shape == shape, full1 = op.operand(1)->type().shape == shape;
+      if (full0 && full1) return define(op.result(0), "tsr::tile_binary<" + fn + ">(" + a[0] + ", " + a[1] + ")");
+      if (!full0 && !full1) {
+        unsupported(op, "tile.tile_binary broadcasting both operands (one must have the result's shape)");
+      }
+      // The broadcast operand goes through scratch; the other stays in registers.
+      std::int64_t scratch_at = 0;
+      bool staged = false;
+      const std::string view = stage_value(op.operand(full0 ? 1 : 0), scratch_at, staged);
+      line("__syncthreads();  // the staged tile is complete");
+      return define(op.result(0), "tsr::tile_binary_staged<" + fn + ", " + (full0 ? "false" : "true") + ">(" +
+                                      a[full0 ? 0 : 1] + ", " + view + ", tid)");
+    }
+    if (n == "tile_reduce") {
+      // Each result element is one thread's walk along the staged row (or column).
+      std::int64_t scratch_at = 0;
+      bool staged = false;
+      const std::string view = stage_value(op.operand(0), scratch_at, staged);
+      line("__syncthreads();  // the staged tile is complete");
+      const ir::Value* r = op.result(0);
+      name_[r] = fresh("t");
+      line(type_of(r) + " " + name_.at(r) + ";");
+      return line("tsr::tile_reduce<tsr::kFn_" + op.attrs().get_string("fn") + ", " +
+                  std::to_string(op.attrs().get_int("axis")) + ">(" + name_.at(r) + ", " + view + ", tid);");
     }
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");

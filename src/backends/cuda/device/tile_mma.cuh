@@ -103,6 +103,98 @@ __device__ __forceinline__ Tile<D, R, C, L> tile_add(const Tile<D, R, C, L>& x, 
   return o;
 }
 
+// ---- tile arithmetic (tile.tile_full, tile_binary, tile_unary, tile_reduce,
+// tile_causal_fill) on fp32 or fp64 tiles, each result rounded once; the
+// same operations in the same order as the CPU backend's runtime/tile.h. ----
+enum { kFn_add, kFn_sub, kFn_mul, kFn_div, kFn_max, kFn_min, kFn_exp, kFn_log, kFn_neg, kFn_sum };
+
+template <class T>
+__device__ __forceinline__ T tile_full(typename T::T v) {
+  T t;
+#pragma unroll
+  for (int s = 0; s < T::kSlots; ++s) t.v[s] = v;
+  return t;
+}
+
+// NaN-propagating, as the reference's maximum/minimum.
+template <int F, class T>
+__device__ __forceinline__ T tile_fn(T x, T y) {
+  if (F == kFn_add) return x + y;
+  if (F == kFn_sub) return x - y;
+  if (F == kFn_mul) return x * y;
+  if (F == kFn_div) return x / y;
+  if (x != x || y != y) return x + y;  // a NaN
+  if (F == kFn_max) return x > y ? x : y;
+  return x < y ? x : y;
+}
+
+template <int F, int D, int R, int C, class L>
+__device__ __forceinline__ Tile<D, R, C, L> tile_binary(const Tile<D, R, C, L>& x, const Tile<D, R, C, L>& y) {
+  Tile<D, R, C, L> o;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) o.v[s] = tile_fn<F>(x.v[s], y.v[s]);
+  return o;
+}
+
+// t op y (or y op t when kStagedFirst), y staged in shared memory with a dim of 1 broadcast.
+template <int F, bool kStagedFirst, int D, int R, int C, class L, class V>
+__device__ __forceinline__ Tile<D, R, C, L> tile_binary_staged(const Tile<D, R, C, L>& t, const V& ys, int tid) {
+  Tile<D, R, C, L> o;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) {
+    int r, c;
+    const bool ok = L::coord(tid, s, r, c) && r < R;
+    const typename Traits<D>::value y = ok ? decode_s<D>(*ys.at(V::kRows == 1 ? 0 : r, V::kCols == 1 ? 0 : c)) : 0;
+    o.v[s] = kStagedFirst ? tile_fn<F>(y, t.v[s]) : tile_fn<F>(t.v[s], y);
+  }
+  return o;
+}
+
+// exp and log are Tessera's own (tessera/numerics/elementary.h), the lanes' functions.
+template <int F, int D, int R, int C, class L>
+__device__ __forceinline__ Tile<D, R, C, L> tile_unary(const Tile<D, R, C, L>& x) {
+  typedef typename Traits<D>::value T;
+  Tile<D, R, C, L> o;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) {
+    if (F == kFn_exp) o.v[s] = T(tessera::elementary::exp(double(x.v[s])));
+    if (F == kFn_log) o.v[s] = T(tessera::elementary::log(double(x.v[s])));
+    if (F == kFn_neg) o.v[s] = -x.v[s];
+  }
+  return o;
+}
+
+// Each result element walks its staged row (AXIS = 1) or column, index increasing.
+template <int F, int AXIS, int D, int R, int C, class L, class V>
+__device__ __forceinline__ void tile_reduce(Tile<D, R, C, L>& t, const V& src, int tid) {
+  typedef typename Traits<D>::value T;
+  constexpr int n = AXIS == 1 ? V::kCols : V::kRows;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) {
+    int r, c;
+    if (!L::coord(tid, s, r, c) || r >= R) continue;
+    T acc = F == kFn_max ? -T(INFINITY) : T(0);
+    for (int k = 0; k < n; ++k) {
+      const T v = decode_s<D>(AXIS == 1 ? *src.at(r, k) : *src.at(k, c));
+      acc = F == kFn_max ? tile_fn<kFn_max>(acc, v) : acc + v;
+    }
+    t.v[s] = acc;
+  }
+}
+
+template <int D, int R, int C, class L>
+__device__ __forceinline__ Tile<D, R, C, L> tile_causal_fill(const Tile<D, R, C, L>& x, i64 row0, i64 col0, i64 diag,
+                                                           typename Traits<D>::value fill, int tid) {
+  Tile<D, R, C, L> o;
+#pragma unroll
+  for (int s = 0; s < L::kSlots; ++s) {
+    int r, c;
+    L::coord(tid, s, r, c);
+    o.v[s] = col0 + c > row0 + r + diag ? fill : x.v[s];
+  }
+  return o;
+}
+
 // Loads the box at (r0, c0) (zeros past the source's bounds).
 template <int D, int R, int C, class L, int SD, int SR>
 __device__ __forceinline__ void tile_load(Tile<D, R, C, L>& t, const GView<SD, SR>& src, i64 r0, i64 c0, int tid) {

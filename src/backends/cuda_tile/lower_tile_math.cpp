@@ -1,0 +1,94 @@
+// Tile arithmetic (tile.tile_full, tile_binary, tile_unary, tile_reduce,
+// tile_causal_fill, src/tile/tile_math_ops.cpp) as CUDA Tile IR ops on whole
+// tiles. Each element is one target op rounded at nearest even, as on the
+// CPU and PTX backends; two things differ there and are the target's own:
+// tile_reduce combines in the target's fixed tree (the order depends on the
+// shape alone), and a `fast` exp or log is the target's instruction rather
+// than Tessera's elementary function.
+#include <limits>
+
+#include "backends/cuda_tile/lowering.h"
+
+namespace tessera::cuda_tile::detail {
+
+namespace {
+
+std::string_view float_op(const std::string& fn) {
+  if (fn == "add") return "addf";
+  if (fn == "sub") return "subf";
+  if (fn == "mul") return "mulf";
+  if (fn == "div") return "divf";
+  if (fn == "max") return "maxf";
+  return "minf";
+}
+
+}  // namespace
+
+bool Lowering::lower_tile_math(const ir::Operation& op) {
+  const std::string_view n = op.name();
+  if (n != "tile.tile_full" && n != "tile.tile_binary" && n != "tile.tile_unary" && n != "tile.tile_reduce" &&
+      n != "tile.tile_causal_fill") {
+    return false;
+  }
+  const ir::Type& t = op.result()->type();
+  require_nearest(op, t.policy);
+  const Elem e = elem(t.dtype(), op);
+  const std::vector<std::int64_t> shape = fixed_shape(op, t.shape);
+  const TypeRef type = m_.tile(e, shape);
+  if (n == "tile.tile_full") {
+    values_[op.result()] = b_->constant_float(type, op.attrs().get_real("value"));
+    return true;
+  }
+  const Value x = get(op.operand(0), op);
+  if (n == "tile.tile_binary") {
+    Value y = get(op.operand(1), op);
+    // A dim of size 1 broadcasts: both operands take the result's shape.
+    const Value xs = m_.shape_of(x.type) == shape ? x : b_->broadcast(type, x);
+    const Value ys = m_.shape_of(y.type) == shape ? y : b_->broadcast(type, y);
+    values_[op.result()] = b_->binary(float_op(op.attrs().get_string("fn")), xs, ys);
+  } else if (n == "tile.tile_unary") {
+    const std::string& fn = op.attrs().get_string("fn");
+    const bool fast = op.attrs().has("fast") && op.attrs().get_bool("fast");
+    if (fn == "neg") {
+      values_[op.result()] = b_->unary("negf", x);
+    } else if (fast) {
+      values_[op.result()] = b_->unary(fn, x);
+    } else {
+      values_[op.result()] = lane_unary(op, fn, x);  // Tessera's exp/log, step for step
+    }
+  } else if (n == "tile.tile_reduce") {
+    const int axis = static_cast<int>(op.attrs().get_int("axis"));
+    const bool max = op.attrs().get_string("fn") == "max";
+    const std::vector<std::int64_t> in = m_.shape_of(x.type);
+    const std::int64_t kept = in.at(axis == 1 ? 0 : 1);
+    const auto ab = b_->begin_reduce(x, axis, max ? -std::numeric_limits<double>::infinity() : -0.0,
+                                     m_.tile(e, {kept}));
+    const Value r = b_->end_reduce(b_->binary(max ? "maxf" : "addf", ab[0], ab[1]));
+    values_[op.result()] = b_->reshape(type, r);
+  } else {
+    // tile.tile_causal_fill: (r, c) is filled where c - r > row0 + diag - col0.
+    const Value row0 = get(op.operand(1), op), col0 = get(op.operand(2), op), diag = get(op.operand(3), op);
+    if (varying(row0) || varying(col0) || varying(diag)) {
+      cannot(op, "tile.tile_causal_fill offsets that differ between lanes");
+    }
+    const auto as_i64 = [&](Value v) {
+      return m_.elem_of(v.type) == Elem::i64 ? v : b_->convert(scalar(Elem::i64), v);
+    };
+    const Value limit = b_->binary("subi", b_->binary("addi", as_i64(row0), as_i64(diag)), as_i64(col0));
+    const TypeRef full = m_.tile(Elem::i64, shape);
+    // 0..n-1 as i64 along one dim, broadcast over the other.
+    const auto index = [&](std::size_t dim) {
+      const std::int64_t len = shape[dim];
+      const Value i = b_->convert(m_.tile(Elem::i64, {len}), b_->iota(m_.tile(Elem::i32, {len})));
+      return b_->broadcast(full, b_->reshape(m_.tile(Elem::i64, dim == 0 ? std::vector<std::int64_t>{len, 1}
+                                                                          : std::vector<std::int64_t>{1, len}),
+                                             i));
+    };
+    const Value rows = index(0), cols = index(1);
+    const Value masked = b_->cmp(b_->binary("subi", cols, rows), splat(limit, shape), Cmp::gt);
+    values_[op.result()] = b_->select(masked, b_->constant_float(type, op.attrs().get_real("value")), x);
+  }
+  return true;
+}
+
+}  // namespace tessera::cuda_tile::detail

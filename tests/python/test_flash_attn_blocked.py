@@ -1,0 +1,154 @@
+"""The blocked tensor-core attention forward (schedule/templates/attention.cpp, `attn_blocked`):
+Q blocks against K/V blocks through tile.mma, the online softmax on whole tiles. The CUDA Tile IR
+target takes it by default; TESSERA_ATTENTION_BLOCKED=1 gives it to the CPU here, so these tests
+check its recipe (docs/design/0015-flash-attention.md, "The blocked forward") against float64 numpy.
+
+Tolerance: P is rounded to the inputs' dtype before the second product (relative error 2^-9 for
+bf16 per probability), so |o - o_exact| <= 2^-9 max|v| from that alone, on top of the result's own
+rounding (2^-9 |o|); the bound checked is twice both.
+"""
+import secrets
+
+import numpy as np
+import pytest
+
+import tessera
+from test_flash_attn import attention_np, inputs, run
+
+SEED = secrets.randbits(32)
+
+# (B, Hq, Hkv, Sq, Sk, D): GQA, Sq < Sk (a KV cache), several blocks of each, both D.
+CASES = [
+    (1, 4, 2, 128, 128, 64),
+    (2, 2, 1, 128, 256, 128),
+    (1, 2, 2, 256, 192, 64),
+]
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "1")
+
+
+def check(got, q, k, v, causal, dtype):
+    want = attention_np(q, k, v, causal, q.shape[-1] ** -0.5)
+    vmax = np.abs(v).max()
+    eps = 2.0 ** -8 if dtype == "bf16" else 2.0 ** -11
+    err = np.abs(got.astype(np.float64) - want)
+    tol = 2 * eps * (np.abs(want) + vmax)
+    assert np.all(err <= tol), f"max error {err.max():.3g}, excess {(err - tol).max():.3g} (seed {SEED})"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", CASES)
+def test_blocked_forward_against_float64_numpy(blocked, case, causal, dtype):
+    b, hq, hkv, sq, sk, d = case
+    if causal and sq > sk:
+        pytest.skip("the causal rule needs Sq <= Sk")
+    q, k, v = inputs(*case, dtype, salt=(SEED + hash(case)) % 1000)
+    check(run(q, k, v, dtype, causal=causal).numpy(), q, k, v, causal, dtype)
+
+
+def test_blocked_form_is_the_one_that_ran(blocked, monkeypatch):
+    # The blocked recipe rounds P to bf16: its bits differ from the lane form's (the reference's),
+    # so equal bits would mean the knob was ignored.
+    q, k, v = inputs(1, 2, 2, 128, 128, 64, "bf16", salt=7)
+    fast = run(q, k, v, "bf16", causal=True).numpy()
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
+    lane = run(q, k, v, "bf16", causal=True).numpy()
+    assert fast.tobytes() != lane.tobytes()
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    assert run(q, k, v, "bf16", causal=True).numpy().tobytes() == lane.tobytes()
+
+
+def test_blocked_forward_repeats_bit_for_bit(blocked):
+    q, k, v = inputs(2, 4, 2, 128, 256, 64, "bf16", salt=8)
+    first = run(q, k, v, "bf16", causal=True).numpy().tobytes()
+    for _ in range(9):
+        assert run(q, k, v, "bf16", causal=True).numpy().tobytes() == first
+
+
+def test_jit_kernel_is_the_blocked_tile_program(blocked):
+    q, k, v = inputs(1, 2, 1, 128, 128, 128, "bf16", salt=9)
+
+    @tessera.jit
+    def f(q, k, v):
+        return tessera.ops.flash_attn(q, k, v, causal=True)
+
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    check(f(*args).numpy(), q, k, v, True, "bf16")
+    tile = f.inspect_ir("tile")
+    for op in ("tile.mma", "tile.tile_reduce", "tile.tile_causal_fill", "tile.tile_unary"):
+        assert op in tile, op
+    assert "tile.load_elem" not in tile  # no scalar lanes
+
+
+def test_gradients_through_the_blocked_forward_against_jax(blocked):
+    # The backward stays the lane kernel; it takes the blocked forward's o and logsumexp.
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from test_flash_attn import attention_jax
+
+    q, k, v = inputs(1, 2, 1, 128, 128, 64, "bf16", salt=11)
+    w = np.random.default_rng([SEED, 12]).standard_normal(q.shape)
+
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=True) * tessera.tensor(w, dtype="fp32"))
+
+    got = tessera.grad(loss, argnums=(0, 1, 2))(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v)))
+    want = jax.grad(lambda q, k, v: jnp.sum(attention_jax(jnp, q, k, v, True, 64 ** -0.5) * w), argnums=(0, 1, 2))(
+        *(jnp.asarray(x) for x in (q, k, v)))
+    for g, r in zip(got, want):
+        r = np.asarray(r, dtype=np.float64)
+        err = np.abs(g.numpy().astype(np.float64) - r)
+        assert np.all(err <= 2.0 ** -6 * (np.abs(r) + np.abs(r).max())), f"max error {err.max():.3g} (seed {SEED})"
+
+
+def test_the_knob_takes_only_0_or_1(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "yes")
+    q, k, v = inputs(1, 2, 2, 64, 64, 64, "bf16", salt=13)
+    with pytest.raises(tessera.errors.ArgumentError, match="TESSERA_ATTENTION_BLOCKED is 'yes'; expected 0 or 1"):
+        run(q, k, v, "bf16")
+
+
+# ---- GPU ------------------------------------------------------------------------------------------
+
+from tessera import _C  # noqa: E402
+
+TILEIRAS_OK = _C._tileiras()[0]
+
+
+def gpu_forward_check(q, k, v, causal, dtype):
+    args = [tessera.tensor(x, dtype=dtype).to("cuda:0") for x in (q, k, v)]
+
+    @tessera.jit
+    def f(q, k, v):
+        return tessera.ops.flash_attn(q, k, v, causal=causal)
+
+    first = f(*args).to("cpu").numpy()
+    check(first, q, k, v, causal, dtype)
+    for _ in range(9):
+        assert f(*args).to("cpu").numpy().tobytes() == first.tobytes()
+    return f
+
+
+@pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", [(2, 4, 2, 256, 512, 128), (1, 2, 2, 384, 384, 64)])
+def test_tile_ir_takes_the_blocked_forward_on_hopper(case, causal):
+    q, k, v = inputs(*case, "bf16", salt=(SEED + 31) % 1000)
+    f = gpu_forward_check(q, k, v, causal, "bf16")
+    kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
+    assert kernels and all(kk["variant"] == "tile_ir" for kk in kernels), kernels
+
+
+@pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_ptx_path_runs_the_blocked_forward(monkeypatch, dtype):
+    monkeypatch.setenv("TESSERA_CUDA_TILE_DEFAULT", "0")
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "1")
+    q, k, v = inputs(1, 4, 2, 128, 256, 64, dtype, salt=(SEED + 32) % 1000)
+    f = gpu_forward_check(q, k, v, True, dtype)
+    kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
+    assert kernels and all(kk["variant"] == "tile" for kk in kernels), kernels
