@@ -40,10 +40,17 @@ FORMS = {
 }
 
 
+KNOBS = ("TESSERA_CUDA_TILE_DEFAULT", "TESSERA_ATTENTION_BLOCKED", "TESSERA_ATTENTION_TILE",
+         "TESSERA_CUDA_TILE_OCCUPANCY", "TESSERA_CUDA_TILE_LATENCY")
+
+
 def set_form(name):
-    for knob in ("TESSERA_CUDA_TILE_DEFAULT", "TESSERA_ATTENTION_BLOCKED"):
+    for knob in KNOBS:
         os.environ.pop(knob, None)
-    os.environ.update(FORMS[name])
+    if name in FORMS:
+        os.environ.update(FORMS[name])
+    else:  # NAME=VALUE+NAME=VALUE
+        os.environ.update(dict(kv.split("=", 1) for kv in name.split("+")))
 
 
 def main():
@@ -53,7 +60,8 @@ def main():
     ap.add_argument("--s", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--d", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--forms", nargs="+", default=["default"], choices=sorted(FORMS))
+    ap.add_argument("--forms", nargs="+", default=["default"],
+                    help=f"{', '.join(sorted(FORMS))}, or knobs as NAME=VALUE+NAME=VALUE (a sweep)")
     ap.add_argument("--no-backward", action="store_true")
     args = ap.parse_args()
     import torch
@@ -65,7 +73,9 @@ def main():
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     rng = np.random.default_rng(0)
     print(f"flash_attn bf16 on {torch.cuda.get_device_name(0)}, B = {args.b}, H = {args.h}; TFLOP/s")
-    forms = " ".join(f"{f:>11}" for f in args.forms)
+    for i, f in enumerate(args.forms):
+        print(f"  form {i}: {f}")
+    forms = " ".join(f"{'form ' + str(i):>11}" for i in range(len(args.forms)))
     print(f"{'S':>5} {'D':>4} {'causal':>6} | {forms} {'best torch':>16} {'ratio':>6} | "
           f"{'tessera bwd':>11} {'cudnn bwd':>10} {'ratio':>6}")
     for s in args.s:

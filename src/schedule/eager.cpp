@@ -96,7 +96,8 @@ struct Prepared {
 // (schedule/passes.h set_target_knobs, the default mapper): part of the
 // cache key, so changing one never serves a kernel built under another.
 std::string knob_key() {
-  static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED", "TESSERA_ROW_LANES", "TESSERA_GEMM_LANES",
+  static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED", "TESSERA_ATTENTION_TILE", "TESSERA_ROW_LANES",
+                                       "TESSERA_GEMM_LANES", "TESSERA_CUDA_TILE_OCCUPANCY", "TESSERA_CUDA_TILE_LATENCY",
                                        "TESSERA_CUDA_GEMM_TILE", "TESSERA_CUDA_TILE_DEFAULT",
                                        "TESSERA_CUDA_TILE_GEMM_TILE"};
   std::string key;

@@ -336,3 +336,24 @@ TEST(CudaTileBytecode, TileirasAssemblesPointerOpsAndIfs) {
   ASSERT_GE(cubin.size(), 4u);
   EXPECT_EQ(Bytes(cubin.begin(), cubin.begin() + 4), (Bytes{0x7F, 'E', 'L', 'F'}));
 }
+
+TEST(CudaTileBytecode, EntryOccupancyHintIsEncodedAndDecoded) {
+  ct::Module m("t");
+  const ct::TypeRef f = m.tile(Elem::f32, {});
+  ct::Body& b = m.begin_entry("k", {f}, {"x"});
+  m.entry_hints("sm_90", 2);
+  b.ret();
+  m.end_entry();
+  EXPECT_NE(m.text().find("entry @k(%0 /*x*/: tile<f32>) optimization_hints = <sm_90 = {occupancy = 2}> {"),
+            std::string::npos)
+      << m.text();
+  const Bytes bytes = m.bytes();
+  // Function flags: kernel | hints; then the tagged optimization_hints (0x0b), one architecture.
+  const Bytes flags{0x06, 0x00, 0x0b, 0x01};
+  EXPECT_NE(std::search(bytes.begin(), bytes.end(), flags.begin(), flags.end()), bytes.end());
+  const ct::Toolchain& t = ct::toolchain();
+  if (!t.found) GTEST_SKIP() << t.reason;
+  const std::string text = ct::disassemble(bytes);
+  if (text.empty()) GTEST_SKIP() << "no tileirdisasm beside " << t.tileiras;
+  EXPECT_NE(text.find("occupancy = 2"), std::string::npos) << text;
+}

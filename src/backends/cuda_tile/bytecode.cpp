@@ -251,8 +251,17 @@ Body& Module::begin_entry(std::string_view name, const std::vector<TypeRef>& par
     sig += (i ? ", " : "") + std::string("%") + std::to_string(v.name) +
            (i < param_names.size() ? " /*" + param_names[i] + "*/" : "") + ": " + type_text(params[i]);
   }
+  entry_line_ = lines_.size();
+  entry_occupancy_.reset();
   lines_.push_back("  entry @" + entry_name_ + "(" + sig + ") {");
   return *body_;
+}
+
+void Module::entry_hints(const std::string& arch, int occupancy) {
+  if (body_ == nullptr) raise(ErrorCode::Internal, "cuda_tile writer: entry hints outside an entry");
+  entry_occupancy_ = std::make_pair(arch, occupancy);
+  std::string& line = lines_.at(entry_line_);
+  line.insert(line.size() - 2, " optimization_hints = <" + arch + " = {occupancy = " + std::to_string(occupancy) + "}>");
 }
 
 void Module::end_entry() {
@@ -261,8 +270,20 @@ void Module::end_entry() {
   // debug section is needed), body length, body.
   put_varint(functions_, string_index(entry_name_));
   put_varint(functions_, entry_sig_.id);
-  functions_.push_back(f::kFunctionKernel);
+  functions_.push_back(f::kFunctionKernel | (entry_occupancy_ ? f::kFunctionHints : 0));
   put_varint(functions_, 0);
+  if (entry_occupancy_) {
+    // A tagged optimization_hints: {arch: {occupancy: i32}}.
+    functions_.push_back(f::attr_tag::optimization_hints);
+    put_varint(functions_, 1);
+    put_varint(functions_, string_index(entry_occupancy_->first));
+    functions_.push_back(f::attr_tag::dictionary);
+    put_varint(functions_, 1);
+    put_varint(functions_, string_index("occupancy"));
+    functions_.push_back(f::attr_tag::integer);
+    put_varint(functions_, elem(Elem::i32).id);
+    put_varint(functions_, static_cast<std::uint64_t>(entry_occupancy_->second));
+  }
   put_varint(functions_, body_->buf_.size());
   functions_.insert(functions_.end(), body_->buf_.begin(), body_->buf_.end());
   ++num_functions_;

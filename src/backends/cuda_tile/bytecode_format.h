@@ -28,11 +28,12 @@ inline constexpr std::uint8_t pointer = 0x0c, tile = 0x0d, tensor_view = 0x0e, p
 }
 
 namespace attr_tag {
-inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, bool_ = 0x03, div_by = 0x08, dictionary = 0x0a, bounded = 0x0c;
+inline constexpr std::uint8_t integer = 0x01, float_ = 0x02, bool_ = 0x03, div_by = 0x08, dictionary = 0x0a,
+                              optimization_hints = 0x0b, bounded = 0x0c;
 }
 
 // Function flags of a function-section record.
-inline constexpr std::uint8_t kFunctionKernel = 0x02;
+inline constexpr std::uint8_t kFunctionKernel = 0x02, kFunctionHints = 0x04;
 
 namespace op {
 inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, bitcast = 9, broadcast = 11,

@@ -146,6 +146,11 @@ LoweredKernel Lowering::run() {
   // "<lambda>"; tileiras's code generator rejects such a name).
   const std::string entry = codegen::c_identifier(ir::function_name(func_));
   b_ = &m_.begin_entry(entry, types, names);
+  std::optional<int> occupancy = options_.occupancy;
+  if (const ir::Attribute* o = func_.attrs().find("occupancy"); !occupancy && o && ir::kind_of(*o) == ir::AttrKind::integer) {
+    occupancy = static_cast<int>(std::clamp<std::int64_t>(std::get<std::int64_t>(*o), 1, 32));
+  }
+  if (occupancy) m_.entry_hints(options_.arch, *occupancy);
   std::size_t slot = 0;
   for (std::size_t i = 0; i < body.num_arguments(); ++i) {
     const ir::Value* a = body.argument(i);

@@ -109,6 +109,15 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
     }
     lower_options.latency = static_cast<int>(v);
   }
+  if (const char* o = std::getenv("TESSERA_CUDA_TILE_OCCUPANCY"); o != nullptr && *o != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(o, &end, 10);
+    if (*end != '\0' || v < 1 || v > 32) {
+      raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_TILE_OCCUPANCY must be an integer from 1 to 32, got '" +
+                                            std::string(o) + "'");
+    }
+    lower_options.occupancy = static_cast<int>(v);
+  }
   LoweredKernel lowered = lower_kernel(kernel_func, lower_options);  // CompileError for what it cannot express
   Cubin c;
   c.name = lowered.name;

@@ -2,6 +2,7 @@
 // attribute for the templates (and, later, autotuning) to read. Knobs never
 // change numerics: reduction orders depend on the shape alone.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -127,6 +128,19 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     }
     attention_blocked = std::string(e) == "1";
   }
+  // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked forward's query and key
+  // block sizes (powers of two from 16 to 256; default 128,64).
+  std::optional<std::vector<std::int64_t>> attention_tile;
+  if (const char* e = std::getenv("TESSERA_ATTENTION_TILE"); e != nullptr && *e != '\0') {
+    int bm = 0, bn = 0;
+    char tail = 0;
+    auto pow2 = [](int x) { return x >= 16 && x <= 256 && (x & (x - 1)) == 0; };
+    if (std::sscanf(e, "%d,%d%c", &bm, &bn, &tail) != 2 || !pow2(bm) || !pow2(bn)) {
+      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ATTENTION_TILE is '") + e +
+                                            "'; expected BM,BN, powers of two from 16 to 256, such as 128,64");
+    }
+    attention_tile = std::vector<std::int64_t>{bm, bn};
+  }
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm) {
@@ -145,6 +159,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
+    if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
 }
 

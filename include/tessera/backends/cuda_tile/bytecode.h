@@ -212,6 +212,9 @@ class Module {
   Body& begin_entry(std::string_view name, const std::vector<TypeRef>& params,
                     const std::vector<std::string>& param_names);
   void end_entry();
+  // The open entry's optimization hints for `arch`: occupancy, the CTAs per
+  // SM tileiras should aim for (1 to 32).
+  void entry_hints(const std::string& arch, int occupancy);
 
   std::vector<std::uint8_t> bytes() const;
   std::string text() const;
@@ -235,6 +238,8 @@ class Module {
   std::uint32_t num_functions_ = 0;
   Body* body_ = nullptr;
   std::string entry_name_;
+  std::size_t entry_line_ = 0;
+  std::optional<std::pair<std::string, int>> entry_occupancy_;
   TypeRef entry_sig_;
   std::vector<std::string> lines_;
   std::uint32_t names_ = 0;

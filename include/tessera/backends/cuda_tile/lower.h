@@ -76,6 +76,9 @@ struct LowerOptions {
   bool assume_aligned = false;
   std::string arch = "sm_90";
   std::optional<int> latency;
+  // The entry's occupancy hint (CTAs per SM); else the kernel function's
+  // `occupancy` attribute, if any.
+  std::optional<int> occupancy;
 };
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options = {});

@@ -173,7 +173,7 @@ __device__ __forceinline__ void tile_reduce(Tile<D, R, C, L>& t, const V& src, i
   for (int s = 0; s < L::kSlots; ++s) {
     int r, c;
     if (!L::coord(tid, s, r, c) || r >= R) continue;
-    T acc = F == kFn_max ? -T(INFINITY) : T(0);
+    T acc = F == kFn_max ? T(__longlong_as_double((i64)0xFFF0000000000000ull)) : T(0);  // -inf
     for (int k = 0; k < n; ++k) {
       const T v = decode_s<D>(AXIS == 1 ? *src.at(r, k) : *src.at(k, c));
       acc = F == kFn_max ? tile_fn<kFn_max>(acc, v) : acc + v;
