@@ -48,7 +48,7 @@ inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, absf = 0, 
 }
 
 namespace rounding {
-inline constexpr std::uint8_t nearest_even = 0, zero = 1, full = 5, nearest_int_to_zero = 6;
+inline constexpr std::uint8_t nearest_even = 0, zero = 1, approx = 4, full = 5, nearest_int_to_zero = 6;
 }
 namespace signedness {
 inline constexpr std::uint8_t unsigned_ = 0, signed_ = 1;

@@ -52,7 +52,8 @@ bool Lowering::lower_tile_math(const ir::Operation& op) {
     if (fn == "neg") {
       values_[op.result()] = b_->unary("negf", x);
     } else if (fast) {
-      values_[op.result()] = b_->unary(fn, x);
+      // The hardware's approximate exp (ex2-based); log keeps the target's full-accuracy one.
+      values_[op.result()] = b_->unary(fn == "exp" && e == Elem::f32 ? "exp_approx" : fn, x);
     } else {
       values_[op.result()] = lane_unary(op, fn, x);  // Tessera's exp/log, step for step
     }

@@ -103,7 +103,7 @@ class Body {
   // addf subf mulf divf maxf minf addi subi muli divi remi maxi mini andi ori xori shli shri shrui;
   // shri shifts right arithmetically (signed), shrui logically (unsigned).
   Value binary(std::string_view op, Value lhs, Value rhs);
-  Value unary(std::string_view op, Value x);                // negf absf exp sqrt tanh negi absi log
+  Value unary(std::string_view op, Value x);                // negf absf exp exp_approx sqrt tanh negi absi log
   // cmpf (ordered, or unordered: true where either side is NaN) or cmpi (signed).
   Value cmp(Value lhs, Value rhs, Cmp pred, bool unordered = false);
   Value select(Value cond, Value a, Value b);
