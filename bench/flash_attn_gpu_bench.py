@@ -14,6 +14,11 @@ minus forward for both sides. Tessera's output is checked against torch's
 math backend (fp32) first. Each time is the median of --runs calls after a
 warm-up, ended by a device synchronization.
 
+--cutile also times the same blocked forward written in cuTile Python (the
+cuda-tile package, where installed): the same recipe (exp, one mma per
+product, 128 x 64 blocks, the causal diagonal masked), a measure of what the
+CUDA Tile IR toolchain reaches with its own frontend.
+
 --forms times the forward in several of Tessera's forms, each set by the
 environment knobs its kernels are compiled under: `default` (the default
 mapper: on Hopper with tileiras the blocked tensor-core forward through CUDA
@@ -53,6 +58,57 @@ def set_form(name):
         os.environ.update(dict(kv.split("=", 1) for kv in name.split("+")))
 
 
+def cutile_fmha(torch):
+    """The blocked forward in cuTile Python: a function (q, k, v, causal) -> o, or (None, why)."""
+    try:
+        import math
+
+        import cuda.tile as ct
+    except Exception as e:  # noqa: BLE001
+        return None, f"cuda-tile not installed ({e})"
+    const = ct.Constant[int]
+
+    @ct.kernel(occupancy=2)
+    def fmha(Q, K, V, O, scale: float, H: const, BM: const, BN: const, D: const, CAUSAL: ct.Constant[bool]):
+        qb = ct.bid(0)
+        bh = ct.bid(1)
+        b = bh // H
+        h = bh % H
+        q = ct.load(Q, index=(b, h, qb, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+        m = ct.full((BM, 1), -math.inf, dtype=ct.float32)
+        lsum = ct.full((BM, 1), 0.0, dtype=ct.float32)
+        acc = ct.full((BM, D), 0.0, dtype=ct.float32)
+        sk = K.shape[2]
+        end = ct.cdiv(sk, BN)
+        free = end
+        if CAUSAL:
+            end = ct.cdiv(min((qb + 1) * BM, sk), BN)
+            free = (qb * BM) // BN
+        rows = qb * BM + ct.arange(BM, dtype=ct.int32)[:, None]
+        for j in range(0, end):
+            kt = ct.load(K, index=(b, h, 0, j), shape=(1, 1, D, BN), order=(0, 1, 3, 2), latency=2).reshape((D, BN))
+            s = ct.mma(q, kt, ct.full((BM, BN), 0.0, dtype=ct.float32)) * scale
+            if CAUSAL and j >= free:
+                cols = j * BN + ct.arange(BN, dtype=ct.int32)[None, :]
+                s = ct.where(cols <= rows, s, -math.inf)
+            mn = max(m, ct.max(s, axis=-1, keepdims=True))
+            p = ct.exp(s - mn)
+            alpha = ct.exp(m - mn)
+            lsum = lsum * alpha + ct.sum(p, axis=-1, keepdims=True)
+            v = ct.load(V, index=(b, h, j, 0), shape=(1, 1, BN, D), latency=4).reshape((BN, D))
+            acc = ct.mma(p.astype(Q.dtype), v, acc * alpha)
+            m = mn
+        ct.store(O, index=(b, h, qb, 0), tile=(acc / lsum).reshape((1, 1, BM, D)).astype(O.dtype))
+
+    def run(q, k, v, causal):
+        o = torch.empty_like(q)
+        bsz, heads, sq, d = q.shape
+        ct.launch(torch.cuda.current_stream(), (sq // 128, bsz * heads, 1), fmha,
+                  (q, k, v, o, d ** -0.5, heads, 128, 64, d, causal))
+        return o
+    return run, ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--b", type=int, default=1)
@@ -63,6 +119,7 @@ def main():
     ap.add_argument("--forms", nargs="+", default=["default"],
                     help=f"{', '.join(sorted(FORMS))}, or knobs as NAME=VALUE+NAME=VALUE (a sweep)")
     ap.add_argument("--no-backward", action="store_true")
+    ap.add_argument("--cutile", action="store_true")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -76,6 +133,9 @@ def main():
     for i, f in enumerate(args.forms):
         print(f"  form {i}: {f}")
     forms = " ".join(f"{'form ' + str(i):>11}" for i in range(len(args.forms)))
+    cutile, why = cutile_fmha(torch) if args.cutile else (None, "")
+    if args.cutile:
+        print(f"  cuTile Python: {'the last column before the ratio' if cutile else 'not run: ' + why}")
     print(f"{'S':>5} {'D':>4} {'causal':>6} | {forms} {'best torch':>16} {'ratio':>6} | "
           f"{'tessera bwd':>11} {'cudnn bwd':>10} {'ratio':>6}")
     for s in args.s:
@@ -97,6 +157,15 @@ def main():
                     fwd[form] = seconds(lambda: tessera.ops.flash_attn(q, k, v, causal=causal), args.runs, sync)
                 set_form(args.forms[0])
                 first = fwd[args.forms[0]]
+                ct_tf = float("nan")
+                if cutile:
+                    try:
+                        got = cutile(tq, tk, tv, causal).float()
+                        err = (got - want).abs().max().item()
+                        assert err < 2e-2, f"cuTile fmha S={s} D={d}: max error {err}"
+                        ct_tf = flops / seconds(lambda: cutile(tq, tk, tv, causal), args.runs, sync) / 1e12
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  cuTile Python failed: {e}")
                 bwd = float("nan")
                 if not args.no_backward:
                     grad = tessera.jit(tessera.grad(
@@ -121,6 +190,8 @@ def main():
                 cudnn = theirs.get("cudnn", (float("nan"), float("nan")))[1]
                 tf = lambda fl, t: fl / t / 1e12  # noqa: E731
                 ours = " ".join(f"{tf(flops, fwd[f]):>11.2f}" for f in args.forms)
+                if args.cutile:
+                    ours += f" {ct_tf:>8.2f} cuTile"
                 print(f"{s:>5} {d:>4} {str(causal):>6} | {ours} "
                       f"{tf(flops, theirs[best][0]):>9.1f} {best:>6} {theirs[best][0] / first:>5.3f}x | "
                       f"{tf(2.5 * flops, bwd):>11.2f} {tf(2.5 * flops, cudnn):>10.1f} {cudnn / bwd:>5.3f}x", flush=True)

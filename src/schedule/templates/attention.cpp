@@ -119,7 +119,7 @@ class AttentionBuilder {
   }
 
   // The blocked forward (see the header): params q, k, v as [rows, D]
-  // matrices, o as [rows, D] and lse as [rows, 1].
+  // matrices, o as [rows, D] and lse as [rows / BM, BM].
   TileKernel build_blocked() {
     const std::vector<std::int64_t> tile = attention_tile(kernel_);
     const std::int64_t BM = tile[0], BN = tile[1];
@@ -143,7 +143,9 @@ class AttentionBuilder {
       for (std::size_t r = 0; r < root_.num_results(); ++r) {
         if (root_.result(r) == yield.operand(j)) {
           out_index_[r] = static_cast<int>(j);
-          if (r == 1) cols = 1;
+          // The logsumexp as rows of BM: 16-byte rows, so the CUDA Tile IR
+          // target's aligned form applies (a [rows, 1] view has 4-byte rows).
+          if (r == 1) cols = BM;
         }
       }
       const std::string s = "out" + std::to_string(j);
@@ -240,7 +242,10 @@ class AttentionBuilder {
       }
       store_tile(b, 0, qrow, o);
     }
-    if (out(1)) store_tile(b, 1, qrow, bin(b, "add", m, un(b, "log", l)));
+    if (out(1)) {
+      Value* lse = tile::build(b, "tile.transpose", {bin(b, "add", m, un(b, "log", l))});
+      store_tile(b, 1, op2(b, "div", qrow, i64(b, BM)), lse);
+    }
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
