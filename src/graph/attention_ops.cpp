@@ -140,19 +140,30 @@ std::vector<ir::AttrSpec> forward_attrs() {
   return a;
 }
 
-// o's policy: `out` when given (a float storage, rounding to nearest), else q's.
-NumericsPolicy result_policy(const NumericsPolicy& q, const AttrMap& attrs, const std::string& op) {
-  const double vs = attrs.get_real("v_scale");
-  if (!std::isfinite(vs) || vs <= 0.0) {
-    raise(ErrorCode::ArgumentInvalid, op + ": v_scale must be a positive finite number, got " + number_text(vs));
-  }
-  if (!attrs.has("out")) return q;
+// The backward's: attn_attrs() and the optional result policy.
+std::vector<ir::AttrSpec> backward_attrs() {
+  std::vector<ir::AttrSpec> a = attn_attrs();
+  a.push_back(ir::AttrSpec{.name = "out", .kind = ir::AttrKind::policy, .required = false});
+  return a;
+}
+
+// The `out` attribute: a float storage of a byte or more.
+NumericsPolicy out_policy(const AttrMap& attrs, const std::string& op) {
   const NumericsPolicy& out = attrs.get_policy("out");
   if (!is_float(out.storage) || out.storage == DType::e8m0 || is_packed(out.storage)) {
     raise(ErrorCode::DtypeUnsupported,
           op + ": the result must be a floating-point storage of a byte or more, got " + std::string(name(out.storage)));
   }
   return out;
+}
+
+// o's policy: `out` when given (a float storage, rounding to nearest), else q's.
+NumericsPolicy result_policy(const NumericsPolicy& q, const AttrMap& attrs, const std::string& op) {
+  const double vs = attrs.get_real("v_scale");
+  if (!std::isfinite(vs) || vs <= 0.0) {
+    raise(ErrorCode::ArgumentInvalid, op + ": v_scale must be a positive finite number, got " + number_text(vs));
+  }
+  return attrs.has("out") ? out_policy(attrs, op) : q;
 }
 
 // One (batch, head) problem's geometry, in elements.
@@ -351,7 +362,7 @@ void register_attention_ops(ir::Registry& r) {
       .name = "graph.flash_attn_bwd",
       .summary = "dq, dk, dv of graph.flash_attn from q, k, v, its o and lse, and do; fixed-order sums, no atomics.",
       .operands = {"q", "k", "v", "o", "lse", "do"},
-      .attrs = attn_attrs(),
+      .attrs = backward_attrs(),
       .num_results = 3,
       .infer =
           [](std::span<const ir::Type> in, const AttrMap& attrs) {
@@ -371,8 +382,11 @@ void register_attention_ops(ir::Registry& r) {
             if (in[4].shape != lse.shape || in[4].policy.storage != lse.policy.storage) {
               raise(ErrorCode::ShapeMismatch, op + ": lse must be " + ir::print_type(lse) + ", got " + ir::print_type(in[4]));
             }
-            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, p), ir::Type::tensor(in[1].shape, p),
-                                         ir::Type::tensor(in[2].shape, p)};
+            // The gradients' policy: `out` when given (the VJP of bf16/fp16 attention asks for the
+            // fp32 tangents while the operands stay at their storage), else q's.
+            const NumericsPolicy grads = attrs.has("out") ? out_policy(attrs, op) : p;
+            return std::vector<ir::Type>{ir::Type::tensor(in[0].shape, grads), ir::Type::tensor(in[1].shape, grads),
+                                         ir::Type::tensor(in[2].shape, grads)};
           },
       .reference = run_backward,
   });

@@ -249,7 +249,7 @@ EagerForm row_normalization_form(const ir::OpDef& def, std::span<const Tensor> i
   return f;
 }
 
-// graph.flash_attn on bf16/fp16 with both lengths multiples of 64: Sq and Sk
+// graph.flash_attn(_bwd) on bf16/fp16 with both lengths multiples of 64: Sq and Sk
 // stay static, so the blocked tensor-core forward (templates/attention.cpp,
 // which needs whole blocks of a known length) can apply; one kernel per
 // (Sq, Sk) pair then, the price of tensor cores. Other calls are
@@ -259,9 +259,11 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   const DType d = inputs[0].policy().storage;
   const std::int64_t sq = inputs[0].shape()[2], sk = inputs[1].shape()[2];
   if ((d != DType::bf16 && d != DType::fp16) || sq % 64 != 0 || sk % 64 != 0 || sq == 0 || sk == 0) return f;
-  f.pattern[0][2] = ir::Dim::fixed(sq);
-  f.pattern[1][2] = ir::Dim::fixed(sk);
-  f.pattern[2][2] = ir::Dim::fixed(sk);
+  // q, k, v, and for the backward o, lse and do: Sq is dim 2 of q, o, lse
+  // and do, Sk dim 2 of k and v.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (f.pattern[i].size() > 2) f.pattern[i][2] = ir::Dim::fixed(i == 1 || i == 2 ? sk : sq);
+  }
   return infers(def, f.inputs, f.pattern, attrs) ? f : plain(def, inputs, attrs);
 }
 
@@ -271,8 +273,8 @@ EagerForm eager_form(const ir::OpDef& def, std::span<const Tensor> inputs, const
   if (is_elementwise(def) && !inputs.empty()) return elementwise_form(def, inputs, attrs);
   if (is_reduction(def) && inputs.size() == 1) return reduction_form(def, inputs, attrs);
   if (is_row_normalization(def) && !inputs.empty()) return row_normalization_form(def, inputs, attrs);
-  if (def.name == "graph.flash_attn" && inputs.size() == 3 && inputs[0].rank() == 4 && inputs[1].rank() == 4 &&
-      inputs[2].rank() == 4) {
+  if ((def.name == "graph.flash_attn" || def.name == "graph.flash_attn_bwd") && inputs.size() >= 3 &&
+      inputs[0].rank() == 4 && inputs[1].rank() == 4 && inputs[2].rank() == 4) {
     return attention_form(def, inputs, attrs);
   }
   return plain(def, inputs, attrs);

@@ -272,11 +272,14 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
     if (tk.group_per_row) grid = n;
-    if (tk.axis_blocks) {
-      const auto& shape = inputs.at(tk.axis_blocks->input).shape();
-      const std::int64_t len = shape.at(tk.axis_blocks->axis), block = tk.axis_blocks->block;
-      grid = (len + block - 1) / block;
-      for (std::size_t d = 0; d < tk.axis_blocks->axis; ++d) grid *= shape[d];
+    if (!tk.axis_blocks.empty()) {
+      grid = 0;
+      for (const AxisBlocks& ab : tk.axis_blocks) {
+        const auto& shape = inputs.at(ab.input).shape();
+        std::int64_t groups = (shape.at(ab.axis) + ab.block - 1) / ab.block;
+        for (std::size_t d = 0; d < ab.axis; ++d) groups *= shape[d];
+        grid += groups;
+      }
     }
     if (tk.row_tiled) {
       const std::int64_t c = domain.back();

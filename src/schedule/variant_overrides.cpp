@@ -61,10 +61,12 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
     // An attention forward is a candidate in its blocked tensor-core form
     // (set_tile_ir_knobs gives a tile_ir one the knob; the lane form is no
     // faster there than on the PTX path).
-    const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked");
+    // The blocked backward has not run on a GPU yet: forwards only.
+    const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked") &&
+                           kernel_root_op(*k).name() == "graph.flash_attn";
     if (attention) {
       k->attrs().set("attn_blocked", true);
-      if (!templates::blocked_forward_applies(*k)) {
+      if (!templates::blocked_attention_applies(*k)) {
         k->attrs().erase("attn_blocked");
         continue;
       }

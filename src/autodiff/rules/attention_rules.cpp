@@ -5,6 +5,10 @@
 // its own kernel with fixed-order sums. A cotangent of the logsumexp result
 // is not supported: tessera.ops.flash_attn returns o alone, so user code
 // never reaches it, and a rule that met one raises rather than drop it.
+// For bf16/fp16 inputs the backward reads the primals at their storage and
+// do rounded to o's dtype, and writes fp32 gradients (its `out` attribute):
+// the mixed-precision form the blocked tensor-core backward takes
+// (docs/design/0015); other dtypes run at the tangent policy throughout.
 //
 // JVP: built from the decomposition, at the accumulation type, with
 // G = Hq / Hkv and the query heads of one group as an extra batch dim:
@@ -51,6 +55,18 @@ Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
           "graph.flash_attn: differentiating through its logsumexp result is not supported (only through o)");
   }
   if (!ct[0]) return Values{nullptr, nullptr, nullptr};
+  const DType storage = op.operand(0)->type().dtype();
+  if (storage == DType::bf16 || storage == DType::fp16) {
+    // Mixed precision, as attention is trained everywhere: the backward reads
+    // q, k, v and o at their storage and do rounded to it (tensor-core
+    // operands), and writes the gradients at the tangent policy (fp32).
+    Value* o = op.result(0);
+    ir::AttrMap attrs = attn_attrs(op);
+    attrs.set("out", *autodiff::tangent_policy(op.operand(0)->type()));
+    return c.ops("graph.flash_attn_bwd",
+                 {op.operand(0), op.operand(1), op.operand(2), o, op.result(1), c.cast_to(ct[0], o->type().policy)},
+                 attrs);
+  }
   Value* q = c.primal(op.operand(0));
   Value* k = c.primal(op.operand(1));
   Value* v = c.primal(op.operand(2));

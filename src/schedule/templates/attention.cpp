@@ -22,7 +22,7 @@
 // once for dk/dv) and delta once per key row. They are the correctness
 // baseline, bit for bit the reference.
 //
-// The blocked forward (the `attn_blocked` knob, where blocked_forward_applies):
+// The blocked forward (the `attn_blocked` knob, where blocked_attention_applies):
 // a group per BM query rows of one head; Q [BM, D] stays in registers while
 // the loop walks the visible keys BN at a time: S = Q K^T on tensor cores,
 // the online softmax on whole tiles (row max, exp, row sum), P cast to the
@@ -52,7 +52,9 @@ class AttentionBuilder {
       : kernel_(kernel), body_(kernel_body(kernel)), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
 
   TileKernel build() {
-    if (blocked_forward_applies(kernel_)) return build_blocked();
+    if (blocked_attention_applies(kernel_)) {
+      return root_.name() == "graph.flash_attn" ? build_blocked() : build_blocked_backward();
+    }
     const std::int64_t lanes = group_lanes(kernel_, kLanes);
     const bool forward = root_.name() == "graph.flash_attn";
     const std::size_t num_in = body_.num_arguments();
@@ -164,7 +166,7 @@ class AttentionBuilder {
     ir::Block& fb = ir::function_body(*func);
     fb_ = &fb;
     ir::OpBuilder b(fb);
-    // Sq and Sk are static here (blocked_forward_applies): as constants they
+    // Sq and Sk are static here (blocked_attention_applies): as constants they
     // show the targets that every block offset is a multiple of the block.
     Sq_ = i64(b, qs[2].size);
     Sk_ = i64(b, root_.operand(1)->type().shape[2].size);
@@ -253,8 +255,200 @@ class AttentionBuilder {
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
-    result.axis_blocks = AxisBlocks{arg(0), 2, BM};
+    result.axis_blocks = {AxisBlocks{arg(0), 2, BM}};
     return result;
+  }
+
+  // The blocked backward: one kernel, two roles. Groups [0, nq) each own BM
+  // rows of dq (a loop over the key blocks they see); the groups after them
+  // each own BN rows of dk and dv of one kv head (loops over the group's
+  // query heads, then the query blocks that see the keys). Every output
+  // element is one group's sum in a fixed order: no atomics.
+  //   P = exp(Q K^T scale - lse), dP = dO V^T, dS = P (dP - delta),
+  //   delta = rowsum(dO o), dq = scale dS K, dk = scale dS^T Q, dv = P^T dO,
+  // with P and dS rounded to the inputs' dtype before their products.
+  TileKernel build_blocked_backward() {
+    const std::vector<std::int64_t> tile = attention_tile(kernel_);
+    const std::int64_t BM = tile[0], BN = tile[1];
+    const auto& qs = root_.operand(0)->type().shape;
+    Hq_ = qs[1].size;
+    Hkv_ = root_.operand(1)->type().shape[1].size;
+    D_ = qs[3].size;
+    const std::int64_t G = Hq_ / Hkv_;
+    causal_ = root_.attrs().get_bool("causal");
+    acc_ = default_policy(root_.operand(0)->type().policy.accum);
+    const NumericsPolicy in = buffer_policy(root_.operand(0)->type().policy);
+    TileKernel result;
+    std::vector<std::pair<std::string, Type>> params;
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      const Type& t = body_.argument(k)->type();
+      const std::int64_t cols = body_.argument(k) == root_.operand(4) ? BM : D_;  // lse as rows of BM
+      const std::string s = "in" + std::to_string(k);
+      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(cols)}, buffer_policy(t.policy)));
+      result.matrix_inputs.emplace_back(k, cols);
+    }
+    const ir::Operation& yield = *body_.terminator();
+    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
+      for (std::size_t r = 0; r < root_.num_results(); ++r) {
+        if (root_.result(r) == yield.operand(j)) out_index_[r] = static_cast<int>(j);
+      }
+      const std::string s = "out" + std::to_string(j);
+      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(D_)},
+                                        buffer_policy(yield.operand(j)->type().policy), true));
+      result.matrix_outputs.emplace_back(j, D_);
+    }
+    params.emplace_back("batch", Type::lane(DType::int64));
+    result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, 0, arg(0)});
+    const std::int64_t lanes = 128;
+    ir::Operation* func =
+        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    func->attrs().set("occupancy", std::int64_t{2});
+    ir::Block& fb = ir::function_body(*func);
+    fb_ = &fb;
+    ir::OpBuilder b(fb);
+    Value* B = fb.argument(body_.num_arguments() + yield.num_operands());
+    Sq_ = i64(b, qs[2].size);
+    Sk_ = i64(b, root_.operand(1)->type().shape[2].size);
+    Value* diag = op2(b, "sub", Sk_, Sq_);
+    Value* zero = i64(b, 0);
+    Value* scale = full_(b, 1, 1, root_.attrs().get_real("scale"));
+
+    auto load = [&](ir::OpBuilder& lb, std::size_t operand, Value* row, std::int64_t rows) {
+      return tile::build(lb, "tile.tile_load", {fb.argument(arg(operand)), row, zero},
+                         {{"shape", ir::fixed_shape({rows, D_})}});
+    };
+    auto as_acc = [&](ir::OpBuilder& lb, Value* t) { return tile::build(lb, "tile.tile_cast", {t}, {{"to", acc_}}); };
+    auto as_in = [&](ir::OpBuilder& lb, Value* t) { return tile::build(lb, "tile.tile_cast", {t}, {{"to", in}}); };
+    auto tr = [&](ir::OpBuilder& lb, Value* t) { return tile::build(lb, "tile.transpose", {t}); };
+    auto zeros = [&](ir::OpBuilder& lb, std::int64_t r, std::int64_t c) {
+      return tile::build(lb, "tile.zeros", {}, {{"shape", ir::fixed_shape({r, c})}, {"policy", acc_}});
+    };
+    auto mma = [&](ir::OpBuilder& lb, Value* x, Value* y, Value* acc) { return tile::build(lb, "tile.mma", {x, y, acc}); };
+    // P, and dS for the block of query rows at qrow (q0 in its head) against keys at krow (j0 in its head).
+    struct Pair { Value* p; Value* ds; };
+    auto pair = [&](ir::OpBuilder& lb, Value* qt, Value* dot, Value* lse, Value* delta, Value* kt, Value* vt, Value* q0,
+                    Value* j0, bool masked) {
+      Value* x = bin_(lb, "mul", mma(lb, qt, tr(lb, kt), zeros(lb, BM, BN)), scale);
+      if (masked) {
+        x = tile::build(lb, "tile.tile_causal_fill", {x, q0, j0, diag}, {{"value", -std::numeric_limits<double>::infinity()}});
+      }
+      Value* p = un_(lb, "exp", bin_(lb, "sub", x, lse));
+      Value* dp = mma(lb, dot, tr(lb, vt), zeros(lb, BM, BN));
+      return Pair{p, bin_(lb, "mul", p, bin_(lb, "sub", dp, delta))};
+    };
+    // delta = rowsum(do * o) and lse ([BM, 1]) of the query block at qrow.
+    auto row_terms = [&](ir::OpBuilder& lb, Value* qrow, Value* dot) {
+      Value* delta = reduce_(lb, "sum", bin_(lb, "mul", as_acc(lb, dot), as_acc(lb, load(lb, 3, qrow, BM))));
+      Value* lse = tr(lb, tile::build(lb, "tile.tile_load", {fb.argument(arg(4)), op2(lb, "div", qrow, i64(lb, BM)), zero},
+                                      {{"shape", ir::fixed_shape({1, BM})}}));
+      return std::pair<Value*, Value*>{lse, delta};
+    };
+
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* nq = out(0) ? mul(b, mul(b, B, i64(b, Hq_)), i64(b, qs[2].size / BM)) : zero;
+    tile::build_if(
+        b, cmp(b, "lt", gid, nq), {},
+        [&](ir::OpBuilder& tb, std::span<Value* const>) {
+          // dq rows [q0, q0 + BM) of head bh.
+          const std::int64_t nqb = qs[2].size / BM;
+          Value* bh = op2(tb, "div", gid, i64(tb, nqb));
+          Value* q0 = mul(tb, op2(tb, "rem", gid, i64(tb, nqb)), i64(tb, BM));
+          Value* hk = op2(tb, "div", op2(tb, "rem", bh, i64(tb, Hq_)), i64(tb, G));
+          Value* bi = op2(tb, "div", bh, i64(tb, Hq_));
+          Value* qrow = add(tb, mul(tb, bh, Sq_), q0);
+          Value* krow = mul(tb, add(tb, mul(tb, bi, i64(tb, Hkv_)), hk), Sk_);
+          Value* qt = load(tb, 0, qrow, BM);
+          Value* dot = load(tb, 5, qrow, BM);
+          auto [lse, delta] = row_terms(tb, qrow, dot);
+          Value* end = Sk_;
+          Value* free = Sk_;
+          if (causal_) {
+            end = op2(tb, "min", Sk_, add(tb, add(tb, q0, i64(tb, BM)), diag));
+            end = mul(tb, op2(tb, "div", add(tb, end, i64(tb, BN - 1)), i64(tb, BN)), i64(tb, BN));
+            free = op2(tb, "min", end, mul(tb, op2(tb, "div", add(tb, add(tb, q0, diag), i64(tb, 1)), i64(tb, BN)), i64(tb, BN)));
+          }
+          auto step = [&](bool masked) {
+            return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
+              Value* kt = load(lb, 1, add(lb, krow, a[0]), BN);
+              Value* vt = load(lb, 2, add(lb, krow, a[0]), BN);
+              const Pair pr = pair(lb, qt, dot, lse, delta, kt, vt, q0, a[0], masked);
+              return std::vector<Value*>{mma(lb, as_in(lb, pr.ds), kt, a[1])};
+            };
+          };
+          ir::Operation* loop = tile::build_for(tb, zero, free, i64(tb, BN), {zeros(tb, BM, D_)}, step(false), 2);
+          if (causal_) loop = tile::build_for(tb, free, end, i64(tb, BN), {loop->result(0)}, step(true), 2);
+          store_tile(tb, 0, qrow, bin_(tb, "mul", loop->result(0), scale));
+          return std::vector<Value*>{};
+        },
+        [&](ir::OpBuilder& eb, std::span<Value* const>) {
+          if (!out(1) && !out(2)) return std::vector<Value*>{};
+          // dk, dv rows [j0, j0 + BN) of kv head bhk.
+          const std::int64_t nkb = root_.operand(1)->type().shape[2].size / BN;
+          Value* g = op2(eb, "sub", gid, nq);
+          Value* bhk = op2(eb, "div", g, i64(eb, nkb));
+          Value* j0 = mul(eb, op2(eb, "rem", g, i64(eb, nkb)), i64(eb, BN));
+          Value* hk = op2(eb, "rem", bhk, i64(eb, Hkv_));
+          Value* bi = op2(eb, "div", bhk, i64(eb, Hkv_));
+          Value* krow = add(eb, mul(eb, bhk, Sk_), j0);
+          Value* kt = load(eb, 1, krow, BN);
+          Value* vt = load(eb, 2, krow, BN);
+          // Query blocks: [first, mid) hold rows that miss some of these keys, [mid, Sq) see all.
+          Value* first = zero;
+          Value* mid = zero;
+          if (causal_) {
+            first = op2(eb, "max", zero, mul(eb, op2(eb, "div", op2(eb, "sub", j0, diag), i64(eb, BM)), i64(eb, BM)));
+            Value* all = add(eb, op2(eb, "sub", j0, diag), i64(eb, BN - 1 + BM - 1));
+            mid = op2(eb, "min", Sq_, op2(eb, "max", first, mul(eb, op2(eb, "div", all, i64(eb, BM)), i64(eb, BM))));
+          }
+          ir::Operation* heads = tile::build_for(
+              eb, zero, i64(eb, G), i64(eb, 1), {zeros(eb, BN, D_), zeros(eb, BN, D_)},
+              [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
+                Value* h = add(hb, mul(hb, hk, i64(hb, G)), ha[0]);
+                Value* qbase = mul(hb, add(hb, mul(hb, bi, i64(hb, Hq_)), h), Sq_);
+                auto step = [&](bool masked) {
+                  return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
+                    Value* qrow = add(lb, qbase, a[0]);
+                    Value* qt = load(lb, 0, qrow, BM);
+                    Value* dot = load(lb, 5, qrow, BM);
+                    auto [lse, delta] = row_terms(lb, qrow, dot);
+                    const Pair pr = pair(lb, qt, dot, lse, delta, kt, vt, a[0], j0, masked);
+                    Value* dk = mma(lb, tr(lb, as_in(lb, pr.ds)), qt, a[1]);
+                    Value* dv = mma(lb, tr(lb, as_in(lb, pr.p)), dot, a[2]);
+                    return std::vector<Value*>{dk, dv};
+                  };
+                };
+                std::vector<Value*> acc(ha.begin() + 1, ha.end());
+                if (causal_) {
+                  ir::Operation* m = tile::build_for(hb, first, mid, i64(hb, BM), acc, step(true), 2);
+                  acc = {m->result(0), m->result(1)};
+                }
+                ir::Operation* u = tile::build_for(hb, mid, Sq_, i64(hb, BM), acc, step(false), 2);
+                return std::vector<Value*>{u->result(0), u->result(1)};
+              });
+          if (out(1)) store_tile(eb, 1, krow, bin_(eb, "mul", heads->result(0), scale));
+          if (out(2)) store_tile(eb, 2, krow, heads->result(1));
+          return std::vector<Value*>{};
+        });
+    tile::finish_kernel(*func);
+    result.func = func;
+    result.lanes_per_group = lanes;
+    if (out(0)) result.axis_blocks.push_back(AxisBlocks{arg(0), 2, BM});
+    if (out(1) || out(2)) result.axis_blocks.push_back(AxisBlocks{arg(1), 2, BN});
+    return result;
+  }
+
+  // Tile arithmetic shorthands (fp32 tiles of the accumulation policy).
+  Value* full_(ir::OpBuilder& b, std::int64_t r, std::int64_t c, double v) {
+    return tile::build(b, "tile.tile_full", {}, {{"shape", ir::fixed_shape({r, c})}, {"policy", acc_}, {"value", v}});
+  }
+  static Value* bin_(ir::OpBuilder& b, const char* fn, Value* x, Value* y) {
+    return tile::build(b, "tile.tile_binary", {x, y}, {{"fn", std::string(fn)}});
+  }
+  static Value* un_(ir::OpBuilder& b, const char* fn, Value* x) {
+    return tile::build(b, "tile.tile_unary", {x}, {{"fn", std::string(fn)}, {"fast", true}});
+  }
+  static Value* reduce_(ir::OpBuilder& b, const char* fn, Value* x) {
+    return tile::build(b, "tile.tile_reduce", {x}, {{"fn", std::string(fn)}, {"axis", std::int64_t{1}}});
   }
 
   void store_tile(ir::OpBuilder& b, std::size_t r, Value* row, Value* t) {
@@ -500,7 +694,7 @@ bool attention_covers(const ir::Operation& kernel, std::string* why) {
   return true;
 }
 
-bool blocked_forward_applies(const ir::Operation& kernel, std::string* why) {
+bool blocked_attention_applies(const ir::Operation& kernel, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -508,10 +702,18 @@ bool blocked_forward_applies(const ir::Operation& kernel, std::string* why) {
   const ir::Attribute* knob = kernel.attrs().find("attn_blocked");
   if (!knob || !std::get<bool>(*knob)) return fail("the attn_blocked knob is not set");
   const ir::Operation& root = kernel_root_op(kernel);
-  if (root.name() != "graph.flash_attn") return fail("only the forward is blocked");
+  const bool forward = root.name() == "graph.flash_attn";
+  if (!forward && root.name() != "graph.flash_attn_bwd") return fail("not an attention op");
   const NumericsPolicy& p = root.operand(0)->type().policy;
   if ((p.storage != DType::bf16 && p.storage != DType::fp16) || p.accum != DType::fp32) {
     return fail("the inputs are not bf16 or fp16 accumulating in fp32");
+  }
+  if (!forward) {
+    // o and do feed the tensor cores beside q: one dtype; lse at fp32.
+    if (root.operand(3)->type().policy.storage != p.storage || root.operand(5)->type().policy.storage != p.storage) {
+      return fail("o or do is not of the inputs' dtype");
+    }
+    if (root.operand(4)->type().dtype() != DType::fp32) return fail("the logsumexp is not fp32");
   }
   if (root.attrs().get_real("dropout") != 0.0) return fail("dropout draws per key (the lane form's)");
   const auto& qs = root.operand(0)->type().shape;
@@ -522,7 +724,7 @@ bool blocked_forward_applies(const ir::Operation& kernel, std::string* why) {
   // Whole blocks only: a ragged block of rows or keys would read the next head's.
   if (qs[2].is_symbolic() || qs[2].size % tile[0] != 0) return fail("Sq is not a known multiple of BM");
   if (ks[2].is_symbolic() || ks[2].size % tile[1] != 0) return fail("Sk is not a known multiple of BN");
-  if (kernel_body(kernel).num_arguments() != 3) return fail("the kernel has inputs besides q, k and v");
+  if (kernel_body(kernel).num_arguments() != root.num_operands()) return fail("the kernel has inputs besides the op's");
   return true;
 }
 

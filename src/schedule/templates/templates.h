@@ -31,11 +31,12 @@ TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std:
 
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
-// Whether an attention kernel takes the blocked tensor-core forward: the
-// `attn_blocked` knob set, graph.flash_attn on bf16/fp16 (fp32 accumulation)
+// Whether an attention kernel takes the blocked tensor-core form: the
+// `attn_blocked` knob set, graph.flash_attn or graph.flash_attn_bwd on
+// bf16/fp16 (fp32 accumulation; the backward's o and do of the same dtype)
 // without dropout, D 64 or 128, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 128, 64).
-bool blocked_forward_applies(const ir::Operation& kernel, std::string* why = nullptr);
+bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
 std::vector<std::int64_t> attention_tile(const ir::Operation& kernel);
 
 }  // namespace tessera::schedule::templates
