@@ -308,10 +308,11 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK
     [ "$rc" -eq 0 ] && row "jit on GPU benchmark" PASS "table above" || row "jit on GPU benchmark" FAIL "rc $rc (see $logs/schedule_gpu_bench.log)"
   fi
   if [ -z "${GPU_CHECK_ONLY:-}" ]; then
-    # The libraries on the GPU: attention and sparse kernels against the CPU path, bit for bit.
+    # The libraries on the GPU: attention and sparse kernels against the CPU path (bit for bit for
+    # the lane kernels; the blocked attention kernels against float64 numpy and JAX).
     echo "== libraries on cuda:0 (flash_attn, sparse)"
     PYTHONPATH="$build/pydev:$build/pywheels" timeout 900 "$python" -m pytest -q -rs -p no:cacheprovider tests/python/test_flash_attn.py \
-      tests/python/test_sparse.py 2>&1 | tee "$logs/pytest_libraries.log" | tail -8
+      tests/python/test_flash_attn_blocked.py tests/python/test_sparse.py 2>&1 | tee "$logs/pytest_libraries.log" | tail -8
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "python library tests" PASS "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')" ||
       row "python library tests" FAIL "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')"
