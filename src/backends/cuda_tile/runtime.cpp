@@ -95,29 +95,30 @@ std::string device_arch(int device) {
   return "sm_" + std::to_string(p.compute_major) + std::to_string(p.compute_minor);
 }
 
+namespace {
+
+// $name as an integer from 1 to `most`, or nothing when unset.
+std::optional<int> int_from_env(const char* name, int most) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || v < 1 || v > most) {
+    raise(ErrorCode::ArgumentInvalid, std::string(name) + " must be an integer from 1 to " + std::to_string(most) +
+                                          ", got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
 Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, const std::string& cache_dir,
                   bool use_cache, bool assume_aligned) {
   LowerOptions lower_options;
   lower_options.assume_aligned = assume_aligned;
   lower_options.arch = arch;
-  if (const char* l = std::getenv("TESSERA_CUDA_TILE_LATENCY"); l != nullptr && *l != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(l, &end, 10);
-    if (*end != '\0' || v < 1 || v > 10) {
-      raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_TILE_LATENCY must be an integer from 1 to 10, got '" +
-                                            std::string(l) + "'");
-    }
-    lower_options.latency = static_cast<int>(v);
-  }
-  if (const char* o = std::getenv("TESSERA_CUDA_TILE_OCCUPANCY"); o != nullptr && *o != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(o, &end, 10);
-    if (*end != '\0' || v < 1 || v > 32) {
-      raise(ErrorCode::ArgumentInvalid, "TESSERA_CUDA_TILE_OCCUPANCY must be an integer from 1 to 32, got '" +
-                                            std::string(o) + "'");
-    }
-    lower_options.occupancy = static_cast<int>(v);
-  }
+  lower_options.latency = int_from_env("TESSERA_CUDA_TILE_LATENCY", 10);
+  lower_options.occupancy = int_from_env("TESSERA_CUDA_TILE_OCCUPANCY", 32);
   LoweredKernel lowered = lower_kernel(kernel_func, lower_options);  // CompileError for what it cannot express
   Cubin c;
   c.name = lowered.name;

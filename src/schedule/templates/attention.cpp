@@ -126,35 +126,8 @@ class AttentionBuilder {
     const std::vector<std::int64_t> tile = attention_tile(kernel_);
     const std::int64_t BM = tile[0], BN = tile[1];
     const auto& qs = root_.operand(0)->type().shape;
-    Hq_ = qs[1].size;
-    Hkv_ = root_.operand(1)->type().shape[1].size;
-    D_ = qs[3].size;
-    causal_ = root_.attrs().get_bool("causal");
-    acc_ = default_policy(root_.operand(0)->type().policy.accum);
     TileKernel result;
-    std::vector<std::pair<std::string, Type>> params;
-    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
-      const Type& t = body_.argument(k)->type();
-      const std::string s = "in" + std::to_string(k);
-      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(D_)}, buffer_policy(t.policy)));
-      result.matrix_inputs.emplace_back(k, D_);
-    }
-    const ir::Operation& yield = *body_.terminator();
-    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
-      std::int64_t cols = D_;
-      for (std::size_t r = 0; r < root_.num_results(); ++r) {
-        if (root_.result(r) == yield.operand(j)) {
-          out_index_[r] = static_cast<int>(j);
-          // The logsumexp as rows of BM: 16-byte rows, so the CUDA Tile IR
-          // target's aligned form applies (a [rows, 1] view has 4-byte rows).
-          if (r == 1) cols = BM;
-        }
-      }
-      const std::string s = "out" + std::to_string(j);
-      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(cols)},
-                                        buffer_policy(yield.operand(j)->type().policy), true));
-      result.matrix_outputs.emplace_back(j, cols);
-    }
+    std::vector<std::pair<std::string, Type>> params = blocked_params(result, BM);
     // One warpgroup: the PTX path's tensor-core layouts take whole warpgroups.
     const std::int64_t lanes = 128;
     ir::Operation* func =
@@ -172,18 +145,10 @@ class AttentionBuilder {
     Sk_ = i64(b, root_.operand(1)->type().shape[2].size);
 
     const NumericsPolicy& in = root_.operand(0)->type().policy;
-    auto full = [&](ir::OpBuilder& ob, std::int64_t r, std::int64_t c, double v) {
-      return tile::build(ob, "tile.tile_full", {}, {{"shape", ir::fixed_shape({r, c})}, {"policy", acc_}, {"value", v}});
-    };
-    auto bin = [&](ir::OpBuilder& ob, const char* fn, Value* x, Value* y) {
-      return tile::build(ob, "tile.tile_binary", {x, y}, {{"fn", std::string(fn)}});
-    };
-    auto un = [&](ir::OpBuilder& ob, const char* fn, Value* x) {
-      return tile::build(ob, "tile.tile_unary", {x}, {{"fn", std::string(fn)}, {"fast", true}});
-    };
-    auto reduce = [&](ir::OpBuilder& ob, const char* fn, Value* x) {
-      return tile::build(ob, "tile.tile_reduce", {x}, {{"fn", std::string(fn)}, {"axis", std::int64_t{1}}});
-    };
+    auto full = [&](ir::OpBuilder& ob, std::int64_t r, std::int64_t c, double v) { return full_(ob, r, c, v); };
+    const auto bin = bin_;
+    const auto un = un_;
+    const auto reduce = reduce_;
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* nqb = op2(b, "div", add(b, Sq_, i64(b, BM - 1)), i64(b, BM));
@@ -271,32 +236,11 @@ class AttentionBuilder {
     const std::vector<std::int64_t> tile = attention_tile(kernel_);
     const std::int64_t BM = tile[0], BN = tile[1];
     const auto& qs = root_.operand(0)->type().shape;
-    Hq_ = qs[1].size;
-    Hkv_ = root_.operand(1)->type().shape[1].size;
-    D_ = qs[3].size;
-    const std::int64_t G = Hq_ / Hkv_;
-    causal_ = root_.attrs().get_bool("causal");
-    acc_ = default_policy(root_.operand(0)->type().policy.accum);
-    const NumericsPolicy in = buffer_policy(root_.operand(0)->type().policy);
     TileKernel result;
-    std::vector<std::pair<std::string, Type>> params;
-    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
-      const Type& t = body_.argument(k)->type();
-      const std::int64_t cols = body_.argument(k) == root_.operand(4) ? BM : D_;  // lse as rows of BM
-      const std::string s = "in" + std::to_string(k);
-      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(cols)}, buffer_policy(t.policy)));
-      result.matrix_inputs.emplace_back(k, cols);
-    }
+    std::vector<std::pair<std::string, Type>> params = blocked_params(result, BM);
+    const std::int64_t G = Hq_ / Hkv_;
+    const NumericsPolicy in = buffer_policy(root_.operand(0)->type().policy);
     const ir::Operation& yield = *body_.terminator();
-    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
-      for (std::size_t r = 0; r < root_.num_results(); ++r) {
-        if (root_.result(r) == yield.operand(j)) out_index_[r] = static_cast<int>(j);
-      }
-      const std::string s = "out" + std::to_string(j);
-      params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::fixed(D_)},
-                                        buffer_policy(yield.operand(j)->type().policy), true));
-      result.matrix_outputs.emplace_back(j, D_);
-    }
     params.emplace_back("batch", Type::lane(DType::int64));
     result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, 0, arg(0)});
     const std::int64_t lanes = 128;
@@ -435,6 +379,42 @@ class AttentionBuilder {
     if (out(0)) result.axis_blocks.push_back(AxisBlocks{arg(0), 2, BM});
     if (out(1) || out(2)) result.axis_blocks.push_back(AxisBlocks{arg(1), 2, BN});
     return result;
+  }
+
+  // The blocked kernels' shape facts and parameters: every tensor as a
+  // [rows, cols] matrix, cols = D, except the logsumexp (the forward's
+  // result 1, the backward's operand 4), stored as rows of BM: 16-byte rows,
+  // so the CUDA Tile IR target's aligned form applies (a [rows, 1] view has
+  // 4-byte rows and sent every launch to the plain form).
+  std::vector<std::pair<std::string, Type>> blocked_params(TileKernel& result, std::int64_t BM) {
+    const auto& qs = root_.operand(0)->type().shape;
+    Hq_ = qs[1].size;
+    Hkv_ = root_.operand(1)->type().shape[1].size;
+    D_ = qs[3].size;
+    causal_ = root_.attrs().get_bool("causal");
+    acc_ = default_policy(root_.operand(0)->type().policy.accum);
+    const bool forward = root_.name() == "graph.flash_attn";
+    std::vector<std::pair<std::string, Type>> params;
+    auto matrix = [&](const std::string& name, std::int64_t cols, const NumericsPolicy& p, bool mut) {
+      params.emplace_back(name, Type::gmem({ir::Dim::named(name + "r"), ir::Dim::fixed(cols)}, buffer_policy(p), mut));
+    };
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      const std::int64_t cols = !forward && body_.argument(k) == root_.operand(4) ? BM : D_;
+      matrix("in" + std::to_string(k), cols, body_.argument(k)->type().policy, false);
+      result.matrix_inputs.emplace_back(k, cols);
+    }
+    const ir::Operation& yield = *body_.terminator();
+    for (std::size_t j = 0; j < yield.num_operands(); ++j) {
+      std::int64_t cols = D_;
+      for (std::size_t r = 0; r < root_.num_results(); ++r) {
+        if (root_.result(r) != yield.operand(j)) continue;
+        out_index_[r] = static_cast<int>(j);
+        if (forward && r == 1) cols = BM;
+      }
+      matrix("out" + std::to_string(j), cols, yield.operand(j)->type().policy, true);
+      result.matrix_outputs.emplace_back(j, cols);
+    }
+    return params;
   }
 
   // Tile arithmetic shorthands (fp32 tiles of the accumulation policy).

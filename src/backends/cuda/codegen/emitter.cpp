@@ -824,6 +824,23 @@ class Emitter {
     return view;
   }
 
+  // Stages register tile `v` into scratch and waits until the whole tile is
+  // there: the view every thread then reads.
+  std::string staged_view(const ir::Value* v) {
+    std::int64_t scratch_at = 0;
+    bool staged = false;
+    const std::string view = stage_value(v, scratch_at, staged);
+    line("__syncthreads();  // the staged tile is complete");
+    return view;
+  }
+
+  // Declares result tile `r` (filled by the statement that follows); its name.
+  const std::string& declare_result(const ir::Value* r) {
+    name_[r] = fresh("t");
+    line(type_of(r) + " " + name_.at(r) + ";");
+    return name_.at(r);
+  }
+
   void emit_group_op(const ir::Operation& op) {
     const std::string n(op.name().substr(op.name().find('.') + 1));
     const std::vector<std::string> a = args_of(op);
@@ -884,14 +901,8 @@ class Emitter {
       // Threads hold other elements of the result than of the operand: the
       // tile goes through scratch shared memory (the next scratch user
       // synchronises before writing it).
-      std::int64_t scratch_at = 0;
-      bool staged = false;
-      const std::string view = stage_value(op.operand(0), scratch_at, staged);
-      line("__syncthreads();  // the staged tile is complete");
-      const ir::Value* r = op.result(0);
-      name_[r] = fresh("t");
-      line(type_of(r) + " " + name_.at(r) + ";");
-      return line("tsr::transpose_from(" + name_.at(r) + ", " + view + ", tid);");
+      const std::string view = staged_view(op.operand(0));
+      return line("tsr::transpose_from(" + declare_result(op.result(0)) + ", " + view + ", tid);");
     }
     if (n == "tile_add") {
       const DType d = op.result(0)->type().dtype();
@@ -926,24 +937,16 @@ class Emitter {
         unsupported(op, "tile.tile_binary broadcasting both operands (one must have the result's shape)");
       }
       // The broadcast operand goes through scratch; the other stays in registers.
-      std::int64_t scratch_at = 0;
-      bool staged = false;
-      const std::string view = stage_value(op.operand(full0 ? 1 : 0), scratch_at, staged);
-      line("__syncthreads();  // the staged tile is complete");
+      const std::string view = staged_view(op.operand(full0 ? 1 : 0));
       return define(op.result(0), "tsr::tile_binary_staged<" + fn + ", " + (full0 ? "false" : "true") + ">(" +
                                       a[full0 ? 0 : 1] + ", " + view + ", tid)");
     }
     if (n == "tile_reduce") {
       // Each result element is one thread's walk along the staged row (or column).
-      std::int64_t scratch_at = 0;
-      bool staged = false;
-      const std::string view = stage_value(op.operand(0), scratch_at, staged);
-      line("__syncthreads();  // the staged tile is complete");
-      const ir::Value* r = op.result(0);
-      name_[r] = fresh("t");
-      line(type_of(r) + " " + name_.at(r) + ";");
+      const std::string view = staged_view(op.operand(0));
       return line("tsr::tile_reduce<tsr::kFn_" + op.attrs().get_string("fn") + ", " +
-                  std::to_string(op.attrs().get_int("axis")) + ">(" + name_.at(r) + ", " + view + ", tid);");
+                  std::to_string(op.attrs().get_int("axis")) + ">(" + declare_result(op.result(0)) + ", " + view +
+                  ", tid);");
     }
     if (n == "tile_cast") {
       const NumericsPolicy& to = op.attrs().get_policy("to");
