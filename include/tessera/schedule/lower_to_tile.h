@@ -106,7 +106,9 @@ struct TileKernel {
   bool row_tiled = false;
   // One group per row (a cooperative normalization): the grid is the row count.
   bool group_per_row = false;
-  std::optional<AxisBlocks> axis_blocks;
+  // Groups by blocks of inputs' axes: the grid is the sum of each entry's
+  // groups (a kernel with two roles numbers the second's after the first's).
+  std::vector<AxisBlocks> axis_blocks;
   // Inputs and outputs passed as 2-D [numel / cols, cols] views rather than
   // flat ones: {index, cols} pairs.
   std::vector<std::pair<std::size_t, std::int64_t>> matrix_inputs, matrix_outputs;
