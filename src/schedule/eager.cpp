@@ -11,6 +11,7 @@
 #include "tessera/ir/builder.h"
 #include "tessera/ir/pass.h"
 #include "tessera/ir/text.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/schedule/executable.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -92,21 +93,6 @@ struct Prepared {
   const Entry* entry = nullptr;
 };
 
-// The environment knobs that change what compile_executable builds
-// (schedule/passes.h set_target_knobs, the default mapper): part of the
-// cache key, so changing one never serves a kernel built under another.
-std::string knob_key() {
-  static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED", "TESSERA_ATTENTION_TILE", "TESSERA_ROW_LANES",
-                                       "TESSERA_GEMM_LANES", "TESSERA_CUDA_TILE_OCCUPANCY", "TESSERA_CUDA_TILE_LATENCY",
-                                       "TESSERA_CUDA_GEMM_TILE", "TESSERA_CUDA_TILE_DEFAULT",
-                                       "TESSERA_CUDA_TILE_GEMM_TILE"};
-  std::string key;
-  for (const char* k : kKnobs) {
-    if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
-  }
-  return key;
-}
-
 // The call's canonical form and its cache entry (compiled on a miss, or
 // marked uncovered when a host kernel has no template).
 Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::AttrMap& attrs) {
@@ -121,7 +107,7 @@ Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::
     ir::infer_result_types(def, concrete, full, {});
   }
   p.form = detail::eager_form(def, owned, full);
-  std::string key = p.device + " " + def.name + " " + ir::print_attr_map(p.form.attrs) + knob_key();
+  std::string key = p.device + " " + def.name + " " + ir::print_attr_map(p.form.attrs) + target_knob_key();
   for (std::size_t i = 0; i < p.form.inputs.size(); ++i) {
     key += " " + ir::print_type(ir::Type::tensor(p.form.pattern[i], p.form.inputs[i].policy()));
   }

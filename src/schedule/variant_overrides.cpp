@@ -59,23 +59,13 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
   }
   for (ir::Operation* k : kernels_of(func)) {
     // An attention forward is a candidate in its blocked tensor-core form
-    // (set_tile_ir_knobs gives a tile_ir one the knob; the lane form is no
-    // faster there than on the PTX path).
-    // The blocked backward has not run on a GPU yet: forwards only.
+    // (the lane form is no faster here than on the PTX path); the blocked
+    // backward has not run on a GPU yet: forwards only.
     const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked") &&
-                           kernel_root_op(*k).name() == "graph.flash_attn";
-    if (attention) {
-      k->attrs().set("attn_blocked", true);
-      if (!templates::blocked_attention_applies(*k)) {
-        k->attrs().erase("attn_blocked");
-        continue;
-      }
-    }
+                           kernel_root_op(*k).name() == "graph.flash_attn" && templates::blocked_attention_covers(*k);
     const bool candidate = attention || kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
-    if (!candidate || kernel_variant(*k) != "tile") {
-      if (attention) k->attrs().erase("attn_blocked");
-      continue;
-    }
+    if (!candidate || kernel_variant(*k) != "tile") continue;
+    if (attention) k->attrs().set("attn_blocked", true);  // the form the probe lowers and the target runs
     // Whether the target expresses it: lowered in a scratch module (no
     // tileiras run); what it cannot express stays on the PTX path.
     try {

@@ -56,6 +56,11 @@ void assign_tiles(ir::Operation& func);
 //   otherwise (tests run the cooperative form there).
 // Numerics do not change: the summation order depends on the shape alone.
 void set_target_knobs(ir::Operation& func, bool cuda);
+// The environment knobs that change what an executable compiles to (those
+// set_target_knobs reads, the CUDA Tile IR target's and the default
+// mapper's), as " NAME=value" for each one set: part of a compile cache's
+// key, so changing one never serves a kernel built under another.
+std::string target_knob_key();
 
 // Knobs of the kernels whose variant is "tile_ir" (the CUDA Tile IR target),
 // set once the variants are chosen: GEMMs on tensor-core operands (bf16,

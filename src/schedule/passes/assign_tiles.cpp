@@ -118,9 +118,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
-  // $TESSERA_ATTENTION_BLOCKED: 1 gives attention forwards the blocked
-  // tensor-core form on any target where it applies, 0 keeps the lane form
-  // even where the CUDA Tile IR target would take the blocked one.
+  // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
+  // backward) the blocked tensor-core form on any target where it applies,
+  // 0 keeps the lane form even where the CUDA Tile IR target would take the
+  // blocked one.
   std::optional<bool> attention_blocked;
   if (const char* e = std::getenv("TESSERA_ATTENTION_BLOCKED"); e != nullptr && *e != '\0') {
     if (std::string(e) != "0" && std::string(e) != "1") {
@@ -128,7 +129,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     }
     attention_blocked = std::string(e) == "1";
   }
-  // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked forward's query and key
+  // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked kernels' query and key
   // block sizes (powers of two from 16 to 256; default 128,64).
   std::optional<std::vector<std::int64_t>> attention_tile;
   if (const char* e = std::getenv("TESSERA_ATTENTION_TILE"); e != nullptr && *e != '\0') {
@@ -161,6 +162,19 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
+}
+
+std::string target_knob_key() {
+  static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED",   "TESSERA_ATTENTION_TILE",
+                                       "TESSERA_ROW_LANES",           "TESSERA_GEMM_LANES",
+                                       "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
+                                       "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
+                                       "TESSERA_CUDA_TILE_LATENCY"};
+  std::string key;
+  for (const char* k : kKnobs) {
+    if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
+  }
+  return key;
 }
 
 bool tensor_core_gemm(const ir::Operation& kernel) {

@@ -37,6 +37,10 @@ TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const s
 // without dropout, D 64 or 128, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 128, 64).
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
+// The same without the knob: whether the blocked form covers the kernel.
+bool blocked_attention_covers(const ir::Operation& kernel, std::string* why = nullptr);
+// The default blocks: BM query rows against BN keys.
+inline constexpr std::int64_t kAttentionBlockRows = 128, kAttentionBlockKeys = 64;
 std::vector<std::int64_t> attention_tile(const ir::Operation& kernel);
 
 }  // namespace tessera::schedule::templates
