@@ -236,3 +236,11 @@ def test_blocked_backward_on_the_gpu(monkeypatch, variant):
         c = c.numpy().astype(np.float64)
         err = np.abs(got.astype(np.float64) - c)
         assert np.all(err <= 2.0 ** -7 * np.abs(c).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
+
+
+def test_the_tile_knob_names_what_it_expects(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_TILE", "128,100")
+    q, k, v = inputs(1, 2, 2, 128, 128, 64, "bf16", salt=18)
+    with pytest.raises(tessera.errors.ArgumentError,
+                       match="TESSERA_ATTENTION_TILE is '128,100'; expected BM,BN, powers of two from 16 to 256"):
+        run(q, k, v, "bf16")
