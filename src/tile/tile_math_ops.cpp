@@ -43,15 +43,15 @@ void require_fixed(const Type& t, std::string_view op, std::string_view operand)
   }
 }
 
-bool one_of(const std::string& s, std::initializer_list<const char*> names) {
+// Raises unless attribute `fn` of `op` names one of `names`, listing them.
+void require_fn(const std::string& fn, std::string_view op, std::initializer_list<const char*> names) {
+  std::string listed;
   for (const char* n : names) {
-    if (s == n) return true;
+    if (fn == n) return;
+    listed += (listed.empty() ? "" : ", ") + std::string(n);
   }
-  return false;
+  raise(ErrorCode::ArgumentInvalid, std::string(op) + " fn '" + fn + "' is not one of " + listed);
 }
-
-const char* const kTileBinaryFns = "add, sub, mul, div, max, min";
-const char* const kTileUnaryFns = "exp, log, neg";
 
 }  // namespace
 
@@ -79,10 +79,7 @@ void register_tile_math_ops(ir::Registry& r) {
       .infer =
           [](std::span<const Type> in, const AttrMap& a) {
             const std::string& fn = a.get_string("fn");
-            if (!one_of(fn, {"add", "sub", "mul", "div", "max", "min"})) {
-              raise(ErrorCode::ArgumentInvalid,
-                    "tile.tile_binary fn '" + fn + "' is not one of " + std::string(kTileBinaryFns));
-            }
+            require_fn(fn, "tile.tile_binary", {"add", "sub", "mul", "div", "max", "min"});
             require_float_tile(in[0], "tile.tile_binary", "x");
             require_float_tile(in[1], "tile.tile_binary", "y");
             require_fixed(in[0], "tile.tile_binary", "x");
@@ -114,10 +111,7 @@ void register_tile_math_ops(ir::Registry& r) {
       .infer =
           [](std::span<const Type> in, const AttrMap& a) {
             const std::string& fn = a.get_string("fn");
-            if (!one_of(fn, {"exp", "log", "neg"})) {
-              raise(ErrorCode::ArgumentInvalid,
-                    "tile.tile_unary fn '" + fn + "' is not one of " + std::string(kTileUnaryFns));
-            }
+            require_fn(fn, "tile.tile_unary", {"exp", "log", "neg"});
             require_float_tile(in[0], "tile.tile_unary", "x");
             return std::vector<Type>{in[0]};
           },
