@@ -126,9 +126,7 @@ void register_tile_math_ops(ir::Registry& r) {
       .infer =
           [](std::span<const Type> in, const AttrMap& a) {
             const std::string& fn = a.get_string("fn");
-            if (!one_of(fn, {"max", "sum"})) {
-              raise(ErrorCode::ArgumentInvalid, "tile.tile_reduce fn '" + fn + "' is not max or sum");
-            }
+            require_fn(fn, "tile.tile_reduce", {"max", "sum"});
             const std::int64_t axis = a.get_int("axis");
             if (axis != 0 && axis != 1) {
               raise(ErrorCode::ArgumentInvalid, "tile.tile_reduce axis " + std::to_string(axis) + " is not 0 or 1");
