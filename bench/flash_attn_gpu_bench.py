@@ -120,6 +120,8 @@ def main():
                     help=f"{', '.join(sorted(FORMS))}, or knobs as NAME=VALUE+NAME=VALUE (a sweep)")
     ap.add_argument("--no-backward", action="store_true")
     ap.add_argument("--cutile", action="store_true")
+    ap.add_argument("--bwd-tile-ir", action="store_true",
+                    help="a Mapper sends the attention backward (in its blocked form) through CUDA Tile IR")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -129,6 +131,12 @@ def main():
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION}
     rng = np.random.default_rng(0)
+    if args.bwd_tile_ir:
+        class AttentionTileIR(tessera.Mapper):
+            def choose_variant(self, op, arch):
+                return "tile_ir" if not arch.is_cpu and op.startswith("flash_attn") else None
+        tessera.runtime.set_mapper(AttentionTileIR())
+        print("  backward: flash_attn ops through CUDA Tile IR (a Mapper)")
     print(f"flash_attn bf16 on {torch.cuda.get_device_name(0)}, B = {args.b}, H = {args.h}; TFLOP/s")
     for i, f in enumerate(args.forms):
         print(f"  form {i}: {f}")

@@ -18,7 +18,9 @@
 # executables on the GPU, @jit on cuda tensors, its benchmark), for quick rounds.
 # GPU_CHECK_ONLY=python builds libtessera and the Python module, then runs the
 # pytest arguments in GPU_CHECK_TESTS and each command of GPU_CHECK_RUN (';'
-# separated, run by bash from the source root with the module importable).
+# separated, run by bash from the source root with the module importable, and
+# BUILD naming the build folder); GPU_CHECK_TARGETS adds build targets (such
+# as tessera_tests, whose GPU cases a GPU_CHECK_RUN command can then filter).
 # GPU_CHECK_ONLY=cuda_tile unpacks the tileiras bundle (TILE_BUNDLE, default
 # .tilebundle/cu13.tar.xz: nvidia/cu13/{bin/tileiras,bin/ptxas,lib/libnvvm.so.4,
 # nvvm/libdevice}) into the build folder, points TESSERA_TILEIRAS at it, and
@@ -101,7 +103,8 @@ if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_B
   if [ "${GPU_CHECK_ONLY:-}" = schedule ]; then
     targets=(tessera tessera_cli tessera_schedule_tests tessera_cuda_codegen_tests)
   elif [ "${GPU_CHECK_ONLY:-}" = dist ] || [ "${GPU_CHECK_ONLY:-}" = python ]; then
-    targets=(tessera tessera_cli)
+    # shellcheck disable=SC2206  # a list of targets
+    targets=(tessera tessera_cli ${GPU_CHECK_TARGETS:-})
   else
     targets=(tessera tessera_cli tessera_opt tessera_tests tessera_gpu_tests tessera_gpu_figures
       tessera_cuda_codegen_tests tessera_schedule_tests tessera_gpu_codegen_bench)
@@ -254,7 +257,7 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" = python ]; then
     [ -z "${c// /}" ] && continue
     n=$((n + 1))
     echo "== $c"
-    PYTHONPATH="$build/pydev:$build/pywheels" PYTHON="$python" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
+    PYTHONPATH="$build/pydev:$build/pywheels" PYTHON="$python" BUILD="$build" timeout 900 bash -c "$c" 2>&1 | tee "$logs/run_$n.log" | tail -40
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "run: ${c:0:50}" PASS "see $logs/run_$n.log" || row "run: ${c:0:50}" FAIL "rc $rc"
   done

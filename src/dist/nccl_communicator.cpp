@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "backends/cuda/driver_api.h"
@@ -144,8 +145,22 @@ std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, 
 
 DevicePtr address(const Tensor& t) { return reinterpret_cast<DevicePtr>(t.device_data()); }
 
+// Where a member's work goes: the default stream, or the stream of the
+// thread's open WorkCapture (a collective captured into a compiled graph,
+// whose work then runs at each replay, on buffers fixed at capture).
+const cuda::Stream* queue() {
+  cuda::WorkCapture* c = cuda::WorkCapture::active();
+  return c != nullptr ? &c->stream() : nullptr;
+}
+cu::ncclStream nccl_queue() {
+  const cuda::Stream* s = queue();
+  return s != nullptr ? static_cast<cu::ncclStream>(s->handle()) : nullptr;
+}
+bool capturing() { return cuda::WorkCapture::active() != nullptr; }
+
 // Device memory for one collective, released (to the caching allocator, on
 // the default stream the collective's work is queued on) when it goes.
+// Captured work holds it as long as its graph lives.
 struct Staging {
   std::shared_ptr<void> block;
   DevicePtr ptr = 0;
@@ -153,6 +168,7 @@ struct Staging {
     if (bytes == 0) return;
     block = cuda::allocate_shared(device, bytes);
     ptr = reinterpret_cast<DevicePtr>(block.get());
+    if (cuda::WorkCapture* c = cuda::WorkCapture::active(device)) c->keep(block);
   }
 };
 
@@ -293,13 +309,16 @@ class NcclCommunicator final : public detail::ThreadMembers {
   }
 
   std::string_view backend() const override { return "nccl"; }
+  std::string capture_refusal() const override { return ""; }
 
   Tensor allreduce(std::size_t rank, const Tensor& x, ReduceOp op, Algorithm algorithm) override {
     const Tensor xc = prepare(rank, x, "allreduce");
     Call c{"allreduce", x.shape(), x.policy(), std::string(reduce_op_name(op)) + detail::algorithm_detail(algorithm)};
     Tensor out = Tensor::empty(x.shape(), x.policy(), x.device());
     // Every member decides alike (one process, one environment, one call).
-    const bool by_peers = exchange_ != Exchange::nccl && clique_->peers &&
+    // A capture takes NCCL's exchange: the peers' forms order the members'
+    // GPUs by events across devices, which one device's graph cannot hold.
+    const bool by_peers = exchange_ != Exchange::nccl && clique_->peers && !capturing() &&
                           algorithm != Algorithm::native &&
                           detail::peer_combinable(xc.policy(), algorithm, static_cast<int>(size()));
     const bool push = by_peers && exchange_ == Exchange::push && xc.numel() > 0;
@@ -324,7 +343,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       const std::size_t es = element_bytes(xc);
       const int dt = native_dtype(xc.policy()), nop = native_op(op, xc.policy());
       if (algorithm == Algorithm::native && dt >= 0 && nop >= 0) {
-        cu::check_nccl(cu::nccl().ncclAllReduce(ptr(xc), ptr(out), static_cast<std::size_t>(n), dt, nop, comm, nullptr),
+        cu::check_nccl(cu::nccl().ncclAllReduce(ptr(xc), ptr(out), static_cast<std::size_t>(n), dt, nop, comm, nccl_queue()),
                        "ncclAllReduce");
         return out;
       }
@@ -339,7 +358,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       // the element's place in the whole tensor), so the bits are those of
       // one chunk.
       const auto p = static_cast<std::int64_t>(size());
-      const std::int64_t chunks = pipeline_chunks(n, es);
+      const std::int64_t chunks = capturing() ? 1 : pipeline_chunks(n, es);  // one stream in a capture
       if (chunks == 1 || !detail::device_combinable(xc.policy())) {
         reduce_chunk(rank, dev, comm, xc, out, 0, n, op, algorithm);
         return out;
@@ -386,7 +405,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       const int dt = native_dtype(xc.policy()), nop = native_op(op, xc.policy());
       if (algorithm == Algorithm::native && dt >= 0 && nop >= 0 && outer == 1 && extent % p == 0) {
         cu::check_nccl(cu::nccl().ncclReduceScatter(ptr(xc), ptr(out), static_cast<std::size_t>(out.numel()), dt, nop,
-                                                    comm, nullptr),
+                                                    comm, nccl_queue()),
                        "ncclReduceScatter");
         return out;
       }
@@ -432,7 +451,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       for (std::int64_t len : lens) equal = equal && len == lens[0];
       if (outer == 1 && equal) {
         // Equal runs of the result: NCCL's own all-gather.
-        cu::check_nccl(cu::nccl().ncclAllGather(ptr(xc), ptr(out), bytes_of(rank), cu::kNcclUint8, comm, nullptr),
+        cu::check_nccl(cu::nccl().ncclAllGather(ptr(xc), ptr(out), bytes_of(rank), cu::kNcclUint8, comm, nccl_queue()),
                        "ncclAllGather");
         return out;
       }
@@ -458,7 +477,8 @@ class NcclCommunicator final : public detail::ThreadMembers {
       for (std::size_t j = 0; j < size(); ++j) {
         const std::int64_t row = lens[j] * inner * static_cast<std::int64_t>(es);
         detail::copy_rows(dev, address(out) + static_cast<std::size_t>(at[j] * inner) * es,
-                          total * inner * static_cast<std::int64_t>(es), received.ptr + offset[j], row, row, outer);
+                          total * inner * static_cast<std::int64_t>(es), received.ptr + offset[j], row, row, outer,
+                          queue());
       }
       return out;
     });
@@ -496,7 +516,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       if (outer_c != 1) {
         for (std::size_t j = 0; j < size(); ++j) {
           detail::copy_rows(dev, address(out) + static_cast<std::size_t>(row) * j, row * p, received.ptr + j * piece,
-                            row, row, outer_c);
+                            row, row, outer_c, queue());
         }
       }
       return out;
@@ -511,7 +531,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
     return collective(rank, xc, c, [&](int, cu::ncclComm comm, const Shapes&) {
       if (out.numel() == 0) return out;
       cu::check_nccl(cu::nccl().ncclBroadcast(ptr(xc), ptr(out), storage_bytes_for(x.dtype(), x.numel()),
-                                              cu::kNcclUint8, static_cast<int>(root), comm, nullptr),
+                                              cu::kNcclUint8, static_cast<int>(root), comm, nccl_queue()),
                      "ncclBroadcast");
       return out;
     });
@@ -519,6 +539,11 @@ class NcclCommunicator final : public detail::ThreadMembers {
 
   void fail(std::size_t rank, const std::string& why) override {
     ThreadMembers::fail(rank, why);
+    // Work the peers queued may wait for this member: a graph replay has no
+    // rendezvous that would tell them. The abort ends it, and their watches
+    // raise naming this member; later communicators over these GPUs make a
+    // new clique. (The abort finishes on its own thread.)
+    clique_->abort("member " + members()[rank] + " (rank " + std::to_string(rank) + ") failed: " + why, 0);
     // Members in other processes learn it through the coordinator.
     if (coordinator_) coordinator_->fail(rank, why);
   }
@@ -551,7 +576,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
       cu::check_nccl(cu::nccl().ncclAllGather(
                          reinterpret_cast<const void*>(address(out) + (chunk.start + mine.start) * es),
                          reinterpret_cast<void*>(address(out) + chunk.start * es),
-                         static_cast<std::size_t>(mine.length) * es, cu::kNcclUint8, comm, nullptr),
+                         static_cast<std::size_t>(mine.length) * es, cu::kNcclUint8, comm, nccl_queue()),
                      "ncclAllGather");
       return;
     }
@@ -595,6 +620,18 @@ class NcclCommunicator final : public detail::ThreadMembers {
       const std::shared_ptr<Clique> c = weak.lock();
       return c != nullptr ? c->abort(why) : std::string();
     };
+    // Captured: watched each time its graph runs (KernelGraph::launch),
+    // which may not run once the communicators it holds are aborted.
+    if (cuda::WorkCapture* c = cuda::WorkCapture::active(devices_[rank])) {
+      c->watch(std::move(w));
+      c->check([weak]() -> std::string {
+        const std::shared_ptr<Clique> clique = weak.lock();
+        if (clique == nullptr) return "its NCCL communicators are gone";
+        std::lock_guard lock(clique->mu);
+        return clique->broken.empty() ? "" : "its NCCL communicators were aborted: " + clique->broken;
+      });
+      return;
+    }
     cuda::watch(devices_[rank], std::move(w));
   }
 
@@ -669,6 +706,10 @@ class NcclCommunicator final : public detail::ThreadMembers {
       raise(ErrorCode::ArgumentInvalid, std::string(op) + " over mesh axis '" + axis() + "': packed " +
                                             std::string(name(x.dtype())) +
                                             " storage is not supported by the nccl backend yet (use backend=\"local\")");
+    }
+    if (!x.is_contiguous() && capturing()) {
+      raise(ErrorCode::Internal, std::string(op) + " over mesh axis '" + axis() +
+                                     "': a captured collective needs a contiguous input");
     }
     return x.is_contiguous() ? x : x.contiguous();
   }
@@ -793,8 +834,8 @@ class NcclCommunicator final : public detail::ThreadMembers {
     group([&] {
       for (std::size_t j = 0; j < p; ++j) {
         if (j == rank) continue;
-        send(bytes.ptr + j, 1, j, comm);
-        recv(bytes.ptr + p + j, 1, j, comm);
+        send(bytes.ptr + j, 1, j, comm, nullptr);
+        recv(bytes.ptr + p + j, 1, j, comm, nullptr);
       }
     });
     cu::check_nccl(cu::nccl().ncclAllGather(reinterpret_cast<const void*>(bytes.ptr + 2 * p + rank),
@@ -815,16 +856,19 @@ class NcclCommunicator final : public detail::ThreadMembers {
     cu::check_nccl(cu::nccl().ncclGroupEnd(), "ncclGroupEnd");
   }
 
-  static void send(DevicePtr from, std::size_t bytes, std::size_t peer, cu::ncclComm comm) {
+  // On the default stream, or the open capture's (`stream` overrides: connect_all runs at once).
+  static void send(DevicePtr from, std::size_t bytes, std::size_t peer, cu::ncclComm comm,
+                   std::optional<cu::ncclStream> stream = std::nullopt) {
     if (bytes == 0) return;
     cu::check_nccl(cu::nccl().ncclSend(reinterpret_cast<const void*>(from), bytes, cu::kNcclUint8,
-                                       static_cast<int>(peer), comm, nullptr),
+                                       static_cast<int>(peer), comm, stream ? *stream : nccl_queue()),
                    "ncclSend");
   }
-  static void recv(DevicePtr into, std::size_t bytes, std::size_t peer, cu::ncclComm comm) {
+  static void recv(DevicePtr into, std::size_t bytes, std::size_t peer, cu::ncclComm comm,
+                   std::optional<cu::ncclStream> stream = std::nullopt) {
     if (bytes == 0) return;
     cu::check_nccl(cu::nccl().ncclRecv(reinterpret_cast<void*>(into), bytes, cu::kNcclUint8, static_cast<int>(peer),
-                                       comm, nullptr),
+                                       comm, stream ? *stream : nccl_queue()),
                    "ncclRecv");
   }
 
@@ -851,7 +895,7 @@ class NcclCommunicator final : public detail::ThreadMembers {
     for (std::int64_t j = 0; j < p; ++j) {
       const Run part = block_part(extent, p, j);
       const std::int64_t row = part.length * inner * static_cast<std::int64_t>(es);
-      detail::copy_rows(dev, staging.ptr + at, row, address(x) + part.start * inner * es, pitch, row, outer);
+      detail::copy_rows(dev, staging.ptr + at, row, address(x) + part.start * inner * es, pitch, row, outer, queue());
       parts.at.push_back(staging.ptr + at);
       at += static_cast<std::size_t>(row * outer);
     }
@@ -866,8 +910,13 @@ class NcclCommunicator final : public detail::ThreadMembers {
     if (n == 0) return;
     const int m = static_cast<int>(size());
     if (detail::device_combinable(policy)) {
-      detail::combine(dev, out, pieces, n, m, op, algorithm, policy, at);
+      detail::combine(dev, out, pieces, n, m, op, algorithm, policy, at, queue());
       return;
+    }
+    if (capturing()) {
+      raise(ErrorCode::ArgumentInvalid, "a reduction of " + std::string(name(policy.storage)) +
+                                            " over mesh axis '" + axis() + "' combines its parts on the host, which "
+                                            "cannot be captured into a CUDA graph; call without capture_graph");
     }
     if (is_float(policy.storage) && algorithm != Algorithm::rank_order && algorithm != Algorithm::native &&
         op != ReduceOp::mean) {

@@ -388,7 +388,7 @@ void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const s
 }
 
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,
-               std::int64_t row_bytes, std::int64_t rows) {
+               std::int64_t row_bytes, std::int64_t rows, const cuda::Stream* stream) {
   if (rows <= 0 || row_bytes <= 0) return;
   int unit = 16;
   while (unit > 1 && ((dst | src) % static_cast<std::uint64_t>(unit) != 0 || dst_pitch % unit != 0 ||
@@ -396,7 +396,7 @@ void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::De
     unit /= 2;
   }
   const std::int64_t row_units = row_bytes / unit;
-  kernels(device).copy_rows(config_for(row_units * rows), reinterpret_cast<unsigned char*>(dst), dst_pitch,
+  kernels(device).copy_rows(config_for(row_units * rows, stream), reinterpret_cast<unsigned char*>(dst), dst_pitch,
                             reinterpret_cast<const unsigned char*>(src), src_pitch, row_units, rows, unit);
 }
 

@@ -56,8 +56,9 @@ void combine_peers(int device, const std::vector<cuda::DevicePtr>& outs, const s
                    const CombinePlacement& placement);
 
 // `rows` rows of `row_bytes` bytes from src (rows `src_pitch` bytes apart)
-// to dst (rows `dst_pitch` bytes apart), queued on `device`'s default stream.
+// to dst (rows `dst_pitch` bytes apart), queued on `stream` (nullptr:
+// `device`'s default stream).
 void copy_rows(int device, cuda::DevicePtr dst, std::int64_t dst_pitch, cuda::DevicePtr src, std::int64_t src_pitch,
-               std::int64_t row_bytes, std::int64_t rows);
+               std::int64_t row_bytes, std::int64_t rows, const cuda::Stream* stream = nullptr);
 
 }  // namespace tessera::dist::detail

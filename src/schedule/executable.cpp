@@ -12,6 +12,7 @@
 
 #include "graph/kernel_support.h"
 #include "schedule/compile_progress.h"
+#include "schedule/graph_steps.h"
 #include "schedule/variant_overrides.h"
 #include "schedule/views.h"
 #include "tessera/autodiff/autodiff.h"
@@ -127,40 +128,6 @@ std::vector<Tensor> inverse_index(const Tensor& indices, std::int64_t n) {
   if (!indices.is_cpu()) return {o.to(indices.device()), p.to(indices.device())};
   return {o, p};
 }
-
-// A run through a CUDA graph: the launches become the graph's nodes when it
-// is built, and replace its nodes' parameters, in the same order, when it is
-// replayed.
-struct GraphRecorder {
-  cuda::KernelGraph* graph = nullptr;
-  bool building = false;
-  std::size_t next = 0;
-  void record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
-              const cuda::KernelLaunchOptions& options) {
-    add(cuda::prepare_launch(k, grid, std::move(args), options));
-  }
-  void record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
-              const cuda::KernelLaunchOptions& options) {
-    cuda_tile::LaunchOptions o;
-    o.stream = options.stream;
-    o.synchronize = false;
-    o.fault_record = options.fault_record;
-    add(cuda_tile::prepare_launch(k, grid, std::move(args), o));
-  }
-  void add(const std::optional<cuda::PreparedLaunch>& p) {
-    if (!p) return;
-    if (building) {
-      graph->add(*p);
-    } else {
-      if (next >= graph->size()) {
-        raise(ErrorCode::Internal, "a graph replay made more launches than the " + std::to_string(graph->size()) +
-                                       " its graph was built with");
-      }
-      graph->set(next, *p);
-    }
-    ++next;
-  }
-};
 
 // One launch of a compiled step on its backend.
 struct Launcher {
@@ -381,6 +348,8 @@ struct Executable::State {
     // parameters need no update for it), and a fault stays in it, so every
     // later check raises it again.
     std::shared_ptr<void> fault_record;
+    // Its collective steps' buffers, in step order (graph_steps.h).
+    std::vector<GraphCollective> collectives;
   };
   std::mutex graphs_mutex;
   std::vector<CapturedGraph> graphs;
@@ -600,16 +569,25 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   std::unique_lock<std::mutex> graph_lock(state_->graphs_mutex, std::defer_lock);
   // A graph being built is the executable's only once it is complete.
   Executable::State::CapturedGraph building;
+  std::vector<GraphCollective>* collectives = nullptr;
+  std::size_t collective_index = 0;
   if (use_graph && !sync_each) {
     graph_lock.lock();  // one run at a time updates a graph's nodes
     for (const Tensor& a : args) building.shapes.push_back(a.shape());
+    // A graph whose captured collectives may not run again (their
+    // communicators were aborted) is dropped and captured anew.
+    std::erase_if(state_->graphs, [&](const Executable::State::CapturedGraph& g) {
+      return g.shapes == building.shapes && !g.graph->stale().empty();
+    });
     for (auto& g : state_->graphs) {
       if (g.shapes == building.shapes) {
         recorder.graph = g.graph.get();
         fault_slots = g.fault_record;
+        collectives = &g.collectives;
       }
     }
     if (recorder.graph == nullptr) {
+      collectives = &building.collectives;
       building.graph = std::make_shared<cuda::KernelGraph>(ordinal);
       building.fault_record = fault_slots = new_fault_record();
       recorder.graph = building.graph.get();
@@ -652,16 +630,21 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     if (step.variant == "view" || step.variant == "collective") {
       // The kernel yields the view op's results that are used, in order.
       const ir::Operation& op = kernel_root_op(k);
-      if (recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1) {
-        raise(ErrorCode::ArgumentInvalid,
-              "kernel " + kernel_name(k) + " (" + std::string(op.name()) +
-                  ") is a collective over several shards, which cannot be captured into a CUDA graph yet; "
-                  "call the function without capture_graph",
-              op.location());
-      }
       std::vector<std::vector<std::int64_t>> sizes;
       for (ir::Value* r : op.results()) sizes.push_back(concrete_sizes(r->type(), bindings));
-      auto results = apply_view(op, inputs, sizes);
+      // In a graph, a collective over several shards becomes nodes: its
+      // communicator's work is captured once and replayed with the graph.
+      const bool graph_collective =
+          recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1;
+      std::vector<Tensor> results;
+      try {
+        results = graph_collective
+                      ? collective_in_graph(op, inputs.at(0), sizes, recorder, *collectives, collective_index)
+                      : apply_view(op, inputs, sizes);
+      } catch (const Error& e) {
+        if (!graph_collective) throw;
+        ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(op.name()) + ")", op.location());
+      }
       const ir::Operation& yield = *kernel_body(k).terminator();
       for (std::size_t j = 0; j < k.num_results(); ++j) {
         for (std::size_t r = 0; r < op.num_results(); ++r) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/runtime/tensor.h"
 #include "tessera/support/error.h"
@@ -303,6 +304,64 @@ TEST(CudaGpu, GraphCaptureAndReplay) {
   stream.synchronize();
   cu::copy_to_host(0, out.data(), p, n * 4);
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], i + 15) << i;
+}
+
+TEST(CudaGpu, KernelGraphCopiesAndCapturedWork) {
+  // copy a -> b, captured work (add_one on b), copy b -> c, and a pitched
+  // copy of columns 2..4 of a (as 4 rows of 10) -> d; then the copies'
+  // addresses move, and only the new buffers change.
+  SKIP_WITHOUT_GPU();
+  const cu::Module module = cu::Module::load(0, cu::compile(kKernels, "kernels.cu", 0));
+  const cu::Function add_one = module.function("add_one");
+  const int n = 40;
+  std::vector<int> v(n), w(n);
+  for (int i = 0; i < n; ++i) v[i] = i, w[i] = 100 + i;
+  std::vector<std::shared_ptr<void>> held;
+  auto buffer = [&](const std::vector<int>* init) {
+    held.push_back(cu::allocate_shared(0, n * 4));
+    const auto p = reinterpret_cast<cu::DevicePtr>(held.back().get());
+    cu::copy_to_device(0, p, (init ? *init : std::vector<int>(n, -1)).data(), n * 4);
+    return p;
+  };
+  const cu::DevicePtr a = buffer(&v), a2 = buffer(&w), b = buffer(nullptr), c = buffer(nullptr), c2 = buffer(nullptr),
+                      d = buffer(nullptr);
+  cu::KernelGraph graph(0);
+  graph.add_copy({b, 0, a, 0, n * 4, 1});
+  EXPECT_EQ(cu::WorkCapture::active(0), nullptr);
+  cu::CapturedWork work;
+  {
+    cu::WorkCapture capture(0);
+    EXPECT_EQ(cu::WorkCapture::active(0), &capture);
+    EXPECT_EQ(cu::WorkCapture::active(), &capture);
+    EXPECT_EQ(cu::WorkCapture::active(1), nullptr);
+    add_one({.grid = {1}, .block = {64}, .stream = &capture.stream()}, b, n);
+    work = capture.end();
+    EXPECT_EQ(cu::WorkCapture::active(0), nullptr);
+  }
+  graph.add_work(work);
+  graph.add_copy({c, 0, b, 0, n * 4, 1});
+  graph.add_copy({d, 12, a + 8, 40, 12, 4});
+  graph.instantiate();
+  std::vector<int> out(n);
+  cu::copy_to_host(0, out.data(), b, n * 4);
+  EXPECT_EQ(out, std::vector<int>(n, -1));  // capturing ran nothing
+  graph.launch(nullptr);
+  cu::copy_to_host(0, out.data(), c, n * 4);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], i + 1) << i;
+  cu::copy_to_host(0, out.data(), d, n * 4);
+  for (int r = 0; r < 4; ++r)
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(out[r * 3 + k], 10 * r + 2 + k) << r << "," << k;
+  EXPECT_EQ(out[12], -1);
+  graph.set_copy(0, {b, 0, a2, 0, n * 4, 1});
+  graph.set_copy(2, {c2, 0, b, 0, n * 4, 1});
+  graph.launch(nullptr);
+  cu::copy_to_host(0, out.data(), c2, n * 4);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], 101 + i) << i;
+  cu::copy_to_host(0, out.data(), c, n * 4);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], i + 1) << i;
+  // A copy node keeps its extents; a launch node is not a copy.
+  EXPECT_THROW(graph.set_copy(0, {b, 0, a2, 0, 8, 1}), Error);
+  EXPECT_THROW(graph.set_copy(1, {b, 0, a2, 0, n * 4, 1}), Error);
 }
 
 TEST(CudaGpu, TensorsMoveToTheDeviceAndBack) {

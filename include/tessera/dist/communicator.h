@@ -105,6 +105,13 @@ class Communicator {
     (void)rank;
     return "";
   }
+  // Why this backend's collectives cannot be captured into a CUDA graph
+  // (cuda::WorkCapture), or "" when they can: every device step of a call
+  // is then queued on the capture's stream, on buffers that stay valid, and
+  // no step waits on the host.
+  virtual std::string capture_refusal() const {
+    return "the " + std::string(backend()) + " collective backend moves shards through the host";
+  }
 };
 
 // The in-process backend over `members` (device names, by rank).

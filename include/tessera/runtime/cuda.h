@@ -331,6 +331,50 @@ class GraphCapture {
   bool open_ = true;
 };
 
+// Work captured for a node of a compiled graph (KernelGraph::add_work): a
+// graph that owns what its work uses (staging memory, results) and the
+// watches to register each time it runs.
+struct CapturedWork {
+  int device = 0;
+  std::shared_ptr<void> graph;  // the CUgraph, destroyed with the last copy
+  std::vector<std::shared_ptr<void>> keep;
+  std::vector<Watch> watches;
+  // Each says why the work may no longer run ("" while it may): the
+  // communicators it was captured with were aborted, say.
+  std::vector<std::function<std::string()>> checks;
+};
+
+// While open on a thread, work that code on that thread would queue on
+// `device`'s default stream goes to stream() instead, which records it
+// (cuStreamBeginCapture, relaxed mode: the thread may still allocate).
+// Code that queues such work asks active(device) first: a collective
+// captured into a compiled graph (tessera/dist/nccl.h). A capture
+// abandoned without end() is ended and discarded by the destructor.
+class WorkCapture {
+ public:
+  explicit WorkCapture(int device);
+  ~WorkCapture();
+  WorkCapture(const WorkCapture&) = delete;
+  WorkCapture& operator=(const WorkCapture&) = delete;
+  // The open capture of this thread for `device` (-1: its innermost for
+  // any device), or nullptr.
+  static WorkCapture* active(int device = -1);
+  const Stream& stream() const { return stream_; }
+  // Memory the captured work uses, held as long as the graph is.
+  void keep(std::shared_ptr<void> block) { work_.keep.push_back(std::move(block)); }
+  // A watch (cuda::watch) registered each time the captured work runs.
+  void watch(Watch w) { work_.watches.push_back(std::move(w)); }
+  // A condition for running the work again (CapturedWork::checks).
+  void check(std::function<std::string()> why_not) { work_.checks.push_back(std::move(why_not)); }
+  CapturedWork end();
+
+ private:
+  Stream stream_;
+  CapturedWork work_;
+  WorkCapture* outer_ = nullptr;
+  bool open_ = true;
+};
+
 // ---- cuBLAS baseline ----------------------------------------------------------
 
 // Row-major C[M, N] = A[M, K] @ B[K, N] with fp32 accumulation, for fp32,

@@ -102,6 +102,9 @@ LoadedDriver& loaded() {
     resolve(library, a.cuGraphCreate, {"cuGraphCreate"}, missing);
     resolve(library, a.cuGraphAddKernelNode, {"cuGraphAddKernelNode_v2"}, missing);
     resolve(library, a.cuGraphExecKernelNodeSetParams, {"cuGraphExecKernelNodeSetParams_v2"}, missing);
+    resolve(library, a.cuGraphAddChildGraphNode, {"cuGraphAddChildGraphNode"}, missing);
+    resolve(library, a.cuGraphAddMemcpyNode, {"cuGraphAddMemcpyNode"}, missing);
+    resolve(library, a.cuGraphExecMemcpyNodeSetParams, {"cuGraphExecMemcpyNodeSetParams"}, missing);
     {
       std::string optional;  // absent on old drivers: TMA copies fall back to cp.async
       resolve(library, a.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional);
@@ -200,6 +203,13 @@ void use_device(int ordinal) {
     context = slot;
   }
   check(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+}
+
+CUcontext device_context(int ordinal) {
+  use_device(ordinal);
+  LoadedDriver& s = loaded();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.contexts[static_cast<std::size_t>(ordinal)];
 }
 
 }  // namespace detail

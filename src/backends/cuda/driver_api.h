@@ -36,6 +36,27 @@ struct KernelNodeParams {
   CUcontext ctx;
 };
 
+// CUDA_MEMCPY3D (the _v2 layout of cuGraphAddMemcpyNode and
+// cuGraphExecMemcpyNodeSetParams); memory types are CUmemorytype values.
+struct Memcpy3DParams {
+  std::size_t src_x_bytes, src_y, src_z, src_lod;
+  int src_memory_type;
+  const void* src_host;
+  CUdeviceptr src_device;
+  void* src_array;
+  void* reserved0;
+  std::size_t src_pitch, src_height;
+  std::size_t dst_x_bytes, dst_y, dst_z, dst_lod;
+  int dst_memory_type;
+  void* dst_host;
+  CUdeviceptr dst_device;
+  void* dst_array;
+  void* reserved1;
+  std::size_t dst_pitch, dst_height;
+  std::size_t width_bytes, height, depth;
+};
+constexpr int kMemoryTypeDevice = 2;
+
 constexpr CUresult kCudaSuccess = 0;
 constexpr CUresult kCudaErrorOutOfMemory = 2;
 constexpr CUresult kCudaErrorNotReady = 600;
@@ -56,6 +77,7 @@ constexpr int kFuncAttrMaxDynamicShared = 8;
 constexpr unsigned kEventDefault = 0;
 constexpr unsigned kStreamNonBlocking = 1;
 constexpr int kCaptureModeThreadLocal = 1;
+constexpr int kCaptureModeRelaxed = 2;
 
 // The driver entry points, filled by driver() in driver.cpp.
 struct DriverApi {
@@ -111,6 +133,10 @@ struct DriverApi {
   CUresult (*cuGraphCreate)(CUgraph*, unsigned);
   CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, std::size_t, const void*);
   CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const void*);
+  CUresult (*cuGraphAddChildGraphNode)(CUgraphNode*, CUgraph, const CUgraphNode*, std::size_t, CUgraph);
+  CUresult (*cuGraphAddMemcpyNode)(CUgraphNode*, CUgraph, const CUgraphNode*, std::size_t, const Memcpy3DParams*,
+                                   CUcontext);
+  CUresult (*cuGraphExecMemcpyNodeSetParams)(CUgraphExec, CUgraphNode, const Memcpy3DParams*, CUcontext);
   // Optional (drivers for CUDA 12 and later): nullptr when absent, and TMA
   // copies then fall back to cp.async.
   CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*, const unsigned long long*,
@@ -134,6 +160,8 @@ void check(CUresult rc, const char* what);
 // Makes the device's primary context current on this thread (retained once
 // per process) after checking the ordinal.
 void use_device(int ordinal);
+// The device's primary context (what use_device makes current).
+CUcontext device_context(int ordinal);
 // Destroys what is not null, for destructors (never throws).
 void destroy_graph(int device, CUgraph graph, CUgraphExec exec) noexcept;
 

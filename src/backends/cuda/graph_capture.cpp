@@ -73,4 +73,57 @@ Graph GraphCapture::end() {
   return g;
 }
 
+namespace {
+thread_local WorkCapture* open_capture = nullptr;
+}
+
+WorkCapture::WorkCapture(int device) : stream_(device), outer_(open_capture) {
+  work_.device = device;
+  use_device(device);
+  // Relaxed: the capturing thread may still allocate (the caching allocator
+  // grows) while its work is recorded; the stream is non-blocking, so work
+  // other threads queue on the legacy stream stays out of the capture.
+  detail::check(driver().cuStreamBeginCapture(static_cast<CUstream>(stream_.handle()), kCaptureModeRelaxed),
+        "cuStreamBeginCapture");
+  open_capture = this;
+}
+
+WorkCapture::~WorkCapture() {
+  if (open_capture == this) open_capture = outer_;
+  if (!open_) return;
+  try {
+    use_device(work_.device);
+    CUgraph graph = nullptr;
+    driver().cuStreamEndCapture(static_cast<CUstream>(stream_.handle()), &graph);
+    if (graph) driver().cuGraphDestroy(graph);
+  } catch (...) {
+  }
+}
+
+WorkCapture* WorkCapture::active(int device) {
+  for (WorkCapture* c = open_capture; c != nullptr; c = c->outer_) {
+    if (device < 0 || c->work_.device == device) return c;
+  }
+  return nullptr;
+}
+
+CapturedWork WorkCapture::end() {
+  if (!open_) raise(ErrorCode::ArgumentInvalid, "WorkCapture::end called twice");
+  open_ = false;
+  if (open_capture == this) open_capture = outer_;
+  use_device(work_.device);
+  CUgraph graph = nullptr;
+  const CUresult rc = driver().cuStreamEndCapture(static_cast<CUstream>(stream_.handle()), &graph);
+  if (rc != kCudaSuccess) {
+    raise(ErrorCode::Device, "cuStreamEndCapture failed: " + error_text(rc) +
+                                 " (work in the capture was invalid, for example a synchronous call on a capturing "
+                                 "stream)");
+  }
+  const int device = work_.device;
+  work_.graph = std::shared_ptr<void>(graph, [device](void* g) {
+    destroy_graph(device, static_cast<CUgraph>(g), nullptr);
+  });
+  return std::move(work_);
+}
+
 }  // namespace tessera::cuda

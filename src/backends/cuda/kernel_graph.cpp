@@ -16,7 +16,15 @@ struct KernelGraph::Handle {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   std::vector<CUgraphNode> nodes;
-  std::vector<PreparedLaunch> current;  // each node's parameters now
+  // Each node's parameters now: a launch, a copy, or captured work (whose
+  // memory and watches are held here).
+  struct Node {
+    enum class Kind { launch, copy, work } kind = Kind::launch;
+    PreparedLaunch launch;
+    DeviceCopy copy;
+    CapturedWork work;
+  };
+  std::vector<Node> current;
   ~Handle() { destroy_graph(device, graph, exec); }
 };
 
@@ -69,7 +77,52 @@ void KernelGraph::add(const PreparedLaunch& launch) {
   check(driver().cuGraphAddKernelNode(&node, handle_->graph, after, after ? 1 : 0, &n),
         ("cuGraphAddKernelNode('" + launch.function->name() + "')").c_str());
   handle_->nodes.push_back(node);
-  handle_->current.push_back(launch);
+  handle_->current.push_back({Handle::Node::Kind::launch, launch, {}, {}});
+}
+
+namespace {
+
+Memcpy3DParams copy_params(const DeviceCopy& c) {
+  Memcpy3DParams p{};
+  p.src_memory_type = p.dst_memory_type = kMemoryTypeDevice;
+  p.src_device = c.src;
+  p.dst_device = c.dst;
+  p.src_pitch = c.rows > 1 ? c.src_pitch : c.row_bytes;
+  p.dst_pitch = c.rows > 1 ? c.dst_pitch : c.row_bytes;
+  p.width_bytes = c.row_bytes;
+  p.height = c.rows;
+  p.depth = 1;
+  return p;
+}
+
+}  // namespace
+
+void KernelGraph::add_copy(const DeviceCopy& copy) {
+  if (handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::add_copy after instantiate()");
+  const Memcpy3DParams p = copy_params(copy);
+  CUgraphNode node = nullptr;
+  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
+  check(driver().cuGraphAddMemcpyNode(&node, handle_->graph, after, after ? 1 : 0, &p,
+                                      device_context(handle_->device)),
+        "cuGraphAddMemcpyNode");
+  handle_->nodes.push_back(node);
+  handle_->current.push_back({Handle::Node::Kind::copy, {}, copy, {}});
+}
+
+void KernelGraph::add_work(const CapturedWork& work) {
+  if (handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::add_work after instantiate()");
+  if (work.device != handle_->device || work.graph == nullptr) {
+    raise(ErrorCode::ArgumentInvalid, "KernelGraph::add_work: work captured on cuda:" + std::to_string(work.device) +
+                                          " for a graph of cuda:" + std::to_string(handle_->device));
+  }
+  use_device(handle_->device);
+  CUgraphNode node = nullptr;
+  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
+  check(driver().cuGraphAddChildGraphNode(&node, handle_->graph, after, after ? 1 : 0,
+                                          static_cast<CUgraph>(work.graph.get())),
+        "cuGraphAddChildGraphNode");
+  handle_->nodes.push_back(node);
+  handle_->current.push_back({Handle::Node::Kind::work, {}, {}, work});
 }
 
 namespace {
@@ -98,13 +151,41 @@ void KernelGraph::set(std::size_t node, const PreparedLaunch& launch) {
   // A node whose parameters are unchanged (buffers the caching allocator
   // handed out again at the same addresses) is left alone: an updated node
   // costs the next launch an upload.
-  if (same_launch(handle_->current[node], launch)) return;
+  Handle::Node& now = handle_->current[node];
+  if (now.kind != Handle::Node::Kind::launch) {
+    raise(ErrorCode::Internal, "KernelGraph::set: node " + std::to_string(node) + " is not a kernel launch");
+  }
+  if (same_launch(now.launch, launch)) return;
   use_device(handle_->device);
   std::vector<void*> slots;
   const KernelNodeParams n = node_params(launch, slots);
   check(driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n),
         ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
-  handle_->current[node] = launch;
+  now.launch = launch;
+}
+
+void KernelGraph::set_copy(std::size_t node, const DeviceCopy& copy) {
+  if (!handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::set_copy before instantiate()");
+  Handle::Node* now = node < handle_->current.size() ? &handle_->current[node] : nullptr;
+  if (now == nullptr || now->kind != Handle::Node::Kind::copy) {
+    raise(ErrorCode::Internal, "KernelGraph::set_copy: node " + std::to_string(node) + " is not a copy");
+  }
+  const DeviceCopy& was = now->copy;
+  if (was.row_bytes != copy.row_bytes || was.rows != copy.rows) {
+    raise(ErrorCode::Internal, "KernelGraph::set_copy: node " + std::to_string(node) + " copies " +
+                                   std::to_string(was.rows) + " x " + std::to_string(was.row_bytes) +
+                                   " bytes, not " + std::to_string(copy.rows) + " x " +
+                                   std::to_string(copy.row_bytes));
+  }
+  if (was.dst == copy.dst && was.src == copy.src && was.dst_pitch == copy.dst_pitch &&
+      was.src_pitch == copy.src_pitch) {
+    return;
+  }
+  const Memcpy3DParams p = copy_params(copy);
+  check(driver().cuGraphExecMemcpyNodeSetParams(handle_->exec, handle_->nodes[node], &p,
+                                                device_context(handle_->device)),
+        "cuGraphExecMemcpyNodeSetParams");
+  now->copy = copy;
 }
 
 void KernelGraph::launch(const Stream* stream) const {
@@ -113,9 +194,34 @@ void KernelGraph::launch(const Stream* stream) const {
     raise(ErrorCode::ArgumentInvalid, "a graph for cuda:" + std::to_string(handle_->device) +
                                           " cannot run on a stream of cuda:" + std::to_string(stream->device()));
   }
+  if (const std::string why = stale(); !why.empty()) {
+    raise(ErrorCode::Collective, "a CUDA graph with captured collectives cannot run again: " + why);
+  }
+  for (const Handle::Node& n : handle_->current) {
+    if (stream != nullptr && n.kind == Handle::Node::Kind::work && !n.work.watches.empty()) {
+      raise(ErrorCode::ArgumentInvalid, "a graph with captured collectives runs on its device's default stream, "
+                                        "where their watches look");
+    }
+  }
   use_device(handle_->device);
   check(driver().cuGraphLaunch(handle_->exec, stream ? static_cast<CUstream>(stream->handle()) : nullptr),
         "cuGraphLaunch");
+  // Captured collectives wait on their peers: each run is watched, as
+  // their uncaptured form is when queued (watch() covers the default stream).
+  for (const Handle::Node& n : handle_->current) {
+    if (n.kind == Handle::Node::Kind::work)
+      for (const Watch& w : n.work.watches) watch(handle_->device, w);
+  }
+}
+
+std::string KernelGraph::stale() const {
+  for (const Handle::Node& n : handle_->current) {
+    if (n.kind != Handle::Node::Kind::work) continue;
+    for (const auto& check : n.work.checks) {
+      if (std::string why = check(); !why.empty()) return why;
+    }
+  }
+  return "";
 }
 
 std::size_t KernelGraph::size() const {

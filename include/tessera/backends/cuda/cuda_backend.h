@@ -153,16 +153,39 @@ std::optional<PreparedLaunch> prepare_launch(const CompiledKernel& kernel, std::
 // the one added before it (not by stream capture), so that a node's
 // parameters can be replaced before a replay: a captured executable runs on
 // new input and output buffers by updating addresses, not by copying data.
+// A device-to-device copy of `rows` rows of `row_bytes` bytes, rows
+// `src_pitch` and `dst_pitch` bytes apart (a graph's memcpy node).
+struct DeviceCopy {
+  DevicePtr dst = 0;
+  std::size_t dst_pitch = 0;
+  DevicePtr src = 0;
+  std::size_t src_pitch = 0;
+  std::size_t row_bytes = 0;
+  std::size_t rows = 1;
+};
+
 class KernelGraph {
  public:
   explicit KernelGraph(int device);
   void add(const PreparedLaunch& launch);
+  // A copy node; set_copy() moves its addresses between replays.
+  void add_copy(const DeviceCopy& copy);
+  // A node running `work` (a child graph, cloned: its addresses are fixed;
+  // the KernelGraph keeps what it holds alive, and registers its watches
+  // each time launch() runs it).
+  void add_work(const CapturedWork& work);
   // Instantiates the graph; nodes are fixed from then on.
   void instantiate();
   // Node `node`'s parameters for the next replay (the same kernel and launch
   // shape as when it was added).
   void set(std::size_t node, const PreparedLaunch& launch);
-  void launch(const Stream* stream) const;  // nullptr: the device's default stream
+  // Copy node `node`'s addresses for the next replay (the same extents).
+  void set_copy(std::size_t node, const DeviceCopy& copy);
+  // nullptr: the device's default stream. Raises (CollectiveError) when
+  // stale() is not "".
+  void launch(const Stream* stream) const;
+  // Why captured work in the graph may not run again, or "".
+  std::string stale() const;
   std::size_t size() const;
   int device() const;
 
