@@ -58,11 +58,10 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
     return;
   }
   for (ir::Operation* k : kernels_of(func)) {
-    // An attention forward is a candidate in its blocked tensor-core form
-    // (the lane form is no faster here than on the PTX path); the blocked
-    // backward has not run on a GPU yet: forwards only.
+    // Attention (forward and backward) is a candidate in its blocked
+    // tensor-core form; the lane form is no faster here than on the PTX path.
     const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked") &&
-                           kernel_root_op(*k).name() == "graph.flash_attn" && templates::blocked_attention_covers(*k);
+                           templates::blocked_attention_covers(*k);
     const bool candidate = attention || kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
     if (!candidate || kernel_variant(*k) != "tile") continue;
     if (attention) k->attrs().set("attn_blocked", true);  // the form the probe lowers and the target runs

@@ -201,10 +201,10 @@ def test_ptx_path_runs_the_blocked_forward(monkeypatch, dtype):
 
 
 @pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
-@pytest.mark.parametrize("variant", ["tile_ir", "ptx"])
+@pytest.mark.parametrize("variant", ["default", "tile_ir", "ptx"])
 def test_blocked_backward_on_the_gpu(monkeypatch, variant):
-    # The blocked backward through CUDA Tile IR (a mapper asks for it; the default mapper takes
-    # only the forward there) or the PTX path, against the CPU's blocked backward.
+    # The blocked backward through CUDA Tile IR (the default mapper's choice on Hopper, or a
+    # mapper asking for it) or the PTX path, against the CPU's blocked backward.
     monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "1")
     if variant == "ptx":
         monkeypatch.setenv("TESSERA_CUDA_TILE_DEFAULT", "0")
@@ -215,6 +215,8 @@ def test_blocked_backward_on_the_gpu(monkeypatch, variant):
         return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=True) * w.to(q.device))
 
     cpu = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2)))(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v)))
+    if variant == "default":
+        monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED")  # no knob: the default mapper decides
 
     class TileIR(tessera.Mapper):
         def choose_variant(self, op, arch):
@@ -229,7 +231,7 @@ def test_blocked_backward_on_the_gpu(monkeypatch, variant):
         for _ in range(4):
             assert [t.to("cpu").numpy().tobytes() for t in g(*args)] == [f.tobytes() for f in first]
         kinds = {kk["variant"] for kk in g.executable().kernels if kk["family"] == "attention"}
-        assert kinds == ({"tile_ir"} if variant == "tile_ir" else {"tile"}), kinds
+        assert kinds == ({"tile"} if variant == "ptx" else {"tile_ir"}), kinds
     finally:
         tessera.runtime.set_mapper(tessera.Mapper())
     for name, got, c in zip(("dq", "dk", "dv"), first, cpu):

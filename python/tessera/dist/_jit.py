@@ -139,7 +139,7 @@ def _communicators(mesh):
 def run(entry, dts, rebuild=True, capture_graph=False):
     """Runs every device's function on its shards; the results as distributed tensors (a flat
     list when ``rebuild`` is False). ``capture_graph``: a GPU device replays its launches as a
-    CUDA graph (a collective over more than one member cannot be captured: a clear error)."""
+    CUDA graph, its nccl collectives included (other backends refuse, with a clear error)."""
     from tessera.dist import _mpi
     mesh = entry.mesh
     # Under mpirun the mesh's devices are spread over the processes and this
