@@ -10,8 +10,8 @@ scaled_dot_product_attention under each SDPA backend this machine offers
 (flash, cuDNN, memory-efficient), forward and forward+backward.
 TFLOP/s counts 4 * B * H * S^2 * D flops forward (half when causal) and 2.5x
 that backward, the usual convention; backward times are (forward+backward)
-minus forward for both sides. Tessera's output is checked against torch's
-math backend (fp32) first. Each time is the median of --runs calls after a
+minus forward for both sides. Tessera's output and gradients are checked
+against torch's math backend (fp32) first. Each time is the median of --runs calls after a
 warm-up, ended by a device synchronization.
 
 --cutile also times the same blocked forward written in cuTile Python (the
@@ -179,6 +179,16 @@ def main():
                     grad = tessera.jit(tessera.grad(
                         lambda q, k, v: tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * g),
                         argnums=(0, 1, 2)))
+                    # Checked first against torch's math backend in fp32 (the same bf16 inputs).
+                    got = [t.to("cpu").numpy().astype(np.float64) for t in grad(q, k, v)]
+                    a32 = [t.float().clone().requires_grad_() for t in (tq, tk, tv)]
+                    with sdpa_kernel(SDPBackend.MATH):
+                        o32 = F.scaled_dot_product_attention(*a32, is_causal=causal)
+                    ref = [r.detach().cpu().numpy().astype(np.float64) for r in torch.autograd.grad(o32, a32, tg.float())]
+                    for name, gv, rv in zip(("dq", "dk", "dv"), got, ref):
+                        err = np.max(np.abs(gv - rv))
+                        assert err <= 2.0 ** -6 * np.max(np.abs(rv)), \
+                            f"flash_attn backward {name} S={s} D={d} causal={causal}: max error {err}"
                     bwd = max(seconds(lambda: grad(q, k, v), args.runs, sync) - first, 1e-9)
                 theirs = {}
                 for name, backend in backends.items():

@@ -1,0 +1,61 @@
+"""CSR spmm on a CUDA device next to cuSPARSE (through torch.sparse), in the same run.
+
+    python bench/sparse_gpu_bench.py [--m 16384] [--k 16384] [--n 64 256] [--density 0.001 0.01] [--runs 10]
+
+C = A @ B with A a random [M, K] CSR matrix and B a dense [K, N] fp32 matrix,
+both on cuda:0. Tessera runs the eager op (its compiled sparse kernel through
+the CUDA backend: a lane per output element, each output's terms summed in
+the row's order, docs/design/0013-sparse.md); torch runs torch.sparse.mm on a
+sparse_csr tensor, which calls cuSPARSE's SpMM. GFLOP/s counts 2 * nnz * N
+flops for both. Each time is the median of --runs calls after a warm-up,
+ended by a device synchronization; results are checked against scipy (fp64)
+first. The ratio is cuSPARSE's time over Tessera's (above 1: Tessera is faster).
+"""
+
+import argparse
+
+import numpy as np
+import scipy.sparse as sp
+
+import tessera
+from gpu_timing import median_seconds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, default=16384)
+    ap.add_argument("--k", type=int, default=16384)
+    ap.add_argument("--n", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--density", type=float, nargs="+", default=[0.001, 0.01])
+    ap.add_argument("--runs", type=int, default=10)
+    args = ap.parse_args()
+    import torch
+
+    sync = torch.cuda.synchronize
+    rng = np.random.default_rng(0)
+    print(f"spmm fp32 [{args.m}, {args.k}] x [{args.k}, N] on {torch.cuda.get_device_name(0)}")
+    print(f"{'density':>8} {'N':>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
+          f"{'cusparse GF/s':>14} {'ratio':>6}")
+    for density in args.density:
+        A = sp.random(args.m, args.k, density=density, format="csr", random_state=1, dtype=np.float32)
+        A.sort_indices()
+        a = tessera.sparse.from_scipy(A, dtype="fp32").to("cuda:0")
+        ta = torch.sparse_csr_tensor(torch.tensor(A.indptr, dtype=torch.int64), torch.tensor(A.indices, dtype=torch.int64),
+                                     torch.tensor(A.data), size=A.shape, device="cuda:0")
+        for n in args.n:
+            B = rng.standard_normal((args.k, n)).astype(np.float32)
+            b = tessera.tensor(B).to("cuda:0")
+            tb = torch.tensor(B, device="cuda:0")
+            got = tessera.ops.spmm(a, b).to("cpu").numpy().astype(np.float64)
+            want = A.astype(np.float64) @ B.astype(np.float64)
+            bound = abs(A).astype(np.float64) @ np.abs(B.astype(np.float64))
+            assert np.all(np.abs(got - want) <= 1e-5 * bound + 1e-30), f"spmm density {density} N {n}: wrong result"
+            t = median_seconds(lambda: tessera.ops.spmm(a, b), args.runs, sync)
+            c = median_seconds(lambda: torch.sparse.mm(ta, tb), args.runs, sync)
+            flops = 2.0 * A.nnz * n
+            print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
+                  f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
