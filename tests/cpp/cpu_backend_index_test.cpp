@@ -5,7 +5,9 @@
 // tile.strands, run as rounds of consecutive elements (SIMD lanes).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <random>
 #include <string>
 
@@ -221,6 +223,42 @@ TEST(CpuBackendThreads, ScopedThreadLimitCapsTheDefaultCount) {
     cpu::launch(ck, 1, {f32_tensor(xs, {5000}), y2});
   }
   EXPECT_EQ(y1.codes(), y2.codes());
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The pool runs every item exactly once, whoever takes it. Many short
+// parallel_fors back to back (the caller often finishing alone while helpers
+// are still waking) and two callers at once must neither lose an item nor
+// hang; an item's exception reaches the caller after every item has run.
+TEST(CpuBackendThreads, ThePoolRunsEveryItemOnceAndRaisesAfterAll) {
+  cpu::detail::ThreadPool& pool = cpu::detail::ThreadPool::global();
+  for (int round = 0; round < 2000; ++round) {
+    const std::int64_t n = 1 + round % 9;
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    pool.parallel_for(n, 4, [&](std::int64_t i) { hits[static_cast<std::size_t>(i)].fetch_add(1); });
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1) << round << " " << i;
+  }
+  std::atomic<std::int64_t> total{0};
+  auto caller = [&] {
+    for (int round = 0; round < 500; ++round) pool.parallel_for(16, 4, [&](std::int64_t i) { total.fetch_add(i); });
+  };
+  std::thread a(caller), b(caller);
+  a.join();
+  b.join();
+  EXPECT_EQ(total.load(), 2 * 500 * (15 * 16 / 2));
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.parallel_for(32, 4,
+                                 [&](std::int64_t i) {
+                                   ran.fetch_add(1);
+                                   if (i == 3) raise(ErrorCode::ArgumentInvalid, "item 3");
+                                 }),
+               ArgumentError);
+  EXPECT_EQ(ran.load(), 32);
 }
 
 }  // namespace

@@ -10,16 +10,24 @@
 
 namespace tessera::cpu::detail {
 
+// A parallel_for's chunks. The caller waits until every chunk is done, not
+// until every helper has woken: a helper that wakes after the chunks are
+// taken finds none and lets go of the job (held by shared_ptr, so a late
+// helper never touches a finished caller's stack). Launches of small
+// kernels then cost the caller's own time, not the helpers' wake-up
+// latency.
 struct ThreadPool::Job {
   const std::function<void(std::int64_t)>* fn;
   std::int64_t n;
   int helpers;  // workers with index < helpers take part
   std::atomic<std::int64_t> next{0};
-  int running = 0;  // helpers still working (guarded by mutex_)
+  std::atomic<std::int64_t> done{0};
   std::exception_ptr error;
   std::mutex error_mutex;
 
-  void drain() {
+  // Runs chunks until none is left; true when this call finished the last.
+  bool drain() {
+    bool last = false;
     for (std::int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       try {
         (*fn)(i);
@@ -27,7 +35,9 @@ struct ThreadPool::Job {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
       }
+      last = done.fetch_add(1) + 1 == n;
     }
+    return last;
   }
 };
 
@@ -79,7 +89,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_main(int index) {
   std::uint64_t seen = 0;
   while (true) {
-    Job* job = nullptr;
+    std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -88,10 +98,9 @@ void ThreadPool::worker_main(int index) {
       if (job_ == nullptr || index >= job_->helpers) continue;
       job = job_;
     }
-    job->drain();
-    {
+    if (job->drain()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--job->running == 0) done_.notify_all();
+      done_.notify_all();
     }
   }
 }
@@ -105,24 +114,23 @@ void ThreadPool::parallel_for(std::int64_t n, int threads, const std::function<v
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mutex_);
-  Job job;
-  job.fn = &fn;
-  job.n = n;
-  job.helpers = helpers;
-  job.running = helpers;
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->helpers = helpers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &job;
+    job_ = job;
     ++generation_;
   }
   wake_.notify_all();
-  job.drain();
+  job->drain();
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return job.running == 0; });
+    done_.wait(lock, [&] { return job->done.load() == n; });
     job_ = nullptr;
   }
-  if (job.error) std::rethrow_exception(job.error);
+  if (job->error) std::rethrow_exception(job->error);
 }
 
 }  // namespace tessera::cpu::detail

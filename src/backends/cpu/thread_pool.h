@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -37,7 +38,7 @@ class ThreadPool {
   std::condition_variable wake_;
   std::condition_variable done_;
   std::mutex run_mutex_;  // one parallel_for at a time
-  Job* job_ = nullptr;
+  std::shared_ptr<Job> job_;  // the current parallel_for's, while it runs
   std::uint64_t generation_ = 0;
   bool stop_ = false;
 };
