@@ -574,17 +574,18 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   if (use_graph && !sync_each) {
     graph_lock.lock();  // one run at a time updates a graph's nodes
     for (const Tensor& a : args) building.shapes.push_back(a.shape());
-    // A graph whose captured collectives may not run again (their
-    // communicators were aborted) is dropped and captured anew.
-    std::erase_if(state_->graphs, [&](const Executable::State::CapturedGraph& g) {
-      return g.shapes == building.shapes && !g.graph->stale().empty();
-    });
-    for (auto& g : state_->graphs) {
-      if (g.shapes == building.shapes) {
-        recorder.graph = g.graph.get();
-        fault_slots = g.fault_record;
-        collectives = &g.collectives;
+    for (auto g = state_->graphs.begin(); g != state_->graphs.end(); ++g) {
+      if (g->shapes != building.shapes) continue;
+      if (!g->graph->stale().empty()) {
+        // Its captured collectives may not run again (their communicators
+        // were aborted): dropped, and captured anew below.
+        state_->graphs.erase(g);
+        break;
       }
+      recorder.graph = g->graph.get();
+      fault_slots = g->fault_record;
+      collectives = &g->collectives;
+      break;
     }
     if (recorder.graph == nullptr) {
       collectives = &building.collectives;
@@ -637,13 +638,14 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       const bool graph_collective =
           recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1;
       std::vector<Tensor> results;
-      try {
-        results = graph_collective
-                      ? collective_in_graph(op, inputs.at(0), sizes, recorder, *collectives, collective_index)
-                      : apply_view(op, inputs, sizes);
-      } catch (const Error& e) {
-        if (!graph_collective) throw;
-        ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(op.name()) + ")", op.location());
+      if (!graph_collective) {
+        results = apply_view(op, inputs, sizes);
+      } else {
+        try {
+          results = collective_in_graph(op, inputs.at(0), sizes, recorder, *collectives, collective_index);
+        } catch (const Error& e) {
+          ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(op.name()) + ")", op.location());
+        }
       }
       const ir::Operation& yield = *kernel_body(k).terminator();
       for (std::size_t j = 0; j < k.num_results(); ++j) {

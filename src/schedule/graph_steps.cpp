@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "graph/kernel_support.h"
+#include "graph/shape_rules.h"
 #include "schedule/views.h"
 #include "tessera/dist/layout.h"
 #include "tessera/dist/shard_scope.h"
@@ -72,12 +74,6 @@ cuda::DeviceCopy whole(const Tensor& to, const Tensor& from) {
   return cuda::DeviceCopy{address(to), bytes, address(from), bytes, bytes, 1};
 }
 
-std::int64_t product(const std::vector<std::int64_t>& shape, std::size_t begin, std::size_t end) {
-  std::int64_t p = 1;
-  for (std::size_t i = begin; i < end; ++i) p *= shape[i];
-  return p;
-}
-
 }  // namespace
 
 std::vector<Tensor> collective_in_graph(const ir::Operation& op, const Tensor& x,
@@ -99,17 +95,16 @@ std::vector<Tensor> collective_in_graph(const ir::Operation& op, const Tensor& x
   const dist::ShardBinding& shard = dist::require_shard(axis, members, name);
   if (name == "graph.shard_slice") {
     // This member's part along `dim`: one strided copy, no communication.
-    const auto d = static_cast<std::size_t>(op.attrs().get_int("dim") < 0
-                                                ? op.attrs().get_int("dim") + static_cast<std::int64_t>(x.rank())
-                                                : op.attrs().get_int("dim"));
-    const dist::Run part = dist::block_part(x.shape()[d], members, static_cast<std::int64_t>(shard.rank));
+    const std::vector<std::int64_t>& shape = x.shape();
+    const auto d = static_cast<std::size_t>(graph::normalize_axis(op.attrs().get_int("dim"), x.rank()));
+    const dist::Run part = dist::block_part(shape[d], members, static_cast<std::int64_t>(shard.rank));
     const std::size_t es = storage_bytes_for(x.dtype(), 1);
-    const auto inner = static_cast<std::size_t>(product(x.shape(), d + 1, x.rank()));
+    const auto inner = static_cast<std::size_t>(graph::numel_of({shape.begin() + d + 1, shape.end()}));
+    const auto outer = static_cast<std::size_t>(graph::numel_of({shape.begin(), shape.begin() + d}));
     Tensor out = Tensor::empty(sizes.at(0), x.policy(), x.device());
     const std::size_t row = static_cast<std::size_t>(part.length) * inner * es;
     recorder.copy(cuda::DeviceCopy{address(out), row, address(x) + static_cast<std::size_t>(part.start) * inner * es,
-                                   static_cast<std::size_t>(x.shape()[d]) * inner * es, row,
-                                   static_cast<std::size_t>(product(x.shape(), 0, d))});
+                                   static_cast<std::size_t>(shape[d]) * inner * es, row, outer});
     return {out};
   }
   if (const std::string why = shard.comm->capture_refusal(); !why.empty()) {

@@ -34,6 +34,34 @@ void Graph::replay(const Stream& stream) const {
   check(driver().cuGraphLaunch(handle_->exec, static_cast<CUstream>(stream.handle())), "cuGraphLaunch");
 }
 
+namespace {
+
+// Ends the capture on `stream` and returns its graph, or raises naming why.
+CUgraph end_capture(const Stream& stream) {
+  use_device(stream.device());
+  CUgraph graph = nullptr;
+  const CUresult rc = driver().cuStreamEndCapture(static_cast<CUstream>(stream.handle()), &graph);
+  if (rc != kCudaSuccess) {
+    raise(ErrorCode::Device, "cuStreamEndCapture failed: " + error_text(rc) +
+                                 " (work in the capture was invalid, for example a synchronous call on a capturing "
+                                 "stream)");
+  }
+  return graph;
+}
+
+// Ends an abandoned capture on `stream` and drops its graph (destructors: never throws).
+void discard_capture(const Stream& stream) noexcept {
+  try {
+    use_device(stream.device());
+    CUgraph graph = nullptr;
+    driver().cuStreamEndCapture(static_cast<CUstream>(stream.handle()), &graph);
+    if (graph) driver().cuGraphDestroy(graph);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 GraphCapture::GraphCapture(const Stream& stream) : stream_(&stream) {
   use_device(stream.device());
   // Thread-local mode: other threads may keep using CUDA while this one captures.
@@ -42,28 +70,15 @@ GraphCapture::GraphCapture(const Stream& stream) : stream_(&stream) {
 }
 
 GraphCapture::~GraphCapture() {
-  if (!open_) return;
-  try {
-    use_device(stream_->device());
-    CUgraph graph = nullptr;
-    driver().cuStreamEndCapture(static_cast<CUstream>(stream_->handle()), &graph);
-    if (graph) driver().cuGraphDestroy(graph);
-  } catch (...) {
-  }
+  if (open_) discard_capture(*stream_);
 }
 
 Graph GraphCapture::end() {
   if (!open_) raise(ErrorCode::ArgumentInvalid, "GraphCapture::end called twice");
   open_ = false;
-  use_device(stream_->device());
   auto handle = std::make_shared<Graph::Handle>();
   handle->device = stream_->device();
-  const CUresult rc = driver().cuStreamEndCapture(static_cast<CUstream>(stream_->handle()), &handle->graph);
-  if (rc != kCudaSuccess) {
-    raise(ErrorCode::Device, "cuStreamEndCapture failed: " + error_text(rc) +
-                                 " (work in the capture was invalid, for example a synchronous call on a capturing "
-                                 "stream)");
-  }
+  handle->graph = end_capture(*stream_);
   std::size_t nodes = 0;
   check(driver().cuGraphGetNodes(handle->graph, nullptr, &nodes), "cuGraphGetNodes");
   check(driver().cuGraphInstantiateWithFlags(&handle->exec, handle->graph, 0), "cuGraphInstantiate");
@@ -84,20 +99,13 @@ WorkCapture::WorkCapture(int device) : stream_(device), outer_(open_capture) {
   // grows) while its work is recorded; the stream is non-blocking, so work
   // other threads queue on the legacy stream stays out of the capture.
   detail::check(driver().cuStreamBeginCapture(static_cast<CUstream>(stream_.handle()), kCaptureModeRelaxed),
-        "cuStreamBeginCapture");
+                "cuStreamBeginCapture");
   open_capture = this;
 }
 
 WorkCapture::~WorkCapture() {
   if (open_capture == this) open_capture = outer_;
-  if (!open_) return;
-  try {
-    use_device(work_.device);
-    CUgraph graph = nullptr;
-    driver().cuStreamEndCapture(static_cast<CUstream>(stream_.handle()), &graph);
-    if (graph) driver().cuGraphDestroy(graph);
-  } catch (...) {
-  }
+  if (open_) discard_capture(stream_);
 }
 
 WorkCapture* WorkCapture::active(int device) {
@@ -111,14 +119,7 @@ CapturedWork WorkCapture::end() {
   if (!open_) raise(ErrorCode::ArgumentInvalid, "WorkCapture::end called twice");
   open_ = false;
   if (open_capture == this) open_capture = outer_;
-  use_device(work_.device);
-  CUgraph graph = nullptr;
-  const CUresult rc = driver().cuStreamEndCapture(static_cast<CUstream>(stream_.handle()), &graph);
-  if (rc != kCudaSuccess) {
-    raise(ErrorCode::Device, "cuStreamEndCapture failed: " + error_text(rc) +
-                                 " (work in the capture was invalid, for example a synchronous call on a capturing "
-                                 "stream)");
-  }
+  CUgraph graph = end_capture(stream_);
   const int device = work_.device;
   work_.graph = std::shared_ptr<void>(graph, [device](void* g) {
     destroy_graph(device, static_cast<CUgraph>(g), nullptr);

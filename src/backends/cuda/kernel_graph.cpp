@@ -26,6 +26,9 @@ struct KernelGraph::Handle {
   };
   std::vector<Node> current;
   ~Handle() { destroy_graph(device, graph, exec); }
+  // Each node runs after the one added before it.
+  const CUgraphNode* last() const { return nodes.empty() ? nullptr : &nodes.back(); }
+  std::size_t last_count() const { return nodes.empty() ? 0 : 1; }
 };
 
 namespace {
@@ -73,8 +76,7 @@ void KernelGraph::add(const PreparedLaunch& launch) {
   std::vector<void*> slots;
   const KernelNodeParams n = node_params(launch, slots);
   CUgraphNode node = nullptr;
-  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
-  check(driver().cuGraphAddKernelNode(&node, handle_->graph, after, after ? 1 : 0, &n),
+  check(driver().cuGraphAddKernelNode(&node, handle_->graph, handle_->last(), handle_->last_count(), &n),
         ("cuGraphAddKernelNode('" + launch.function->name() + "')").c_str());
   handle_->nodes.push_back(node);
   handle_->current.push_back({Handle::Node::Kind::launch, launch, {}, {}});
@@ -101,8 +103,7 @@ void KernelGraph::add_copy(const DeviceCopy& copy) {
   if (handle_->exec) raise(ErrorCode::ArgumentInvalid, "KernelGraph::add_copy after instantiate()");
   const Memcpy3DParams p = copy_params(copy);
   CUgraphNode node = nullptr;
-  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
-  check(driver().cuGraphAddMemcpyNode(&node, handle_->graph, after, after ? 1 : 0, &p,
+  check(driver().cuGraphAddMemcpyNode(&node, handle_->graph, handle_->last(), handle_->last_count(), &p,
                                       device_context(handle_->device)),
         "cuGraphAddMemcpyNode");
   handle_->nodes.push_back(node);
@@ -117,8 +118,7 @@ void KernelGraph::add_work(const CapturedWork& work) {
   }
   use_device(handle_->device);
   CUgraphNode node = nullptr;
-  const CUgraphNode* after = handle_->nodes.empty() ? nullptr : &handle_->nodes.back();
-  check(driver().cuGraphAddChildGraphNode(&node, handle_->graph, after, after ? 1 : 0,
+  check(driver().cuGraphAddChildGraphNode(&node, handle_->graph, handle_->last(), handle_->last_count(),
                                           static_cast<CUgraph>(work.graph.get())),
         "cuGraphAddChildGraphNode");
   handle_->nodes.push_back(node);
@@ -197,26 +197,23 @@ void KernelGraph::launch(const Stream* stream) const {
   if (const std::string why = stale(); !why.empty()) {
     raise(ErrorCode::Collective, "a CUDA graph with captured collectives cannot run again: " + why);
   }
-  for (const Handle::Node& n : handle_->current) {
-    if (stream != nullptr && n.kind == Handle::Node::Kind::work && !n.work.watches.empty()) {
-      raise(ErrorCode::ArgumentInvalid, "a graph with captured collectives runs on its device's default stream, "
-                                        "where their watches look");
-    }
+  // Captured collectives wait on their peers: each run is watched, as
+  // their uncaptured form is when queued (watch() covers the default stream).
+  std::vector<const Watch*> watches;
+  for (const Handle::Node& n : handle_->current)
+    for (const Watch& w : n.work.watches) watches.push_back(&w);
+  if (stream != nullptr && !watches.empty()) {
+    raise(ErrorCode::ArgumentInvalid, "a graph with captured collectives runs on its device's default stream, "
+                                      "where their watches look");
   }
   use_device(handle_->device);
   check(driver().cuGraphLaunch(handle_->exec, stream ? static_cast<CUstream>(stream->handle()) : nullptr),
         "cuGraphLaunch");
-  // Captured collectives wait on their peers: each run is watched, as
-  // their uncaptured form is when queued (watch() covers the default stream).
-  for (const Handle::Node& n : handle_->current) {
-    if (n.kind == Handle::Node::Kind::work)
-      for (const Watch& w : n.work.watches) watch(handle_->device, w);
-  }
+  for (const Watch* w : watches) watch(handle_->device, *w);
 }
 
 std::string KernelGraph::stale() const {
   for (const Handle::Node& n : handle_->current) {
-    if (n.kind != Handle::Node::Kind::work) continue;
     for (const auto& check : n.work.checks) {
       if (std::string why = check(); !why.empty()) return why;
     }
