@@ -1,5 +1,6 @@
-"""Eager per-op dispatch overhead on a tiny tensor and eager add and matmul at
-1024^2 (compiled kernels, the default), next to numpy in the same run, and the
+"""Eager per-op dispatch overhead on a tiny tensor, eager add of 4096 elements
+(a launch of a few groups), and eager add and matmul at 1024^2 (compiled
+kernels, the default), next to numpy in the same run, and the
 time to trace a 1,000-op @jit function from Python.
 
     .venv/bin/python bench/eager_dispatch_bench.py
@@ -67,6 +68,11 @@ def main():
         ("exp fp32[4]", per_call_us(lambda: ops.exp(a)), per_call_us(lambda: np.exp(a_np))),
         ("sum fp32[4]", per_call_us(lambda: ops.sum(a)), per_call_us(lambda: np.sum(a_np))),
     ]
+    # A few groups: the launch's helper threads are woken, the launching
+    # thread usually finishes first (the thread pool's wake-up cost).
+    c_np = np.arange(4096, dtype=np.float32)
+    c = tessera.tensor(c_np)
+    rows.append(("add fp32[4096]", per_call_us(lambda: ops.add(c, c), 5000), per_call_us(lambda: np.add(c_np, c_np), 5000)))
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((1024, 1024)).astype(np.float32)
     y_np = rng.standard_normal((1024, 1024)).astype(np.float32)
