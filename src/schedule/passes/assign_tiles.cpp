@@ -130,7 +130,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     attention_blocked = std::string(e) == "1";
   }
   // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked kernels' query and key
-  // block sizes (powers of two from 16 to 256; default 128,64).
+  // block sizes (powers of two from 16 to 256; default 64,64).
   std::optional<std::vector<std::int64_t>> attention_tile;
   if (const char* e = std::getenv("TESSERA_ATTENTION_TILE"); e != nullptr && *e != '\0') {
     int bm = 0, bn = 0;
