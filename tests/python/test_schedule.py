@@ -222,3 +222,31 @@ def test_a_result_too_large_for_memory_is_a_located_out_of_memory_error():
     with pytest.raises(tessera.OutOfMemoryError, match=r"graph\.broadcast_to.*cannot allocate its result") as info:
         f(tessera.tensor(np.ones((1, 1, 1), np.float32)))
     assert "test_schedule.py" in str(info.value)
+
+
+@pytest.mark.parametrize("shape, bshape", [((4096,), (4096,)), ((1023,), (1023,)), ((3, 1025), (1025,)),
+                                           ((64, 1000), (1000,)), ((2, 3, 2048), (3, 1))])
+def test_full_group_loops_match_reference_bitwise(shape, bshape, monkeypatch):
+    # Groups whose accesses are all in range run a loop with plain accesses
+    # (and the guard's lanes alone where a row ends inside the group); ragged
+    # groups keep the masked loop. Both give the reference's bits.
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+
+    def f(x, b):
+        return tessera.ops.relu(x + b) * x - b
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, tessera.tensor(x), tessera.tensor(b))
+    np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+    np.testing.assert_allclose(got.numpy(), np.maximum(x + b, 0) * x - b, rtol=1e-6, atol=1e-6)
+
+
+def test_full_group_loop_is_emitted_for_elementwise_kernels(compiled):
+    g = tessera.jit(lambda a, b: a * b + a)
+    x = tessera.tensor(np.arange(5000, dtype=np.float32))
+    np.testing.assert_array_equal(g(x, x).numpy(), x.numpy() * x.numpy() + x.numpy())
+    target = g.inspect_ir("target")
+    assert "holds in every lane of a full group" in target
+    assert "tsr::load_u(" in target and "tsr::load_m(" in target  # the fast loop and the masked one

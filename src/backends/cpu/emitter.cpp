@@ -416,6 +416,12 @@ class Emitter {
       segment.clear();
       return;
     }
+    // A group whose every access is in range (and whose lane guards all
+    // hold) runs a copy of the loop with plain accesses and no guards:
+    // unmasked vector loads and stores, where masked ones cost several
+    // times more on some x86 cores. Only a ragged or faulting group takes
+    // the masked loop below.
+    const bool full_group = !batched_ && emit_full_group(segment);
     line("{");
     ++indent_;
     line("std::int64_t first_fault = tsr::kNoFault;");
@@ -441,7 +447,180 @@ class Emitter {
     line("}");
     --indent_;
     line("}");
+    if (full_group) {  // the else of emit_full_group's check, and its block
+      --indent_;
+      line("}");
+      --indent_;
+      line("}");
+    }
     segment.clear();
+  }
+
+  // ---- the full-group fast path ----
+  // An int64 lane value base + coef * lane, base an expression valid before
+  // the lane loop (saturating arithmetic: an overflow fails the range
+  // checks instead of wrapping).
+  struct Linear {
+    std::string base;
+    std::int64_t coef = 0;
+  };
+  static constexpr std::int64_t kMaxCoef = std::int64_t{1} << 24;
+  // `v` when it is the same in every lane and computable before the loop:
+  // a group-level value, a constant or a symbol.
+  std::optional<std::string> uniform_expr(const ir::Value* v) {
+    if (storage_.at(v) == Storage::group) return name_.at(v);
+    const ir::Operation* d = v->defining_op();
+    if (d == nullptr || d->num_operands() != 0) return std::nullopt;
+    if (d->name() == "tile.symbol") return lane_expr(*d, {}, lane_context());
+    if (d->name() == "tile.const" && constant_int(v)) return cpp_int_literal(*constant_int(v));
+    return std::nullopt;
+  }
+  // An index built from the lane id by adds and by products with small
+  // constants >= 0 (every index of an elementwise kernel) as a Linear.
+  std::optional<Linear> lane_linear(const ir::Value* v) {
+    if (v->type().dtype() != DType::int64) return std::nullopt;
+    if (auto u = uniform_expr(v)) return Linear{*u, 0};
+    const ir::Operation* d = v->defining_op();
+    if (d == nullptr) return std::nullopt;
+    if (d->name() == "tile.linear_id") return Linear{"std::int64_t{0}", 1};
+    if (d->name() == "tile.add") {
+      auto a = lane_linear(d->operand(0)), b = lane_linear(d->operand(1));
+      if (!a || !b || a->coef + b->coef > kMaxCoef) return std::nullopt;
+      return Linear{"tsr::iadd<DType::int64>(" + a->base + ", " + b->base + ")", a->coef + b->coef};
+    }
+    if (d->name() == "tile.mul") {
+      for (int k = 0; k < 2; ++k) {
+        auto c = constant_int(d->operand(k));
+        if (!c || *c < 0 || *c > kMaxCoef) continue;
+        auto a = lane_linear(d->operand(1 - k));
+        if (!a || a->coef * *c > kMaxCoef) return std::nullopt;
+        return Linear{"tsr::imul<DType::int64>(" + a->base + ", " + cpp_int_literal(*c) + ")", a->coef * *c};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // What the fast path of one segment needs: the lanes it runs (a prefix
+  // of the group, bounded by the guards), and the range of every access.
+  struct FullGroup {
+    std::vector<std::string> lane_limits;  // min(kGroupSize, these) lanes run
+    std::vector<std::pair<Linear, const ir::Value*>> spans;  // index, buffer
+    bool prefix_ok = true;                                   // lanes past the guards may be skipped
+  };
+  // A tile.if `index < bound` (index Linear, bound uniform) is a guard: the
+  // lanes where it holds form a prefix of the group. Its then-branch is
+  // emitted alone in the fast path (known_true_).
+  std::optional<std::pair<Linear, std::string>> guard_of(const ir::Operation& op) {
+    if (op.name() != "tile.if") return std::nullopt;
+    const ir::Operation* c = op.operand(0)->defining_op();
+    if (c == nullptr || c->name() != "tile.cmp" || c->attrs().get_string("pred") != "lt") return std::nullopt;
+    auto a = lane_linear(c->operand(0));
+    auto b = uniform_expr(c->operand(1));
+    if (!a || !b) return std::nullopt;
+    return std::make_pair(*a, *b);
+  }
+  // Adds `op`'s element accesses (nested ones too) to `fg`; false when one
+  // is not of a form lane_linear follows.
+  bool collect_accesses(const ir::Operation& op, FullGroup& fg) {
+    for (std::size_t r = 0; r < op.num_regions(); ++r)
+      for (const auto& inner : op.region(r).block().ops())
+        if (!collect_accesses(*inner, fg)) return false;
+    const std::string_view n = op.name();
+    if (n != "tile.load_elem" && n != "tile.store_elem") return true;
+    const ir::Value* buffer = op.operand(0);
+    if (buffer->type().rank() != 1 || storage_.at(buffer) != Storage::group) return false;
+    auto index = lane_linear(op.operand(1));
+    if (!index) return false;
+    fg.spans.emplace_back(*index, buffer);
+    return true;
+  }
+  static bool empty_branch(const ir::Block& b) { return b.ops().size() == 1; }  // the yield alone
+
+  std::optional<FullGroup> full_group_plan(const std::vector<const ir::Operation*>& segment) {
+    FullGroup fg;
+    known_true_.clear();
+    for (const ir::Operation* op : segment) {
+      if (auto g = guard_of(*op)) {
+        const std::string limit = "tsr::lanes_below(" + g->first.base + ", " + std::to_string(g->first.coef) + ", " +
+                                  g->second + ", kGroupSize)";
+        fg.lane_limits.push_back(limit);
+        known_true_.insert(op);
+        // Lanes past the guard do nothing only when its else-branch is empty.
+        if (op->num_results() != 0 || !empty_branch(op->region(1).block())) fg.prefix_ok = false;
+        if (!collect_accesses_in(op->region(0).block(), fg)) return std::nullopt;
+        continue;
+      }
+      if (!collect_accesses(*op, fg)) return std::nullopt;
+      // Outside the guards only pure values used within the segment keep
+      // skipped lanes unobservable (prefetches are hints).
+      const bool pure = op->name() == "tile.prefetch" ||
+                        (is_lane_value_op(*op) && op->name() != "tile.load_elem" && op->num_results() == 1 &&
+                         storage_.at(op->result(0)) == Storage::local);
+      if (!pure) fg.prefix_ok = false;
+    }
+    if (fg.spans.empty()) return std::nullopt;
+    return fg;
+  }
+  bool collect_accesses_in(const ir::Block& b, FullGroup& fg) {
+    for (const auto& inner : b.ops())
+      if (!collect_accesses(*inner, fg)) return false;
+    return true;
+  }
+
+  // Emits, for a masked segment whose accesses are all linear in the lane,
+  // `if (<every access of the lanes to run in range>) { <plain loop> } else {`
+  // and returns true (the caller emits the masked loop and closes the
+  // brace); false when the segment has no such form.
+  bool emit_full_group(const std::vector<const ir::Operation*>& segment) {
+    std::optional<FullGroup> fg = full_group_plan(segment);
+    if (!fg) {
+      known_true_.clear();
+      return false;
+    }
+    const std::string lanes = fresh("full_lanes");
+    std::string count = "kGroupSize";
+    for (const std::string& l : fg->lane_limits) count = "std::min<std::int64_t>(" + count + ", " + l + ")";
+    line("{");
+    ++indent_;
+    line("const std::int64_t " + lanes + " = " + count + ";");
+    std::string cond = lanes + (fg->prefix_ok ? " > 0" : " == kGroupSize");
+    full_index_.clear();
+    std::unordered_map<std::string, std::string> bases;  // base expression -> its name
+    for (const auto& [index, buffer] : fg->spans) {
+      auto [it, fresh_base] = bases.emplace(index.base, "");
+      if (fresh_base) {
+        it->second = fresh("full_base");
+        line("const std::int64_t " + it->second + " = " + index.base + ";");
+      }
+      const std::string& b = it->second;
+      cond += " && tsr::span_in(" + b + ", tsr::iadd<DType::int64>(" + b + ", " + std::to_string(index.coef) + " * (" +
+              lanes + " - 1)), " + name_.at(buffer) + ".shape[0])";
+    }
+    for (const ir::Operation* op : segment) record_full_indices(*op, bases);
+    line("if (" + cond + ") {");
+    ++indent_;
+    line("for (std::int64_t lane = 0; lane < " + lanes + "; ++lane) {");
+    ++indent_;
+    access_ = Access::unchecked;
+    for (const ir::Operation* op : segment) emit_lane_op(*op);
+    access_ = Access::checked;
+    known_true_.clear();
+    full_index_.clear();
+    --indent_;
+    line("}");
+    --indent_;
+    line("} else {");
+    ++indent_;
+    return true;
+  }
+  // The plain index of each access in the fast path: base + coef * lane,
+  // exact there since the range checks held.
+  void record_full_indices(const ir::Operation& op, const std::unordered_map<std::string, std::string>& bases) {
+    for (std::size_t r = 0; r < op.num_regions(); ++r)
+      for (const auto& inner : op.region(r).block().ops()) record_full_indices(*inner, bases);
+    if (op.name() != "tile.load_elem" && op.name() != "tile.store_elem") return;
+    const Linear index = *lane_linear(op.operand(1));
+    full_index_[&op] = "(" + bases.at(index.base) + " + " + std::to_string(index.coef) + " * lane)";
   }
 
   void declare_if_array(const ir::Value* v) {
@@ -654,10 +833,16 @@ class Emitter {
     if (n == "tile.strands") return emit_lane_strands(op);
     if (n == "tile.if") return emit_lane_if(op);
     if (n == "tile.while") return emit_lane_while(op);
-    if (n == "tile.store_elem") return line(store_stmt(op, lane_args(op), access_));
+    if (n == "tile.store_elem") return line(store_stmt(op, full_args(op), access_));
     if (n == "tile.prefetch") return line(prefetch_stmt(op, lane_args(op)));
     if (!is_lane_value_op(op) || op.num_results() != 1) unsupported(op, "the op is not supported in lane code");
-    define(op.result(0), lane_expr(op, lane_args(op), lane_context()));
+    define(op.result(0), lane_expr(op, full_args(op), lane_context()));
+  }
+  // lane_args, with the plain index of an access in the full-group loop.
+  std::vector<std::string> full_args(const ir::Operation& op) const {
+    std::vector<std::string> a = lane_args(op);
+    if (auto it = full_index_.find(&op); it != full_index_.end()) a[1] = it->second;
+    return a;
   }
 
   void emit_lane_for(const ir::Operation& op) {
@@ -940,6 +1125,17 @@ class Emitter {
 
   void emit_lane_if(const ir::Operation& op) {
     for (std::size_t i = 0; i < op.num_results(); ++i) declare_local(op.result(i));
+    if (known_true_.count(&op) != 0) {
+      line("{  // tile.if (holds in every lane of a full group)");
+      ++indent_;
+      const ir::Block& b = op.region(0).block();
+      emit_lane_block(b);
+      for (std::size_t i = 0; i < op.num_results(); ++i)
+        line(ref(op.result(i)) + " = " + ref(b.terminator()->operand(i)) + ";");
+      --indent_;
+      line("}");
+      return;
+    }
     line("if (" + ref(op.operand(0)) + ")" + branch_hint(op) + " {");
     for (std::size_t r = 0; r < 2; ++r) {
       if (r == 1) line("} else {");
@@ -1052,6 +1248,11 @@ class Emitter {
   std::unordered_set<std::string> scalar_symbols_;
   std::unique_ptr<codegen::IndexBounds> bounds_;
   bool batched_ = false;             // one lane loop over a range of groups
+  // tile.ifs whose condition holds in every lane of the full-group loop
+  // being emitted (their then-branch is emitted alone).
+  std::unordered_set<const ir::Operation*> known_true_;
+  // The plain index expression of each element access in that loop.
+  std::unordered_map<const ir::Operation*, std::string> full_index_;
   Access access_ = Access::checked;  // how the lane code being emitted accesses elements
   std::unordered_map<const ir::Value*, std::string> name_;
   std::unordered_map<const ir::Value*, Storage> storage_;

@@ -174,6 +174,16 @@ inline bool span_in(std::int64_t first, std::int64_t last, std::int64_t extent) 
          static_cast<std::uint64_t>(last) < static_cast<std::uint64_t>(extent);
 }
 
+// How many of the lanes 0 .. lanes-1 satisfy base + coef * lane < bound
+// (coef >= 0: they are a prefix): the lanes a guarded full-group loop runs.
+inline std::int64_t lanes_below(std::int64_t base, std::int64_t coef, std::int64_t bound, std::int64_t lanes) {
+  if (base >= bound) return 0;
+  std::int64_t room = 0;
+  if (coef == 0 || __builtin_sub_overflow(bound, base, &room)) return lanes;
+  const std::int64_t n = room / coef + (room % coef != 0 ? 1 : 0);
+  return n < lanes ? n : lanes;
+}
+
 // The diagnosis re-run's store: checks the index like store(), writes nothing.
 template <DType S, DType D, int R>
 inline void store_dry(const View<D, R>& v, const std::int64_t (&idx)[R], value_t<S>) {
