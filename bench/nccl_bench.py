@@ -218,6 +218,7 @@ def main():
     ap.add_argument("--check-big", default="1G", help="fp32 allreduce only, checked at this size too")
     ap.add_argument("--gpus", default="")
     ap.add_argument("--tunings", action="store_true", help="also try NCCL p2p settings (a process each)")
+    ap.add_argument("--allreduce-only", action="store_true", help="only the allreduce bandwidth rows (no checks, no steps)")
     a = ap.parse_args()
     total = _C._cuda_device_count() if _C._cuda_available() else 0
     counts = [int(c) for c in a.gpus.split(",") if c] or [c for c in (2, 4, 8) if c <= total]
@@ -235,14 +236,14 @@ def main():
     rows = []
     failed = False
     for n in counts:
-        for s in [parse_size(c) for c in a.check_sizes.split(",")]:
+        for s in [] if a.allreduce_only else [parse_size(c) for c in a.check_sizes.split(",") if c]:
             for dtype in ("fp32", "bf16"):
                 bad = check(n, s, dtype)
                 ok = all(v == 0 for v in bad.values())
                 failed |= not ok
                 rows.append(f"check n={n} {s >> 10:>8} KiB {dtype:5} "
                             + ("all five collectives bitwise equal to local" if ok else f"MISMATCH {bad}"))
-        if a.check_big:
+        if a.check_big and not a.allreduce_only:
             s = parse_size(a.check_big)
             bad = check(n, s, "fp32", only=("allreduce",))
             failed |= bad["allreduce"] != 0
@@ -270,12 +271,15 @@ def main():
             rows.append(line)
         if a.tunings:
             rows.extend(tuned_rows(n, [s for s in sizes if s >= (256 << 20)]))
+        if a.allreduce_only:
+            continue
         ms, y = megatron_step(n)
         ms1, y1 = megatron_step(1)
         rows.append(f"megatron mlp tp={n}: {ms:.2f} ms/step vs 1 GPU {ms1:.2f} ms/step ({ms1 / ms:.2f}x); "
                     f"max |diff| vs 1 GPU {np.max(np.abs(y - y1)):.2e}")
-    rows.append(dp_row(total))
-    failed |= "DIFFER" in rows[-1]
+    if not a.allreduce_only:
+        rows.append(dp_row(total))
+        failed |= "DIFFER" in rows[-1]
     print("\n== nccl bench (busbw = bytes * 2(n-1)/n / time)")
     for r in rows:
         print("  " + r)
