@@ -180,3 +180,22 @@ TEST(Elementary, ExpF32OrNanIsExpsBitsOrNan) {
 }
 
 }  // namespace
+
+// The integer steps of the reductions go through bits, not conversions (so
+// that lane loops vectorize on AVX2): they must give the conversions' values.
+TEST(Elementary, IntegerStepsEqualTheConversions) {
+  using namespace tessera::elementary::detail;
+  for (std::int64_t k = -4096; k <= 4096; ++k) {
+    const double d = static_cast<double>(k);
+    ASSERT_EQ(integer_of(d), k);
+    ASSERT_EQ(double_of(k), d);
+    ASSERT_EQ(integer_of(trunc_half(d)), k / 2) << k;
+  }
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    const std::int64_t k = static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 51)) * (i % 2 ? 1 : -1);
+    ASSERT_EQ(integer_of(static_cast<double>(k)), k);
+    ASSERT_EQ(double_of(k), static_cast<double>(k));
+  }
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(double_of(0)), 0u);  // +0, not -0
+}

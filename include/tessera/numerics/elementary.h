@@ -62,6 +62,26 @@ constexpr double kInvLn2 = 0x1.71547652b82fep0;
 // an integer (ties to even) without a branch or a library call.
 constexpr double kRoundShifter = 0x1.8p52;
 
+// An integer-valued double k of magnitude < 2^51 as an int64, through the
+// bits of k + 1.5 * 2^52 (exact: that sum's ulp is 1), and back. The same
+// values as conversions, but in integer adds, which vectorize on targets
+// without double <-> int64 vector conversions (AVX2: g++ left every lane
+// loop calling exp, expm1, tanh or log scalar there).
+TESSERA_ELEMENTARY_FN int64 integer_of(double k) {
+  return static_cast<int64>(to_bits(k + kRoundShifter) - to_bits(kRoundShifter));
+}
+TESSERA_ELEMENTARY_FN double double_of(int64 k) {
+  return from_bits(to_bits(kRoundShifter) + static_cast<bits64>(k)) - kRoundShifter;
+}
+// k / 2 rounded toward zero, for an integer-valued double k (k * 0.5 is
+// exact): the int64 division, which has no AVX2 vector form either.
+TESSERA_ELEMENTARY_FN double trunc_half(double k) {
+#if defined(__CUDACC__)
+  return trunc(k * 0.5);
+#else
+  return std::trunc(k * 0.5);
+#endif
+}
 // 2^k for an integer k in [-1022, 1023], built from its bits.
 TESSERA_ELEMENTARY_FN double pow2(int64 k) { return from_bits(static_cast<bits64>(k + 1023) << 52); }
 
@@ -115,8 +135,8 @@ TESSERA_ELEMENTARY_FN double expm1_tail(double r) {
 TESSERA_ELEMENTARY_FN double expm1_clamped(double xc) {
   const Reduced red = reduce_ln2(xc);
   const double s = red.r + (red.r_lo + expm1_tail(red.r));  // e^r - 1
-  const int64 k = static_cast<int64>(red.k);
-  const int64 k1 = k / 2;
+  const int64 k = integer_of(red.k);
+  const int64 k1 = integer_of(trunc_half(red.k));  // k / 2
   const double scale1 = pow2(k1), scale2 = pow2(k - k1);
   const double small = fused(s, scale1 * scale2, scale1 * scale2 - 1.0);
   const double large = ((s + 1.0) * scale1) * scale2;
@@ -163,8 +183,8 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
   const double y = head + (head_lo + (red.r_lo + expm1_tail(red.r)));
   // y * 2^k in two steps: the first is exact (its result is normal), so a
   // subnormal result is rounded once, by the second.
-  const int64 k = static_cast<int64>(red.k);
-  const int64 k1 = k / 2;
+  const int64 k = integer_of(red.k);
+  const int64 k1 = integer_of(trunc_half(red.k));  // k / 2
   const double v = (y * pow2(k1)) * pow2(k - k1);
   const double big = x > 709.782712893384 ? inf() : v;
   const double result = x < -745.1332191019412 ? 0.0 : big;
@@ -188,7 +208,7 @@ TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
   const double k = (xc * kInvLn2 + kRoundShifter) - kRoundShifter;
   const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
   const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
-  const double e = p * pow2(static_cast<int64>(k));    // exact scaling: the result is a normal double
+  const double e = p * pow2(integer_of(k));    // exact scaling: the result is a normal double
   // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
   const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
   const bool near_midpoint = below > -256 && below < 256;
@@ -240,7 +260,7 @@ TESSERA_ELEMENTARY_FN double log(double x) {
   R = fused(R, z, 2.0 / 3.0);
   R = R * z;
   const double hfsq = 0.5 * f * f;
-  const double dk = static_cast<double>(e);
+  const double dk = double_of(e);
   // dk * ln2 + log(1 + f), summed from the small parts up.
   const double v = fused(dk, kLn2Hi, ((fused(s, hfsq + R, fused(dk, kLn2Lo, 0.0)) - hfsq) + f));
   const double special = x == 0.0 ? -inf() : (x == inf() ? inf() : nan());
