@@ -501,15 +501,20 @@ class Emitter {
   }
 
   // What the fast path of one segment needs: the lanes it runs (a prefix
-  // of the group, bounded by the guards), and the range of every access.
+  // of the group, bounded by the guards), every access with its index, and
+  // the guards whose then-branch runs alone.
+  struct FullAccess {
+    const ir::Operation* op;  // tile.load_elem or tile.store_elem
+    Linear index;
+  };
   struct FullGroup {
     std::vector<std::string> lane_limits;  // min(kGroupSize, these) lanes run
-    std::vector<std::pair<Linear, const ir::Value*>> spans;  // index, buffer
-    bool prefix_ok = true;                                   // lanes past the guards may be skipped
+    std::vector<FullAccess> accesses;
+    std::unordered_set<const ir::Operation*> guards;
+    bool prefix_ok = true;  // lanes past the guards may be skipped
   };
   // A tile.if `index < bound` (index Linear, bound uniform) is a guard: the
-  // lanes where it holds form a prefix of the group. Its then-branch is
-  // emitted alone in the fast path (known_true_).
+  // lanes where it holds form a prefix of the group.
   std::optional<std::pair<Linear, std::string>> guard_of(const ir::Operation& op) {
     if (op.name() != "tile.if") return std::nullopt;
     const ir::Operation* c = op.operand(0)->defining_op();
@@ -519,38 +524,39 @@ class Emitter {
     if (!a || !b) return std::nullopt;
     return std::make_pair(*a, *b);
   }
-  // Adds `op`'s element accesses (nested ones too) to `fg`; false when one
-  // is not of a form lane_linear follows.
-  bool collect_accesses(const ir::Operation& op, FullGroup& fg) {
+  // Adds the element accesses of `block` (nested ones too) to `fg`; false
+  // when one is not of a form lane_linear follows.
+  bool collect_accesses(const ir::Block& block, FullGroup& fg) {
+    for (const auto& op : block.ops())
+      if (!collect_access(*op, fg)) return false;
+    return true;
+  }
+  bool collect_access(const ir::Operation& op, FullGroup& fg) {
     for (std::size_t r = 0; r < op.num_regions(); ++r)
-      for (const auto& inner : op.region(r).block().ops())
-        if (!collect_accesses(*inner, fg)) return false;
-    const std::string_view n = op.name();
-    if (n != "tile.load_elem" && n != "tile.store_elem") return true;
+      if (!collect_accesses(op.region(r).block(), fg)) return false;
+    if (op.name() != "tile.load_elem" && op.name() != "tile.store_elem") return true;
     const ir::Value* buffer = op.operand(0);
     if (buffer->type().rank() != 1 || storage_.at(buffer) != Storage::group) return false;
     auto index = lane_linear(op.operand(1));
     if (!index) return false;
-    fg.spans.emplace_back(*index, buffer);
+    fg.accesses.push_back({&op, *index});
     return true;
   }
   static bool empty_branch(const ir::Block& b) { return b.ops().size() == 1; }  // the yield alone
 
   std::optional<FullGroup> full_group_plan(const std::vector<const ir::Operation*>& segment) {
     FullGroup fg;
-    known_true_.clear();
     for (const ir::Operation* op : segment) {
       if (auto g = guard_of(*op)) {
-        const std::string limit = "tsr::lanes_below(" + g->first.base + ", " + std::to_string(g->first.coef) + ", " +
-                                  g->second + ", kGroupSize)";
-        fg.lane_limits.push_back(limit);
-        known_true_.insert(op);
+        fg.lane_limits.push_back("tsr::lanes_below(" + g->first.base + ", " + std::to_string(g->first.coef) + ", " +
+                                 g->second + ", kGroupSize)");
+        fg.guards.insert(op);
         // Lanes past the guard do nothing only when its else-branch is empty.
         if (op->num_results() != 0 || !empty_branch(op->region(1).block())) fg.prefix_ok = false;
-        if (!collect_accesses_in(op->region(0).block(), fg)) return std::nullopt;
+        if (!collect_accesses(op->region(0).block(), fg)) return std::nullopt;
         continue;
       }
-      if (!collect_accesses(*op, fg)) return std::nullopt;
+      if (!collect_access(*op, fg)) return std::nullopt;
       // Outside the guards only pure values used within the segment keep
       // skipped lanes unobservable (prefetches are hints).
       const bool pure = op->name() == "tile.prefetch" ||
@@ -558,13 +564,8 @@ class Emitter {
                          storage_.at(op->result(0)) == Storage::local);
       if (!pure) fg.prefix_ok = false;
     }
-    if (fg.spans.empty()) return std::nullopt;
+    if (fg.accesses.empty()) return std::nullopt;
     return fg;
-  }
-  bool collect_accesses_in(const ir::Block& b, FullGroup& fg) {
-    for (const auto& inner : b.ops())
-      if (!collect_accesses(*inner, fg)) return false;
-    return true;
   }
 
   // Emits, for a masked segment whose accesses are all linear in the lane,
@@ -573,10 +574,7 @@ class Emitter {
   // brace); false when the segment has no such form.
   bool emit_full_group(const std::vector<const ir::Operation*>& segment) {
     std::optional<FullGroup> fg = full_group_plan(segment);
-    if (!fg) {
-      known_true_.clear();
-      return false;
-    }
+    if (!fg) return false;
     const std::string lanes = fresh("full_lanes");
     std::string count = "kGroupSize";
     for (const std::string& l : fg->lane_limits) count = "std::min<std::int64_t>(" + count + ", " + l + ")";
@@ -584,24 +582,27 @@ class Emitter {
     ++indent_;
     line("const std::int64_t " + lanes + " = " + count + ";");
     std::string cond = lanes + (fg->prefix_ok ? " > 0" : " == kGroupSize");
-    full_index_.clear();
+    // Each access's index as base + coef * lane, exact in the loop since the
+    // range checks held; a base shared by several accesses is named once.
     std::unordered_map<std::string, std::string> bases;  // base expression -> its name
-    for (const auto& [index, buffer] : fg->spans) {
-      auto [it, fresh_base] = bases.emplace(index.base, "");
+    for (const FullAccess& a : fg->accesses) {
+      auto [it, fresh_base] = bases.emplace(a.index.base, "");
       if (fresh_base) {
         it->second = fresh("full_base");
-        line("const std::int64_t " + it->second + " = " + index.base + ";");
+        line("const std::int64_t " + it->second + " = " + a.index.base + ";");
       }
       const std::string& b = it->second;
-      cond += " && tsr::span_in(" + b + ", tsr::iadd<DType::int64>(" + b + ", " + std::to_string(index.coef) + " * (" +
-              lanes + " - 1)), " + name_.at(buffer) + ".shape[0])";
+      const std::string coef = std::to_string(a.index.coef);
+      cond += " && tsr::span_in(" + b + ", tsr::iadd<DType::int64>(" + b + ", " + coef + " * (" + lanes +
+              " - 1)), " + name_.at(a.op->operand(0)) + ".shape[0])";
+      full_index_[a.op] = "(" + b + " + " + coef + " * lane)";
     }
-    for (const ir::Operation* op : segment) record_full_indices(*op, bases);
     line("if (" + cond + ") {");
     ++indent_;
     line("for (std::int64_t lane = 0; lane < " + lanes + "; ++lane) {");
     ++indent_;
     access_ = Access::unchecked;
+    known_true_ = std::move(fg->guards);
     for (const ir::Operation* op : segment) emit_lane_op(*op);
     access_ = Access::checked;
     known_true_.clear();
@@ -612,15 +613,6 @@ class Emitter {
     line("} else {");
     ++indent_;
     return true;
-  }
-  // The plain index of each access in the fast path: base + coef * lane,
-  // exact there since the range checks held.
-  void record_full_indices(const ir::Operation& op, const std::unordered_map<std::string, std::string>& bases) {
-    for (std::size_t r = 0; r < op.num_regions(); ++r)
-      for (const auto& inner : op.region(r).block().ops()) record_full_indices(*inner, bases);
-    if (op.name() != "tile.load_elem" && op.name() != "tile.store_elem") return;
-    const Linear index = *lane_linear(op.operand(1));
-    full_index_[&op] = "(" + bases.at(index.base) + " + " + std::to_string(index.coef) + " * lane)";
   }
 
   void declare_if_array(const ir::Value* v) {
