@@ -287,6 +287,24 @@ void bind_tensor(nb::module_& m) {
   m.def("_cuda_available", [] { return cuda::available(); });
   m.def("_cuda_unavailable_reason", [] { return cuda::unavailable_reason(); });
   m.def("_cuda_device_count", [] { return cuda::available() ? cuda::device_count() : 0; });
+  // The caching allocator's counters of GPU `ordinal` (tessera.runtime.memory_stats).
+  m.def(
+      "_cuda_memory_stats",
+      [](int ordinal) {
+        const cuda::MemoryStats s = cuda::CachingAllocator::for_device(ordinal).stats();
+        nb::dict d;
+        d["bytes_in_use"] = s.bytes_in_use;
+        d["bytes_cached"] = s.bytes_cached;
+        d["peak_in_use"] = s.peak_in_use;
+        d["allocations"] = s.allocations;
+        d["frees"] = s.frees;
+        d["cache_hits"] = s.cache_hits;
+        d["device_allocations"] = s.device_allocations;
+        return d;
+      },
+      nb::arg("ordinal"));
+  m.def("_cuda_reset_peak_memory", [](int ordinal) { cuda::CachingAllocator::for_device(ordinal).reset_peak(); },
+        nb::arg("ordinal"));
   m.def(
       "_cuda_synchronize",
       [](int ordinal) {

@@ -4,7 +4,8 @@
 built after it are placed by it, and functions compiled after it ask it for
 collective algorithms and kernel variants. ``mapper_log()`` lists every
 decision taken so far (also shown at the top of ``inspect_ir("schedule")``).
-``synchronize()`` waits for the asynchronous calls of @jit functions with
+``memory_stats("cuda:0")`` reports the GPU caching allocator's counters (bytes
+in use, cached, the peak since ``reset_peak_memory``). ``synchronize()`` waits for the asynchronous calls of @jit functions with
 ``tessera.Region`` parameters (tessera/privilege_scheduler.py).
 """
 
@@ -21,10 +22,36 @@ def synchronize() -> None:
     sync()
 
 
+def _gpu_ordinal(device: str, what: str) -> int:
+    from tessera import _C
+    from tessera.errors import DeviceError
+    if not isinstance(device, str) or not device.startswith("cuda:") or not device[5:].isdigit():
+        raise DeviceError(f"{what}: device must be 'cuda:N', got {device!r}")
+    ordinal = int(device[5:])
+    count = _C._cuda_device_count()
+    if ordinal >= count:
+        raise DeviceError(f"{what}: {device} does not exist ({count} CUDA device(s))")
+    return ordinal
+
+
+def memory_stats(device: str = "cuda:0") -> dict:
+    """The caching allocator's counters of a GPU: bytes_in_use, bytes_cached, peak_in_use (the highest
+    bytes_in_use since reset_peak_memory), allocations, frees, cache_hits, device_allocations."""
+    from tessera import _C
+    return dict(_C._cuda_memory_stats(_gpu_ordinal(device, "memory_stats")))
+
+
+def reset_peak_memory(device: str = "cuda:0") -> None:
+    """Restarts memory_stats(device)["peak_in_use"] from the bytes in use now."""
+    from tessera import _C
+    _C._cuda_reset_peak_memory(_gpu_ordinal(device, "reset_peak_memory"))
+
+
 def call_history() -> list:
     """(call number, function, start, end, worker) with time.perf_counter() times, of every finished asynchronous call, in the
     order they finished: what the profiler's call rows show."""
     return list(_scheduler().history)
 
 
-__all__ = ["set_mapper", "get_mapper", "mapper_log", "clear_mapper_log", "synchronize", "call_history"]
+__all__ = ["set_mapper", "get_mapper", "mapper_log", "clear_mapper_log", "synchronize", "call_history",
+           "memory_stats", "reset_peak_memory"]

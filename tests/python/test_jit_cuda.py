@@ -308,3 +308,75 @@ def test_executables_without_kernels_read_back():
     def view(a):
         return tessera.ops.reshape(a, (2, 6))
     np.testing.assert_array_equal(view(x).to("cpu").numpy(), np.arange(12, dtype=np.float32).reshape(2, 6))
+
+
+def _bf16(a):
+    import ml_dtypes
+    return np.asarray(a, np.float32).astype(ml_dtypes.bfloat16)
+
+
+@needs_gpu
+@pytest.mark.parametrize("m,k,n,ta,tb", [(256, 512, 384, False, False), (200, 72, 136, False, True),
+                                          (130, 200, 70, True, False), (64, 48, 300, True, True)])
+def test_bf16_gemms_take_the_staged_tensor_core_form(rng, m, k, n, ta, tb):
+    """bf16 products on CUDA copy their operands into swizzled shared buffers
+    (tile.cp_async, pipelined) and run on tensor cores (wgmma on Hopper);
+    ragged edges read zeros. Checked against float64 numpy of the same bf16
+    inputs (fp32 accumulation, one bf16 rounding of the result), with a
+    fused bias + gelu epilogue, and bit for bit over repeated runs."""
+    a = _bf16(rng.standard_normal((k, m) if ta else (m, k)))
+    b = _bf16(rng.standard_normal((n, k) if tb else (k, n)))
+    bias = _bf16(rng.standard_normal(n))
+    p = "bf16 @accum(fp32)"
+    A, B, C = (tessera.tensor(v, p).to("cuda:0") for v in (a, b, bias))
+
+    def f(x, y, c):
+        x = ops.transpose(x, (1, 0)) if ta else x
+        y = ops.transpose(y, (1, 0)) if tb else y
+        prod = ops.matmul(x, y)
+        return prod, ops.gelu(prod + c)
+
+    jf = tessera.jit(f)
+    prod, act = jf(A, B, C)
+    a64 = a.astype(np.float64).T if ta else a.astype(np.float64)
+    b64 = b.astype(np.float64).T if tb else b.astype(np.float64)
+    want = a64 @ b64
+    got = prod.numpy().astype(np.float64)
+    scale = np.abs(a64) @ np.abs(b64)
+    # fp32 accumulation in the tensor cores' order plus one bf16 rounding.
+    assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-5 * scale + 1e-30), \
+        f"max error {np.max(np.abs(got - want) / (scale + 1e-30))}"
+    from math import erf, sqrt
+    z = got + bias.astype(np.float64)
+    gelu = 0.5 * z * (1.0 + np.vectorize(erf)(z / sqrt(2.0)))
+    np.testing.assert_allclose(act.numpy().astype(np.float64), gelu, rtol=2.0 ** -7, atol=1e-2)
+    assert "tile.cp_async" in jf.inspect_ir("tile")
+    if _C._cuda_capability(0) == (9, 0) and not (ta or tb):
+        assert "tsr::WgLayout" in jf.inspect_ir("target")  # wgmma on Hopper
+    for _ in range(3):
+        again = jf(A, B, C)
+        np.testing.assert_array_equal(again[0].numpy().view(np.uint16), prod.numpy().view(np.uint16))
+        np.testing.assert_array_equal(again[1].numpy().view(np.uint16), act.numpy().view(np.uint16))
+
+
+def test_memory_stats_name_bad_devices():
+    with pytest.raises(tessera.DeviceError, match="device must be 'cuda:N', got 'cpu'"):
+        tessera.runtime.memory_stats("cpu")
+    with pytest.raises(tessera.DeviceError, match="does not exist"):
+        tessera.runtime.reset_peak_memory("cuda:99")
+
+
+@needs_gpu
+def test_memory_stats_follow_allocations():
+    rt = tessera.runtime
+    before = rt.memory_stats("cuda:0")
+    x = tessera.tensor(np.ones((1024, 1024), np.float32)).to("cuda:0")
+    rt.reset_peak_memory("cuda:0")
+    during = rt.memory_stats("cuda:0")
+    assert during["bytes_in_use"] >= before["bytes_in_use"] + (4 << 20)
+    assert during["peak_in_use"] == during["bytes_in_use"]
+    del x
+    after = rt.memory_stats("cuda:0")
+    assert after["bytes_in_use"] <= during["bytes_in_use"] - (4 << 20)
+    assert after["peak_in_use"] == during["peak_in_use"]
+    assert after["frees"] > during["frees"]

@@ -49,6 +49,11 @@ void assign_tiles(ir::Operation& func);
 //   64x64x32 and 3.0 ms with 32x32x32; their groups get `gemm_lanes` =
 //   max(BM, 128) lanes (four warps rather than one; $TESSERA_GEMM_LANES
 //   sets them on any target, so the CPU tests that form too);
+// - on CUDA, bf16 and fp16 GEMMs (staged_gemm) take the staged form instead
+//   (`mma_staged`: 128x128x64 tiles, 256 lanes, operands copied into
+//   swizzled shared buffers in a 3-deep pipeline, wgmma on Hopper) unless
+//   $TESSERA_CUDA_GEMM_STAGED = 0; their bits follow the tensor cores'
+//   order (which the blocked form's mma.sync did not escape either);
 // - normalization kernels get `row_lanes` lanes per row (a group per row)
 //   on CUDA, 128 or $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an
 //   H100: 3.4 ms a lane per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74
@@ -75,6 +80,9 @@ void set_tile_ir_knobs(ir::Operation& func);
 // Whether a gemm kernel's product runs on tensor cores where it can: both
 // operands bf16, fp16 or fp8, accumulating in fp32.
 bool tensor_core_gemm(const ir::Operation& kernel);
+// Whether a gemm kernel takes the staged form on CUDA (mma_staged, gemm.cpp):
+// both operands bf16 or both fp16, accumulating in fp32.
+bool staged_gemm(const ir::Operation& kernel);
 void plan_buffers(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.

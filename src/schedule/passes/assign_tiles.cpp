@@ -142,9 +142,25 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     }
     attention_tile = std::vector<std::int64_t>{bm, bn};
   }
+  // $TESSERA_CUDA_GEMM_STAGED = 0 keeps CUDA's bf16/fp16 GEMMs in the
+  // blocked form (operands loaded from global memory per chunk) instead of
+  // the staged one (gemm.cpp).
+  bool staged = cuda;
+  if (const char* e = std::getenv("TESSERA_CUDA_GEMM_STAGED"); e != nullptr && *e != '\0') {
+    if (std::string(e) != "0" && std::string(e) != "1") {
+      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_CUDA_GEMM_STAGED is '") + e + "'; expected 0 or 1");
+    }
+    staged = cuda && std::string(e) == "1";
+  }
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
-    if (f == Family::gemm) {
+    if (f == Family::gemm && staged && staged_gemm(*k)) {
+      // 128 x 128 x 64 tiles over two warpgroups: the kernel language's
+      // headline GEMM shape on Hopper.
+      k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64});
+      k->attrs().set("mma_staged", true);
+      k->attrs().set("gemm_lanes", gemm_lanes_env ? *gemm_lanes_env : std::int64_t{256});
+    } else if (f == Family::gemm) {
       if (cuda) k->attrs().set("tile", gemm);
       // Four warps per group on CUDA: the scalar mma's FMA chains and the
       // epilogue need more than one warp's lanes in flight (one warp per
@@ -169,12 +185,20 @@ std::string target_knob_key() {
                                        "TESSERA_ROW_LANES",           "TESSERA_GEMM_LANES",
                                        "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
-                                       "TESSERA_CUDA_TILE_LATENCY"};
+                                       "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
   }
   return key;
+}
+
+bool staged_gemm(const ir::Operation& kernel) {
+  if (kernel_family(kernel) != Family::gemm) return false;
+  const ir::Operation& root = kernel_root_op(kernel);
+  const DType a = root.operand(0)->type().dtype();
+  return (a == DType::bf16 || a == DType::fp16) && root.operand(1)->type().dtype() == a &&
+         root.result(0)->type().policy.accum == DType::fp32;
 }
 
 bool tensor_core_gemm(const ir::Operation& kernel) {

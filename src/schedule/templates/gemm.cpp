@@ -20,6 +20,15 @@
 // with latency hint 3 (tile.range(prefetch=3)); bits then follow the tensor
 // cores' order, which still depends on the shape alone.
 //
+// With the `mma_staged` knob (set for CUDA executables' bf16 and fp16 GEMMs,
+// passes.h set_target_knobs) the product is the kernel language's staged
+// form instead: each BK-chunk of A and B is copied into xor-swizzled shared
+// buffers (tile.cp_async, zeros past the edges), the loop is software-
+// pipelined `kStagedPrefetch` deep (tile-pipeline) and the mma reads the
+// buffers in place: wgmma with bulk tensor copies on Hopper, mma.sync
+// before. Bits follow the tensor cores' order, as with mma_flat: a function
+// of the shape alone.
+//
 // tile.mma accumulates each element in increasing k with one rounding per
 // step at the accumulation type, so the sum is the canonical blocked order
 // (lower_to_tile.h) whatever BM, BN, BK are (BK divides the block): results
@@ -33,10 +42,13 @@
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/passes.h"
 #include "tessera/tile/tile_builder.h"
 
 namespace tessera::schedule::templates {
 namespace {
+
+constexpr std::int64_t kStagedPrefetch = 3;
 
 using ir::Type;
 using ir::Value;
@@ -122,8 +134,11 @@ class GemmBuilder {
     // consecutive columns). Either way an element's value is the same.
     const std::int64_t lanes = kernel_.attrs().has("gemm_lanes") ? kernel_.attrs().get_int("gemm_lanes") : bm_;
     if (lanes < 1) raise(ErrorCode::ArgumentInvalid, "gemm kernel with gemm_lanes " + std::to_string(lanes), kernel_.location());
-    // Shared memory holds the accumulator tile for the epilogue.
-    const std::int64_t shared = integer_ ? 0 : bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
+    // Shared memory holds the accumulator tile for the epilogue, and the
+    // staged form's operand buffers (one set per pipeline stage).
+    staged_ = !integer_ && flag(kernel_, "mma_staged") && !flag(kernel_, "mma_flat") && pa.storage == pb.storage;
+    std::int64_t shared = integer_ ? 0 : bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
+    if (staged_) shared += (kStagedPrefetch + 1) * (bm_ + bn_) * bk_ * (bit_width(pa.storage) / 8);
     ir::Operation* func = tile::build_kernel(
         out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}, .shared_bytes = shared},
         kernel_.location());
@@ -144,7 +159,10 @@ class GemmBuilder {
     Value* tiles_n = op2(b, "div", op2(b, "add", n_, tile::build_int(b, bn_ - 1)), tile::build_int(b, bn_));
     m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
     n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
-    Value* acc = integer_ ? nullptr : (flag(kernel_, "mma_flat") ? flat_product(b) : blocked_product(b));
+    Value* acc = integer_                   ? nullptr
+                 : flag(kernel_, "mma_flat") ? flat_product(b)
+                 : staged_                   ? staged_product(b)
+                                             : blocked_product(b);
     const NumericsPolicy& p = root_.result(0)->type().policy;
     if (direct_) {
       // No epilogue: the accumulator, rounded to the result policy, is stored as a tile.
@@ -222,6 +240,14 @@ class GemmBuilder {
                       });
     }
     tile::finish_kernel(*func);
+    if (staged_) {
+      // The kernel language's pass order: pipelining adds shared buffers, so
+      // shared memory is planned after it.
+      tile::verify_sync(*func);
+      tile::pipeline_loops(*func);
+      tile::verify_sync(*func);
+      tile::plan_shared(*func);
+    }
     result.func = func;
     result.lanes_per_group = lanes;
     result.matrix = MatrixLaunch{a_index_, b_index_, ta_, tb_, bm_, bn_, direct_};
@@ -292,6 +318,42 @@ class GemmBuilder {
     return loop->result(0);
   }
 
+  // The staged form (mma_staged): per BK-chunk, A's [BM, BK] and B's
+  // [BK, BN] boxes (as stored: transposed operands are copied as their
+  // [BK, BM] / [BN, BK] boxes and transposed as tiles) are copied into
+  // shared buffers, and the mma reads them there.
+  Value* staged_product(ir::OpBuilder& b) {
+    const NumericsPolicy& pa = root_.operand(0)->type().policy;
+    const NumericsPolicy& pb = root_.operand(1)->type().policy;
+    auto buffer = [&](const NumericsPolicy& p, std::int64_t rows, std::int64_t cols) {
+      return tile::build(b, "tile.smem_alloc", {},
+                         {{"shape", ir::fixed_shape({rows, cols})}, {"policy", default_policy(p.storage)}, {"swizzle", std::string("xor")}});
+    };
+    Value* sa = ta_ ? buffer(pa, bk_, bm_) : buffer(pa, bm_, bk_);
+    Value* sb = tb_ ? buffer(pb, bn_, bk_) : buffer(pb, bk_, bn_);
+    ir::Operation* loop = tile::build_for(
+        b, tile::build_int(b, 0), k_, tile::build_int(b, bk_), {zeros(b)},
+        [&](ir::OpBuilder& kb, std::span<Value* const> kk) {
+          Value* k = kk[0];
+          kb.create("tile.cp_async", ta_ ? values({sa, a_, k, m0_}) : values({sa, a_, m0_, k}));
+          kb.create("tile.cp_async", tb_ ? values({sb, b_, n0_, k}) : values({sb, b_, k, n0_}));
+          kb.create("tile.cp_async_wait", {}, {{"pending", std::int64_t{0}}});
+          kb.create("tile.barrier", {});
+          auto whole = [&](Value* s, bool transposed) {
+            const ir::Type& t = s->type();
+            Value* zero = tile::build_int(kb, 0);
+            Value* v = tile::build(kb, "tile.tile_load", {s, zero, tile::build_int(kb, 0)},
+                                   {{"shape", ir::fixed_shape({t.shape[0].size, t.shape[1].size})}});
+            return transposed ? tile::build(kb, "tile.transpose", {v}) : v;
+          };
+          Value* at = whole(sa, ta_);
+          Value* bt = whole(sb, tb_);
+          return values({tile::build(kb, "tile.mma", {at, bt, kk[1]})});
+        },
+        /*prefetch=*/kStagedPrefetch);
+    return loop->result(0);
+  }
+
   Value* blocked_product(ir::OpBuilder& b) {
     Value* one = tile::build_int(b, 1);
     Value* block = tile::build_int(b, kReductionBlock);
@@ -329,6 +391,7 @@ class GemmBuilder {
   std::string name_;
   std::int64_t bm_ = 128, bn_ = 128, bk_ = 64;
   bool ta_ = false, tb_ = false;
+  bool staged_ = false;  // the mma_staged form
   bool direct_ = false;  // no epilogue: the accumulator tile goes straight to the result
   bool integer_ = false;  // an integer product: one lane per element (integer_dot)
   std::size_t a_index_ = 0, b_index_ = 1;
