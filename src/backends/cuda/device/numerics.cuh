@@ -360,13 +360,39 @@ __device__ __forceinline__ u32 encode_f32_rne(float x) {
   return (((u >> 31) & (u32)keep_sign) << (ExponentBits + MantissaBits)) | magnitude;
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// float32 -> bf16 / fp16 in one instruction (cvt.rn: round to nearest even,
+// overflow to infinity, subnormals kept), for the non-saturating IEEE modes;
+// NaN becomes the format's quiet NaN with x's sign, as encode() gives (the
+// instruction returns a NaN of its own). The same bits as encode_f32_rne;
+// tests/gpu/gpu_numerics_test.cpp checks them against the host on the GPU.
+__device__ __forceinline__ u32 encode_f32_bf16_cvt(float x) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  const u32 u = __float_as_uint(x);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7FC0u : (u32)h;
+}
+__device__ __forceinline__ u32 encode_f32_fp16_cvt(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  const u32 u = __float_as_uint(x);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7E00u : (u32)h;
+}
+#endif
+
 // The fast path by dtype code; other dtypes take the exact encode() (which
 // agrees with the fast path wherever both apply).
 __device__ __forceinline__ u32 encode_f32_nearest_even(float x, int dtype, bool saturate) {
   switch (dtype) {
     case kBf16:
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      if (!saturate) return encode_f32_bf16_cvt(x);
+#endif
       return saturate ? encode_f32_rne<8, 7, 127, kIeee, true>(x) : encode_f32_rne<8, 7, 127, kIeee, false>(x);
     case kFp16:
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+      if (!saturate) return encode_f32_fp16_cvt(x);
+#endif
       return saturate ? encode_f32_rne<5, 10, 15, kIeee, true>(x) : encode_f32_rne<5, 10, 15, kIeee, false>(x);
     case kFp8E4m3:
       return saturate ? encode_f32_rne<4, 3, 7, kNanOnlyFn, true>(x) : encode_f32_rne<4, 3, 7, kNanOnlyFn, false>(x);
