@@ -76,10 +76,12 @@ void bind_schedule(nb::module_& m) {
       nb::arg("variants") = std::map<std::string, std::string>{});
   m.def(
       "schedule_ir",
-      [](const IRModule& module, const std::string& function, const std::map<std::string, std::string>& variants) {
-        return ir::print_module(schedule::schedule_module(*module.module, function, variants));
+      [](const IRModule& module, const std::string& function, const std::map<std::string, std::string>& variants,
+         const std::string& device) {
+        return ir::print_module(schedule::schedule_module(*module.module, function, variants, device != "cpu"));
       },
-      nb::arg("module"), nb::arg("function"), nb::arg("variants") = std::map<std::string, std::string>{});
+      nb::arg("module"), nb::arg("function"), nb::arg("variants") = std::map<std::string, std::string>{},
+      nb::arg("device") = "cpu");
   m.def("default_backend", &schedule::default_backend);
   // The profiler (tessera/runtime/profiler.h); tessera.profile wraps these.
   m.def("_profiler_start", &profiler::start);

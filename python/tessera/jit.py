@@ -217,7 +217,8 @@ class _Traced:
 
     def schedule_ir(self):
         variants, decisions = self.mapping()
-        return _mapper.header(decisions) + _C.schedule_ir(self.graph.module, self.graph.name, variants=variants)
+        return _mapper.header(decisions) + _C.schedule_ir(self.graph.module, self.graph.name, variants=variants,
+                                                          device=self.device)
 
 
 class JitFunction:

@@ -7,7 +7,10 @@
 // the two K dims must be equal (the same size, or the same symbol).
 //
 // Result policy: for floats, the operands' policy when they are identical,
-// else promote_policies(a, b). Integer products are
+// else promote_policies(a, b); graph.gemm's optional `out` attribute gives a
+// float result a wider storage at the same accumulation (bf16 operands into
+// an fp32 result: the accumulator rounded once, to fp32, instead of to bf16).
+// Integer products are
 // computed exactly and stored in the promoted policy's accumulation type
 // (int32 by default, int64 for int64 operands), as sums of integers are
 // (reduction_ops.cpp): a partial sum beyond 2^53 in magnitude or a result
@@ -51,6 +54,22 @@ NumericsPolicy result_policy(const NumericsPolicy& a, const NumericsPolicy& b, c
   NumericsPolicy p = a == b ? a : promote_policies(a, b);
   if (!is_float(p.storage)) return default_policy(p.accum);
   return p;
+}
+
+// The `out` override: a float storage holding every value of the promoted
+// storage, at the same accumulation and with default modifiers.
+NumericsPolicy out_policy(const NumericsPolicy& promoted, const NumericsPolicy& out, const std::string& op) {
+  const bool ok = is_float(promoted.storage) && is_float(out.storage) && out.accum == promoted.accum &&
+                  bit_width(out.storage) >= bit_width(promoted.storage) &&
+                  (out.storage == promoted.storage || out.storage == out.accum) &&
+                  out.rounding == Rounding::nearest_even && out.overflow == Overflow::inf_nan && !out.loss_scale;
+  if (!ok) {
+    raise(ErrorCode::DtypeUnsupported, op + " out = " + print_policy(out) + " does not widen the product's " +
+                                           print_policy(promoted) + "; it must be a float storage at the "
+                                           "accumulation type (" + std::string(name(promoted.accum)) +
+                                           ") with no rounding or scaling modifiers");
+  }
+  return out;
 }
 
 MatmulShapes check_shapes(const Shape& a, const Shape& b, bool ta, bool tb, const std::string& op) {
@@ -151,7 +170,12 @@ std::vector<Tensor> run_gemm(const KernelCall& call, bool ta, bool tb, const std
 
 void add_gemm(ir::Registry& r, const std::string& op_name, bool has_transposes) {
   std::vector<ir::AttrSpec> specs;
-  if (has_transposes) specs = {bool_attr("transpose_a", false), bool_attr("transpose_b", false)};
+  if (has_transposes) {
+    specs = {bool_attr("transpose_a", false), bool_attr("transpose_b", false),
+             ir::AttrSpec{.name = "out", .kind = ir::AttrKind::policy, .required = false,
+                          .doc = "the result's policy, when not the operands' (a float storage at their "
+                                 "accumulation, at least as wide as the promoted storage)"}};
+  }
   auto flag = [has_transposes](const AttrMap& attrs, const char* attr) {
     return has_transposes && attrs.get_bool(attr);
   };
@@ -164,6 +188,7 @@ void add_gemm(ir::Registry& r, const std::string& op_name, bool has_transposes) 
       .infer =
           [op_name, flag](std::span<const ir::Type> in, const AttrMap& attrs) {
             NumericsPolicy p = result_policy(in[0].policy, in[1].policy, op_name);
+            if (attrs.has("out")) p = out_policy(p, attrs.get_policy("out"), op_name);
             auto s =
                 check_shapes(in[0].shape, in[1].shape, flag(attrs, "transpose_a"), flag(attrs, "transpose_b"), op_name);
             Shape out = s.batch;

@@ -358,7 +358,7 @@ struct Executable::State {
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Executable::~Executable() = default;
 
-ir::Module schedule_module(const ir::Module& module, const std::string& function) {
+ir::Module schedule_module(const ir::Module& module, const std::string& function, bool cuda) {
   if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
   // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
   ir::Module copy = copy_graph_module(module);
@@ -370,14 +370,20 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   }
   // Only the requested function is lowered; the callees are inlined into it.
   std::erase_if(copy.functions(), [&](const auto& f) { return ir::function_name(*f) != function; });
+  if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
+    ir::PassManager pm;
+    pm.add("cse");
+    pm.add("dce");
+    pm.run(copy);
+  }
   lower_to_schedule(copy);
   ir::verify(copy);
   return copy;
 }
 
 ir::Module schedule_module(const ir::Module& module, const std::string& function,
-                           const std::map<std::string, std::string>& variants) {
-  ir::Module out = schedule_module(module, function);
+                           const std::map<std::string, std::string>& variants, bool cuda) {
+  ir::Module out = schedule_module(module, function, cuda);
   apply_variant_overrides(*out.lookup(function), variants);
   return out;
 }
@@ -389,7 +395,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->function = function;
   state->num_threads = options.num_threads;
   state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
-  state->schedule = schedule_module(module, function);
+  state->schedule = schedule_module(module, function, state->device != "cpu");
   set_target_knobs(*state->schedule.lookup(function), state->device != "cpu");
   if (state->device != "cpu") choose_default_nvidia_targets(*state->schedule.lookup(function), cuda::parse_device(state->device));
   apply_variant_overrides(*state->schedule.lookup(function), options.variants);

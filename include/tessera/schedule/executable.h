@@ -100,11 +100,13 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
 
 // The Schedule IR of `function` (calls inlined, the four Schedule IR passes
 // run) without lowering or compiling anything: what inspect_ir("schedule")
-// shows. Source locations are kept.
-ir::Module schedule_module(const ir::Module& module, const std::string& function);
+// shows. Source locations are kept. `cuda`: for a CUDA executable, whose
+// fp32 products of bf16 values first become bf16 tensor-core products
+// (split_fp32_products, passes.h).
+ir::Module schedule_module(const ir::Module& module, const std::string& function, bool cuda = false);
 // The same with the Mapper's kernel variants applied (ExecutableOptions::variants).
 ir::Module schedule_module(const ir::Module& module, const std::string& function,
-                           const std::map<std::string, std::string>& variants);
+                           const std::map<std::string, std::string>& variants, bool cuda = false);
 
 // Which path runs Graph IR programs: "compiled" or "reference", from
 // $TESSERA_BACKEND (default "compiled": docs/design/0005-schedule-ir.md).

@@ -85,6 +85,13 @@ bool tensor_core_gemm(const ir::Operation& kernel);
 bool staged_gemm(const ir::Operation& kernel);
 void plan_buffers(ir::Operation& func);
 
+// CUDA executables, before partitioning: fp32 gemm/matmul whose operands
+// are exact casts of bf16 values become bf16 products with fp32 results
+// (`out`), and those with one such operand three products of the other's
+// exact bf16 pieces (src/schedule/passes/split_products.cpp). Returns how
+// many products it rewrote.
+int split_fp32_products(ir::Operation& func);
+
 // All four passes on `module`'s Graph IR functions.
 void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());
 
