@@ -32,6 +32,15 @@
 #define TESSERA_ELEMENTARY_FN inline
 #define TESSERA_ELEMENTARY_OUTLINED_FN [[gnu::noinline]] inline
 #endif
+// An out-of-line function that loops may still call from vector lanes: g++
+// emits vector clones of it (simd, notinbranch), so a lane loop calling it
+// vectorizes (GELU's erf on AVX2) instead of running scalar. The clones are
+// the same operations per lane, so the same bits.
+#if defined(__CUDACC__) || !defined(__GNUC__) || defined(__clang__)
+#define TESSERA_ELEMENTARY_SIMD_FN TESSERA_ELEMENTARY_OUTLINED_FN
+#else
+#define TESSERA_ELEMENTARY_SIMD_FN __attribute__((simd("notinbranch"), const, noinline)) inline
+#endif
 
 namespace tessera::elementary {
 
@@ -307,7 +316,7 @@ TESSERA_ELEMENTARY_FN double tanh(double x) {
 // Out of line: about 150 operations, which inlined at each of a generated
 // kernel's call sites (an elementwise kernel over many ops and policies has
 // hundreds) made the CPU compiler take five times as long.
-TESSERA_ELEMENTARY_OUTLINED_FN double erf(double x) {
+TESSERA_ELEMENTARY_SIMD_FN double erf(double x) {
   using namespace detail;
   const bits64 sign = to_bits(x) & 0x8000000000000000ULL;
   const double a = from_bits(to_bits(x) ^ sign);
@@ -371,3 +380,4 @@ TESSERA_ELEMENTARY_OUTLINED_FN double erf(double x) {
 
 #undef TESSERA_ELEMENTARY_FN
 #undef TESSERA_ELEMENTARY_OUTLINED_FN
+#undef TESSERA_ELEMENTARY_SIMD_FN
