@@ -309,6 +309,22 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK
     PYTHONPATH="$build/pydev:$build/pywheels" timeout 300 "$python" bench/schedule_gpu_bench.py 2>&1 | tee "$logs/schedule_gpu_bench.log" | tail -8
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "jit on GPU benchmark" PASS "table above" || row "jit on GPU benchmark" FAIL "rc $rc (see $logs/schedule_gpu_bench.log)"
+    if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
+      # The issue's tables: memory-bound rows against copy and torch (eager, torch.compile), and
+      # the GEMMs and the transformer MLP block step against cuBLAS and torch.
+      echo "== memory-bound rows (norms, elementwise) against copy and torch"
+      PYTHONPATH="$build/pydev:$build/pywheels" timeout 600 "$python" bench/norm_gpu_bench.py --runs 10 2>&1 |
+        tee "$logs/norm_gpu_bench.log" | tail -12
+      rc=${PIPESTATUS[0]}
+      [ "$rc" -eq 0 ] && row "memory-bound benchmark" PASS "$(grep -o 'rmsnorm forward [0-9.]*x copy' "$logs/norm_gpu_bench.log")" ||
+        row "memory-bound benchmark" FAIL "rc $rc (see $logs/norm_gpu_bench.log)"
+      echo "== GEMMs and the MLP block against torch"
+      PYTHONPATH="$build/pydev:$build/pywheels" timeout 600 "$python" bench/mlp_block_gpu_bench.py 2>&1 |
+        tee "$logs/mlp_block_gpu_bench.log" | tail -10
+      rc=${PIPESTATUS[0]}
+      [ "$rc" -eq 0 ] && row "GEMM / MLP block benchmark" PASS "$(grep -o 'MLP step: tessera [0-9.]* ms' "$logs/mlp_block_gpu_bench.log")" ||
+        row "GEMM / MLP block benchmark" FAIL "rc $rc (see $logs/mlp_block_gpu_bench.log)"
+    fi
   fi
   if [ -z "${GPU_CHECK_ONLY:-}" ]; then
     # The libraries on the GPU: attention and sparse kernels against the CPU path (bit for bit for
