@@ -133,6 +133,46 @@ func @w(%x: tensor<[5, 1100] fp32>, %b: tensor<[1100] fp32>, %s: tensor<[5, 1] f
   check_against_reference(text, "w", {sample({5, 1100}, f32, 39), sample({1100}, f32, 40), sample({5, 1}, f32, 41)});
 }
 
+// Several elements per lane (the `lane_elements` knob, CUDA's default,
+// forced here by TESSERA_LANE_ELEMENTS): ragged flat domains, row-tiled
+// broadcasts (3000 columns: two or three lane elements of 1024-lane groups,
+// the last group ragged; 100 columns: one) and a transcendental,
+// with the reference's bits.
+TEST(ScheduleExecutable, SeveralElementsPerLaneMatchReference) {
+  const std::string text = R"(
+func @flat(%x: tensor<[N] fp32>, %y: tensor<[N] bf16>) -> (tensor<[N] bf16>) {
+  %0 = graph.tanh %x : tensor<[N] fp32>
+  %1 = graph.mul %0, %y : tensor<[N] fp32>
+  %2 = graph.cast %1 {policy = policy<bf16>} : tensor<[N] bf16>
+  return %2
+}
+func @rows(%x: tensor<[R, 3000] fp32>, %b: tensor<[3000] fp32>, %s: tensor<[R, 1] fp32>) -> (tensor<[R, 3000] fp32>) {
+  %0 = graph.add %x, %b : tensor<[R, 3000] fp32>
+  %1 = graph.div %0, %s : tensor<[R, 3000] fp32>
+  return %1
+}
+func @narrow(%x: tensor<[R, 100] fp32>, %b: tensor<[100] fp32>) -> (tensor<[R, 100] fp32>) {
+  %0 = graph.sub %x, %b : tensor<[R, 100] fp32>
+  return %0
+}
+)";
+  const NumericsPolicy f32 = default_policy(DType::fp32), bf16 = default_policy(DType::bf16);
+  for (const char* per_lane : {"3", "4"}) {
+    SCOPED_TRACE(std::string("lane elements ") + per_lane);
+    schedule_test::ScopedEnv env("TESSERA_LANE_ELEMENTS", per_lane);
+    for (std::int64_t n : {1, 1023, 1024, 4097, 12289}) {
+      auto exe = check_against_reference(text, "flat", {sample({n}, f32, 50), sample({n}, bf16, 51)});
+      EXPECT_NE(exe->schedule_ir().find("lane_elements = " + std::string(per_lane)), std::string::npos);
+    }
+    for (std::int64_t r : {1, 5}) {
+      check_against_reference(text, "rows", {sample({r, 3000}, f32, 52), sample({3000}, f32, 53), sample({r, 1}, f32, 54)});
+      check_against_reference(text, "narrow", {sample({r, 100}, f32, 55), sample({100}, f32, 56)});
+    }
+  }
+  schedule_test::ScopedEnv bad("TESSERA_LANE_ELEMENTS", "0");
+  EXPECT_THROW(check_against_reference(text, "narrow", {sample({2, 100}, f32, 57), sample({100}, f32, 58)}), Error);
+}
+
 TEST(ScheduleExecutable, BufferReuseAndViewsKeepValuesIntact) {
   // The two exps' results are reused and written in place; the reshape views
   // a value that is also read later.

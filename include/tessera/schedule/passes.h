@@ -54,6 +54,8 @@ void assign_tiles(ir::Operation& func);
 //   swizzled shared buffers in a 3-deep pipeline, wgmma on Hopper) unless
 //   $TESSERA_CUDA_GEMM_STAGED = 0; their bits follow the tensor cores'
 //   order (which the blocked form's mma.sync did not escape either);
+// - elementwise kernels get `lane_elements` = 4 on CUDA (each lane takes 4
+//   elements, a group's width apart), or $TESSERA_LANE_ELEMENTS on any target;
 // - normalization kernels get `row_lanes` lanes per row (a group per row)
 //   on CUDA, 128 or $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an
 //   H100: 3.4 ms a lane per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74

@@ -110,12 +110,18 @@ std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) 
   return v;
 }
 
+// Elements per lane of a CUDA elementwise kernel (elementwise.cpp).
+constexpr std::int64_t kCudaLaneElements = 4;
+
 void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
   // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
   const std::optional<std::int64_t> lanes_env = lanes_from_env("TESSERA_ROW_LANES", 256);
   const std::optional<std::int64_t> gemm_lanes_env = lanes_from_env("TESSERA_GEMM_LANES", 1024);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
+  // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
+  // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
+  const std::optional<std::int64_t> lane_elements_env = lanes_from_env("TESSERA_LANE_ELEMENTS", 64);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -175,6 +181,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::elementwise && (lane_elements_env || cuda)) {
+      k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : kCudaLaneElements);
+    }
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
@@ -185,7 +194,8 @@ std::string target_knob_key() {
                                        "TESSERA_ROW_LANES",           "TESSERA_GEMM_LANES",
                                        "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
-                                       "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED"};
+                                       "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
+                                       "TESSERA_LANE_ELEMENTS"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
@@ -217,6 +227,8 @@ void set_tile_ir_knobs(ir::Operation& func) {
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked")) {
       k->attrs().set("attn_blocked", true);
     }
+    // The CUDA Tile IR target runs a group's lanes as one tile already.
+    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) k->attrs().erase("lane_elements");
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);

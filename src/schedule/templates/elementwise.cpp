@@ -19,6 +19,14 @@
 // covers columns [c*T, c*T + T) of row g / ceil(C/T) (T = min(tile, C rounded
 // up to 64)), so the divisions are per group and each lane knows its
 // (row..., column) index.
+//
+// With the `lane_elements` knob U > 1 (CUDA executables), each lane takes U
+// elements, T apart (consecutive lanes still touch consecutive elements):
+// a group covers T * U elements (T * U columns of a row when row-tiled, U
+// lowered to fit the row), so the per-thread setup of a GPU kernel (its
+// parameters, group index and fault record) is paid once per U elements and
+// a thread has U independent loads in flight. Every element's value is the
+// same whatever U is.
 #include <algorithm>
 
 #include "schedule/templates/lane_program.h"
@@ -62,6 +70,12 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   if (row_tiled) {
     lanes_used = std::min(lanes, (domain.back().size + kMinRowTile - 1) / kMinRowTile * kMinRowTile);
   }
+  // Elements per lane (see above).
+  std::int64_t per_lane = kernel.attrs().has("lane_elements") ? kernel.attrs().get_int("lane_elements") : 1;
+  if (per_lane < 1) raise(ErrorCode::ArgumentInvalid, "elementwise kernel with lane_elements " + std::to_string(per_lane),
+                          kernel.location());
+  if (row_tiled) per_lane = std::max<std::int64_t>(1, std::min(per_lane, domain.back().size / lanes_used));
+  const std::int64_t span = lanes_used * per_lane;  // elements (or columns) per group
   TileKernel result;
   result.row_tiled = row_tiled;
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
@@ -76,19 +90,23 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(num_in + num_out + d));
   ir::Value* gid = tile::build(b, "tile.group_id", {});
   ir::Value* lid = tile::build(b, "tile.linear_id", {});
-  ir::Value* i = nullptr;
   ir::Value* group_base = nullptr;  // the flat index of lane 0 (uniform)
+  ir::Value* row = nullptr;         // row-tiled: the group's row, and its first column
+  ir::Value* col0 = nullptr;
+  ir::Value* i = nullptr;           // with one element per lane: the lane's, and its guard
   ir::Value* in_range = nullptr;
   std::vector<ir::Value*> index;
   if (row_tiled) {
     const std::int64_t c = domain.back().size;
-    ir::Value* chunks = tile::build_int(b, (c + lanes_used - 1) / lanes_used);
-    ir::Value* row = op2(b, "div", gid, chunks);
-    ir::Value* col0 = op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, lanes_used));
-    ir::Value* col = op2(b, "add", col0, lid);
+    ir::Value* chunks = tile::build_int(b, (c + span - 1) / span);
+    row = op2(b, "div", gid, chunks);
+    col0 = op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, span));
+    ir::Value* col = per_lane == 1 ? op2(b, "add", col0, lid) : nullptr;
     group_base = op2(b, "add", op2(b, "mul", row, dims.back()), col0);
-    i = op2(b, "add", op2(b, "mul", row, dims.back()), col);
-    in_range = cmp(b, "lt", col, dims.back());
+    if (per_lane == 1) {
+      i = op2(b, "add", op2(b, "mul", row, dims.back()), col);
+      in_range = cmp(b, "lt", col, dims.back());
+    }
     // The row's multi-index over the leading dims (per group: uniform).
     index.assign(domain.size(), nullptr);
     index.back() = col;
@@ -98,9 +116,11 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       if (d > 0) rest = op2(b, "div", rest, dims[d]);
     }
   } else {
-    group_base = op2(b, "mul", gid, tile::build_int(b, lanes));
-    i = op2(b, "add", group_base, lid);
-    in_range = cmp(b, "lt", i, tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}}));
+    group_base = op2(b, "mul", gid, tile::build_int(b, span));
+    if (per_lane == 1) {
+      i = op2(b, "add", group_base, lid);
+      in_range = cmp(b, "lt", i, tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}}));
+    }
   }
   // The elements of the group kAheadGroups further on, for each input that
   // spans the domain (its offsets are the lanes' own): a CPU hint, as
@@ -112,25 +132,48 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       b.create("tile.prefetch", {fb.argument(k), ahead, tile::build_int(b, lanes_used)});
     }
   }
-  tile::build_if(
-      b, in_range, {},
-      [&](ir::OpBuilder& then, std::span<ir::Value* const>) {
-        LaneProgram lanes_of(domain, i, dims);
-        if (row_tiled) lanes_of.set_index(index);
-        for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body.argument(k), fb.argument(k));
-        for (const auto& op : body.ops()) {
-          if (op.get() == body.terminator()) break;
-          lanes_of.lower_op(then, *op);
-        }
-        for (std::size_t j = 0; j < num_out; ++j) {
-          then.create("tile.store_elem", {fb.argument(num_in + j), i, lanes_of.value(then, yield.operand(j)).stored});
-        }
-        return std::vector<ir::Value*>{};
-      },
-      [](ir::OpBuilder&, std::span<ir::Value* const>) { return std::vector<ir::Value*>{}; });
+  // The lane's element at flat index `at` (multi-index `lane_index` when row-tiled), where `guard` holds.
+  auto element = [&](ir::OpBuilder& eb, ir::Value* at, ir::Value* guard, const std::vector<ir::Value*>& lane_index) {
+    tile::build_if(
+        eb, guard, {},
+        [&](ir::OpBuilder& then, std::span<ir::Value* const>) {
+          LaneProgram lanes_of(domain, at, dims);
+          if (row_tiled) lanes_of.set_index(lane_index);
+          for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body.argument(k), fb.argument(k));
+          for (const auto& op : body.ops()) {
+            if (op.get() == body.terminator()) break;
+            lanes_of.lower_op(then, *op);
+          }
+          for (std::size_t j = 0; j < num_out; ++j) {
+            then.create("tile.store_elem", {fb.argument(num_in + j), at, lanes_of.value(then, yield.operand(j)).stored});
+          }
+          return std::vector<ir::Value*>{};
+        },
+        [](ir::OpBuilder&, std::span<ir::Value* const>) { return std::vector<ir::Value*>{}; });
+  };
+  if (per_lane == 1) {
+    element(b, i, in_range, index);
+  } else {
+    // Lane elements at u = 0, T, .., (U - 1) T from the group's first.
+    tile::build_for(b, tile::build_int(b, 0), tile::build_int(b, span), tile::build_int(b, lanes_used), {},
+                    [&](ir::OpBuilder& lb, std::span<ir::Value* const> u) {
+                      std::vector<ir::Value*> lane_index = index;
+                      if (row_tiled) {
+                        ir::Value* col = op2(lb, "add", op2(lb, "add", col0, u[0]), lid);
+                        lane_index.back() = col;
+                        element(lb, op2(lb, "add", op2(lb, "mul", row, dims.back()), col), cmp(lb, "lt", col, dims.back()),
+                                lane_index);
+                      } else {
+                        ir::Value* flat = op2(lb, "add", op2(lb, "add", group_base, u[0]), lid);
+                        element(lb, flat, cmp(lb, "lt", flat, tile::build(lb, "tile.symbol", {}, {{"name", std::string("n")}})),
+                                lane_index);
+                      }
+                      return std::vector<ir::Value*>{};
+                    });
+  }
   tile::finish_kernel(*func);
   result.func = func;
-  result.lanes_per_group = lanes_used;
+  result.lanes_per_group = span;  // elements per group: the grid's divisor
   return result;
 }
 
