@@ -33,3 +33,18 @@ def host_seconds(fn, runs=20, sync=None):
     if sync:
         sync()
     return elapsed / runs
+
+
+def pace_seconds(fn, sync, runs, rounds=3):
+    """Seconds per call at the GPU's pace: `runs` calls queued back to back and one
+    synchronization, the best of `rounds` such rounds (after a synchronized warm-up)."""
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / runs)
+    return best

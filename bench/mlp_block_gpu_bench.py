@@ -18,27 +18,18 @@ back-to-back calls ending in one device synchronization.
 """
 
 import argparse
-import time
 
 import ml_dtypes
 import numpy as np
 
 import tessera
+from gpu_timing import pace_seconds
 
 ops = tessera.ops
 
 
 def pace(fn, sync, runs):
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(2):
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / runs)
-    return best
+    return pace_seconds(fn, sync, runs, rounds=2)
 
 
 def close(name, got, want, tol):

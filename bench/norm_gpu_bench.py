@@ -23,29 +23,19 @@ is checked against torch's fp32 computation first.
 """
 
 import argparse
-import time
 
 import ml_dtypes
 import numpy as np
 
 import tessera
+from gpu_timing import pace_seconds
 
 ops = tessera.ops
 EPS_RMS, EPS_LN = 1e-6, 1e-5
 
 
 def pace(fn, sync, runs):
-    """Seconds per call over `runs` back-to-back calls, after a synchronized warm-up."""
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(runs):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / runs)
-    return best
+    return pace_seconds(fn, sync, runs, rounds=3)
 
 
 def torch_fns(torch, name):
