@@ -5,8 +5,9 @@ built after it are placed by it, and functions compiled after it ask it for
 collective algorithms and kernel variants. ``mapper_log()`` lists every
 decision taken so far (also shown at the top of ``inspect_ir("schedule")``).
 ``memory_stats("cuda:0")`` reports the GPU caching allocator's counters (bytes
-in use, cached, the peak since ``reset_peak_memory``). ``synchronize()`` waits for the asynchronous calls of @jit functions with
-``tessera.Region`` parameters (tessera/privilege_scheduler.py).
+in use, cached, the peak since ``reset_peak_memory``). ``synchronize()`` waits
+for the asynchronous calls of @jit functions with ``tessera.Region``
+parameters (tessera/privilege_scheduler.py).
 """
 
 from __future__ import annotations

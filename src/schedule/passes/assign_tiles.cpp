@@ -91,6 +91,16 @@ std::vector<std::int64_t> gemm_tile_from_env(const char* name, std::vector<std::
   return t;
 }
 
+// A switch from the environment variable `name`: "0" or "1"; nullopt when unset.
+std::optional<bool> switch_from_env(const char* name) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  if (std::string(env) != "0" && std::string(env) != "1") {
+    raise(ErrorCode::ArgumentInvalid, std::string(name) + " is '" + env + "'; expected 0 or 1");
+  }
+  return std::string(env) == "1";
+}
+
 // A lane count from the environment variable `name`, in [1, most]; nullopt when unset.
 std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) {
   const char* env = std::getenv(name);
@@ -128,13 +138,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // backward) the blocked tensor-core form on any target where it applies,
   // 0 keeps the lane form even where the CUDA Tile IR target would take the
   // blocked one.
-  std::optional<bool> attention_blocked;
-  if (const char* e = std::getenv("TESSERA_ATTENTION_BLOCKED"); e != nullptr && *e != '\0') {
-    if (std::string(e) != "0" && std::string(e) != "1") {
-      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ATTENTION_BLOCKED is '") + e + "'; expected 0 or 1");
-    }
-    attention_blocked = std::string(e) == "1";
-  }
+  const std::optional<bool> attention_blocked = switch_from_env("TESSERA_ATTENTION_BLOCKED");
   // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked kernels' query and key
   // block sizes (powers of two from 16 to 256; default 64,64).
   std::optional<std::vector<std::int64_t>> attention_tile;
@@ -151,13 +155,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_CUDA_GEMM_STAGED = 0 keeps CUDA's bf16/fp16 GEMMs in the
   // blocked form (operands loaded from global memory per chunk) instead of
   // the staged one (gemm.cpp).
-  bool staged = cuda;
-  if (const char* e = std::getenv("TESSERA_CUDA_GEMM_STAGED"); e != nullptr && *e != '\0') {
-    if (std::string(e) != "0" && std::string(e) != "1") {
-      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_CUDA_GEMM_STAGED is '") + e + "'; expected 0 or 1");
-    }
-    staged = cuda && std::string(e) == "1";
-  }
+  const bool staged = switch_from_env("TESSERA_CUDA_GEMM_STAGED").value_or(true) && cuda;
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm && staged && staged_gemm(*k)) {

@@ -26,6 +26,7 @@ namespace tessera::schedule {
 namespace {
 
 const NumericsPolicy kF32 = default_policy(DType::fp32);
+const NumericsPolicy kBf16 = default_policy(DType::bf16);
 
 bool is_product(const ir::Operation& op) {
   return op.name() == "graph.gemm" || op.name() == "graph.matmul";
@@ -36,7 +37,7 @@ ir::Value* bf16_source(ir::Value* v) {
   const ir::Operation* def = v->defining_op();
   if (def == nullptr || def->name() != "graph.cast") return nullptr;
   ir::Value* src = def->operand(0);
-  return src->type().policy == default_policy(DType::bf16) ? src : nullptr;
+  return src->type().policy == kBf16 ? src : nullptr;
 }
 
 bool flag(const ir::Operation& op, const char* name) {
@@ -55,7 +56,6 @@ int split_fp32_products(ir::Operation& func) {
       products.push_back(op.get());
     }
   }
-  const NumericsPolicy bf16 = default_policy(DType::bf16);
   int rewritten = 0;
   for (ir::Operation* op : products) {
     ir::Value* a = op->operand(0);
@@ -81,7 +81,7 @@ int split_fp32_products(ir::Operation& func) {
       std::vector<ir::Value*> pieces;
       ir::Value* rest = wide;
       for (int k = 0; k < 3; ++k) {
-        ir::Value* piece = make("graph.cast", {rest}, {{"policy", bf16}});
+        ir::Value* piece = make("graph.cast", {rest}, {{"policy", kBf16}});
         pieces.push_back(piece);
         if (k < 2) rest = make("graph.sub", {rest, make("graph.cast", {piece}, {{"policy", kF32}})});
       }

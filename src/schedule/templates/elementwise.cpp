@@ -28,6 +28,8 @@
 // a thread has U independent loads in flight. Every element's value is the
 // same whatever U is.
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
@@ -93,7 +95,15 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   ir::Value* group_base = nullptr;  // the flat index of lane 0 (uniform)
   ir::Value* row = nullptr;         // row-tiled: the group's row, and its first column
   ir::Value* col0 = nullptr;
-  ir::Value* i = nullptr;           // with one element per lane: the lane's, and its guard
+  // A row-tiled lane's flat index and guard, at column `col` of the group's row.
+  auto row_lane = [&](ir::OpBuilder& eb, ir::Value* col) {
+    return std::pair{op2(eb, "add", op2(eb, "mul", row, dims.back()), col), cmp(eb, "lt", col, dims.back())};
+  };
+  // A flat lane's guard at flat index `at`.
+  auto flat_guard = [&](ir::OpBuilder& eb, ir::Value* at) {
+    return cmp(eb, "lt", at, tile::build(eb, "tile.symbol", {}, {{"name", std::string("n")}}));
+  };
+  ir::Value* i = nullptr;  // with one element per lane: the lane's, and its guard
   ir::Value* in_range = nullptr;
   std::vector<ir::Value*> index;
   if (row_tiled) {
@@ -103,10 +113,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     col0 = op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, span));
     ir::Value* col = per_lane == 1 ? op2(b, "add", col0, lid) : nullptr;
     group_base = op2(b, "add", op2(b, "mul", row, dims.back()), col0);
-    if (per_lane == 1) {
-      i = op2(b, "add", op2(b, "mul", row, dims.back()), col);
-      in_range = cmp(b, "lt", col, dims.back());
-    }
+    if (per_lane == 1) std::tie(i, in_range) = row_lane(b, col);
     // The row's multi-index over the leading dims (per group: uniform).
     index.assign(domain.size(), nullptr);
     index.back() = col;
@@ -119,7 +126,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     group_base = op2(b, "mul", gid, tile::build_int(b, span));
     if (per_lane == 1) {
       i = op2(b, "add", group_base, lid);
-      in_range = cmp(b, "lt", i, tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}}));
+      in_range = flat_guard(b, i);
     }
   }
   // The elements of the group kAheadGroups further on, for each input that
@@ -159,14 +166,12 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
                     [&](ir::OpBuilder& lb, std::span<ir::Value* const> u) {
                       std::vector<ir::Value*> lane_index = index;
                       if (row_tiled) {
-                        ir::Value* col = op2(lb, "add", op2(lb, "add", col0, u[0]), lid);
-                        lane_index.back() = col;
-                        element(lb, op2(lb, "add", op2(lb, "mul", row, dims.back()), col), cmp(lb, "lt", col, dims.back()),
-                                lane_index);
+                        lane_index.back() = op2(lb, "add", op2(lb, "add", col0, u[0]), lid);
+                        const auto [at, guard] = row_lane(lb, lane_index.back());
+                        element(lb, at, guard, lane_index);
                       } else {
-                        ir::Value* flat = op2(lb, "add", op2(lb, "add", group_base, u[0]), lid);
-                        element(lb, flat, cmp(lb, "lt", flat, tile::build(lb, "tile.symbol", {}, {{"name", std::string("n")}})),
-                                lane_index);
+                        ir::Value* at = op2(lb, "add", op2(lb, "add", group_base, u[0]), lid);
+                        element(lb, at, flat_guard(lb, at), lane_index);
                       }
                       return std::vector<ir::Value*>{};
                     });

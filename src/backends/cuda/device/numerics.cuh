@@ -366,17 +366,21 @@ __device__ __forceinline__ u32 encode_f32_rne(float x) {
 // NaN becomes the format's quiet NaN with x's sign, as encode() gives (the
 // instruction returns a NaN of its own). The same bits as encode_f32_rne;
 // tests/gpu/gpu_numerics_test.cpp checks them against the host on the GPU.
+// `converted`: the instruction's 16-bit result for x; `quiet_nan`: the
+// format's positive quiet NaN.
+__device__ __forceinline__ u32 with_signed_quiet_nan(float x, unsigned short converted, u32 quiet_nan) {
+  const u32 u = __float_as_uint(x);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | quiet_nan : (u32)converted;
+}
 __device__ __forceinline__ u32 encode_f32_bf16_cvt(float x) {
   unsigned short h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  const u32 u = __float_as_uint(x);
-  return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7FC0u : (u32)h;
+  return with_signed_quiet_nan(x, h, 0x7FC0u);
 }
 __device__ __forceinline__ u32 encode_f32_fp16_cvt(float x) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  const u32 u = __float_as_uint(x);
-  return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | 0x7E00u : (u32)h;
+  return with_signed_quiet_nan(x, h, 0x7E00u);
 }
 #endif
 

@@ -177,15 +177,15 @@ __device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>:
     return v;
   } else if constexpr (!Traits<D>::is_float && !Traits<S>::is_float && D != kBool) {
     return saturate<D>((i64)v);
-  } else if constexpr (S == kFp32 && Traits<D>::is_float && D != kFp64) {
-    // float32 -> a narrower float at nearest even: the float32 fast path,
-    // which gives encode()'s bits for every float (the value is exact in
-    // double, so rounding it from float or from double is one rounding).
-    // The generic encode from double was most of an elementwise kernel's
-    // instructions: every bf16 result rounds through here.
-    if (rounding == kNearestEven) return decode_f32(encode_f32_nearest_even(v, D, ov == kSaturate), D);
-    return round_to<D>((double)v, ov, rounding);
   } else {
+    if constexpr (S == kFp32 && Traits<D>::is_float && D != kFp64) {
+      // float32 -> a narrower float at nearest even: the float32 fast path,
+      // which gives encode()'s bits for every float (the value is exact in
+      // double, so rounding it from float or from double is one rounding).
+      // The generic encode from double was most of an elementwise kernel's
+      // instructions: every bf16 result rounds through here.
+      if (rounding == kNearestEven) return decode_f32(encode_f32_nearest_even(v, D, ov == kSaturate), D);
+    }
     return round_to<D>((double)v, ov, rounding);
   }
 }
