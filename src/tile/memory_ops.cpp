@@ -10,6 +10,8 @@
 namespace tessera::tile {
 namespace {
 
+constexpr std::int64_t kMaxVectorElements = 16;
+
 using ir::AttrKind;
 using ir::AttrMap;
 using ir::OpDef;
@@ -23,6 +25,16 @@ void check_indices(std::span<const Type> in, std::size_t count, const std::strin
                                         std::to_string(count));
   }
   for (std::size_t i = 0; i < count; ++i) require_index(in[1 + i], op, "index #" + std::to_string(i));
+}
+
+// tile.load_vector / tile.store_vector: a 1-D gmem buffer and 1 to 16 elements.
+void require_vector_access(const Type& buf, std::int64_t count, const std::string& op) {
+  require_buffer(buf, op, "buffer");
+  if (buf.rank() != 1 || buf.is_smem()) raise(ErrorCode::ArgumentInvalid, op + " needs a 1-D gmem buffer, got " + ir::print_type(buf));
+  if (count < 1 || count > kMaxVectorElements) {
+    raise(ErrorCode::ArgumentInvalid, op + " moves 1 to " + std::to_string(kMaxVectorElements) + " elements, got " +
+                                          std::to_string(count));
+  }
 }
 
 }  // namespace
@@ -64,6 +76,51 @@ void register_memory_ops(ir::Registry& r) {
             if (value.dtype() != in[0].dtype()) {
               raise(ErrorCode::DtypeUnsupported, "tile.store_elem stores a " + ir::print_type(value) + " into buffer " +
                                                      ir::print_type(in[0]) + "; cast it to the buffer's dtype first");
+            }
+            return std::vector<Type>{};
+          },
+  });
+  // A lane's run of `count` consecutive elements as one access: a backend
+  // checks the run's bounds once and moves it in wide accesses where the
+  // buffer is contiguous and aligned (16-byte loads on a GPU), where
+  // `count` element accesses would each carry their own index arithmetic
+  // and check. The values are those of the element ops, and an element
+  // out of bounds faults as load_elem/store_elem would at that element.
+  r.add(OpDef{
+      .name = "tile.load_vector",
+      .summary = "Reads elements [i, i + count) of a 1-D gmem buffer as `count` lane values; an element out of bounds "
+                 "is a runtime error, as for tile.load_elem.",
+      .operands = {"buffer", "start"},
+      .attrs = {{.name = "count", .kind = AttrKind::integer, .required = true, .doc = "elements, 1 to 16"}},
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            require_vector_access(in[0], a.get_int("count"), "tile.load_vector");
+            check_indices(in, in.size() - 1, "tile.load_vector");
+            return std::vector<Type>(static_cast<std::size_t>(a.get_int("count")), Type::lane(in[0].policy));
+          },
+  });
+  r.add(OpDef{
+      .name = "tile.store_vector",
+      .summary = "Writes its lane values to elements [i, i + count) of a mut 1-D gmem buffer (count = the number of "
+                 "values); an element out of bounds is a runtime error, as for tile.store_elem.",
+      .operands = {"buffer", "start", "values"},
+      .variadic = true,
+      .effect = ir::Effect::state,
+      .num_results = 0,
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            require_writable_buffer(in[0], "tile.store_vector", "buffer");
+            if (in.size() < 3) raise(ErrorCode::ArgumentInvalid, "tile.store_vector needs at least one value to store");
+            require_vector_access(in[0], static_cast<std::int64_t>(in.size() - 2), "tile.store_vector");
+            check_indices(in.first(2), 1, "tile.store_vector");
+            for (std::size_t k = 2; k < in.size(); ++k) {
+              require_kind(in[k], ir::TypeKind::lane, "tile.store_vector", "value #" + std::to_string(k - 2));
+              if (in[k].dtype() != in[0].dtype()) {
+                raise(ErrorCode::DtypeUnsupported, "tile.store_vector stores a " + ir::print_type(in[k]) +
+                                                       " into buffer " + ir::print_type(in[0]) +
+                                                       "; cast it to the buffer's dtype first");
+              }
             }
             return std::vector<Type>{};
           },

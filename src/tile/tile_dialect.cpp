@@ -53,14 +53,14 @@ bool is_control_flow(const ir::Operation& op) {
 
 ir::Value* accessed_buffer(const ir::Operation& op) {
   std::string_view n = op.name();
-  bool access = n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.tile_load" || n == "tile.tile_store" ||
+  bool access = n == "tile.load_elem" || n == "tile.store_elem" || n == "tile.load_vector" || n == "tile.store_vector" || n == "tile.tile_load" || n == "tile.tile_store" ||
                 n == "tile.reduce_sum" || n == "tile.cp_async";
   return access && op.num_operands() > 0 ? op.operand(0) : nullptr;
 }
 
 bool writes_buffer(const ir::Operation& op) {
   std::string_view n = op.name();
-  return n == "tile.store_elem" || n == "tile.tile_store" || n == "tile.cp_async";
+  return n == "tile.store_elem" || n == "tile.store_vector" || n == "tile.tile_store" || n == "tile.cp_async";
 }
 
 }  // namespace tessera::tile

@@ -178,7 +178,7 @@ void UniformityAnalysis::run(const ir::Block& block, bool uniform_control) {
     std::string reason = bad ? because(bad) : "";
     // A tile_load is group-cooperative: its tile is one group value, so only
     // lane loads can see different data in different tiles.
-    if (!bad && (name == "tile.load_elem" || name == "tile.reduce_sum") && buffer_written(op.operand(0))) {
+    if (!bad && (name == "tile.load_elem" || name == "tile.load_vector" || name == "tile.reduce_sum") && buffer_written(op.operand(0))) {
       reason = "it reads a buffer the kernel writes (" + std::string(name) + where_text(op) + ")";
     }
     if (!reason.empty()) {

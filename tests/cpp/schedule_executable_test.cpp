@@ -173,6 +173,54 @@ func @narrow(%x: tensor<[R, 100] fp32>, %b: tensor<[100] fp32>) -> (tensor<[R, 1
   EXPECT_THROW(check_against_reference(text, "narrow", {sample({2, 100}, f32, 57), sample({100}, f32, 58)}), Error);
 }
 
+// Runs of consecutive elements per lane (the `lane_vector` knob, CUDA's
+// default, forced here by TESSERA_LANE_VECTOR; the CPU runs a run's
+// tile.load_vector / tile.store_vector as element accesses): flat domains
+// ragged against the run and the group, row-tiled biases read as runs
+// (3000 columns: runs of 8 cut to 8, of 16 to 8; 100 columns: to 4), rows
+// broadcast per element, a bool output and two outputs of one run, with
+// the reference's bits.
+TEST(ScheduleExecutable, RunsOfElementsPerLaneMatchReference) {
+  const std::string text = R"(
+func @flat(%x: tensor<[N] fp32>, %y: tensor<[N] bf16>) -> (tensor<[N] bf16>, tensor<[N] bool>) {
+  %0 = graph.tanh %x : tensor<[N] fp32>
+  %1 = graph.mul %0, %y : tensor<[N] fp32>
+  %2 = graph.cast %1 {policy = policy<bf16>} : tensor<[N] bf16>
+  %3 = graph.gt %0, %x : tensor<[N] bool>
+  return %2, %3
+}
+func @rows(%x: tensor<[R, 3000] bf16>, %b: tensor<[3000] fp32>, %s: tensor<[R, 1] fp32>) -> (tensor<[R, 3000] fp32>) {
+  %0 = graph.add %x, %b : tensor<[R, 3000] fp32>
+  %1 = graph.div %0, %s : tensor<[R, 3000] fp32>
+  return %1
+}
+func @narrow(%x: tensor<[R, 100] fp32>, %b: tensor<[100] fp32>) -> (tensor<[R, 100] fp32>) {
+  %0 = graph.sub %x, %b : tensor<[R, 100] fp32>
+  return %0
+}
+)";
+  const NumericsPolicy f32 = default_policy(DType::fp32), bf16 = default_policy(DType::bf16);
+  for (const char* vector : {"3", "8", "16"}) {
+    for (const char* per_lane : {"1", "2"}) {
+      SCOPED_TRACE(std::string("lane vector ") + vector + ", lane elements " + per_lane);
+      schedule_test::ScopedEnv env("TESSERA_LANE_VECTOR", vector);
+      schedule_test::ScopedEnv elements("TESSERA_LANE_ELEMENTS", per_lane);
+      for (std::int64_t n : {1, 7, 8, 1023, 8192, 8200, 20003}) {
+        auto exe = check_against_reference(text, "flat", {sample({n}, f32, 60), sample({n}, bf16, 61)});
+        EXPECT_NE(exe->schedule_ir().find("lane_vector = " + std::string(vector)), std::string::npos);
+        EXPECT_NE(exe->tile_ir().find("tile.load_vector"), std::string::npos);
+        EXPECT_NE(exe->tile_ir().find("tile.store_vector"), std::string::npos);
+      }
+      for (std::int64_t r : {1, 5}) {
+        check_against_reference(text, "rows", {sample({r, 3000}, bf16, 62), sample({3000}, f32, 63), sample({r, 1}, f32, 64)});
+        check_against_reference(text, "narrow", {sample({r, 100}, f32, 65), sample({100}, f32, 66)});
+      }
+    }
+  }
+  schedule_test::ScopedEnv bad("TESSERA_LANE_VECTOR", "17");
+  EXPECT_THROW(check_against_reference(text, "narrow", {sample({2, 100}, f32, 67), sample({100}, f32, 68)}), Error);
+}
+
 TEST(ScheduleExecutable, BufferReuseAndViewsKeepValuesIntact) {
   // The two exps' results are reused and written in place; the reshape views
   // a value that is also read later.

@@ -8,6 +8,9 @@
 //                      reusing the space of buffers whose lifetimes do not
 //                      overlap); the total goes to the kernel's `shared_used`
 //   tile-pipeline      software pipelining of tile.for {prefetch = N}
+//   tile-scalarize-vectors
+//                      tile.load_vector / tile.store_vector -> their
+//                      element ops (for backends without wide accesses)
 //
 // Each works on every function of a module; the functions below run one
 // pass on one function, for backends that call them directly.
@@ -27,5 +30,7 @@ std::int64_t plan_shared(ir::Operation& func);
 // Returns how many loops were pipelined; loops left unchanged get a
 // `remark` attribute saying why.
 int pipeline_loops(ir::Operation& func);
+// Returns how many vector ops were rewritten.
+int scalarize_vectors(ir::Operation& func);
 
 }  // namespace tessera::tile

@@ -41,8 +41,10 @@
 #include "backends/common/index_bounds.h"
 #include "backends/common/kernel_params.h"
 #include "backends/cpu/emit_ops.h"
+#include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
+#include "tessera/tile/passes.h"
 #include "tessera/tile/tile_dialect.h"
 #include "tessera/tile/uniformity.h"
 
@@ -1263,8 +1265,26 @@ class Emitter {
 
 }  // namespace
 
+namespace {
+bool has_vector_access(const ir::Block& block) {
+  for (const auto& op : block.ops()) {
+    if (op->name() == "tile.load_vector" || op->name() == "tile.store_vector") return true;
+    for (std::size_t r = 0; r < op->num_regions(); ++r)
+      if (has_vector_access(op->region(r).block())) return true;
+  }
+  return false;
+}
+}  // namespace
+
 EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions& options, const std::string& unit) {
-  return Emitter(kernel_func, options, unit).run();
+  if (!has_vector_access(ir::function_body(kernel_func))) return Emitter(kernel_func, options, unit).run();
+  // The CPU's lane loops are SIMD across lanes already: a lane's vector runs
+  // as its element accesses (tile-scalarize-vectors), on a copy so the
+  // caller's kernel keeps its form.
+  ir::Module copy = ir::parse_module(ir::print_function(kernel_func));
+  ir::Operation& func = *copy.functions().front();
+  tile::scalarize_vectors(func);
+  return Emitter(func, options, unit).run();
 }
 
 std::string entry_symbol(const std::string& unit) {

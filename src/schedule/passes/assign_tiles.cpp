@@ -120,8 +120,27 @@ std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) 
   return v;
 }
 
-// Elements per lane of a CUDA elementwise kernel (elementwise.cpp).
+// Elements per lane of a CUDA elementwise kernel (elementwise.cpp) without
+// runs; with runs, one run per lane (enough bytes in flight, and small
+// tensors still spread over every SM).
 constexpr std::int64_t kCudaLaneElements = 4;
+constexpr std::int64_t kCudaRunBytes = 16;  // one 16-byte access per run of the narrowest buffer
+constexpr std::int64_t kCudaMaxRun = 8;     // lane programs per run: code size and registers
+
+// Elements per run of a CUDA elementwise kernel: 16 bytes of its narrowest
+// buffer, at most kCudaMaxRun.
+std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
+  const ir::Block& body = kernel_body(kernel);
+  int narrowest = 8;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    narrowest = std::min(narrowest, storage_bytes(body.argument(k)->type().policy.storage));
+  }
+  const ir::Operation& yield = *body.terminator();
+  for (std::size_t j = 0; j < yield.num_operands(); ++j) {
+    narrowest = std::min(narrowest, storage_bytes(yield.operand(j)->type().policy.storage));
+  }
+  return std::min<std::int64_t>(kCudaMaxRun, kCudaRunBytes / std::max(narrowest, 1));
+}
 
 void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
@@ -132,6 +151,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
   const std::optional<std::int64_t> lane_elements_env = lanes_from_env("TESSERA_LANE_ELEMENTS", 64);
+  // $TESSERA_LANE_VECTOR: elements per run of elementwise kernels (any
+  // target; CUDA's default cuda_lane_vector).
+  const std::optional<std::int64_t> lane_vector_env = lanes_from_env("TESSERA_LANE_VECTOR", 16);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -179,8 +201,12 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::elementwise && (lane_vector_env || cuda)) {
+      k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_lane_vector(*k));
+    }
     if (f == Family::elementwise && (lane_elements_env || cuda)) {
-      k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : kCudaLaneElements);
+      const bool runs = k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1;
+      k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : runs ? 1 : kCudaLaneElements);
     }
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
@@ -193,7 +219,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
-                                       "TESSERA_LANE_ELEMENTS"};
+                                       "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
@@ -226,7 +252,10 @@ void set_tile_ir_knobs(ir::Operation& func) {
       k->attrs().set("attn_blocked", true);
     }
     // The CUDA Tile IR target runs a group's lanes as one tile already.
-    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) k->attrs().erase("lane_elements");
+    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) {
+      k->attrs().erase("lane_elements");
+      k->attrs().erase("lane_vector");
+    }
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);

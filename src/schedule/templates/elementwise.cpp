@@ -27,11 +27,23 @@
 // parameters, group index and fault record) is paid once per U elements and
 // a thread has U independent loads in flight. Every element's value is the
 // same whatever U is.
+//
+// With the `lane_vector` knob V > 1 (CUDA executables: 16 bytes of the
+// kernel's narrowest buffer), each lane takes runs of V consecutive
+// elements instead of single ones (docs/design/0018): a run whose elements
+// all exist reads the inputs whose elements are consecutive along it (those
+// spanning the domain, and row-tiled biases) with one tile.load_vector each,
+// computes its V elements' lane programs and writes each output with one
+// tile.store_vector, so a GPU moves 16 bytes per access with one bounds
+// check; the run at the domain's end takes the element-by-element form.
+// Row-tiled, V is cut to a power of two dividing the row, so runs never
+// cross rows. With U as well, a lane takes U runs, T * V elements apart.
 #include <algorithm>
 #include <tuple>
 #include <utility>
 
 #include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
@@ -43,6 +55,7 @@ using ir::Type;
 namespace {
 constexpr std::int64_t kMinRowTile = 64;
 constexpr std::int64_t kAheadGroups = 2;
+constexpr std::int64_t kMaxLaneVector = 16;
 }  // namespace
 
 TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
@@ -76,8 +89,25 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   std::int64_t per_lane = kernel.attrs().has("lane_elements") ? kernel.attrs().get_int("lane_elements") : 1;
   if (per_lane < 1) raise(ErrorCode::ArgumentInvalid, "elementwise kernel with lane_elements " + std::to_string(per_lane),
                           kernel.location());
-  if (row_tiled) per_lane = std::max<std::int64_t>(1, std::min(per_lane, domain.back().size / lanes_used));
-  const std::int64_t span = lanes_used * per_lane;  // elements (or columns) per group
+  // Elements per run (see above).
+  std::int64_t vector = kernel.attrs().has("lane_vector") ? kernel.attrs().get_int("lane_vector") : 1;
+  if (vector < 1 || vector > kMaxLaneVector) {
+    raise(ErrorCode::ArgumentInvalid, "elementwise kernel with lane_vector " + std::to_string(vector) + "; expected 1 to " +
+                                          std::to_string(kMaxLaneVector), kernel.location());
+  }
+  if (row_tiled && vector > 1) {
+    const std::int64_t c = domain.back().size;
+    std::int64_t v = 1;
+    while (v * 2 <= vector && c % (v * 2) == 0) v *= 2;
+    vector = v;
+    const std::int64_t runs = c / vector;  // runs per row
+    lanes_used = std::min(lanes, (runs + kMinRowTile - 1) / kMinRowTile * kMinRowTile);
+  }
+  if (row_tiled) {
+    per_lane = std::max<std::int64_t>(1, std::min(per_lane, domain.back().size / (lanes_used * vector)));
+  }
+  const std::int64_t step = lanes_used * vector;   // elements (or columns) a group's lanes cover at once
+  const std::int64_t span = step * per_lane;       // elements (or columns) per group
   TileKernel result;
   result.row_tiled = row_tiled;
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
@@ -111,9 +141,9 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     ir::Value* chunks = tile::build_int(b, (c + span - 1) / span);
     row = op2(b, "div", gid, chunks);
     col0 = op2(b, "mul", op2(b, "rem", gid, chunks), tile::build_int(b, span));
-    ir::Value* col = per_lane == 1 ? op2(b, "add", col0, lid) : nullptr;
+    ir::Value* col = per_lane == 1 && vector == 1 ? op2(b, "add", col0, lid) : nullptr;
     group_base = op2(b, "add", op2(b, "mul", row, dims.back()), col0);
-    if (per_lane == 1) std::tie(i, in_range) = row_lane(b, col);
+    if (col) std::tie(i, in_range) = row_lane(b, col);
     // The row's multi-index over the leading dims (per group: uniform).
     index.assign(domain.size(), nullptr);
     index.back() = col;
@@ -124,7 +154,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     }
   } else {
     group_base = op2(b, "mul", gid, tile::build_int(b, span));
-    if (per_lane == 1) {
+    if (per_lane == 1 && vector == 1) {
       i = op2(b, "add", group_base, lid);
       in_range = flat_guard(b, i);
     }
@@ -158,7 +188,84 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
         },
         [](ir::OpBuilder&, std::span<ir::Value* const>) { return std::vector<ir::Value*>{}; });
   };
-  if (per_lane == 1) {
+  // A run of `vector` elements from flat index `at` (multi-index
+  // `lane_index` when row-tiled) whose elements all exist.
+  auto run = [&](ir::OpBuilder& eb, ir::Value* at, const std::vector<ir::Value*>& lane_index) {
+    LaneProgram first(domain, at, dims);
+    if (row_tiled) first.set_index(lane_index);
+    std::vector<std::vector<ir::Value*>> loaded(num_in);
+    for (std::size_t k = 0; k < num_in; ++k) {
+      const ir::Shape& shape = body.argument(k)->type().shape;
+      const bool consecutive = shape == domain || (row_tiled && !shape.empty() && shape.back() == domain.back());
+      if (!consecutive) continue;  // read per element by its lane program
+      ir::Operation* load =
+          eb.create("tile.load_vector", {fb.argument(k), first.offset_of(eb, shape)}, {{"count", vector}});
+      for (std::size_t e = 0; e < load->num_results(); ++e) loaded[k].push_back(load->result(e));
+    }
+    std::vector<std::vector<ir::Value*>> stored(num_out);
+    for (std::int64_t e = 0; e < vector; ++e) {
+      ir::Value* at_e = e == 0 ? at : index_op(eb, "add", at, tile::build_int(eb, e));
+      LaneProgram lanes_of(domain, at_e, dims);
+      if (row_tiled) {
+        std::vector<ir::Value*> index_e = lane_index;
+        if (e > 0) index_e.back() = index_op(eb, "add", lane_index.back(), tile::build_int(eb, e));
+        lanes_of.set_index(index_e);
+      }
+      for (std::size_t k = 0; k < num_in; ++k) {
+        if (loaded[k].empty()) {
+          lanes_of.bind_input(body.argument(k), fb.argument(k));
+        } else {
+          ir::Value* x = loaded[k][static_cast<std::size_t>(e)];
+          lanes_of.bind_value(body.argument(k), LaneValue{x, LaneProgram::decode(eb, x)});
+        }
+      }
+      for (const auto& op : body.ops()) {
+        if (op.get() == body.terminator()) break;
+        lanes_of.lower_op(eb, *op);
+      }
+      for (std::size_t j = 0; j < num_out; ++j) stored[j].push_back(lanes_of.value(eb, yield.operand(j)).stored);
+    }
+    for (std::size_t j = 0; j < num_out; ++j) {
+      std::vector<ir::Value*> operands{fb.argument(num_in + j), at};
+      operands.insert(operands.end(), stored[j].begin(), stored[j].end());
+      eb.create("tile.store_vector", operands);
+    }
+  };
+  // The lane's run from flat index `at` (column `col` of the group's row
+  // when row-tiled): whole, or element by element at the domain's end.
+  auto run_or_tail = [&](ir::OpBuilder& eb, ir::Value* at, ir::Value* col) {
+    ir::Value* limit = row_tiled ? dims.back() : tile::build(eb, "tile.symbol", {}, {{"name", std::string("n")}});
+    ir::Value* from = row_tiled ? col : at;
+    std::vector<ir::Value*> lane_index = index;
+    if (row_tiled) lane_index.back() = col;
+    if_then(
+        eb, cmp(eb, "le", op2(eb, "add", from, tile::build_int(eb, vector)), limit),
+        [&](ir::OpBuilder& whole) { run(whole, at, lane_index); },
+        [&](ir::OpBuilder& tail) {
+          for (std::int64_t e = 0; e < vector; ++e) {
+            ir::Value* at_e = e == 0 ? at : op2(tail, "add", at, tile::build_int(tail, e));
+            std::vector<ir::Value*> index_e = lane_index;
+            if (row_tiled && e > 0) index_e.back() = op2(tail, "add", col, tile::build_int(tail, e));
+            ir::Value* guard = cmp(tail, "lt", row_tiled ? index_e.back() : at_e, limit);
+            element(tail, at_e, guard, index_e);
+          }
+        },
+        /*likely=*/true);
+  };
+  if (vector > 1) {
+    // Runs at u = 0, T V, .., (U - 1) T V from the group's first element.
+    tile::build_for(b, tile::build_int(b, 0), tile::build_int(b, span), tile::build_int(b, step), {},
+                    [&](ir::OpBuilder& lb, std::span<ir::Value* const> u) {
+                      ir::Value* offset = op2(lb, "add", u[0], op2(lb, "mul", lid, tile::build_int(lb, vector)));
+                      if (row_tiled) {
+                        ir::Value* col = op2(lb, "add", col0, offset);
+                        run_or_tail(lb, op2(lb, "add", op2(lb, "mul", row, dims.back()), col), col);
+                      } else {
+                        run_or_tail(lb, op2(lb, "add", group_base, offset), nullptr);
+                      }
+                      return std::vector<ir::Value*>{};
+                    });
+  } else if (per_lane == 1) {
     element(b, i, in_range, index);
   } else {
     // Lane elements at u = 0, T, .., (U - 1) T from the group's first.

@@ -41,6 +41,11 @@ void register_tile_passes() {
       "tile-pipeline",
       "Software-pipelines tile.for {prefetch = N} loops that begin with cp_async copies; others get a remark.",
       [](ir::Module& m) { for_each_tile_function(m, [](ir::Operation& f) { pipeline_loops(f); }); }});
+  ir::register_pass(ir::PassInfo{
+      "tile-scalarize-vectors",
+      "Rewrites each tile.load_vector and tile.store_vector into its element ops (tile.load_elem, tile.store_elem) "
+      "at start + k.",
+      [](ir::Module& m) { for_each_tile_function(m, [](ir::Operation& f) { scalarize_vectors(f); }); }});
 }
 
 }  // namespace tessera::tile

@@ -202,10 +202,11 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   return binary(op, n, a);
 }
 
+std::string store_overflow(const ir::Operation& op) { return cu_overflow(op.operand(0)->type().policy.overflow); }
+
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
-  const ir::Type& buf = op.operand(0)->type();
-  return "tsr::store(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " +
-         cu_overflow(buf.policy.overflow) + ", W);";
+  return "tsr::store(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " + store_overflow(op) +
+         ", W);";
 }
 
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what) {

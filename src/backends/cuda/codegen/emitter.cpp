@@ -599,11 +599,31 @@ class Emitter {
     if (n == "tile.if") return emit_if(op);
     if (n == "tile.while") return emit_while(op);
     if (n == "tile.store_elem") return line(store_stmt(op, args_of(op)));
+    if (n == "tile.load_vector") return emit_load_vector(op);
+    if (n == "tile.store_vector") return emit_store_vector(op);
     // A CPU-side hint: a GPU hides memory latency with its other warps.
     if (n == "tile.prefetch") return line("// tile.prefetch: no code on the GPU");
     if (is_lane_value_op(op)) return define(op.result(0), lane_expr(op, args_of(op), lane_context()));
     if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
     emit_group_op(op);
+  }
+
+  // A lane's run of elements: one array, its elements the op's results
+  // (indexed by constants, so they stay in registers).
+  void emit_load_vector(const ir::Operation& op) {
+    const std::vector<std::string> a = args_of(op);
+    const std::string run = fresh("run");
+    const std::string count = std::to_string(op.num_results());
+    line(type_of(op.result(0)) + " " + run + "[" + count + "];");
+    line("tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", " + run + ", W);");
+    for (std::size_t k = 0; k < op.num_results(); ++k) name_[op.result(k)] = run + "[" + std::to_string(k) + "]";
+  }
+  void emit_store_vector(const ir::Operation& op) {
+    const std::vector<std::string> a = args_of(op);
+    std::string values;
+    for (std::size_t k = 2; k < a.size(); ++k) values += (k > 2 ? ", " : "") + a[k];
+    line("tsr::store_vector<" + std::to_string(a.size() - 2) + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " +
+         store_overflow(op) + ", W);");
   }
 
   // A loop body of at most 48 ops with no regions, barriers, shared

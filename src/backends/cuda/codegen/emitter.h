@@ -53,6 +53,8 @@ std::string cu_literal(double value, DType dtype, Overflow overflow,
 std::string cu_int_literal(std::int64_t value);
 using codegen::is_lane_value_op;
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
+// The overflow mode of a store into its buffer (a tsr:: constant).
+std::string store_overflow(const ir::Operation& op);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);
 

@@ -419,6 +419,78 @@ __device__ __forceinline__ void store(const GView<D, R>& v, const i64 (&idx)[R],
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = encode_v<D>(x, ov);
 }
+// ---- lane vectors (tile.load_vector, tile.store_vector) ----
+
+// A run of V elements [i, i + V) moves in the widest words (at most 16
+// bytes) that divide its bytes, when the run lies inside a contiguous view
+// and starts at such a word: one check for the run instead of one per
+// element. Otherwise each element takes the checked path above, which
+// faults (and reads zero / skips the store) element by element.
+template <int BYTES>
+struct VectorWord;
+template <>
+struct VectorWord<16> { typedef uint4 type; };
+template <>
+struct VectorWord<8> { typedef uint2 type; };
+template <>
+struct VectorWord<4> { typedef unsigned type; };
+template <>
+struct VectorWord<2> { typedef unsigned short type; };
+template <>
+struct VectorWord<1> { typedef unsigned char type; };
+template <int D, int V>
+struct VectorRun {
+  typedef typename Traits<D>::storage S;
+  static constexpr int kBytes = V * (int)sizeof(S);
+  static constexpr int kWord = kBytes % 16 == 0 ? 16 : kBytes % 8 == 0 ? 8 : kBytes % 4 == 0 ? 4 : kBytes % 2 == 0 ? 2 : 1;
+  static constexpr int kWords = kBytes / kWord;
+  typedef typename VectorWord<kWord>::type W;
+  union Bits {
+    W words[kWords];
+    S elems[V];
+  };
+  __device__ __forceinline__ static bool whole(const GView<D, 1>& v, i64 i) {
+    return i >= 0 && i <= v.shape[0] - V && v.strides[0] == 1 && ((unsigned long long)(v.data + i) % kWord) == 0;
+  }
+};
+template <int V, int D>
+__device__ __forceinline__ void load_vector(const GView<D, 1>& v, i64 i, typename Traits<D>::value (&out)[V],
+                                            const Where& w) {
+  typedef VectorRun<D, V> Run;
+  if (Run::whole(v, i)) {
+    typename Run::Bits bits;
+    const typename Run::W* src = reinterpret_cast<const typename Run::W*>(v.data + i);
+#pragma unroll
+    for (int k = 0; k < Run::kWords; ++k) bits.words[k] = src[k];
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = decode_s<D>(bits.elems[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const i64 idx[1] = {i + k};
+      out[k] = load(v, idx, w);
+    }
+  }
+}
+template <int V, int D>
+__device__ __forceinline__ void store_vector(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
+                                             int ov, const Where& w) {
+  typedef VectorRun<D, V> Run;
+  if (Run::whole(v, i)) {
+    typename Run::Bits bits;
+#pragma unroll
+    for (int k = 0; k < V; ++k) bits.elems[k] = encode_v<D>(x[k], ov);
+    typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
+#pragma unroll
+    for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const i64 idx[1] = {i + k};
+      store(v, idx, x[k], ov, w);
+    }
+  }
+}
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ bool in_shared(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK], int kind,
                                           const Where& w) {
