@@ -17,6 +17,7 @@
 #include "tessera/runtime/cuda.h"
 #include "tessera/schedule/executable.h"
 #include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/schedule/schedule_dialect.h"
 
 namespace cu = tessera::cuda;
@@ -104,6 +105,42 @@ func @all(%x: tensor<[B, 64] fp32>, %w: tensor<[64, 32] bf16 @accum(fp32)>, %g: 
     SCOPED_TRACE(name);
     EXPECT_FALSE(cu::compile(src, name + ".cu", 0, o).cubin.empty());
   }
+}
+
+// CUDA's elementwise knobs (set_target_knobs): runs of 16 bytes of the
+// narrowest buffer per lane, read and written with tsr::load_vector /
+// tsr::store_vector (bf16: 8 elements; a row-tiled fp32 bias as a run too),
+// and bf16 @accum(fp32) arithmetic in fp32 without fp64 conversions. The
+// kernels compile under NVRTC for sm_90a; the GPU tests below run them.
+TEST(ScheduleCuda, ElementwiseRunsEmitWideAccesses) {
+  const char* text = R"(
+func @e(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %r: tensor<[R, 4096] bf16 @accum(fp32)>, %b: tensor<[4096] fp32>)
+    -> (tensor<[R, 4096] bf16 @accum(fp32)>, tensor<[R, 4096] fp32>) {
+  %0 = graph.add %x, %r : tensor<[R, 4096] bf16 @accum(fp32)>
+  %1 = graph.add %x, %b : tensor<[R, 4096] fp32>
+  return %0, %1
+}
+)";
+  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "e", /*cuda=*/true);
+  schedule::set_target_knobs(*sched.lookup("e"), /*cuda=*/true);
+  ir::Module tile;
+  std::vector<std::string> sources;
+  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("e"))) {
+    EXPECT_EQ(k->attrs().get_int("lane_vector"), 8);
+    sources.push_back(cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "e_" + schedule::kernel_name(*k)).func));
+  }
+  ASSERT_FALSE(sources.empty());
+  std::string all;
+  for (const auto& src : sources) all += src;
+  EXPECT_NE(all.find("tsr::load_vector<8>"), std::string::npos);
+  EXPECT_NE(all.find("tsr::store_vector<8>"), std::string::npos);
+  EXPECT_NE(all.find("__fadd_rn("), std::string::npos);
+  EXPECT_EQ(all.find("__dadd_rn("), std::string::npos);
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  cu::CompileOptions o;
+  o.arch = "sm_90a";
+  o.extra = {"--fmad=false", "-std=c++17"};
+  for (const auto& src : sources) EXPECT_FALSE(cu::compile(src, "e.cu", 0, o).cubin.empty());
 }
 
 TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {

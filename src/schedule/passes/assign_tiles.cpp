@@ -142,6 +142,16 @@ std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
   return std::min<std::int64_t>(kCudaMaxRun, kCudaRunBytes / std::max(narrowest, 1));
 }
 
+// Elements per run of a CUDA normalization row: 16 bytes of the row's
+// storage, at most kCudaMaxRun (a power of two: the strands of a block
+// split into whole groups).
+std::int64_t cuda_row_vector(const ir::Operation& kernel) {
+  const int bytes = std::max(storage_bytes(kernel_root_op(kernel).operand(0)->type().policy.storage), 1);
+  std::int64_t run = 1;
+  while (run * 2 <= kCudaMaxRun && run * 2 * bytes <= kCudaRunBytes) run *= 2;
+  return run;
+}
+
 void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
   // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
@@ -154,6 +164,13 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_LANE_VECTOR: elements per run of elementwise kernels (any
   // target; CUDA's default cuda_lane_vector).
   const std::optional<std::int64_t> lane_vector_env = lanes_from_env("TESSERA_LANE_VECTOR", 16);
+  // $TESSERA_ROW_VECTOR: elements per run of normalization rows shared by
+  // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
+  const std::optional<std::int64_t> row_vector_env = lanes_from_env("TESSERA_ROW_VECTOR", 16);
+  if (row_vector_env && (*row_vector_env & (*row_vector_env - 1)) != 0) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_VECTOR is '" + std::to_string(*row_vector_env) +
+                                          "'; expected a power of two from 1 to 16");
+  }
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -201,6 +218,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::normalization && row_lanes > 1 && (row_vector_env || cuda)) {
+      k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_row_vector(*k));
+    }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_lane_vector(*k));
     }
@@ -219,7 +239,8 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
-                                       "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR"};
+                                       "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
+                                       "TESSERA_ROW_VECTOR"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

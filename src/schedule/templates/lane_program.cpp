@@ -239,16 +239,26 @@ ir::Value* LaneProgram::sigmoid(ir::OpBuilder& b, ir::Value* x) {
   return select(b, cmp(b, "ge", x, real(b, 0.0)), pos, negv);
 }
 
-// Plain fp32 (fp32 storage and accumulation, nearest even, overflow to
-// infinity) operands and result: + - * / and sqrt computed in fp32 round
-// exactly as the reference's fp64 result rounded to fp32 (fp64 carries more
-// than 2 * 24 + 2 bits, so the double rounding is innocuous), and max/min are
-// exact; so these run in fp32 without conversions.
-bool plain_fp32(const ir::Operation& op) {
-  const NumericsPolicy f32 = default_policy(DType::fp32);
-  if (op.result(0)->type().policy != f32) return false;
+// Whether every value of `d` is an fp32 value (the float formats of at most
+// 32 bits; an fp32 lane holds them exactly).
+bool fp32_exact(DType d) { return is_float(d) && !is_complex(d) && d != DType::fp64; }
+
+// Ops whose result rounds through fp32 (accumulation fp32: fp32 storage
+// with the plain policy, or a narrower float storage, rounded to fp32 first
+// and then to storage) and whose operands are fp32 values: + - * / and sqrt
+// computed in fp32 round exactly as the reference's fp64 result rounded to
+// fp32 (fp64 carries more than 2 * 24 + 2 bits, so the double rounding is
+// innocuous), and max/min are exact; so these run in fp32 without fp64
+// conversions, and a narrower storage is one cast from the fp32 result, as
+// the reference's second rounding is.
+bool rounds_through_fp32(const ir::Operation& op) {
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  const bool through = p.storage == DType::fp32 ? p == default_policy(DType::fp32)
+                                                 : fp32_exact(p.storage) && p.accum == DType::fp32 &&
+                                                       p.rounding != Rounding::stochastic;
+  if (!through) return false;
   for (const ir::Value* v : op.operands()) {
-    if (v->type().policy != f32) return false;
+    if (!fp32_exact(v->type().policy.storage)) return false;
   }
   return true;
 }
@@ -260,15 +270,22 @@ const std::map<std::string_view, const char*> kFp32Binaries = {{"add", "add"}, {
 void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   const std::string_view name = op.name().substr(std::string_view("graph.").size());
   const NumericsPolicy& p = op.result(0)->type().policy;
-  if (plain_fp32(op)) {
+  if (rounds_through_fp32(op)) {
+    // An operand as an fp32 lane (exact: a cast from a narrower float format).
+    auto f32 = [&](std::size_t k) {
+      ir::Value* stored = value(b, op.operand(k)).stored;
+      return stored->type().dtype() == DType::fp32 ? stored : cast(b, stored, default_policy(DType::fp32));
+    };
     ir::Value* r = nullptr;
     if (auto it = kFp32Binaries.find(name); it != kFp32Binaries.end()) {
-      r = op2(b, it->second, value(b, op.operand(0)).stored, value(b, op.operand(1)).stored);
+      ir::Value* lhs = f32(0);
+      r = op2(b, it->second, lhs, f32(1));
     } else if (name == "neg" || name == "abs" || name == "sqrt") {
-      r = op1(b, name == "neg" ? "neg" : (name == "abs" ? "abs" : "sqrt"), value(b, op.operand(0)).stored);
+      r = op1(b, name == "neg" ? "neg" : (name == "abs" ? "abs" : "sqrt"), f32(0));
     }
     if (r) {
-      values_[op.result(0)] = LaneValue{r, decode(b, r)};
+      ir::Value* stored = p.storage == DType::fp32 ? r : cast(b, r, p);
+      values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
       return;
     }
   }

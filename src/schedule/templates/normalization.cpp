@@ -18,6 +18,14 @@
 // the canonical sum bit for bit; output passes are strided over the lanes
 // (coalesced on a GPU).
 //
+// With the `row_vector` knob V > 1 as well (CUDA executables, rows along the
+// last axis), a lane reads its elements in runs of V consecutive ones
+// (docs/design/0018): each pass steps over runs V * L apart, a whole run
+// loads each row buffer it reads with one tile.load_vector and writes each
+// result with one tile.store_vector, its V elements' steps computed in
+// order between; the run at the row's end takes the element form. Sums run
+// blocked_sum_cooperative_runs, which keeps the canonical order.
+//
 // Every intermediate is rounded to the accumulation type exactly where the
 // reference rounds it, with the same power-of-two scalings, and sums follow
 // the canonical order the reference follows too (lower_to_tile.h), so rows
@@ -57,11 +65,20 @@ class NormalizationBuilder {
   TileKernel build() {
     row_lanes_ = kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
     coop_ = row_lanes_ > 1;
+    run_ = kernel_.attrs().has("row_vector") ? kernel_.attrs().get_int("row_vector") : 1;
+    if (run_ < 1 || run_ > kReductionStrands || kReductionStrands % run_ != 0) {
+      raise(ErrorCode::ArgumentInvalid, "normalization kernel with row_vector " + std::to_string(run_) +
+                                            "; expected a power of two from 1 to " + std::to_string(kReductionStrands),
+            kernel_.location());
+    }
     const std::int64_t lanes =
         coop_ ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     const Value* x = root_.operand(0);
     const std::size_t rank = x->type().rank();
     axis_ = graph::normalize_axis(root_.attrs().get_int("axis"), rank);
+    // Runs need a contiguous row (the last axis) and lanes sharing it, in
+    // whole strand groups.
+    if (!coop_ || static_cast<std::size_t>(axis_) + 1 != rank || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
     acc_ = default_policy(root_.result(0)->type().policy.accum);
     const std::size_t num_in = body_.num_arguments();
 
@@ -96,6 +113,7 @@ class NormalizationBuilder {
     std::vector<Value*> dims;
     for (std::size_t d = 0; d < rank; ++d) dims.push_back(fb.argument(num_in + num_out + d));
     out_buffer_ = fb.argument(num_in);
+    x_buffer_ = fb.argument(x_index);
     for (std::size_t k = 1; k < root_.num_operands(); ++k) params_.push_back(fb.argument(index_of(root_.operand(k))));
     if (linear_) {
       for (std::size_t j = 0; j < num_out; ++j) {
@@ -167,7 +185,7 @@ class NormalizationBuilder {
   }
 
   // ---- small pieces ----
-  Value* x64(ir::OpBuilder& b, Value* r) { return LaneProgram::decode(b, row_->load(b, r)); }
+  Value* x64(ir::OpBuilder& b, Value* r) { return LaneProgram::decode(b, row_elem(b, x_buffer_, r)); }
   // A stored value at the accumulation type. When the storage is that type
   // the value is used as loaded: decoding to fp64 and rounding back is the
   // identity, and it cost two conversions per element.
@@ -175,9 +193,97 @@ class NormalizationBuilder {
     if (stored->type().dtype() != acc_.storage) return to_acc(b, LaneProgram::decode(b, stored));
     return stored->type().policy == acc_ ? stored : cast(b, stored, acc_);
   }
-  Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_->load(b, r)); }
+  Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_elem(b, x_buffer_, r)); }
   // A row element for exact folds (exact_fold_value).
-  Value* x_exact(ir::OpBuilder& b, Value* r) { return exact_fold_value(b, row_->load(b, r)); }
+  Value* x_exact(ir::OpBuilder& b, Value* r) { return exact_fold_value(b, row_elem(b, x_buffer_, r)); }
+
+  // ---- runs (see the top of the file) ----
+  // The run being built: its elements' row indices, the element whose
+  // steps are being emitted, the runs loaded so far (row buffers at the
+  // row's offsets, parameters at the row index) and each written buffer's
+  // values.
+  struct Run {
+    Value* r0 = nullptr;
+    std::vector<Value*> r;
+    std::size_t k = 0;
+    std::vector<std::pair<Value*, std::vector<Value*>>> row_loads, param_loads, stores;
+  };
+  std::optional<Run> run_state_;
+
+  static std::vector<Value*>& entry(std::vector<std::pair<Value*, std::vector<Value*>>>& list, Value* buffer) {
+    for (auto& [buf, values] : list)
+      if (buf == buffer) return values;
+    list.emplace_back(buffer, std::vector<Value*>{});
+    return list.back().second;
+  }
+  // The element of run element `r`, from the run's one load of `buffer`
+  // (made where first asked for: the run's steps are straight-line code in
+  // one block, so it comes before every use).
+  Value* run_value(ir::OpBuilder& b, std::vector<std::pair<Value*, std::vector<Value*>>>& list, Value* buffer,
+                   Value* start, Value* r) {
+    Run& run = *run_state_;
+    if (run.r.at(run.k) != r) raise(ErrorCode::Internal, "normalization run: a step read an element of another run");
+    std::vector<Value*>& values = entry(list, buffer);
+    if (values.empty()) {
+      ir::Operation* load = b.create("tile.load_vector", {buffer, start}, {{"count", run_}});
+      for (std::size_t e = 0; e < load->num_results(); ++e) values.push_back(load->result(e));
+    }
+    return values.at(run.k);
+  }
+  // Element r of the row of `buffer` (x, the second operand, a result read back).
+  Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
+    if (run_state_) return run_value(b, run_state_->row_loads, buffer, row_->offset(b, run_state_->r0), r);
+    return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
+  }
+  void store_elem(ir::OpBuilder& b, Value* buffer, Value* index, Value* value) {
+    if (!run_state_) {
+      b.create("tile.store_elem", {buffer, index, value});
+      return;
+    }
+    std::vector<Value*>& values = entry(run_state_->stores, buffer);
+    values.resize(static_cast<std::size_t>(run_));
+    values.at(run_state_->k) = value;
+  }
+  // The steps of the run of elements [r0, r0 + V) (all in the row), element
+  // by element, then one store per written buffer.
+  void run_elements(ir::OpBuilder& b, Value* r0, const std::function<void(ir::OpBuilder&, Value*, std::size_t)>& each) {
+    run_state_.emplace();
+    run_state_->r0 = r0;
+    for (std::int64_t k = 0; k < run_; ++k) run_state_->r.push_back(k == 0 ? r0 : index_op(b, "add", r0, integer(b, k)));
+    for (std::size_t k = 0; k < run_state_->r.size(); ++k) {
+      run_state_->k = k;
+      each(b, run_state_->r[k], k);
+    }
+    Run run = std::move(*run_state_);
+    run_state_.reset();
+    for (auto& [buffer, values] : run.stores) {
+      for (Value* v : values)
+        if (!v) raise(ErrorCode::Internal, "normalization run: an element of the run did not write its buffer");
+      std::vector<Value*> operands{buffer, row_->offset(b, r0)};
+      operands.insert(operands.end(), values.begin(), values.end());
+      b.create("tile.store_vector", operands);
+    }
+  }
+  // Lane runs over [0, end): whole runs through `whole`, the row's last
+  // (partial) run element by element through `part` (r, and the element's
+  // guard). Returns the loop.
+  using RunFn = std::function<std::vector<Value*>(ir::OpBuilder&, Value* r0, std::span<Value* const> carried)>;
+  ir::Operation* run_loop(ir::OpBuilder& b, Value* end, std::vector<Value*> inits, const RunFn& whole, const RunFn& part) {
+    Value* first = op2(b, "mul", lid_, integer(b, run_));
+    return tile::build_for(b, first, end, integer(b, row_lanes_ * run_), inits,
+                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                             Value* r0 = a[0];
+                             std::vector<Value*> carried(a.begin() + 1, a.end());
+                             ir::Operation* next = tile::build_if(
+                                 lb, cmp(lb, "le", op2(lb, "add", r0, integer(lb, run_)), end), carried,
+                                 [&](ir::OpBuilder& wb, std::span<Value* const> c) { return whole(wb, r0, c); },
+                                 [&](ir::OpBuilder& pb, std::span<Value* const> c) { return part(pb, r0, c); });
+                             next->attrs().set("likely", true);
+                             std::vector<Value*> results;
+                             for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
+                             return results;
+                           });
+  }
   Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
   Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
   Value* acc_real(ir::OpBuilder& b, double v) { return tile::build_real(b, v, acc_); }
@@ -215,7 +321,7 @@ class NormalizationBuilder {
     if (p.rounding == Rounding::nearest_even && p.overflow == Overflow::inf_nan && p.storage == acc_.storage &&
         acc_value->type().dtype() == acc_.storage) {
       // Already the stored value: no round trip through fp64.
-      b.create("tile.store_elem", {buffer, index, acc_value->type().policy == p ? acc_value : cast(b, acc_value, p)});
+      store_elem(b, buffer, index, acc_value->type().policy == p ? acc_value : cast(b, acc_value, p));
       return;
     }
     // `index` is the element's flat index in the result (the input's shape):
@@ -223,7 +329,7 @@ class NormalizationBuilder {
     const LaneValue v = p.rounding == Rounding::stochastic
                             ? LaneProgram::finish_stochastic(b, to64(b, acc_value), p, true, index, 0)
                             : LaneProgram::finish(b, to64(b, acc_value), p);
-    b.create("tile.store_elem", {buffer, index, v.stored});
+    store_elem(b, buffer, index, v.stored);
   }
 
   // ---- passes over the row: one lane, or the group's lanes together ----
@@ -238,10 +344,31 @@ class NormalizationBuilder {
     // One lane: strands (the folds here, max, or and counts, are exact, so
     // any order gives the same values).
     if (!coop_) return strand_fold(b, integer(b, 0), end, std::move(inits), step, combine);
-    ir::Operation* loop = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits,
-                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                                            return step(lb, a[0], a.subspan(1));
-                                          });
+    ir::Operation* loop = nullptr;
+    if (run_ > 1) {
+      loop = run_loop(
+          b, end, inits,
+          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const> c) {
+            std::vector<Value*> cur(c.begin(), c.end());
+            run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t) { cur = step(eb, r, cur); });
+            return cur;
+          },
+          [&](ir::OpBuilder& pb, Value* r0, std::span<Value* const> c) {
+            std::vector<Value*> cur(c.begin(), c.end());
+            for (std::int64_t k = 0; k < run_; ++k) {
+              Value* r = op2(pb, "add", r0, integer(pb, k));
+              ir::Operation* one = tile::build_if(
+                  pb, cmp(pb, "lt", r, end), cur, [&](ir::OpBuilder& ob, std::span<Value* const> x) { return step(ob, r, x); },
+                  [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>(x.begin(), x.end()); });
+              for (std::size_t j = 0; j < cur.size(); ++j) cur[j] = one->result(j);
+            }
+            return cur;
+          });
+    } else {
+      loop = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+        return step(lb, a[0], a.subspan(1));
+      });
+    }
     // Each lane's values to shared memory; lane 0 folds them in lane order
     // into slot L; every lane reads slot L.
     std::vector<Value*> arrays;
@@ -269,6 +396,22 @@ class NormalizationBuilder {
 
   // A pass without carried values (the output pass): strided over the lanes.
   void each_element(ir::OpBuilder& b, const std::function<void(ir::OpBuilder&, Value*)>& body) {
+    if (run_ > 1) {
+      run_loop(
+          b, length_, {},
+          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const>) {
+            run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t) { body(eb, r); });
+            return std::vector<Value*>{};
+          },
+          [&](ir::OpBuilder& pb, Value* r0, std::span<Value* const>) {
+            for (std::int64_t k = 0; k < run_; ++k) {
+              Value* r = op2(pb, "add", r0, integer(pb, k));
+              if_then(pb, cmp(pb, "lt", r, length_), [&](ir::OpBuilder& ob) { body(ob, r); });
+            }
+            return std::vector<Value*>{};
+          });
+      return;
+    }
     Value* from = coop_ ? lid_ : integer(b, 0);
     Value* step = integer(b, coop_ ? row_lanes_ : 1);
     tile::build_for(b, from, length_, step, {}, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
@@ -282,13 +425,23 @@ class NormalizationBuilder {
   // sums in order, exactly as blocked_sum's middle loop does.
   Value* sum(ir::OpBuilder& b, const SumStep& step) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
+    if (run_ > 1) {
+      return blocked_sum_cooperative_runs(
+          b, length_, acc_, step,
+          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const> accs) {
+            std::vector<Value*> out(accs.begin(), accs.end());
+            run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t k) { out[k] = step(eb, r, out[k]); });
+            return out;
+          },
+          lid_, row_lanes_, run_);
+    }
     return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
   }
 
   // Operand 1 of softmax_linear and norm_linear (the row's shape, so read at
   // the row's offsets), at the accumulation type.
   Value* second_at(ir::OpBuilder& b, Value* r) {
-    return at_acc(b, tile::build(b, "tile.load_elem", {params_.at(0), row_->offset(b, r)}));
+    return at_acc(b, row_elem(b, params_.at(0), r));
   }
 
   // Max (NaN ignored, as std::max), NaN seen (bool), and the count of +inf
@@ -457,8 +610,7 @@ class NormalizationBuilder {
               },
               [&](ir::OpBuilder& fb) {
                 each_element(fb, [&](ir::OpBuilder& lb, Value* r) {
-                  Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem",
-                                                                                      {out_buffer_, row_->offset(lb, r)})))
+                  Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)))
                                     : shifted_exp(lb, r, m_acc);
                   store(lb, row_->offset(lb, r), op2(lb, "div", e, s));
                 });
@@ -498,7 +650,7 @@ class NormalizationBuilder {
       });
       each_element(pb, [&](ir::OpBuilder& lb, Value* r) {
         Value* at = row_->offset(lb, r);
-        Value* y = to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {y_home, at})));
+        Value* y = to_acc(lb, LaneProgram::decode(lb, row_elem(lb, y_home, r)));
         store_to(lb, out_buffer_, dx_policy, at, op2(lb, "mul", y, op2(lb, "sub", second_at(lb, r), s2)));
       });
     };
@@ -512,7 +664,7 @@ class NormalizationBuilder {
         },
         [&](ir::OpBuilder& cb) {
           linear_passes(cb, [&](ir::OpBuilder& lb, Value* r) {
-            Value* e = to_acc(lb, LaneProgram::decode(lb, tile::build(lb, "tile.load_elem", {out_buffer_, row_->offset(lb, r)})));
+            Value* e = to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)));
             return op2(lb, "div", e, s);
           });
         },
@@ -656,7 +808,9 @@ class NormalizationBuilder {
   }
 
   Value* param(ir::OpBuilder& b, std::size_t k, Value* r) {
-    return to_acc(b, LaneProgram::decode(b, tile::build(b, "tile.load_elem", {params_[k], r})));
+    Value* stored = run_state_ ? run_value(b, run_state_->param_loads, params_[k], run_state_->r0, r)
+                               : tile::build(b, "tile.load_elem", {params_[k], r});
+    return to_acc(b, LaneProgram::decode(b, stored));
   }
 
   const ir::Operation& kernel_;
@@ -668,6 +822,8 @@ class NormalizationBuilder {
   NumericsPolicy acc_;
   std::optional<RowIndex> row_;
   std::int64_t row_lanes_ = 1;
+  std::int64_t run_ = 1;  // elements per run (row_vector)
+  Value* x_buffer_ = nullptr;
   bool coop_ = false;
   Value* lid_ = nullptr;
   Value* length_ = nullptr;

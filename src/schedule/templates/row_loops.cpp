@@ -210,5 +210,109 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   return outer->result(0);
 }
 
+Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,
+                                    const SumStep& step, const RunSumStep& run_step, Value* lane, std::int64_t lanes,
+                                    std::int64_t run) {
+  const std::int64_t S = kReductionStrands;
+  const std::int64_t groups = S / run;  // lanes per block
+  if (run < 1 || S % run != 0 || lanes % groups != 0) {
+    raise(ErrorCode::Internal, "blocked_sum_cooperative_runs: runs of " + std::to_string(run) + " over " +
+                                   std::to_string(lanes) + " lanes");
+  }
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
+  Value* zero = acc_real(b, 0.0);
+  Value* block = integer(b, kReductionBlock);
+  auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
+  Value* num_blocks = ceil_div(length);
+  Value* num_super = ceil_div(num_blocks);
+  Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
+  Value* slot = integer(b, kReductionBlock);
+  Value* group_part = shared_array(b, acc_policy, lanes);
+  const std::int64_t per_chunk = lanes / groups;  // blocks at a time
+  auto add = [](ir::OpBuilder& ab) { return [&ab](Value* x, Value* y) { return op2(ab, "add", x, y); }; };
+  ir::Operation* outer = tile::build_for(
+      b, integer(b, 0), num_super, integer(b, 1), {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+        Value* b_lo = index_op(sb, "mul", s[0], block);
+        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+        Value* my_block_offset = op2(sb, "div", lane, integer(sb, groups));
+        Value* my_group = op2(sb, "rem", lane, integer(sb, groups));
+        tile::build_for(sb, b_lo, b_hi, integer(sb, per_chunk), {}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+          Value* my_block = index_op(cb, "add", c[0], my_block_offset);
+          std::vector<Value*> zeros(static_cast<std::size_t>(run));
+          for (auto& z : zeros) z = acc_real(cb, 0.0);
+          ir::Operation* part = tile::build_if(
+              cb, cmp(cb, "lt", my_block, b_hi), {acc_real(cb, 0.0)},
+              [&](ir::OpBuilder& ib, std::span<Value* const>) {
+                Value* r_lo = index_op(ib, "mul", my_block, block);
+                Value* r_hi = op2(ib, "min", length, index_op(ib, "add", r_lo, block));
+                // This lane's runs: r_lo + (my_group + m * groups) * run.
+                Value* first = index_op(ib, "add", r_lo, index_op(ib, "mul", my_group, integer(ib, run)));
+                ir::Operation* strands = tile::build_for(
+                    ib, first, r_hi, integer(ib, groups * run), zeros, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
+                      Value* r0 = e[0];
+                      std::vector<Value*> accs(e.begin() + 1, e.end());
+                      ir::Operation* next = tile::build_if(
+                          eb, cmp(eb, "le", op2(eb, "add", r0, integer(eb, run)), r_hi), accs,
+                          [&](ir::OpBuilder& wb, std::span<Value* const> a) { return run_step(wb, r0, a); },
+                          [&](ir::OpBuilder& tb, std::span<Value* const> a) {
+                            // The row's last run: the elements that exist.
+                            std::vector<Value*> out(a.begin(), a.end());
+                            for (std::int64_t k = 0; k < run; ++k) {
+                              Value* r = op2(tb, "add", r0, integer(tb, k));
+                              ir::Operation* one = tile::build_if(
+                                  tb, cmp(tb, "lt", r, r_hi), {out[static_cast<std::size_t>(k)]},
+                                  [&](ir::OpBuilder& ob, std::span<Value* const> x) {
+                                    return std::vector<Value*>{step(ob, r, x[0])};
+                                  },
+                                  [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>{x[0]}; });
+                              out[static_cast<std::size_t>(k)] = one->result(0);
+                            }
+                            return out;
+                          });
+                      next->attrs().set("likely", true);
+                      std::vector<Value*> results;
+                      for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
+                      return results;
+                    });
+                std::vector<Value*> level;
+                for (std::size_t k = 0; k < strands->num_results(); ++k) level.push_back(strands->result(k));
+                return std::vector<Value*>{pairwise_tree(std::move(level), add(ib))};
+              },
+              [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
+          cb.create("tile.store_elem", {group_part, lane, part->result(0)});
+          cb.create("tile.barrier", {});
+          Value* combined_block = index_op(cb, "add", c[0], lane);
+          Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
+          if_then(cb, combines, [&](ir::OpBuilder& tb) {
+            std::vector<Value*> level;
+            Value* first = index_op(tb, "mul", lane, integer(tb, groups));
+            for (std::int64_t k = 0; k < groups; ++k)
+              level.push_back(tile::build(tb, "tile.load_elem", {group_part, index_op(tb, "add", first, integer(tb, k))}));
+            tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), pairwise_tree(std::move(level), add(tb))});
+          });
+          // The group partials are read before the next chunk writes them.
+          cb.create("tile.barrier", {});
+          return std::vector<Value*>{};
+        });
+        sb.create("tile.barrier", {});
+        if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
+          ir::Operation* mid = tile::build_for(
+              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
+              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
+                return std::vector<Value*>{op2(kb, "add", k[1], part)};
+              });
+          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
+        });
+        sb.create("tile.barrier", {});
+        Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
+        // Every lane has read the slot before the next superblock writes partials.
+        sb.create("tile.barrier", {});
+        return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
+      });
+  return outer->result(0);
+}
+
 }  // namespace tessera::schedule::templates
 

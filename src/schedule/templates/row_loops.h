@@ -62,6 +62,21 @@ ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy
 ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
                                    const SumStep& step, ir::Value* lane, std::int64_t lanes);
 
+// blocked_sum_cooperative for a row read in runs of `run` consecutive
+// elements (a power of two dividing kReductionStrands): a block's strands
+// fall into S / run groups of `run` consecutive strands, and a lane takes
+// one group of one block: its runs g, g + S/run, .. of the block feed its
+// `run` strands in order (`run_step`: the run at r0 folded into the
+// accumulators of strands r0 mod S .. + run - 1), the lane's group sum is
+// the canonical tree over its strands, and the groups' sums combine by the
+// tree's upper levels. A run past the row's end takes `step` per element.
+// The same bits as blocked_sum (the tree over S strands is the tree over
+// aligned groups of strands). Needs lanes a multiple of S / run.
+using RunSumStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::span<ir::Value* const> accs)>;
+ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
+                                        const SumStep& step, const RunSumStep& run_step, ir::Value* lane,
+                                        std::int64_t lanes, std::int64_t run);
+
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);
 
