@@ -15,6 +15,9 @@ void register_builtin_dialect(Registry& registry) {
                 {.name = "shared_bytes", .kind = AttrKind::integer, .doc = "shared-memory budget in bytes"},
                 {.name = "source", .kind = AttrKind::string, .doc = "file:line of the kernel's definition"},
                 {.name = "shared_used", .kind = AttrKind::integer, .doc = "bytes planned by tile-plan-shared"},
+                {.name = "resident_groups", .kind = AttrKind::integer,
+                 .doc = "groups a GPU should fit on one multiprocessor at once (a register budget); absent = the "
+                        "backend's choice"},
                 {.name = "mesh", .kind = AttrKind::string, .doc = "a sharded function's mesh axes and sizes, \"dp=2, tp=4\""}},
       .num_results = 0,
       .infer = [](std::span<const Type>, const AttrMap&) { return std::vector<Type>{}; },

@@ -12,6 +12,7 @@ ir::Operation* build_kernel(ir::Module& module, std::string name,
   func->attrs().set("kernel", true);
   if (options.group_shape) func->attrs().set("group_shape", *options.group_shape);
   if (options.shared_bytes) func->attrs().set("shared_bytes", *options.shared_bytes);
+  if (options.resident_groups) func->attrs().set("resident_groups", *options.resident_groups);
   if (!options.source.empty()) func->attrs().set("source", options.source);
   ir::Block& body = ir::function_body(*func);
   for (const auto& [param, type] : params) {

@@ -35,6 +35,7 @@ namespace tessera::tile {
 struct KernelOptions {
   std::optional<std::vector<std::int64_t>> group_shape;  // absent: one tile per group
   std::optional<std::int64_t> shared_bytes;              // absent: the backend's default
+  std::optional<std::int64_t> resident_groups;           // absent: the backend's choice (see builtin func)
   std::string source;                                    // "file:line" of the definition, or empty
 };
 

@@ -56,6 +56,10 @@ constexpr std::int64_t kNoExponent = std::numeric_limits<int>::min() / 2;  // th
 // Shared memory of a cooperative kernel: at most two fold passes of three
 // arrays of L + 1 eight-byte values (L <= 256) and two block-sum arrays.
 constexpr std::int64_t kCoopSharedBytes = 40 * 1024;
+// Runs a lane has in flight at once (run_loop, blocked_sum_cooperative_runs).
+constexpr std::int64_t kRunsAhead = 4;
+// Lanes of cooperative rows in runs a multiprocessor should hold at once.
+constexpr std::int64_t kResidentLanes = 512;
 
 class NormalizationBuilder {
  public:
@@ -106,7 +110,14 @@ class NormalizationBuilder {
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
-    if (coop_) options.shared_bytes = kCoopSharedBytes;
+    if (coop_) {
+      options.shared_bytes = kCoopSharedBytes;
+      // Rows in runs keep several runs in flight per lane; with enough
+      // groups per multiprocessor (registers capped to fit them, measured
+      // without spills at 128 lanes) the loads of one group's passes
+      // overlap another's barriers.
+      if (run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentLanes / lanes);
+    }
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -249,6 +260,10 @@ class NormalizationBuilder {
   void run_elements(ir::OpBuilder& b, Value* r0, const std::function<void(ir::OpBuilder&, Value*, std::size_t)>& each) {
     run_state_.emplace();
     run_state_->r0 = r0;
+    if (auto it = preloads_.find(r0); it != preloads_.end()) {
+      run_state_->row_loads.emplace_back(x_buffer_, it->second);
+      preloads_.erase(it);
+    }
     for (std::int64_t k = 0; k < run_; ++k) run_state_->r.push_back(k == 0 ? r0 : index_op(b, "add", r0, integer(b, k)));
     for (std::size_t k = 0; k < run_state_->r.size(); ++k) {
       run_state_->k = k;
@@ -264,25 +279,77 @@ class NormalizationBuilder {
       b.create("tile.store_vector", operands);
     }
   }
-  // Lane runs over [0, end): whole runs through `whole`, the row's last
-  // (partial) run element by element through `part` (r, and the element's
-  // guard). Returns the loop.
+  // x's runs at r0s, loaded now, each taken by the run_elements of its r0:
+  // a lane's next runs are all in flight before the first is used (a run
+  // loaded where first used waits a memory latency per run).
+  void preload_x(ir::OpBuilder& b, const std::vector<Value*>& r0s) {
+    for (Value* r0 : r0s) {
+      ir::Operation* load = b.create("tile.load_vector", {x_buffer_, row_->offset(b, r0)}, {{"count", run_}});
+      std::vector<Value*>& values = preloads_[r0];
+      for (std::size_t e = 0; e < load->num_results(); ++e) values.push_back(load->result(e));
+    }
+  }
+  // A run's step: whole runs (all their elements in the row) or the row's
+  // last, partial run.
   using RunFn = std::function<std::vector<Value*>(ir::OpBuilder&, Value* r0, std::span<Value* const> carried)>;
+  std::vector<Value*> one_run(ir::OpBuilder& b, Value* r0, Value* end, std::span<Value* const> carried,
+                              const RunFn& whole, const RunFn& part) {
+    ir::Operation* next = tile::build_if(
+        b, cmp(b, "le", op2(b, "add", r0, integer(b, run_)), end), std::vector<Value*>(carried.begin(), carried.end()),
+        [&](ir::OpBuilder& wb, std::span<Value* const> c) { return whole(wb, r0, c); },
+        [&](ir::OpBuilder& pb, std::span<Value* const> c) { return part(pb, r0, c); });
+    next->attrs().set("likely", true);
+    std::vector<Value*> results;
+    for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
+    return results;
+  }
+  // Lane runs over [0, end), kRunsAhead at a time (L runs apart): when all
+  // are whole, x's runs are preloaded and each goes through `whole`;
+  // otherwise each run is whole or the row's last, partial run (`part`).
   ir::Operation* run_loop(ir::OpBuilder& b, Value* end, std::vector<Value*> inits, const RunFn& whole, const RunFn& part) {
+    const std::int64_t stride = row_lanes_ * run_;
     Value* first = op2(b, "mul", lid_, integer(b, run_));
-    return tile::build_for(b, first, end, integer(b, row_lanes_ * run_), inits,
-                           [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                             Value* r0 = a[0];
-                             std::vector<Value*> carried(a.begin() + 1, a.end());
-                             ir::Operation* next = tile::build_if(
-                                 lb, cmp(lb, "le", op2(lb, "add", r0, integer(lb, run_)), end), carried,
-                                 [&](ir::OpBuilder& wb, std::span<Value* const> c) { return whole(wb, r0, c); },
-                                 [&](ir::OpBuilder& pb, std::span<Value* const> c) { return part(pb, r0, c); });
-                             next->attrs().set("likely", true);
-                             std::vector<Value*> results;
-                             for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
-                             return results;
-                           });
+    return tile::build_for(
+        b, first, end, integer(b, stride * kRunsAhead), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* r0 = a[0];
+          std::vector<Value*> carried(a.begin() + 1, a.end());
+          auto r0_of = [&](ir::OpBuilder& ib, std::int64_t u) {
+            return u == 0 ? r0 : index_op(ib, "add", r0, integer(ib, u * stride));
+          };
+          Value* last_end = op2(lb, "add", r0, integer(lb, (kRunsAhead - 1) * stride + run_));
+          ir::Operation* next = tile::build_if(
+              lb, cmp(lb, "le", last_end, end), carried,
+              [&](ir::OpBuilder& wb, std::span<Value* const> c) {
+                std::vector<Value*> r0s, cur(c.begin(), c.end());
+                for (std::int64_t u = 0; u < kRunsAhead; ++u) r0s.push_back(r0_of(wb, u));
+                preload_x(wb, r0s);
+                for (Value* r : r0s) cur = whole(wb, r, cur);
+                return cur;
+              },
+              [&](ir::OpBuilder& pb, std::span<Value* const> c) {
+                // The row's end: the runs one at a time (a loop, so their
+                // code is not repeated kRunsAhead times).
+                ir::Operation* tail = tile::build_for(
+                    pb, integer(pb, 0), integer(pb, kRunsAhead), integer(pb, 1),
+                    std::vector<Value*>(c.begin(), c.end()), [&](ir::OpBuilder& tb, std::span<Value* const> t) {
+                      Value* ru = index_op(tb, "add", r0, index_op(tb, "mul", t[0], integer(tb, stride)));
+                      ir::Operation* exists = tile::build_if(
+                          tb, cmp(tb, "lt", ru, end), std::vector<Value*>(t.begin() + 1, t.end()),
+                          [&](ir::OpBuilder& eb, std::span<Value* const> x) { return one_run(eb, ru, end, x, whole, part); },
+                          [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>(x.begin(), x.end()); });
+                      std::vector<Value*> results;
+                      for (std::size_t k = 0; k < exists->num_results(); ++k) results.push_back(exists->result(k));
+                      return results;
+                    });
+                std::vector<Value*> cur;
+                for (std::size_t k = 0; k < tail->num_results(); ++k) cur.push_back(tail->result(k));
+                return cur;
+              });
+          next->attrs().set("likely", true);
+          std::vector<Value*> results;
+          for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
+          return results;
+        });
   }
   Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
   Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
@@ -433,7 +500,7 @@ class NormalizationBuilder {
             run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t k) { out[k] = step(eb, r, out[k]); });
             return out;
           },
-          lid_, row_lanes_, run_);
+          [&](ir::OpBuilder& wb, const std::vector<Value*>& r0s) { preload_x(wb, r0s); }, lid_, row_lanes_, run_);
     }
     return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
   }
@@ -824,6 +891,7 @@ class NormalizationBuilder {
   std::int64_t row_lanes_ = 1;
   std::int64_t run_ = 1;  // elements per run (row_vector)
   Value* x_buffer_ = nullptr;
+  std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
   Value* lid_ = nullptr;
   Value* length_ = nullptr;

@@ -211,8 +211,8 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,
-                                    const SumStep& step, const RunSumStep& run_step, Value* lane, std::int64_t lanes,
-                                    std::int64_t run) {
+                                    const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
+                                    Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead) {
   const std::int64_t S = kReductionStrands;
   const std::int64_t groups = S / run;  // lanes per block
   if (run < 1 || S % run != 0 || lanes % groups != 0) {
@@ -248,32 +248,72 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
                 Value* r_hi = op2(ib, "min", length, index_op(ib, "add", r_lo, block));
                 // This lane's runs: r_lo + (my_group + m * groups) * run.
                 Value* first = index_op(ib, "add", r_lo, index_op(ib, "mul", my_group, integer(ib, run)));
+                const std::int64_t stride = groups * run;  // between a lane's runs
+                auto results_of = [](ir::Operation* op) {
+                  std::vector<Value*> results;
+                  for (std::size_t k = 0; k < op->num_results(); ++k) results.push_back(op->result(k));
+                  return results;
+                };
+                // One run at r0 (which exists): whole, or the row's last run,
+                // element by element where the elements exist.
+                auto one_run = [&](ir::OpBuilder& eb, Value* r0, std::span<Value* const> accs) {
+                  ir::Operation* next = tile::build_if(
+                      eb, cmp(eb, "le", op2(eb, "add", r0, integer(eb, run)), r_hi),
+                      std::vector<Value*>(accs.begin(), accs.end()),
+                      [&](ir::OpBuilder& wb, std::span<Value* const> a) { return run_step(wb, r0, a); },
+                      [&](ir::OpBuilder& tb, std::span<Value* const> a) {
+                        std::vector<Value*> out(a.begin(), a.end());
+                        for (std::int64_t k = 0; k < run; ++k) {
+                          Value* r = op2(tb, "add", r0, integer(tb, k));
+                          ir::Operation* one = tile::build_if(
+                              tb, cmp(tb, "lt", r, r_hi), {out[static_cast<std::size_t>(k)]},
+                              [&](ir::OpBuilder& ob, std::span<Value* const> x) {
+                                return std::vector<Value*>{step(ob, r, x[0])};
+                              },
+                              [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>{x[0]}; });
+                          out[static_cast<std::size_t>(k)] = one->result(0);
+                        }
+                        return out;
+                      });
+                  next->attrs().set("likely", true);
+                  return results_of(next);
+                };
                 ir::Operation* strands = tile::build_for(
-                    ib, first, r_hi, integer(ib, groups * run), zeros, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
+                    ib, first, r_hi, integer(ib, stride * ahead), zeros, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
                       Value* r0 = e[0];
-                      std::vector<Value*> accs(e.begin() + 1, e.end());
+                      auto r0_of = [&](ir::OpBuilder& ob, std::int64_t u) {
+                        return u == 0 ? r0 : index_op(ob, "add", r0, integer(ob, u * stride));
+                      };
+                      Value* last_end = op2(eb, "add", r0, integer(eb, (ahead - 1) * stride + run));
                       ir::Operation* next = tile::build_if(
-                          eb, cmp(eb, "le", op2(eb, "add", r0, integer(eb, run)), r_hi), accs,
-                          [&](ir::OpBuilder& wb, std::span<Value* const> a) { return run_step(wb, r0, a); },
-                          [&](ir::OpBuilder& tb, std::span<Value* const> a) {
-                            // The row's last run: the elements that exist.
-                            std::vector<Value*> out(a.begin(), a.end());
-                            for (std::int64_t k = 0; k < run; ++k) {
-                              Value* r = op2(tb, "add", r0, integer(tb, k));
-                              ir::Operation* one = tile::build_if(
-                                  tb, cmp(tb, "lt", r, r_hi), {out[static_cast<std::size_t>(k)]},
-                                  [&](ir::OpBuilder& ob, std::span<Value* const> x) {
-                                    return std::vector<Value*>{step(ob, r, x[0])};
-                                  },
-                                  [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>{x[0]}; });
-                              out[static_cast<std::size_t>(k)] = one->result(0);
-                            }
-                            return out;
+                          eb, cmp(eb, "le", last_end, r_hi), std::vector<Value*>(e.begin() + 1, e.end()),
+                          [&](ir::OpBuilder& wb, std::span<Value* const> a) {
+                            // All `ahead` runs whole: their loads first, then their steps in order.
+                            std::vector<Value*> r0s, accs(a.begin(), a.end());
+                            for (std::int64_t u = 0; u < ahead; ++u) r0s.push_back(r0_of(wb, u));
+                            preload(wb, r0s);
+                            for (Value* r : r0s) accs = run_step(wb, r, accs);
+                            return accs;
+                          },
+                          [&](ir::OpBuilder& pb, std::span<Value* const> a) {
+                            // The block's end: the runs one at a time (a loop,
+                            // so their code is not repeated `ahead` times).
+                            ir::Operation* tail = tile::build_for(
+                                pb, integer(pb, 0), integer(pb, ahead), integer(pb, 1),
+                                std::vector<Value*>(a.begin(), a.end()), [&](ir::OpBuilder& tb, std::span<Value* const> t) {
+                                  Value* ru = index_op(tb, "add", r0, index_op(tb, "mul", t[0], integer(tb, stride)));
+                                  ir::Operation* exists = tile::build_if(
+                                      tb, cmp(tb, "lt", ru, r_hi), std::vector<Value*>(t.begin() + 1, t.end()),
+                                      [&](ir::OpBuilder& xb, std::span<Value* const> x) { return one_run(xb, ru, x); },
+                                      [](ir::OpBuilder&, std::span<Value* const> x) {
+                                        return std::vector<Value*>(x.begin(), x.end());
+                                      });
+                                  return results_of(exists);
+                                });
+                            return results_of(tail);
                           });
                       next->attrs().set("likely", true);
-                      std::vector<Value*> results;
-                      for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
-                      return results;
+                      return results_of(next);
                     });
                 std::vector<Value*> level;
                 for (std::size_t k = 0; k < strands->num_results(); ++k) level.push_back(strands->result(k));

@@ -72,10 +72,14 @@ ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const Nu
 // tree's upper levels. A run past the row's end takes `step` per element.
 // The same bits as blocked_sum (the tree over S strands is the tree over
 // aligned groups of strands). Needs lanes a multiple of S / run.
+// A lane's runs are taken `ahead` at a time: when all are whole, `preload`
+// first gets their starts (to issue their loads together), then each goes
+// through run_step.
 using RunSumStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::span<ir::Value* const> accs)>;
+using RunPreload = std::function<void(ir::OpBuilder& b, const std::vector<ir::Value*>& r0s)>;
 ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
-                                        const SumStep& step, const RunSumStep& run_step, ir::Value* lane,
-                                        std::int64_t lanes, std::int64_t run);
+                                        const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
+                                        ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead = 4);
 
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);

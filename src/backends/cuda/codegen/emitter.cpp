@@ -1048,8 +1048,16 @@ class Emitter {
     const bool two_blocks =
         wg_kernel_ && wg_slots_ <= 64 && out_.block_threads <= 512 && out_.shared_bytes * 2 <= 227 * 1024 - 2048;
     const bool tma = !out_.tma_maps.empty();
+    // A kernel asking for several resident groups (blocks) per
+    // multiprocessor gets registers to match: a memory-bound kernel's
+    // blocks then keep more loads in flight than a block's barriers allow.
+    std::int64_t min_blocks = two_blocks ? 2 : 0;
+    if (const ir::Attribute* r = func_.attrs().find("resident_groups"); r && !two_blocks) {
+      min_blocks = std::get<std::int64_t>(*r);
+    }
     // TMA reads its tensor maps from the parameter itself.
-    s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads << (two_blocks ? ", 2" : "") << ") "
+    s << "extern \"C\" __global__ void __launch_bounds__(" << out_.block_threads
+      << (min_blocks > 1 ? ", " + std::to_string(min_blocks) : std::string()) << ") "
       << kEntryName << "(const " << (tma ? "__grid_constant__ " : "") << "tsr::Params p) {\n";
     s << "  extern __shared__ __align__(" << (wg_kernel_ ? 1024 : 128) << ") unsigned char tsr_smem[];\n";
     s << "  constexpr int kThreads = " << out_.block_threads << ";\n";
