@@ -436,28 +436,39 @@ class NormalizationBuilder {
         return step(lb, a[0], a.subspan(1));
       });
     }
-    // Each lane's values to shared memory; lane 0 folds them in lane order
-    // into slot L; every lane reads slot L.
+    // Each lane's values to shared memory, folded by a tree over the lanes
+    // (the lanes past the largest power of two P <= L into the first ones,
+    // then halves: log2 P rounds, where one lane folding all L in turn kept
+    // the group waiting for L dependent steps); every lane reads entry 0.
+    // The folds are exact, so the tree gives the values any order gives.
     std::vector<Value*> arrays;
     for (std::size_t k = 0; k < inits.size(); ++k) {
-      arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_ + 1));
+      arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_));
       b.create("tile.store_elem", {arrays[k], lid_, loop->result(k)});
     }
     b.create("tile.barrier", {});
-    Value* slot = integer(b, row_lanes_);
-    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
-      ir::Operation* fold = tile::build_for(lb, integer(lb, 0), integer(lb, row_lanes_), integer(lb, 1), inits,
-                                            [&](ir::OpBuilder& fb, std::span<Value* const> a) {
-                                              std::vector<Value*> theirs;
-                                              for (Value* arr : arrays)
-                                                theirs.push_back(tile::build(fb, "tile.load_elem", {arr, a[0]}));
-                                              return combine(fb, a.subspan(1), theirs);
-                                            });
-      for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], slot, fold->result(k)});
-    });
-    b.create("tile.barrier", {});
+    std::int64_t pow2 = 1;
+    while (pow2 * 2 <= row_lanes_) pow2 *= 2;
+    auto fold_into = [&](std::int64_t active, std::int64_t distance) {
+      if_then(b, cmp(b, "lt", lid_, integer(b, active)), [&](ir::OpBuilder& lb) {
+        Value* other = index_op(lb, "add", lid_, integer(lb, distance));
+        std::vector<Value*> mine, theirs;
+        for (Value* arr : arrays) {
+          mine.push_back(tile::build(lb, "tile.load_elem", {arr, lid_}));
+          theirs.push_back(tile::build(lb, "tile.load_elem", {arr, other}));
+        }
+        const std::vector<Value*> folded = combine(lb, mine, theirs);
+        for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], lid_, folded[k]});
+      });
+      b.create("tile.barrier", {});
+    };
+    if (row_lanes_ > pow2) fold_into(row_lanes_ - pow2, pow2);
+    for (std::int64_t half = pow2 / 2; half >= 1; half /= 2) fold_into(half, half);
     std::vector<Value*> out;
-    for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, slot}));
+    for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, integer(b, 0)}));
+    // Every lane has read the result before a later pass writes shared
+    // memory that may reuse these arrays' space.
+    b.create("tile.barrier", {});
     return out;
   }
 

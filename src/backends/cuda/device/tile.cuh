@@ -207,6 +207,23 @@ __device__ __forceinline__ typename Traits<D>::storage encode_v(typename Traits<
   }
 }
 
+// encode_v for a lane value, which its dtype already holds exactly (every
+// op making a lane<bf16> rounds to bf16): a bf16 value is the top half of
+// its float, NaN mapped as encode_f32_nearest_even maps it (sign | 0x7fc0),
+// so the store is a shift and a NaN test where encode_v converts again.
+// A saturating store keeps encode_v (an infinity becomes the largest value).
+template <int D>
+__device__ __forceinline__ typename Traits<D>::storage encode_lane(typename Traits<D>::value v, int ov) {
+  if constexpr (D == kBf16) {
+    if (ov != kSaturate) {
+      const unsigned bits = __float_as_uint(v);
+      const unsigned short nan = (unsigned short)(((bits >> 16) & 0x8000u) | 0x7fc0u);
+      return (bits & 0x7fffffffu) > 0x7f800000u ? nan : (unsigned short)(bits >> 16);
+    }
+  }
+  return encode_v<D>(v, ov);
+}
+
 // ---- lane arithmetic ----
 
 __device__ __forceinline__ double nan_min(double a, double b) {
@@ -417,7 +434,7 @@ __device__ __forceinline__ void store(const GView<D, R>& v, const i64 (&idx)[R],
   i64 off = 0;
 #pragma unroll
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
-  if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = encode_v<D>(x, ov);
+  if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = encode_lane<D>(x, ov);
 }
 // ---- lane vectors (tile.load_vector, tile.store_vector) ----
 
@@ -479,7 +496,7 @@ __device__ __forceinline__ void store_vector(const GView<D, 1>& v, i64 i, const 
   if (Run::whole(v, i)) {
     typename Run::Bits bits;
 #pragma unroll
-    for (int k = 0; k < V; ++k) bits.elems[k] = encode_v<D>(x[k], ov);
+    for (int k = 0; k < V; ++k) bits.elems[k] = encode_lane<D>(x[k], ov);
     typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
 #pragma unroll
     for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
