@@ -54,13 +54,22 @@ void assign_tiles(ir::Operation& func);
 //   swizzled shared buffers in a 3-deep pipeline, wgmma on Hopper) unless
 //   $TESSERA_CUDA_GEMM_STAGED = 0; their bits follow the tensor cores'
 //   order (which the blocked form's mma.sync did not escape either);
-// - elementwise kernels get `lane_elements` = 4 on CUDA (each lane takes 4
-//   elements, a group's width apart), or $TESSERA_LANE_ELEMENTS on any target;
-// - normalization kernels get `row_lanes` lanes per row (a group per row)
-//   on CUDA, 128 or $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an
-//   H100: 3.4 ms a lane per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74
-//   with 256); on the CPU a lane per row unless $TESSERA_ROW_LANES says
-//   otherwise (tests run the cooperative form there).
+// - elementwise kernels get `lane_vector` on CUDA: runs of 16 bytes of the
+//   narrowest buffer per lane (at most 8 elements), read and written with
+//   tile.load_vector / tile.store_vector, one run per lane
+//   (`lane_elements` = 1); without runs `lane_elements` = 4 (each lane takes
+//   4 elements, a group's width apart). $TESSERA_LANE_VECTOR and
+//   $TESSERA_LANE_ELEMENTS set either on any target;
+// - normalization and reduction kernels over their trailing axes get
+//   `row_lanes` lanes per row (a group per row) on CUDA, 128 or
+//   $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an H100: 3.4 ms a lane
+//   per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74 with 256); over
+//   other axes a lane per output element (a strided row read by a group
+//   touches one element per sector). On the CPU a lane per row unless
+//   $TESSERA_ROW_LANES says otherwise (tests run the cooperative form there);
+// - cooperative normalization rows get `row_vector` on CUDA: runs of 16
+//   bytes of the row (at most 8 elements), or $TESSERA_ROW_VECTOR (a power
+//   of two up to 16) on any target.
 // Numerics do not change: the summation order depends on the shape alone.
 void set_target_knobs(ir::Operation& func, bool cuda);
 // The environment knobs that change what an executable compiles to (those
