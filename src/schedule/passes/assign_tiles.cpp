@@ -306,6 +306,8 @@ void set_tile_ir_knobs(ir::Operation& func) {
       k->attrs().erase("lane_elements");
       k->attrs().erase("lane_vector");
     }
+    // Runs are the PTX path's wide accesses; CUDA Tile IR moves tiles.
+    if (kernel_variant(*k) == "tile_ir") k->attrs().erase("row_vector");
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);
