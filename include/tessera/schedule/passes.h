@@ -60,12 +60,12 @@ void assign_tiles(ir::Operation& func);
 //   (`lane_elements` = 1); without runs `lane_elements` = 4 (each lane takes
 //   4 elements, a group's width apart). $TESSERA_LANE_VECTOR and
 //   $TESSERA_LANE_ELEMENTS set either on any target;
-// - normalization and reduction kernels over their trailing axes get
-//   `row_lanes` lanes per row (a group per row) on CUDA, 128 or
-//   $TESSERA_ROW_LANES (softmax_safe 4096^2 fp32 on an H100: 3.4 ms a lane
-//   per row, 0.63 ms with 32 lanes, 0.52 with 128, 0.74 with 256); over
-//   other axes a lane per output element (a strided row read by a group
-//   touches one element per sector). On the CPU a lane per row unless
+// - normalization and reduction kernels get `row_lanes` lanes per row (a
+//   group per row) on CUDA, 128 or $TESSERA_ROW_LANES (softmax_safe 4096^2
+//   fp32 on an H100: 3.4 ms a lane per row, 0.63 ms with 32 lanes, 0.52
+//   with 128, 0.74 with 256); also over leading axes, where a row is
+//   strided (a bias gradient: a lane per output element measured 2.4x
+//   slower, design 0018). On the CPU a lane per row unless
 //   $TESSERA_ROW_LANES says otherwise (tests run the cooperative form there);
 // - cooperative normalization rows get `row_vector` on CUDA: runs of 16
 //   bytes of the row (at most 8 elements), or $TESSERA_ROW_VECTOR (a power

@@ -7,7 +7,6 @@
 #include <optional>
 #include <string>
 
-#include "graph/shape_rules.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/support/error.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -153,31 +152,6 @@ std::int64_t cuda_row_vector(const ir::Operation& kernel) {
   return run;
 }
 
-// Whether a reduction or normalization kernel reduces its operand's
-// trailing axes, so each row's elements are contiguous: the lanes of a
-// cooperative row then read consecutive elements. Over other axes a row is
-// strided, and a group of lanes on one row would read one element per
-// memory sector, where a lane per output element (consecutive lanes on
-// consecutive outputs) reads whole sectors.
-bool reduces_trailing_axes(const ir::Operation& kernel) {
-  const ir::Operation& root = kernel_root_op(kernel);
-  const std::size_t rank = root.operand(0)->type().rank();
-  std::vector<std::int64_t> axes;
-  if (root.attrs().has("axes")) {
-    axes = graph::normalize_axes(root.attrs().get_ints("axes"), rank);
-    if (axes.empty()) return true;  // every axis
-  } else if (root.attrs().has("axis")) {
-    axes = {graph::normalize_axis(root.attrs().get_int("axis"), rank)};
-  } else {
-    return false;
-  }
-  std::sort(axes.begin(), axes.end());
-  for (std::size_t k = 0; k < axes.size(); ++k) {
-    if (axes[k] != static_cast<std::int64_t>(rank - axes.size() + k)) return false;
-  }
-  return true;
-}
-
 void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
   // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
@@ -243,10 +217,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // spmm: a lane per output element on CUDA, the form its GPU tests ran
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
-    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1 &&
-        (lanes_env || reduces_trailing_axes(*k))) {
-      k->attrs().set("row_lanes", row_lanes);
-    }
+    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_row_vector(*k));
     }
