@@ -101,12 +101,9 @@ func @h(%x: tensor<[4, 5000] fp32>) -> (tensor<[4, 5000] fp32>, tensor<[4] fp32>
   for (std::size_t k = 0; k < got.size(); ++k) expect_bitwise_equal(got[k], want[k], "result " + std::to_string(k));
 }
 
-// The cooperative form (a group of L lanes per row, the CUDA default) gives
-// the lane-per-row bits for every L: the same reference bits on rows of 200
-// with special values, and the same canonical sum on rows of 70000 (two
-// superblocks of block sums), also along an inner axis.
-TEST(ScheduleNormalization, CooperativeRowsGiveTheSameBitsForAnyLaneCount) {
-  const std::string text = R"(
+// Every row op over fp32 rows of length N: softmax, logsumexp, layernorm,
+// rmsnorm, softmax_linear and norm_linear (the cooperative tests' @c).
+const char* const kEveryRowOp = R"(
 func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>) {
   %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
   %1 = graph.logsumexp %x {axis = -1} : tensor<[R] fp32>
@@ -116,6 +113,14 @@ func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, 
   %5 = graph.norm_linear %x, %0 {axis = -1, eps = 1e-5, center = true} : tensor<[R, N] fp32>
   return %0, %1, %2, %3, %4, %5
 }
+)";
+
+// The cooperative form (a group of L lanes per row, the CUDA default) gives
+// the lane-per-row bits for every L: the same reference bits on rows of 200
+// with special values, and the same canonical sum on rows of 70000 (two
+// superblocks of block sums), also along an inner axis.
+TEST(ScheduleNormalization, CooperativeRowsGiveTheSameBitsForAnyLaneCount) {
+  const std::string text = std::string(kEveryRowOp) + R"(
 func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3, 6] fp32>) {
   %0 = graph.softmax_safe %x {axis = 1} : tensor<[3, 40, 6] fp32>
   %1 = graph.logsumexp %x {axis = 1} : tensor<[3, 6] fp32>
@@ -149,16 +154,7 @@ func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3,
 // in bf16 and fp32, with a layernorm's scale and shift read as runs too;
 // and the canonical sum's bits on rows of 70000.
 TEST(ScheduleNormalization, RowsReadInRunsGiveTheReferenceBits) {
-  const std::string text = R"(
-func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, tensor<[R] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>, tensor<[R, N] fp32>) {
-  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] fp32>
-  %1 = graph.logsumexp %x {axis = -1} : tensor<[R] fp32>
-  %2 = graph.layernorm_safe %x, %g {axis = -1, eps = 1e-5} : tensor<[R, N] fp32>
-  %3 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : tensor<[R, N] fp32>
-  %4 = graph.softmax_linear %0, %x {axis = -1} : tensor<[R, N] fp32>
-  %5 = graph.norm_linear %x, %0 {axis = -1, eps = 1e-5, center = true} : tensor<[R, N] fp32>
-  return %0, %1, %2, %3, %4, %5
-}
+  const std::string text = std::string(kEveryRowOp) + R"(
 func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>, %b: tensor<[N] bf16 @accum(fp32)>)
     -> (tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>) {
   %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] bf16 @accum(fp32)>

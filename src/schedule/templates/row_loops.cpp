@@ -121,12 +121,49 @@ Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
   return tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({n})}, {"policy", default_policy(p.storage)}});
 }
 
+namespace {
+
+// The superblock loop of the cooperative sums: per superblock, `block_sums`
+// writes the sums of its blocks [b_lo, b_hi) to partial[k - b_lo] (with its
+// own barriers, under uniform control flow); lane 0 adds them in block
+// order into partial[kReductionBlock] (`slot`), and every lane adds that to
+// its running total: blocked_sum's outer loops, bit for bit.
+using BlockSums = std::function<void(ir::OpBuilder& sb, Value* b_lo, Value* b_hi)>;
+Value* cooperative_superblocks(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, Value* num_blocks,
+                               Value* num_super, Value* partial, Value* slot, const BlockSums& block_sums) {
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
+  Value* block = integer(b, kReductionBlock);
+  ir::Operation* outer = tile::build_for(
+      b, integer(b, 0), num_super, integer(b, 1), {acc_real(b, 0.0)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+        Value* b_lo = index_op(sb, "mul", s[0], block);
+        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+        block_sums(sb, b_lo, b_hi);
+        sb.create("tile.barrier", {});
+        if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
+          ir::Operation* mid = tile::build_for(
+              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
+              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
+                return std::vector<Value*>{op2(kb, "add", k[1], part)};
+              });
+          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
+        });
+        sb.create("tile.barrier", {});
+        Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
+        // Every lane has read the slot before the next superblock writes partials.
+        sb.create("tile.barrier", {});
+        return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
+      });
+  return outer->result(0);
+}
+
+}  // namespace
+
 Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step,
                              Value* lane, std::int64_t lanes) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* zero = acc_real(b, 0.0);
-  Value* one = integer(b, 1);
   Value* block = integer(b, kReductionBlock);
   auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
   Value* num_blocks = ceil_div(length);
@@ -175,39 +212,21 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
       return std::vector<Value*>{};
     });
   };
-  ir::Operation* outer = tile::build_for(
-      b, integer(b, 0), num_super, one, {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-        Value* b_lo = index_op(sb, "mul", s[0], block);
-        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
-        if (strand_lanes) {
-          block_sums_by_strands(sb, b_lo, b_hi);
-        } else {
-          tile::build_for(sb, index_op(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
-                          [&](ir::OpBuilder& bb, std::span<Value* const> j) {
-                            Value* r_lo = index_op(bb, "mul", j[0], block);
-                            Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
-                            Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
-                            bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
-                            return std::vector<Value*>{};
-                          });
-        }
-        sb.create("tile.barrier", {});
-        if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
-          ir::Operation* mid = tile::build_for(
-              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
-              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
-                return std::vector<Value*>{op2(kb, "add", k[1], part)};
-              });
-          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
-        });
-        sb.create("tile.barrier", {});
-        Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
-        // Every lane has read the slot before the next superblock writes partials.
-        sb.create("tile.barrier", {});
-        return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
-      });
-  return outer->result(0);
+  return cooperative_superblocks(b, acc_policy, lane, num_blocks, num_super, partial, slot,
+                                 [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
+                                   if (strand_lanes) {
+                                     block_sums_by_strands(sb, b_lo, b_hi);
+                                     return;
+                                   }
+                                   tile::build_for(sb, index_op(sb, "add", b_lo, lane), b_hi, integer(sb, lanes), {},
+                                                   [&](ir::OpBuilder& bb, std::span<Value* const> j) {
+                                                     Value* r_lo = index_op(bb, "mul", j[0], block);
+                                                     Value* r_hi = op2(bb, "min", length, index_op(bb, "add", r_lo, block));
+                                                     Value* sum = block_sum(bb, r_lo, r_hi, acc_real(bb, 0.0), step);
+                                                     bb.create("tile.store_elem", {partial, index_op(bb, "sub", j[0], b_lo), sum});
+                                                     return std::vector<Value*>{};
+                                                   });
+                                 });
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,
@@ -221,7 +240,6 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
   }
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* zero = acc_real(b, 0.0);
   Value* block = integer(b, kReductionBlock);
   auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
   Value* num_blocks = ceil_div(length);
@@ -231,10 +249,8 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
   Value* group_part = shared_array(b, acc_policy, lanes);
   const std::int64_t per_chunk = lanes / groups;  // blocks at a time
   auto add = [](ir::OpBuilder& ab) { return [&ab](Value* x, Value* y) { return op2(ab, "add", x, y); }; };
-  ir::Operation* outer = tile::build_for(
-      b, integer(b, 0), num_super, integer(b, 1), {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
-        Value* b_lo = index_op(sb, "mul", s[0], block);
-        Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+  return cooperative_superblocks(
+      b, acc_policy, lane, num_blocks, num_super, partial, slot, [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
         Value* my_block_offset = op2(sb, "div", lane, integer(sb, groups));
         Value* my_group = op2(sb, "rem", lane, integer(sb, groups));
         tile::build_for(sb, b_lo, b_hi, integer(sb, per_chunk), {}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
@@ -335,23 +351,7 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
           cb.create("tile.barrier", {});
           return std::vector<Value*>{};
         });
-        sb.create("tile.barrier", {});
-        if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
-          ir::Operation* mid = tile::build_for(
-              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
-              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
-                return std::vector<Value*>{op2(kb, "add", k[1], part)};
-              });
-          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
-        });
-        sb.create("tile.barrier", {});
-        Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});
-        // Every lane has read the slot before the next superblock writes partials.
-        sb.create("tile.barrier", {});
-        return std::vector<Value*>{op2(sb, "add", s[1], super_sum)};
       });
-  return outer->result(0);
 }
 
 }  // namespace tessera::schedule::templates
