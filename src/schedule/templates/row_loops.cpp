@@ -158,6 +158,30 @@ Value* cooperative_superblocks(ir::OpBuilder& b, const NumericsPolicy& acc_polic
   return outer->result(0);
 }
 
+// The end of one chunk of a cooperative sum: each lane's part (the sum of
+// its strands of one block) goes to parts[lane]; then lane t < `blocks`
+// (whose block c0 + t exists) adds the `per_block` parts of block c0 + t
+// by the canonical tree and writes the block's sum to partial[c0 + t - b_lo].
+// Barriers around it let the next chunk overwrite the parts.
+void combine_block_parts(ir::OpBuilder& cb, Value* parts, Value* part, Value* lane, Value* c0, Value* b_lo, Value* b_hi,
+                         std::int64_t blocks, std::int64_t per_block, Value* partial) {
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  cb.create("tile.store_elem", {parts, lane, part});
+  cb.create("tile.barrier", {});
+  Value* combined_block = index_op(cb, "add", c0, lane);
+  Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, blocks)), cmp(cb, "lt", combined_block, b_hi));
+  if_then(cb, combines, [&](ir::OpBuilder& tb) {
+    std::vector<Value*> level;
+    Value* first = index_op(tb, "mul", lane, integer(tb, per_block));
+    for (std::int64_t k = 0; k < per_block; ++k)
+      level.push_back(tile::build(tb, "tile.load_elem", {parts, index_op(tb, "add", first, integer(tb, k))}));
+    Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
+    tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), sum});
+  });
+  // The parts are read before the next chunk writes them.
+  cb.create("tile.barrier", {});
+}
+
 }  // namespace
 
 Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step,
@@ -195,20 +219,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
             return std::vector<Value*>{strand->result(0)};
           },
           [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
-      cb.create("tile.store_elem", {strand_part, lane, part->result(0)});
-      cb.create("tile.barrier", {});
-      Value* combined_block = index_op(cb, "add", c[0], lane);
-      Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
-      if_then(cb, combines, [&](ir::OpBuilder& tb) {
-        std::vector<Value*> level;
-        Value* first = index_op(tb, "mul", lane, integer(tb, S));
-        for (std::int64_t k = 0; k < S; ++k)
-          level.push_back(tile::build(tb, "tile.load_elem", {strand_part, index_op(tb, "add", first, integer(tb, k))}));
-        Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
-        tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), sum});
-      });
-      // The strand partials are read before the next chunk writes them.
-      cb.create("tile.barrier", {});
+      combine_block_parts(cb, strand_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, S, partial);
       return std::vector<Value*>{};
     });
   };
@@ -336,19 +347,7 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
                 return std::vector<Value*>{pairwise_tree(std::move(level), add(ib))};
               },
               [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
-          cb.create("tile.store_elem", {group_part, lane, part->result(0)});
-          cb.create("tile.barrier", {});
-          Value* combined_block = index_op(cb, "add", c[0], lane);
-          Value* combines = op2(cb, "and", cmp(cb, "lt", lane, integer(cb, per_chunk)), cmp(cb, "lt", combined_block, b_hi));
-          if_then(cb, combines, [&](ir::OpBuilder& tb) {
-            std::vector<Value*> level;
-            Value* first = index_op(tb, "mul", lane, integer(tb, groups));
-            for (std::int64_t k = 0; k < groups; ++k)
-              level.push_back(tile::build(tb, "tile.load_elem", {group_part, index_op(tb, "add", first, integer(tb, k))}));
-            tb.create("tile.store_elem", {partial, index_op(tb, "sub", combined_block, b_lo), pairwise_tree(std::move(level), add(tb))});
-          });
-          // The group partials are read before the next chunk writes them.
-          cb.create("tile.barrier", {});
+          combine_block_parts(cb, group_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, groups, partial);
           return std::vector<Value*>{};
         });
       });
