@@ -137,6 +137,21 @@ def test_nd_forms_match_numpy(norm):
     assert np.array_equal(ops.fftn(T(x), axes=(1, 3)).numpy(), ops.fft2(T(x), axes=(1, 3)).numpy())
 
 
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_hermitian_transforms_match_numpy(norm):
+    rng = np.random.default_rng(9)
+    x = _c(rng, (3, 9))
+    r = rng.standard_normal((3, 16))
+    T = tessera.tensor
+    for got, want in [(ops.hfft(T(x), norm=norm), np.fft.hfft(x, norm=norm)),
+                      (ops.hfft(T(x), n=11, axis=0, norm=norm), np.fft.hfft(x, n=11, axis=0, norm=norm)),
+                      (ops.ihfft(T(r), norm=norm), np.fft.ihfft(r, norm=norm)),
+                      (ops.ihfft(T(r), n=13, norm=norm), np.fft.ihfft(r, n=13, norm=norm))]:
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(ops.hfft(ops.ihfft(T(r), norm=norm), n=16, norm=norm).numpy(), r, atol=1e-12)
+
+
 def test_frequencies_and_shifts_match_numpy():
     for n in (1, 2, 7, 8, 9):
         for d in (1.0, 0.1):

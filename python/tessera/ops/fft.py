@@ -19,8 +19,8 @@ import numbers
 from tessera.errors import ArgumentError, ShapeError
 from tessera.ops._dispatch import dispatch
 
-__all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+__all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+           "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 _NORMS = ("backward", "ortho", "forward")
 
@@ -102,6 +102,24 @@ def irfft(x, n=None, axis=-1, norm=None):
     """The inverse of ``rfft``: a real result of length n (default 2 * (bins - 1)) from a complex
     half spectrum (numpy.fft.irfft)."""
     return _one(x, n, axis, norm, "c2r", True, "irfft")
+
+
+# hfft and ihfft are irfft and rfft with the normalization's direction swapped (numpy's rule).
+_SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def hfft(x, n=None, axis=-1, norm=None):
+    """The transform of a signal with Hermitian symmetry, given by its first half: a real result of
+    length n (default 2 * (bins - 1)) (numpy.fft.hfft: irfft of the conjugate, norm swapped)."""
+    from tessera.ops.complex import conj
+    return _one(conj(_tensor(x)), n, axis, _SWAPPED[_norm(norm, "hfft")], "c2r", True, "hfft")
+
+
+def ihfft(x, n=None, axis=-1, norm=None):
+    """The inverse of ``hfft``: the n // 2 + 1 bins of a real input's Hermitian spectrum
+    (numpy.fft.ihfft: the conjugate of rfft, norm swapped)."""
+    from tessera.ops.complex import conj
+    return conj(_one(x, n, axis, _SWAPPED[_norm(norm, "ihfft")], "r2c", False, "ihfft"))
 
 
 def _axes_n(x, s, axes, name, count=None):
