@@ -161,12 +161,7 @@ std::shared_ptr<KernelSpecialization> Kernel::specialize(const KernelConstants& 
   try {
     tile_target_func = &frontend::lower_kernel(tile_target_module, state_->decl, all);
     func = &frontend::lower_kernel(module, state_->decl, all);
-    // Pipelining adds shared buffers, so shared memory is planned after it;
-    // the legality check runs on both forms.
-    tile::verify_sync(*func);
-    tile::pipeline_loops(*func);
-    tile::verify_sync(*func);
-    tile::plan_shared(*func);
+    tile::run_kernel_passes(*func);
   } catch (const Error& error) {
     relocate(*state_, error);
   }

@@ -32,5 +32,9 @@ std::int64_t plan_shared(ir::Operation& func);
 int pipeline_loops(ir::Operation& func);
 // Returns how many vector ops were rewritten.
 int scalarize_vectors(ir::Operation& func);
+// The kernel language's passes on one kernel, in their order: verify-sync,
+// pipeline, verify-sync again (pipelining adds copies and waits), then
+// plan-shared (pipelining adds shared buffers, so memory is planned last).
+void run_kernel_passes(ir::Operation& func);
 
 }  // namespace tessera::tile

@@ -127,28 +127,19 @@ constexpr std::int64_t kCudaLaneElements = 4;
 constexpr std::int64_t kCudaRunBytes = 16;  // one 16-byte access per run of the narrowest buffer
 constexpr std::int64_t kCudaMaxRun = 8;     // lane programs per run: code size and registers
 
-// Elements per run of a CUDA elementwise kernel: 16 bytes of its narrowest
-// buffer, at most kCudaMaxRun.
-std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
-  const ir::Block& body = kernel_body(kernel);
-  int narrowest = 8;
-  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
-    narrowest = std::min(narrowest, storage_bytes(body.argument(k)->type().policy.storage));
-  }
-  const ir::Operation& yield = *body.terminator();
-  for (std::size_t j = 0; j < yield.num_operands(); ++j) {
-    narrowest = std::min(narrowest, storage_bytes(yield.operand(j)->type().policy.storage));
-  }
-  return std::min<std::int64_t>(kCudaMaxRun, kCudaRunBytes / std::max(narrowest, 1));
+// Elements per CUDA run of a buffer of `dtype`: 16 bytes, at most
+// kCudaMaxRun (a power of two, as storage sizes are: the strands of a
+// normalization's blocks split into whole groups of it).
+std::int64_t cuda_run(DType dtype) {
+  return std::min<std::int64_t>(kCudaMaxRun, kCudaRunBytes / std::max(storage_bytes(dtype), 1));
 }
 
-// Elements per run of a CUDA normalization row: 16 bytes of the row's
-// storage, at most kCudaMaxRun (a power of two: the strands of a block
-// split into whole groups).
-std::int64_t cuda_row_vector(const ir::Operation& kernel) {
-  const int bytes = std::max(storage_bytes(kernel_root_op(kernel).operand(0)->type().policy.storage), 1);
+// An elementwise kernel's runs follow its narrowest buffer.
+std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
+  const ir::Block& body = kernel_body(kernel);
   std::int64_t run = 1;
-  while (run * 2 <= kCudaMaxRun && run * 2 * bytes <= kCudaRunBytes) run *= 2;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) run = std::max(run, cuda_run(body.argument(k)->type().dtype()));
+  for (const ir::Value* v : body.terminator()->operands()) run = std::max(run, cuda_run(v->type().dtype()));
   return run;
 }
 
@@ -219,7 +210,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
-      k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_row_vector(*k));
+      k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_lane_vector(*k));

@@ -169,24 +169,35 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       b.create("tile.prefetch", {fb.argument(k), ahead, tile::build_int(b, lanes_used)});
     }
   }
+  // The stored outputs of the element at flat index `at` (multi-index
+  // `lane_index` when row-tiled): its lane program, input k bound to
+  // `loaded[k]` when given (the element's value from a run), else read from
+  // its buffer.
+  auto outputs_at = [&](ir::OpBuilder& eb, ir::Value* at, const std::vector<ir::Value*>& lane_index,
+                        const std::vector<ir::Value*>& loaded) {
+    LaneProgram lanes_of(domain, at, dims);
+    if (row_tiled) lanes_of.set_index(lane_index);
+    for (std::size_t k = 0; k < num_in; ++k) {
+      if (loaded.empty() || loaded[k] == nullptr) {
+        lanes_of.bind_input(body.argument(k), fb.argument(k));
+      } else {
+        lanes_of.bind_value(body.argument(k), LaneValue{loaded[k], LaneProgram::decode(eb, loaded[k])});
+      }
+    }
+    for (const auto& op : body.ops()) {
+      if (op.get() == body.terminator()) break;
+      lanes_of.lower_op(eb, *op);
+    }
+    std::vector<ir::Value*> outputs;
+    for (std::size_t j = 0; j < num_out; ++j) outputs.push_back(lanes_of.value(eb, yield.operand(j)).stored);
+    return outputs;
+  };
   // The lane's element at flat index `at` (multi-index `lane_index` when row-tiled), where `guard` holds.
   auto element = [&](ir::OpBuilder& eb, ir::Value* at, ir::Value* guard, const std::vector<ir::Value*>& lane_index) {
-    tile::build_if(
-        eb, guard, {},
-        [&](ir::OpBuilder& then, std::span<ir::Value* const>) {
-          LaneProgram lanes_of(domain, at, dims);
-          if (row_tiled) lanes_of.set_index(lane_index);
-          for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body.argument(k), fb.argument(k));
-          for (const auto& op : body.ops()) {
-            if (op.get() == body.terminator()) break;
-            lanes_of.lower_op(then, *op);
-          }
-          for (std::size_t j = 0; j < num_out; ++j) {
-            then.create("tile.store_elem", {fb.argument(num_in + j), at, lanes_of.value(then, yield.operand(j)).stored});
-          }
-          return std::vector<ir::Value*>{};
-        },
-        [](ir::OpBuilder&, std::span<ir::Value* const>) { return std::vector<ir::Value*>{}; });
+    if_then(eb, guard, [&](ir::OpBuilder& then) {
+      const std::vector<ir::Value*> outputs = outputs_at(then, at, lane_index, {});
+      for (std::size_t j = 0; j < num_out; ++j) then.create("tile.store_elem", {fb.argument(num_in + j), at, outputs[j]});
+    });
   };
   // A run of `vector` elements from flat index `at` (multi-index
   // `lane_index` when row-tiled) whose elements all exist.
@@ -198,32 +209,19 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
       const ir::Shape& shape = body.argument(k)->type().shape;
       const bool consecutive = shape == domain || (row_tiled && !shape.empty() && shape.back() == domain.back());
       if (!consecutive) continue;  // read per element by its lane program
-      ir::Operation* load =
-          eb.create("tile.load_vector", {fb.argument(k), first.offset_of(eb, shape)}, {{"count", vector}});
-      for (std::size_t e = 0; e < load->num_results(); ++e) loaded[k].push_back(load->result(e));
+      loaded[k] = eb.create("tile.load_vector", {fb.argument(k), first.offset_of(eb, shape)}, {{"count", vector}})->results();
     }
     std::vector<std::vector<ir::Value*>> stored(num_out);
     for (std::int64_t e = 0; e < vector; ++e) {
       ir::Value* at_e = e == 0 ? at : index_op(eb, "add", at, tile::build_int(eb, e));
-      LaneProgram lanes_of(domain, at_e, dims);
-      if (row_tiled) {
-        std::vector<ir::Value*> index_e = lane_index;
-        if (e > 0) index_e.back() = index_op(eb, "add", lane_index.back(), tile::build_int(eb, e));
-        lanes_of.set_index(index_e);
-      }
+      std::vector<ir::Value*> index_e = lane_index;
+      if (row_tiled && e > 0) index_e.back() = index_op(eb, "add", lane_index.back(), tile::build_int(eb, e));
+      std::vector<ir::Value*> element_values(num_in, nullptr);
       for (std::size_t k = 0; k < num_in; ++k) {
-        if (loaded[k].empty()) {
-          lanes_of.bind_input(body.argument(k), fb.argument(k));
-        } else {
-          ir::Value* x = loaded[k][static_cast<std::size_t>(e)];
-          lanes_of.bind_value(body.argument(k), LaneValue{x, LaneProgram::decode(eb, x)});
-        }
+        if (!loaded[k].empty()) element_values[k] = loaded[k][static_cast<std::size_t>(e)];
       }
-      for (const auto& op : body.ops()) {
-        if (op.get() == body.terminator()) break;
-        lanes_of.lower_op(eb, *op);
-      }
-      for (std::size_t j = 0; j < num_out; ++j) stored[j].push_back(lanes_of.value(eb, yield.operand(j)).stored);
+      const std::vector<ir::Value*> outputs = outputs_at(eb, at_e, index_e, element_values);
+      for (std::size_t j = 0; j < num_out; ++j) stored[j].push_back(outputs[j]);
     }
     for (std::size_t j = 0; j < num_out; ++j) {
       std::vector<ir::Value*> operands{fb.argument(num_in + j), at};

@@ -240,14 +240,7 @@ class GemmBuilder {
                       });
     }
     tile::finish_kernel(*func);
-    if (staged_) {
-      // The kernel language's pass order: pipelining adds shared buffers, so
-      // shared memory is planned after it.
-      tile::verify_sync(*func);
-      tile::pipeline_loops(*func);
-      tile::verify_sync(*func);
-      tile::plan_shared(*func);
-    }
+    if (staged_) tile::run_kernel_passes(*func);
     result.func = func;
     result.lanes_per_group = lanes;
     result.matrix = MatrixLaunch{a_index_, b_index_, ta_, tb_, bm_, bn_, direct_};

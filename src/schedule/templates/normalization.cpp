@@ -56,7 +56,7 @@ constexpr std::int64_t kNoExponent = std::numeric_limits<int>::min() / 2;  // th
 // Shared memory of a cooperative kernel: at most two fold passes of three
 // arrays of L + 1 eight-byte values (L <= 256) and two block-sum arrays.
 constexpr std::int64_t kCoopSharedBytes = 40 * 1024;
-// Runs a lane has in flight at once (run_loop, blocked_sum_cooperative_runs).
+// Runs a lane has in flight at once (run_pass, blocked_sum_cooperative_runs).
 constexpr std::int64_t kRunsAhead = 4;
 // Lanes of cooperative rows in runs a multiprocessor should hold at once.
 constexpr std::int64_t kResidentLanes = 512;
@@ -227,23 +227,24 @@ class NormalizationBuilder {
     list.emplace_back(buffer, std::vector<Value*>{});
     return list.back().second;
   }
-  // The element of run element `r`, from the run's one load of `buffer`
-  // (made where first asked for: the run's steps are straight-line code in
-  // one block, so it comes before every use).
-  Value* run_value(ir::OpBuilder& b, std::vector<std::pair<Value*, std::vector<Value*>>>& list, Value* buffer,
-                   Value* start, Value* r) {
+  // The element of run element `r`, from the run's one load of `buffer` at
+  // the row's offset of the run (`at_row`) or at the run's row index (a
+  // parameter), made where first asked for: the run's steps are
+  // straight-line code in one block, so it comes before every use.
+  Value* run_value(ir::OpBuilder& b, std::vector<std::pair<Value*, std::vector<Value*>>>& list, Value* buffer, Value* r,
+                   bool at_row) {
     Run& run = *run_state_;
     if (run.r.at(run.k) != r) raise(ErrorCode::Internal, "normalization run: a step read an element of another run");
     std::vector<Value*>& values = entry(list, buffer);
     if (values.empty()) {
-      ir::Operation* load = b.create("tile.load_vector", {buffer, start}, {{"count", run_}});
-      for (std::size_t e = 0; e < load->num_results(); ++e) values.push_back(load->result(e));
+      Value* start = at_row ? row_->offset(b, run.r0) : run.r0;
+      values = b.create("tile.load_vector", {buffer, start}, {{"count", run_}})->results();
     }
     return values.at(run.k);
   }
   // Element r of the row of `buffer` (x, the second operand, a result read back).
   Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
-    if (run_state_) return run_value(b, run_state_->row_loads, buffer, row_->offset(b, run_state_->r0), r);
+    if (run_state_) return run_value(b, run_state_->row_loads, buffer, r, /*at_row=*/true);
     return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
   }
   void store_elem(ir::OpBuilder& b, Value* buffer, Value* index, Value* value) {
@@ -284,72 +285,32 @@ class NormalizationBuilder {
   // loaded where first used waits a memory latency per run).
   void preload_x(ir::OpBuilder& b, const std::vector<Value*>& r0s) {
     for (Value* r0 : r0s) {
-      ir::Operation* load = b.create("tile.load_vector", {x_buffer_, row_->offset(b, r0)}, {{"count", run_}});
-      std::vector<Value*>& values = preloads_[r0];
-      for (std::size_t e = 0; e < load->num_results(); ++e) values.push_back(load->result(e));
+      preloads_[r0] = b.create("tile.load_vector", {x_buffer_, row_->offset(b, r0)}, {{"count", run_}})->results();
     }
   }
-  // A run's step: whole runs (all their elements in the row) or the row's
-  // last, partial run.
-  using RunFn = std::function<std::vector<Value*>(ir::OpBuilder&, Value* r0, std::span<Value* const> carried)>;
-  std::vector<Value*> one_run(ir::OpBuilder& b, Value* r0, Value* end, std::span<Value* const> carried,
-                              const RunFn& whole, const RunFn& part) {
-    ir::Operation* next = tile::build_if(
-        b, cmp(b, "le", op2(b, "add", r0, integer(b, run_)), end), std::vector<Value*>(carried.begin(), carried.end()),
-        [&](ir::OpBuilder& wb, std::span<Value* const> c) { return whole(wb, r0, c); },
-        [&](ir::OpBuilder& pb, std::span<Value* const> c) { return part(pb, r0, c); });
-    next->attrs().set("likely", true);
-    std::vector<Value*> results;
-    for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
-    return results;
-  }
-  // Lane runs over [0, end), kRunsAhead at a time (L runs apart): when all
-  // are whole, x's runs are preloaded and each goes through `whole`;
-  // otherwise each run is whole or the row's last, partial run (`part`).
-  ir::Operation* run_loop(ir::OpBuilder& b, Value* end, std::vector<Value*> inits, const RunFn& whole, const RunFn& part) {
-    const std::int64_t stride = row_lanes_ * run_;
-    Value* first = op2(b, "mul", lid_, integer(b, run_));
-    return tile::build_for(
-        b, first, end, integer(b, stride * kRunsAhead), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-          Value* r0 = a[0];
-          std::vector<Value*> carried(a.begin() + 1, a.end());
-          auto r0_of = [&](ir::OpBuilder& ib, std::int64_t u) {
-            return u == 0 ? r0 : index_op(ib, "add", r0, integer(ib, u * stride));
-          };
-          Value* last_end = op2(lb, "add", r0, integer(lb, (kRunsAhead - 1) * stride + run_));
-          ir::Operation* next = tile::build_if(
-              lb, cmp(lb, "le", last_end, end), carried,
-              [&](ir::OpBuilder& wb, std::span<Value* const> c) {
-                std::vector<Value*> r0s, cur(c.begin(), c.end());
-                for (std::int64_t u = 0; u < kRunsAhead; ++u) r0s.push_back(r0_of(wb, u));
-                preload_x(wb, r0s);
-                for (Value* r : r0s) cur = whole(wb, r, cur);
-                return cur;
-              },
-              [&](ir::OpBuilder& pb, std::span<Value* const> c) {
-                // The row's end: the runs one at a time (a loop, so their
-                // code is not repeated kRunsAhead times).
-                ir::Operation* tail = tile::build_for(
-                    pb, integer(pb, 0), integer(pb, kRunsAhead), integer(pb, 1),
-                    std::vector<Value*>(c.begin(), c.end()), [&](ir::OpBuilder& tb, std::span<Value* const> t) {
-                      Value* ru = index_op(tb, "add", r0, index_op(tb, "mul", t[0], integer(tb, stride)));
-                      ir::Operation* exists = tile::build_if(
-                          tb, cmp(tb, "lt", ru, end), std::vector<Value*>(t.begin() + 1, t.end()),
-                          [&](ir::OpBuilder& eb, std::span<Value* const> x) { return one_run(eb, ru, end, x, whole, part); },
-                          [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>(x.begin(), x.end()); });
-                      std::vector<Value*> results;
-                      for (std::size_t k = 0; k < exists->num_results(); ++k) results.push_back(exists->result(k));
-                      return results;
-                    });
-                std::vector<Value*> cur;
-                for (std::size_t k = 0; k < tail->num_results(); ++k) cur.push_back(tail->result(k));
-                return cur;
-              });
-          next->attrs().set("likely", true);
-          std::vector<Value*> results;
-          for (std::size_t k = 0; k < next->num_results(); ++k) results.push_back(next->result(k));
-          return results;
-        });
+  // A pass of `step` over [0, end) in runs, carrying values (run_loop,
+  // row_loops.h): a lane's runs are L runs apart, kRunsAhead at a time with
+  // x's runs preloaded; a whole run's elements take their steps in order
+  // (run_elements), the row's last, partial run element by element where
+  // its elements exist. Returns the loop.
+  ir::Operation* run_pass(ir::OpBuilder& b, Value* end, std::vector<Value*> inits, const PassStep& step) {
+    using Values = std::vector<Value*>;
+    auto whole = [&](ir::OpBuilder& wb, Value* r0, Values cur) {
+      run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t) { cur = step(eb, r, cur); });
+      return cur;
+    };
+    auto part = [&](ir::OpBuilder& pb, Value* r0, Values cur) {
+      for (std::int64_t k = 0; k < run_; ++k) {
+        Value* r = op2(pb, "add", r0, integer(pb, k));
+        cur = tile::build_if(
+                  pb, cmp(pb, "lt", r, end), cur, [&](ir::OpBuilder& ob, std::span<Value* const> x) { return step(ob, r, x); },
+                  [](ir::OpBuilder&, std::span<Value* const> x) { return Values(x.begin(), x.end()); })
+                  ->results();
+      }
+      return cur;
+    };
+    return run_loop(b, op2(b, "mul", lid_, integer(b, run_)), end, row_lanes_ * run_, run_, kRunsAhead, std::move(inits),
+                    [&](ir::OpBuilder& pb, const Values& r0s) { preload_x(pb, r0s); }, whole, part);
   }
   Value* to_acc(ir::OpBuilder& b, Value* v) { return cast(b, v, acc_); }
   Value* to64(ir::OpBuilder& b, Value* v) { return cast(b, v, kF64); }
@@ -413,24 +374,7 @@ class NormalizationBuilder {
     if (!coop_) return strand_fold(b, integer(b, 0), end, std::move(inits), step, combine);
     ir::Operation* loop = nullptr;
     if (run_ > 1) {
-      loop = run_loop(
-          b, end, inits,
-          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const> c) {
-            std::vector<Value*> cur(c.begin(), c.end());
-            run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t) { cur = step(eb, r, cur); });
-            return cur;
-          },
-          [&](ir::OpBuilder& pb, Value* r0, std::span<Value* const> c) {
-            std::vector<Value*> cur(c.begin(), c.end());
-            for (std::int64_t k = 0; k < run_; ++k) {
-              Value* r = op2(pb, "add", r0, integer(pb, k));
-              ir::Operation* one = tile::build_if(
-                  pb, cmp(pb, "lt", r, end), cur, [&](ir::OpBuilder& ob, std::span<Value* const> x) { return step(ob, r, x); },
-                  [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>(x.begin(), x.end()); });
-              for (std::size_t j = 0; j < cur.size(); ++j) cur[j] = one->result(j);
-            }
-            return cur;
-          });
+      loop = run_pass(b, end, inits, step);
     } else {
       loop = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
         return step(lb, a[0], a.subspan(1));
@@ -475,19 +419,10 @@ class NormalizationBuilder {
   // A pass without carried values (the output pass): strided over the lanes.
   void each_element(ir::OpBuilder& b, const std::function<void(ir::OpBuilder&, Value*)>& body) {
     if (run_ > 1) {
-      run_loop(
-          b, length_, {},
-          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const>) {
-            run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t) { body(eb, r); });
-            return std::vector<Value*>{};
-          },
-          [&](ir::OpBuilder& pb, Value* r0, std::span<Value* const>) {
-            for (std::int64_t k = 0; k < run_; ++k) {
-              Value* r = op2(pb, "add", r0, integer(pb, k));
-              if_then(pb, cmp(pb, "lt", r, length_), [&](ir::OpBuilder& ob) { body(ob, r); });
-            }
-            return std::vector<Value*>{};
-          });
+      run_pass(b, length_, {}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
+        body(eb, r);
+        return std::vector<Value*>{};
+      });
       return;
     }
     Value* from = coop_ ? lid_ : integer(b, 0);
@@ -886,7 +821,7 @@ class NormalizationBuilder {
   }
 
   Value* param(ir::OpBuilder& b, std::size_t k, Value* r) {
-    Value* stored = run_state_ ? run_value(b, run_state_->param_loads, params_[k], run_state_->r0, r)
+    Value* stored = run_state_ ? run_value(b, run_state_->param_loads, params_[k], r, /*at_row=*/false)
                                : tile::build(b, "tile.load_elem", {params_[k], r});
     return to_acc(b, LaneProgram::decode(b, stored));
   }

@@ -121,6 +121,52 @@ Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
   return tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({n})}, {"policy", default_policy(p.storage)}});
 }
 
+ir::Operation* run_loop(ir::OpBuilder& b, Value* first, Value* end, std::int64_t stride, std::int64_t run,
+                        std::int64_t ahead, std::vector<Value*> inits, const RunPreload& preload, const RunBody& whole,
+                        const RunBody& part) {
+  using Values = std::vector<Value*>;
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  // `then` where cond holds, else `otherwise`, carrying `cur`; `likely`: tile.if's hint.
+  auto branch = [](ir::OpBuilder& ib, Value* cond, const Values& cur, const auto& then, const auto& otherwise,
+                   bool likely) {
+    ir::Operation* op = tile::build_if(
+        ib, cond, cur, [&](ir::OpBuilder& tb, std::span<Value* const> c) { return then(tb, Values(c.begin(), c.end())); },
+        [&](ir::OpBuilder& eb, std::span<Value* const> c) { return otherwise(eb, Values(c.begin(), c.end())); });
+    if (likely) op->attrs().set("likely", true);
+    return op->results();
+  };
+  return tile::build_for(b, first, end, integer(b, stride * ahead), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+    Value* r0 = a[0];
+    Value* last_end = op2(lb, "add", r0, integer(lb, (ahead - 1) * stride + run));
+    return branch(
+        lb, cmp(lb, "le", last_end, end), Values(a.begin() + 1, a.end()),
+        [&](ir::OpBuilder& wb, Values cur) {
+          Values r0s;
+          for (std::int64_t u = 0; u < ahead; ++u) r0s.push_back(u == 0 ? r0 : index_op(wb, "add", r0, integer(wb, u * stride)));
+          preload(wb, r0s);
+          for (Value* r : r0s) cur = whole(wb, r, cur);
+          return cur;
+        },
+        [&](ir::OpBuilder& pb, Values cur) {
+          return tile::build_for(pb, integer(pb, 0), integer(pb, ahead), integer(pb, 1), cur,
+                                 [&](ir::OpBuilder& tb, std::span<Value* const> t) {
+                                   Value* ru = index_op(tb, "add", r0, index_op(tb, "mul", t[0], integer(tb, stride)));
+                                   auto keep = [](ir::OpBuilder&, Values x) { return x; };
+                                   auto one_run = [&](ir::OpBuilder& eb, Values x) {
+                                     return branch(
+                                         eb, cmp(eb, "le", op2(eb, "add", ru, integer(eb, run)), end), x,
+                                         [&](ir::OpBuilder& wb, Values c) { return whole(wb, ru, c); },
+                                         [&](ir::OpBuilder& qb, Values c) { return part(qb, ru, c); }, true);
+                                   };
+                                   return branch(tb, cmp(tb, "lt", ru, end), Values(t.begin() + 1, t.end()), one_run,
+                                                 keep, false);
+                                 })
+              ->results();
+        },
+        true);
+  });
+}
+
 namespace {
 
 // The superblock loop of the cooperative sums: per superblock, `block_sums`
@@ -128,14 +174,38 @@ namespace {
 // own barriers, under uniform control flow); lane 0 adds them in block
 // order into partial[kReductionBlock] (`slot`), and every lane adds that to
 // its running total: blocked_sum's outer loops, bit for bit.
+// Its plan: the block size, the counts of blocks and superblocks of a row
+// of `length`, and the shared array of block sums with its slot.
+struct Superblocks {
+  Value* block;
+  Value* num_blocks;
+  Value* num_super;
+  Value* partial;
+  Value* slot;
+};
+Superblocks plan_superblocks(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy) {
+  Superblocks p;
+  p.block = tile::build_int(b, kReductionBlock);
+  auto ceil_div = [&](Value* a) {
+    return op2(b, "div", index_op(b, "add", a, tile::build_int(b, kReductionBlock - 1)), p.block);
+  };
+  p.num_blocks = ceil_div(length);
+  p.num_super = ceil_div(p.num_blocks);
+  p.partial = shared_array(b, acc_policy, kReductionBlock + 1);
+  p.slot = tile::build_int(b, kReductionBlock);
+  return p;
+}
 using BlockSums = std::function<void(ir::OpBuilder& sb, Value* b_lo, Value* b_hi)>;
-Value* cooperative_superblocks(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, Value* num_blocks,
-                               Value* num_super, Value* partial, Value* slot, const BlockSums& block_sums) {
+Value* cooperative_superblocks(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, const Superblocks& plan,
+                               const BlockSums& block_sums) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* block = integer(b, kReductionBlock);
+  Value* block = plan.block;
+  Value* num_blocks = plan.num_blocks;
+  Value* partial = plan.partial;
+  Value* slot = plan.slot;
   ir::Operation* outer = tile::build_for(
-      b, integer(b, 0), num_super, integer(b, 1), {acc_real(b, 0.0)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+      b, integer(b, 0), plan.num_super, integer(b, 1), {acc_real(b, 0.0)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
         Value* b_lo = index_op(sb, "mul", s[0], block);
         Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
         block_sums(sb, b_lo, b_hi);
@@ -188,12 +258,9 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                              Value* lane, std::int64_t lanes) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* block = integer(b, kReductionBlock);
-  auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
-  Value* num_blocks = ceil_div(length);
-  Value* num_super = ceil_div(num_blocks);
-  Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
-  Value* slot = integer(b, kReductionBlock);
+  const Superblocks plan = plan_superblocks(b, length, acc_policy);
+  Value* block = plan.block;
+  Value* partial = plan.partial;
   // With a multiple of kReductionStrands lanes, lanes take (block, strand)
   // pairs: lanes / S blocks at a time, lane t running strand t mod S of block
   // t / S (consecutive lanes read consecutive elements), then one lane per
@@ -223,7 +290,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
       return std::vector<Value*>{};
     });
   };
-  return cooperative_superblocks(b, acc_policy, lane, num_blocks, num_super, partial, slot,
+  return cooperative_superblocks(b, acc_policy, lane, plan,
                                  [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
                                    if (strand_lanes) {
                                      block_sums_by_strands(sb, b_lo, b_hi);
@@ -251,17 +318,14 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
   }
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* block = integer(b, kReductionBlock);
-  auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
-  Value* num_blocks = ceil_div(length);
-  Value* num_super = ceil_div(num_blocks);
-  Value* partial = shared_array(b, acc_policy, kReductionBlock + 1);
-  Value* slot = integer(b, kReductionBlock);
+  const Superblocks plan = plan_superblocks(b, length, acc_policy);
+  Value* block = plan.block;
+  Value* partial = plan.partial;
   Value* group_part = shared_array(b, acc_policy, lanes);
   const std::int64_t per_chunk = lanes / groups;  // blocks at a time
   auto add = [](ir::OpBuilder& ab) { return [&ab](Value* x, Value* y) { return op2(ab, "add", x, y); }; };
   return cooperative_superblocks(
-      b, acc_policy, lane, num_blocks, num_super, partial, slot, [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
+      b, acc_policy, lane, plan, [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
         Value* my_block_offset = op2(sb, "div", lane, integer(sb, groups));
         Value* my_group = op2(sb, "rem", lane, integer(sb, groups));
         tile::build_for(sb, b_lo, b_hi, integer(sb, per_chunk), {}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
@@ -275,76 +339,23 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
                 Value* r_hi = op2(ib, "min", length, index_op(ib, "add", r_lo, block));
                 // This lane's runs: r_lo + (my_group + m * groups) * run.
                 Value* first = index_op(ib, "add", r_lo, index_op(ib, "mul", my_group, integer(ib, run)));
-                const std::int64_t stride = groups * run;  // between a lane's runs
-                auto results_of = [](ir::Operation* op) {
-                  std::vector<Value*> results;
-                  for (std::size_t k = 0; k < op->num_results(); ++k) results.push_back(op->result(k));
-                  return results;
+                // A run past the block's end: its elements that exist, each into its strand.
+                auto partial_run = [&](ir::OpBuilder& tb, Value* r0, std::vector<Value*> accs) {
+                  for (std::int64_t k = 0; k < run; ++k) {
+                    Value* r = op2(tb, "add", r0, integer(tb, k));
+                    Value*& acc = accs[static_cast<std::size_t>(k)];
+                    acc = tile::build_if(
+                              tb, cmp(tb, "lt", r, r_hi), {acc},
+                              [&](ir::OpBuilder& ob, std::span<Value* const> x) { return std::vector<Value*>{step(ob, r, x[0])}; },
+                              [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>{x[0]}; })
+                              ->result(0);
+                  }
+                  return accs;
                 };
-                // One run at r0 (which exists): whole, or the row's last run,
-                // element by element where the elements exist.
-                auto one_run = [&](ir::OpBuilder& eb, Value* r0, std::span<Value* const> accs) {
-                  ir::Operation* next = tile::build_if(
-                      eb, cmp(eb, "le", op2(eb, "add", r0, integer(eb, run)), r_hi),
-                      std::vector<Value*>(accs.begin(), accs.end()),
-                      [&](ir::OpBuilder& wb, std::span<Value* const> a) { return run_step(wb, r0, a); },
-                      [&](ir::OpBuilder& tb, std::span<Value* const> a) {
-                        std::vector<Value*> out(a.begin(), a.end());
-                        for (std::int64_t k = 0; k < run; ++k) {
-                          Value* r = op2(tb, "add", r0, integer(tb, k));
-                          ir::Operation* one = tile::build_if(
-                              tb, cmp(tb, "lt", r, r_hi), {out[static_cast<std::size_t>(k)]},
-                              [&](ir::OpBuilder& ob, std::span<Value* const> x) {
-                                return std::vector<Value*>{step(ob, r, x[0])};
-                              },
-                              [](ir::OpBuilder&, std::span<Value* const> x) { return std::vector<Value*>{x[0]}; });
-                          out[static_cast<std::size_t>(k)] = one->result(0);
-                        }
-                        return out;
-                      });
-                  next->attrs().set("likely", true);
-                  return results_of(next);
-                };
-                ir::Operation* strands = tile::build_for(
-                    ib, first, r_hi, integer(ib, stride * ahead), zeros, [&](ir::OpBuilder& eb, std::span<Value* const> e) {
-                      Value* r0 = e[0];
-                      auto r0_of = [&](ir::OpBuilder& ob, std::int64_t u) {
-                        return u == 0 ? r0 : index_op(ob, "add", r0, integer(ob, u * stride));
-                      };
-                      Value* last_end = op2(eb, "add", r0, integer(eb, (ahead - 1) * stride + run));
-                      ir::Operation* next = tile::build_if(
-                          eb, cmp(eb, "le", last_end, r_hi), std::vector<Value*>(e.begin() + 1, e.end()),
-                          [&](ir::OpBuilder& wb, std::span<Value* const> a) {
-                            // All `ahead` runs whole: their loads first, then their steps in order.
-                            std::vector<Value*> r0s, accs(a.begin(), a.end());
-                            for (std::int64_t u = 0; u < ahead; ++u) r0s.push_back(r0_of(wb, u));
-                            preload(wb, r0s);
-                            for (Value* r : r0s) accs = run_step(wb, r, accs);
-                            return accs;
-                          },
-                          [&](ir::OpBuilder& pb, std::span<Value* const> a) {
-                            // The block's end: the runs one at a time (a loop,
-                            // so their code is not repeated `ahead` times).
-                            ir::Operation* tail = tile::build_for(
-                                pb, integer(pb, 0), integer(pb, ahead), integer(pb, 1),
-                                std::vector<Value*>(a.begin(), a.end()), [&](ir::OpBuilder& tb, std::span<Value* const> t) {
-                                  Value* ru = index_op(tb, "add", r0, index_op(tb, "mul", t[0], integer(tb, stride)));
-                                  ir::Operation* exists = tile::build_if(
-                                      tb, cmp(tb, "lt", ru, r_hi), std::vector<Value*>(t.begin() + 1, t.end()),
-                                      [&](ir::OpBuilder& xb, std::span<Value* const> x) { return one_run(xb, ru, x); },
-                                      [](ir::OpBuilder&, std::span<Value* const> x) {
-                                        return std::vector<Value*>(x.begin(), x.end());
-                                      });
-                                  return results_of(exists);
-                                });
-                            return results_of(tail);
-                          });
-                      next->attrs().set("likely", true);
-                      return results_of(next);
-                    });
-                std::vector<Value*> level;
-                for (std::size_t k = 0; k < strands->num_results(); ++k) level.push_back(strands->result(k));
-                return std::vector<Value*>{pairwise_tree(std::move(level), add(ib))};
+                auto whole = [&](ir::OpBuilder& wb, Value* r0, std::vector<Value*> accs) { return run_step(wb, r0, accs); };
+                ir::Operation* strands =
+                    run_loop(ib, first, r_hi, groups * run, run, ahead, zeros, preload, whole, partial_run);
+                return std::vector<Value*>{pairwise_tree(strands->results(), add(ib))};
               },
               [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
           combine_block_parts(cb, group_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, groups, partial);

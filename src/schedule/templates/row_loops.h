@@ -72,14 +72,24 @@ ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const Nu
 // tree's upper levels. A run past the row's end takes `step` per element.
 // The same bits as blocked_sum (the tree over S strands is the tree over
 // aligned groups of strands). Needs lanes a multiple of S / run.
-// A lane's runs are taken `ahead` at a time: when all are whole, `preload`
-// first gets their starts (to issue their loads together), then each goes
-// through run_step.
+// A lane's runs are taken `ahead` at a time (run_loop).
 using RunSumStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::span<ir::Value* const> accs)>;
 using RunPreload = std::function<void(ir::OpBuilder& b, const std::vector<ir::Value*>& r0s)>;
 ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
                                         const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
                                         ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead = 4);
+
+// A lane's runs of `run` elements starting at first, first + stride, ..
+// (below `end`), carrying values: `ahead` runs per iteration. When all of
+// them are whole (their elements below `end`), `preload` gets their starts
+// (so their loads are issued together) and each goes through `whole` in
+// order; otherwise the runs go one at a time (a loop, so their code is not
+// repeated), a whole run through `whole` and the last, partial one through
+// `part`. Returns the loop.
+using RunBody = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::vector<ir::Value*> carried)>;
+ir::Operation* run_loop(ir::OpBuilder& b, ir::Value* first, ir::Value* end, std::int64_t stride, std::int64_t run,
+                        std::int64_t ahead, std::vector<ir::Value*> inits, const RunPreload& preload,
+                        const RunBody& whole, const RunBody& part);
 
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);

@@ -26,6 +26,13 @@ void for_each_tile_function(ir::Module& module, const std::function<void(ir::Ope
 
 }  // namespace
 
+void run_kernel_passes(ir::Operation& func) {
+  verify_sync(func);
+  pipeline_loops(func);
+  verify_sync(func);
+  plan_shared(func);
+}
+
 void register_tile_passes() {
   ir::register_pass(ir::PassInfo{
       "tile-verify-sync",

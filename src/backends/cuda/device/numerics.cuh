@@ -360,18 +360,20 @@ __device__ __forceinline__ u32 encode_f32_rne(float x) {
   return (((u >> 31) & (u32)keep_sign) << (ExponentBits + MantissaBits)) | magnitude;
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// float32 -> bf16 / fp16 in one instruction (cvt.rn: round to nearest even,
-// overflow to infinity, subnormals kept), for the non-saturating IEEE modes;
-// NaN becomes the format's quiet NaN with x's sign, as encode() gives (the
-// instruction returns a NaN of its own). The same bits as encode_f32_rne;
-// tests/gpu/gpu_numerics_test.cpp checks them against the host on the GPU.
-// `converted`: the instruction's 16-bit result for x; `quiet_nan`: the
-// format's positive quiet NaN.
+// `converted`, x's 16-bit bf16/fp16 code, except that a NaN x becomes the
+// format's quiet NaN (`quiet_nan`, positive) with x's sign, as encode()
+// gives it.
 __device__ __forceinline__ u32 with_signed_quiet_nan(float x, unsigned short converted, u32 quiet_nan) {
   const u32 u = __float_as_uint(x);
   return (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) & 0x8000u) | quiet_nan : (u32)converted;
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// float32 -> bf16 / fp16 in one instruction (cvt.rn: round to nearest even,
+// overflow to infinity, subnormals kept), for the non-saturating IEEE modes;
+// NaN takes with_signed_quiet_nan (the instruction returns a NaN of its
+// own). The same bits as encode_f32_rne; tests/gpu/gpu_numerics_test.cpp
+// checks them against the host on the GPU.
 __device__ __forceinline__ u32 encode_f32_bf16_cvt(float x) {
   unsigned short h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));

@@ -209,17 +209,13 @@ __device__ __forceinline__ typename Traits<D>::storage encode_v(typename Traits<
 
 // encode_v for a lane value, which its dtype already holds exactly (every
 // op making a lane<bf16> rounds to bf16): a bf16 value is the top half of
-// its float, NaN mapped as encode_f32_nearest_even maps it (sign | 0x7fc0),
-// so the store is a shift and a NaN test where encode_v converts again.
-// A saturating store keeps encode_v (an infinity becomes the largest value).
+// its float, NaN mapped as encode_f32_nearest_even maps it, so the store is
+// a shift and a NaN test where encode_v converts again. A saturating store
+// keeps encode_v (an infinity becomes the largest value).
 template <int D>
 __device__ __forceinline__ typename Traits<D>::storage encode_lane(typename Traits<D>::value v, int ov) {
   if constexpr (D == kBf16) {
-    if (ov != kSaturate) {
-      const unsigned bits = __float_as_uint(v);
-      const unsigned short nan = (unsigned short)(((bits >> 16) & 0x8000u) | 0x7fc0u);
-      return (bits & 0x7fffffffu) > 0x7f800000u ? nan : (unsigned short)(bits >> 16);
-    }
+    if (ov != kSaturate) return (unsigned short)with_signed_quiet_nan(v, (unsigned short)(__float_as_uint(v) >> 16), 0x7FC0u);
   }
   return encode_v<D>(v, ov);
 }
