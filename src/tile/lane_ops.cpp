@@ -189,6 +189,38 @@ void register_lane_ops(ir::Registry& r) {
             return one(in[0]);
           },
   });
+  // gelu, erf and exp of a bf16/fp16 lane rounded through fp32 to bf16/fp16
+  // (tessera/numerics/narrow_elementary.h): most results come from fp32
+  // arithmetic, certified; backends without that header expand the op into
+  // the double formula (tile-expand-narrow), which defines its bits.
+  r.add(OpDef{
+      .name = "tile.narrow_unary",
+      .summary = "fn (gelu: x/2 (1 + erf(x / sqrt 2)), erf or exp) of a bf16 or fp16 lane, computed in double, "
+                 "rounded to fp32 and then to `to` (bf16 or fp16 with fp32 accumulation).",
+      .operands = {"x"},
+      .attrs = {{.name = "fn", .kind = AttrKind::string, .required = true},
+                {.name = "to", .kind = AttrKind::policy, .required = true}},
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            const std::string op = "tile.narrow_unary";
+            const std::string& fn = a.get_string("fn");
+            if (fn != "gelu" && fn != "erf" && fn != "exp") {
+              raise(ErrorCode::ArgumentInvalid, op + " attribute 'fn' must be one of gelu, erf, exp; got \"" + fn + "\"");
+            }
+            require_kind(in[0], ir::TypeKind::lane, op, "x");
+            if (in[0].dtype() != DType::bf16 && in[0].dtype() != DType::fp16) {
+              raise(ErrorCode::DtypeUnsupported,
+                    operand_label(op, "x") + " must be a bf16 or fp16 lane, got " + ir::print_type(in[0]));
+            }
+            const NumericsPolicy& to = a.get_policy("to");
+            if ((to.storage != DType::bf16 && to.storage != DType::fp16) || to != default_policy(to.storage)) {
+              raise(ErrorCode::ArgumentInvalid, op + " attribute 'to' must be bf16 or fp16 with fp32 accumulation, "
+                                                     "nearest-even rounding and inf/NaN overflow; got " +
+                                                     print_policy(to));
+            }
+            return one(Type::lane(to));
+          },
+  });
   // Graph IR's random ops draw Philox bits per element counter.
   r.add(OpDef{
       .name = "tile.philox",

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "schedule_test_support.h"
+#include "tessera/numerics/convert.h"
 
 namespace tessera {
 namespace {
@@ -67,6 +68,26 @@ TEST(ScheduleExecutable, EveryElementwiseOpMatchesReferenceBitwise) {
                              "  return %11, %13, %18, %6, %19, %9\n}\n";
     const NumericsPolicy p = parse_policy(storage);
     check_against_reference(text, "g", {sample({7, 130}, p, 11), sample({7, 130}, p, 12)});
+  }
+}
+
+// gelu, erf and exp of bf16/fp16 tensors lower to tile.narrow_unary (the
+// certified fp32 evaluation on CUDA; the double formula here): every value
+// of each format gives the reference's bits.
+TEST(ScheduleExecutable, NarrowUnariesOfEveryValueMatchReference) {
+  for (const char* storage : {"bf16", "fp16"}) {
+    SCOPED_TRACE(storage);
+    const NumericsPolicy p = parse_policy(storage);
+    std::vector<double> v;
+    for (std::uint64_t code = 0; code < 0x10000u; ++code) v.push_back(decode_value(code, p.storage));
+    const std::string t = std::string("tensor<[65536] ") + storage + ">";
+    const std::string text = "func @n(%x: " + t + ") -> (" + t + ", " + t + ", " + t + ") {\n"
+                             "  %0 = graph.gelu %x {approximate = \"none\"} : " + t + "\n"
+                             "  %1 = graph.erf %x : " + t + "\n"
+                             "  %2 = graph.exp %x : " + t + "\n"
+                             "  return %0, %1, %2\n}\n";
+    auto exe = check_against_reference(text, "n", {Tensor::from_values(v, {65536}, p)});
+    EXPECT_NE(exe->tile_ir().find("tile.narrow_unary"), std::string::npos);
   }
 }
 

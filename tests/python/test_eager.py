@@ -191,3 +191,18 @@ def test_layernorm_edge_rows_equal_the_reference_bitwise(monkeypatch, policy):
             for fn in (ops.layernorm_safe, lambda v: ops.layernorm_safe(v, g, g)):
                 got, want = _both(monkeypatch, fn, x)
                 np.testing.assert_array_equal(got.codes(), want.codes())
+
+
+def test_erf_matches_math_erf_in_double_and_bf16(rng):
+    """ops.erf: within a few ulps of math.erf in fp64; bf16 (tile.narrow_unary,
+    expanded to the double formula on the CPU) within one bf16 step."""
+    import math
+
+    x = np.concatenate([rng.standard_normal(400) * 3.0, [0.0, -0.0, 1e-300, 6.0, -40.0, np.inf, -np.inf]])
+    want = np.array([math.erf(v) for v in x])
+    np.testing.assert_allclose(ops.erf(tessera.tensor(x, "fp64")).numpy(), want, rtol=1e-15, atol=0)
+    xb = tessera.tensor(x, "bf16 @accum(fp32)")
+    xv = xb.numpy().astype(np.float64)
+    got = ops.erf(xb).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, [math.erf(v) for v in xv], rtol=2.0**-8, atol=0)
+    assert np.isnan(ops.erf(tessera.tensor([np.nan], "fp32")).numpy()).all()

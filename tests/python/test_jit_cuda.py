@@ -204,6 +204,23 @@ def test_moving_ops_and_narrow_accumulation_on_the_gpu_match_the_cpu(rng):
 
 
 @needs_gpu
+def test_narrow_gelu_erf_and_exp_of_every_value_match_the_cpu():
+    """gelu, erf and exp of bf16/fp16 take the certified fp32 evaluation on
+    the GPU (tile.narrow_unary) and the double formula on the CPU: every
+    value of each format gives the same bits (NaN results: NaN on both)."""
+    f = tessera.jit(lambda v: (ops.gelu(v), ops.erf(v), ops.exp(v)))
+    for dtype in ("bf16", "fp16"):
+        x = _C._tensor_from_codes(list(range(1 << 16)), [1 << 16], dtype)
+        on_gpu = f(x.to("cuda:0"))
+        assert "tile.narrow_unary" in f.inspect_ir("tile")
+        for name, gpu, cpu in zip(("gelu", "erf", "exp"), on_gpu, f(x)):
+            g, c = gpu.to("cpu"), cpu
+            nan = np.isnan(c.numpy().astype(np.float32))
+            np.testing.assert_array_equal(np.isnan(g.numpy().astype(np.float32)), nan, err_msg=f"{name} {dtype}")
+            np.testing.assert_array_equal(g.codes()[~nan], c.codes()[~nan], err_msg=f"{name} {dtype}")
+
+
+@needs_gpu
 def test_this_stops_kernels_on_the_gpu_match_the_cpu(rng):
     """The fused softmax gradient (cooperative rows on the GPU), layernorm's
     extremes pass, max/min with NaNs and signed zeros, and int64 sums give

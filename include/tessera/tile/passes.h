@@ -11,10 +11,14 @@
 //   tile-scalarize-vectors
 //                      tile.load_vector / tile.store_vector -> their
 //                      element ops (for backends without wide accesses)
+//   tile-expand-narrow tile.narrow_unary -> its double formula (for
+//                      backends without the certified fp32 evaluation)
 //
 // Each works on every function of a module; the functions below run one
 // pass on one function, for backends that call them directly.
 #pragma once
+
+#include <string_view>
 
 #include "tessera/ir/ir.h"
 
@@ -32,6 +36,10 @@ std::int64_t plan_shared(ir::Operation& func);
 int pipeline_loops(ir::Operation& func);
 // Returns how many vector ops were rewritten.
 int scalarize_vectors(ir::Operation& func);
+// Returns how many tile.narrow_unary ops were expanded.
+int expand_narrow_unaries(ir::Operation& func);
+// Whether `func` holds an op named `name` (at any depth).
+bool contains_op(const ir::Operation& func, std::string_view name);
 // The kernel language's passes on one kernel, in their order: verify-sync,
 // pipeline, verify-sync again (pipelining adds copies and waits), then
 // plan-shared (pipelining adds shared buffers, so memory is planned last).

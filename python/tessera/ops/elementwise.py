@@ -14,7 +14,7 @@ from __future__ import annotations
 from tessera.ops._dispatch import dispatch
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-           "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "where"]
+           "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "relu", "gelu", "silu", "where"]
 
 
 def add(lhs, rhs):
@@ -115,6 +115,11 @@ def rsqrt(x):
 def tanh(x):
     """Hyperbolic tangent."""
     return dispatch("graph.tanh", [x], {})
+
+
+def erf(x):
+    """The error function, ``2 / sqrt(pi) * integral of e ** -t ** 2 from 0 to x``."""
+    return dispatch("graph.erf", [x], {})
 
 
 def sigmoid(x):

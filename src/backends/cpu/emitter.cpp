@@ -1265,25 +1265,19 @@ class Emitter {
 
 }  // namespace
 
-namespace {
-bool has_vector_access(const ir::Block& block) {
-  for (const auto& op : block.ops()) {
-    if (op->name() == "tile.load_vector" || op->name() == "tile.store_vector") return true;
-    for (std::size_t r = 0; r < op->num_regions(); ++r)
-      if (has_vector_access(op->region(r).block())) return true;
-  }
-  return false;
-}
-}  // namespace
-
 EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions& options, const std::string& unit) {
-  if (!has_vector_access(ir::function_body(kernel_func))) return Emitter(kernel_func, options, unit).run();
+  const bool vectors = tile::contains_op(kernel_func, "tile.load_vector") || tile::contains_op(kernel_func, "tile.store_vector");
+  const bool narrow = tile::contains_op(kernel_func, "tile.narrow_unary");
+  if (!vectors && !narrow) return Emitter(kernel_func, options, unit).run();
   // The CPU's lane loops are SIMD across lanes already: a lane's vector runs
-  // as its element accesses (tile-scalarize-vectors), on a copy so the
+  // as its element accesses (tile-scalarize-vectors), and narrow unaries as
+  // their double formula (tile-expand-narrow), which vectorizes where the
+  // certified fp32 evaluation's rare fallback would not. On a copy, so the
   // caller's kernel keeps its form.
   ir::Module copy = ir::parse_module(ir::print_function(kernel_func));
   ir::Operation& func = *copy.functions().front();
   tile::scalarize_vectors(func);
+  tile::expand_narrow_unaries(func);
   return Emitter(func, options, unit).run();
 }
 

@@ -12,6 +12,7 @@ set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
 # embedded under their include paths.
 set(TESSERA_CUDA_SHARED_HEADERS
   numerics/elementary.h
+  numerics/narrow_elementary.h
 )
 set(TESSERA_EMBEDDED_HEADERS "")
 foreach(header ${TESSERA_CUDA_DEVICE_HEADERS} ${TESSERA_CUDA_SHARED_HEADERS})

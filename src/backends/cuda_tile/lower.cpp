@@ -8,7 +8,9 @@
 
 #include "backends/common/kernel_params.h"
 #include "backends/cuda_tile/lowering.h"
+#include "tessera/ir/text.h"
 #include "tessera/support/error.h"
+#include "tessera/tile/passes.h"
 #include "tessera/tile/tile_dialect.h"
 
 namespace tessera::cuda_tile {
@@ -623,7 +625,13 @@ void Lowering::lower_block(const ir::Block& block) {
 }  // namespace detail
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options) {
-  return detail::Lowering(kernel_func, options).run();
+  if (!tile::contains_op(kernel_func, "tile.narrow_unary")) return detail::Lowering(kernel_func, options).run();
+  // This target has no certified fp32 evaluation: narrow unaries lower as
+  // their double formula (tile-expand-narrow), on a copy.
+  ir::Module copy = ir::parse_module(ir::print_function(kernel_func));
+  ir::Operation& func = *copy.functions().front();
+  tile::expand_narrow_unaries(func);
+  return detail::Lowering(func, options).run();
 }
 
 }  // namespace tessera::cuda_tile

@@ -267,9 +267,32 @@ const std::map<std::string_view, const char*> kFp32Binaries = {{"add", "add"}, {
                                                                {"div", "div"}, {"maximum", "max"},
                                                                {"minimum", "min"}};
 
+// gelu (erf form), erf and exp of a bf16/fp16 value whose result rounds
+// through fp32 to bf16/fp16: tile.narrow_unary, the same bits as the double
+// formula below, mostly from fp32 arithmetic where the backend has it
+// (tessera/numerics/narrow_elementary.h).
+static std::optional<std::string> narrow_unary_fn(const ir::Operation& op, std::string_view name) {
+  const bool gelu = name == "gelu" && op.attrs().get_string("approximate") != "tanh";
+  if (!gelu && name != "erf" && name != "exp") return std::nullopt;
+  auto narrow = [](DType d) { return d == DType::bf16 || d == DType::fp16; };
+  const NumericsPolicy& p = op.result(0)->type().policy;
+  if (!narrow(p.storage) || p != default_policy(p.storage) || !narrow(op.operand(0)->type().policy.storage)) {
+    return std::nullopt;
+  }
+  return std::string(name);
+}
+
 void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   const std::string_view name = op.name().substr(std::string_view("graph.").size());
   const NumericsPolicy& p = op.result(0)->type().policy;
+  if (auto fn = narrow_unary_fn(op, name)) {
+    ir::Value* x = value(b, op.operand(0)).stored;
+    if (x->type().dtype() == op.operand(0)->type().policy.storage) {
+      ir::Value* stored = tile::build(b, "tile.narrow_unary", {x}, {{"fn", *fn}, {"to", p}});
+      values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
+      return;
+    }
+  }
   if (rounds_through_fp32(op)) {
     // An operand as an fp32 lane (exact: a cast from a narrower float format).
     auto f32 = [&](std::size_t k) {

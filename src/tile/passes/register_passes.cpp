@@ -53,6 +53,11 @@ void register_tile_passes() {
       "Rewrites each tile.load_vector and tile.store_vector into its element ops (tile.load_elem, tile.store_elem) "
       "at start + k.",
       [](ir::Module& m) { for_each_tile_function(m, [](ir::Operation& f) { scalarize_vectors(f); }); }});
+  ir::register_pass(ir::PassInfo{
+      "tile-expand-narrow",
+      "Rewrites each tile.narrow_unary into its double formula: casts to fp64, the function, and roundings to fp32 "
+      "and to the op's `to`.",
+      [](ir::Module& m) { for_each_tile_function(m, [](ir::Operation& f) { expand_narrow_unaries(f); }); }});
 }
 
 }  // namespace tessera::tile

@@ -186,6 +186,12 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return "tsr::check_range(" + a[0] + ", " + cu_int_literal(op.attrs().get_int("lo")) + ", " +
            cu_int_literal(op.attrs().get_int("hi")) + ", W)";
   }
+  if (n == "narrow_unary") {
+    // The certified fp32 evaluation (tessera/numerics/narrow_elementary.h).
+    const DType to = op.attrs().get_policy("to").storage;
+    return "tessera::elementary::narrow_" + op.attrs().get_string("fn") + "(" + a[0] + ", " +
+           (to == DType::bf16 ? "tessera::elementary::kNarrowBf16" : "tessera::elementary::kNarrowFp16") + ")";
+  }
   if (n == "round_stochastic") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
     return "tsr::round_stochastic<" + cu_dtype(to.storage) + ">(" + as_double(a[0]) + ", (tsr::u64)" +

@@ -14,6 +14,7 @@
 
 #include "tessera/numerics.cuh"
 #include "tessera/numerics/elementary.h"
+#include "tessera/numerics/narrow_elementary.h"
 
 namespace tsr {
 
