@@ -112,11 +112,18 @@ TESSERA_NARROW_FN float decode(u32 code, int format) {
 // The narrow rounding of the reference's fp32 value when an evaluation A
 // within kNarrowSteps of it decides it, else NaN: the fp32 numbers that far
 // on either side of A must round alike (and A must be finite, off zero).
+// bf16 keeps fp32's exponent, so its rounding boundaries are the encodings
+// whose low 16 bits are 0x8000: the neighbourhood rounds alike exactly when
+// it holds none, and then adding 0x8000 and dropping the low half rounds.
 TESSERA_NARROW_FN float certify(float a, int format) {
   const u32 u = to_bits(a);
   const u32 sign = u & 0x80000000u;
   const u32 mag = u & 0x7fffffffu;
   const bool inside = mag >= kNarrowSteps && mag < 0x7f800000u - kNarrowSteps;
+  if (format == kNarrowBf16) {
+    const bool clear = (mag & 0xffffu) - (0x8000u - kNarrowSteps) > 2u * kNarrowSteps;
+    return inside && clear ? from_bits(sign | ((mag + 0x8000u) & 0xffff0000u)) : from_bits(0x7fc00000u);
+  }
   const u32 lo = encode(from_bits(sign | (inside ? mag - kNarrowSteps : 0u)), format);
   const u32 hi = encode(from_bits(sign | (inside ? mag + kNarrowSteps : 0u)), format);
   return inside && lo == hi ? decode(lo, format) : from_bits(0x7fc00000u);
@@ -205,26 +212,27 @@ TESSERA_NARROW_FN float exp_f32(float x) { return narrow::exp_normal(x > 88.0f ?
 // is 1 in double); erf is +-1 for |x| >= 4 (erfc(4) < 2^-25).
 TESSERA_NARROW_FN float narrow_gelu(float x, int format) {
   using namespace narrow;
+  // Branches, not selects: on a GPU the rare sides cost only the warps
+  // that take them.
   const float m = x < 0.0f ? -x : x;
-  const bool known = x >= 5.6875f || m < 0x1p-60f;
-  const float exact = decode(encode(m < 0x1p-60f ? 0.5f * x : x, format), format);
-  const bool fast = x >= -5.5f && x < 5.6875f && m >= 0x1p-60f;
-  const float r = certify(gelu_f32(fast ? x : 1.0f), format);
-  return known ? exact : (fast && r == r ? r : gelu_exact(x, format));
+  if (x >= 5.6875f || m < 0x1p-60f) return decode(encode(m < 0x1p-60f ? 0.5f * x : x, format), format);
+  const float r = certify(gelu_f32(x), format);
+  if (x >= -5.5f && r == r) return r;
+  return gelu_exact(x, format);
 }
 TESSERA_NARROW_FN float narrow_erf(float x, int format) {
   using namespace narrow;
   const float m = x < 0.0f ? -x : x;
-  const bool known = m >= 4.0f;
-  const bool fast = m < 4.0f && m >= 0x1p-100f;
-  const float r = certify(erf_f32(fast ? x : 1.0f), format);
-  return known ? (x < 0.0f ? -1.0f : 1.0f) : (fast && r == r ? r : erf_exact(x, format));
+  if (m >= 4.0f) return x < 0.0f ? -1.0f : 1.0f;
+  const float r = certify(erf_f32(x), format);
+  if (m >= 0x1p-100f && r == r) return r;
+  return erf_exact(x, format);
 }
 TESSERA_NARROW_FN float narrow_exp(float x, int format) {
   using namespace narrow;
-  const bool fast = x >= -87.0f && x <= 88.0f;
-  const float r = certify(exp_f32(fast ? x : 0.0f), format);
-  return fast && r == r ? r : exp_exact(x, format);
+  const float r = certify(exp_f32(x), format);
+  if (x >= -87.0f && x <= 88.0f && r == r) return r;
+  return exp_exact(x, format);
 }
 
 }  // namespace tessera::elementary

@@ -15,6 +15,11 @@ namespace tessera::schedule {
 
 namespace {
 
+// Lanes per group of elementwise kernels (any target), and on CUDA when
+// each lane takes a run of elements (set_target_knobs).
+constexpr std::int64_t kElementwiseLanes = 1024;
+constexpr std::int64_t kCudaRunLanes = 256;
+
 // The smallest power of two >= n, between lo and hi.
 std::int64_t pow2_block(std::int64_t n, std::int64_t lo, std::int64_t hi) {
   std::int64_t b = lo;
@@ -56,7 +61,7 @@ void assign_tiles(ir::Operation& func) {
     switch (kernel_family(*k)) {
       // Lanes per group: one element per lane, enough lanes per group that
       // the per-group cost vanishes on the CPU and a GPU block is full.
-      case Family::elementwise: k->attrs().set("tile", std::vector<std::int64_t>{1024}); break;
+      case Family::elementwise: k->attrs().set("tile", std::vector<std::int64_t>{kElementwiseLanes}); break;
       // Lanes per group: one output element per lane; fewer lanes than
       // elementwise kernels since each lane loops over its reduced elements.
       case Family::reduction:
@@ -215,6 +220,14 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_lane_vector(*k));
     }
+    if (f == Family::elementwise && cuda && k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1 &&
+        k->attrs().get_ints("tile") == std::vector<std::int64_t>{kElementwiseLanes}) {
+      // 256 lanes per block on CUDA when each lane takes a run: a lane then
+      // holds three runs of loads and their arithmetic in registers, and a
+      // 1024-lane block caps it at 64 registers, which spilled the runs to
+      // local memory (the gelu chain: 18.9M spill requests per call).
+      k->attrs().set("tile", std::vector<std::int64_t>{kCudaRunLanes});
+    }
     if (f == Family::elementwise && (lane_elements_env || cuda)) {
       const bool runs = k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1;
       k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : runs ? 1 : kCudaLaneElements);
@@ -265,6 +278,9 @@ void set_tile_ir_knobs(ir::Operation& func) {
     }
     // The CUDA Tile IR target runs a group's lanes as one tile already.
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) {
+      if (k->attrs().has("lane_vector") && k->attrs().get_ints("tile") == std::vector<std::int64_t>{kCudaRunLanes}) {
+        k->attrs().set("tile", std::vector<std::int64_t>{kElementwiseLanes});
+      }
       k->attrs().erase("lane_elements");
       k->attrs().erase("lane_vector");
     }

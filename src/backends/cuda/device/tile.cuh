@@ -187,6 +187,12 @@ __device__ __forceinline__ typename Traits<D>::value convert(typename Traits<S>:
       // instructions: every bf16 result rounds through here.
       if (rounding == kNearestEven) return decode_f32(encode_f32_nearest_even(v, D, ov == kSaturate), D);
     }
+    if constexpr (D == kFp32 && Traits<S>::is_float && S != kFp64) {
+      // A narrower float's value is an fp32 value: no rounding, and no
+      // trip through double (two F2F per operand of every bf16 add). Only a
+      // saturating policy changes anything (infinities to the largest value).
+      if (ov != kSaturate) return v;
+    }
     return round_to<D>((double)v, ov, rounding);
   }
 }
