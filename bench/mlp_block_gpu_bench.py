@@ -76,6 +76,16 @@ def main():
         print(f"{'matmul bf16 %d^3' % n:<34} {flops / t_ours / 1e12:9.1f} {flops / t_torch / 1e12:9.1f} "
               f"{t_torch / t_ours:6.2f}x", flush=True)
         del a, b, ta, tb
+    # A transposed: the weight gradients' form (X^T dY).
+    mm_t = tessera.jit(lambda a, b: ops.matmul(ops.transpose(a, (1, 0)), b))
+    n = 8192
+    (a, ta), (b, tb) = pair((n, n), 1.0), pair((n, n), 1.0)
+    close("matmul A^T", host(mm_t(a, b)), th(ta.t() @ tb), 2.0 ** -6)
+    t_ours = pace(lambda: mm_t(a, b), sync, args.runs)
+    t_torch = pace(lambda: ta.t() @ tb, sync, args.runs)
+    print(f"{'matmul bf16 %d^3 A^T' % n:<34} {2.0 * n ** 3 / t_ours / 1e12:9.1f} {2.0 * n ** 3 / t_torch / 1e12:9.1f} "
+          f"{t_torch / t_ours:6.2f}x", flush=True)
+    del a, b, ta, tb
 
     T, D, H = args.tokens, args.d, args.hidden
     (x, tx), (w1, tw1), (b1, tb1) = pair((T, D), 1.0), pair((D, H), D ** -0.5), pair((H,), 0.1)

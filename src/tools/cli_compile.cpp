@@ -41,16 +41,23 @@ namespace {
 constexpr const char* kCompileUsage =
     "usage: tessera compile FILE.tsr --emit tile|target [--target cpu|cuda|cuda_tile] [-D NAME=VALUE]... [-o OUT]\n"
     "       tessera compile FILE.tir --emit schedule|tile|target [--target cpu|cuda|cuda_tile] [-o OUT]\n"
-    "       --arch sm_XY (with --target cuda_tile): also assemble each kernel with tileiras (no GPU needed)\n";
+    "       --arch sm_XY: with --target cuda, the architecture the CUDA C++ is written for (sm_90a: wgmma);\n"
+    "                     with --target cuda_tile, also assemble each kernel with tileiras (no GPU needed)\n";
 
 struct CompileArgs {
   std::string file;
   std::string emit;
   std::string target = "cpu";
   std::string output;
-  std::string arch;  // cuda_tile: assemble with tileiras for this architecture
+  std::string arch;  // cuda: the architecture to write for; cuda_tile: assemble with tileiras for it
   KernelConstants defines;
 };
+
+cuda::KernelCompileOptions cuda_options(const CompileArgs& a) {
+  cuda::KernelCompileOptions options;
+  options.arch = a.arch;
+  return options;
+}
 
 // A kernel's CUDA Tile IR text; with --arch, tileiras assembles it too (a
 // CompileError with its output if it rejects the module).
@@ -130,7 +137,7 @@ int emit_target(const CompileArgs& a, std::ostream& out, std::ostream& err) {
       }
       std::shared_ptr<KernelSpecialization> spec = k.jit(mine).specialize();
       if (kernels.size() > 1) text += "// ===== kernel " + k.name() + " =====\n";
-      text += a.target == "cuda"        ? cuda::emit_kernel_source(spec->func())
+      text += a.target == "cuda"        ? cuda::emit_kernel_source(spec->func(), cuda_options(a))
               : a.target == "cuda_tile" ? cuda_tile_text(spec->tile_target_func(), a)
                                         : spec->target_source();
     }
@@ -224,7 +231,7 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       }
       for (const ir::Operation* k : kernels) {
         result += "// ===== kernel " + ir::function_name(*k) + " =====\n";
-        result += a.target == "cuda"        ? cuda::emit_kernel_source(*k)
+        result += a.target == "cuda"        ? cuda::emit_kernel_source(*k, cuda_options(a))
                   : a.target == "cuda_tile" ? cuda_tile_text(*k, a)
                                             : cpu::emit_kernel_source(*k);
       }
@@ -249,8 +256,8 @@ int run_kernel_compile_command(const std::vector<std::string>& args, std::ostrea
     err << "tessera compile: --target is cpu, cuda or cuda_tile, got '" << a.target << "'\n";
     return 2;
   }
-  if (!a.arch.empty() && a.target != "cuda_tile") {
-    err << "tessera compile: --arch applies to --target cuda_tile\n";
+  if (!a.arch.empty() && a.target == "cpu") {
+    err << "tessera compile: --arch applies to --target cuda and cuda_tile\n";
     return 2;
   }
   if (ends_with(a.file, ".tir")) return emit_graph_file(a, out, err);

@@ -13,7 +13,8 @@
 //   tile.mma      mma.sync on tensor cores for bf16/fp16 x fp32 when the
 //                 shapes allow, else a scalar fma loop; operands that are
 //                 tile_loads of whole shared buffers are read in place
-//                 (a transposed one as b through tsr::tview, K-major),
+//                 (a transposed b through tsr::tview, K-major; a
+//                 transposed a likewise, MN-major, on wgmma only),
 //                 others are staged to scratch shared memory;
 //   transpose     fused into such an mma, else staged through scratch.
 // A tile value is a group value on the CPU (every tile sees the same
@@ -248,7 +249,9 @@ class Emitter {
       transpose = use_ptr->user;
       if (transpose->result(0)->uses().size() != 1) return;
       use_ptr = &transpose->result(0)->uses().front();
-      if (use_ptr->operand_index != 1) return;  // a transposed b only; a transposed a is staged
+      // A transposed b reads in place K-major; a transposed a reads in place
+      // MN-major on wgmma only (decide_layouts stages it again elsewhere).
+      if (use_ptr->operand_index > 1) return;
     }
     const ir::Use& use = *use_ptr;
     if (use.user->name() != "tile.mma" || use.operand_index > 1 || use.user->parent_block() != load.parent_block())
@@ -378,6 +381,7 @@ class Emitter {
       const ir::Value* buf = in_place_buffer(op.operand(i), transposed);
       if (buf == nullptr || !panel_type(buf->type())) return {0, 0};
       if (i == 1 && fp8 && !transposed) return {0, 0};
+      if (i == 0 && fp8 && transposed) return {0, 0};  // 8-bit a is K-major only
     }
     const auto [m, k] = rows_cols(a);
     const auto [k2, n] = rows_cols(b);
@@ -447,6 +451,15 @@ class Emitter {
     }
     for (const ir::Operation* op : mmas_) {
       if (is_async_mma(*op) && wg_.count(op) == 0) async_off_wg_ = true;
+    }
+    // A transposed a read in place is wgmma's alone: elsewhere the transpose
+    // and its load run as ops again (the a is staged, transposed).
+    for (const ir::Operation* op : mmas_) {
+      if (wg_.count(op) != 0) continue;
+      const ir::Operation* t = op->operand(0)->defining_op();
+      if (t == nullptr || t->name() != "tile.transpose" || fused_.count(t) == 0) continue;
+      fused_.erase(t);
+      fused_.erase(t->operand(0)->defining_op());
     }
   }
 

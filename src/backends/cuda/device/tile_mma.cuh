@@ -468,12 +468,12 @@ __device__ __forceinline__ void wg_keep(float& x) {
 }
 
 // One wgmma.m64nNk16 (bf16/fp16) or m64nNk32 (fp8 e4m3/e5m2) of operand
-// dtype DT, A K-major, B MN-major (kTransB: imm-trans-b = 1) or K-major
-// (fp8 takes K-major operands only and no transpose flags), accumulating into
-// N/2 fp32 registers per thread. The instances differ only in N, the operand
-// type and the transpose flag, so one macro writes the three N of each from
-// per-N operand lists.
-template <int N, int DT, bool kTransB>
+// dtype DT, A K-major or MN-major (kTransA: imm-trans-a = 1), B MN-major
+// (kTransB: imm-trans-b = 1) or K-major (fp8 takes K-major operands only
+// and no transpose flags), accumulating into N/2 fp32 registers per thread.
+// The instances differ only in N, the operand type and the transpose flags,
+// so one macro writes the three N of each from per-N operand lists.
+template <int N, int DT, bool kTransA, bool kTransB>
 __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db);
 
 #define TSR_WG_REGS32 \
@@ -515,24 +515,28 @@ __device__ __forceinline__ void wgmma_ss(float* d, u64 da, u64 db);
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 // KTY is the shape's k and the types ("k16.f32.bf16.bf16"), FLAGS what
 // follows scale-d and the operand scales (", 0, 1": imm-trans-a, imm-trans-b).
-#define TSR_WGMMA_SS(N, DT, TB, KTY, FLAGS, REGS, ACC)                                                      \
+#define TSR_WGMMA_SS(N, DT, TA, TB, KTY, FLAGS, REGS, ACC)                                                  \
   template <>                                                                                              \
-  __device__ __forceinline__ void wgmma_ss<N, DT, TB>(float* d, u64 da, u64 db) {                          \
+  __device__ __forceinline__ void wgmma_ss<N, DT, TA, TB>(float* d, u64 da, u64 db) {                      \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                 \
                  "wgmma.mma_async.sync.aligned.m64n" #N KTY " " REGS ", p, 1, 1" FLAGS ";\n}\n"                \
                  : ACC                                                                                     \
                  : "l"(da), "l"(db));                                                                      \
   }
-#define TSR_WGMMA_SS_N(DT, TB, KTY, FLAGS)                               \
-  TSR_WGMMA_SS(64, DT, TB, KTY, FLAGS, TSR_WG_REGS32, TSR_WG_ACC32)   \
-  TSR_WGMMA_SS(128, DT, TB, KTY, FLAGS, TSR_WG_REGS64, TSR_WG_ACC64)  \
-  TSR_WGMMA_SS(256, DT, TB, KTY, FLAGS, TSR_WG_REGS128, TSR_WG_ACC128)
-TSR_WGMMA_SS_N(kBf16, true, "k16.f32.bf16.bf16", ", 0, 1")
-TSR_WGMMA_SS_N(kBf16, false, "k16.f32.bf16.bf16", ", 0, 0")
-TSR_WGMMA_SS_N(kFp16, true, "k16.f32.f16.f16", ", 0, 1")
-TSR_WGMMA_SS_N(kFp16, false, "k16.f32.f16.f16", ", 0, 0")
-TSR_WGMMA_SS_N(kFp8E4m3, false, "k32.f32.e4m3.e4m3", "")
-TSR_WGMMA_SS_N(kFp8E5m2, false, "k32.f32.e5m2.e5m2", "")
+#define TSR_WGMMA_SS_N(DT, TA, TB, KTY, FLAGS)                               \
+  TSR_WGMMA_SS(64, DT, TA, TB, KTY, FLAGS, TSR_WG_REGS32, TSR_WG_ACC32)   \
+  TSR_WGMMA_SS(128, DT, TA, TB, KTY, FLAGS, TSR_WG_REGS64, TSR_WG_ACC64)  \
+  TSR_WGMMA_SS(256, DT, TA, TB, KTY, FLAGS, TSR_WG_REGS128, TSR_WG_ACC128)
+TSR_WGMMA_SS_N(kBf16, false, true, "k16.f32.bf16.bf16", ", 0, 1")
+TSR_WGMMA_SS_N(kBf16, false, false, "k16.f32.bf16.bf16", ", 0, 0")
+TSR_WGMMA_SS_N(kBf16, true, true, "k16.f32.bf16.bf16", ", 1, 1")
+TSR_WGMMA_SS_N(kBf16, true, false, "k16.f32.bf16.bf16", ", 1, 0")
+TSR_WGMMA_SS_N(kFp16, false, true, "k16.f32.f16.f16", ", 0, 1")
+TSR_WGMMA_SS_N(kFp16, false, false, "k16.f32.f16.f16", ", 0, 0")
+TSR_WGMMA_SS_N(kFp16, true, true, "k16.f32.f16.f16", ", 1, 1")
+TSR_WGMMA_SS_N(kFp16, true, false, "k16.f32.f16.f16", ", 1, 0")
+TSR_WGMMA_SS_N(kFp8E4m3, false, false, "k32.f32.e4m3.e4m3", "")
+TSR_WGMMA_SS_N(kFp8E5m2, false, false, "k32.f32.e5m2.e5m2", "")
 #undef TSR_WGMMA_SS_N
 #undef TSR_WGMMA_SS
 #undef TSR_WG_ACC128
@@ -552,7 +556,10 @@ TSR_WGMMA_SS_N(kFp8E5m2, false, "k32.f32.e5m2.e5m2", "")
 // a's K panels are ROWS x 128 bytes (one wgmma row group of 8 rows is 1024 bytes: the stride byte offset), a k-step of 16 moves the start 32
 // bytes within the panel; b's N panels are K x 128 bytes (the leading byte
 // offset, between panels along N), 8 k-rows are 1024 bytes, a k-step moves
-// the start 16 rows. mma_wg_async issues every k-step's wgmma and commits
+// the start 16 rows. An a that is a TView of a [K, M] buffer (16-bit
+// types; a transposed A, as in the weight gradients X^T dY) is MN-major
+// like a row-major b: M panels of K x 128 bytes, one per 64 rows of the
+// product, imm-trans-a = 1. mma_wg_async issues every k-step's wgmma and commits
 // them as one group without waiting: the accumulators and the shared buffers
 // stay the tensor cores' until a wg_wait retires the group (an async
 // tile.mma, docs/guide/cuda_backend.md). mma_wg also waits, so the shared
@@ -564,17 +571,22 @@ __device__ __forceinline__ Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> mma_wg_as
   // The operand dtype comes from the views (kBf16 agrees for 16-bit types).
   constexpr int kDT = AV::kDType;
   constexpr bool kBK = BV::kTransposed;  // B K-major: a TView of an [N, K] buffer
+  constexpr bool kAM = AV::kTransposed;  // A MN-major: a TView of a [K, M] buffer
   static_assert(kDT == BV::kDType, "wgmma operands share a dtype");
+  static_assert(sizeof(typename AV::S) == 2 || !kAM, "fp8 wgmma takes K-major operands only");
   static_assert(sizeof(typename AV::S) == 1 || kBf16 == (kDT == ::tessera::device::kBf16), "kBf16 names the dtype");
   static_assert(sizeof(typename AV::S) == 2 || kBK, "fp8 wgmma takes K-major operands only");
   constexpr int K = AV::kCols;
   constexpr u32 kEs = sizeof(typename AV::S);       // bytes per element
   constexpr int kPE = 128 / kEs;                      // elements per panel row
   constexpr int kStep = 32 / kEs;                     // the instruction's k: 32 bytes of a panel row
-  constexpr u32 kAPanel = AV::kRows * 128u;           // a's [M, 128 bytes] panels
+  constexpr u32 kAPanel = (kAM ? K : AV::kRows) * 128u;  // a's [M, 128 bytes] panels (MN-major: [K, 128 bytes])
   constexpr u32 kBPanel = (kBK ? BV::kCols : BV::kRows) * 128u;  // b's buffer rows x 128 bytes
   const int g = tid / 128;
-  const u32 a0 = smem_addr(a.at(0, 0)) + (u32)((g / WGN) * (R / WGM)) * 128u;
+  // This warpgroup's M rows: (R / WGM) (g / WGN) rows into every K panel,
+  // or (MN-major) that many rows / 64 panels on.
+  const u32 a0 = smem_addr(a.at(0, 0)) + (kAM ? (u32)((g / WGN) * (R / WGM) / 64) * kAPanel
+                                               : (u32)((g / WGN) * (R / WGM)) * 128u);
   // K-major b: this warpgroup's N rows start NW * (g % WGN) rows into every panel.
   const u32 b0 = smem_addr(b.at(0, 0)) +
                  (kBK ? (u32)((g % WGN) * L::NW) * 128u : (u32)((g % WGN) * L::NW / 64) * kBPanel);
@@ -588,9 +600,9 @@ __device__ __forceinline__ Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>> mma_wg_as
                        : wg_desc(b0 + (u32)k0 * 128u, kBPanel, 1024);
 #pragma unroll
     for (int i = 0; i < L::MI; ++i) {
-      const u64 da =
-          wg_desc(a0 + (u32)(k0 / kPE) * kAPanel + (u32)i * 64u * 128u + (u32)(k0 % kPE) * kEs, 16, 1024);
-      wgmma_ss<L::NW, kDT, !kBK>(&d.v[i * (L::NW / 2)], da, db);
+      const u64 da = kAM ? wg_desc(a0 + (u32)i * kAPanel + (u32)k0 * 128u, kAPanel, 1024)
+                         : wg_desc(a0 + (u32)(k0 / kPE) * kAPanel + (u32)i * 64u * 128u + (u32)(k0 % kPE) * kEs, 16, 1024);
+      wgmma_ss<L::NW, kDT, kAM, !kBK>(&d.v[i * (L::NW / 2)], da, db);
     }
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
