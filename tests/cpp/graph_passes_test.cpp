@@ -396,4 +396,38 @@ TEST(Canonicalize, SinksScalingBelowDataMovement) {
       "canonicalize", {"graph.constant", "graph.mul", "graph.broadcast_to", "graph.transpose"});
 }
 
+// Transposes of the last two dims fold into products as transpose flags,
+// with the reference's results unchanged (batched, either operand, a
+// gemm's own flags flipping, an `out` policy kept).
+TEST(Canonicalize, FoldsTransposesIntoProducts) {
+  auto tr = [](ir::OpBuilder& b, ir::Value* x, std::vector<std::int64_t> perm) {
+    return op(b, "graph.transpose", {x}, ir::AttrMap{{"perm", std::move(perm)}});
+  };
+  expect_exact_rewrite({ty({2, 7, 5}, "bf16 @accum(fp32)"), ty({2, 7, 3}, "bf16 @accum(fp32)")},
+                       [&](ir::OpBuilder& b, const Values& a) {
+                         return Values{op(b, "graph.matmul", {tr(b, a[0], {0, 2, 1}), a[1]})};
+                       },
+                       "canonicalize", {"graph.gemm"});
+  expect_exact_rewrite({ty({6, 4}, "fp32"), ty({5, 6}, "fp32")},
+                       [&](ir::OpBuilder& b, const Values& a) {
+                         return Values{op(b, "graph.gemm", {tr(b, a[0], {1, 0}), a[1]},
+                                          ir::AttrMap{{"transpose_a", false}, {"transpose_b", true}})};
+                       },
+                       "canonicalize", {"graph.gemm"});
+  expect_exact_rewrite({ty({4, 6}, "bf16 @accum(fp32)"), ty({6, 5}, "bf16 @accum(fp32)")},
+                       [&](ir::OpBuilder& b, const Values& a) {
+                         ir::Value* at = tr(b, a[0], {1, 0});
+                         return Values{op(b, "graph.gemm", {at, tr(b, a[1], {1, 0})},
+                                          ir::AttrMap{{"transpose_a", true}, {"transpose_b", true},
+                                                      {"out", parse_policy("fp32")}})};
+                       },
+                       "canonicalize", {"graph.gemm"});
+  // A permutation that moves a batch dim stays a transpose.
+  expect_exact_rewrite({ty({2, 3, 4}, "fp32"), ty({3, 4, 5}, "fp32")},
+                       [&](ir::OpBuilder& b, const Values& a) {
+                         return Values{op(b, "graph.matmul", {tr(b, a[0], {1, 0, 2}), a[1]})};
+                       },
+                       "canonicalize", {"graph.transpose", "graph.matmul"});
+}
+
 }  // namespace

@@ -32,6 +32,11 @@
 //   multiplies (fewer, for broadcast_to). Not done under stochastic
 //   rounding, whose random bits depend on the element's index.
 //
+// - Transposes into products: matmul/gemm(transpose(x), y) -> gemm(x, y)
+//   with the operand's transpose flag flipped, for a transpose of the last
+//   two dims (either operand): the product reads the same elements of x and
+//   sums them in the same order, so every result is the same.
+//
 // Rewrites repeat until none applies; dead ops are erased after each sweep.
 #include <bit>
 #include <functional>
@@ -188,8 +193,47 @@ bool sink_scale(ir::Block& block, Pos pos, ir::Operation& op) {
   return false;
 }
 
+// Whether `perm` swaps the last two dims and keeps the others in place.
+bool swaps_last_two(const std::vector<std::int64_t>& perm) {
+  const std::size_t r = perm.size();
+  if (r < 2) return false;
+  for (std::size_t i = 0; i + 2 < r; ++i) {
+    if (perm[i] != static_cast<std::int64_t>(i)) return false;
+  }
+  return perm[r - 2] == static_cast<std::int64_t>(r - 1) && perm[r - 1] == static_cast<std::int64_t>(r - 2);
+}
+
+// matmul/gemm(transpose(x), y) -> gemm(x, y) with that operand's transpose
+// flag flipped, for a transpose of the last two dims: the product reads the
+// same elements and sums them in the same order, and kernels read the
+// operand as stored (a strided view of it could not be copied in rows).
+bool fold_transpose_into_product(ir::Block& block, Pos pos, ir::Operation& op) {
+  const bool gemm = op.name() == "graph.gemm";
+  auto flag = [&](const char* name) {
+    const ir::Attribute* a = op.attrs().find(name);
+    return gemm && a && std::get<bool>(*a);
+  };
+  bool flags[2] = {flag("transpose_a"), flag("transpose_b")};
+  ir::Value* operands[2] = {op.operand(0), op.operand(1)};
+  bool changed = false;
+  for (std::size_t k = 0; k < 2; ++k) {
+    ir::Operation* t = producer(operands[k], "graph.transpose");
+    if (!t || !swaps_last_two(read_perm(*t))) continue;
+    operands[k] = t->operand(0);
+    flags[k] = !flags[k];
+    changed = true;
+  }
+  if (!changed) return false;
+  ir::AttrMap attrs{{"transpose_a", flags[0]}, {"transpose_b", flags[1]}};
+  if (gemm && op.attrs().has("out")) attrs.set("out", op.attrs().get_policy("out"));
+  ir::Operation* g = create_if_typed(block, pos, "graph.gemm", {operands[0], operands[1]}, attrs,
+                                     {op.result()->type()}, op.location());
+  return g && replace_with(op, g->result());
+}
+
 bool rewrite(ir::Block& block, Pos pos, ir::Operation& op) {
   std::string_view name = op.name();
+  if (name == "graph.matmul" || name == "graph.gemm") return fold_transpose_into_product(block, pos, op);
   if (name == "graph.transpose") return fold_transpose(block, pos, op);
   if (name == "graph.reshape" || name == "graph.broadcast_to") return fold_movement(block, pos, op);
   if (name == "graph.neg") return fold_neg(block, pos, op);
