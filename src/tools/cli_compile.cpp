@@ -196,7 +196,8 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
     std::string result;
     for (const auto& f : module.functions()) {
       const std::string& name = ir::function_name(*f);
-      ir::Module scheduled = schedule::schedule_module(module, name);
+      // As a GPU run schedules it (CUDA executables split fp32 products).
+      ir::Module scheduled = schedule::schedule_module(module, name, a.target != "cpu");
       // The knobs @jit sets for the target (GEMM tiles, lanes per row), so
       // the printed kernels are the ones a GPU run compiles.
       schedule::set_target_knobs(*scheduled.lookup(name), a.target != "cpu");

@@ -297,6 +297,67 @@ TESSERA_ELEMENTARY_FN double tanh(double x) {
   return from_bits(to_bits(t) | sign);
 }
 
+namespace detail {
+
+// erf's three forms (see erf below), each on its own range.
+TESSERA_ELEMENTARY_FN double erf_near(double s) {
+  return s * horner(s * s,
+                                   0x1.20dd750429b6dp+0, -0x1.812746b0379e7p-2, 0x1.ce2f21a042be2p-4,
+                                   -0x1.b82ce31288b51p-6, 0x1.565bcd0e6a53fp-8, -0x1.c02db40040b86p-11,
+                                   0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17, 0x1.b9e6c9dc651a3p-20,
+                                   -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30,
+                                   0x1.9e6ad5e55a730p-34, -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42,
+                                   -0x1.f56f071a885cfp-46, 0x1.d70b3537f4765p-50, -0x1.a2007af3447f6p-54,
+                                   0x1.5f7919bc67b8cp-58, -0x1.18cc8a061c479p-62, 0x1.ab5cc31489f29p-67,
+                                   -0x1.3676fc48c133cp-71, 0x1.af83c2fb19fa6p-76, -0x1.1f690c2b2753ap-80,
+                                   0x1.6f928977a0028p-85, -0x1.c40abff27ce65p-90, 0x1.0baeaddb047b0p-94,
+                                   -0x1.31b7776e54127p-99, 0x1.512193be51298p-104, -0x1.67657a57148a3p-109,
+                                   0x1.72c97f9dd3b8dp-114, -0x1.7298e545013acp-119, 0x1.6731bac4d9ceap-124,
+                                   -0x1.51e98b3b1916bp-129);
+}
+
+TESSERA_ELEMENTARY_FN double erf_middle(double q) {
+  // With h = q^2 rounded, e^-h and the series at 2h move oppositely with h's
+  // rounding: their product changes by ~h/8 of it (d ln/dh is about -1/2h),
+  // so h goes in rounded to both.
+  const double q_hi = q * q;
+  const double q_exp = exp(-q_hi);
+  const double series = horner(2.0 * q_hi,
+                               0x1.0000000000000p+0, 0x1.5555555555555p-2, 0x1.1111111111111p-4,
+                               0x1.3813813813814p-7, 0x1.1566abc011567p-10, 0x1.937e11175f095p-14,
+                               0x1.f09b28ba4d955p-18, 0x1.08db48ebe51c7p-21, 0x1.f28db670be53bp-26,
+                               0x1.a3d5a71b92cd3p-30, 0x1.3fdfbc45c52eap-34, 0x1.bd0ac3296b624p-39,
+                               0x1.1cd3b01a822a6p-43, 0x1.519297d390c9fp-48, 0x1.747e72912d023p-53,
+                               0x1.808286c768445p-58, 0x1.74dba97b8be52p-63, 0x1.54e6174c62a5ap-68,
+                               0x1.26d4d5e132b8cp-73, 0x1.e3d36c1c38faap-79, 0x1.799ec4c4db4d0p-84,
+                               0x1.19050980a3336p-89, 0x1.8fac24452c5fdp-95, 0x1.101e0dcd0ddf3p-100,
+                               0x1.636b2c25f2c57p-106, 0x1.be03fb2a9a10ep-112, 0x1.0d4adb45318cap-117,
+                               0x1.395bc2a44c468p-123, 0x1.5fd74f512d38cp-129, 0x1.7da878c0310ddp-135,
+                               0x1.906d9c10fce8bp-141, 0x1.96c8bf0d31af7p-147, 0x1.9086a47b449d0p-153,
+                               0x1.7e978a031f273p-159, 0x1.62de2e635bf7dp-165, 0x1.3fe183f49b037p-171);
+  return ((0x1.20dd750429b6dp+0 * q) * q_exp) * series;  // 2 / sqrt(pi) = 0x1.20dd750429b6dp+0
+}
+
+TESSERA_ELEMENTARY_FN double erf_far(double m) {
+  const double t = (m - 4.0) * 0.5;
+  const Clenshaw c = clenshaw(2.0 * t,
+                              -0x1.3a53c917d1818p-4, 0x1.2f051fecf5d7fp-6, -0x1.1c3eb472a6099p-8,
+                              0x1.03f6c7ce7b873p-10, -0x1.d0697a07a3bcep-13, 0x1.95bca17afcb6dp-15,
+                              -0x1.5b284ed317bf9p-17, 0x1.233c3b756db23p-19, -0x1.df960ba59f104p-22,
+                              0x1.83e84f5f1fd6dp-24, -0x1.34786b1b337a0p-26, 0x1.e2b2547058900p-29,
+                              -0x1.73d441b1548e7p-31, 0x1.1a2cda1d32ea1p-33, -0x1.a628c46e190d9p-36,
+                              0x1.3772337989756p-38, -0x1.c56cf3bfa9f45p-41, 0x1.45d00d9c5b56cp-43,
+                              -0x1.ce212fe15758dp-46, 0x1.41cde659b3196p-48, -0x1.b667fd01e1265p-51,
+                              0x1.e8c090a5ef71dp-54, -0x1.fadaa8f7eed56p-55, 0x1.21a1851ff630dp-56);
+  const double g = fused(t, c.b1, 0x1.3c84269744fa5p-3 - c.b2);
+  // e^-(hi + lo) ~ e^-hi (1 - lo) for m^2 = hi + lo exactly.
+  const double hi = m * m;
+  const double e = exp(-hi);
+  return 1.0 - fused(-e, fused(m, m, -hi), e) * g;
+}
+
+}  // namespace detail
+
 // The error function, from three forms chosen by |x| (the constants come
 // from scripts/fit_erf.py, which says how they were derived):
 // - |x| < 1: the Taylor series of erf(x) / x in x^2 to the 33rd power;
@@ -320,58 +381,25 @@ TESSERA_ELEMENTARY_SIMD_FN double erf(double x) {
   using namespace detail;
   const bits64 sign = to_bits(x) & 0x8000000000000000ULL;
   const double a = from_bits(to_bits(x) ^ sign);
+#if defined(__CUDA_ARCH__)
+  // On a GPU only the forms some lane needs run (branches: a warp whose
+  // lanes all lie in one range pays for one form); each form gets the same
+  // argument the selects below give it in its range, so the same bits.
+  double v = 1.0;  // past 6, and NaN (put back below)
+  if (a < 1.0) {
+    v = erf_near(a);
+  } else if (a < 2.0) {
+    v = erf_middle(a);
+  } else if (a < 6.0) {
+    v = erf_far(a);
+  }
+#else
   // Every form computed on a clamped argument, one chosen at the end.
-  const double s = a < 1.0 ? a : 1.0;
-  const double near = s * horner(s * s,
-                                   0x1.20dd750429b6dp+0, -0x1.812746b0379e7p-2, 0x1.ce2f21a042be2p-4,
-                                   -0x1.b82ce31288b51p-6, 0x1.565bcd0e6a53fp-8, -0x1.c02db40040b86p-11,
-                                   0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17, 0x1.b9e6c9dc651a3p-20,
-                                   -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30,
-                                   0x1.9e6ad5e55a730p-34, -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42,
-                                   -0x1.f56f071a885cfp-46, 0x1.d70b3537f4765p-50, -0x1.a2007af3447f6p-54,
-                                   0x1.5f7919bc67b8cp-58, -0x1.18cc8a061c479p-62, 0x1.ab5cc31489f29p-67,
-                                   -0x1.3676fc48c133cp-71, 0x1.af83c2fb19fa6p-76, -0x1.1f690c2b2753ap-80,
-                                   0x1.6f928977a0028p-85, -0x1.c40abff27ce65p-90, 0x1.0baeaddb047b0p-94,
-                                   -0x1.31b7776e54127p-99, 0x1.512193be51298p-104, -0x1.67657a57148a3p-109,
-                                   0x1.72c97f9dd3b8dp-114, -0x1.7298e545013acp-119, 0x1.6731bac4d9ceap-124,
-                                   -0x1.51e98b3b1916bp-129);
-  // With h = q^2 rounded, e^-h and the series at 2h move oppositely with h's
-  // rounding: their product changes by ~h/8 of it (d ln/dh is about -1/2h),
-  // so h goes in rounded to both.
-  const double q = a < 1.0 ? 1.0 : (a > 2.0 ? 2.0 : a);
-  const double q_hi = q * q;
-  const double q_exp = exp(-q_hi);
-  const double series = horner(2.0 * q_hi,
-                               0x1.0000000000000p+0, 0x1.5555555555555p-2, 0x1.1111111111111p-4,
-                               0x1.3813813813814p-7, 0x1.1566abc011567p-10, 0x1.937e11175f095p-14,
-                               0x1.f09b28ba4d955p-18, 0x1.08db48ebe51c7p-21, 0x1.f28db670be53bp-26,
-                               0x1.a3d5a71b92cd3p-30, 0x1.3fdfbc45c52eap-34, 0x1.bd0ac3296b624p-39,
-                               0x1.1cd3b01a822a6p-43, 0x1.519297d390c9fp-48, 0x1.747e72912d023p-53,
-                               0x1.808286c768445p-58, 0x1.74dba97b8be52p-63, 0x1.54e6174c62a5ap-68,
-                               0x1.26d4d5e132b8cp-73, 0x1.e3d36c1c38faap-79, 0x1.799ec4c4db4d0p-84,
-                               0x1.19050980a3336p-89, 0x1.8fac24452c5fdp-95, 0x1.101e0dcd0ddf3p-100,
-                               0x1.636b2c25f2c57p-106, 0x1.be03fb2a9a10ep-112, 0x1.0d4adb45318cap-117,
-                               0x1.395bc2a44c468p-123, 0x1.5fd74f512d38cp-129, 0x1.7da878c0310ddp-135,
-                               0x1.906d9c10fce8bp-141, 0x1.96c8bf0d31af7p-147, 0x1.9086a47b449d0p-153,
-                               0x1.7e978a031f273p-159, 0x1.62de2e635bf7dp-165, 0x1.3fe183f49b037p-171);
-  const double middle = ((0x1.20dd750429b6dp+0 * q) * q_exp) * series;  // 2 / sqrt(pi) = 0x1.20dd750429b6dp+0
-  const double m = a < 2.0 ? 2.0 : (a > 6.0 ? 6.0 : a);  // a NaN stays NaN
-  const double t = (m - 4.0) * 0.5;
-  const Clenshaw c = clenshaw(2.0 * t,
-                              -0x1.3a53c917d1818p-4, 0x1.2f051fecf5d7fp-6, -0x1.1c3eb472a6099p-8,
-                              0x1.03f6c7ce7b873p-10, -0x1.d0697a07a3bcep-13, 0x1.95bca17afcb6dp-15,
-                              -0x1.5b284ed317bf9p-17, 0x1.233c3b756db23p-19, -0x1.df960ba59f104p-22,
-                              0x1.83e84f5f1fd6dp-24, -0x1.34786b1b337a0p-26, 0x1.e2b2547058900p-29,
-                              -0x1.73d441b1548e7p-31, 0x1.1a2cda1d32ea1p-33, -0x1.a628c46e190d9p-36,
-                              0x1.3772337989756p-38, -0x1.c56cf3bfa9f45p-41, 0x1.45d00d9c5b56cp-43,
-                              -0x1.ce212fe15758dp-46, 0x1.41cde659b3196p-48, -0x1.b667fd01e1265p-51,
-                              0x1.e8c090a5ef71dp-54, -0x1.fadaa8f7eed56p-55, 0x1.21a1851ff630dp-56);
-  const double g = fused(t, c.b1, 0x1.3c84269744fa5p-3 - c.b2);
-  // e^-(hi + lo) ~ e^-hi (1 - lo) for m^2 = hi + lo exactly.
-  const double hi = m * m;
-  const double e = exp(-hi);
-  const double far = 1.0 - fused(-e, fused(m, m, -hi), e) * g;
+  const double near = erf_near(a < 1.0 ? a : 1.0);
+  const double middle = erf_middle(a < 1.0 ? 1.0 : (a > 2.0 ? 2.0 : a));
+  const double far = erf_far(a < 2.0 ? 2.0 : (a > 6.0 ? 6.0 : a));  // a NaN stays NaN
   const double v = a < 1.0 ? near : (a < 2.0 ? middle : (a < 6.0 ? far : 1.0));
+#endif
   const double r = x != x ? x : v;
   return from_bits(to_bits(r) | sign);
 }

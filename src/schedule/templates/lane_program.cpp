@@ -293,6 +293,18 @@ void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
       return;
     }
   }
+  if (name == "cast" && fp32_exact(op.operand(0)->type().policy.storage) && is_float(p.storage) &&
+      !is_complex(p.storage) && p.storage != DType::fp64 && p.rounding != Rounding::stochastic) {
+    // One rounding of an fp32 value (a float of at most 32 bits) to another
+    // such format: from its fp32 lane, the same rounding of the same value
+    // as from double, without the conversions (bf16 splits of fp32
+    // cotangents were two fp64 trips and a double-to-bf16 encode each).
+    ir::Value* x = value(b, op.operand(0)).stored;
+    if (x->type().dtype() != DType::fp32) x = cast(b, x, default_policy(DType::fp32));
+    ir::Value* stored = x->type().policy == p ? x : cast(b, x, p);
+    values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
+    return;
+  }
   if (rounds_through_fp32(op)) {
     // An operand as an fp32 lane (exact: a cast from a narrower float format).
     auto f32 = [&](std::size_t k) {
