@@ -279,7 +279,9 @@ TEST(TileTranspose, TransposedBf16BIsReadKMajorInPlace) {
   EXPECT_EQ(a.ptx.find("ldmatrix.sync.aligned.m8n8.x2.trans"), std::string::npos);
 }
 
-TEST(TileTranspose, GeneralTransposeStagesThroughSharedMemory) {
+// A transposed A is read in place on wgmma, MN-major (imm-trans-a = 1);
+// mma.sync stages it, and transposes of register tiles stage everywhere.
+TEST(TileTranspose, TransposedAReadsInPlaceOnWgmmaElseStages) {
   if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
   static const char* src = R"(
 @kernel tile[(128,)] shared(64_KiB)
@@ -292,9 +294,11 @@ def f(At: bf16[K, M], B: bf16[K, N], C: mut f32[M, N]):
     acc = tile.mma(tile.transpose(tile.load(a)), tile.load(b))
     tile.store(C, rows=(0, 64), cols=(0, 64), value=tile.transpose(tile.transpose(acc)))
 )";
-  for (const char* arch : {"sm_90a", "sm_80"}) {
-    const Emitted e = emit(src, arch, false);
-    EXPECT_NE(e.source.find("tsr::transpose_from("), std::string::npos) << e.source;
-    EXPECT_EQ(e.source.find("tsr::tview("), std::string::npos) << e.source;  // a transposed A is not read in place
-  }
+  const Emitted h = emit(src, "sm_90a");
+  EXPECT_NE(h.source.find("tsr::mma_wg<true>(tsr::tview(s"), std::string::npos) << h.source;
+  EXPECT_NE(h.source.find("tsr::transpose_from("), std::string::npos) << h.source;  // acc's transposes
+  EXPECT_NE(h.ptx.find("p, 1, 1, 1, 1;"), std::string::npos);  // A MN-major, B row-major
+  const Emitted a = emit(src, "sm_80", false);
+  EXPECT_NE(a.source.find("tsr::transpose_from("), std::string::npos) << a.source;
+  EXPECT_EQ(a.source.find("tsr::tview("), std::string::npos) << a.source;  // mma.sync stages a transposed A
 }
