@@ -59,15 +59,8 @@ const NumericsPolicy kF64 = default_policy(DType::fp64);
 // accumulation into a float storage of at most 32 bits (the reference
 // rounds the fp32 sum to storage), not stochastically.
 bool fp32_result(const ir::Value* acc, const NumericsPolicy& p) {
-  return acc->type().dtype() == DType::fp32 && p.accum == DType::fp32 && is_float(p.storage) &&
-         !is_complex(p.storage) && p.storage != DType::fp64 && p.rounding != Rounding::stochastic;
-}
-
-// The accumulator element as the result: itself, or one cast from fp32
-// (the same rounding of the same value as from double, without the trip).
-LaneValue from_fp32(ir::OpBuilder& b, ir::Value* acc, const NumericsPolicy& p) {
-  ir::Value* stored = acc->type().policy == p ? acc : cast(b, acc, p);
-  return LaneValue{stored, LaneProgram::decode(b, stored)};
+  return acc->type().dtype() == DType::fp32 && p.accum == DType::fp32 && fp32_exact(p.storage) &&
+         p.rounding != Rounding::stochastic;
 }
 
 bool flag(const ir::Operation& op, const char* name) {
@@ -239,7 +232,7 @@ class GemmBuilder {
                               lanes_of.bind_value(root_.result(0),
                                                   p.rounding == Rounding::stochastic
                                                       ? LaneProgram::finish_stochastic(ib, cast(ib, v, kF64), p, true, i, 0)
-                                                  : fp32_result(v, p) ? from_fp32(ib, v, p)
+                                                  : fp32_result(v, p) ? LaneProgram::from_fp32(ib, v, p)
                                                                       : LaneProgram::finish(ib, cast(ib, v, kF64), p));
                               for (const auto& op : body_.ops()) {
                                 if (op.get() == body_.terminator()) break;

@@ -239,8 +239,6 @@ ir::Value* LaneProgram::sigmoid(ir::OpBuilder& b, ir::Value* x) {
   return select(b, cmp(b, "ge", x, real(b, 0.0)), pos, negv);
 }
 
-// Whether every value of `d` is an fp32 value (the float formats of at most
-// 32 bits; an fp32 lane holds them exactly).
 bool fp32_exact(DType d) { return is_float(d) && !is_complex(d) && d != DType::fp64; }
 
 // Ops whose result rounds through fp32 (accumulation fp32: fp32 storage
@@ -271,38 +269,34 @@ const std::map<std::string_view, const char*> kFp32Binaries = {{"add", "add"}, {
 // through fp32 to bf16/fp16: tile.narrow_unary, the same bits as the double
 // formula below, mostly from fp32 arithmetic where the backend has it
 // (tessera/numerics/narrow_elementary.h).
-static std::optional<std::string> narrow_unary_fn(const ir::Operation& op, std::string_view name) {
+static bool narrow_unary(const ir::Operation& op, std::string_view name) {
   const bool gelu = name == "gelu" && op.attrs().get_string("approximate") != "tanh";
-  if (!gelu && name != "erf" && name != "exp") return std::nullopt;
+  if (!gelu && name != "erf" && name != "exp") return false;
   auto narrow = [](DType d) { return d == DType::bf16 || d == DType::fp16; };
   const NumericsPolicy& p = op.result(0)->type().policy;
-  if (!narrow(p.storage) || p != default_policy(p.storage) || !narrow(op.operand(0)->type().policy.storage)) {
-    return std::nullopt;
-  }
-  return std::string(name);
+  return narrow(p.storage) && p == default_policy(p.storage) && narrow(op.operand(0)->type().policy.storage);
+}
+
+LaneValue LaneProgram::from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p) {
+  if (x->type().dtype() != DType::fp32) x = cast(b, x, default_policy(DType::fp32));
+  ir::Value* stored = x->type().policy == p ? x : cast(b, x, p);
+  return LaneValue{stored, decode(b, stored)};
 }
 
 void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   const std::string_view name = op.name().substr(std::string_view("graph.").size());
   const NumericsPolicy& p = op.result(0)->type().policy;
-  if (auto fn = narrow_unary_fn(op, name)) {
-    ir::Value* x = value(b, op.operand(0)).stored;
-    if (x->type().dtype() == op.operand(0)->type().policy.storage) {
-      ir::Value* stored = tile::build(b, "tile.narrow_unary", {x}, {{"fn", *fn}, {"to", p}});
-      values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
-      return;
-    }
-  }
-  if (name == "cast" && fp32_exact(op.operand(0)->type().policy.storage) && is_float(p.storage) &&
-      !is_complex(p.storage) && p.storage != DType::fp64 && p.rounding != Rounding::stochastic) {
-    // One rounding of an fp32 value (a float of at most 32 bits) to another
-    // such format: from its fp32 lane, the same rounding of the same value
-    // as from double, without the conversions (bf16 splits of fp32
-    // cotangents were two fp64 trips and a double-to-bf16 encode each).
-    ir::Value* x = value(b, op.operand(0)).stored;
-    if (x->type().dtype() != DType::fp32) x = cast(b, x, default_policy(DType::fp32));
-    ir::Value* stored = x->type().policy == p ? x : cast(b, x, p);
+  if (narrow_unary(op, name)) {
+    ir::Value* stored = tile::build(b, "tile.narrow_unary", {value(b, op.operand(0)).stored},
+                                    {{"fn", std::string(name)}, {"to", p}});
     values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
+    return;
+  }
+  if (name == "cast" && fp32_exact(op.operand(0)->type().policy.storage) && fp32_exact(p.storage) &&
+      p.rounding != Rounding::stochastic) {
+    // One rounding from the operand's fp32 lane (bf16 splits of fp32
+    // cotangents were two fp64 trips and a double-to-bf16 encode each).
+    values_[op.result(0)] = from_fp32(b, value(b, op.operand(0)).stored, p);
     return;
   }
   if (rounds_through_fp32(op)) {
@@ -319,8 +313,7 @@ void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
       r = op1(b, name == "neg" ? "neg" : (name == "abs" ? "abs" : "sqrt"), f32(0));
     }
     if (r) {
-      ir::Value* stored = p.storage == DType::fp32 ? r : cast(b, r, p);
-      values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
+      values_[op.result(0)] = from_fp32(b, r, p);
       return;
     }
   }

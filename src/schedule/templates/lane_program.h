@@ -76,6 +76,10 @@ class LaneProgram {
   // own result, as the reference's make_result does.
   static LaneValue finish_stochastic(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p, bool via_accum,
                                      ir::Value* index, std::int64_t seed);
+  // An fp32 value (a lane of a float format of at most 32 bits) rounded
+  // once to `p` (such a format, not stochastic): the same rounding of the
+  // same value as finish() from double, without the trip through it.
+  static LaneValue from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p);
   static ir::Value* decode(ir::OpBuilder& b, ir::Value* stored);
   ir::Value* offset_of(ir::OpBuilder& b, const ir::Shape& shape);
 
@@ -111,6 +115,9 @@ ir::Value* index_op(ir::OpBuilder& b, const char* op, ir::Value* x, ir::Value* y
 ir::Value* cmp(ir::OpBuilder& b, const char* pred, ir::Value* x, ir::Value* y);
 ir::Value* select(ir::OpBuilder& b, ir::Value* c, ir::Value* x, ir::Value* y);
 ir::Value* cast(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& to);
+// Whether every value of `d` is an fp32 value (the float formats of at most
+// 32 bits; an fp32 lane holds them exactly).
+bool fp32_exact(DType d);
 
 // Integer accumulation as the reference checks it (integer sums and
 // products): an int64 lane value passed through when it lies within 2^53 in

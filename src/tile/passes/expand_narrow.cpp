@@ -11,6 +11,7 @@
 #include "tessera/ir/builder.h"
 #include "tessera/tile/passes.h"
 #include "tessera/tile/tile_builder.h"
+#include "tile/passes/op_rewrite.h"
 
 namespace tessera::tile {
 namespace {
@@ -43,29 +44,12 @@ bool block_contains(const ir::Block& block, std::string_view name) {
   return false;
 }
 
-int expand_block(ir::Block& block) {
-  int count = 0;
-  std::vector<ir::Operation*> narrow;
-  for (const auto& op : block.ops()) {
-    for (std::size_t r = 0; r < op->num_regions(); ++r) count += expand_block(op->region(r).block());
-    if (op->name() == "tile.narrow_unary") narrow.push_back(op.get());
-  }
-  for (ir::Operation* op : narrow) {
-    ir::OpBuilder b(block);
-    b.set_insertion_point(block.find(op));
-    op->result(0)->replace_all_uses_with(expand(b, *op));
-    block.erase(op);
-    ++count;
-  }
-  return count;
-}
-
 }  // namespace
 
 int expand_narrow_unaries(ir::Operation& func) {
-  int count = 0;
-  for (std::size_t r = 0; r < func.num_regions(); ++r) count += expand_block(func.region(r).block());
-  return count;
+  return detail::rewrite_ops(func, {"tile.narrow_unary"}, [](ir::OpBuilder& b, ir::Operation& op) {
+    op.result(0)->replace_all_uses_with(expand(b, op));
+  });
 }
 
 bool contains_op(const ir::Operation& func, std::string_view name) {
