@@ -76,6 +76,57 @@ func @f(%a: tensor<[M, 70] fp32>, %b: tensor<[70, 45] fp32>, %bias: tensor<[45] 
                Error);
 }
 
+// Epilogue runs (the CUDA default, forced here with TESSERA_GEMM_VECTOR):
+// a lane takes V consecutive columns, reading row-consecutive inputs (the
+// residual, the bias) with one vector load and writing each output with one
+// vector store; columns past the right edge go one by one. Ragged edges,
+// rows whose start is not a multiple of V (misaligned runs), batches with
+// broadcast operands and narrow outputs keep the reference's bits.
+TEST(ScheduleGemm, EpilogueRunsGiveTheReferenceBits) {
+  const std::string batched = R"(
+func @g(%x: tensor<[B, 3, 40, 33] fp32>, %w: tensor<[3, 50, 40] fp32>, %bias: tensor<[50] fp32>,
+        %res: tensor<[B, 3, 33, 50] fp32>) -> (tensor<[B, 3, 33, 50] bf16 @accum(fp32)>, tensor<[B, 3, 33, 50] fp32>) {
+  %0 = graph.gemm %x, %w {transpose_a = true, transpose_b = true} : tensor<[B, 3, 33, 50] fp32>
+  %1 = graph.add %0, %bias : tensor<[B, 3, 33, 50] fp32>
+  %2 = graph.gelu %1 {approximate = "none"} : tensor<[B, 3, 33, 50] fp32>
+  %3 = graph.add %2, %res : tensor<[B, 3, 33, 50] fp32>
+  %4 = graph.cast %3 {policy = policy<bf16 @accum(fp32)>} : tensor<[B, 3, 33, 50] bf16 @accum(fp32)>
+  return %4, %0
+}
+)";
+  const std::string narrow = R"(
+func @f(%a: tensor<[M, 64] bf16 @accum(fp32)>, %b: tensor<[64, 45] bf16 @accum(fp32)>, %bias: tensor<[45] bf16 @accum(fp32)>,
+        %col: tensor<[M, 1] fp32>) -> (tensor<[M, 45] bf16 @accum(fp32)>, tensor<[M, 45] fp32>) {
+  %0 = graph.matmul %a, %b : tensor<[M, 45] bf16 @accum(fp32)>
+  %1 = graph.add %0, %bias : tensor<[M, 45] bf16 @accum(fp32)>
+  %2 = graph.gelu %1 {approximate = "none"} : tensor<[M, 45] bf16 @accum(fp32)>
+  %3 = graph.cast %1 {policy = policy<fp32>} : tensor<[M, 45] fp32>
+  %4 = graph.mul %3, %col : tensor<[M, 45] fp32>
+  return %2, %4
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  for (const char* vector : {"2", "4", "8"}) {
+    for (const char* lanes : {"", "64"}) {
+      SCOPED_TRACE(std::string("gemm vector ") + vector + ", lanes " + lanes);
+      schedule_test::ScopedEnv env("TESSERA_GEMM_VECTOR", vector);
+      schedule_test::ScopedEnv env_lanes("TESSERA_GEMM_LANES", lanes);
+      auto exe = check_against_reference(batched, "g",
+                                         {sample({2, 3, 40, 33}, kF32, 5, false), sample({3, 50, 40}, kF32, 6, false),
+                                          sample({50}, kF32, 7), sample({2, 3, 33, 50}, kF32, 8)});
+      ASSERT_EQ(exe->kernels().size(), 1u) << exe->schedule_ir();
+      EXPECT_NE(exe->schedule_ir().find("gemm_vector = " + std::string(vector)), std::string::npos) << exe->schedule_ir();
+      exe = check_against_reference(narrow, "f", {sample({37, 64}, bf16, 14), sample({64, 45}, bf16, 15),
+                                                  sample({45}, bf16, 16), sample({37, 1}, kF32, 17)});
+      ASSERT_EQ(exe->kernels().size(), 1u) << exe->schedule_ir();
+    }
+  }
+  schedule_test::ScopedEnv bad("TESSERA_GEMM_VECTOR", "17");
+  EXPECT_THROW(check_against_reference(narrow, "f", {sample({3, 64}, bf16, 1), sample({64, 45}, bf16, 2),
+                                                     sample({45}, bf16, 3), sample({3, 1}, kF32, 4)}),
+               Error);
+}
+
 TEST(ScheduleGemm, MixedDtypesAndOneOperandTwice) {
   const std::string text = R"(
 func @h(%a: tensor<[20, 64] bf16 @accum(fp32)>, %b: tensor<[64, 30] fp32>, %x: tensor<[17, 64] fp32>)

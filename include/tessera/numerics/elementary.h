@@ -8,7 +8,8 @@
 //
 // They are written to vectorize: straight-line polynomial code, the special
 // cases (NaN, infinities, overflow, zero, subnormals) chosen by selects at
-// the end rather than by early returns, no tables, and both sides of every
+// the end rather than by early returns, no tables on the host (a GPU reads
+// coefficients from constant memory, see horner_table), and both sides of every
 // select computed unconditionally (a compiler that honours floating-point
 // traps will not speculate an arithmetic op out of one side). g++ turns a
 // lane loop of them into SIMD code.
@@ -112,6 +113,31 @@ TESSERA_ELEMENTARY_FN Reduced reduce_ln2(double x) {
 
 // k! exactly (k <= 18: below 2^53).
 TESSERA_ELEMENTARY_FN constexpr double factorial(int k) { return k <= 1 ? 1.0 : k * factorial(k - 1); }
+
+// On a GPU, polynomial coefficients are read from constant memory: a double
+// literal is no instruction's operand there, so each use cost two moves into
+// uniform registers (38% of the instructions of an fp32 GELU backward were
+// such moves), while an fma takes a constant-bank operand directly. The
+// table forms (horner_table, clenshaw_table, and inverse_factorial_series
+// on the device) do the same operations in the same order as the literal
+// forms, so the same bits. The tables are not const, so the compiler cannot
+// turn their elements back into literals.
+#if defined(__CUDACC__)
+#define TESSERA_ELEMENTARY_TABLE static __constant__ double
+// c[0] + z (c[1] + z (c[2] + ...)), as horner() below.
+template <int N>
+__device__ __forceinline__ double horner_table(double z, const double* c) {
+  double p = c[N - 1];
+#pragma unroll
+  for (int k = N - 2; k >= 0; --k) p = fma(p, z, c[k]);
+  return p;
+}
+// 1 / k! for k = 0 .. 13.
+TESSERA_ELEMENTARY_TABLE kInverseFactorials[14] = {
+    1.0 / factorial(0),  1.0 / factorial(1),  1.0 / factorial(2),  1.0 / factorial(3),  1.0 / factorial(4),
+    1.0 / factorial(5),  1.0 / factorial(6),  1.0 / factorial(7),  1.0 / factorial(8),  1.0 / factorial(9),
+    1.0 / factorial(10), 1.0 / factorial(11), 1.0 / factorial(12), 1.0 / factorial(13)};
+#endif
 // Horner's step for 1/K! and every lower term down to 1/Lo!, on p (the
 // higher terms so far).
 template <int Lo, int K>
@@ -128,8 +154,13 @@ TESSERA_ELEMENTARY_FN double fold_inverse_factorials(double p, double r) {
 // Horner from the top, one fused multiply-add per term.
 template <int Lo, int Hi>
 TESSERA_ELEMENTARY_FN double inverse_factorial_series(double r) {
+#if defined(__CUDA_ARCH__)
+  static_assert(Hi <= 13, "kInverseFactorials holds 1/k! up to k = 13");
+  return horner_table<Hi - Lo + 1>(r, kInverseFactorials + Lo);
+#else
   constexpr double top = 1.0 / factorial(Hi);
   return fold_inverse_factorials<Lo, Hi - 1>(top, r);
+#endif
 }
 // e^r - 1 - r for |r| <= 0.35, as r^2 * P(r): the Taylor series to r^13 (its
 // truncation error is below 2^-60 relative on that range).
@@ -175,6 +206,21 @@ TESSERA_ELEMENTARY_FN Clenshaw clenshaw(double t2, double ck, Cs... rest) {
     return {fused(t2, p.b1, ck - p.b2), p.b1};
   }
 }
+#if defined(__CUDACC__)
+// clenshaw() over c[0 .. N-1].
+template <int N>
+__device__ __forceinline__ Clenshaw clenshaw_table(double t2, const double* c) {
+  double b1 = c[N - 1], b2 = 0.0;
+#pragma unroll
+  for (int k = N - 2; k >= 0; --k) {
+    const double next = fma(t2, b1, c[k] - b2);
+    b2 = b1;
+    b1 = next;
+  }
+  return {b1, b2};
+}
+#endif
+
 
 }  // namespace detail
 
@@ -299,21 +345,46 @@ TESSERA_ELEMENTARY_FN double tanh(double x) {
 
 namespace detail {
 
+// erf's coefficients (see erf below).
+#define TESSERA_ERF_NEAR_COEFFICIENTS \
+    0x1.20dd750429b6dp+0, -0x1.812746b0379e7p-2, 0x1.ce2f21a042be2p-4, -0x1.b82ce31288b51p-6, 0x1.565bcd0e6a53fp-8, \
+    -0x1.c02db40040b86p-11, 0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17, 0x1.b9e6c9dc651a3p-20, \
+    -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30, 0x1.9e6ad5e55a730p-34, \
+    -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42, -0x1.f56f071a885cfp-46, 0x1.d70b3537f4765p-50, \
+    -0x1.a2007af3447f6p-54, 0x1.5f7919bc67b8cp-58, -0x1.18cc8a061c479p-62, 0x1.ab5cc31489f29p-67, \
+    -0x1.3676fc48c133cp-71, 0x1.af83c2fb19fa6p-76, -0x1.1f690c2b2753ap-80, 0x1.6f928977a0028p-85, \
+    -0x1.c40abff27ce65p-90, 0x1.0baeaddb047b0p-94, -0x1.31b7776e54127p-99, 0x1.512193be51298p-104, \
+    -0x1.67657a57148a3p-109, 0x1.72c97f9dd3b8dp-114, -0x1.7298e545013acp-119, 0x1.6731bac4d9ceap-124, \
+    -0x1.51e98b3b1916bp-129
+#define TESSERA_ERF_MIDDLE_COEFFICIENTS \
+    0x1.0000000000000p+0, 0x1.5555555555555p-2, 0x1.1111111111111p-4, 0x1.3813813813814p-7, 0x1.1566abc011567p-10, \
+    0x1.937e11175f095p-14, 0x1.f09b28ba4d955p-18, 0x1.08db48ebe51c7p-21, 0x1.f28db670be53bp-26, 0x1.a3d5a71b92cd3p-30, \
+    0x1.3fdfbc45c52eap-34, 0x1.bd0ac3296b624p-39, 0x1.1cd3b01a822a6p-43, 0x1.519297d390c9fp-48, 0x1.747e72912d023p-53, \
+    0x1.808286c768445p-58, 0x1.74dba97b8be52p-63, 0x1.54e6174c62a5ap-68, 0x1.26d4d5e132b8cp-73, 0x1.e3d36c1c38faap-79, \
+    0x1.799ec4c4db4d0p-84, 0x1.19050980a3336p-89, 0x1.8fac24452c5fdp-95, 0x1.101e0dcd0ddf3p-100, \
+    0x1.636b2c25f2c57p-106, 0x1.be03fb2a9a10ep-112, 0x1.0d4adb45318cap-117, 0x1.395bc2a44c468p-123, \
+    0x1.5fd74f512d38cp-129, 0x1.7da878c0310ddp-135, 0x1.906d9c10fce8bp-141, 0x1.96c8bf0d31af7p-147, \
+    0x1.9086a47b449d0p-153, 0x1.7e978a031f273p-159, 0x1.62de2e635bf7dp-165, 0x1.3fe183f49b037p-171
+#define TESSERA_ERF_FAR_COEFFICIENTS \
+    -0x1.3a53c917d1818p-4, 0x1.2f051fecf5d7fp-6, -0x1.1c3eb472a6099p-8, 0x1.03f6c7ce7b873p-10, -0x1.d0697a07a3bcep-13, \
+    0x1.95bca17afcb6dp-15, -0x1.5b284ed317bf9p-17, 0x1.233c3b756db23p-19, -0x1.df960ba59f104p-22, \
+    0x1.83e84f5f1fd6dp-24, -0x1.34786b1b337a0p-26, 0x1.e2b2547058900p-29, -0x1.73d441b1548e7p-31, \
+    0x1.1a2cda1d32ea1p-33, -0x1.a628c46e190d9p-36, 0x1.3772337989756p-38, -0x1.c56cf3bfa9f45p-41, \
+    0x1.45d00d9c5b56cp-43, -0x1.ce212fe15758dp-46, 0x1.41cde659b3196p-48, -0x1.b667fd01e1265p-51, \
+    0x1.e8c090a5ef71dp-54, -0x1.fadaa8f7eed56p-55, 0x1.21a1851ff630dp-56
+#if defined(__CUDACC__)
+TESSERA_ELEMENTARY_TABLE kErfNear[] = {TESSERA_ERF_NEAR_COEFFICIENTS};
+TESSERA_ELEMENTARY_TABLE kErfMiddle[] = {TESSERA_ERF_MIDDLE_COEFFICIENTS};
+TESSERA_ELEMENTARY_TABLE kErfFar[] = {TESSERA_ERF_FAR_COEFFICIENTS};
+#endif
+
 // erf's three forms (see erf below), each on its own range.
 TESSERA_ELEMENTARY_FN double erf_near(double s) {
-  return s * horner(s * s,
-                                   0x1.20dd750429b6dp+0, -0x1.812746b0379e7p-2, 0x1.ce2f21a042be2p-4,
-                                   -0x1.b82ce31288b51p-6, 0x1.565bcd0e6a53fp-8, -0x1.c02db40040b86p-11,
-                                   0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17, 0x1.b9e6c9dc651a3p-20,
-                                   -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30,
-                                   0x1.9e6ad5e55a730p-34, -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42,
-                                   -0x1.f56f071a885cfp-46, 0x1.d70b3537f4765p-50, -0x1.a2007af3447f6p-54,
-                                   0x1.5f7919bc67b8cp-58, -0x1.18cc8a061c479p-62, 0x1.ab5cc31489f29p-67,
-                                   -0x1.3676fc48c133cp-71, 0x1.af83c2fb19fa6p-76, -0x1.1f690c2b2753ap-80,
-                                   0x1.6f928977a0028p-85, -0x1.c40abff27ce65p-90, 0x1.0baeaddb047b0p-94,
-                                   -0x1.31b7776e54127p-99, 0x1.512193be51298p-104, -0x1.67657a57148a3p-109,
-                                   0x1.72c97f9dd3b8dp-114, -0x1.7298e545013acp-119, 0x1.6731bac4d9ceap-124,
-                                   -0x1.51e98b3b1916bp-129);
+#if defined(__CUDA_ARCH__)
+  return s * horner_table<34>(s * s, kErfNear);
+#else
+  return s * horner(s * s, TESSERA_ERF_NEAR_COEFFICIENTS);
+#endif
 }
 
 TESSERA_ELEMENTARY_FN double erf_middle(double q) {
@@ -322,33 +393,21 @@ TESSERA_ELEMENTARY_FN double erf_middle(double q) {
   // so h goes in rounded to both.
   const double q_hi = q * q;
   const double q_exp = exp(-q_hi);
-  const double series = horner(2.0 * q_hi,
-                               0x1.0000000000000p+0, 0x1.5555555555555p-2, 0x1.1111111111111p-4,
-                               0x1.3813813813814p-7, 0x1.1566abc011567p-10, 0x1.937e11175f095p-14,
-                               0x1.f09b28ba4d955p-18, 0x1.08db48ebe51c7p-21, 0x1.f28db670be53bp-26,
-                               0x1.a3d5a71b92cd3p-30, 0x1.3fdfbc45c52eap-34, 0x1.bd0ac3296b624p-39,
-                               0x1.1cd3b01a822a6p-43, 0x1.519297d390c9fp-48, 0x1.747e72912d023p-53,
-                               0x1.808286c768445p-58, 0x1.74dba97b8be52p-63, 0x1.54e6174c62a5ap-68,
-                               0x1.26d4d5e132b8cp-73, 0x1.e3d36c1c38faap-79, 0x1.799ec4c4db4d0p-84,
-                               0x1.19050980a3336p-89, 0x1.8fac24452c5fdp-95, 0x1.101e0dcd0ddf3p-100,
-                               0x1.636b2c25f2c57p-106, 0x1.be03fb2a9a10ep-112, 0x1.0d4adb45318cap-117,
-                               0x1.395bc2a44c468p-123, 0x1.5fd74f512d38cp-129, 0x1.7da878c0310ddp-135,
-                               0x1.906d9c10fce8bp-141, 0x1.96c8bf0d31af7p-147, 0x1.9086a47b449d0p-153,
-                               0x1.7e978a031f273p-159, 0x1.62de2e635bf7dp-165, 0x1.3fe183f49b037p-171);
+#if defined(__CUDA_ARCH__)
+  const double series = horner_table<36>(2.0 * q_hi, kErfMiddle);
+#else
+  const double series = horner(2.0 * q_hi, TESSERA_ERF_MIDDLE_COEFFICIENTS);
+#endif
   return ((0x1.20dd750429b6dp+0 * q) * q_exp) * series;  // 2 / sqrt(pi) = 0x1.20dd750429b6dp+0
 }
 
 TESSERA_ELEMENTARY_FN double erf_far(double m) {
   const double t = (m - 4.0) * 0.5;
-  const Clenshaw c = clenshaw(2.0 * t,
-                              -0x1.3a53c917d1818p-4, 0x1.2f051fecf5d7fp-6, -0x1.1c3eb472a6099p-8,
-                              0x1.03f6c7ce7b873p-10, -0x1.d0697a07a3bcep-13, 0x1.95bca17afcb6dp-15,
-                              -0x1.5b284ed317bf9p-17, 0x1.233c3b756db23p-19, -0x1.df960ba59f104p-22,
-                              0x1.83e84f5f1fd6dp-24, -0x1.34786b1b337a0p-26, 0x1.e2b2547058900p-29,
-                              -0x1.73d441b1548e7p-31, 0x1.1a2cda1d32ea1p-33, -0x1.a628c46e190d9p-36,
-                              0x1.3772337989756p-38, -0x1.c56cf3bfa9f45p-41, 0x1.45d00d9c5b56cp-43,
-                              -0x1.ce212fe15758dp-46, 0x1.41cde659b3196p-48, -0x1.b667fd01e1265p-51,
-                              0x1.e8c090a5ef71dp-54, -0x1.fadaa8f7eed56p-55, 0x1.21a1851ff630dp-56);
+#if defined(__CUDA_ARCH__)
+  const Clenshaw c = clenshaw_table<24>(2.0 * t, kErfFar);
+#else
+  const Clenshaw c = clenshaw(2.0 * t, TESSERA_ERF_FAR_COEFFICIENTS);
+#endif
   const double g = fused(t, c.b1, 0x1.3c84269744fa5p-3 - c.b2);
   // e^-(hi + lo) ~ e^-hi (1 - lo) for m^2 = hi + lo exactly.
   const double hi = m * m;
@@ -406,6 +465,10 @@ TESSERA_ELEMENTARY_SIMD_FN double erf(double x) {
 
 }  // namespace tessera::elementary
 
+#undef TESSERA_ERF_NEAR_COEFFICIENTS
+#undef TESSERA_ERF_MIDDLE_COEFFICIENTS
+#undef TESSERA_ERF_FAR_COEFFICIENTS
+#undef TESSERA_ELEMENTARY_TABLE
 #undef TESSERA_ELEMENTARY_FN
 #undef TESSERA_ELEMENTARY_OUTLINED_FN
 #undef TESSERA_ELEMENTARY_SIMD_FN

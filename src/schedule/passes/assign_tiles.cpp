@@ -148,6 +148,20 @@ std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
   return run;
 }
 
+// A GEMM epilogue's runs follow its narrowest buffer other than the
+// matrix operands (which the mma reads, not the epilogue).
+std::int64_t cuda_gemm_vector(const ir::Operation& kernel) {
+  const ir::Block& body = kernel_body(kernel);
+  const ir::Operation& root = kernel_root_op(kernel);
+  std::int64_t run = 1;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    const ir::Value* v = body.argument(k);
+    if (v != root.operand(0) && v != root.operand(1)) run = std::max(run, cuda_run(v->type().dtype()));
+  }
+  for (const ir::Value* v : body.terminator()->operands()) run = std::max(run, cuda_run(v->type().dtype()));
+  return run;
+}
+
 void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_LANES: lanes per row of normalization and sum kernels (1: a
   // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
@@ -160,6 +174,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_LANE_VECTOR: elements per run of elementwise kernels (any
   // target; CUDA's default cuda_lane_vector).
   const std::optional<std::int64_t> lane_vector_env = lanes_from_env("TESSERA_LANE_VECTOR", 16);
+  // $TESSERA_GEMM_VECTOR: columns per run of GEMM epilogues (any target;
+  // CUDA's default cuda_gemm_vector).
+  const std::optional<std::int64_t> gemm_vector_env = lanes_from_env("TESSERA_GEMM_VECTOR", 16);
   // $TESSERA_ROW_VECTOR: elements per run of normalization rows shared by
   // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
   const std::optional<std::int64_t> row_vector_env = lanes_from_env("TESSERA_ROW_VECTOR", 16);
@@ -210,6 +227,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
         k->attrs().set("gemm_lanes", std::max<std::int64_t>(gemm[0], 128));
       }
     }
+    if (f == Family::gemm && (gemm_vector_env || cuda)) {
+      k->attrs().set("gemm_vector", gemm_vector_env ? *gemm_vector_env : cuda_gemm_vector(*k));
+    }
     // spmm: a lane per output element on CUDA, the form its GPU tests ran
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
@@ -244,7 +264,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
-                                       "TESSERA_ROW_VECTOR"};
+                                       "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
@@ -286,6 +306,7 @@ void set_tile_ir_knobs(ir::Operation& func) {
     }
     // Runs are the PTX path's wide accesses; CUDA Tile IR moves tiles.
     if (kernel_variant(*k) == "tile_ir") k->attrs().erase("row_vector");
+    if (kernel_variant(*k) == "tile_ir") k->attrs().erase("gemm_vector");
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);

@@ -15,6 +15,11 @@
 //       the accumulator rounded to the result policy, and the epilogue runs
 //       per lane over the output domain (lane_program.h)
 //
+// With the `gemm_vector` knob V > 1 (CUDA executables: 16 bytes of the
+// epilogue's narrowest buffer), the epilogue's lanes take runs of V
+// consecutive columns instead of single elements: one vector access per run
+// for each input that is consecutive along a row and for each output.
+//
 // With the `mma_flat` knob (set for the CUDA Tile IR target's tensor-core
 // GEMMs, passes.h set_tile_ir_knobs) the product is one loop over K instead,
 // with latency hint 3 (tile.range(prefetch=3)); bits then follow the tensor
@@ -40,6 +45,7 @@
 #include <set>
 
 #include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/passes.h"
@@ -195,58 +201,143 @@ class GemmBuilder {
           rest = op2(b, "div", rest, dims[d]);
         }
       }
-      // Lane r takes row r of the tile, column by column: on the CPU the
-      // lanes run one after the other, so each walks contiguous memory.
-      // With more lanes than rows, element e of the tile goes to lane e mod
-      // lanes (stores of consecutive lanes are adjacent on a GPU).
+      // The stored outputs of the tile's element (r, c) at (gm, gn), flat
+      // index i: its lane program, input k bound to loaded[k] when given
+      // (the element's value from a run), else read from its buffer.
+      auto outputs_at = [&](ir::OpBuilder& ib, Value* r, Value* c, Value* gm, Value* gn, Value* i,
+                            const std::vector<Value*>& loaded) {
+        LaneProgram lanes_of(domain, i, dims);
+        if (!dims.empty()) {
+          std::vector<Value*> index = batch_index;
+          index.push_back(gm);
+          index.push_back(gn);
+          lanes_of.set_index(index);
+        }
+        for (std::size_t k = 0; k < num_in; ++k) {
+          if (k == a_index_ || k == b_index_) continue;
+          if (!loaded.empty() && loaded[k] != nullptr) {
+            lanes_of.bind_value(body_.argument(k), LaneValue{loaded[k], LaneProgram::decode(ib, loaded[k])});
+          } else {
+            lanes_of.bind_input(body_.argument(k), fb.argument(k));
+          }
+        }
+        Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c});
+        // A stochastic result draws Philox(0, i) for its element i, as
+        // the reference's make_result does.
+        lanes_of.bind_value(root_.result(0), p.rounding == Rounding::stochastic
+                                                 ? LaneProgram::finish_stochastic(ib, cast(ib, v, kF64), p, true, i, 0)
+                                             : fp32_result(v, p) ? LaneProgram::from_fp32(ib, v, p)
+                                                                 : LaneProgram::finish(ib, cast(ib, v, kF64), p));
+        for (const auto& op : body_.ops()) {
+          if (op.get() == body_.terminator()) break;
+          if (op.get() != &root_) lanes_of.lower_op(ib, *op);
+        }
+        std::vector<Value*> outputs;
+        for (std::size_t j = 0; j < num_out; ++j) outputs.push_back(lanes_of.value(ib, yield.operand(j)).stored);
+        return outputs;
+      };
+      // Flat index in the output domain: ((batch * M) + gm) * N + gn.
+      auto flat = [&](ir::OpBuilder& ib, Value* gm, Value* gn) {
+        return op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
+      };
+      // The element (r, c) of the tile, where it exists.
+      auto element = [&](ir::OpBuilder& lb, Value* r, Value* c) {
+        Value* gm = op2(lb, "add", m0_, r);
+        Value* gn = op2(lb, "add", n0_, c);
+        Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
+        if_then(lb, inside, [&](ir::OpBuilder& ib) {
+          Value* i = flat(ib, gm, gn);
+          const std::vector<Value*> outputs = outputs_at(ib, r, c, gm, gn, i, {});
+          for (std::size_t j = 0; j < num_out; ++j) ib.create("tile.store_elem", {fb.argument(num_in + j), i, outputs[j]});
+        });
+      };
       Value* lid = tile::build(b, "tile.linear_id", {});
-      const bool by_rows = lanes == bm_;
-      Value* first = by_rows ? zero : lid;
-      Value* end = tile::build_int(b, by_rows ? bn_ : bm_ * bn_);
-      Value* stride = tile::build_int(b, by_rows ? 1 : lanes);
-      tile::build_for(b, first, end, stride, {},
-                      [&](ir::OpBuilder& lb, std::span<Value* const> at) {
-                        Value* r = by_rows ? lid : op2(lb, "div", at[0], tile::build_int(lb, bn_));
-                        Value* c = by_rows ? at[0] : op2(lb, "rem", at[0], tile::build_int(lb, bn_));
-                        Value* gm = op2(lb, "add", m0_, r);
-                        Value* gn = op2(lb, "add", n0_, c);
-                        Value* inside = op2(lb, "and", cmp(lb, "lt", gm, m_), cmp(lb, "lt", gn, n_));
-                        tile::build_if(
-                            lb, inside, {},
-                            [&](ir::OpBuilder& ib, std::span<Value* const>) {
-                              // Flat index in the output domain: ((batch * M) + gm) * N + gn.
-                              Value* i = op2(ib, "add", op2(ib, "mul", op2(ib, "add", op2(ib, "mul", batch, m_), gm), n_), gn);
-                              LaneProgram lanes_of(domain, i, dims);
-                              if (!dims.empty()) {
-                                std::vector<Value*> index = batch_index;
-                                index.push_back(gm);
-                                index.push_back(gn);
-                                lanes_of.set_index(index);
-                              }
-                              for (std::size_t k = 0; k < num_in; ++k) {
-                                if (k != a_index_ && k != b_index_) lanes_of.bind_input(body_.argument(k), fb.argument(k));
-                              }
-                              Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c});
-                              // A stochastic result draws Philox(0, i) for its element i, as
-                              // the reference's make_result does.
-                              lanes_of.bind_value(root_.result(0),
-                                                  p.rounding == Rounding::stochastic
-                                                      ? LaneProgram::finish_stochastic(ib, cast(ib, v, kF64), p, true, i, 0)
-                                                  : fp32_result(v, p) ? LaneProgram::from_fp32(ib, v, p)
-                                                                      : LaneProgram::finish(ib, cast(ib, v, kF64), p));
-                              for (const auto& op : body_.ops()) {
-                                if (op.get() == body_.terminator()) break;
-                                if (op.get() != &root_) lanes_of.lower_op(ib, *op);
-                              }
-                              for (std::size_t j = 0; j < num_out; ++j) {
-                                ib.create("tile.store_elem",
-                                          {fb.argument(num_in + j), i, lanes_of.value(ib, yield.operand(j)).stored});
-                              }
-                              return std::vector<Value*>{};
-                            },
-                            [](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{}; });
-                        return std::vector<Value*>{};
-                      });
+      const std::int64_t vector = integer_ ? 1 : run_length();
+      if (vector > 1) {
+        // Runs: lane l takes the runs of `vector` consecutive columns at
+        // tile elements l V, (l + lanes) V, .. (rows hold whole runs). A run
+        // whose elements all exist reads the inputs consecutive along a row
+        // (those spanning the domain, and biases) with one tile.load_vector
+        // each and writes each output with one tile.store_vector: a GPU
+        // moves 16 bytes per access, and a lane has a run's loads in flight.
+        // Elements past the right edge go one by one. Every element's value
+        // is the element form's.
+        tile::build_for(
+            b, zero, tile::build_int(b, bm_ * bn_), tile::build_int(b, lanes * vector), {},
+            [&](ir::OpBuilder& lb, std::span<Value* const> at) {
+              Value* e = op2(lb, "add", at[0], op2(lb, "mul", lid, tile::build_int(lb, vector)));
+              Value* r = op2(lb, "div", e, tile::build_int(lb, bn_));
+              Value* c = op2(lb, "rem", e, tile::build_int(lb, bn_));
+              Value* gm = op2(lb, "add", m0_, r);
+              Value* gn = op2(lb, "add", n0_, c);
+              Value* whole = op2(lb, "and", cmp(lb, "lt", gm, m_),
+                                 cmp(lb, "le", op2(lb, "add", gn, tile::build_int(lb, vector)), n_));
+              if_then(
+                  lb, whole,
+                  [&](ir::OpBuilder& wb) {
+                    Value* i = flat(wb, gm, gn);
+                    LaneProgram first(domain, i, dims);
+                    if (!dims.empty()) {
+                      std::vector<Value*> index = batch_index;
+                      index.push_back(gm);
+                      index.push_back(gn);
+                      first.set_index(index);
+                    }
+                    std::vector<std::vector<Value*>> loaded(num_in);
+                    for (std::size_t k = 0; k < num_in; ++k) {
+                      if (k == a_index_ || k == b_index_) continue;
+                      const ir::Shape& shape = body_.argument(k)->type().shape;
+                      if (shape.empty() || !(shape.back() == domain.back())) continue;  // read per element
+                      loaded[k] = wb.create("tile.load_vector", {fb.argument(k), first.offset_of(wb, shape)},
+                                            {{"count", vector}})
+                                      ->results();
+                    }
+                    std::vector<std::vector<Value*>> stored(num_out);
+                    for (std::int64_t q = 0; q < vector; ++q) {
+                      std::vector<Value*> element_values(num_in, nullptr);
+                      for (std::size_t k = 0; k < num_in; ++k) {
+                        if (!loaded[k].empty()) element_values[k] = loaded[k][static_cast<std::size_t>(q)];
+                      }
+                      auto plus_q = [&](Value* x) {
+                        return q == 0 ? x : index_op(wb, "add", x, tile::build_int(wb, q));
+                      };
+                      const std::vector<Value*> outputs =
+                          outputs_at(wb, r, plus_q(c), gm, plus_q(gn), plus_q(i), element_values);
+                      for (std::size_t j = 0; j < num_out; ++j) stored[j].push_back(outputs[j]);
+                    }
+                    for (std::size_t j = 0; j < num_out; ++j) {
+                      std::vector<Value*> operands{fb.argument(num_in + j), i};
+                      operands.insert(operands.end(), stored[j].begin(), stored[j].end());
+                      wb.create("tile.store_vector", operands);
+                    }
+                  },
+                  [&](ir::OpBuilder& tb) {
+                    // A loop, so the element's code is not repeated V times.
+                    tile::build_for(tb, tile::build_int(tb, 0), tile::build_int(tb, vector), tile::build_int(tb, 1), {},
+                                    [&](ir::OpBuilder& qb, std::span<Value* const> q) {
+                                      element(qb, r, op2(qb, "add", c, q[0]));
+                                      return std::vector<Value*>{};
+                                    });
+                  },
+                  /*likely=*/true);
+              return std::vector<Value*>{};
+            });
+      } else {
+        // Lane r takes row r of the tile, column by column: on the CPU the
+        // lanes run one after the other, so each walks contiguous memory.
+        // With more lanes than rows, element e of the tile goes to lane e mod
+        // lanes (stores of consecutive lanes are adjacent on a GPU).
+        const bool by_rows = lanes == bm_;
+        Value* first = by_rows ? zero : lid;
+        Value* end = tile::build_int(b, by_rows ? bn_ : bm_ * bn_);
+        Value* stride = tile::build_int(b, by_rows ? 1 : lanes);
+        tile::build_for(b, first, end, stride, {}, [&](ir::OpBuilder& lb, std::span<Value* const> at) {
+          Value* r = by_rows ? lid : op2(lb, "div", at[0], tile::build_int(lb, bn_));
+          Value* c = by_rows ? at[0] : op2(lb, "rem", at[0], tile::build_int(lb, bn_));
+          element(lb, r, c);
+          return std::vector<Value*>{};
+        });
+      }
     }
     tile::finish_kernel(*func);
     if (staged_) tile::run_kernel_passes(*func);
@@ -302,6 +393,19 @@ class GemmBuilder {
     const DType out = root_.result(0)->type().dtype();
     return check_fits(b, loop->result(0), out,
                       op + " result overflows its " + std::string(name(out)) + " result; cast the operands to int64 or a float first");
+  }
+
+  // Columns per epilogue run: the `gemm_vector` knob, cut to a power of
+  // two dividing BN so runs never cross a tile row (1: no runs).
+  std::int64_t run_length() const {
+    const std::int64_t want = kernel_.attrs().has("gemm_vector") ? kernel_.attrs().get_int("gemm_vector") : 1;
+    if (want < 1 || want > 16) {
+      raise(ErrorCode::ArgumentInvalid, "gemm kernel with gemm_vector " + std::to_string(want) + "; expected 1 to 16",
+            kernel_.location());
+    }
+    std::int64_t v = 1;
+    while (v * 2 <= want && bn_ % (v * 2) == 0) v *= 2;
+    return v;
   }
 
   Value* zeros(ir::OpBuilder& b) {

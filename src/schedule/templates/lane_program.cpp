@@ -387,12 +387,13 @@ ir::Value* check_fits(ir::OpBuilder& b, ir::Value* x, DType result, const std::s
 }
 
 NumericsPolicy exact_fold_policy(DType stored) {
-  return stored == DType::fp32 || stored == DType::fp64 ? default_policy(stored) : kF64;
+  if (stored == DType::fp64) return kF64;
+  return fp32_exact(stored) ? default_policy(DType::fp32) : kF64;
 }
 
 ir::Value* exact_fold_value(ir::OpBuilder& b, ir::Value* stored) {
   const DType d = stored->type().dtype();
-  if (d != DType::fp32 && d != DType::fp64) return LaneProgram::decode(b, stored);
+  if (d != DType::fp64 && !fp32_exact(d)) return LaneProgram::decode(b, stored);
   const NumericsPolicy native = exact_fold_policy(d);
   return stored->type().policy == native ? stored : cast(b, stored, native);
 }

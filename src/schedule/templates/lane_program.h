@@ -127,8 +127,10 @@ ir::Value* check_exact(ir::OpBuilder& b, ir::Value* x, const std::string& what);
 ir::Value* check_fits(ir::OpBuilder& b, ir::Value* x, DType result, const std::string& what);
 
 // Exact folds (max, min, |x|, NaN and infinity tests) over stored values:
-// fp32 and fp64 as stored (fp32 fills 16 lanes of a vector, not 8), other
-// formats decoded to fp64. exact_fold_value converts a loaded lane.
+// fp64 as stored, the float formats of at most 32 bits as fp32 (exact; fp32
+// fills 16 lanes of a CPU vector, not 8, and a GPU compares fp32 at twice
+// the rate of fp64 or more), integers and bools decoded to fp64.
+// exact_fold_value converts a loaded lane.
 NumericsPolicy exact_fold_policy(DType stored);
 ir::Value* exact_fold_value(ir::OpBuilder& b, ir::Value* stored);
 

@@ -3,8 +3,13 @@
 // Ops are numbered in program order (an op with regions spans the numbers of
 // the ops inside it). A buffer lives from its allocation to the end of the
 // last op, in the allocation's own block, that uses it or a block argument
-// or result it flows into; a cp_async destination lives to the end of that
-// block, since the copy may land after its last use. Allocations are placed
+// or result it flows into. A cp_async destination lives on after its last
+// use, since the copy may land later: to the first tile.barrier of that
+// block that follows a tile.cp_async_wait {pending = 0} after the use (every
+// lane's copies have landed, and every lane knows it), or to the block's end
+// without one. So a GEMM's epilogue buffer reuses its pipeline's operand
+// buffers once the pipeline's trailing wait and barrier retire them
+// (tile-pipeline emits that pair). Allocations are placed
 // in program order at the lowest 128-aligned offset that overlaps no live
 // buffer (first fit). The total is stored in the kernel's `shared_used`.
 #include <algorithm>
@@ -96,6 +101,24 @@ void collect_allocs(const ir::Block& block, std::vector<ir::Operation*>& out) {
   }
 }
 
+// Where a cp_async into a buffer, issued by `top` (an op of `home`), is
+// certainly complete for every lane: the end of the first tile.barrier of
+// `home` after a tile.cp_async_wait {pending = 0} after `top`; otherwise the
+// end of `home`.
+int copy_retired(const Numbering& numbering, const ir::Block* home, const ir::Operation* top) {
+  bool after = false, waited = false;
+  for (const auto& op : home->ops()) {
+    if (op.get() == top) {
+      after = true;
+      continue;
+    }
+    if (!after) continue;
+    if (op->name() == "tile.cp_async_wait" && op->attrs().get_int("pending") == 0) waited = true;
+    if (waited && op->name() == "tile.barrier") return numbering.span(op.get()).end;
+  }
+  return numbering.block_end(home);
+}
+
 std::string at_text(const ir::Operation& op) {
   const SourceLocation& loc = op.location();
   return loc.valid() ? " at " + std::to_string(loc.line) + ":" + std::to_string(loc.column) : "";
@@ -135,7 +158,7 @@ std::int64_t plan_shared(ir::Operation& func) {
         const ir::Operation* top = ancestor_in(u.user, home);
         if (!top) continue;
         int end = numbering.span(top).end;
-        if (u.user->name() == "tile.cp_async" && u.operand_index == 0) end = numbering.block_end(home);
+        if (u.user->name() == "tile.cp_async" && u.operand_index == 0) end = copy_retired(numbering, home, top);
         life.end = std::max(life.end, end);
       }
     }

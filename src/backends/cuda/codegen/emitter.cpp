@@ -883,7 +883,19 @@ class Emitter {
       return line(wg_kernel_ ? "tsr::barrier_async();" : "__syncthreads();");
     }
     if (n == "cp_async_wait") {
-      return line("tsr::cp_async_wait<" + std::to_string(op.attrs().get_int("pending")) + ">();");
+      const std::int64_t pending = op.attrs().get_int("pending");
+      line("tsr::cp_async_wait<" + std::to_string(pending) + ">();");
+      // Waiting for every copy covers the bulk tensor copies too: the
+      // pipeline's copies past the end may still be landing, and the space
+      // they land in can be reused after the barrier that follows
+      // (tile-plan-shared).
+      if (pending == 0) {
+        std::vector<std::string> bars;  // in a fixed order (the map's is by address)
+        for (const auto& entry : tma_bar_) bars.push_back(entry.second);
+        std::sort(bars.begin(), bars.end());
+        for (const std::string& bar : bars) line("tsr::tma_settle(" + bar + ");");
+      }
+      return;
     }
     if (n == "mma_wait") {
       // Only wgmma mmas stay in flight; the other paths complete when issued.
