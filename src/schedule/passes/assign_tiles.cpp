@@ -208,12 +208,16 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // blocked form (operands loaded from global memory per chunk) instead of
   // the staged one (gemm.cpp).
   const bool staged = switch_from_env("TESSERA_CUDA_GEMM_STAGED").value_or(true) && cuda;
+  // $TESSERA_CUDA_GEMM_STAGED_TILE = "BM,BN,BK": the staged form's tile
+  // (default 128,128,64), for measuring others.
+  const std::vector<std::int64_t> staged_tile =
+      staged ? gemm_tile_from_env("TESSERA_CUDA_GEMM_STAGED_TILE", {128, 128, 64}) : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm && staged && staged_gemm(*k)) {
       // 128 x 128 x 64 tiles over two warpgroups: the kernel language's
       // headline GEMM shape on Hopper.
-      k->attrs().set("tile", std::vector<std::int64_t>{128, 128, 64});
+      k->attrs().set("tile", staged_tile);
       k->attrs().set("mma_staged", true);
       k->attrs().set("gemm_lanes", gemm_lanes_env ? *gemm_lanes_env : std::int64_t{256});
     } else if (f == Family::gemm) {
@@ -264,7 +268,8 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
-                                       "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR"};
+                                       "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
+                                       "TESSERA_CUDA_GEMM_STAGED_TILE"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

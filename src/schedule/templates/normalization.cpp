@@ -496,9 +496,13 @@ class NormalizationBuilder {
     return {to64(b, cheap[0]), cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
   }
 
-  // round_to(exp(round_to(x - m)), accum).
+  // round_to(exp(round_to(x - m)), accum): with a plain fp32 accumulator,
+  // tile.narrow_unary (the same bits, mostly from exp_f32_or_nan on CUDA).
   Value* shifted_exp(ir::OpBuilder& b, Value* r, Value* m_acc) {
     Value* d = op2(b, "sub", x_acc(b, r), m_acc);
+    if (acc_ == default_policy(DType::fp32)) {
+      return tile::build(b, "tile.narrow_unary", {d}, {{"fn", std::string("exp")}, {"to", acc_}});
+    }
     return to_acc(b, op1(b, "exp", to64(b, d)));
   }
 

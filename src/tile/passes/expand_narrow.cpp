@@ -1,7 +1,8 @@
 // tile-expand-narrow: every tile.narrow_unary becomes the double formula
 // that defines it -- the operand in fp64, the function (gelu as
 // (0.5 x) (1 + erf(x / sqrt 2)), the reference's order), one rounding to
-// fp32, one to the op's `to` -- in the lane ops every backend has. Backends
+// fp32, one to the op's `to` (none when it is fp32) -- in the lane ops every
+// backend has. Backends
 // without the certified fp32 evaluation (the CPU, whose lane loops
 // vectorize the double formula; CUDA Tile IR) run it before emitting.
 #include <numbers>
@@ -32,7 +33,8 @@ ir::Value* expand(ir::OpBuilder& b, const ir::Operation& op) {
     y = build(b, "tile." + fn, {x}, {}, op.location());
   }
   ir::Value* y32 = build(b, "tile.cast", {y}, {{"to", default_policy(DType::fp32)}}, op.location());
-  return build(b, "tile.cast", {y32}, {{"to", op.attrs().get_policy("to")}}, op.location());
+  const NumericsPolicy& to = op.attrs().get_policy("to");
+  return to == default_policy(DType::fp32) ? y32 : build(b, "tile.cast", {y32}, {{"to", to}}, op.location());
 }
 
 bool block_contains(const ir::Block& block, std::string_view name) {

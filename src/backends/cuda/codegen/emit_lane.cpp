@@ -190,7 +190,10 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     // The certified fp32 evaluation (tessera/numerics/narrow_elementary.h).
     const DType to = op.attrs().get_policy("to").storage;
     return "tessera::elementary::narrow_" + op.attrs().get_string("fn") + "(" + a[0] + ", " +
-           (to == DType::bf16 ? "tessera::elementary::kNarrowBf16" : "tessera::elementary::kNarrowFp16") + ")";
+           (to == DType::bf16   ? "tessera::elementary::kNarrowBf16"
+            : to == DType::fp16 ? "tessera::elementary::kNarrowFp16"
+                                : "tessera::elementary::kNarrowFp32") +
+           ")";
   }
   if (n == "round_stochastic") {
     const NumericsPolicy& to = op.attrs().get_policy("to");
