@@ -196,8 +196,8 @@ void register_lane_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "tile.narrow_unary",
       .summary = "fn (gelu: x/2 (1 + erf(x / sqrt 2)), erf or exp) of a bf16 or fp16 lane, computed in double, "
-                 "rounded to fp32 and then to `to` (bf16 or fp16 with fp32 accumulation); exp also of an fp32 lane "
-                 "and to fp32.",
+                 "rounded to fp32 and then to `to` (bf16 or fp16 with fp32 accumulation); exp and erf also of an fp32 "
+                 "lane and to fp32.",
       .operands = {"x"},
       .attrs = {{.name = "fn", .kind = AttrKind::string, .required = true},
                 {.name = "to", .kind = AttrKind::policy, .required = true}},
@@ -210,16 +210,16 @@ void register_lane_ops(ir::Registry& r) {
             }
             require_kind(in[0], ir::TypeKind::lane, op, "x");
             const NumericsPolicy& to = a.get_policy("to");
-            // exp also takes an fp32 result, of a bf16, fp16 or fp32 lane.
-            const bool fp32_exp = fn == "exp" && to.storage == DType::fp32;
+            // exp and erf also take an fp32 result, of a bf16, fp16 or fp32 lane.
+            const bool fp32_result = fn != "gelu" && to.storage == DType::fp32;
             const DType x = in[0].dtype();
-            if (x != DType::bf16 && x != DType::fp16 && !(fp32_exp && x == DType::fp32)) {
+            if (x != DType::bf16 && x != DType::fp16 && !(fp32_result && x == DType::fp32)) {
               raise(ErrorCode::DtypeUnsupported, operand_label(op, "x") + " must be a bf16 or fp16 lane" +
-                                                     (fp32_exp ? std::string(", or fp32 for exp to fp32") : "") +
+                                                     (fp32_result ? std::string(", or fp32 for ") + fn + " to fp32" : "") +
                                                      ", got " + ir::print_type(in[0]));
             }
-            if ((to.storage != DType::bf16 && to.storage != DType::fp16 && !fp32_exp) || to != default_policy(to.storage)) {
-              raise(ErrorCode::ArgumentInvalid, op + " attribute 'to' must be bf16 or fp16 (or fp32 for exp) with fp32 "
+            if ((to.storage != DType::bf16 && to.storage != DType::fp16 && !fp32_result) || to != default_policy(to.storage)) {
+              raise(ErrorCode::ArgumentInvalid, op + " attribute 'to' must be bf16 or fp16 (or fp32 for exp and erf) with fp32 "
                                                      "accumulation, nearest-even rounding and inf/NaN overflow; got " +
                                                      print_policy(to));
             }

@@ -221,6 +221,24 @@ def test_narrow_gelu_erf_and_exp_of_every_value_match_the_cpu():
 
 
 @needs_gpu
+def test_fp32_erf_and_exp_match_the_cpu_over_a_sweep():
+    """erf and exp of fp32 values with fp32 results take the certified
+    evaluations on the GPU (erf_f32_or_nan: one branch-free series;
+    exp_f32_or_nan) and the double formula on the CPU: one fp32 bit pattern
+    in 256, over every sign and exponent, gives the same bits."""
+    codes = np.arange(0, 1 << 32, 256, dtype=np.uint64).astype(np.uint32)
+    x = tessera.tensor(codes.view(np.float32))
+    f = tessera.jit(lambda v: (ops.erf(v), ops.exp(v)))
+    on_gpu = f(x.to("cuda:0"))
+    assert "tile.narrow_unary" in f.inspect_ir("tile")
+    for name, gpu, cpu in zip(("erf", "exp"), on_gpu, f(x)):
+        g, c = gpu.to("cpu").numpy(), cpu.numpy()
+        nan = np.isnan(c)
+        np.testing.assert_array_equal(np.isnan(g), nan, err_msg=name)
+        np.testing.assert_array_equal(g[~nan].view(np.uint32), c[~nan].view(np.uint32), err_msg=name)
+
+
+@needs_gpu
 def test_this_stops_kernels_on_the_gpu_match_the_cpu(rng):
     """The fused softmax gradient (cooperative rows on the GPU), layernorm's
     extremes pass, max/min with NaNs and signed zeros, and int64 sums give

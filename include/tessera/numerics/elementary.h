@@ -372,7 +372,17 @@ namespace detail {
     0x1.1a2cda1d32ea1p-33, -0x1.a628c46e190d9p-36, 0x1.3772337989756p-38, -0x1.c56cf3bfa9f45p-41, \
     0x1.45d00d9c5b56cp-43, -0x1.ce212fe15758dp-46, 0x1.41cde659b3196p-48, -0x1.b667fd01e1265p-51, \
     0x1.e8c090a5ef71dp-54, -0x1.fadaa8f7eed56p-55, 0x1.21a1851ff630dp-56
+// erf_f32_or_nan's Chebyshev coefficients 1..28 (the 0th is in its body).
+#define TESSERA_ERF_F32_COEFFICIENTS \
+    -0x1.61b298c41c6f7p-2, 0x1.4b6d0e4a078b1p-3, -0x1.3945fb82e5cdfp-4, 0x1.1c042096cd58ap-5, -0x1.e55aec0dc7ca5p-7, \
+    0x1.842a68d17910ep-8, -0x1.21e90e964c706p-9, 0x1.9471a0460c433p-11, -0x1.07d171dce3d92p-12, 0x1.427c56ca4a0fap-14, \
+    -0x1.7232955b57cb2p-16, 0x1.900de87f630d3p-18, -0x1.97f625ce6da1ep-20, 0x1.8984d7359b760p-22, \
+    -0x1.67e00fbeae77fp-24, 0x1.38b2d1248580ap-26, -0x1.02b1624e54ff8p-28, 0x1.9852f1a4003c4p-31, \
+    -0x1.33faca151020bp-33, 0x1.bcc8003e5ee8fp-36, -0x1.33fda93675c51p-38, 0x1.998cf43d8de27p-41, \
+    -0x1.053ab735e6e98p-43, 0x1.3c01f55bbab38p-46, -0x1.116de38eeeed3p-48, 0x1.2e83b1e3723f9p-50, \
+    -0x1.576edbab85148p-51, -0x1.0ebc13ad21f9fp-53
 #if defined(__CUDACC__)
+TESSERA_ELEMENTARY_TABLE kErfF32[] = {TESSERA_ERF_F32_COEFFICIENTS};
 TESSERA_ELEMENTARY_TABLE kErfNear[] = {TESSERA_ERF_NEAR_COEFFICIENTS};
 TESSERA_ELEMENTARY_TABLE kErfMiddle[] = {TESSERA_ERF_MIDDLE_COEFFICIENTS};
 TESSERA_ELEMENTARY_TABLE kErfFar[] = {TESSERA_ERF_FAR_COEFFICIENTS};
@@ -463,8 +473,41 @@ TESSERA_ELEMENTARY_SIMD_FN double erf(double x) {
   return from_bits(to_bits(r) | sign);
 }
 
+// round_to_fp32(erf(x)) for an fp32 x -- the same bits as erf((double)x)
+// rounded to fp32 -- or NaN where this cheaper evaluation cannot promise
+// them; callers recompute those elements with erf. For |x| < 4 it evaluates
+// erf(a) / a as one Chebyshev series in u = a^2 / 8 - 1 (degree 28, from
+// scripts/fit_erf.py; relative error about 2^-46, measured, against erf's 5
+// ulp), times a: one form for every argument, so GPU lanes never diverge
+// between erf's three. The fp32 rounding of that value equals erf's unless
+// an fp32 rounding boundary lies within 4096 ulps of double (2^-40
+// relative, 60 times the error): then it answers NaN (about one element in
+// 2^16), as it does for |x| < 2^-100 (results near fp32's subnormals) and
+// NaN. For |x| >= 4 the result is +-1 (erfc(4) < 2^-25, half an fp32 step
+// below 1).
+TESSERA_ELEMENTARY_FN float erf_f32_or_nan(float x) {
+  using namespace detail;
+  const double xd = static_cast<double>(x);
+  const double a = xd < 0.0 ? -xd : xd;
+  const double ac = a < 4.0 ? a : 4.0;  // a NaN stays NaN
+  const double u = (ac * ac) * 0.125 - 1.0;  // ac^2 exact
+#if defined(__CUDA_ARCH__)
+  const Clenshaw c = clenshaw_table<28>(2.0 * u, kErfF32);
+#else
+  const Clenshaw c = clenshaw(2.0 * u, TESSERA_ERF_F32_COEFFICIENTS);
+#endif
+  const double e = ac * fused(u, c.b1, 0x1.f1932a8a66dd7p-2 - c.b2);
+  // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
+  const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
+  const bool sure = a >= 0x1p-100 && a < 4.0 && !(below > -4096 && below < 4096);
+  const float fast = static_cast<float>(e);
+  const float r = a >= 4.0 ? 1.0f : (sure ? fast : static_cast<float>(nan()));
+  return xd < 0.0 ? -r : r;
+}
+
 }  // namespace tessera::elementary
 
+#undef TESSERA_ERF_F32_COEFFICIENTS
 #undef TESSERA_ERF_NEAR_COEFFICIENTS
 #undef TESSERA_ERF_MIDDLE_COEFFICIENTS
 #undef TESSERA_ERF_FAR_COEFFICIENTS

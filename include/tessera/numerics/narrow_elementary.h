@@ -38,9 +38,9 @@
 namespace tessera::elementary {
 
 // The narrow formats (tile.narrow_unary's `to` storage).
-// kNarrowFp32 is exp's fp32 result (narrow_exp only): the double formula
-// rounded to fp32, evaluated by exp_f32_or_nan where it certifies its
-// rounding.
+// kNarrowFp32 is an fp32 result (narrow_exp and narrow_erf only): the
+// double formula rounded to fp32, evaluated by exp_f32_or_nan /
+// erf_f32_or_nan where they certify their rounding.
 enum NarrowFormat : int { kNarrowBf16 = 0, kNarrowFp16 = 1, kNarrowFp32 = 2 };
 // fp32 steps between an evaluation below and the reference's fp32 value
 // that the certification allows for (the test checks every input's error
@@ -171,6 +171,9 @@ TESSERA_NARROW_OUTLINED_FN float gelu_exact(float x, int format) {
 TESSERA_NARROW_OUTLINED_FN float erf_exact(float x, int format) {
   return decode(encode(static_cast<float>(::tessera::elementary::erf(static_cast<double>(x))), format), format);
 }
+TESSERA_NARROW_OUTLINED_FN float erf_exact_fp32(float x) {
+  return static_cast<float>(::tessera::elementary::erf(static_cast<double>(x)));
+}
 TESSERA_NARROW_OUTLINED_FN float exp_exact_fp32(float x) {
   return static_cast<float>(::tessera::elementary::exp(static_cast<double>(x)));
 }
@@ -228,6 +231,10 @@ TESSERA_NARROW_FN float narrow_gelu(float x, int format) {
 }
 TESSERA_NARROW_FN float narrow_erf(float x, int format) {
   using namespace narrow;
+  if (format == kNarrowFp32) {
+    const float r = erf_f32_or_nan(x);  // NaN about once in 2^16, for tiny |x|, and for NaN x
+    return r == r ? r : erf_exact_fp32(x);
+  }
   const float m = x < 0.0f ? -x : x;
   if (m >= 4.0f) return x < 0.0f ? -1.0f : 1.0f;
   const float r = certify(erf_f32(x), format);

@@ -269,15 +269,16 @@ const std::map<std::string_view, const char*> kFp32Binaries = {{"add", "add"}, {
 // through fp32 to bf16/fp16: tile.narrow_unary, the same bits as the double
 // formula below, mostly from fp32 arithmetic where the backend has it
 // (tessera/numerics/narrow_elementary.h).
-// exp of a bf16, fp16 or fp32 value with a plain fp32 result, too: most
-// results from exp_f32_or_nan (half the double formula's work).
+// exp and erf of a bf16, fp16 or fp32 value with a plain fp32 result, too:
+// most results from exp_f32_or_nan (half the double formula's work) and
+// erf_f32_or_nan (one branch-free series instead of three forms).
 static bool narrow_unary(const ir::Operation& op, std::string_view name) {
   const bool gelu = name == "gelu" && op.attrs().get_string("approximate") != "tanh";
   if (!gelu && name != "erf" && name != "exp") return false;
   auto narrow = [](DType d) { return d == DType::bf16 || d == DType::fp16; };
   const NumericsPolicy& p = op.result(0)->type().policy;
   const DType x = op.operand(0)->type().policy.storage;
-  if (name == "exp" && p == default_policy(DType::fp32)) return narrow(x) || x == DType::fp32;
+  if (name != "gelu" && p == default_policy(DType::fp32)) return narrow(x) || x == DType::fp32;
   return narrow(p.storage) && p == default_policy(p.storage) && narrow(x);
 }
 
