@@ -133,63 +133,63 @@ TEST(NarrowElementary, EncodeMatchesTheNumericsLibrary) {
 
 }  // namespace
 
-// exp of an fp32 operand to fp32 (kNarrowFp32): exp_f32_or_nan's certified
-// answers, else the double formula. One fp32 bit pattern in 61, over every
-// sign and exponent (70 million operands), against the reference's
-// rounding of exp (the numerics library's fp32 encode, not a cast).
-TEST(NarrowElementary, Fp32ExpGivesTheReferenceBitsOverASweep) {
-  std::int64_t checked = 0, certified = 0, in_range = 0;
-  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 61) {
+namespace {
+
+// One fp32 bit pattern in `stride` of all 2^32: narrow(x, kNarrowFp32)
+// against the reference's rounding of exact((double)x) to fp32 (the numerics
+// library's encode, not a cast); NaN where the reference is NaN. Returns,
+// over the operands where `counted` holds, how many there are and how many
+// `fast` certified.
+struct Certified {
+  std::int64_t operands = 0, certified = 0;
+};
+Certified sweep_fp32(const char* name, std::uint64_t stride, float (*narrow)(float, int), double (*exact)(double),
+                     float (*fast)(float), bool (*counted)(float)) {
+  Certified c;
+  int failures = 0;
+  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += stride) {
     const float x = std::bit_cast<float>(static_cast<std::uint32_t>(u));
-    const float got = el::narrow_exp(x, el::kNarrowFp32);
-    const double want = tessera::decode_value(tessera::encode_value(el::exp(static_cast<double>(x)), DType::fp32),
+    const float got = narrow(x, el::kNarrowFp32);
+    const double want = tessera::decode_value(tessera::encode_value(exact(static_cast<double>(x)), DType::fp32),
                                               DType::fp32);
     const bool same = std::isnan(want) ? std::isnan(got) : std::bit_cast<std::uint32_t>(got) ==
                                                                std::bit_cast<std::uint32_t>(static_cast<float>(want));
     if (!same) {
-      ADD_FAILURE() << "exp(" << x << ") bits 0x" << std::hex << static_cast<std::uint32_t>(u) << ": got " << got
+      ADD_FAILURE() << name << "(" << x << ") bits 0x" << std::hex << static_cast<std::uint32_t>(u) << ": got " << got
                     << ", want " << want;
-      if (++checked > 1000) return;
-      continue;
+      if (++failures > 100) return c;
     }
-    ++checked;
-    if (x >= -87.0f && x <= 88.0f) {
-      ++in_range;
-      certified += !std::isnan(el::exp_f32_or_nan(x));
+    if (counted(x)) {
+      ++c.operands;
+      c.certified += !std::isnan(fast(x));
     }
   }
-  // The certified evaluation answers all but about one operand in 2^20.
-  EXPECT_GT(in_range, 10'000'000);
-  EXPECT_LT(in_range - certified, in_range / 100'000) << certified << " of " << in_range;
+  return c;
+}
+
+}  // namespace
+
+// exp of an fp32 operand to fp32 (kNarrowFp32): exp_f32_or_nan's certified
+// answers, else the double formula, over one bit pattern in 61 of every
+// sign and exponent (70 million operands). The certified evaluation answers
+// all but about one operand in 2^20 of [-87, 88].
+TEST(NarrowElementary, Fp32ExpGivesTheReferenceBitsOverASweep) {
+  const Certified c = sweep_fp32("exp", 61, el::narrow_exp, el::exp, el::exp_f32_or_nan,
+                                 [](float x) { return x >= -87.0f && x <= 88.0f; });
+  EXPECT_GT(c.operands, 10'000'000);
+  EXPECT_LT(c.operands - c.certified, c.operands / 100'000) << c.certified << " of " << c.operands;
 }
 
 // erf of an fp32 operand to fp32 (kNarrowFp32): erf_f32_or_nan's certified
-// answers, else the double formula. One fp32 bit pattern in 127 over every
-// sign and exponent, against the reference's rounding of erf. (Every fp32
-// in [0, 4] was checked once the same way, both signs: no difference, 79%
-// certified, the rest mostly below 2^-100.)
+// answers, else the double formula, over one bit pattern in 127. (Every
+// fp32 in [0, 4] was checked once the same way, both signs: no difference,
+// 79% certified, the rest mostly below 2^-100.) The certified evaluation
+// answers all but about one operand in 2^16 of 2^-100 <= |x| < 4.
 TEST(NarrowElementary, Fp32ErfGivesTheReferenceBitsOverASweep) {
-  std::int64_t failures = 0, in_range = 0, certified = 0;
-  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 127) {
-    const float x = std::bit_cast<float>(static_cast<std::uint32_t>(u));
-    const float got = el::narrow_erf(x, el::kNarrowFp32);
-    const double want = tessera::decode_value(tessera::encode_value(el::erf(static_cast<double>(x)), DType::fp32),
-                                              DType::fp32);
-    const bool same = std::isnan(want) ? std::isnan(got) : std::bit_cast<std::uint32_t>(got) ==
-                                                               std::bit_cast<std::uint32_t>(static_cast<float>(want));
-    if (!same) {
-      ADD_FAILURE() << "erf(" << x << ") bits 0x" << std::hex << static_cast<std::uint32_t>(u) << ": got " << got
-                    << ", want " << want;
-      if (++failures > 100) return;
-    }
+  const Certified c = sweep_fp32("erf", 127, el::narrow_erf, el::erf, el::erf_f32_or_nan, [](float x) {
     const float m = std::fabs(x);
-    if (m >= 0x1p-100f && m < 4.0f) {
-      ++in_range;
-      certified += !std::isnan(el::erf_f32_or_nan(x));
-    }
-  }
-  // The certified evaluation answers all but about one operand in 2^16 of
-  // its range.
-  EXPECT_GT(in_range, 2'500'000);
-  EXPECT_LT(in_range - certified, in_range / 10'000) << certified << " of " << in_range;
+    return m >= 0x1p-100f && m < 4.0f;
+  });
+  EXPECT_GT(c.operands, 2'500'000);
+  EXPECT_LT(c.operands - c.certified, c.operands / 10'000) << c.certified << " of " << c.operands;
 }

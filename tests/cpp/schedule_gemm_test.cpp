@@ -33,18 +33,24 @@ TEST(ScheduleGemm, RaggedShapesAndPoliciesMatchReferenceBitwise) {
   }
 }
 
-TEST(ScheduleGemm, EpilogueTransposesAndBatchesMatchReferenceBitwise) {
-  const std::string text = R"(
+// A batched product with both operands transposed, a bias and a residual
+// broadcast over the batch, gelu (`approximate`), and a bf16 cast.
+std::string batched_epilogue(const std::string& approximate) {
+  return R"(
 func @g(%x: tensor<[B, 3, 40, 33] fp32>, %w: tensor<[3, 50, 40] fp32>, %bias: tensor<[50] fp32>,
         %res: tensor<[B, 3, 33, 50] fp32>) -> (tensor<[B, 3, 33, 50] bf16 @accum(fp32)>, tensor<[B, 3, 33, 50] fp32>) {
   %0 = graph.gemm %x, %w {transpose_a = true, transpose_b = true} : tensor<[B, 3, 33, 50] fp32>
   %1 = graph.add %0, %bias : tensor<[B, 3, 33, 50] fp32>
-  %2 = graph.gelu %1 {approximate = "tanh"} : tensor<[B, 3, 33, 50] fp32>
+  %2 = graph.gelu %1 {approximate = ")" + approximate + R"("} : tensor<[B, 3, 33, 50] fp32>
   %3 = graph.add %2, %res : tensor<[B, 3, 33, 50] fp32>
   %4 = graph.cast %3 {policy = policy<bf16 @accum(fp32)>} : tensor<[B, 3, 33, 50] bf16 @accum(fp32)>
   return %4, %0
 }
 )";
+}
+
+TEST(ScheduleGemm, EpilogueTransposesAndBatchesMatchReferenceBitwise) {
+  const std::string text = batched_epilogue("tanh");
   auto exe = check_against_reference(text, "g",
                                      {sample({2, 3, 40, 33}, kF32, 5, false), sample({3, 50, 40}, kF32, 6, false),
                                       sample({50}, kF32, 7), sample({2, 3, 33, 50}, kF32, 8)});
@@ -83,17 +89,7 @@ func @f(%a: tensor<[M, 70] fp32>, %b: tensor<[70, 45] fp32>, %bias: tensor<[45] 
 // rows whose start is not a multiple of V (misaligned runs), batches with
 // broadcast operands and narrow outputs keep the reference's bits.
 TEST(ScheduleGemm, EpilogueRunsGiveTheReferenceBits) {
-  const std::string batched = R"(
-func @g(%x: tensor<[B, 3, 40, 33] fp32>, %w: tensor<[3, 50, 40] fp32>, %bias: tensor<[50] fp32>,
-        %res: tensor<[B, 3, 33, 50] fp32>) -> (tensor<[B, 3, 33, 50] bf16 @accum(fp32)>, tensor<[B, 3, 33, 50] fp32>) {
-  %0 = graph.gemm %x, %w {transpose_a = true, transpose_b = true} : tensor<[B, 3, 33, 50] fp32>
-  %1 = graph.add %0, %bias : tensor<[B, 3, 33, 50] fp32>
-  %2 = graph.gelu %1 {approximate = "none"} : tensor<[B, 3, 33, 50] fp32>
-  %3 = graph.add %2, %res : tensor<[B, 3, 33, 50] fp32>
-  %4 = graph.cast %3 {policy = policy<bf16 @accum(fp32)>} : tensor<[B, 3, 33, 50] bf16 @accum(fp32)>
-  return %4, %0
-}
-)";
+  const std::string batched = batched_epilogue("none");
   const std::string narrow = R"(
 func @f(%a: tensor<[M, 64] bf16 @accum(fp32)>, %b: tensor<[64, 45] bf16 @accum(fp32)>, %bias: tensor<[45] bf16 @accum(fp32)>,
         %col: tensor<[M, 1] fp32>) -> (tensor<[M, 45] bf16 @accum(fp32)>, tensor<[M, 45] fp32>) {

@@ -82,7 +82,7 @@ def test_inspect_ir_levels(compiled):
     sched = f.inspect_ir("schedule")
     assert "schedule.kernel" in sched and 'variant = "tile"' in sched and "buffers = [-1]" in sched
     tile = f.inspect_ir("tile")
-    assert "kernel = true" in tile and "tile.exp" in tile and "tile.store_elem" in tile
+    assert "kernel = true" in tile and 'fn = "exp"' in tile and "tile.store_elem" in tile
     target = f.inspect_ir("target")
     assert "run_group" in target or "tessera" in target
     kernels = f.executable().kernels

@@ -201,18 +201,24 @@ class GemmBuilder {
           rest = op2(b, "div", rest, dims[d]);
         }
       }
+      // The lane program of the output element (gm, gn) at flat index i
+      // (broadcast operands addressed from its multi-index).
+      auto program_at = [&](Value* i, Value* gm, Value* gn) {
+        LaneProgram program(domain, i, dims);
+        if (!dims.empty()) {
+          std::vector<Value*> index = batch_index;
+          index.push_back(gm);
+          index.push_back(gn);
+          program.set_index(index);
+        }
+        return program;
+      };
       // The stored outputs of the tile's element (r, c) at (gm, gn), flat
       // index i: its lane program, input k bound to loaded[k] when given
       // (the element's value from a run), else read from its buffer.
       auto outputs_at = [&](ir::OpBuilder& ib, Value* r, Value* c, Value* gm, Value* gn, Value* i,
                             const std::vector<Value*>& loaded) {
-        LaneProgram lanes_of(domain, i, dims);
-        if (!dims.empty()) {
-          std::vector<Value*> index = batch_index;
-          index.push_back(gm);
-          index.push_back(gn);
-          lanes_of.set_index(index);
-        }
+        LaneProgram lanes_of = program_at(i, gm, gn);
         for (std::size_t k = 0; k < num_in; ++k) {
           if (k == a_index_ || k == b_index_) continue;
           if (!loaded.empty() && loaded[k] != nullptr) {
@@ -276,13 +282,7 @@ class GemmBuilder {
                   lb, whole,
                   [&](ir::OpBuilder& wb) {
                     Value* i = flat(wb, gm, gn);
-                    LaneProgram first(domain, i, dims);
-                    if (!dims.empty()) {
-                      std::vector<Value*> index = batch_index;
-                      index.push_back(gm);
-                      index.push_back(gn);
-                      first.set_index(index);
-                    }
+                    LaneProgram first = program_at(i, gm, gn);
                     std::vector<std::vector<Value*>> loaded(num_in);
                     for (std::size_t k = 0; k < num_in; ++k) {
                       if (k == a_index_ || k == b_index_) continue;
