@@ -3,6 +3,7 @@
 // row length).
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <random>
 
 #include "schedule_test_support.h"
@@ -62,6 +63,43 @@ TEST(ScheduleNormalization, EveryOpAndPolicyMatchesReferenceBitwise) {
                              "  return %0, %1, %2, %3, %4, %5, %6, %7, %8\n}\n";
     const NumericsPolicy p = parse_policy(storage);
     check_against_reference(text, "f", {special_rows(18, 200, p, 1), sample({200}, p, 2, false), sample({200}, p, 3, false)});
+  }
+}
+
+// The fp32 scalings of an fp32 accumulation (normalization.cpp, pow2):
+// rows whose largest |x| lies below 2^-127 (the scaling up to [0.5, 1)
+// needs more than fp32's largest power of two: two multiplies), subnormal
+// values, and a large eps with tiny rows, whose output scaling lies below
+// 2^-149 and takes the fp64 loop (the last two rows put results at 2^-150
+// to 2^-149, where a scaling through fp32 would round them to 0).
+// Every result keeps the reference's bits.
+TEST(ScheduleNormalization, ScalingsBeyondFp32PowersOfTwoMatchReference) {
+  for (const char* storage : {"fp32", "bf16 @accum(fp32)"}) {
+    SCOPED_TRACE(storage);
+    const std::string t = std::string("tensor<[R, 64] ") + storage + ">";
+    const std::string text = "func @f(%x: " + t + ") -> (" + t + ", " + t + ", " + t + ", " + t + ", " + t + ", " + t +
+                             ", " + t + ") {\n"
+                             "  %0 = graph.rmsnorm_safe %x {axis = -1, eps = 1e12} : " + t + "\n"
+                             "  %1 = graph.layernorm_safe %x {axis = -1, eps = 1e12} : " + t + "\n"
+                             "  %2 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
+                             "  %3 = graph.layernorm_safe %x {axis = -1, eps = 1e-5} : " + t + "\n"
+                             "  %4 = graph.rmsnorm_safe %x {axis = -1, eps = 2048.0} : " + t + "\n"
+                             "  %5 = graph.layernorm_safe %x {axis = -1, eps = 137438953472.0} : " + t + "\n"
+                             "  %6 = graph.rmsnorm_safe %x {axis = -1, eps = 137438953472.0} : " + t + "\n"
+                             "  return %0, %1, %2, %3, %4, %5, %6\n}\n";
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    const double scales[] = {1e-40, 3e-44, 1e-38, 1e-30, 1.0, 1e20, 1e-39, 1e-44, 5e-45, 2e-44};
+    std::vector<double> v;
+    for (double scale : scales) {
+      for (int i = 0; i < 64; ++i) v.push_back(normal(rng) * scale);
+    }
+    // Rows whose results land at 2^-150 to 2^-149 with eps = 2048 (fp32:
+    // 16 to 31 times 2^-149) and eps = 2^37 (bf16: 1 to 3 times 2^-133).
+    for (int i = 0; i < 64; ++i) v.push_back((16 + i % 16) * 0x1p-149);
+    for (int i = 0; i < 64; ++i) v.push_back((1 + i % 3) * 0x1p-133 * (i % 2 ? -1.0 : 1.0));
+    const std::int64_t rows = static_cast<std::int64_t>(std::size(scales)) + 2;
+    check_against_reference(text, "f", {Tensor::from_values(v, {rows, 64}, parse_policy(storage))});
   }
 }
 

@@ -201,8 +201,12 @@ class NormalizationBuilder {
   // the value is used as loaded: decoding to fp64 and rounding back is the
   // identity, and it cost two conversions per element.
   Value* at_acc(ir::OpBuilder& b, Value* stored) {
-    if (stored->type().dtype() != acc_.storage) return to_acc(b, LaneProgram::decode(b, stored));
-    return stored->type().policy == acc_ ? stored : cast(b, stored, acc_);
+    // A narrower float format widens to fp32 exactly, in one cast.
+    const DType d = stored->type().dtype();
+    if (stored->type().policy == acc_) return stored;
+    if (acc_ == default_policy(DType::fp32) && fp32_exact(d)) return cast(b, stored, acc_);
+    if (d != acc_.storage) return to_acc(b, LaneProgram::decode(b, stored));
+    return cast(b, stored, acc_);
   }
   Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_elem(b, x_buffer_, r)); }
   // A row element for exact folds (exact_fold_value).
@@ -330,15 +334,43 @@ class NormalizationBuilder {
   // is an exact double and one multiply by it is ldexp's correctly rounded
   // product. The factor is computed once, and the loops stay free of ldexp
   // calls, which kept them from vectorizing.
+  //
+  // With a plain fp32 accumulator the scaling runs in fp32 where that is
+  // exact, as two multiplies by 2^max(e - 127, 0) and 2^min(e, 127): for an
+  // fp32 value v and e >= -149 both factors are fp32 numbers, the first
+  // product only scales up (exact, or infinite when the result is), and the
+  // second rounds once: fp32 multiplication's correctly rounded v 2^e, the
+  // same bits as the fp64 product rounded to fp32, without two conversions
+  // and an fp64 multiply per element. normalize() applies it where e >= -149
+  // always holds (x 2^-k: k <= 128 for values of fp32's range; the
+  // deviations' 2^-j: j <= 2) and checks the output scaling per row.
   struct Pow2 {
     Value* e;
     Value* factor;  // 2^e as fp64, or null: ldexp in the loop (fp64 accumulation)
+    Value* up = nullptr;    // fp32 accumulation: 2^max(e - 127, 0) and 2^min(e, 127), as fp32
+    Value* down = nullptr;
   };
   Pow2 pow2(ir::OpBuilder& b, Value* e) {
-    return {e, acc_.storage == DType::fp64 ? nullptr : op2(b, "ldexp", real(b, 1.0), e)};
+    Pow2 p{e, acc_.storage == DType::fp64 ? nullptr : op2(b, "ldexp", real(b, 1.0), e)};
+    if (acc_ == default_policy(DType::fp32)) {
+      Value* high = integer(b, 127);
+      p.up = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "max", op2(b, "sub", e, high), integer(b, 0))));
+      p.down = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "min", e, high)));
+    }
+    return p;
   }
   Value* scaled(ir::OpBuilder& b, Value* v, const Pow2& p) {
     return p.factor ? to_acc(b, op2(b, "mul", to64(b, v), p.factor)) : scaled(b, v, p.e);
+  }
+  // scaled() of an fp32 value v, in fp32 (p.e >= -149: see above).
+  Value* scaled_f32(ir::OpBuilder& b, Value* v, const Pow2& p) {
+    return op2(b, "mul", op2(b, "mul", v, p.up), p.down);
+  }
+  // scaled() of a value that is an fp32 number (v as fp64, or as an fp32
+  // lane), in fp32 where p has the fp32 form and p.e >= -149 is known.
+  Value* scaled_exact(ir::OpBuilder& b, Value* v, const Pow2& p) {
+    if (!p.up) return scaled(b, v, p);
+    return scaled_f32(b, v->type().policy == acc_ ? v : to_acc(b, v), p);
   }
   Value* mean(ir::OpBuilder& b, Value* sum) { return quotient(b, sum, length_); }
 
@@ -768,7 +800,9 @@ class NormalizationBuilder {
     }
     Value* k = op1(b, "frexp_exp", amax);
     const Pow2 minus_k = pow2(b, op1(b, "neg", k));
-    auto u = [&](ir::OpBuilder& lb, Value* r) { return scaled(lb, x64(lb, r), minus_k); };
+    auto u = [&](ir::OpBuilder& lb, Value* r) {
+      return minus_k.up ? scaled_exact(lb, x_acc(lb, r), minus_k) : scaled(lb, x64(lb, r), minus_k);
+    };
     std::function<Value*(ir::OpBuilder&, Value*)> z = u;
     Value* K = k;
     Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
@@ -778,13 +812,13 @@ class NormalizationBuilder {
       // w = round(round(x 2^-k) - mu) is monotone in x (every rounding is),
       // so max |w| over the row is |w| at its largest or its smallest x: the
       // reference's pass over the row, from two values.
-      Value* w_hi = op1(b, "abs", to64(b, op2(b, "sub", scaled(b, xmax, minus_k), mu)));
-      Value* w_lo = op1(b, "abs", to64(b, op2(b, "sub", scaled(b, xmin, minus_k), mu)));
+      Value* w_hi = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmax, minus_k), mu)));
+      Value* w_lo = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmin, minus_k), mu)));
       Value* wmax = select(b, cmp(b, "gt", w_hi, w_lo), w_hi, w_lo);
       const Pow2 minus_j = pow2(b, op1(b, "neg", op1(b, "frexp_exp", wmax)));
       K = op2(b, "sub", k, minus_j.e);
       all_zero = cmp(b, "eq", wmax, real(b, 0.0));
-      z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled(lb, w(lb, r), minus_j); };
+      z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled_exact(lb, w(lb, r), minus_j); };
     }
     Value* ms = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
                        Value* v = z(eb, r);
@@ -811,17 +845,29 @@ class NormalizationBuilder {
     // The quotient of two values of the accumulation type, rounded once to
     // it: the reference's round_to(z / d) (a correctly rounded division).
     const Pow2 out_scale = pow2(b, shift);
-    each_element(b, [&](ir::OpBuilder& lb, Value* r) {
-      Value* zr = z(lb, r);
-      Value* y = scaled(lb, op2(lb, "div", zr, d), out_scale);
-      y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
-      if (params_.size() == 2) {
-        y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
-      } else if (params_.size() == 1) {
-        y = op2(lb, "mul", y, param(lb, 0, r));
-      }
-      store(lb, row_->offset(lb, r), y);
-    });
+    auto output = [&](ir::OpBuilder& ob, bool in_fp32) {
+      each_element(ob, [&](ir::OpBuilder& lb, Value* r) {
+        Value* zr = z(lb, r);
+        Value* q = op2(lb, "div", zr, d);
+        Value* y = in_fp32 ? scaled_f32(lb, q, out_scale) : scaled(lb, q, out_scale);
+        y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
+        if (params_.size() == 2) {
+          y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
+        } else if (params_.size() == 1) {
+          y = op2(lb, "mul", y, param(lb, 0, r));
+        }
+        store(lb, row_->offset(lb, r), y);
+      });
+    };
+    if (out_scale.up) {
+      // The row's output scaling is exact in fp32 unless 2^shift lies
+      // below fp32's smallest number (a uniform test: one loop or the other).
+      if_then(
+          b, cmp(b, "ge", shift, integer(b, -149)), [&](ir::OpBuilder& fb) { output(fb, true); },
+          [&](ir::OpBuilder& db) { output(db, false); }, /*likely=*/true);
+    } else {
+      output(b, false);
+    }
   }
 
   Value* param(ir::OpBuilder& b, std::size_t k, Value* r) {
