@@ -221,7 +221,6 @@ __device__ __forceinline__ Clenshaw clenshaw_table(double t2, const double* c) {
 }
 #endif
 
-
 }  // namespace detail
 
 // e^x.

@@ -160,25 +160,24 @@ TESSERA_NARROW_FN float erfc_large(float a, float h, float l) {
   return fused(e, -l, e) * g;
 }
 
+// An fp32 value rounded to `format` (kNarrowFp32: itself).
+TESSERA_NARROW_FN float to_format(float y, int format) {
+  return format == kNarrowFp32 ? y : decode(encode(y, format), format);
+}
+
 // The reference formulas (graph/elementwise_ops.cpp; the lane programs'
 // fp64 ops): in double, rounded to fp32, then to the format. Out of line:
 // the rare path, kept out of the fast path's registers.
 TESSERA_NARROW_OUTLINED_FN float gelu_exact(float x, int format) {
   const double xd = static_cast<double>(x);
   const double y = (0.5 * xd) * (1.0 + ::tessera::elementary::erf(xd / 0x1.6a09e667f3bcdp+0));
-  return decode(encode(static_cast<float>(y), format), format);
+  return to_format(static_cast<float>(y), format);
 }
 TESSERA_NARROW_OUTLINED_FN float erf_exact(float x, int format) {
-  return decode(encode(static_cast<float>(::tessera::elementary::erf(static_cast<double>(x))), format), format);
-}
-TESSERA_NARROW_OUTLINED_FN float erf_exact_fp32(float x) {
-  return static_cast<float>(::tessera::elementary::erf(static_cast<double>(x)));
-}
-TESSERA_NARROW_OUTLINED_FN float exp_exact_fp32(float x) {
-  return static_cast<float>(::tessera::elementary::exp(static_cast<double>(x)));
+  return to_format(static_cast<float>(::tessera::elementary::erf(static_cast<double>(x))), format);
 }
 TESSERA_NARROW_OUTLINED_FN float exp_exact(float x, int format) {
-  return decode(encode(static_cast<float>(::tessera::elementary::exp(static_cast<double>(x))), format), format);
+  return to_format(static_cast<float>(::tessera::elementary::exp(static_cast<double>(x))), format);
 }
 
 }  // namespace narrow
@@ -233,7 +232,7 @@ TESSERA_NARROW_FN float narrow_erf(float x, int format) {
   using namespace narrow;
   if (format == kNarrowFp32) {
     const float r = erf_f32_or_nan(x);  // NaN about once in 2^16, for tiny |x|, and for NaN x
-    return r == r ? r : erf_exact_fp32(x);
+    return r == r ? r : erf_exact(x, format);
   }
   const float m = x < 0.0f ? -x : x;
   if (m >= 4.0f) return x < 0.0f ? -1.0f : 1.0f;
@@ -245,7 +244,7 @@ TESSERA_NARROW_FN float narrow_exp(float x, int format) {
   using namespace narrow;
   if (format == kNarrowFp32) {
     const float r = exp_f32_or_nan(x);  // NaN about once in 2^20, and for NaN x
-    return r == r ? r : exp_exact_fp32(x);
+    return r == r ? r : exp_exact(x, format);
   }
   const float r = certify(exp_f32(x), format);
   if (x >= -87.0f && x <= 88.0f && r == r) return r;

@@ -139,24 +139,17 @@ std::int64_t cuda_run(DType dtype) {
   return std::min<std::int64_t>(kCudaMaxRun, kCudaRunBytes / std::max(storage_bytes(dtype), 1));
 }
 
-// An elementwise kernel's runs follow its narrowest buffer.
-std::int64_t cuda_lane_vector(const ir::Operation& kernel) {
-  const ir::Block& body = kernel_body(kernel);
-  std::int64_t run = 1;
-  for (std::size_t k = 0; k < body.num_arguments(); ++k) run = std::max(run, cuda_run(body.argument(k)->type().dtype()));
-  for (const ir::Value* v : body.terminator()->operands()) run = std::max(run, cuda_run(v->type().dtype()));
-  return run;
-}
-
-// A GEMM epilogue's runs follow its narrowest buffer other than the
-// matrix operands (which the mma reads, not the epilogue).
-std::int64_t cuda_gemm_vector(const ir::Operation& kernel) {
+// Elements per run of a kernel's accesses: 16 bytes of its narrowest
+// buffer (for a GEMM's epilogue, other than the matrix operands, which the
+// mma reads).
+std::int64_t cuda_narrowest_run(const ir::Operation& kernel) {
   const ir::Block& body = kernel_body(kernel);
   const ir::Operation& root = kernel_root_op(kernel);
+  const bool gemm = kernel_family(kernel) == Family::gemm;
   std::int64_t run = 1;
   for (std::size_t k = 0; k < body.num_arguments(); ++k) {
     const ir::Value* v = body.argument(k);
-    if (v != root.operand(0) && v != root.operand(1)) run = std::max(run, cuda_run(v->type().dtype()));
+    if (!gemm || (v != root.operand(0) && v != root.operand(1))) run = std::max(run, cuda_run(v->type().dtype()));
   }
   for (const ir::Value* v : body.terminator()->operands()) run = std::max(run, cuda_run(v->type().dtype()));
   return run;
@@ -172,10 +165,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
   const std::optional<std::int64_t> lane_elements_env = lanes_from_env("TESSERA_LANE_ELEMENTS", 64);
   // $TESSERA_LANE_VECTOR: elements per run of elementwise kernels (any
-  // target; CUDA's default cuda_lane_vector).
+  // target; CUDA's default cuda_narrowest_run).
   const std::optional<std::int64_t> lane_vector_env = lanes_from_env("TESSERA_LANE_VECTOR", 16);
   // $TESSERA_GEMM_VECTOR: columns per run of GEMM epilogues (any target;
-  // CUDA's default cuda_gemm_vector).
+  // CUDA's default cuda_narrowest_run).
   const std::optional<std::int64_t> gemm_vector_env = lanes_from_env("TESSERA_GEMM_VECTOR", 16);
   // $TESSERA_ROW_VECTOR: elements per run of normalization rows shared by
   // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
@@ -232,7 +225,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       }
     }
     if (f == Family::gemm && (gemm_vector_env || cuda)) {
-      k->attrs().set("gemm_vector", gemm_vector_env ? *gemm_vector_env : cuda_gemm_vector(*k));
+      k->attrs().set("gemm_vector", gemm_vector_env ? *gemm_vector_env : cuda_narrowest_run(*k));
     }
     // spmm: a lane per output element on CUDA, the form its GPU tests ran
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
@@ -242,7 +235,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
-      k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_lane_vector(*k));
+      k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_narrowest_run(*k));
     }
     if (f == Family::elementwise && cuda && k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1 &&
         k->attrs().get_ints("tile") == std::vector<std::int64_t>{kElementwiseLanes}) {
@@ -310,8 +303,10 @@ void set_tile_ir_knobs(ir::Operation& func) {
       k->attrs().erase("lane_vector");
     }
     // Runs are the PTX path's wide accesses; CUDA Tile IR moves tiles.
-    if (kernel_variant(*k) == "tile_ir") k->attrs().erase("row_vector");
-    if (kernel_variant(*k) == "tile_ir") k->attrs().erase("gemm_vector");
+    if (kernel_variant(*k) == "tile_ir") {
+      k->attrs().erase("row_vector");
+      k->attrs().erase("gemm_vector");
+    }
     if (kernel_variant(*k) != "tile_ir" || !tensor_core_gemm(*k)) continue;
     k->attrs().set("tile", tile);
     k->attrs().set("mma_flat", true);

@@ -201,12 +201,11 @@ class NormalizationBuilder {
   // the value is used as loaded: decoding to fp64 and rounding back is the
   // identity, and it cost two conversions per element.
   Value* at_acc(ir::OpBuilder& b, Value* stored) {
-    // A narrower float format widens to fp32 exactly, in one cast.
+    // A narrower float format widens to a plain fp32 exactly, in one cast.
     const DType d = stored->type().dtype();
     if (stored->type().policy == acc_) return stored;
-    if (acc_ == default_policy(DType::fp32) && fp32_exact(d)) return cast(b, stored, acc_);
-    if (d != acc_.storage) return to_acc(b, LaneProgram::decode(b, stored));
-    return cast(b, stored, acc_);
+    if (d == acc_.storage || (acc_ == default_policy(DType::fp32) && fp32_exact(d))) return cast(b, stored, acc_);
+    return to_acc(b, LaneProgram::decode(b, stored));
   }
   Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_elem(b, x_buffer_, r)); }
   // A row element for exact folds (exact_fold_value).
