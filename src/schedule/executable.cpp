@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/kernel_support.h"
 #include "schedule/compile_progress.h"
@@ -45,7 +46,31 @@ struct Step {
   TileKernel tile;
   // variant "constant"
   Tensor constant;
+  // Values whose last reader is this step (or results nobody reads): a
+  // run drops them once the step is queued (release_plan).
+  std::vector<const ir::Value*> release;
 };
+
+// Which values each step is the last to read, so that a run holds each
+// intermediate only while a later step needs it: the caching allocator then
+// gives its block to a later result (stream order makes that safe on a
+// GPU), and a step's peak memory is what is live at that step rather than
+// every intermediate of the function. Returned values and arguments are
+// never dropped.
+void release_plan(std::vector<Step>& steps, const ir::Operation& func) {
+  std::unordered_map<const ir::Value*, std::size_t> last;
+  std::unordered_set<const ir::Value*> kept;
+  for (ir::Value* v : ir::function_results(func)) kept.insert(v);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    for (const ir::Value* v : steps[i].kernel->operands()) last[v] = i;
+    for (const ir::Value* r : steps[i].kernel->results()) last.emplace(r, i);  // read by nobody: dropped at once
+  }
+  const ir::Block& body = ir::function_body(func);
+  for (std::size_t a = 0; a < body.num_arguments(); ++a) kept.insert(body.argument(a));
+  for (const auto& [v, i] : last) {
+    if (!kept.count(v)) steps[i].release.push_back(v);
+  }
+}
 
 std::vector<std::int64_t> concrete_sizes(const ir::Type& type, const graph::SymbolBindings& bindings) {
   return graph::sizes_of(graph::concretize(type, bindings));
@@ -436,6 +461,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
     state->reports.push_back(report);
     state->steps.push_back(std::move(step));
   }
+  release_plan(state->steps, func);
   // Every kernel of the executable in one host-compiler invocation.
   std::vector<const ir::Operation*> funcs;
   for (const Step& step : state->steps) {
@@ -602,9 +628,27 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     }
   }
   const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr};
+  // The slot each value took, and the value each slot holds now: a dropped
+  // value empties its slot unless a later result took it over in place.
+  std::unordered_map<const ir::Value*, std::int64_t> slot_of;
+  std::vector<const ir::Value*> slot_holder;
+  // Drops what the previous step read last (release_plan). A graph's
+  // kernels run after every step is recorded, so a recording keeps them all.
+  auto release = [&](const Step& done) {
+    if (recorder.graph) return;
+    for (const ir::Value* v : done.release) {
+      values.erase(v);
+      auto s = slot_of.find(v);
+      if (s != slot_of.end() && slot_holder[static_cast<std::size_t>(s->second)] == v) {
+        slots[static_cast<std::size_t>(s->second)] = Tensor();
+        slot_holder[static_cast<std::size_t>(s->second)] = nullptr;
+      }
+    }
+  };
   std::size_t step_index = 0;
   for (const Step& step : state_->steps) {
     const std::size_t this_step = step_index++;
+    if (this_step > 0) release(state_->steps[this_step - 1]);
     if (fault_slots) {
       gpu_options.fault_record =
           reinterpret_cast<cuda::DevicePtr>(fault_slots.get()) + this_step * cuda::kFaultRecordBytes;
@@ -702,6 +746,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;
         }
+      }
+      if (slot >= 0) {
+        if (slot_holder.size() <= static_cast<std::size_t>(slot)) slot_holder.resize(static_cast<std::size_t>(slot) + 1);
+        slot_holder[static_cast<std::size_t>(slot)] = k.result(j);
+        slot_of[k.result(j)] = slot;
       }
       outputs.push_back(out);
       values[k.result(j)] = out;

@@ -395,6 +395,38 @@ def test_bf16_gemms_take_the_staged_tensor_core_form(rng, m, k, n, ta, tb):
         np.testing.assert_array_equal(again[1].numpy().view(np.uint16), act.numpy().view(np.uint16))
 
 
+@needs_gpu
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_large_light_products_take_wide_staged_tiles(rng, ta, tb):
+    """Products of at least 2^23 elements whose epilogue is adds and casts
+    take 128 x 256 tiles (one block per SM): ragged edges in M, N and K,
+    either operand transposed, an fp32 result and a bf16 one with a
+    residual, against float64 numpy, and bit for bit over repeated runs."""
+    m, k, n = 4100, 200, 2090
+    a = _bf16(rng.standard_normal((k, m) if ta else (m, k)))
+    b = _bf16(rng.standard_normal((n, k) if tb else (k, n)))
+    r = _bf16(rng.standard_normal((m, n)))
+    p = "bf16 @accum(fp32)"
+    A, B, R = (tessera.tensor(v, p).to("cuda:0") for v in (a, b, r))
+
+    # fp32 products of exact casts of bf16 run as bf16 products with an fp32 result.
+    f32 = "fp32 @accum(fp32)"
+    wide = tessera.jit(lambda x, y: ops.gemm(ops.cast(x, f32), ops.cast(y, f32), transpose_a=ta, transpose_b=tb))
+    residual = tessera.jit(lambda x, y, z: ops.gemm(x, y, transpose_a=ta, transpose_b=tb) + z)
+    a64 = a.astype(np.float64).T if ta else a.astype(np.float64)
+    b64 = b.astype(np.float64).T if tb else b.astype(np.float64)
+    want = a64 @ b64
+    scale = np.abs(a64) @ np.abs(b64)
+    got = wide(A, B).numpy().astype(np.float64)
+    assert np.all(np.abs(got - want) <= 1e-5 * scale + 1e-30), f"max error {np.max(np.abs(got - want) / scale)}"
+    z = residual(A, B, R)
+    want_z = want + r.astype(np.float64)
+    assert np.all(np.abs(z.numpy().astype(np.float64) - want_z) <= 2.0 ** -8 * np.abs(want_z) + 1e-5 * scale + 1e-30)
+    for jf in (wide, residual):
+        assert "tile = [128, 256, 64]" in jf.inspect_ir("schedule")
+    np.testing.assert_array_equal(residual(A, B, R).numpy().view(np.uint16), z.numpy().view(np.uint16))
+
+
 def test_memory_stats_name_bad_devices():
     with pytest.raises(tessera.DeviceError, match="device must be 'cuda:N', got 'cpu'"):
         tessera.runtime.memory_stats("cpu")
@@ -416,6 +448,29 @@ def test_memory_stats_follow_allocations():
     assert after["bytes_in_use"] <= during["bytes_in_use"] - (4 << 20)
     assert after["peak_in_use"] == during["peak_in_use"]
     assert after["frees"] > during["frees"]
+
+
+@needs_gpu
+def test_a_run_holds_intermediates_only_while_a_later_kernel_reads_them(rng):
+    """Four products whose intermediates have distinct shapes (so no slot is
+    shared): h1 [n, 2n], h2 [n, 3n], h3 [n, 4n], result [n, n]. A run that
+    kept every intermediate to the end would peak at 10 n^2 floats above its
+    inputs; dropping each after its last reader leaves at most 7 (h2 and h3
+    live together; the result may take h1's freed block of 2)."""
+    rt = tessera.runtime
+    n = 1024
+    x, w1, w2, w3, w4 = (tessera.tensor(rng.standard_normal(s).astype(np.float32) / 16).to("cuda:0")
+                         for s in ((n, n), (n, 2 * n), (2 * n, 3 * n), (3 * n, 4 * n), (4 * n, n)))
+    f = tessera.jit(lambda x, w1, w2, w3, w4: ops.matmul(ops.matmul(ops.matmul(ops.matmul(x, w1), w2), w3), w4))
+    f(x, w1, w2, w3, w4).numpy()  # compiled, and the fault record's block cached
+    base = rt.memory_stats("cuda:0")["bytes_in_use"]
+    rt.reset_peak_memory("cuda:0")
+    got = f(x, w1, w2, w3, w4).numpy()
+    peak = rt.memory_stats("cuda:0")["peak_in_use"] - base
+    assert peak <= 7 * n * n * 4 + (1 << 20), f"peak {peak / (n * n * 4):.2f} n^2 floats above the inputs"
+    h = [a.numpy().astype(np.float64) for a in (x, w1, w2, w3, w4)]
+    want = h[0] @ h[1] @ h[2] @ h[3] @ h[4]
+    assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want))
 
 
 @needs_gpu

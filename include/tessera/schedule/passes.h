@@ -94,6 +94,10 @@ bool tensor_core_gemm(const ir::Operation& kernel);
 // Whether a gemm kernel takes the staged form on CUDA (mma_staged, gemm.cpp):
 // both operands bf16 or both fp16, accumulating in fp32.
 bool staged_gemm(const ir::Operation& kernel);
+// Whether a staged gemm kernel takes 128 x 256 tiles instead of 128 x 128:
+// one result of at least 2^23 elements known when compiling, and an
+// epilogue of adds, multiplies and casts at most.
+bool wide_staged_tile(const ir::Operation& kernel);
 void plan_buffers(ir::Operation& func);
 
 // CUDA executables, before partitioning: fp32 gemm/matmul whose operands

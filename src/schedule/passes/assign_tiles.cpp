@@ -203,14 +203,17 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const bool staged = switch_from_env("TESSERA_CUDA_GEMM_STAGED").value_or(true) && cuda;
   // $TESSERA_CUDA_GEMM_STAGED_TILE = "BM,BN,BK": the staged form's tile
   // (default 128,128,64), for measuring others.
+  const char* staged_tile_env = std::getenv("TESSERA_CUDA_GEMM_STAGED_TILE");
   const std::vector<std::int64_t> staged_tile =
       staged ? gemm_tile_from_env("TESSERA_CUDA_GEMM_STAGED_TILE", {128, 128, 64}) : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
     const Family f = kernel_family(*k);
     if (f == Family::gemm && staged && staged_gemm(*k)) {
-      // 128 x 128 x 64 tiles over two warpgroups: the kernel language's
-      // headline GEMM shape on Hopper.
-      k->attrs().set("tile", staged_tile);
+      // 128 x 128 x 64 tiles over two warpgroups, two blocks per SM, so one
+      // block's epilogue overlaps the other's products; 128 x 256 for large
+      // products with a light epilogue (wide_staged_tile).
+      const bool wide = (staged_tile_env == nullptr || *staged_tile_env == '\0') && wide_staged_tile(*k);
+      k->attrs().set("tile", wide ? std::vector<std::int64_t>{128, 256, 64} : staged_tile);
       k->attrs().set("mma_staged", true);
       k->attrs().set("gemm_lanes", gemm_lanes_env ? *gemm_lanes_env : std::int64_t{256});
     } else if (f == Family::gemm) {
@@ -268,6 +271,28 @@ std::string target_knob_key() {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
   }
   return key;
+}
+
+bool wide_staged_tile(const ir::Operation& kernel) {
+  // Measured on an H200 (docs/design/0020): 128 x 256 tiles (one block per
+  // SM) take plain bf16 products from 536 to 641 TFLOP/s at 8192^3, but a
+  // GELU epilogue from 389 to 359, as it no longer overlaps another block's
+  // products. So: one result, an epilogue of adds, multiplies and casts at
+  // most, and at least 2^23 output elements (two waves of 132 SMs), known
+  // when compiling.
+  if (kernel.num_results() != 1) return false;
+  const std::optional<std::vector<std::int64_t>> sizes = ir::static_sizes(kernel.result(0)->type().shape);
+  if (!sizes) return false;
+  std::int64_t elements = 1;
+  for (std::int64_t d : *sizes) elements *= d;
+  if (elements < (std::int64_t{1} << 23)) return false;
+  const ir::Operation& root = kernel_root_op(kernel);
+  for (const auto& op : kernel_body(kernel).ops()) {
+    const std::string_view name = op->name();
+    if (op.get() == &root || name == "schedule.yield") continue;
+    if (name != "graph.add" && name != "graph.sub" && name != "graph.mul" && name != "graph.cast") return false;
+  }
+  return true;
 }
 
 bool staged_gemm(const ir::Operation& kernel) {
