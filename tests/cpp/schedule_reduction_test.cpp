@@ -176,6 +176,37 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
   }
 }
 
+// Sums over leading axes with the row_lanes knob take the column form (32
+// consecutive outputs per group of 256 lanes, lanes of a column splitting its
+// blocks): the reference's bits on 70000 rows (two superblocks, a ragged
+// chunk of blocks) of 37 columns (a group with 5 outputs), for bf16 with a
+// fused consumer and keepdims, and for an empty reduced axis.
+TEST(ScheduleReduction, SumsOverLeadingAxesTakeTheColumnForm) {
+  const std::string text = R"(
+func @c(%x: tensor<[70000, 37] fp32>) -> (tensor<[37] fp32>, tensor<[37] fp32>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[37] fp32>
+  %1 = graph.mean %x {axes = [0]} : tensor<[37] fp32>
+  return %0, %1
+}
+func @b(%x: tensor<[3, 300, 70] bf16 @accum(fp32)>) -> (tensor<[1, 1, 70] bf16 @accum(fp32)>) {
+  %0 = graph.sum %x {axes = [0, 1], keepdims = true} : tensor<[1, 1, 70] bf16 @accum(fp32)>
+  %c = graph.constant {policy = policy<bf16 @accum(fp32)>, shape = shape<[]>, value = dense<[0.5]>} : tensor<[] bf16 @accum(fp32)>
+  %1 = graph.mul %0, %c : tensor<[1, 1, 70] bf16 @accum(fp32)>
+  return %1
+}
+func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[5] fp32>
+  return %0
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "128");
+  auto exe = check_against_reference(text, "c", {sample({70000, 37}, kF32, 31, false)});
+  EXPECT_NE(exe->tile_ir().find("shape<[2048]>"), std::string::npos) << "no column form";
+  check_against_reference(text, "b", {sample({3, 300, 70}, bf16, 32)});
+  check_against_reference(text, "e", {sample({0, 5}, kF32, 33)});
+}
+
 TEST(ScheduleReduction, EmptyAxes) {
   const std::string text = R"(
 func @e(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {

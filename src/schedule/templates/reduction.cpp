@@ -67,9 +67,6 @@ class ReductionBuilder {
     // order-dependent), one lane per output element.
     const bool float_sum = is_sum && is_float(root_.operand(0)->type().dtype());
     row_lanes_ = float_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
-    const bool coop = row_lanes_ > 1;
-    const std::int64_t lanes =
-        coop ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_in = body_.num_arguments();
     const std::size_t num_out = yield.num_operands();
@@ -78,6 +75,15 @@ class ReductionBuilder {
     while (body_.argument(x_index) != operand) ++x_index;
     const std::size_t x_rank = operand->type().rank();
     axes_ = reduced_axes(root_);
+    // Reduced axes that lead the operand's dims and leave the last one: the
+    // reduced elements of consecutive outputs are consecutive in memory.
+    bool leading = row_lanes_ > 1 && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
+    for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
+    columns_ = leading;
+    const bool coop = row_lanes_ > 1 && !columns_;
+    const std::int64_t lanes = columns_ ? kColumnLanes
+                               : coop   ? row_lanes_
+                                        : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
 
     std::vector<std::pair<std::string, Type>> params;
     bool any_broadcast = false;
@@ -106,6 +112,7 @@ class ReductionBuilder {
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     // Block sums and the slot, and one strand partial per lane (row_loops.h).
     if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_) * 8;
+    if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -118,7 +125,10 @@ class ReductionBuilder {
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
     lid_ = lid;
-    Value* o = coop ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
+    Value* o = coop       ? gid
+               : columns_ ? op2(b, "add", op2(b, "mul", gid, tile::build_int(b, kColumns)),
+                                op2(b, "rem", lid, tile::build_int(b, kColumns)))
+                          : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     o_ = o;
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     LaneProgram lanes_of(domain, o, dims);
@@ -134,7 +144,20 @@ class ReductionBuilder {
         then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
       }
     };
-    if (coop) {
+    if (columns_) {
+      // kColumns outputs per group; the lanes of a column share its sum
+      // under uniform control flow, and its first lane finishes.
+      rows_.emplace(b, x_, xdims_, axes_, o);
+      length_ = rows_->length();
+      Value* valid = cmp(b, "lt", o, n);
+      Value* sum = column_sum(b, valid);
+      Value* first = cmp(b, "lt", lid, tile::build_int(b, kColumns));
+      if_then(b, op2(b, "and", first, valid), [&](ir::OpBuilder& then) {
+        Value* x = cast(then, sum, kF64);
+        if (root_.name() == "graph.mean") x = op2(then, "div", x, cast(then, length_, kF64));
+        consume(then, finish_root(then, lanes_of, x, root_.result(0)->type().policy, /*via_accum=*/true));
+      });
+    } else if (coop) {
       // A group per output element (the executable launches exactly n): the
       // lanes share the sum under uniform control flow, lane 0 finishes.
       result.group_per_row = true;
@@ -154,11 +177,76 @@ class ReductionBuilder {
     }
     tile::finish_kernel(*func);
     result.func = func;
-    result.lanes_per_group = lanes;
+    result.lanes_per_group = columns_ ? kColumns : lanes;
     return result;
   }
 
  private:
+  // The column form (reduced axes leading, CUDA's row_lanes knob): a group
+  // of kColumnLanes lanes takes kColumns consecutive outputs, lane t
+  // working on column t mod kColumns (a warp reads kColumns consecutive
+  // elements of a row at once) as worker t / kColumns. Workers take a
+  // superblock's blocks in turn, kColumnChunk at a time: each block sum is
+  // block_sum's (the canonical strands and tree) and goes to shared memory;
+  // the column's first lane then adds them in block order onto the
+  // superblock's sum, and the superblock sums onto the total: the bits of
+  // blocked_sum. Every lane returns; the first lanes' values are the sums.
+  static constexpr std::int64_t kColumns = 32;
+  static constexpr std::int64_t kColumnLanes = 256;
+  static constexpr std::int64_t kColumnChunk = 64;
+
+  Value* column_sum(ir::OpBuilder& b, Value* valid) {
+    const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    auto zero = [&](ir::OpBuilder& ib) { return tile::build_real(ib, 0.0, acc_policy); };
+    const SumStep step = [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
+    };
+    Value* column = op2(b, "rem", lid_, integer(b, kColumns));
+    Value* worker = op2(b, "div", lid_, integer(b, kColumns));
+    Value* first = cmp(b, "eq", worker, integer(b, 0));
+    Value* partial = shared_array(b, acc_policy, kColumnChunk * kColumns);
+    Value* block = integer(b, kReductionBlock);
+    auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
+    Value* num_blocks = ceil_div(length_);
+    Value* num_super = ceil_div(num_blocks);
+    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), {zero(b)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+      Value* b_lo = index_op(sb, "mul", s[0], block);
+      Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+      ir::Operation* chunks = tile::build_for(sb, b_lo, b_hi, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+        Value* c_hi = op2(cb, "min", b_hi, index_op(cb, "add", c[0], integer(cb, kColumnChunk)));
+        if_then(cb, valid, [&](ir::OpBuilder& vb) {
+          tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, kColumnLanes / kColumns), {},
+                          [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                            Value* r_lo = index_op(kb, "mul", k[0], block);
+                            Value* r_hi = op2(kb, "min", length_, index_op(kb, "add", r_lo, block));
+                            Value* at = index_op(kb, "add", index_op(kb, "mul", index_op(kb, "sub", k[0], c[0]), integer(kb, kColumns)), column);
+                            kb.create("tile.store_elem", {partial, at, block_sum(kb, r_lo, r_hi, zero(kb), step)});
+                            return std::vector<Value*>{};
+                          });
+        });
+        cb.create("tile.barrier", {});
+        ir::Operation* folded = tile::build_if(
+            cb, op2(cb, "and", first, valid), {c[1]},
+            [&](ir::OpBuilder& fb, std::span<Value* const> init) {
+              ir::Operation* fold = tile::build_for(
+                  fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), {init[0]},
+                  [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                    Value* at = index_op(kb, "add", index_op(kb, "mul", k[0], integer(kb, kColumns)), column);
+                    return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {partial, at}))};
+                  });
+              return std::vector<Value*>{fold->result(0)};
+            },
+            [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
+        // The first lanes have read the chunk before the next one is written.
+        cb.create("tile.barrier", {});
+        return std::vector<Value*>{folded->result(0)};
+      });
+      return std::vector<Value*>{op2(sb, "add", s[1], chunks->result(0))};
+    });
+    return outer->result(0);
+  }
+
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
 
   LaneValue reduce(ir::OpBuilder& b, LaneProgram& lanes_of) {
@@ -294,6 +382,7 @@ class ReductionBuilder {
   std::optional<RowIndex> rows_;
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
+  bool columns_ = false;
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
