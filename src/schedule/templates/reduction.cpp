@@ -80,8 +80,9 @@ class ReductionBuilder {
     bool leading = row_lanes_ > 1 && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
+    if (columns_) workers_ = column_workers(operand->type());
     const bool coop = row_lanes_ > 1 && !columns_;
-    const std::int64_t lanes = columns_ ? kColumnLanes
+    const std::int64_t lanes = columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
 
@@ -183,7 +184,7 @@ class ReductionBuilder {
 
  private:
   // The column form (reduced axes leading, CUDA's row_lanes knob): a group
-  // of kColumnLanes lanes takes kColumns consecutive outputs, lane t
+  // of kColumns x W lanes takes kColumns consecutive outputs, lane t
   // working on column t mod kColumns (a warp reads kColumns consecutive
   // elements of a row at once) as worker t / kColumns. Workers take a
   // superblock's blocks in turn, kColumnChunk at a time: each block sum is
@@ -192,8 +193,24 @@ class ReductionBuilder {
   // superblock's sum, and the superblock sums onto the total: the bits of
   // blocked_sum. Every lane returns; the first lanes' values are the sums.
   static constexpr std::int64_t kColumns = 32;
-  static constexpr std::int64_t kColumnLanes = 256;
   static constexpr std::int64_t kColumnChunk = 64;
+
+  // Workers per column: one per block of the reduced length when it is
+  // known, a power of two up to 32 (1024 lanes): an H200 needs that many
+  // loads in flight, and a bias gradient of [8192, 4096] has only 128
+  // groups (8 workers per column read at 280 GB/s there).
+  std::int64_t column_workers(const Type& x) const {
+    std::int64_t reduced = 1;
+    for (std::int64_t a : axes_) {
+      const ir::Dim& d = x.shape[static_cast<std::size_t>(a)];
+      if (!d.symbol.empty()) return 32;
+      reduced *= d.size;
+    }
+    const std::int64_t blocks = (reduced + kReductionBlock - 1) / kReductionBlock;
+    std::int64_t workers = 1;
+    while (workers < 32 && workers < blocks) workers *= 2;
+    return workers;
+  }
 
   Value* column_sum(ir::OpBuilder& b, Value* valid) {
     const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
@@ -216,7 +233,7 @@ class ReductionBuilder {
       ir::Operation* chunks = tile::build_for(sb, b_lo, b_hi, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
         Value* c_hi = op2(cb, "min", b_hi, index_op(cb, "add", c[0], integer(cb, kColumnChunk)));
         if_then(cb, valid, [&](ir::OpBuilder& vb) {
-          tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, kColumnLanes / kColumns), {},
+          tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, workers_), {},
                           [&](ir::OpBuilder& kb, std::span<Value* const> k) {
                             Value* r_lo = index_op(kb, "mul", k[0], block);
                             Value* r_hi = op2(kb, "min", length_, index_op(kb, "add", r_lo, block));
@@ -383,6 +400,7 @@ class ReductionBuilder {
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
   bool columns_ = false;
+  std::int64_t workers_ = 1;  // per column, in the column form
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
