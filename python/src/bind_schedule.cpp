@@ -78,7 +78,10 @@ void bind_schedule(nb::module_& m) {
       "schedule_ir",
       [](const IRModule& module, const std::string& function, const std::map<std::string, std::string>& variants,
          const std::string& device) {
-        return ir::print_module(schedule::schedule_module(*module.module, function, variants, device != "cpu"));
+        // A CUDA executable's knobs are shown as it runs them; the CPU's
+        // schedule stays the target-neutral one.
+        if (device == "cpu") return ir::print_module(schedule::schedule_module(*module.module, function, variants));
+        return ir::print_module(schedule::device_schedule_module(*module.module, function, variants, device));
       },
       nb::arg("module"), nb::arg("function"), nb::arg("variants") = std::map<std::string, std::string>{},
       nb::arg("device") = "cpu");

@@ -413,6 +413,18 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   return out;
 }
 
+ir::Module device_schedule_module(const ir::Module& module, const std::string& function,
+                                  const std::map<std::string, std::string>& variants, const std::string& device) {
+  const bool cuda = device != "cpu";
+  ir::Module out = schedule_module(module, function, cuda);
+  ir::Operation& func = *out.lookup(function);
+  set_target_knobs(func, cuda);
+  if (cuda) choose_default_nvidia_targets(func, cuda::parse_device(device));
+  apply_variant_overrides(func, variants);
+  if (cuda) set_tile_ir_knobs(func);
+  return out;
+}
+
 std::shared_ptr<Executable> compile_executable(const ir::Module& module, const std::string& function,
                                                const ExecutableOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -420,11 +432,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
   state->function = function;
   state->num_threads = options.num_threads;
   state->device = options.device == "cpu" ? "cpu" : "cuda:" + std::to_string(cuda::parse_device(options.device));
-  state->schedule = schedule_module(module, function, state->device != "cpu");
-  set_target_knobs(*state->schedule.lookup(function), state->device != "cpu");
-  if (state->device != "cpu") choose_default_nvidia_targets(*state->schedule.lookup(function), cuda::parse_device(state->device));
-  apply_variant_overrides(*state->schedule.lookup(function), options.variants);
-  if (state->device != "cpu") set_tile_ir_knobs(*state->schedule.lookup(function));
+  state->schedule = device_schedule_module(module, function, options.variants, state->device);
 
   ir::Operation& func = *state->schedule.lookup(function);
   std::vector<std::pair<std::size_t, std::future<cuda_tile::CompiledKernel>>> tile_ir_pending;  // by step

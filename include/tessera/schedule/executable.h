@@ -107,6 +107,11 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
 // The same with the Mapper's kernel variants applied (ExecutableOptions::variants).
 ir::Module schedule_module(const ir::Module& module, const std::string& function,
                            const std::map<std::string, std::string>& variants, bool cuda = false);
+// The Schedule IR an executable for `device` runs: schedule_module, then on
+// a CUDA device the target's knobs (tiles, lanes, runs) and the Mapper's
+// default targets, as compile_executable sets them.
+ir::Module device_schedule_module(const ir::Module& module, const std::string& function,
+                                  const std::map<std::string, std::string>& variants, const std::string& device);
 
 // Which path runs Graph IR programs: "compiled" or "reference", from
 // $TESSERA_BACKEND (default "compiled": docs/design/0005-schedule-ir.md).
