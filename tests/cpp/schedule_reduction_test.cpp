@@ -176,11 +176,12 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
   }
 }
 
-// Sums over leading axes with the row_lanes knob take the column form (32
-// consecutive outputs per group of 256 lanes, lanes of a column splitting its
-// blocks): the reference's bits on 70000 rows (two superblocks, a ragged
-// chunk of blocks) of 37 columns (a group with 5 outputs), for bf16 with a
-// fused consumer and keepdims, and for an empty reduced axis.
+// Float sums over leading axes take the column form on every target (32
+// consecutive outputs per group, up to 32 lanes of a column splitting its
+// blocks), with or without the row_lanes knob: the reference's bits on 70000
+// rows (two superblocks, a ragged chunk of blocks) of 37 columns (a group
+// with 5 outputs), for bf16 with a fused consumer and keepdims, and for an
+// empty reduced axis.
 TEST(ScheduleReduction, SumsOverLeadingAxesTakeTheColumnForm) {
   const std::string text = R"(
 func @c(%x: tensor<[70000, 37] fp32>) -> (tensor<[37] fp32>, tensor<[37] fp32>) {
@@ -200,11 +201,14 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
 }
 )";
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
-  schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "128");
-  auto exe = check_against_reference(text, "c", {sample({70000, 37}, kF32, 31, false)});
-  EXPECT_NE(exe->tile_ir().find("shape<[2048]>"), std::string::npos) << "no column form";
-  check_against_reference(text, "b", {sample({3, 300, 70}, bf16, 32)});
-  check_against_reference(text, "e", {sample({0, 5}, kF32, 33)});
+  for (const char* lanes : {"1", "128"}) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes);
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
+    auto exe = check_against_reference(text, "c", {sample({70000, 37}, kF32, 31, false)});
+    EXPECT_NE(exe->tile_ir().find("shape<[2048]>"), std::string::npos) << "no column form";
+    check_against_reference(text, "b", {sample({3, 300, 70}, bf16, 32)});
+    check_against_reference(text, "e", {sample({0, 5}, kF32, 33)});
+  }
 }
 
 TEST(ScheduleReduction, EmptyAxes) {
