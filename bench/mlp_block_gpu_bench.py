@@ -1,7 +1,7 @@
 """@jit GEMMs and a transformer MLP block on one GPU, in bf16 @accum(fp32),
 next to PyTorch (cuBLAS, eager autograd and torch.compile) in the same run.
 
-    python bench/mlp_block_gpu_bench.py [--tokens 8192] [--d 4096] [--hidden 16384] [--runs 5] [--no-compile]
+    python bench/mlp_block_gpu_bench.py [--tokens 8192] [--d 4096] [--hidden 16384] [--runs 5] [--no-compile] [--profile]
 
 Rows:
 - matmul at M = N = K = 4096 and 8192, and matmul + bias + gelu (the GEMM
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=16384)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="also print the MLP step's kernels (tessera.profile)")
     args = ap.parse_args()
     import torch
     F = torch.nn.functional
@@ -155,6 +156,11 @@ def main():
           + ("" if args.no_compile else f", torch.compile {t_c * 1e3:.2f} ms"))
     print(f"MLP step peak memory above the inputs: tessera {peak_ours / 2**20:.0f} MiB, "
           f"torch eager {peak_eager / 2**20:.0f} MiB, torch.compile {peak_c / 2**20:.0f} MiB")
+    if args.profile:
+        # One step's kernels: GPU time from CUDA events, bytes and FLOPs, the Graph IR ops of each.
+        with tessera.profile(None, top=20):
+            step(x, w1, b1, w2, b2, g)
+            sync()
 
 
 if __name__ == "__main__":
