@@ -95,8 +95,8 @@ bool tensor_core_gemm(const ir::Operation& kernel);
 // both operands bf16 or both fp16, accumulating in fp32.
 bool staged_gemm(const ir::Operation& kernel);
 // Whether a staged gemm kernel takes 128 x 256 tiles instead of 128 x 128:
-// one result of at least 2^23 elements known when compiling, and an
-// epilogue of adds, multiplies and casts at most.
+// one result whose matrices have at least 2^23 elements each, known when
+// compiling, and an epilogue of adds, multiplies and casts at most.
 bool wide_staged_tile(const ir::Operation& kernel);
 void plan_buffers(ir::Operation& func);
 

@@ -278,13 +278,13 @@ bool wide_staged_tile(const ir::Operation& kernel) {
   // SM) take plain bf16 products from 536 to 641 TFLOP/s at 8192^3, but a
   // GELU epilogue from 389 to 359, as it no longer overlaps another block's
   // products. So: one result, an epilogue of adds, multiplies and casts at
-  // most, and at least 2^23 output elements (two waves of 132 SMs), known
-  // when compiling.
+  // most, and at least 2^23 elements (two waves of 132 SMs) in each output
+  // matrix, known when compiling: the executable launches a batched product
+  // once per matrix, so batch dims add no blocks to a launch.
   if (kernel.num_results() != 1) return false;
   const std::optional<std::vector<std::int64_t>> sizes = ir::static_sizes(kernel.result(0)->type().shape);
-  if (!sizes) return false;
-  std::int64_t elements = 1;
-  for (std::int64_t d : *sizes) elements *= d;
+  if (!sizes || sizes->size() < 2) return false;
+  const std::int64_t elements = (*sizes)[sizes->size() - 2] * sizes->back();
   if (elements < (std::int64_t{1} << 23)) return false;
   const ir::Operation& root = kernel_root_op(kernel);
   for (const auto& op : kernel_body(kernel).ops()) {
