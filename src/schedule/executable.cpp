@@ -46,9 +46,11 @@ struct Step {
   TileKernel tile;
   // variant "constant"
   Tensor constant;
-  // Values whose last reader is this step (or results nobody reads): a
-  // run drops them once the step is queued (release_plan).
+  // Values whose last reader is this step (or results nobody reads), and
+  // the buffer slots whose tensor one of them was: a run drops both once
+  // the step is queued (release_plan).
   std::vector<const ir::Value*> release;
+  std::vector<std::int64_t> release_slots;
 };
 
 // Which values each step is the last to read, so that a run holds each
@@ -56,7 +58,8 @@ struct Step {
 // gives its block to a later result (stream order makes that safe on a
 // GPU), and a step's peak memory is what is live at that step rather than
 // every intermediate of the function. Returned values and arguments are
-// never dropped.
+// never dropped. A slot is emptied with the value it holds at that point (a
+// later result may have taken it over in place, and then keeps it).
 void release_plan(std::vector<Step>& steps, const ir::Operation& func) {
   std::unordered_map<const ir::Value*, std::size_t> last;
   std::unordered_set<const ir::Value*> kept;
@@ -69,6 +72,29 @@ void release_plan(std::vector<Step>& steps, const ir::Operation& func) {
   for (std::size_t a = 0; a < body.num_arguments(); ++a) kept.insert(body.argument(a));
   for (const auto& [v, i] : last) {
     if (!kept.count(v)) steps[i].release.push_back(v);
+  }
+  // Replay the run's slot use: launched kernels put their results in their
+  // slots (run_impl); constants, views, collectives and reference kernels
+  // take none.
+  std::unordered_map<const ir::Value*, std::int64_t> slot_of;
+  std::vector<const ir::Value*> holder;
+  for (Step& step : steps) {
+    const std::string& v = step.variant;
+    if (v != "constant" && v != "reference" && v != "view" && v != "collective") {
+      for (std::size_t j = 0; j < step.buffers.size(); ++j) {
+        const std::int64_t slot = step.buffers[j];
+        if (slot < 0) continue;
+        if (holder.size() <= static_cast<std::size_t>(slot)) holder.resize(static_cast<std::size_t>(slot) + 1);
+        holder[static_cast<std::size_t>(slot)] = step.kernel->result(j);
+        slot_of[step.kernel->result(j)] = slot;
+      }
+    }
+    for (const ir::Value* dropped : step.release) {
+      auto s = slot_of.find(dropped);
+      if (s == slot_of.end() || holder[static_cast<std::size_t>(s->second)] != dropped) continue;
+      holder[static_cast<std::size_t>(s->second)] = nullptr;
+      step.release_slots.push_back(s->second);
+    }
   }
 }
 
@@ -636,21 +662,13 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     }
   }
   const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr};
-  // The slot each value took, and the value each slot holds now: a dropped
-  // value empties its slot unless a later result took it over in place.
-  std::unordered_map<const ir::Value*, std::int64_t> slot_of;
-  std::vector<const ir::Value*> slot_holder;
   // Drops what the previous step read last (release_plan). A graph's
   // kernels run after every step is recorded, so a recording keeps them all.
   auto release = [&](const Step& done) {
     if (recorder.graph) return;
-    for (const ir::Value* v : done.release) {
-      values.erase(v);
-      auto s = slot_of.find(v);
-      if (s != slot_of.end() && slot_holder[static_cast<std::size_t>(s->second)] == v) {
-        slots[static_cast<std::size_t>(s->second)] = Tensor();
-        slot_holder[static_cast<std::size_t>(s->second)] = nullptr;
-      }
+    for (const ir::Value* v : done.release) values.erase(v);
+    for (const std::int64_t slot : done.release_slots) {
+      if (static_cast<std::size_t>(slot) < slots.size()) slots[static_cast<std::size_t>(slot)] = Tensor();
     }
   };
   std::size_t step_index = 0;
@@ -754,11 +772,6 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
           if (slots.size() <= static_cast<std::size_t>(slot)) slots.resize(static_cast<std::size_t>(slot) + 1);
           slots[static_cast<std::size_t>(slot)] = out;
         }
-      }
-      if (slot >= 0) {
-        if (slot_holder.size() <= static_cast<std::size_t>(slot)) slot_holder.resize(static_cast<std::size_t>(slot) + 1);
-        slot_holder[static_cast<std::size_t>(slot)] = k.result(j);
-        slot_of[k.result(j)] = slot;
       }
       outputs.push_back(out);
       values[k.result(j)] = out;

@@ -218,12 +218,10 @@ class ReductionBuilder {
   }
 
   Value* column_sum(ir::OpBuilder& b, Value* valid) {
-    const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
+    const NumericsPolicy acc_policy = sum_policy();
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
     auto zero = [&](ir::OpBuilder& ib) { return tile::build_real(ib, 0.0, acc_policy); };
-    const SumStep step = [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
-    };
+    const SumStep step = sum_step(acc_policy);
     Value* column = op2(b, "rem", lid_, integer(b, kColumns));
     Value* worker = op2(b, "div", lid_, integer(b, kColumns));
     Value* first = cmp(b, "eq", worker, integer(b, 0));
@@ -270,6 +268,14 @@ class ReductionBuilder {
   }
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
+
+  // A float sum's accumulator, and its step: element r added at it.
+  NumericsPolicy sum_policy() const { return default_policy(root_.operand(0)->type().policy.accum); }
+  SumStep sum_step(const NumericsPolicy& acc_policy) {
+    return [this, acc_policy](ir::OpBuilder& eb, Value* r, Value* acc) {
+      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
+    };
+  }
 
   LaneValue reduce(ir::OpBuilder& b, LaneProgram& lanes_of) {
     const NumericsPolicy& p = root_.result(0)->type().policy;
@@ -385,10 +391,8 @@ class ReductionBuilder {
 
   // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
   Value* blocked_sum(ir::OpBuilder& b) {
-    const NumericsPolicy acc_policy = default_policy(root_.operand(0)->type().policy.accum);
-    const SumStep step = [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
-    };
+    const NumericsPolicy acc_policy = sum_policy();
+    const SumStep step = sum_step(acc_policy);
     if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_);
     return templates::blocked_sum(b, length_, acc_policy, step);
   }
