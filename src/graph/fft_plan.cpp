@@ -122,7 +122,7 @@ void Plan<T>::execute(std::vector<Cx<T>>& x) const {
   stockham(a, scratch, forward_m_, m_);
   for (std::int64_t k = 0; k < m_; ++k) a[static_cast<std::size_t>(k)] = mul(a[static_cast<std::size_t>(k)], kernel_[static_cast<std::size_t>(k)]);
   stockham(a, scratch, inverse_m_, m_);
-  const T scale = static_cast<T>(1.0 / static_cast<double>(m_));
+  const T scale = bluestein_scale();
   for (std::int64_t k = 0; k < n; ++k) {
     const Cx<T> c = mul(a[static_cast<std::size_t>(k)], chirp_[static_cast<std::size_t>(k)]);
     x[static_cast<std::size_t>(k)] = {static_cast<T>(c.re * scale), static_cast<T>(c.im * scale)};

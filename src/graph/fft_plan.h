@@ -57,13 +57,24 @@ class Plan {
   void execute(std::vector<Cx<T>>& data) const;
   std::int64_t length() const { return n_; }
 
- private:
+  // The plan's values, for compiled kernels that run the same arithmetic
+  // (schedule/templates/fft.cpp): they read these twiddles, never their own.
   struct Pass {
     int radix;
     std::int64_t span;            // Ns * R
     std::vector<Cx<T>> outer;     // w(Ns R, q), q < Ns R
     std::vector<Cx<T>> inner;     // w(R, q), q < R
   };
+  const std::vector<Pass>& passes() const { return passes_; }        // Stockham lengths (n > 1)
+  std::int64_t bluestein_length() const { return m_; }                 // M, or 0 for Stockham lengths
+  const std::vector<Pass>& forward_m() const { return forward_m_; }  // Bluestein: FFT_M
+  const std::vector<Pass>& inverse_m() const { return inverse_m_; }  // Bluestein: IFFT_M (unscaled)
+  const std::vector<Cx<T>>& chirp() const { return chirp_; }         // Bluestein: c_j, j < n
+  const std::vector<Cx<T>>& kernel() const { return kernel_; }       // Bluestein: FFT_M(b)
+  // Bluestein's last factor, 1/M rounded to T.
+  T bluestein_scale() const { return static_cast<T>(1.0 / static_cast<double>(m_)); }
+
+ private:
   void stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& scratch, const std::vector<Pass>& passes,
                 std::int64_t n) const;
   static std::vector<Pass> passes_of(std::int64_t n, bool inverse);

@@ -386,6 +386,18 @@ Tensor Tensor::as_codes() const {
   return t;
 }
 
+Tensor Tensor::as_parts() const {
+  if (!is_complex(dtype())) {
+    raise(ErrorCode::DtypeUnsupported, "as_parts reads a complex tensor's parts; this tensor is " + std::string(name(dtype())));
+  }
+  Tensor t = contiguous();
+  t.shape_ = {2 * t.numel()};
+  t.strides_ = {1};
+  t.offset_ *= 2;
+  t.policy_ = default_policy(complex_part(dtype()));
+  return t;
+}
+
 Tensor Tensor::to(const std::string& device) const {
   const std::string target = canonical_device(device);
   if (target == device_) return *this;

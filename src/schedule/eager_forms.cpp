@@ -271,6 +271,25 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   return infers(def, f.inputs, f.pattern, attrs) ? f : plain(def, inputs, attrs);
 }
 
+// The FFTs transform one axis of fixed length: the dims before it and after
+// it collapse to one each, symbolic, so one kernel serves every batch of a
+// transform ([outer, len, inner] along axis 1).
+EagerForm fft_form(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  const Tensor& x = inputs[0];
+  const std::int64_t axis = graph::normalize_axis(attrs.get_int("axis"), x.rank());
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape()[static_cast<std::size_t>(d)];
+  for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
+  const std::int64_t len = x.shape()[static_cast<std::size_t>(axis)];
+  ir::AttrMap a = attrs;
+  a.set("axis", std::int64_t{1});
+  EagerForm f{{x.reshape({outer, len, inner})}, a, {}, result_shapes(def, inputs, attrs)};
+  f.pattern.push_back(ir::Shape{dim_for(outer, "p0"), ir::Dim::fixed(len), dim_for(inner, "p1")});
+  renumber(f.pattern);
+  if (!infers(def, f.inputs, f.pattern, a)) return plain(def, inputs, attrs);
+  return f;
+}
+
 }  // namespace
 
 EagerForm eager_form(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
@@ -280,6 +299,9 @@ EagerForm eager_form(const ir::OpDef& def, std::span<const Tensor> inputs, const
   if ((def.name == "graph.flash_attn" || def.name == "graph.flash_attn_bwd") && inputs.size() >= 3 &&
       inputs[0].rank() == 4 && inputs[1].rank() == 4 && inputs[2].rank() == 4) {
     return attention_form(def, inputs, attrs);
+  }
+  if ((def.name == "graph.fft" || def.name == "graph.fft_resize") && inputs.size() == 1 && inputs[0].rank() >= 1) {
+    return fft_form(def, inputs, attrs);
   }
   return plain(def, inputs, attrs);
 }

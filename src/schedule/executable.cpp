@@ -46,6 +46,8 @@ struct Step {
   TileKernel tile;
   // variant "constant"
   Tensor constant;
+  // The kernel's constant tables (TileKernel::tables), on the executable's device.
+  std::vector<Tensor> tables;
   // Values whose last reader is this step (or results nobody reads), and
   // the buffer slots whose tensor one of them was: a run drops both once
   // the step is queued (release_plan).
@@ -255,7 +257,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
       } else {
         const Tensor flat = inputs[i].reshape({inputs[i].numel()});
         const bool codes = std::find(tk.code_inputs.begin(), tk.code_inputs.end(), i) != tk.code_inputs.end();
-        kargs.emplace_back(codes ? flat.as_codes() : flat);
+        kargs.emplace_back(is_complex(flat.dtype()) ? flat.as_parts() : codes ? flat.as_codes() : flat);
       }
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) {
@@ -267,10 +269,11 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
         kargs.emplace_back(t.reshape({t.numel() / cols, cols}));
       } else {
         const Tensor flat = t.reshape({t.numel()});
-        kargs.emplace_back(tk.code_outputs ? flat.as_codes() : flat);
+        kargs.emplace_back(is_complex(flat.dtype()) ? flat.as_parts() : tk.code_outputs ? flat.as_codes() : flat);
       }
     }
     for (const Tensor& t : extra) kargs.emplace_back(t);
+    for (const Tensor& t : step.tables) kargs.emplace_back(t);
     for (const KernelScalar& s : tk.scalars) {
       switch (s.kind) {
         case KernelScalar::Kind::dim: kargs.emplace_back(domain.at(s.index)); break;
@@ -491,6 +494,10 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
     } else if (step.variant == "constant") {
       step.constant = make_constant(*kernel_body(*k).ops().front());
       if (state->device != "cpu") step.constant = step.constant.to(state->device);
+    }
+    for (const ConstantTable& c : step.tile.tables) {
+      Tensor t = Tensor::from_values(c.values, {static_cast<std::int64_t>(c.values.size())}, default_policy(c.dtype));
+      step.tables.push_back(state->device == "cpu" ? t : t.to(state->device));
     }
     state->reports.push_back(report);
     state->steps.push_back(std::move(step));

@@ -18,7 +18,8 @@ using ir::OpDef;
 using ir::Type;
 
 constexpr std::string_view kFamilies[] = {"elementwise", "reduction", "gemm",   "normalization", "view", "constant",
-                                          "copy",        "random",    "collective", "sparse", "attention", "opaque"};
+                                          "copy",        "random",    "collective", "sparse", "attention", "fft",
+                                          "opaque"};
 constexpr std::string_view kVariants[] = {"tile", "tile_ir", "view", "constant", "collective", "none"};
 
 std::vector<Type> operand_types(const ir::Operation& op) {
@@ -96,6 +97,7 @@ Family family_of(const ir::Operation& graph_op) {
     for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;
     for (const char* n : {"spmm", "sddmm"}) m[std::string("graph.") + n] = Family::sparse;
     for (const char* n : {"flash_attn", "flash_attn_bwd"}) m[std::string("graph.") + n] = Family::attention;
+    for (const char* n : {"fft", "fft_resize"}) m[std::string("graph.") + n] = Family::fft;
     for (const char* n : {"allreduce", "all_gather", "reduce_scatter", "all_to_all", "shard_slice"}) {
       m[std::string("graph.") + n] = Family::collective;
     }

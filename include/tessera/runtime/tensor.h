@@ -109,6 +109,11 @@ class Tensor {
   // The same bytes read as `code` (code_dtype(dtype()), default policy):
   // copies through it move encodings exactly.
   Tensor as_codes() const;
+  // A complex tensor's elements read as their parts: a 1-D tensor of
+  // 2 * numel() fp32 (complex64) or fp64 (complex128) values, real then
+  // imaginary, sharing storage (a copy first when not contiguous). Compiled
+  // kernels take complex buffers this way. Other dtypes: DtypeError.
+  Tensor as_parts() const;
   // A copy on `device` ("cpu", "cuda", "cuda:N"), or *this when already there.
   // To a GPU the copy is contiguous (same encodings, sub-byte formats packed
   // as on the host); back to the host the strides of a view are kept. Device

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/ir/ir.h"
+#include "tessera/numerics/dtype.h"
 
 namespace tessera::schedule {
 
@@ -88,6 +89,15 @@ struct AxisBlocks {
   std::int64_t block = 1;
 };
 
+// Constants a kernel reads (an FFT's twiddles), computed when compiling: the
+// executable makes each a 1-D tensor of `dtype` on its device once and
+// passes it after the outputs (and InverseIndex's buffers), before the
+// scalars. `values` are exact in `dtype`.
+struct ConstantTable {
+  DType dtype = DType::fp64;
+  std::vector<double> values;
+};
+
 struct TileKernel {
   ir::Operation* func = nullptr;  // the Tile IR kernel, in the module passed to lower_kernel
   std::vector<KernelScalar> scalars;
@@ -119,6 +129,7 @@ struct TileKernel {
   // payloads included, is copied exactly.
   std::vector<std::size_t> code_inputs;
   bool code_outputs = false;
+  std::vector<ConstantTable> tables;
 };
 
 // Whether Graph IR op `op` can be computed per lane inside any template (a

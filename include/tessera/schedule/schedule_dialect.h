@@ -48,6 +48,7 @@ enum class Family {
   collective,
   sparse,
   attention,
+  fft,
   opaque
 };
 

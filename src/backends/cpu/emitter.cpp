@@ -1189,6 +1189,13 @@ class Emitter {
     s << "constexpr const char* kKernel = " << cpp_string_literal(out_.name) << ";\n";
     s << "constexpr std::int64_t kGroupSize = " << out_.group_size << ";\n";
     s << "constexpr std::size_t kSharedBytes = " << shared_cursor_ << ";\n\n";
+    // A kernel marked `vectorize = false` (one storing the two parts of
+    // complex products side by side, such as an FFT's) keeps g++'s
+    // vectorizer out of it: it fuses such pairs into vfmaddsub despite
+    // -ffp-contract=off, rounding once where the IR rounds twice.
+    const ir::Attribute* vectorize = func_.attrs().find("vectorize");
+    const bool no_vectorize = vectorize && ir::kind_of(*vectorize) == ir::AttrKind::boolean && !std::get<bool>(*vectorize);
+    if (no_vectorize) s << "#if defined(__GNUC__) && !defined(__clang__)\n__attribute__((optimize(\"no-tree-vectorize\")))\n#endif\n";
     if (batched_) {
       s << "// Groups of one tile without group-level ops: one call runs the groups [begin, end).\n";
       s << "void run_batch([[maybe_unused]] const tsr::LaunchArgs& args, std::int64_t begin, std::int64_t end,\n"

@@ -160,6 +160,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // lane per row); $TESSERA_GEMM_LANES: lanes per group of GEMM kernels.
   const std::optional<std::int64_t> lanes_env = lanes_from_env("TESSERA_ROW_LANES", 256);
   const std::optional<std::int64_t> gemm_lanes_env = lanes_from_env("TESSERA_GEMM_LANES", 1024);
+  // $TESSERA_FFT_LANES: the most lanes an FFT group shares a line with (any
+  // target, so the CPU tests CUDA's cooperative form too).
+  const std::optional<std::int64_t> fft_lanes_env = lanes_from_env("TESSERA_FFT_LANES", 1024);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
@@ -252,6 +255,13 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const bool runs = k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1;
       k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : runs ? 1 : kCudaLaneElements);
     }
+    if (f == Family::fft && (fft_lanes_env || cuda)) {
+      // CUDA: a group of up to 256 lanes per line, the line in shared
+      // memory, up to Hopper's 227 KiB per block (other devices' limits are
+      // checked when the kernel loads). The CPU takes one lane per line.
+      k->attrs().set("fft_lanes", fft_lanes_env ? *fft_lanes_env : std::int64_t{256});
+    }
+    if (f == Family::fft && cuda) k->attrs().set("fft_shared_bytes", std::int64_t{227 * 1024});
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
@@ -265,7 +275,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
-                                       "TESSERA_CUDA_GEMM_STAGED_TILE"};
+                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

@@ -29,6 +29,9 @@ TileKernel lower_normalization(const ir::Operation& kernel, ir::Module& out, con
 bool sparse_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool fft_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_fft(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the

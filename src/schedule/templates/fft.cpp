@@ -1,0 +1,477 @@
+// The FFT template: graph.fft and graph.fft_resize (graph/fft_ops.cpp) ->
+// one Tile IR kernel each, computing exactly what the reference kernels do,
+// in their order, so results are bit for bit the reference's on every
+// backend (docs/design/0022-compiled-fft.md).
+//
+//   fft         one group per line along the axis. The group loads its line
+//               into shared memory (rounded to the part type T; c2r builds
+//               the Hermitian spectrum, Bluestein multiplies by the chirp),
+//               then runs the plan's Stockham passes between two shared
+//               arrays with a barrier after each pass, and stores the line
+//               (Bluestein's last chirp and 1/M, hermitian weights, the
+//               normalization). A pass's butterflies are spread over the
+//               group's lanes: butterfly j on lane j mod L. Each butterfly
+//               is the reference's arithmetic: twiddle products
+//               (ac - bd) + (ad + bc)i rounded to T, the radix-R sums left
+//               to right, a twiddle of exactly 1 skipped.
+//   fft_resize  one lane per result element: the operand's element, or 0
+//               past its end on the axis.
+//
+// The twiddles come from the same fft::Plan the reference builds (one fp64
+// formula rounded once to T): the radix-R twiddles are literals in the
+// kernel; the pass twiddles, Bluestein's chirp and its kernel FFT_M(b) are
+// one constant table, an input the executable uploads once. So a compiled
+// line and a reference line are the same sequence of roundings of the same
+// values; only the lanes that run them differ.
+//
+// Complex buffers are passed as their parts (Tensor::as_parts): element k
+// of a complex64 tensor is parts 2k (real) and 2k + 1 (imaginary).
+#include <algorithm>
+#include <cmath>
+
+#include "graph/fft_plan.h"
+#include "tessera/numerics/convert.h"
+#include "graph/shape_rules.h"
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+#include "tessera/tile/tile_dialect.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+constexpr std::int64_t kResizeLanes = 256;
+// Shared memory a line may take on the CPU (its arena is heap memory).
+constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
+
+// The part type of a transform: the complex side's accumulation type.
+DType part_type(const ir::Operation& root) {
+  const bool c2r = root.attrs().get_string("kind") == "c2r";
+  return c2r ? root.operand(0)->type().policy.accum : root.result(0)->type().policy.accum;
+}
+
+// The points a line holds while it is transformed: n, or Bluestein's M.
+std::int64_t line_points(const ir::Operation& root) {
+  const std::int64_t n = root.attrs().get_int("n");
+  if (n <= 1 || !graph::fft::stockham_radices(n).empty()) return n;
+  return graph::fft::smooth_at_least(2 * n - 1);
+}
+
+// Shared bytes per line: two arrays of the line's points, two parts each.
+std::int64_t line_bytes(const ir::Operation& root) {
+  return 2 * 2 * line_points(root) * storage_bytes(part_type(root));
+}
+
+struct Cx {
+  Value* re;
+  Value* im;
+};
+
+class FftBuilder {
+ public:
+  FftBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
+      : kernel_(kernel), root_(kernel_root_op(kernel)), out_(out), name_(name) {}
+
+  TileKernel build() {
+    const DType part = part_type(root_);
+    return part == DType::fp64 ? build_typed<double>() : build_typed<float>();
+  }
+
+ private:
+  template <class T>
+  TileKernel build_typed() {
+    const ir::Type& x = root_.operand(0)->type();
+    const ir::Type& y = root_.result(0)->type();
+    const std::string& kind = root_.attrs().get_string("kind");
+    const std::int64_t axis = graph::normalize_axis(root_.attrs().get_int("axis"), x.rank());
+    n_ = root_.attrs().get_int("n");
+    const bool inverse = root_.attrs().get_bool("inverse");
+    c2r_ = kind == "c2r";
+    complex_in_ = is_complex(x.dtype());
+    in_len_ = x.shape[static_cast<std::size_t>(axis)].size;
+    out_len_ = y.shape[static_cast<std::size_t>(axis)].size;
+    t_ = default_policy(std::is_same_v<T, double> ? DType::fp64 : DType::fp32);
+    const graph::fft::Plan<T> plan(n_, inverse);
+    m_ = plan.bluestein_length();
+    const std::int64_t points = m_ > 0 ? m_ : n_;
+
+    TileKernel result;
+    std::vector<std::pair<std::string, Type>> params;
+    params.emplace_back("in0", Type::gmem({ir::Dim::named("m0")}, complex_in_ ? default_policy(complex_part(x.dtype()))
+                                                                              : buffer_policy(x.policy)));
+    out_policy_ = c2r_ ? buffer_policy(y.policy) : default_policy(complex_part(y.dtype()));
+    params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, out_policy_, /*is_mut=*/true));
+    // The table: every pass's twiddles w(span, q), then Bluestein's chirp
+    // and kernel, as (re, im) pairs at T.
+    ConstantTable table{t_.storage, {}};
+    auto append = [&](const std::vector<graph::fft::Cx<T>>& values) {
+      const std::int64_t at = static_cast<std::int64_t>(table.values.size());
+      for (const auto& c : values) {
+        table.values.push_back(static_cast<double>(c.re));
+        table.values.push_back(static_cast<double>(c.im));
+      }
+      return at;
+    };
+    std::vector<PassPlan> passes, forward, inverse_m;
+    auto plan_passes = [&](const auto& from) {
+      std::vector<PassPlan> out;
+      std::int64_t ns = 1;
+      for (const auto& p : from) {
+        PassPlan pp{p.radix, ns, p.span, 0, {}};
+        // The first pass's twiddles are all 1 (Ns = 1): never read.
+        if (ns > 1) pp.table_at = append(p.outer);
+        for (const auto& w : p.inner) pp.inner.push_back({static_cast<double>(w.re), static_cast<double>(w.im)});
+        out.push_back(std::move(pp));
+        ns = p.span;
+      }
+      return out;
+    };
+    if (m_ == 0) {
+      passes = plan_passes(plan.passes());
+    } else {
+      forward = plan_passes(plan.forward_m());
+      inverse_m = plan_passes(plan.inverse_m());
+      chirp_at_ = append(plan.chirp());
+      kernel_at_ = append(plan.kernel());
+    }
+    const bool has_table = !table.values.empty();
+    if (has_table) {
+      params.emplace_back("table", Type::gmem({ir::Dim::fixed(static_cast<std::int64_t>(table.values.size()))}, t_));
+      result.tables.push_back(std::move(table));
+    }
+    // The dims after the axis (the stride between a line's points), read at run time.
+    const std::size_t first_inner = static_cast<std::size_t>(axis) + 1;
+    for (std::size_t d = first_inner; d < x.shape.size(); ++d) {
+      params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, 0});
+    }
+    lanes_ = group_lanes_for(points);
+    // The two shared arrays, each rounded up to the shared alignment.
+    const std::int64_t array_bytes = 2 * points * static_cast<std::int64_t>(sizeof(T));
+    const std::int64_t shared = 2 * ((array_bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment) * tile::kSharedAlignment;
+    ir::Operation* func = tile::build_kernel(
+        out_, name_, params,
+        {.group_shape = std::vector<std::int64_t>{lanes_}, .shared_bytes = std::max<std::int64_t>(shared, 49152)},
+        kernel_.location());
+    ir::Block& fb = ir::function_body(*func);
+    ir::OpBuilder b(fb);
+    in_ = fb.argument(0);
+    out_buffer_ = fb.argument(1);
+    table_ = has_table ? fb.argument(2) : nullptr;
+    Value* inner = tile::build_int(b, 1);
+    for (std::size_t d = first_inner, k = has_table ? 3 : 2; d < x.shape.size(); ++d, ++k) {
+      inner = index_op(b, "mul", inner, fb.argument(k));
+    }
+    inner_ = inner;
+    Value* g = tile::build(b, "tile.group_id", {});
+    lane_ = tile::build(b, "tile.linear_id", {});
+    Value* o = op2(b, "div", g, inner);
+    Value* i = op2(b, "rem", g, inner);
+    in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
+    out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
+    Value* arrays[2] = {shared_array(b, t_, 2 * points), shared_array(b, t_, 2 * points)};
+    int cur = 0;
+
+    load_line(b, arrays[0], points);
+    b.create("tile.barrier", {});
+    auto run_passes = [&](const std::vector<PassPlan>& ps, std::int64_t length) {
+      for (const PassPlan& p : ps) {
+        stockham_pass(b, p, length, arrays[cur], arrays[1 - cur]);
+        b.create("tile.barrier", {});
+        cur = 1 - cur;
+      }
+    };
+    if (m_ == 0) {
+      run_passes(passes, n_);
+    } else {
+      run_passes(forward, m_);
+      // a_k *= FFT_M(b)_k, in place: each point is read and written by one lane.
+      lane_loop(b, integer(b, 0), m_, [&](ir::OpBuilder& lb, Value* k) {
+        store_point(lb, arrays[cur], k, mul(lb, load_point(lb, arrays[cur], k), table_point(lb, kernel_at_, k)));
+      });
+      b.create("tile.barrier", {});
+      run_passes(inverse_m, m_);
+    }
+    const T norm = static_cast<T>(graph::fft::norm_factor(root_.attrs().get_string("norm"), n_, inverse));
+    store_line(b, arrays[cur], static_cast<double>(plan.bluestein_scale()), static_cast<double>(norm));
+    tile::finish_kernel(*func);
+    // The parts of each product are stored side by side: g++ would fuse
+    // their products into vfmaddsub (backends/cpu/emitter.cpp).
+    func->attrs().set("vectorize", false);
+    result.func = func;
+    result.lanes_per_group = lanes_;
+    result.rows_of = std::pair<std::size_t, std::size_t>{0, static_cast<std::size_t>(axis)};
+    result.group_per_row = true;
+    return result;
+  }
+
+  struct PassPlan {
+    int radix;
+    std::int64_t ns;        // the span of the transforms already done
+    std::int64_t span;      // ns * radix
+    std::int64_t table_at;  // where w(span, q) starts in the table (in parts)
+    std::vector<std::pair<double, double>> inner;  // w(radix, q)
+  };
+
+  // Lanes per group: the `fft_lanes` knob (CUDA) caps them, a group has at
+  // least a warp and about one lane per four points; one lane elsewhere.
+  std::int64_t group_lanes_for(std::int64_t points) const {
+    if (!kernel_.attrs().has("fft_lanes")) return 1;
+    const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
+    std::int64_t lanes = 32;
+    while (lanes < most && lanes * 4 < points) lanes *= 2;
+    return std::min(lanes, most);
+  }
+
+  Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
+  Value* real(ir::OpBuilder& b, double v) const { return tile::build_real(b, v, t_); }
+
+  // for (k = lo + lane; k < hi; k += lanes) body(k)
+  void lane_loop(ir::OpBuilder& b, Value* lo, std::int64_t hi, const std::function<void(ir::OpBuilder&, Value*)>& body) {
+    tile::build_for(b, index_op(b, "add", lo, lane_), integer(b, hi), integer(b, lanes_), {},
+                    [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                      body(lb, a[0]);
+                      return std::vector<Value*>{};
+                    });
+  }
+
+  Value* part_at(ir::OpBuilder& b, Value* k, int part) {
+    return index_op(b, "add", index_op(b, "mul", k, integer(b, 2)), integer(b, part));
+  }
+  Cx load_point(ir::OpBuilder& b, Value* array, Value* k) {
+    return {tile::build(b, "tile.load_elem", {array, part_at(b, k, 0)}),
+            tile::build(b, "tile.load_elem", {array, part_at(b, k, 1)})};
+  }
+  void store_point(ir::OpBuilder& b, Value* array, Value* k, Cx v) {
+    b.create("tile.store_elem", {array, part_at(b, k, 0), v.re});
+    b.create("tile.store_elem", {array, part_at(b, k, 1), v.im});
+  }
+  Cx table_point(ir::OpBuilder& b, std::int64_t at, Value* q) {
+    Value* k = index_op(b, "add", index_op(b, "mul", q, integer(b, 2)), integer(b, at));
+    return {tile::build(b, "tile.load_elem", {table_, k}),
+            tile::build(b, "tile.load_elem", {table_, index_op(b, "add", k, integer(b, 1))})};
+  }
+
+  // The reference's complex product: (ac - bd) + (ad + bc)i, each product
+  // and sum rounded to T.
+  Cx mul(ir::OpBuilder& b, Cx a, Cx w) {
+    Value* ac = op2(b, "mul", a.re, w.re);
+    Value* bd = op2(b, "mul", a.im, w.im);
+    Value* ad = op2(b, "mul", a.re, w.im);
+    Value* bc = op2(b, "mul", a.im, w.re);
+    return {op2(b, "sub", ac, bd), op2(b, "add", ad, bc)};
+  }
+  Cx add(ir::OpBuilder& b, Cx a, Cx c) { return {op2(b, "add", a.re, c.re), op2(b, "add", a.im, c.im)}; }
+  Cx pick(ir::OpBuilder& b, Value* cond, Cx x, Cx y) {
+    return {select(b, cond, x.re, y.re), select(b, cond, x.im, y.im)};
+  }
+
+  // Point k of the operand's line, rounded to T: a complex element, or a
+  // real one with imaginary part 0.
+  Cx operand_point(ir::OpBuilder& b, Value* k) {
+    Value* at = index_op(b, "add", in_base_, index_op(b, "mul", k, inner_));
+    if (!complex_in_) return {cast(b, tile::build(b, "tile.load_elem", {in_, at}), t_), real(b, 0.0)};
+    return {cast(b, tile::build(b, "tile.load_elem", {in_, part_at(b, at, 0)}), t_),
+            cast(b, tile::build(b, "tile.load_elem", {in_, part_at(b, at, 1)}), t_)};
+  }
+
+  void load_line(ir::OpBuilder& b, Value* array, std::int64_t points) {
+    lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) {
+      Cx v;
+      if (c2r_ && in_len_ < n_) {
+        // Bins past n/2 are the conjugates of bins n - k.
+        Value* stored = cmp(lb, "lt", k, integer(lb, in_len_));
+        Value* source = select(lb, stored, k, index_op(lb, "sub", integer(lb, n_), k));
+        const Cx z = operand_point(lb, source);
+        v = {z.re, select(lb, stored, z.im, op1(lb, "neg", z.im))};
+      } else {
+        v = operand_point(lb, k);
+      }
+      if (m_ > 0) v = mul(lb, v, table_point(lb, chirp_at_, k));
+      store_point(lb, array, k, v);
+    });
+    if (points > n_) {
+      lane_loop(b, integer(b, n_), points, [&](ir::OpBuilder& lb, Value* k) {
+        store_point(lb, array, k, {real(lb, 0.0), real(lb, 0.0)});
+      });
+    }
+  }
+
+  // One Stockham pass: butterfly j (j < length / R) reads x[j + r length/R]
+  // and writes y[(j / Ns) Ns R + j mod Ns + k Ns].
+  void stockham_pass(ir::OpBuilder& b, const PassPlan& p, std::int64_t length, Value* x, Value* y) {
+    const int R = p.radix;
+    const std::int64_t stride = length / R;
+    lane_loop(b, integer(b, 0), stride, [&](ir::OpBuilder& lb, Value* j) {
+      Value* jm = p.ns == 1 ? integer(lb, 0) : op2(lb, "rem", j, integer(lb, p.ns));
+      Value* jd = p.ns == 1 ? j : op2(lb, "div", j, integer(lb, p.ns));
+      // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
+      Value* untwiddled = p.ns == 1 ? nullptr : cmp(lb, "eq", jm, integer(lb, 0));
+      std::vector<Cx> v;
+      for (int r = 0; r < R; ++r) {
+        const Cx a = load_point(lb, x, index_op(lb, "add", j, integer(lb, r * stride)));
+        if (r == 0 || p.ns == 1) {
+          v.push_back(a);
+          continue;
+        }
+        Value* q = index_op(lb, "mul", jm, integer(lb, r));
+        v.push_back(pick(lb, untwiddled, a, mul(lb, a, table_point(lb, p.table_at, q))));
+      }
+      Value* base = index_op(lb, "add", index_op(lb, "mul", jd, integer(lb, p.span)), jm);
+      for (int k = 0; k < R; ++k) {
+        Cx acc = v[0];
+        for (int r = 1; r < R; ++r) {
+          const int q = (r * k) % R;
+          const auto& w = p.inner[static_cast<std::size_t>(q)];
+          acc = add(lb, acc, q == 0 ? v[static_cast<std::size_t>(r)]
+                                    : mul(lb, v[static_cast<std::size_t>(r)], {real(lb, w.first), real(lb, w.second)}));
+        }
+        store_point(lb, y, index_op(lb, "add", base, integer(lb, k * p.ns)), acc);
+      }
+    });
+  }
+
+  // Bins 0 .. out_len - 1 of the transformed line to the result.
+  void store_line(ir::OpBuilder& b, Value* array, double bluestein_scale, double norm) {
+    const bool weights = root_.attrs().get_bool("hermitian_weights");
+    lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) {
+      Cx v = load_point(lb, array, k);
+      if (m_ > 0) {
+        const Cx c = mul(lb, v, table_point(lb, chirp_at_, k));
+        Value* s = real(lb, bluestein_scale);
+        v = {op2(lb, "mul", c.re, s), op2(lb, "mul", c.im, s)};
+      }
+      if (weights) {
+        Value* doubled = op2(lb, "and", cmp(lb, "gt", k, integer(lb, 0)),
+                             cmp(lb, "lt", index_op(lb, "mul", k, integer(lb, 2)), integer(lb, n_)));
+        v = pick(lb, doubled, add(lb, v, v), v);
+      }
+      if (norm != 1.0) {
+        Value* s = real(lb, norm);
+        v = {op2(lb, "mul", v.re, s), op2(lb, "mul", v.im, s)};
+      }
+      Value* at = index_op(lb, "add", out_base_, index_op(lb, "mul", k, inner_));
+      if (c2r_) {
+        lb.create("tile.store_elem", {out_buffer_, at, cast(lb, v.re, out_policy_)});
+      } else {
+        lb.create("tile.store_elem", {out_buffer_, part_at(lb, at, 0), cast(lb, v.re, out_policy_)});
+        lb.create("tile.store_elem", {out_buffer_, part_at(lb, at, 1), cast(lb, v.im, out_policy_)});
+      }
+    });
+  }
+
+  const ir::Operation& kernel_;
+  const ir::Operation& root_;
+  ir::Module& out_;
+  std::string name_;
+  NumericsPolicy t_, out_policy_;
+  std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1;
+  std::int64_t chirp_at_ = 0, kernel_at_ = 0;
+  bool c2r_ = false, complex_in_ = false;
+  Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr, *inner_ = nullptr;
+  Value *in_base_ = nullptr, *out_base_ = nullptr;
+};
+
+// graph.fft_resize: result element e at (o, k, i) of [outer, length, inner]
+// is the operand's (o, k, i) when k < the operand's length, else 0.
+TileKernel lower_resize(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  const ir::Type& x = root.operand(0)->type();
+  const std::int64_t axis = graph::normalize_axis(root.attrs().get_int("axis"), x.rank());
+  const std::int64_t in_len = x.shape[static_cast<std::size_t>(axis)].size;
+  const std::int64_t len = root.attrs().get_int("length");
+  const bool complex = is_complex(x.dtype());
+  const NumericsPolicy p = complex ? default_policy(complex_part(x.dtype())) : buffer_policy(x.policy);
+  TileKernel result;
+  std::vector<std::pair<std::string, Type>> params;
+  params.emplace_back("in0", Type::gmem({ir::Dim::named("m0")}, p));
+  params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, p, /*is_mut=*/true));
+  const std::size_t first_inner = static_cast<std::size_t>(axis) + 1;
+  for (std::size_t d = first_inner; d < x.shape.size(); ++d) {
+    params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+    result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, 0});
+  }
+  const std::int64_t lanes = group_lanes(kernel, kResizeLanes);
+  ir::Operation* func =
+      tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel.location());
+  ir::Block& fb = ir::function_body(*func);
+  ir::OpBuilder b(fb);
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  Value* inner = integer(b, 1);
+  for (std::size_t d = first_inner, k = 2; d < x.shape.size(); ++d, ++k) inner = index_op(b, "mul", inner, fb.argument(k));
+  Value* e = global_lane(b, lanes);
+  // The result's element count, in parts for a complex result.
+  Value* total = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+  if (complex) total = op2(b, "div", total, integer(b, 2));
+  const int parts = complex ? 2 : 1;
+  if_then(b, cmp(b, "lt", e, total), [&](ir::OpBuilder& tb) {
+    Value* i = op2(tb, "rem", e, inner);
+    Value* row = op2(tb, "div", e, inner);
+    Value* k = op2(tb, "rem", row, integer(tb, len));
+    Value* o = op2(tb, "div", row, integer(tb, len));
+    if_then(
+        tb, cmp(tb, "lt", k, integer(tb, in_len)),
+        [&](ir::OpBuilder& cb) {
+          Value* from = index_op(cb, "add", index_op(cb, "mul", index_op(cb, "add", index_op(cb, "mul", o, integer(cb, in_len)), k), inner), i);
+          for (int part = 0; part < parts; ++part) {
+            Value* src = parts == 1 ? from : index_op(cb, "add", index_op(cb, "mul", from, integer(cb, 2)), integer(cb, part));
+            Value* dst = parts == 1 ? e : index_op(cb, "add", index_op(cb, "mul", e, integer(cb, 2)), integer(cb, part));
+            cb.create("tile.store_elem", {fb.argument(1), dst, tile::build(cb, "tile.load_elem", {fb.argument(0), src})});
+          }
+        },
+        [&](ir::OpBuilder& zb) {
+          for (int part = 0; part < parts; ++part) {
+            Value* dst = parts == 1 ? e : index_op(zb, "add", index_op(zb, "mul", e, integer(zb, 2)), integer(zb, part));
+            zb.create("tile.store_elem", {fb.argument(1), dst, tile::build_real(zb, 0.0, p)});
+          }
+        });
+  });
+  tile::finish_kernel(*func);
+  result.func = func;
+  result.lanes_per_group = lanes;
+  // The grid counts result elements (the executable's numel of the domain).
+  return result;
+}
+
+}  // namespace
+
+bool fft_covers(const ir::Operation& kernel, std::string* why) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  auto fail = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  const std::string_view name = root.name();
+  if (name != "graph.fft" && name != "graph.fft_resize") return fail("no FFT template for '" + std::string(name) + "'");
+  for (const ir::Value* v : {root.operand(0), root.result(0)}) {
+    const NumericsPolicy& p = v->type().policy;
+    if (p.rounding != Rounding::nearest_even) {
+      return fail(std::string(name) + " with a " + std::string(rounding_name(p.rounding)) +
+                  "-rounded value: the FFT template rounds to nearest even only");
+    }
+    if (is_complex(p.storage)) continue;
+    if (auto bad = unsupported_policy(p)) return fail(std::string(name) + ": " + *bad);
+  }
+  if (name == "graph.fft") {
+    const std::int64_t bytes = line_bytes(root);
+    const std::int64_t most = kernel.attrs().has("fft_shared_bytes") ? kernel.attrs().get_int("fft_shared_bytes") : kCpuLineBytes;
+    if (bytes > most) {
+      return fail("an FFT of length " + std::to_string(root.attrs().get_int("n")) + " holds " +
+                  std::to_string(line_points(root)) + " points per line in shared memory, " + std::to_string(bytes) +
+                  " bytes, above this target's " + std::to_string(most) + " (longer lines are not compiled yet)");
+    }
+  }
+  return true;
+}
+
+TileKernel lower_fft(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  if (kernel_root_op(kernel).name() == "graph.fft_resize") return lower_resize(kernel, out, name);
+  return FftBuilder(kernel, out, name).build();
+}
+
+}  // namespace tessera::schedule::templates

@@ -1,0 +1,140 @@
+// The FFT template (schedule/templates/fft.cpp) against the reference
+// kernel (graph/fft_ops.cpp): the same plan's arithmetic in the same order,
+// so compiled lines equal reference lines bit for bit, for Stockham and
+// Bluestein lengths, every kind, both part types, lines along any axis, with
+// one lane per line and with a cooperative group of lanes per line.
+#include <random>
+
+#include "schedule_test_support.h"
+
+namespace tessera {
+namespace {
+
+using schedule_test::ScopedEnv;
+using schedule_test::test_options;
+
+Tensor complex_sample(std::vector<std::int64_t> shape, DType dtype, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 2.0);
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  std::vector<std::complex<double>> v(static_cast<std::size_t>(n));
+  for (auto& z : v) z = {normal(rng), normal(rng)};
+  return Tensor::from_complex_values(v, std::move(shape), default_policy(dtype));
+}
+
+Tensor real_sample(std::vector<std::int64_t> shape, const NumericsPolicy& p, unsigned seed) {
+  return schedule_test::sample(std::move(shape), p, seed, /*specials=*/false);
+}
+
+// Bit for bit, part by part for complex results.
+void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.policy(), want.policy()) << what;
+  const Tensor g = is_complex(got.dtype()) ? got.as_parts() : got;
+  const Tensor w = is_complex(want.dtype()) ? want.as_parts() : want;
+  const auto gc = g.codes();
+  const auto wc = w.codes();
+  for (std::size_t i = 0; i < gc.size(); ++i) {
+    ASSERT_EQ(gc[i], wc[i]) << what << ": part " << i << " differs (" << g.to_values()[i] << " vs reference "
+                            << w.to_values()[i] << ")";
+  }
+}
+
+std::string fft_op(const std::string& result, const std::string& x, int axis, std::int64_t n, const std::string& kind,
+                   bool inverse, const std::string& norm, const std::string& type, bool weights = false) {
+  return "  " + result + " = graph.fft " + x + " {axis = " + std::to_string(axis) + ", n = " + std::to_string(n) +
+         ", kind = \"" + kind + "\", inverse = " + (inverse ? "true" : "false") + ", norm = \"" + norm +
+         "\", hermitian_weights = " + (weights ? "true" : "false") + "} : " + type + "\n";
+}
+
+// One function holding every case, so its kernels compile in one go.
+const std::string kCases =
+    "func @f(%a: tensor<[B, 12] complex64>, %b: tensor<[B, 97] complex64>, %c: tensor<[16, 3, 5] complex128>,\n"
+    "        %r: tensor<[B, 10] fp32>, %h: tensor<[B, 6] complex64>, %s: tensor<[B, 7] bf16 @accum(fp32)>,\n"
+    "        %d: tensor<[3, 1000] fp64>, %e: tensor<[B, 1] complex64>, %g: tensor<[2, 4096] complex64>,\n"
+    "        %p: tensor<[2, 37, 3] complex128>, %q: tensor<[5, 7, B] fp16 @accum(fp32)>)\n"
+    "    -> (tensor<[B, 12] complex64>, tensor<[B, 12] complex64>, tensor<[B, 97] complex64>,\n"
+    "        tensor<[16, 3, 5] complex128>, tensor<[B, 6] complex64>, tensor<[B, 6] complex64>,\n"
+    "        tensor<[B, 10] fp32>, tensor<[B, 11] fp32>, tensor<[B, 7] complex64>, tensor<[3, 501] complex128>,\n"
+    "        tensor<[B, 1] complex64>, tensor<[2, 4096] complex64>, tensor<[2, 37, 3] complex128>,\n"
+    "        tensor<[B, 9] complex64>, tensor<[5, 4, B] fp16 @accum(fp32)>, tensor<[5, 7, B] complex64>) {\n" +
+    fft_op("%0", "%a", 1, 12, "c2c", false, "backward", "tensor<[B, 12] complex64>") +
+    fft_op("%1", "%a", -1, 12, "c2c", true, "ortho", "tensor<[B, 12] complex64>") +
+    fft_op("%2", "%b", 1, 97, "c2c", false, "forward", "tensor<[B, 97] complex64>") +
+    fft_op("%3", "%c", 0, 16, "c2c", true, "backward", "tensor<[16, 3, 5] complex128>") +
+    fft_op("%4", "%r", 1, 10, "r2c", false, "backward", "tensor<[B, 6] complex64>") +
+    fft_op("%5", "%r", 1, 10, "r2c", true, "ortho", "tensor<[B, 6] complex64>", /*weights=*/true) +
+    fft_op("%6", "%h", 1, 10, "c2r", true, "backward", "tensor<[B, 10] fp32>") +
+    fft_op("%7", "%h", 1, 11, "c2r", false, "forward", "tensor<[B, 11] fp32>") +
+    fft_op("%8", "%s", 1, 7, "c2c", false, "backward", "tensor<[B, 7] complex64>") +
+    fft_op("%9", "%d", 1, 1000, "r2c", false, "backward", "tensor<[3, 501] complex128>") +
+    fft_op("%10", "%e", 1, 1, "c2c", true, "backward", "tensor<[B, 1] complex64>") +
+    fft_op("%11", "%g", 1, 4096, "c2c", false, "backward", "tensor<[2, 4096] complex64>") +
+    fft_op("%12", "%p", 1, 37, "c2c", true, "ortho", "tensor<[2, 37, 3] complex128>") +
+    "  %13 = graph.fft_resize %a {axis = 1, length = 9} : tensor<[B, 9] complex64>\n"
+    "  %14 = graph.fft_resize %q {axis = 1, length = 4} : tensor<[5, 4, B] fp16 @accum(fp32)>\n"
+    "  %15 = graph.fft_resize %q {axis = 1, length = 9} : tensor<[5, 9, B] fp16 @accum(fp32)>\n" +
+    fft_op("%16", "%15", 1, 9, "c2c", false, "backward", "tensor<[5, 9, B] complex64>") +
+    "  %17 = graph.fft_resize %16 {axis = 1, length = 7} : tensor<[5, 7, B] complex64>\n"
+    "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %17\n}\n";
+
+std::vector<Tensor> case_inputs(std::int64_t batch) {
+  const NumericsPolicy f32 = default_policy(DType::fp32);
+  return {complex_sample({batch, 12}, DType::complex64, 1),
+          complex_sample({batch, 97}, DType::complex64, 2),
+          complex_sample({16, 3, 5}, DType::complex128, 3),
+          real_sample({batch, 10}, f32, 4),
+          complex_sample({batch, 6}, DType::complex64, 5),
+          real_sample({batch, 7}, parse_policy("bf16 @accum(fp32)"), 6),
+          real_sample({3, 1000}, default_policy(DType::fp64), 7),
+          complex_sample({batch, 1}, DType::complex64, 8),
+          complex_sample({2, 4096}, DType::complex64, 9),
+          complex_sample({2, 37, 3}, DType::complex128, 10),
+          real_sample({5, 7, batch}, parse_policy("fp16 @accum(fp32)"), 11)};
+}
+
+void check_cases(const std::string& what) {
+  ir::Module m = ir::parse_module(kCases);
+  auto exe = schedule::compile_executable(m, "f", test_options());
+  int ffts = 0;
+  for (const auto& k : exe->kernels()) ffts += k.family == "fft";
+  EXPECT_EQ(ffts, 18) << what;
+  for (std::int64_t batch : {1, 3}) {
+    const std::vector<Tensor> args = case_inputs(batch);
+    const std::vector<Tensor> got = exe->run(args);
+    const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      expect_same_bits(got[i], want[i], what + ", batch " + std::to_string(batch) + ", result " + std::to_string(i));
+    }
+  }
+}
+
+TEST(ScheduleFft, LinesMatchReferenceBitwise) { check_cases("one lane per line"); }
+
+TEST(ScheduleFft, CooperativeGroupsMatchReferenceBitwise) {
+  // CUDA's form on the CPU: 64 lanes share each line through shared memory.
+  ScopedEnv lanes("TESSERA_FFT_LANES", "64");
+  check_cases("64 lanes per line");
+}
+
+TEST(ScheduleFft, LinesTooLongForSharedMemoryAreACompileError) {
+  // 2^24 complex128 points per line: 512 MiB of shared arrays.
+  ir::Module m = ir::parse_module("func @f(%x: tensor<[1, 16777216] complex128>) -> (tensor<[1, 16777216] complex128>) {\n" +
+                                  fft_op("%0", "%x", 1, 16777216, "c2c", false, "backward",
+                                         "tensor<[1, 16777216] complex128>") +
+                                  "  return %0\n}\n");
+  try {
+    schedule::compile_executable(m, "f", test_options());
+    FAIL() << "expected a CompileError";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Compile);
+    EXPECT_NE(e.message().find("an FFT of length 16777216 holds 16777216 points per line in shared memory"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
