@@ -51,15 +51,8 @@ bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   if (family == Family::sparse) return templates::sparse_covers(kernel, why);
   if (family == Family::attention) return templates::attention_covers(kernel, why);
   if (family == Family::fft) return templates::fft_covers(kernel, why);
-  if (why) {
-    const std::string_view root = kernel_root_op(kernel).name();
-    // The complex-part ops have reference kernels only (docs/design/0016-complex-and-fft.md).
-    if (root == "graph.real" || root == "graph.imag" || root == "graph.conj" || root == "graph.complex") {
-      *why = "complex ops are not compiled yet (no Tile IR template for '" + std::string(root) + "')";
-    } else {
-      *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
-    }
-  }
+  if (family == Family::complex) return templates::complex_parts_covers(kernel, why);
+  if (why) *why = "no Tile IR template for the " + std::string(family_name(family)) + " family yet";
   return false;
 }
 
@@ -81,6 +74,7 @@ TileKernel lower_kernel(const ir::Operation& kernel, ir::Module& out, const std:
   if (kernel_family(kernel) == Family::sparse) return templates::lower_sparse(kernel, out, name);
   if (kernel_family(kernel) == Family::attention) return templates::lower_attention(kernel, out, name);
   if (kernel_family(kernel) == Family::fft) return templates::lower_fft(kernel, out, name);
+  if (kernel_family(kernel) == Family::complex) return templates::lower_complex_parts(kernel, out, name);
   return templates::lower_elementwise(kernel, out, name);
 }
 

@@ -19,7 +19,7 @@ using ir::Type;
 
 constexpr std::string_view kFamilies[] = {"elementwise", "reduction", "gemm",   "normalization", "view", "constant",
                                           "copy",        "random",    "collective", "sparse", "attention", "fft",
-                                          "opaque"};
+                                          "complex",     "opaque"};
 constexpr std::string_view kVariants[] = {"tile", "tile_ir", "view", "constant", "collective", "none"};
 
 std::vector<Type> operand_types(const ir::Operation& op) {
@@ -98,11 +98,17 @@ Family family_of(const ir::Operation& graph_op) {
     for (const char* n : {"spmm", "sddmm"}) m[std::string("graph.") + n] = Family::sparse;
     for (const char* n : {"flash_attn", "flash_attn_bwd"}) m[std::string("graph.") + n] = Family::attention;
     for (const char* n : {"fft", "fft_resize"}) m[std::string("graph.") + n] = Family::fft;
+    for (const char* n : {"real", "imag", "conj", "complex"}) m[std::string("graph.") + n] = Family::complex;
     for (const char* n : {"allreduce", "all_gather", "reduce_scatter", "all_to_all", "shard_slice"}) {
       m[std::string("graph.") + n] = Family::collective;
     }
     return m;
   }();
+  // A cast to or from a complex dtype moves parts (templates/complex_parts.cpp).
+  if (graph_op.name() == "graph.cast" &&
+      (is_complex(graph_op.operand(0)->type().dtype()) || is_complex(graph_op.result(0)->type().dtype()))) {
+    return Family::complex;
+  }
   auto it = families.find(graph_op.name());
   return it == families.end() ? Family::opaque : it->second;
 }

@@ -119,6 +119,49 @@ TEST(ScheduleFft, CooperativeGroupsMatchReferenceBitwise) {
   check_cases("64 lanes per line");
 }
 
+TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
+  // real, imag, conj and complex (with broadcasting), and casts to and from
+  // complex, on complex and real operands, infinities and NaN included.
+  const std::string text =
+      "func @f(%z: tensor<[B, 5] complex64>, %w: tensor<[B, 5] complex128>, %x: tensor<[B, 5] bf16 @accum(fp32)>,\n"
+      "        %v: tensor<[5] fp64>)\n"
+      "    -> (tensor<[B, 5] fp32>, tensor<[B, 5] fp64>, tensor<[B, 5] complex64>, tensor<[B, 5] complex128>,\n"
+      "        tensor<[B, 5] bf16 @accum(fp32)>, tensor<[B, 5] bf16 @accum(fp32)>, tensor<[B, 5] bf16 @accum(fp32)>,\n"
+      "        tensor<[B, 5] complex128>, tensor<[B, 5] complex64>, tensor<[B, 5] complex64>,\n"
+      "        tensor<[B, 5] fp16 @accum(fp32)>, tensor<[B, 5] complex128>) {\n"
+      "  %0 = graph.real %z : tensor<[B, 5] fp32>\n"
+      "  %1 = graph.imag %w : tensor<[B, 5] fp64>\n"
+      "  %2 = graph.conj %z : tensor<[B, 5] complex64>\n"
+      "  %3 = graph.conj %w : tensor<[B, 5] complex128>\n"
+      "  %4 = graph.real %x : tensor<[B, 5] bf16 @accum(fp32)>\n"
+      "  %5 = graph.imag %x : tensor<[B, 5] bf16 @accum(fp32)>\n"
+      "  %6 = graph.conj %x : tensor<[B, 5] bf16 @accum(fp32)>\n"
+      "  %7 = graph.complex %x, %v : tensor<[B, 5] complex128>\n"
+      "  %8 = graph.complex %0, %x : tensor<[B, 5] complex64>\n"
+      "  %9 = graph.cast %w {policy = policy<complex64>} : tensor<[B, 5] complex64>\n"
+      "  %10 = graph.cast %w {policy = policy<fp16 @accum(fp32)>} : tensor<[B, 5] fp16 @accum(fp32)>\n"
+      "  %11 = graph.cast %x {policy = policy<complex128>} : tensor<[B, 5] complex128>\n"
+      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11\n}\n";
+  ir::Module m = ir::parse_module(text);
+  auto exe = schedule::compile_executable(m, "f", test_options());
+  int parts = 0;
+  for (const auto& k : exe->kernels()) parts += k.family == "complex";
+  EXPECT_EQ(parts, 12);
+  // Specials: parts built from a real sample with NaN and infinities.
+  const Tensor specials = schedule_test::sample({3, 10}, default_policy(DType::fp64), 12);
+  const auto sv = specials.to_values();
+  std::vector<std::complex<double>> zv(15);
+  for (std::size_t k = 0; k < zv.size(); ++k) zv[k] = {sv[2 * k], sv[2 * k + 1]};
+  const std::vector<Tensor> args = {Tensor::from_complex_values(zv, {3, 5}, default_policy(DType::complex64)),
+                                    Tensor::from_complex_values(zv, {3, 5}, default_policy(DType::complex128)),
+                                    schedule_test::sample({3, 5}, parse_policy("bf16 @accum(fp32)"), 13),
+                                    schedule_test::sample({5}, default_policy(DType::fp64), 14)};
+  const std::vector<Tensor> got = exe->run(args);
+  const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], "result " + std::to_string(i));
+}
+
 TEST(ScheduleFft, LinesTooLongForSharedMemoryAreACompileError) {
   // 2^24 complex128 points per line: 512 MiB of shared arrays.
   ir::Module m = ir::parse_module("func @f(%x: tensor<[1, 16777216] complex128>) -> (tensor<[1, 16777216] complex128>) {\n" +

@@ -18,16 +18,21 @@ import pytest
 
 import tessera
 from tessera import ops
-from tessera.errors import ArgumentError, CompileError, DtypeError, ShapeError
+from tessera import _C
+from tessera.errors import ArgumentError, DtypeError, ShapeError
 
 EPS = {np.complex64: float(np.finfo(np.float32).eps), np.complex128: float(np.finfo(np.float64).eps)}
 PRIMES = [p for p in range(2, 1000) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
 
 
 @pytest.fixture(autouse=True)
-def quiet():
-    # Eager FFTs run on the reference executor (no compiled FFT kernel yet) and say so with a
-    # ReferenceExecutorWarning; these tests check values.
+def reference(monkeypatch):
+    # The sweeps below check the algorithm (its accuracy, its fixed order) over hundreds of lengths
+    # on the reference executor: a compiled kernel is specialized to its length, and compiling
+    # each would take minutes. The compiled kernels compute the same arithmetic; the tests at the
+    # end check them against the reference bit for bit on a set of lengths. Complex elementwise
+    # ops have no compiled kernel yet, so warnings are silenced where they run.
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
@@ -233,10 +238,54 @@ def test_bad_arguments_say_what_is_wrong():
         ops.rfftfreq(0)
 
 
-def test_jit_says_fft_is_not_compiled():
-    z = tessera.tensor(np.ones((2, 8), np.complex64))
-    with pytest.raises(CompileError, match="graph.fft.*cannot be compiled: fft is not compiled yet"):
-        tessera.jit(lambda a: ops.fft(a))(z)
+# ---- compiled kernels against the reference ------------------------------------------------
+
+def _same_bits(got, want, what):
+    g, w = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, what
+    view = {4: np.uint32, 8: np.uint64, 16: np.uint64}[g.dtype.itemsize]
+    assert np.array_equal(g.view(view), w.view(view)), f"{what}: compiled bits differ from the reference's"
+
+
+def test_jit_fft_kernels_match_the_reference_bitwise():
+    rng = np.random.default_rng(11)
+    z64 = tessera.tensor(_c(rng, (3, 60), np.complex64))          # Stockham 5, 3, 4
+    z128 = tessera.tensor(_c(rng, (2, 97, 3), np.complex128))     # Bluestein, lines along axis 1
+    r32 = tessera.tensor(rng.standard_normal((4, 1000)).astype(np.float32))
+    h = tessera.tensor(_c(rng, (2, 9), np.complex64))
+    img = tessera.tensor(_c(rng, (6, 16), np.complex64))
+
+    def f(a, b, c, d, e):
+        return (ops.fft(a), ops.ifft(a, norm="ortho"), ops.fft(b, axis=1, norm="forward"), ops.rfft(c),
+                ops.irfft(d), ops.irfft(d, n=17), ops.fft(a, n=64), ops.fft2(e), ops.rfft2(c[:, :16]))
+
+    compiled = tessera.jit(f)
+    got = compiled(z64, z128, r32, h, img)
+    schedule = compiled.inspect_ir("schedule")
+    assert schedule.count('family = "fft"') >= 10, schedule
+    want = f(z64, z128, r32, h, img)  # eager, on the reference executor (the fixture)
+    for i, (g, w) in enumerate(zip(got, want)):
+        _same_bits(g.numpy(), w.numpy(), f"result {i}")
+    np.testing.assert_allclose(got[0].numpy(), np.fft.fft(z64.numpy().astype(np.complex128)), rtol=1e-5, atol=1e-4)
+
+
+def test_eager_ffts_run_compiled_kernels_that_serve_every_batch(monkeypatch):
+    monkeypatch.delenv("TESSERA_EAGER")
+    monkeypatch.delenv("TESSERA_BACKEND", raising=False)
+    rng = np.random.default_rng(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ReferenceExecutorWarning would fail the test
+        first = ops.fft(tessera.tensor(_c(rng, (4, 48), np.complex64)))
+        kernels = _C._eager_cache_size()
+        for shape in [(7, 48), (2, 3, 48), (9, 48)]:
+            x = _c(rng, shape, np.complex64)
+            y = ops.fft(tessera.tensor(x)).numpy()
+            monkeypatch.setenv("TESSERA_EAGER", "reference")
+            _same_bits(y, ops.fft(tessera.tensor(x)).numpy(), f"fft of {shape}")
+            monkeypatch.delenv("TESSERA_EAGER")
+        assert _C._eager_cache_size() == kernels, "a new batch shape compiled a new kernel"
+        along0 = ops.ifft(tessera.tensor(_c(rng, (48, 5), np.complex128)), axis=0)
+    assert first.shape == (4, 48) and along0.dtype == "complex128"
 
 
 # ---- gradients against JAX ------------------------------------------------------------------
@@ -296,3 +345,25 @@ def test_grad_of_a_spectral_loss_matches_jax():
     got = tessera.grad(lambda a: loss(ops, a))(tessera.tensor(x))
     want = jax.grad(lambda a: loss(None, a))(x)
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
+def test_jit_grad_through_ffts_is_compiled_and_matches_jax():
+    # The gradient's transforms, resizes and real parts all compile (no complex arithmetic: each
+    # transform has one consumer, so no complex cotangents are summed).
+    jax = _jax()
+    rng = np.random.default_rng(13)
+    x, w1, w2 = (rng.standard_normal((4, 24)) for _ in range(3))
+
+    def loss(o, a):
+        if o is ops:
+            return o.sum(o.real(o.fft(a)) * w1) + o.sum(o.irfft(o.rfft(a), n=24) * w2 * w2)
+        jnp = jax.numpy
+        return jnp.sum(jnp.real(jnp.fft.fft(a)) * w1) + jnp.sum(jnp.fft.irfft(jnp.fft.rfft(a), n=24) * w2 * w2)
+
+    step = tessera.jit(tessera.grad(lambda a: loss(ops, a)))
+    got = step(tessera.tensor(x))
+    schedule = step.inspect_ir("schedule")
+    assert 'family = "fft"' in schedule and 'family = "complex"' in schedule, schedule
+    want = jax.grad(lambda a: loss(None, a))(x)
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+    _same_bits(got.numpy(), tessera.grad(lambda a: loss(ops, a))(tessera.tensor(x)).numpy(), "jit(grad) vs eager")

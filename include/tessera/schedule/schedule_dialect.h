@@ -49,6 +49,7 @@ enum class Family {
   sparse,
   attention,
   fft,
+  complex,
   opaque
 };
 

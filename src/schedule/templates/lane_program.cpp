@@ -42,9 +42,11 @@ bool lane_op_covered(std::string_view op_name) {
 // happen in any cast, stochastic rounding only where the template draws each
 // element's bits (tile.round_stochastic).
 std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic) {
-  // Lanes hold one real value; complex values (two parts) have no lane type yet.
-  if (is_complex(p.storage)) return "a complex dtype (" + std::string(name(p.storage)) + ": lanes hold real values only, "
-                                    "no compiled kernel takes complex operands yet)";
+  // Lanes hold one real value; complex values (two parts) have no lane type
+  // yet. The FFT and complex-parts templates read complex buffers as parts.
+  if (is_complex(p.storage)) return "a complex dtype (" + std::string(name(p.storage)) + ": lanes hold real values only; "
+                                    "complex arithmetic has no compiled kernel yet, only the FFTs and real, imag, conj "
+                                    "and complex do)";
   if (p.rounding == Rounding::stochastic && !stochastic) {
     return "rounding 'stochastic' (this template rounds without per-element random bits)";
   }

@@ -32,6 +32,9 @@ TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std:
 bool fft_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_fft(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+bool complex_parts_covers(const ir::Operation& kernel, std::string* why);
+TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, const std::string& name);
+
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the

@@ -1,0 +1,146 @@
+// The complex-parts template: graph.real, graph.imag, graph.conj and
+// graph.complex (graph/complex_ops.cpp), and graph.cast to or from a complex
+// dtype (graph/cast_ops.cpp) -> one Tile IR kernel with one lane per result
+// element, computing what the reference kernels do: each part decoded
+// exactly, then rounded to the result's accumulation type (a cast: straight
+// to storage) and stored. complex(re, im) broadcasts its operands as the
+// reference does; a cast to complex sets the imaginary part to 0, a cast
+// from complex keeps the real part.
+// These ops move or negate parts, so their results never depend on the
+// target. They are what the FFTs' gradients need between transforms (the
+// VJP of rfft takes a real part); complex arithmetic (add, mul, exp, ...)
+// has no compiled kernel yet.
+//
+// Complex buffers are passed as their parts (Tensor::as_parts).
+#include "schedule/templates/lane_program.h"
+#include "schedule/templates/row_loops.h"
+#include "schedule/templates/templates.h"
+#include "tessera/schedule/schedule_dialect.h"
+#include "tessera/tile/tile_builder.h"
+
+namespace tessera::schedule::templates {
+namespace {
+
+using ir::Type;
+using ir::Value;
+
+constexpr std::int64_t kLanes = 256;
+
+NumericsPolicy part_policy(NumericsPolicy p) {
+  p.storage = complex_part(p.storage);
+  p.accum = complex_part(p.accum);
+  return buffer_policy(p);
+}
+
+}  // namespace
+
+bool complex_parts_covers(const ir::Operation& kernel, std::string* why) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  auto fail = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  std::vector<const ir::Value*> values(root.operands().begin(), root.operands().end());
+  values.push_back(root.result(0));
+  for (const ir::Value* v : values) {
+    const NumericsPolicy& p = v->type().policy;
+    if (p.rounding != Rounding::nearest_even) {
+      return fail(std::string(root.name()) + " with a value that does not round to nearest even");
+    }
+    if (!is_complex(p.storage)) {
+      if (auto bad = unsupported_policy(p)) return fail(std::string(root.name()) + ": " + *bad);
+    }
+  }
+  return true;
+}
+
+TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  const std::string_view op = root.name();
+  const ir::Type& y = root.result(0)->type();
+  const bool complex_out = is_complex(y.dtype());
+  const ir::Shape& domain = y.shape;
+  TileKernel result;
+  std::vector<std::pair<std::string, Type>> params;
+  bool any_broadcast = false;
+  for (std::size_t k = 0; k < root.num_operands(); ++k) {
+    const ir::Type& t = root.operand(k)->type();
+    params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))},
+                                                            is_complex(t.dtype()) ? part_policy(t.policy)
+                                                                                  : buffer_policy(t.policy)));
+    any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+  }
+  const NumericsPolicy out_policy = complex_out ? part_policy(y.policy) : buffer_policy(y.policy);
+  params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, out_policy, /*is_mut=*/true));
+  for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
+    params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+    result.scalars.push_back(KernelScalar{KernelScalar::Kind::dim, d});
+  }
+  const std::int64_t lanes = group_lanes(kernel, kLanes);
+  ir::Operation* func =
+      tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel.location());
+  ir::Block& fb = ir::function_body(*func);
+  ir::OpBuilder b(fb);
+  const std::size_t num_in = root.num_operands();
+  std::vector<Value*> dims;
+  for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(num_in + 1 + d));
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  Value* i = global_lane(b, lanes);
+  // The result's element count (its buffer holds two parts per element when complex).
+  Value* count = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+  if (complex_out) count = op2(b, "div", count, integer(b, 2));
+  Value* out_buffer = fb.argument(num_in);
+  if_then(b, cmp(b, "lt", i, count), [&](ir::OpBuilder& tb) {
+    LaneProgram lp(domain, i, dims);
+    // Operand k's element as (re, im) decoded to fp64; a real operand's
+    // imaginary part is 0. A real operand's stored lane is kept too.
+    auto element = [&](std::size_t k, Value** stored) -> std::pair<Value*, Value*> {
+      const ir::Type& t = root.operand(k)->type();
+      Value* at = lp.offset_of(tb, t.shape);
+      if (!is_complex(t.dtype())) {
+        Value* x = tile::build(tb, "tile.load_elem", {fb.argument(k), at});
+        if (stored) *stored = x;
+        return {LaneProgram::decode(tb, x), real(tb, 0.0)};
+      }
+      Value* twice = index_op(tb, "mul", at, integer(tb, 2));
+      Value* re = tile::build(tb, "tile.load_elem", {fb.argument(k), twice});
+      Value* im = tile::build(tb, "tile.load_elem", {fb.argument(k), index_op(tb, "add", twice, integer(tb, 1))});
+      return {LaneProgram::decode(tb, re), LaneProgram::decode(tb, im)};
+    };
+    const bool via_accum = op != "graph.cast";
+    auto store_real = [&](Value* x) {
+      tb.create("tile.store_elem", {out_buffer, i, LaneProgram::finish(tb, x, out_policy, via_accum).stored});
+    };
+    auto store_complex = [&](Value* re, Value* im) {
+      Value* twice = index_op(tb, "mul", i, integer(tb, 2));
+      tb.create("tile.store_elem", {out_buffer, twice, LaneProgram::finish(tb, re, out_policy, via_accum).stored});
+      tb.create("tile.store_elem", {out_buffer, index_op(tb, "add", twice, integer(tb, 1)),
+                                    LaneProgram::finish(tb, im, out_policy, via_accum).stored});
+    };
+    if (op == "graph.complex") {
+      store_complex(element(0, nullptr).first, element(1, nullptr).first);
+      return;
+    }
+    Value* stored = nullptr;
+    const auto [re, im] = element(0, &stored);
+    if (op == "graph.cast") {
+      if (complex_out) store_complex(re, im);
+      else store_real(re);
+    } else if (op == "graph.real") {
+      store_real(re);
+    } else if (op == "graph.imag") {
+      store_real(im);
+    } else if (complex_out) {  // conj
+      store_complex(re, op1(tb, "neg", im));
+    } else {
+      // conj of a real operand: the operand's encodings, unchanged.
+      tb.create("tile.store_elem", {out_buffer, i, stored});
+    }
+  });
+  tile::finish_kernel(*func);
+  result.func = func;
+  result.lanes_per_group = lanes;
+  return result;
+}
+
+}  // namespace tessera::schedule::templates
