@@ -1,0 +1,85 @@
+"""Compiled FFTs and complex-part kernels on cuda tensors: the CUDA executable
+against the CPU executable (the same plan and order, so the same bits), over
+runs, batches and eager calls. GPU tests skip without a device."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C
+from tessera.errors import CompileError
+
+ops = tessera.ops
+HAS_GPU = _C._cuda_available()
+pytestmark = pytest.mark.skipif(not HAS_GPU, reason=f"no CUDA device: {_C._cuda_unavailable_reason()}")
+
+
+def _c(rng, shape, dtype):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view({4: np.uint32, 8: np.uint64, 16: np.uint64}[a.dtype.itemsize])
+
+
+def _spectral(a, b, c, d):
+    return (ops.fft(a), ops.ifft(a, norm="ortho"), ops.fft(b, axis=1), ops.rfft(c), ops.irfft(ops.rfft(c), n=1000),
+            ops.fft2(d), ops.real(ops.ifft(a)), ops.fft(a, n=5000), ops.fft(b, axis=0, norm="forward"))
+
+
+def _inputs(rng):
+    return (_c(rng, (8, 4096), np.complex64),       # Stockham, 4096 points per line
+            _c(rng, (5, 97, 3), np.complex128),     # Bluestein (M = 200), lines along axis 1
+            rng.standard_normal((16, 1000)).astype(np.float32),
+            _c(rng, (64, 48), np.complex64))
+
+
+def test_ffts_on_the_gpu_give_the_cpu_bits_on_every_run():
+    rng = np.random.default_rng(21)
+    host = _inputs(rng)
+    f = tessera.jit(_spectral)
+    want = [w.numpy() for w in f(*(tessera.tensor(h) for h in host))]
+    dev = [tessera.tensor(h).to("cuda:0") for h in host]
+    first = None
+    for _ in range(10):
+        got = [g.to("cpu").numpy() for g in f(*dev)]
+        if first is None:
+            first = got
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert g.dtype == w.dtype and g.shape == w.shape, i
+                assert np.array_equal(_bits(g), _bits(w)), f"result {i}: GPU bits differ from the CPU's"
+        for g, f0 in zip(got, first):
+            assert np.array_equal(_bits(g), _bits(f0))
+    np.testing.assert_allclose(want[0], np.fft.fft(host[0].astype(np.complex128)), rtol=1e-4, atol=1e-3)
+
+
+def test_jit_grad_through_ffts_on_the_gpu_gives_the_cpu_bits():
+    rng = np.random.default_rng(22)
+    x, w1, w2 = (rng.standard_normal((6, 40)) for _ in range(3))
+
+    def loss(a, w1, w2):
+        return ops.sum(ops.real(ops.fft(a)) * w1) + ops.sum(ops.irfft(ops.rfft(a), n=40) * w2)
+
+    step = tessera.jit(tessera.grad(loss))
+    want = step(*(tessera.tensor(v) for v in (x, w1, w2))).numpy()
+    got = step(*(tessera.tensor(v).to("cuda:0") for v in (x, w1, w2))).to("cpu").numpy()
+    assert np.array_equal(_bits(got), _bits(want))
+
+
+def test_eager_ffts_on_the_gpu_run_compiled_kernels():
+    rng = np.random.default_rng(23)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ReferenceExecutorWarning
+        for shape in [(4, 360), (9, 360)]:
+            x = _c(rng, shape, np.complex64)
+            got = ops.fft(tessera.tensor(x).to("cuda:0")).to("cpu").numpy()
+            want = ops.fft(tessera.tensor(x)).numpy()
+            assert np.array_equal(_bits(got), _bits(want)), shape
+
+
+def test_lines_longer_than_shared_memory_are_a_compile_error_on_cuda():
+    x = tessera.tensor(np.ones((1, 32768), np.complex64)).to("cuda:0")
+    with pytest.raises(CompileError, match="an FFT of length 32768 holds 32768 points per line in shared memory"):
+        tessera.jit(lambda a: ops.fft(a))(x)
