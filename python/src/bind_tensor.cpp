@@ -305,6 +305,8 @@ void bind_tensor(nb::module_& m) {
       nb::arg("ordinal"));
   m.def("_cuda_reset_peak_memory", [](int ordinal) { cuda::CachingAllocator::for_device(ordinal).reset_peak(); },
         nb::arg("ordinal"));
+  m.def("_cuda_empty_cache", [](int ordinal) { cuda::CachingAllocator::for_device(ordinal).empty_cache(); },
+        nb::arg("ordinal"));
   m.def(
       "_cuda_synchronize",
       [](int ordinal) {

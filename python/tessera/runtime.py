@@ -48,6 +48,14 @@ def reset_peak_memory(device: str = "cuda:0") -> None:
     _C._cuda_reset_peak_memory(_gpu_ordinal(device, "reset_peak_memory"))
 
 
+def empty_cache(device: str = "cuda:0") -> None:
+    """Returns the caching allocator's unused blocks on a GPU to the driver (bytes_cached drops to 0);
+    blocks in use are untouched. Later allocations start from a clean cache, so memory figures taken
+    after it depend on the code measured alone, not on the blocks earlier work left behind."""
+    from tessera import _C
+    _C._cuda_empty_cache(_gpu_ordinal(device, "empty_cache"))
+
+
 def call_history() -> list:
     """(call number, function, start, end, worker) with time.perf_counter() times, of every finished asynchronous call, in the
     order they finished: what the profiler's call rows show."""
@@ -55,4 +63,4 @@ def call_history() -> list:
 
 
 __all__ = ["set_mapper", "get_mapper", "mapper_log", "clear_mapper_log", "synchronize", "call_history",
-           "memory_stats", "reset_peak_memory"]
+           "memory_stats", "reset_peak_memory", "empty_cache"]

@@ -18,6 +18,9 @@ void register_builtin_dialect(Registry& registry) {
                 {.name = "resident_groups", .kind = AttrKind::integer,
                  .doc = "groups a GPU should fit on one multiprocessor at once (a register budget); absent = the "
                         "backend's choice"},
+                {.name = "vectorize", .kind = AttrKind::boolean,
+                 .doc = "false keeps a host compiler's vectorizer out of a CPU kernel (one storing complex parts side by "
+                        "side, which g++ would fuse into vfmaddsub); absent = vectorized"},
                 {.name = "mesh", .kind = AttrKind::string, .doc = "a sharded function's mesh axes and sizes, \"dp=2, tp=4\""}},
       .num_results = 0,
       .infer = [](std::span<const Type>, const AttrMap&) { return std::vector<Type>{}; },
