@@ -163,9 +163,6 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_FFT_LANES: the most lanes an FFT group shares a line with (any
   // target, so the CPU tests CUDA's cooperative form too).
   const std::optional<std::int64_t> fft_lanes_env = lanes_from_env("TESSERA_FFT_LANES", 1024);
-  // $TESSERA_FFT_ROUNDS: the most items a lane of an FFT group takes per
-  // phase in straight-line code (fft.cpp's default 8), for measuring others.
-  const std::optional<std::int64_t> fft_rounds_env = lanes_from_env("TESSERA_FFT_ROUNDS", 64);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
@@ -265,7 +262,6 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("fft_lanes", fft_lanes_env ? *fft_lanes_env : std::int64_t{256});
     }
     if (f == Family::fft && cuda) k->attrs().set("fft_shared_bytes", std::int64_t{227 * 1024});
-    if (f == Family::fft && fft_rounds_env) k->attrs().set("fft_rounds", *fft_rounds_env);
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
@@ -279,8 +275,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
-                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
-                                       "TESSERA_FFT_ROUNDS"};
+                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

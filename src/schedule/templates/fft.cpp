@@ -48,10 +48,6 @@ using ir::Value;
 constexpr std::int64_t kResizeLanes = 256;
 // Shared memory a line may take on the CPU (its arena is heap memory).
 constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
-// A lane's items per phase in straight-line code (the `fft_rounds` knob
-// overrides it), and the most lanes a group takes to keep to that.
-constexpr std::int64_t kMaxRounds = 8;
-constexpr std::int64_t kMaxLanes = 1024;
 
 // The part type of a transform: the complex side's accumulation type.
 DType part_type(const ir::Operation& root) {
@@ -196,12 +192,9 @@ class FftBuilder {
     } else {
       run_passes(forward, m_);
       // a_k *= FFT_M(b)_k, in place: each point is read and written by one lane.
-      lane_items(
-          b, 0, m_,
-          [&](ir::OpBuilder& lb, Value* k) {
-            return pair(mul(lb, load_point(lb, arrays[cur], k), table_point(lb, kernel_at_, k)));
-          },
-          [&](ir::OpBuilder& lb, Value* k, const std::vector<Value*>& v) { store_point(lb, arrays[cur], k, {v[0], v[1]}); });
+      lane_loop(b, integer(b, 0), m_, [&](ir::OpBuilder& lb, Value* k) {
+        store_point(lb, arrays[cur], k, mul(lb, load_point(lb, arrays[cur], k), table_point(lb, kernel_at_, k)));
+      });
       b.create("tile.barrier", {});
       run_passes(inverse_m, m_);
     }
@@ -226,58 +219,15 @@ class FftBuilder {
     std::vector<std::pair<double, double>> inner;  // w(radix, q)
   };
 
-  // Lanes per group, with the `fft_lanes` knob (CUDA): at least a warp,
-  // about one lane per four points, at most the knob; but enough lanes (up
-  // to kMaxLanes) that a lane takes at most kMaxRounds points of the line,
-  // which it then handles in straight-line code. One lane without the knob.
+  // Lanes per group: the `fft_lanes` knob (CUDA) caps them, a group has at
+  // least a warp and about one lane per four points; one lane elsewhere.
   std::int64_t group_lanes_for(std::int64_t points) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
     std::int64_t lanes = 32;
     while (lanes < most && lanes * 4 < points) lanes *= 2;
-    lanes = std::min(lanes, most);
-    while (lanes < kMaxLanes && lanes * max_rounds() < points) lanes *= 2;
-    return lanes;
+    return std::min(lanes, most);
   }
-  std::int64_t max_rounds() const {
-    return kernel_.attrs().has("fft_rounds") ? kernel_.attrs().get_int("fft_rounds") : kMaxRounds;
-  }
-
-  // The items lo .. hi - 1 of a phase, item k on lane k mod lanes: first
-  // every item's `read`, then every item's `write`, so a lane's loads are
-  // in flight together (a GPU thread otherwise waits for each load in turn).
-  // In the last round of a partial phase, reads take item min(k, hi - 1)
-  // (in bounds) and writes happen only where k < hi. A lane with more than
-  // kMaxRounds items (one lane on the CPU) loops over them instead.
-  using Read = std::function<std::vector<Value*>(ir::OpBuilder&, Value*)>;
-  using Write = std::function<void(ir::OpBuilder&, Value*, const std::vector<Value*>&)>;
-  void lane_items(ir::OpBuilder& b, std::int64_t lo, std::int64_t hi, const Read& read, const Write& write) {
-    const std::int64_t count = hi - lo;
-    if (count <= 0) return;
-    const std::int64_t rounds = (count + lanes_ - 1) / lanes_;
-    if (rounds > max_rounds()) {
-      lane_loop(b, integer(b, lo), hi, [&](ir::OpBuilder& lb, Value* k) { write(lb, k, read(lb, k)); });
-      return;
-    }
-    const bool partial = count % lanes_ != 0;
-    std::vector<Value*> items;
-    std::vector<std::vector<Value*>> values;
-    for (std::int64_t t = 0; t < rounds; ++t) {
-      Value* k = index_op(b, "add", lane_, integer(b, lo + t * lanes_));
-      items.push_back(k);
-      const bool last = partial && t == rounds - 1;
-      values.push_back(read(b, last ? op2(b, "min", k, integer(b, hi - 1)) : k));
-    }
-    for (std::int64_t t = 0; t < rounds; ++t) {
-      if (partial && t == rounds - 1) {
-        if_then(b, cmp(b, "lt", items[t], integer(b, hi)),
-                [&](ir::OpBuilder& tb) { write(tb, items[static_cast<std::size_t>(t)], values[static_cast<std::size_t>(t)]); });
-      } else {
-        write(b, items[static_cast<std::size_t>(t)], values[static_cast<std::size_t>(t)]);
-      }
-    }
-  }
-  static std::vector<Value*> pair(Cx v) { return {v.re, v.im}; }
 
   Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
   Value* real(ir::OpBuilder& b, double v) const { return tile::build_real(b, v, t_); }
@@ -339,8 +289,7 @@ class FftBuilder {
   }
 
   void load_line(ir::OpBuilder& b, Value* array, std::int64_t points) {
-    auto store = [&](ir::OpBuilder& lb, Value* k, const std::vector<Value*>& v) { store_point(lb, array, k, {v[0], v[1]}); };
-    lane_items(b, 0, n_, [&](ir::OpBuilder& lb, Value* k) {
+    lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) {
       Cx v;
       if (c2r_ && in_len_ < n_) {
         // Bins past n/2 are the conjugates of bins n - k.
@@ -352,10 +301,13 @@ class FftBuilder {
         v = operand_point(lb, k);
       }
       if (m_ > 0) v = mul(lb, v, table_point(lb, chirp_at_, k));
-      return pair(v);
-    }, store);
-    lane_items(b, n_, points, [&](ir::OpBuilder& lb, Value*) { return std::vector<Value*>{real(lb, 0.0), real(lb, 0.0)}; },
-               store);
+      store_point(lb, array, k, v);
+    });
+    if (points > n_) {
+      lane_loop(b, integer(b, n_), points, [&](ir::OpBuilder& lb, Value* k) {
+        store_point(lb, array, k, {real(lb, 0.0), real(lb, 0.0)});
+      });
+    }
   }
 
   // One Stockham pass: butterfly j (j < length / R) reads x[j + r length/R]
@@ -363,28 +315,21 @@ class FftBuilder {
   void stockham_pass(ir::OpBuilder& b, const PassPlan& p, std::int64_t length, Value* x, Value* y) {
     const int R = p.radix;
     const std::int64_t stride = length / R;
-    // Read: the R twiddled inputs of butterfly j; write: its R outputs.
-    auto read = [&](ir::OpBuilder& lb, Value* j) {
-      Value* jm = p.ns == 1 ? integer(lb, 0) : op2(lb, "rem", j, integer(lb, p.ns));
-      // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
-      Value* untwiddled = p.ns == 1 ? nullptr : cmp(lb, "eq", jm, integer(lb, 0));
-      std::vector<Value*> v;
-      for (int r = 0; r < R; ++r) {
-        Cx a = load_point(lb, x, index_op(lb, "add", j, integer(lb, r * stride)));
-        if (r > 0 && p.ns > 1) {
-          Value* q = index_op(lb, "mul", jm, integer(lb, r));
-          a = pick(lb, untwiddled, a, mul(lb, a, table_point(lb, p.table_at, q)));
-        }
-        v.push_back(a.re);
-        v.push_back(a.im);
-      }
-      return v;
-    };
-    auto write = [&](ir::OpBuilder& lb, Value* j, const std::vector<Value*>& parts) {
-      std::vector<Cx> v;
-      for (int r = 0; r < R; ++r) v.push_back({parts[static_cast<std::size_t>(2 * r)], parts[static_cast<std::size_t>(2 * r + 1)]});
+    lane_loop(b, integer(b, 0), stride, [&](ir::OpBuilder& lb, Value* j) {
       Value* jm = p.ns == 1 ? integer(lb, 0) : op2(lb, "rem", j, integer(lb, p.ns));
       Value* jd = p.ns == 1 ? j : op2(lb, "div", j, integer(lb, p.ns));
+      // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
+      Value* untwiddled = p.ns == 1 ? nullptr : cmp(lb, "eq", jm, integer(lb, 0));
+      std::vector<Cx> v;
+      for (int r = 0; r < R; ++r) {
+        const Cx a = load_point(lb, x, index_op(lb, "add", j, integer(lb, r * stride)));
+        if (r == 0 || p.ns == 1) {
+          v.push_back(a);
+          continue;
+        }
+        Value* q = index_op(lb, "mul", jm, integer(lb, r));
+        v.push_back(pick(lb, untwiddled, a, mul(lb, a, table_point(lb, p.table_at, q))));
+      }
       Value* base = index_op(lb, "add", index_op(lb, "mul", jd, integer(lb, p.span)), jm);
       for (int k = 0; k < R; ++k) {
         Cx acc = v[0];
@@ -396,14 +341,13 @@ class FftBuilder {
         }
         store_point(lb, y, index_op(lb, "add", base, integer(lb, k * p.ns)), acc);
       }
-    };
-    lane_items(b, 0, stride, read, write);
+    });
   }
 
   // Bins 0 .. out_len - 1 of the transformed line to the result.
   void store_line(ir::OpBuilder& b, Value* array, double bluestein_scale, double norm) {
     const bool weights = root_.attrs().get_bool("hermitian_weights");
-    auto read = [&](ir::OpBuilder& lb, Value* k) {
+    lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) {
       Cx v = load_point(lb, array, k);
       if (m_ > 0) {
         const Cx c = mul(lb, v, table_point(lb, chirp_at_, k));
@@ -419,19 +363,13 @@ class FftBuilder {
         Value* s = real(lb, norm);
         v = {op2(lb, "mul", v.re, s), op2(lb, "mul", v.im, s)};
       }
-      return pair(v);
-    };
-    auto write = [&](ir::OpBuilder& lb, Value* k, const std::vector<Value*>& parts) {
-      const Cx v{parts[0], parts[1]};
       Value* at = index_op(lb, "add", out_base_, index_op(lb, "mul", k, inner_));
       if (c2r_) {
         lb.create("tile.store_elem", {out_buffer_, at, cast(lb, v.re, out_policy_)});
       } else {
-        lb.create("tile.store_vector",
-                  {out_buffer_, part_at(lb, at, 0), cast(lb, v.re, out_policy_), cast(lb, v.im, out_policy_)});
+        lb.create("tile.store_vector", {out_buffer_, part_at(lb, at, 0), cast(lb, v.re, out_policy_), cast(lb, v.im, out_policy_)});
       }
-    };
-    lane_items(b, 0, out_len_, read, write);
+    });
   }
 
   const ir::Operation& kernel_;
