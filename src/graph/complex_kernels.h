@@ -18,6 +18,11 @@ namespace tessera::graph {
 
 using Complex = std::complex<double>;
 
+// The complex product and quotient of the reference kernels, in double
+// (complex_ops.cpp gives the formulas; compiled kernels use the same).
+Complex complex_mul(Complex a, Complex b);
+Complex complex_div(Complex a, Complex b);
+
 // Values in row-major order -> a complex tensor of `type`, each part rounded
 // to the accumulation type and then to the part storage.
 Tensor make_complex_result(std::span<const Complex> values, const ir::Type& type);

@@ -8,9 +8,19 @@
 //   complex(re, im)    two floats, broadcast and promoted together; the part
 //                      dtype is fp64 if the promoted float is fp64, else fp32
 //
-// Arithmetic is std::complex<double> (the C++ library's complex division
-// guards against intermediate overflow); each part of the result is then
-// rounded once to the accumulation type and stored.
+// Arithmetic is in double, part by part, by the formulas below (the
+// compiled kernels compute the same ones: schedule/templates/complex_parts.cpp);
+// each part of the result is then rounded once to the accumulation type and
+// stored:
+//   a + b, a - b, -a   part by part
+//   a * b              (ar br - ai bi) + (ar bi + ai br) i, as numpy does (no
+//                      recovery of infinities from NaN parts, unlike C's Annex G)
+//   a / b              Smith's algorithm: with |br| >= |bi|, r = bi / br,
+//                      d = br + bi r, ((ar + ai r) / d) + ((ai - ar r) / d) i;
+//                      otherwise r = br / bi, d = bi + br r,
+//                      ((ar r + ai) / d) + ((ai r - ar) / d) i. A zero divisor
+//                      gives NaN parts.
+//   exp, abs           std::exp and std::abs of std::complex<double>
 #include <cmath>
 
 #include "graph/complex_kernels.h"
@@ -83,6 +93,21 @@ void add_part(ir::Registry& r, const std::string& op, bool imaginary) {
 
 }  // namespace
 
+Complex complex_mul(Complex a, Complex b) {
+  const double ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+  return {ar * br - ai * bi, ar * bi + ai * br};
+}
+
+Complex complex_div(Complex a, Complex b) {
+  const double ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+  if (std::abs(br) >= std::abs(bi)) {
+    const double r = bi / br, d = br + bi * r;
+    return {(ar + ai * r) / d, (ai - ar * r) / d};
+  }
+  const double r = br / bi, d = bi + br * r;
+  return {(ar * r + ai) / d, (ai * r - ar) / d};
+}
+
 Tensor make_complex_result(std::span<const Complex> values, const ir::Type& type) {
   const DType accum = type.policy.accum;
   std::vector<Complex> rounded(values.begin(), values.end());
@@ -116,8 +141,8 @@ std::vector<Tensor> run_complex_elementwise(std::string_view op, const KernelCal
   std::vector<Complex> z;
   if (op == "graph.add") z = map_complex(call, [](std::span<const Complex> a) { return a[0] + a[1]; });
   else if (op == "graph.sub") z = map_complex(call, [](std::span<const Complex> a) { return a[0] - a[1]; });
-  else if (op == "graph.mul") z = map_complex(call, [](std::span<const Complex> a) { return a[0] * a[1]; });
-  else if (op == "graph.div") z = map_complex(call, [](std::span<const Complex> a) { return a[0] / a[1]; });
+  else if (op == "graph.mul") z = map_complex(call, [](std::span<const Complex> a) { return complex_mul(a[0], a[1]); });
+  else if (op == "graph.div") z = map_complex(call, [](std::span<const Complex> a) { return complex_div(a[0], a[1]); });
   else if (op == "graph.neg") z = map_complex(call, [](std::span<const Complex> a) { return -a[0]; });
   else if (op == "graph.exp") z = map_complex(call, [](std::span<const Complex> a) { return std::exp(a[0]); });
   else raise(ErrorCode::Internal, std::string(op) + " has no complex reference kernel");

@@ -3,6 +3,7 @@
 #include "tessera/schedule/schedule_dialect.h"
 
 #include <map>
+#include <set>
 
 #include "graph/passes/pass_support.h"
 #include "tessera/ir/dialect.h"
@@ -104,10 +105,14 @@ Family family_of(const ir::Operation& graph_op) {
     }
     return m;
   }();
-  // A cast to or from a complex dtype moves parts (templates/complex_parts.cpp).
-  if (graph_op.name() == "graph.cast" &&
-      (is_complex(graph_op.operand(0)->type().dtype()) || is_complex(graph_op.result(0)->type().dtype()))) {
-    return Family::complex;
+  // Casts to or from a complex dtype and complex add, sub, mul, div and neg
+  // compute part by part (templates/complex_parts.cpp).
+  static const std::set<std::string, std::less<>> complex_lanes = {"graph.cast", "graph.add", "graph.sub", "graph.mul",
+                                                                   "graph.div", "graph.neg"};
+  if (complex_lanes.count(graph_op.name()) && graph_op.num_results() == 1) {
+    bool complex = is_complex(graph_op.result(0)->type().dtype());
+    for (const ir::Value* v : graph_op.operands()) complex = complex || is_complex(v->type().dtype());
+    if (complex) return Family::complex;
   }
   auto it = families.find(graph_op.name());
   return it == families.end() ? Family::opaque : it->second;

@@ -56,14 +56,21 @@ from tessera import ops  # noqa: E402
 from tessera.errors import CompileError  # noqa: E402
 
 
+def _parts(x):
+    x = np.ascontiguousarray(x)
+    if not np.iscomplexobj(x):
+        return x
+    return x.view(np.float32 if x.dtype == np.complex64 else np.float64)
+
+
 def _c(rng, shape, dtype=np.complex128):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
 
 
 @pytest.fixture(autouse=False)
 def quiet():
-    # Complex elementwise ops run on the reference executor eagerly (no compiled complex lanes yet)
-    # and say so with a ReferenceExecutorWarning; these tests check values.
+    # Complex exp and abs run on the reference executor eagerly (no compiled kernel yet) and say
+    # so with a ReferenceExecutorWarning; these tests check values.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
@@ -116,11 +123,42 @@ def test_ops_without_complex_support_say_so():
         ops.complex(z, z)
 
 
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_jit_of_complex_arithmetic_matches_the_reference_bitwise(np_dtype, monkeypatch):
+    rng = np.random.default_rng(31)
+    a = _c(rng, (4, 6), np_dtype)
+    b = _c(rng, (6,), np_dtype)
+    b[2] = 0  # a zero divisor: NaN parts, in every executor
+    b[3] = complex(1e-3, 5.0)  # |im| > |re|: Smith's other branch
+    r = rng.standard_normal((4, 6)).astype(np.float32)
+
+    def f(x, y, s):
+        return (x + y, x - s, x * y, x / y, -x, s * x, s / y, ops.conj(x) * x, ops.real(x * y), ops.complex(s, s) * y)
+
+    ta, tb, tr = tessera.tensor(a), tessera.tensor(b), tessera.tensor(r)
+    compiled = tessera.jit(f)
+    got = compiled(ta, tb, tr)
+    assert compiled.inspect_ir("schedule").count('family = "complex"') >= 9
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    want = f(ta, tb, tr)
+    for i, (g, w) in enumerate(zip(got, want)):
+        # part by part; a NaN matches any NaN (an arithmetic NaN's sign and payload are left open)
+        g, w = (_parts(t.numpy()) for t in (g, w))
+        assert g.dtype == w.dtype and np.array_equal(np.isnan(g), np.isnan(w)), f"result {i}"
+        bits = np.uint32 if g.dtype == np.float32 else np.uint64
+        assert np.array_equal(np.where(np.isnan(g), 0, g).view(bits), np.where(np.isnan(w), 0, w).view(bits)), i
+    # and against numpy where the divisor is not zero
+    ok = b != 0
+    np.testing.assert_allclose(got[3].numpy()[:, ok], a[:, ok] / b[ok], rtol=1e-5 if np_dtype == np.complex64 else 1e-13)
+    np.testing.assert_allclose(got[2].numpy(), a * b, rtol=1e-5 if np_dtype == np.complex64 else 1e-13)
+
+
 @pytest.mark.usefixtures("quiet")
-def test_jit_of_complex_arithmetic_is_a_clear_compile_error():
+def test_jit_of_complex_exp_and_abs_is_a_clear_compile_error():
     z = tessera.tensor(np.ones(3, np.complex64))
-    with pytest.raises(CompileError, match="complex dtype .*complex arithmetic has no compiled kernel yet"):
-        tessera.jit(lambda a: a * a)(z)
+    for fn in (ops.exp, ops.abs):
+        with pytest.raises(CompileError, match="complex dtype .*complex exp and abs have no compiled kernel yet"):
+            tessera.jit(lambda a: fn(a))(z)
 
 
 # ---- gradients against JAX (docs/design/0016-complex-and-fft.md) --------------------------------

@@ -6,16 +6,19 @@
 // to storage) and stored. complex(re, im) broadcasts its operands as the
 // reference does; a cast to complex sets the imaginary part to 0, a cast
 // from complex keeps the real part.
-// These ops move or negate parts, so their results never depend on the
-// target. They are what the FFTs' gradients need between transforms (the
-// VJP of rfft takes a real part); complex arithmetic (add, mul, exp, ...)
-// has no compiled kernel yet.
+// Complex add, sub, neg, mul and div (any operand complex; a real one has
+// imaginary part 0) compute in fp64 lanes by the reference's formulas
+// (graph/complex_ops.cpp: the naive product, Smith's quotient), every step
+// rounded to fp64 as the reference rounds it, so results never depend on
+// the target. exp and abs (std::exp, std::abs in the reference) have no
+// compiled kernel yet.
 //
 // Complex buffers are passed as their parts (Tensor::as_parts).
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/schedule_dialect.h"
+#include "tessera/support/error.h"
 #include "tessera/tile/tile_builder.h"
 
 namespace tessera::schedule::templates {
@@ -62,14 +65,22 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
   const ir::Shape& domain = y.shape;
   TileKernel result;
   std::vector<std::pair<std::string, Type>> params;
+  // The kernel's inputs (an operand used twice is one input).
+  const ir::Block& body = kernel_body(kernel);
   bool any_broadcast = false;
-  for (std::size_t k = 0; k < root.num_operands(); ++k) {
-    const ir::Type& t = root.operand(k)->type();
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    const ir::Type& t = body.argument(k)->type();
     params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))},
                                                             is_complex(t.dtype()) ? part_policy(t.policy)
                                                                                   : buffer_policy(t.policy)));
     any_broadcast = any_broadcast || broadcasts(t.shape, domain);
   }
+  auto input_of = [&](const ir::Value* v) {
+    for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+      if (body.argument(k) == v) return k;
+    }
+    raise(ErrorCode::Internal, std::string(op) + ": an operand is not an input of its kernel");
+  };
   const NumericsPolicy out_policy = complex_out ? part_policy(y.policy) : buffer_policy(y.policy);
   params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, out_policy, /*is_mut=*/true));
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
@@ -81,7 +92,7 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
       tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel.location());
   ir::Block& fb = ir::function_body(*func);
   ir::OpBuilder b(fb);
-  const std::size_t num_in = root.num_operands();
+  const std::size_t num_in = body.num_arguments();
   std::vector<Value*> dims;
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(num_in + 1 + d));
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
@@ -96,15 +107,16 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
     // imaginary part is 0. A real operand's stored lane is kept too.
     auto element = [&](std::size_t k, Value** stored) -> std::pair<Value*, Value*> {
       const ir::Type& t = root.operand(k)->type();
+      Value* buffer = fb.argument(input_of(root.operand(k)));
       Value* at = lp.offset_of(tb, t.shape);
       if (!is_complex(t.dtype())) {
-        Value* x = tile::build(tb, "tile.load_elem", {fb.argument(k), at});
+        Value* x = tile::build(tb, "tile.load_elem", {buffer, at});
         if (stored) *stored = x;
         return {LaneProgram::decode(tb, x), real(tb, 0.0)};
       }
       Value* twice = index_op(tb, "mul", at, integer(tb, 2));
-      Value* re = tile::build(tb, "tile.load_elem", {fb.argument(k), twice});
-      Value* im = tile::build(tb, "tile.load_elem", {fb.argument(k), index_op(tb, "add", twice, integer(tb, 1))});
+      Value* re = tile::build(tb, "tile.load_elem", {buffer, twice});
+      Value* im = tile::build(tb, "tile.load_elem", {buffer, index_op(tb, "add", twice, integer(tb, 1))});
       return {LaneProgram::decode(tb, re), LaneProgram::decode(tb, im)};
     };
     const bool via_accum = op != "graph.cast";
@@ -120,6 +132,31 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
     if (op == "graph.complex") {
       store_complex(element(0, nullptr).first, element(1, nullptr).first);
       return;
+    }
+    if (op == "graph.add" || op == "graph.sub" || op == "graph.mul" || op == "graph.div") {
+      const auto [ar, ai] = element(0, nullptr);
+      const auto [br, bi] = element(1, nullptr);
+      auto f = [&](const char* fn, Value* lhs, Value* rhs) { return op2(tb, fn, lhs, rhs); };
+      if (op == "graph.add") return store_complex(f("add", ar, br), f("add", ai, bi));
+      if (op == "graph.sub") return store_complex(f("sub", ar, br), f("sub", ai, bi));
+      if (op == "graph.mul") {
+        return store_complex(f("sub", f("mul", ar, br), f("mul", ai, bi)), f("add", f("mul", ar, bi), f("mul", ai, br)));
+      }
+      // Smith's quotient, both branches computed and the reference's chosen.
+      Value* wide = cmp(tb, "ge", op1(tb, "abs", br), op1(tb, "abs", bi));
+      Value* r1 = f("div", bi, br);
+      Value* d1 = f("add", br, f("mul", bi, r1));
+      Value* re1 = f("div", f("add", ar, f("mul", ai, r1)), d1);
+      Value* im1 = f("div", f("sub", ai, f("mul", ar, r1)), d1);
+      Value* r2 = f("div", br, bi);
+      Value* d2 = f("add", bi, f("mul", br, r2));
+      Value* re2 = f("div", f("add", f("mul", ar, r2), ai), d2);
+      Value* im2 = f("div", f("sub", f("mul", ai, r2), ar), d2);
+      return store_complex(select(tb, wide, re1, re2), select(tb, wide, im1, im2));
+    }
+    if (op == "graph.neg") {
+      const auto [re, im] = element(0, nullptr);
+      return store_complex(op1(tb, "neg", re), op1(tb, "neg", im));
     }
     Value* stored = nullptr;
     const auto [re, im] = element(0, &stored);
