@@ -187,6 +187,9 @@ struct Launcher {
   const cpu::LaunchOptions* cpu = nullptr;
   const cuda::KernelLaunchOptions* gpu = nullptr;
   GraphRecorder* graph = nullptr;
+  // Scratch buffers (TileKernel::scratch) a CUDA graph's kernels use when the
+  // graph runs, after every step is recorded: held until then.
+  std::vector<Tensor>* held = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
     if (step.tile_gpu && graph) {
       graph->record(*step.tile_gpu, grid, std::move(args), *gpu);
@@ -245,6 +248,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
   check_indices(tk, inputs, domain);
   std::vector<Tensor> extra;
   if (tk.inverse) extra = inverse_index(inputs.at(tk.inverse->input), domain.at(tk.inverse->dim));
+  std::optional<Tensor> scratch;  // allocated once the grid is known
   auto args_for = [&](std::int64_t batch, const Tensor* a_view, const Tensor* b_view) {
     std::vector<cpu::KernelArg> kargs;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -274,6 +278,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     }
     for (const Tensor& t : extra) kargs.emplace_back(t);
     for (const Tensor& t : step.tables) kargs.emplace_back(t);
+    if (scratch) kargs.emplace_back(*scratch);
     for (const KernelScalar& s : tk.scalars) {
       switch (s.kind) {
         case KernelScalar::Kind::dim: kargs.emplace_back(domain.at(s.index)); break;
@@ -305,6 +310,13 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     if (tk.row_tiled) {
       const std::int64_t c = domain.back();
       grid = c == 0 ? 0 : n / c * ((c + lanes - 1) / lanes);
+    }
+    if (tk.scratch) {
+      // Stream order lets the allocator hand the block on once the launch is
+      // queued; a graph's launches run later, so the recording holds it.
+      scratch = Tensor::empty({std::max<std::int64_t>(grid, 1) * tk.scratch->per_group},
+                              default_policy(tk.scratch->dtype), outputs.at(0).device());
+      if (launch.graph && launch.held) launch.held->push_back(*scratch);
     }
     launch(step, grid, args_for(0, nullptr, nullptr));
     return;
@@ -675,7 +687,8 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       recorder.building = true;
     }
   }
-  const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr};
+  std::vector<Tensor> held;  // a graph's scratch buffers, until the graph is launched
+  const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr, &held};
   // Drops what the previous step read last (release_plan). A graph's
   // kernels run after every step is recorded, so a recording keeps them all.
   auto release = [&](const Step& done) {

@@ -122,6 +122,14 @@ TEST(ScheduleFft, CooperativeGroupsMatchReferenceBitwise) {
   check_cases("64 lanes per line");
 }
 
+TEST(ScheduleFft, LinesInGlobalScratchMatchReferenceBitwise) {
+  // The form of CUDA lines too long for shared memory, forced on the CPU:
+  // every line above 1 KiB works in its group's slice of a global buffer.
+  ScopedEnv lanes("TESSERA_FFT_LANES", "64");
+  ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "1024");
+  check_cases("64 lanes per line in global scratch");
+}
+
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   // real, imag, conj and complex (with broadcasting), casts to and from
   // complex, and complex add, sub, mul, div (Smith's, both branches) and neg
@@ -175,6 +183,24 @@ TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], "result " + std::to_string(i));
+}
+
+TEST(ScheduleFft, LinesTooLongForGlobalScratchAreACompileError) {
+  // 2^27 complex64 points: 2 GiB of scratch per line, past the 1 GiB a line may take.
+  ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "1024");
+  ir::Module m = ir::parse_module("func @f(%x: tensor<[1, 134217728] complex64>) -> (tensor<[1, 134217728] complex64>) {\n" +
+                                  fft_op("%0", "%x", 1, 134217728, "c2c", false, "backward",
+                                         "tensor<[1, 134217728] complex64>") +
+                                  "  return %0\n}\n");
+  try {
+    schedule::compile_executable(m, "f", test_options());
+    FAIL() << "expected a CompileError";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Compile);
+    EXPECT_NE(e.message().find("an FFT of length 134217728 holds 134217728 points per line in global scratch"),
+              std::string::npos)
+        << e.message();
+  }
 }
 
 TEST(ScheduleFft, LinesTooLongForSharedMemoryAreACompileError) {

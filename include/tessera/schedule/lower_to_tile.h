@@ -98,6 +98,16 @@ struct ConstantTable {
   std::vector<double> values;
 };
 
+// Global memory a kernel's groups work in (an FFT line too long for shared
+// memory): the executable allocates `per_group` elements of `dtype` for each
+// group of a launch on its device and passes them after the tables; a run
+// keeps them until its kernels are queued (a CUDA graph's run until the
+// graph is launched).
+struct GroupScratch {
+  DType dtype = DType::fp32;
+  std::int64_t per_group = 0;
+};
+
 struct TileKernel {
   ir::Operation* func = nullptr;  // the Tile IR kernel, in the module passed to lower_kernel
   std::vector<KernelScalar> scalars;
@@ -130,6 +140,7 @@ struct TileKernel {
   std::vector<std::size_t> code_inputs;
   bool code_outputs = false;
   std::vector<ConstantTable> tables;
+  std::optional<GroupScratch> scratch;
 };
 
 // Whether Graph IR op `op` can be computed per lane inside any template (a

@@ -163,6 +163,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_FFT_LANES: the most lanes an FFT group shares a line with (any
   // target, so the CPU tests CUDA's cooperative form too).
   const std::optional<std::int64_t> fft_lanes_env = lanes_from_env("TESSERA_FFT_LANES", 1024);
+  // $TESSERA_FFT_SHARED_BYTES: the most shared memory an FFT line takes
+  // before it works in global scratch (any target, so the CPU tests the
+  // scratch form too; CUDA's default 227 KiB).
+  const std::optional<std::int64_t> fft_shared_env = lanes_from_env("TESSERA_FFT_SHARED_BYTES", std::int64_t{1} << 30);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
@@ -261,7 +265,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       // checked when the kernel loads). The CPU takes one lane per line.
       k->attrs().set("fft_lanes", fft_lanes_env ? *fft_lanes_env : std::int64_t{256});
     }
-    if (f == Family::fft && cuda) k->attrs().set("fft_shared_bytes", std::int64_t{227 * 1024});
+    if (f == Family::fft && (fft_shared_env || cuda)) {
+      k->attrs().set("fft_shared_bytes", fft_shared_env ? *fft_shared_env : std::int64_t{227 * 1024});
+    }
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
@@ -275,7 +281,8 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
-                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES"};
+                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
+                                       "TESSERA_FFT_SHARED_BYTES"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

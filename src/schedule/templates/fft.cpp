@@ -48,6 +48,8 @@ using ir::Value;
 constexpr std::int64_t kResizeLanes = 256;
 // Shared memory a line may take on the CPU (its arena is heap memory).
 constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
+// Global scratch a line may take (CUDA lines past shared memory).
+constexpr std::int64_t kScratchLineBytes = std::int64_t{1} << 30;
 
 // The part type of a transform: the complex side's accumulation type.
 DType part_type(const ir::Operation& root) {
@@ -67,9 +69,24 @@ std::int64_t line_bytes(const ir::Operation& root) {
   return 2 * 2 * line_points(root) * storage_bytes(part_type(root));
 }
 
+// Whether the line works in global scratch: its arrays pass the kernel's
+// `fft_shared_bytes` knob (set on CUDA; targets without it hold every line
+// in shared memory).
+bool in_scratch(const ir::Operation& root, const ir::Operation& kernel) {
+  return kernel.attrs().has("fft_shared_bytes") && line_bytes(root) > kernel.attrs().get_int("fft_shared_bytes");
+}
+
 struct Cx {
   Value* re;
   Value* im;
+};
+
+// One of a group's two line arrays: a shared array, or (for a line longer
+// than shared memory allows) the group's slice of a global scratch buffer,
+// starting at element `base`.
+struct Array {
+  Value* buffer;
+  Value* base = nullptr;
 };
 
 class FftBuilder {
@@ -145,6 +162,15 @@ class FftBuilder {
       params.emplace_back("table", Type::gmem({ir::Dim::fixed(static_cast<std::int64_t>(table.values.size()))}, t_));
       result.tables.push_back(std::move(table));
     }
+    // A line whose two arrays pass the `fft_shared_bytes` knob works in its
+    // group's slice of a global scratch buffer instead (a barrier orders a
+    // group's global writes before its reads as it does shared ones).
+    const bool global = in_scratch(root_, kernel_);
+    if (global) {
+      params.emplace_back("scratch", Type::gmem({ir::Dim::named("s")}, t_, /*is_mut=*/true));
+      result.scratch = GroupScratch{t_.storage, 4 * points};
+    }
+    const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     // The dims after the axis (the stride between a line's points), read at run time.
     const std::size_t first_inner = static_cast<std::size_t>(axis) + 1;
     for (std::size_t d = first_inner; d < x.shape.size(); ++d) {
@@ -154,7 +180,8 @@ class FftBuilder {
     lanes_ = group_lanes_for(points);
     // The two shared arrays, each rounded up to the shared alignment.
     const std::int64_t array_bytes = 2 * points * static_cast<std::int64_t>(sizeof(T));
-    const std::int64_t shared = 2 * ((array_bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment) * tile::kSharedAlignment;
+    const std::int64_t shared =
+        global ? 0 : 2 * ((array_bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment) * tile::kSharedAlignment;
     ir::Operation* func = tile::build_kernel(
         out_, name_, params,
         {.group_shape = std::vector<std::int64_t>{lanes_}, .shared_bytes = std::max<std::int64_t>(shared, 49152)},
@@ -165,7 +192,7 @@ class FftBuilder {
     out_buffer_ = fb.argument(1);
     table_ = has_table ? fb.argument(2) : nullptr;
     Value* inner = tile::build_int(b, 1);
-    for (std::size_t d = first_inner, k = has_table ? 3 : 2; d < x.shape.size(); ++d, ++k) {
+    for (std::size_t d = first_inner, k = first_scalar; d < x.shape.size(); ++d, ++k) {
       inner = index_op(b, "mul", inner, fb.argument(k));
     }
     inner_ = inner;
@@ -175,7 +202,16 @@ class FftBuilder {
     Value* i = op2(b, "rem", g, inner);
     in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
     out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
-    Value* arrays[2] = {shared_array(b, t_, 2 * points), shared_array(b, t_, 2 * points)};
+    Array arrays[2];
+    if (global) {
+      Value* scratch = fb.argument(first_scalar - 1);
+      Value* base = index_op(b, "mul", g, integer(b, 4 * points));
+      arrays[0] = {scratch, base};
+      arrays[1] = {scratch, index_op(b, "add", base, integer(b, 2 * points))};
+    } else {
+      arrays[0] = {shared_array(b, t_, 2 * points)};
+      arrays[1] = {shared_array(b, t_, 2 * points)};
+    }
     int cur = 0;
 
     load_line(b, arrays[0], points);
@@ -247,16 +283,17 @@ class FftBuilder {
   // A shared array holds the real parts of its points, then the imaginary
   // parts: consecutive lanes reading consecutive points touch consecutive
   // words (interleaved parts would halve a GPU's shared-memory bandwidth).
-  Value* shared_at(ir::OpBuilder& b, Value* k, int part) {
-    return part == 0 ? k : index_op(b, "add", k, integer(b, points_));
+  Value* array_at(ir::OpBuilder& b, const Array& a, Value* k, int part) {
+    Value* at = a.base ? index_op(b, "add", a.base, k) : k;
+    return part == 0 ? at : index_op(b, "add", at, integer(b, points_));
   }
-  Cx load_point(ir::OpBuilder& b, Value* array, Value* k) {
-    return {tile::build(b, "tile.load_elem", {array, shared_at(b, k, 0)}),
-            tile::build(b, "tile.load_elem", {array, shared_at(b, k, 1)})};
+  Cx load_point(ir::OpBuilder& b, const Array& array, Value* k) {
+    return {tile::build(b, "tile.load_elem", {array.buffer, array_at(b, array, k, 0)}),
+            tile::build(b, "tile.load_elem", {array.buffer, array_at(b, array, k, 1)})};
   }
-  void store_point(ir::OpBuilder& b, Value* array, Value* k, Cx v) {
-    b.create("tile.store_elem", {array, shared_at(b, k, 0), v.re});
-    b.create("tile.store_elem", {array, shared_at(b, k, 1), v.im});
+  void store_point(ir::OpBuilder& b, const Array& array, Value* k, Cx v) {
+    b.create("tile.store_elem", {array.buffer, array_at(b, array, k, 0), v.re});
+    b.create("tile.store_elem", {array.buffer, array_at(b, array, k, 1), v.im});
   }
   Cx table_point(ir::OpBuilder& b, std::int64_t at, Value* q) {
     Value* k = index_op(b, "add", index_op(b, "mul", q, integer(b, 2)), integer(b, at));
@@ -288,7 +325,7 @@ class FftBuilder {
     return {cast(b, parts[0], t_), cast(b, parts[1], t_)};
   }
 
-  void load_line(ir::OpBuilder& b, Value* array, std::int64_t points) {
+  void load_line(ir::OpBuilder& b, const Array& array, std::int64_t points) {
     lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) {
       Cx v;
       if (c2r_ && in_len_ < n_) {
@@ -312,7 +349,7 @@ class FftBuilder {
 
   // One Stockham pass: butterfly j (j < length / R) reads x[j + r length/R]
   // and writes y[(j / Ns) Ns R + j mod Ns + k Ns].
-  void stockham_pass(ir::OpBuilder& b, const PassPlan& p, std::int64_t length, Value* x, Value* y) {
+  void stockham_pass(ir::OpBuilder& b, const PassPlan& p, std::int64_t length, const Array& x, const Array& y) {
     const int R = p.radix;
     const std::int64_t stride = length / R;
     lane_loop(b, integer(b, 0), stride, [&](ir::OpBuilder& lb, Value* j) {
@@ -345,7 +382,7 @@ class FftBuilder {
   }
 
   // Bins 0 .. out_len - 1 of the transformed line to the result.
-  void store_line(ir::OpBuilder& b, Value* array, double bluestein_scale, double norm) {
+  void store_line(ir::OpBuilder& b, const Array& array, double bluestein_scale, double norm) {
     const bool weights = root_.attrs().get_bool("hermitian_weights");
     lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) {
       Cx v = load_point(lb, array, k);
@@ -466,11 +503,13 @@ bool fft_covers(const ir::Operation& kernel, std::string* why) {
   }
   if (name == "graph.fft") {
     const std::int64_t bytes = line_bytes(root);
-    const std::int64_t most = kernel.attrs().has("fft_shared_bytes") ? kernel.attrs().get_int("fft_shared_bytes") : kCpuLineBytes;
+    const bool scratch = in_scratch(root, kernel);
+    const std::int64_t most = scratch ? kScratchLineBytes : kCpuLineBytes;
     if (bytes > most) {
       return fail("an FFT of length " + std::to_string(root.attrs().get_int("n")) + " holds " +
-                  std::to_string(line_points(root)) + " points per line in shared memory, " + std::to_string(bytes) +
-                  " bytes, above this target's " + std::to_string(most) + " (longer lines are not compiled yet)");
+                  std::to_string(line_points(root)) + " points per line in " +
+                  (scratch ? "global scratch" : "shared memory") + ", " + std::to_string(bytes) +
+                  " bytes, above the " + std::to_string(most) + " a line may take (longer lines are not compiled)");
     }
   }
   return true;
