@@ -26,6 +26,7 @@ CASES = [  # (name, shape, tessera fn, torch fn name, real input)
     ("fft  [4096, 997]", (4096, 997), lambda a: ops.fft(a), "fft", False),
     ("rfft [16384, 1024]", (16384, 1024), lambda a: ops.rfft(a), "rfft", True),
     ("fft2 [2048, 2048]", (2048, 2048), lambda a: ops.fft2(a), "fft2", False),
+    ("fft  [512, 32768]", (512, 32768), lambda a: ops.fft(a), "fft", False),  # global scratch
 ]
 
 
