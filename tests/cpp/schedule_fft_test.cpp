@@ -185,39 +185,32 @@ TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   for (std::size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], "result " + std::to_string(i));
 }
 
-TEST(ScheduleFft, LinesTooLongForGlobalScratchAreACompileError) {
-  // 2^27 complex64 points: 2 GiB of scratch per line, past the 1 GiB a line may take.
-  ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "1024");
-  ir::Module m = ir::parse_module("func @f(%x: tensor<[1, 134217728] complex64>) -> (tensor<[1, 134217728] complex64>) {\n" +
-                                  fft_op("%0", "%x", 1, 134217728, "c2c", false, "backward",
-                                         "tensor<[1, 134217728] complex64>") +
-                                  "  return %0\n}\n");
+// Compiling one c2c transform of a [1, n] `dtype` tensor raises a
+// CompileError whose message contains `expected`.
+void expect_fft_compile_error(std::int64_t n, const std::string& dtype, const std::string& expected) {
+  const std::string type = "tensor<[1, " + std::to_string(n) + "] " + dtype + ">";
+  ir::Module m = ir::parse_module("func @f(%x: " + type + ") -> (" + type + ") {\n" +
+                                  fft_op("%0", "%x", 1, n, "c2c", false, "backward", type) + "  return %0\n}\n");
   try {
     schedule::compile_executable(m, "f", test_options());
     FAIL() << "expected a CompileError";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Compile);
-    EXPECT_NE(e.message().find("an FFT of length 134217728 holds 134217728 points per line in global scratch"),
-              std::string::npos)
-        << e.message();
+    EXPECT_NE(e.message().find(expected), std::string::npos) << e.message();
   }
 }
 
+TEST(ScheduleFft, LinesTooLongForGlobalScratchAreACompileError) {
+  // 2^27 complex64 points: 2 GiB of scratch per line, past the 1 GiB a line may take.
+  ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "1024");
+  expect_fft_compile_error(134217728, "complex64",
+                           "an FFT of length 134217728 holds 134217728 points per line in global scratch");
+}
+
 TEST(ScheduleFft, LinesTooLongForSharedMemoryAreACompileError) {
-  // 2^24 complex128 points per line: 512 MiB of shared arrays.
-  ir::Module m = ir::parse_module("func @f(%x: tensor<[1, 16777216] complex128>) -> (tensor<[1, 16777216] complex128>) {\n" +
-                                  fft_op("%0", "%x", 1, 16777216, "c2c", false, "backward",
-                                         "tensor<[1, 16777216] complex128>") +
-                                  "  return %0\n}\n");
-  try {
-    schedule::compile_executable(m, "f", test_options());
-    FAIL() << "expected a CompileError";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Compile);
-    EXPECT_NE(e.message().find("an FFT of length 16777216 holds 16777216 points per line in shared memory"),
-              std::string::npos)
-        << e.message();
-  }
+  // 2^24 complex128 points per line on the CPU: 512 MiB of shared arrays.
+  expect_fft_compile_error(16777216, "complex128",
+                           "an FFT of length 16777216 holds 16777216 points per line in shared memory");
 }
 
 }  // namespace
