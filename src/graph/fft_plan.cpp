@@ -11,10 +11,21 @@ namespace tessera::graph::fft {
 namespace {
 
 // exp(-2 pi i q / N) (conjugated for the inverse) in fp64, rounded to T.
-// q is reduced mod N first so the angle stays in [0, 2 pi).
+// q is reduced mod N first so the angle stays in [0, 2 pi). An angle that is
+// a multiple of pi / 2 gives the exact value (1, -i, -1 or i), where cos and
+// sin would leave 6e-17 for a zero.
 template <class T>
 Cx<T> twiddle(std::int64_t N, std::int64_t q, bool inverse) {
   q %= N;
+  if ((4 * q) % N == 0) {
+    const T s = inverse ? T(1) : T(-1);  // the sign of the imaginary part at a quarter turn
+    switch ((4 * q) / N) {
+      case 0: return {T(1), T(0)};
+      case 1: return {T(0), s};
+      case 2: return {T(-1), T(0)};
+      default: return {T(0), static_cast<T>(-s)};
+    }
+  }
   const double angle = -2.0 * std::numbers::pi * static_cast<double>(q) / static_cast<double>(N);
   const double s = std::sin(angle);
   return {static_cast<T>(std::cos(angle)), static_cast<T>(inverse ? -s : s)};
@@ -29,6 +40,18 @@ Cx<T> mul(Cx<T> a, Cx<T> b) {
 template <class T>
 Cx<T> add(Cx<T> a, Cx<T> b) {
   return {static_cast<T>(a.re + b.re), static_cast<T>(a.im + b.im)};
+}
+
+// a times a radix-R twiddle: a quarter turn (-1, -i or i, exact) is a
+// negation or a swap, not a product; any other twiddle a product.
+template <class T>
+Cx<T> times_inner(Cx<T> a, Cx<T> w) {
+  switch (quarter_turn(w.re, w.im)) {
+    case QuarterTurn::minus_one: return {static_cast<T>(-a.re), static_cast<T>(-a.im)};
+    case QuarterTurn::minus_i: return {a.im, static_cast<T>(-a.re)};
+    case QuarterTurn::plus_i: return {static_cast<T>(-a.im), a.re};
+    default: return mul(a, w);
+  }
 }
 
 }  // namespace
@@ -68,7 +91,7 @@ void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::
         Cx<T> acc = v[0];
         for (int r = 1; r < R; ++r) {
           const int q = (r * k) % R;
-          acc = add(acc, q == 0 ? v[r] : mul(v[r], p.inner[static_cast<std::size_t>(q)]));
+          acc = add(acc, q == 0 ? v[r] : times_inner(v[r], p.inner[static_cast<std::size_t>(q)]));
         }
         y[static_cast<std::size_t>(base + k * Ns)] = acc;
       }

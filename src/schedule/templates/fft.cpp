@@ -310,6 +310,16 @@ class FftBuilder {
     Value* bc = op2(b, "mul", a.im, w.re);
     return {op2(b, "sub", ac, bd), op2(b, "add", ad, bc)};
   }
+  // The reference's product by a radix twiddle (fft_plan.cpp): a quarter
+  // turn is a negation or a swap of parts.
+  Cx times_inner(ir::OpBuilder& b, Cx a, std::pair<double, double> w) {
+    switch (graph::fft::quarter_turn(w.first, w.second)) {
+      case graph::fft::QuarterTurn::minus_one: return {op1(b, "neg", a.re), op1(b, "neg", a.im)};
+      case graph::fft::QuarterTurn::minus_i: return {a.im, op1(b, "neg", a.re)};
+      case graph::fft::QuarterTurn::plus_i: return {op1(b, "neg", a.im), a.re};
+      default: return mul(b, a, {real(b, w.first), real(b, w.second)});
+    }
+  }
   Cx add(ir::OpBuilder& b, Cx a, Cx c) { return {op2(b, "add", a.re, c.re), op2(b, "add", a.im, c.im)}; }
   Cx pick(ir::OpBuilder& b, Value* cond, Cx x, Cx y) {
     return {select(b, cond, x.re, y.re), select(b, cond, x.im, y.im)};
@@ -373,8 +383,7 @@ class FftBuilder {
         for (int r = 1; r < R; ++r) {
           const int q = (r * k) % R;
           const auto& w = p.inner[static_cast<std::size_t>(q)];
-          acc = add(lb, acc, q == 0 ? v[static_cast<std::size_t>(r)]
-                                    : mul(lb, v[static_cast<std::size_t>(r)], {real(lb, w.first), real(lb, w.second)}));
+          acc = add(lb, acc, q == 0 ? v[static_cast<std::size_t>(r)] : times_inner(lb, v[static_cast<std::size_t>(r)], w));
         }
         store_point(lb, y, index_op(lb, "add", base, integer(lb, k * p.ns)), acc);
       }
