@@ -22,6 +22,7 @@ using Complex = std::complex<double>;
 // (complex_ops.cpp gives the formulas; compiled kernels use the same).
 Complex complex_mul(Complex a, Complex b);
 Complex complex_div(Complex a, Complex b);
+double complex_abs(Complex a);
 
 // Values in row-major order -> a complex tensor of `type`, each part rounded
 // to the accumulation type and then to the part storage.

@@ -20,8 +20,14 @@
 //                      otherwise r = br / bi, d = bi + br r,
 //                      ((ar r + ai) / d) + ((ai r - ar) / d) i. A zero divisor
 //                      gives NaN parts.
-//   exp, abs           std::exp and std::abs of std::complex<double>
+//   |a|                with x = |ar|, y = |ai|, m the larger, s the smaller:
+//                      m sqrt(1 + (s/m)^2); +inf if x or y is infinite (also
+//                      with a NaN), 0 if m is 0, NaN otherwise for a NaN part.
+//                      IEEE operations only, so a GPU computes the same bits
+//                      (the C library's hypot differs in the last bit)
+//   exp                std::exp of std::complex<double>
 #include <cmath>
+#include <limits>
 
 #include "graph/complex_kernels.h"
 #include "graph/kernel_support.h"
@@ -108,6 +114,17 @@ Complex complex_div(Complex a, Complex b) {
   return {(ar * r + ai) / d, (ai * r - ar) / d};
 }
 
+double complex_abs(Complex a) {
+  const double x = std::abs(a.real()), y = std::abs(a.imag());
+  const bool x_larger = x >= y;  // false with a NaN: then m = y, s = x
+  const double m = x_larger ? x : y, s = x_larger ? y : x;
+  const double r = s / m;
+  const double h = m * std::sqrt(1.0 + r * r);
+  const double largest = std::numeric_limits<double>::max();
+  if (x > largest || y > largest) return x > largest ? x : y;  // +inf
+  return m == 0.0 ? m : h;
+}
+
 Tensor make_complex_result(std::span<const Complex> values, const ir::Type& type) {
   const DType accum = type.policy.accum;
   std::vector<Complex> rounded(values.begin(), values.end());
@@ -135,7 +152,7 @@ void reject_complex(const ir::Type& t, std::string_view op) {
 std::vector<Tensor> run_complex_elementwise(std::string_view op, const KernelCall& call) {
   const ir::Type& out = call.result_types[0];
   if (op == "graph.abs") {
-    const auto z = map_complex(call, [](std::span<const Complex> a) { return Complex(std::abs(a[0]), 0.0); });
+    const auto z = map_complex(call, [](std::span<const Complex> a) { return Complex(complex_abs(a[0]), 0.0); });
     return real_result(z, call, false);
   }
   std::vector<Complex> z;

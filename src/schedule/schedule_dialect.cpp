@@ -105,10 +105,10 @@ Family family_of(const ir::Operation& graph_op) {
     }
     return m;
   }();
-  // Casts to or from a complex dtype and complex add, sub, mul, div and neg
-  // compute part by part (templates/complex_parts.cpp).
+  // Casts to or from a complex dtype and complex add, sub, mul, div, neg and
+  // abs compute part by part (templates/complex_parts.cpp).
   static const std::set<std::string, std::less<>> complex_lanes = {"graph.cast", "graph.add", "graph.sub", "graph.mul",
-                                                                   "graph.div", "graph.neg"};
+                                                                   "graph.div", "graph.neg", "graph.abs"};
   if (complex_lanes.count(graph_op.name()) && graph_op.num_results() == 1) {
     bool complex = is_complex(graph_op.result(0)->type().dtype());
     for (const ir::Value* v : graph_op.operands()) complex = complex || is_complex(v->type().dtype());

@@ -132,7 +132,7 @@ TEST(ScheduleFft, LinesInGlobalScratchMatchReferenceBitwise) {
 
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   // real, imag, conj and complex (with broadcasting), casts to and from
-  // complex, and complex add, sub, mul, div (Smith's, both branches) and neg
+  // complex, and complex add, sub, mul, div (Smith's, both branches), neg and abs
   // with complex and real operands, infinities and NaN included.
   const std::string text =
       "func @f(%z: tensor<[B, 5] complex64>, %w: tensor<[B, 5] complex128>, %x: tensor<[B, 5] bf16 @accum(fp32)>,\n"
@@ -142,7 +142,8 @@ TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
       "        tensor<[B, 5] complex128>, tensor<[B, 5] complex64>, tensor<[B, 5] complex64>,\n"
       "        tensor<[B, 5] fp16 @accum(fp32)>, tensor<[B, 5] complex128>, tensor<[B, 5] complex64>,\n"
       "        tensor<[B, 5] complex128>, tensor<[B, 5] complex64>, tensor<[B, 5] complex128>, tensor<[B, 5] complex64>,\n"
-      "        tensor<[B, 5] complex128>, tensor<[B, 5] complex64>, tensor<[B, 5] complex128>, tensor<[B, 5] complex64>) {\n"
+      "        tensor<[B, 5] complex128>, tensor<[B, 5] complex64>, tensor<[B, 5] complex128>, tensor<[B, 5] complex64>,\n"
+      "        tensor<[B, 5] fp32>, tensor<[B, 5] fp64>) {\n"
       "  %0 = graph.real %z : tensor<[B, 5] fp32>\n"
       "  %1 = graph.imag %w : tensor<[B, 5] fp64>\n"
       "  %2 = graph.conj %z : tensor<[B, 5] complex64>\n"
@@ -164,12 +165,15 @@ TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
       "  %18 = graph.neg %z : tensor<[B, 5] complex64>\n"
       "  %19 = graph.div %v, %w : tensor<[B, 5] complex128>\n"
       "  %20 = graph.mul %9, %x : tensor<[B, 5] complex64>\n"
-      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20\n}\n";
+      "  %21 = graph.abs %z : tensor<[B, 5] fp32>\n"
+      "  %22 = graph.abs %w : tensor<[B, 5] fp64>\n"
+      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22\n}\n";
   ir::Module m = ir::parse_module(text);
   auto exe = schedule::compile_executable(m, "f", test_options());
   int parts = 0;
   for (const auto& k : exe->kernels()) parts += k.family == "complex";
-  EXPECT_EQ(parts, 21);
+  EXPECT_EQ(parts, 23);
   // Specials: parts built from a real sample with NaN and infinities.
   const Tensor specials = schedule_test::sample({3, 10}, default_policy(DType::fp64), 12);
   const auto sv = specials.to_values();

@@ -369,6 +369,19 @@ def test_jit_grad_through_ffts_is_compiled_and_matches_jax():
     _same_bits(got.numpy(), tessera.grad(lambda a: loss(ops, a))(tessera.tensor(x)).numpy(), "jit(grad) vs eager")
 
 
+def test_jit_grad_of_a_spectral_magnitude_loss_is_compiled_and_matches_jax():
+    jax = _jax()
+    x = np.random.default_rng(15).standard_normal((4, 16))
+
+    def loss(o, a):
+        return o.sum(o.abs(o.rfft(a)) * 0.5) if o is ops else jax.numpy.sum(jax.numpy.abs(jax.numpy.fft.rfft(a)) * 0.5)
+
+    step = tessera.jit(tessera.grad(lambda a: loss(ops, a)))
+    got = step(tessera.tensor(x))
+    want = jax.grad(lambda a: loss(None, a))(x)
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
 def test_jit_grad_of_a_spectral_layer_with_complex_weights_matches_jax():
     # An FNO-style layer: rfft, a complex weight per mode, irfft. The gradient with respect to the
     # input and to the complex weights (JAX's convention) compiles whole: transforms, complex

@@ -54,7 +54,8 @@ def test_ffts_on_the_gpu_give_the_cpu_bits_on_every_run():
 
 
 def test_spectral_filtering_with_complex_arithmetic_on_the_gpu_gives_the_cpu_bits():
-    # An FNO-style layer: rfft, a complex weight per mode (mul), a division, irfft.
+    # An FNO-style layer: rfft, a complex weight per mode (mul), a division, irfft; and the
+    # spectrum's magnitude.
     rng = np.random.default_rng(24)
     x = rng.standard_normal((32, 256)).astype(np.float32)
     w = _c(rng, (129,), np.complex64)
@@ -62,7 +63,7 @@ def test_spectral_filtering_with_complex_arithmetic_on_the_gpu_gives_the_cpu_bit
 
     def layer(x, w, d):
         z = ops.rfft(x)
-        return ops.irfft((z * w + z) / d - ops.conj(z), n=256), ops.real(z * ops.conj(z))
+        return ops.irfft((z * w + z) / d - ops.conj(z), n=256), ops.real(z * ops.conj(z)), ops.abs(z)
 
     f = tessera.jit(layer)
     want = [t.numpy() for t in f(*(tessera.tensor(v) for v in (x, w, d)))]

@@ -6,14 +6,16 @@
 // to storage) and stored. complex(re, im) broadcasts its operands as the
 // reference does; a cast to complex sets the imaginary part to 0, a cast
 // from complex keeps the real part.
-// Complex add, sub, neg, mul and div (any operand complex; a real one has
-// imaginary part 0) compute in fp64 lanes by the reference's formulas
-// (graph/complex_ops.cpp: the naive product, Smith's quotient), every step
-// rounded to fp64 as the reference rounds it, so results never depend on
-// the target. exp and abs (std::exp, std::abs in the reference) have no
-// compiled kernel yet.
+// Complex add, sub, neg, mul, div and abs (any operand complex; a real one
+// has imaginary part 0) compute in fp64 lanes by the reference's formulas
+// (graph/complex_ops.cpp: the naive product, Smith's quotient, a scaled
+// magnitude), every step rounded to fp64 as the reference rounds it, so
+// results never depend on the target. exp (std::exp in the reference) has
+// no compiled kernel yet.
 //
 // Complex buffers are passed as their parts (Tensor::as_parts).
+#include <limits>
+
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
@@ -153,6 +155,22 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
       Value* re2 = f("div", f("add", f("mul", ar, r2), ai), d2);
       Value* im2 = f("div", f("sub", f("mul", ai, r2), ar), d2);
       return store_complex(select(tb, wide, re1, re2), select(tb, wide, im1, im2));
+    }
+    if (op == "graph.abs") {
+      // The reference's magnitude (graph/complex_ops.cpp, complex_abs).
+      const auto [re, im] = element(0, nullptr);
+      Value* ax = op1(tb, "abs", re);
+      Value* ay = op1(tb, "abs", im);
+      Value* x_larger = cmp(tb, "ge", ax, ay);
+      Value* m = select(tb, x_larger, ax, ay);
+      Value* s = select(tb, x_larger, ay, ax);
+      Value* r = op2(tb, "div", s, m);
+      Value* h = op2(tb, "mul", m, op1(tb, "sqrt", op2(tb, "add", real(tb, 1.0), op2(tb, "mul", r, r))));
+      Value* largest = real(tb, std::numeric_limits<double>::max());
+      Value* x_inf = cmp(tb, "gt", ax, largest);
+      Value* any_inf = op2(tb, "or", x_inf, cmp(tb, "gt", ay, largest));
+      Value* finite = select(tb, cmp(tb, "eq", m, real(tb, 0.0)), m, h);
+      return store_real(select(tb, any_inf, select(tb, x_inf, ax, ay), finite));
     }
     if (op == "graph.neg") {
       const auto [re, im] = element(0, nullptr);

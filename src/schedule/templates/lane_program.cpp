@@ -45,8 +45,8 @@ std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stoc
   // Lanes hold one real value; complex values (two parts) have no lane type
   // yet. The FFT and complex-parts templates read complex buffers as parts.
   if (is_complex(p.storage)) return "a complex dtype (" + std::string(name(p.storage)) + ": lanes hold real values only; "
-                                    "complex add, sub, mul, div, neg, casts, real, imag, conj, complex and the FFTs have "
-                                    "kernels of their own, complex exp and abs have no compiled kernel yet)";
+                                    "complex add, sub, mul, div, neg, abs, casts, real, imag, conj, complex and the FFTs "
+                                    "have kernels of their own, complex exp has no compiled kernel yet)";
   if (p.rounding == Rounding::stochastic && !stochastic) {
     return "rounding 'stochastic' (this template rounds without per-element random bits)";
   }
