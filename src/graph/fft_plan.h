@@ -10,11 +10,10 @@
 //
 //   v[r]  = x[j + r n/R] * w(Ns R, (j mod Ns) r)          r = 0 .. R-1
 //   out k = sum over r = 0 .. R-1, left to right, of v[r] * w(R, r k)
-//
-// where a radix twiddle w(R, q) that is a quarter turn (-1, -i or i: radix
-// 2 and 4) is applied as a negation or a swap of parts, not as a product
 //   y[(j / Ns) Ns R + (j mod Ns) + k Ns] = out k
 //
+// where a radix twiddle w(R, q) that is a quarter turn (-1, -i or i: radix
+// 2 and 4) is applied as a negation or a swap of parts, not as a product,
 // with w(N, q) = exp(-2 pi i q / N) (the conjugate for the inverse),
 // computed in fp64 from q mod N and rounded once to the part type (exact
 // 1, -i, -1, i where the angle is a multiple of pi / 2). Every
@@ -46,9 +45,8 @@ struct Cx {
 
 // Which quarter turn a twiddle is, if any (the radix-2 and radix-4 twiddles
 // that the passes apply without a product; schedule/templates/fft.cpp too).
-enum class QuarterTurn { none, one, minus_one, minus_i, plus_i };
+enum class QuarterTurn { none, minus_one, minus_i, plus_i };
 constexpr QuarterTurn quarter_turn(double re, double im) {
-  if (im == 0 && re == 1) return QuarterTurn::one;
   if (im == 0 && re == -1) return QuarterTurn::minus_one;
   if (re == 0 && im == -1) return QuarterTurn::minus_i;
   if (re == 0 && im == 1) return QuarterTurn::plus_i;

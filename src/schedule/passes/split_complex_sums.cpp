@@ -35,7 +35,8 @@ int split_complex_sums(ir::Operation& func) {
     ir::Value* sum_im = builder.create(op->name(), {im}, op->attrs(), at)->result(0);
     ir::Operation* joined = builder.create("graph.complex", {sum_re, sum_im}, {}, at);
     if (joined->result(0)->type() != op->result(0)->type()) {
-      // Not the original's type: undo (dce removes the unused ops).
+      // Not the original's type: undo, users first.
+      for (ir::Value* v : {joined->result(0), sum_im, sum_re, im, re}) body.erase(v->defining_op());
       continue;
     }
     op->result(0)->replace_all_uses_with(joined->result(0));

@@ -31,32 +31,12 @@ using ir::Value;
 
 constexpr std::int64_t kLanes = 256;
 
-NumericsPolicy part_policy(NumericsPolicy p) {
-  p.storage = complex_part(p.storage);
-  p.accum = complex_part(p.accum);
-  return buffer_policy(p);
-}
-
 }  // namespace
 
 bool complex_parts_covers(const ir::Operation& kernel, std::string* why) {
-  const ir::Operation& root = kernel_root_op(kernel);
-  auto fail = [&](std::string reason) {
-    if (why) *why = std::move(reason);
-    return false;
-  };
-  std::vector<const ir::Value*> values(root.operands().begin(), root.operands().end());
-  values.push_back(root.result(0));
-  for (const ir::Value* v : values) {
-    const NumericsPolicy& p = v->type().policy;
-    if (p.rounding != Rounding::nearest_even) {
-      return fail(std::string(root.name()) + " with a value that does not round to nearest even");
-    }
-    if (!is_complex(p.storage)) {
-      if (auto bad = unsupported_policy(p)) return fail(std::string(root.name()) + ": " + *bad);
-    }
-  }
-  return true;
+  const std::optional<std::string> bad = part_policies_unsupported(kernel_root_op(kernel));
+  if (bad && why) *why = *bad;
+  return !bad;
 }
 
 TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, const std::string& name) {
@@ -73,7 +53,7 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
   for (std::size_t k = 0; k < body.num_arguments(); ++k) {
     const ir::Type& t = body.argument(k)->type();
     params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))},
-                                                            is_complex(t.dtype()) ? part_policy(t.policy)
+                                                            is_complex(t.dtype()) ? part_buffer_policy(t.policy)
                                                                                   : buffer_policy(t.policy)));
     any_broadcast = any_broadcast || broadcasts(t.shape, domain);
   }
@@ -83,7 +63,7 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
     }
     raise(ErrorCode::Internal, std::string(op) + ": an operand is not an input of its kernel");
   };
-  const NumericsPolicy out_policy = complex_out ? part_policy(y.policy) : buffer_policy(y.policy);
+  const NumericsPolicy out_policy = complex_out ? part_buffer_policy(y.policy) : buffer_policy(y.policy);
   params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, out_policy, /*is_mut=*/true));
   for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
     params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
@@ -193,6 +173,9 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
     }
   });
   tile::finish_kernel(*func);
+  // A product's or quotient's parts are stored side by side: g++ would fuse
+  // their products into vfmaddsub (backends/cpu/emitter.cpp).
+  if (op == "graph.mul" || op == "graph.div") func->attrs().set("vectorize", false);
   result.func = func;
   result.lanes_per_group = lanes;
   return result;

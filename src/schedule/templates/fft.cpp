@@ -30,7 +30,6 @@
 #include <cmath>
 
 #include "graph/fft_plan.h"
-#include "tessera/numerics/convert.h"
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
@@ -74,6 +73,23 @@ std::int64_t line_bytes(const ir::Operation& root) {
 // in shared memory).
 bool in_scratch(const ir::Operation& root, const ir::Operation& kernel) {
   return kernel.attrs().has("fft_shared_bytes") && line_bytes(root) > kernel.attrs().get_int("fft_shared_bytes");
+}
+
+// The dims of `x` after `axis` (the stride between a line's points) as
+// kernel scalars read at run time: appended to `params` and `kernel`'s
+// scalars; inner_stride multiplies them in the kernel.
+void add_inner_dims(const ir::Type& x, std::int64_t axis, std::vector<std::pair<std::string, Type>>& params,
+                    TileKernel& kernel) {
+  for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.shape.size(); ++d) {
+    params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
+    kernel.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, 0});
+  }
+}
+// Their product, from the kernel's arguments `first` on.
+Value* inner_stride(ir::OpBuilder& b, const ir::Block& fb, std::size_t first, std::size_t count) {
+  Value* inner = tile::build_int(b, 1);
+  for (std::size_t k = 0; k < count; ++k) inner = index_op(b, "mul", inner, fb.argument(first + k));
+  return inner;
 }
 
 struct Cx {
@@ -120,9 +136,9 @@ class FftBuilder {
 
     TileKernel result;
     std::vector<std::pair<std::string, Type>> params;
-    params.emplace_back("in0", Type::gmem({ir::Dim::named("m0")}, complex_in_ ? default_policy(complex_part(x.dtype()))
+    params.emplace_back("in0", Type::gmem({ir::Dim::named("m0")}, complex_in_ ? part_buffer_policy(x.policy)
                                                                               : buffer_policy(x.policy)));
-    out_policy_ = c2r_ ? buffer_policy(y.policy) : default_policy(complex_part(y.dtype()));
+    out_policy_ = c2r_ ? buffer_policy(y.policy) : part_buffer_policy(y.policy);
     params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, out_policy_, /*is_mut=*/true));
     // The table: every pass's twiddles w(span, q), then Bluestein's chirp
     // and kernel, as (re, im) pairs at T.
@@ -171,12 +187,7 @@ class FftBuilder {
       result.scratch = GroupScratch{t_.storage, 4 * points};
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
-    // The dims after the axis (the stride between a line's points), read at run time.
-    const std::size_t first_inner = static_cast<std::size_t>(axis) + 1;
-    for (std::size_t d = first_inner; d < x.shape.size(); ++d) {
-      params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
-      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, 0});
-    }
+    add_inner_dims(x, axis, params, result);
     lanes_ = group_lanes_for(points);
     // The two shared arrays, each rounded up to the shared alignment.
     const std::int64_t array_bytes = 2 * points * static_cast<std::int64_t>(sizeof(T));
@@ -191,10 +202,7 @@ class FftBuilder {
     in_ = fb.argument(0);
     out_buffer_ = fb.argument(1);
     table_ = has_table ? fb.argument(2) : nullptr;
-    Value* inner = tile::build_int(b, 1);
-    for (std::size_t d = first_inner, k = first_scalar; d < x.shape.size(); ++d, ++k) {
-      inner = index_op(b, "mul", inner, fb.argument(k));
-    }
+    Value* inner = inner_stride(b, fb, first_scalar, result.scalars.size());
     inner_ = inner;
     Value* g = tile::build(b, "tile.group_id", {});
     lane_ = tile::build(b, "tile.linear_id", {});
@@ -439,29 +447,28 @@ TileKernel lower_resize(const ir::Operation& kernel, ir::Module& out, const std:
   const std::int64_t in_len = x.shape[static_cast<std::size_t>(axis)].size;
   const std::int64_t len = root.attrs().get_int("length");
   const bool complex = is_complex(x.dtype());
-  const NumericsPolicy p = complex ? default_policy(complex_part(x.dtype())) : buffer_policy(x.policy);
+  const NumericsPolicy p = complex ? part_buffer_policy(x.policy) : buffer_policy(x.policy);
   TileKernel result;
   std::vector<std::pair<std::string, Type>> params;
   params.emplace_back("in0", Type::gmem({ir::Dim::named("m0")}, p));
   params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, p, /*is_mut=*/true));
-  const std::size_t first_inner = static_cast<std::size_t>(axis) + 1;
-  for (std::size_t d = first_inner; d < x.shape.size(); ++d) {
-    params.emplace_back("d" + std::to_string(d), Type::lane(DType::int64));
-    result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, 0});
-  }
+  add_inner_dims(x, axis, params, result);
   const std::int64_t lanes = group_lanes(kernel, kResizeLanes);
   ir::Operation* func =
       tile::build_kernel(out, name, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel.location());
   ir::Block& fb = ir::function_body(*func);
   ir::OpBuilder b(fb);
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-  Value* inner = integer(b, 1);
-  for (std::size_t d = first_inner, k = 2; d < x.shape.size(); ++d, ++k) inner = index_op(b, "mul", inner, fb.argument(k));
+  Value* inner = inner_stride(b, fb, 2, result.scalars.size());
   Value* e = global_lane(b, lanes);
   // The result's element count, in parts for a complex result.
   Value* total = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
   if (complex) total = op2(b, "div", total, integer(b, 2));
   const int parts = complex ? 2 : 1;
+  // Part `part` of element `at` in a buffer of parts.
+  auto part_of = [&](ir::OpBuilder& ib, Value* at, int part) {
+    return parts == 1 ? at : index_op(ib, "add", index_op(ib, "mul", at, integer(ib, 2)), integer(ib, part));
+  };
   if_then(b, cmp(b, "lt", e, total), [&](ir::OpBuilder& tb) {
     Value* i = op2(tb, "rem", e, inner);
     Value* row = op2(tb, "div", e, inner);
@@ -472,15 +479,13 @@ TileKernel lower_resize(const ir::Operation& kernel, ir::Module& out, const std:
         [&](ir::OpBuilder& cb) {
           Value* from = index_op(cb, "add", index_op(cb, "mul", index_op(cb, "add", index_op(cb, "mul", o, integer(cb, in_len)), k), inner), i);
           for (int part = 0; part < parts; ++part) {
-            Value* src = parts == 1 ? from : index_op(cb, "add", index_op(cb, "mul", from, integer(cb, 2)), integer(cb, part));
-            Value* dst = parts == 1 ? e : index_op(cb, "add", index_op(cb, "mul", e, integer(cb, 2)), integer(cb, part));
-            cb.create("tile.store_elem", {fb.argument(1), dst, tile::build(cb, "tile.load_elem", {fb.argument(0), src})});
+            Value* value = tile::build(cb, "tile.load_elem", {fb.argument(0), part_of(cb, from, part)});
+            cb.create("tile.store_elem", {fb.argument(1), part_of(cb, e, part), value});
           }
         },
         [&](ir::OpBuilder& zb) {
           for (int part = 0; part < parts; ++part) {
-            Value* dst = parts == 1 ? e : index_op(zb, "add", index_op(zb, "mul", e, integer(zb, 2)), integer(zb, part));
-            zb.create("tile.store_elem", {fb.argument(1), dst, tile::build_real(zb, 0.0, p)});
+            zb.create("tile.store_elem", {fb.argument(1), part_of(zb, e, part), tile::build_real(zb, 0.0, p)});
           }
         });
   });
@@ -499,18 +504,8 @@ bool fft_covers(const ir::Operation& kernel, std::string* why) {
     if (why) *why = std::move(reason);
     return false;
   };
-  const std::string_view name = root.name();
-  if (name != "graph.fft" && name != "graph.fft_resize") return fail("no FFT template for '" + std::string(name) + "'");
-  for (const ir::Value* v : {root.operand(0), root.result(0)}) {
-    const NumericsPolicy& p = v->type().policy;
-    if (p.rounding != Rounding::nearest_even) {
-      return fail(std::string(name) + " with a " + std::string(rounding_name(p.rounding)) +
-                  "-rounded value: the FFT template rounds to nearest even only");
-    }
-    if (is_complex(p.storage)) continue;
-    if (auto bad = unsupported_policy(p)) return fail(std::string(name) + ": " + *bad);
-  }
-  if (name == "graph.fft") {
+  if (auto bad = part_policies_unsupported(root)) return fail(*bad);
+  if (root.name() == "graph.fft") {
     const std::int64_t bytes = line_bytes(root);
     const bool scratch = in_scratch(root, kernel);
     const std::int64_t most = scratch ? kScratchLineBytes : kCpuLineBytes;

@@ -6,6 +6,7 @@
 #include <numbers>
 #include <set>
 
+#include "tessera/numerics/convert.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/support/error.h"
 #include "tessera/tile/tile_builder.h"
@@ -56,6 +57,27 @@ std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stoc
 NumericsPolicy buffer_policy(NumericsPolicy p) {
   if (p.rounding == Rounding::stochastic) p.rounding = Rounding::nearest_even;
   return p;
+}
+
+NumericsPolicy part_buffer_policy(NumericsPolicy p) {
+  p.storage = complex_part(p.storage);
+  p.accum = complex_part(p.accum);
+  return buffer_policy(p);
+}
+
+std::optional<std::string> part_policies_unsupported(const ir::Operation& root) {
+  std::vector<const ir::Value*> values(root.operands().begin(), root.operands().end());
+  values.push_back(root.result(0));
+  for (const ir::Value* v : values) {
+    const NumericsPolicy& p = v->type().policy;
+    if (p.rounding != Rounding::nearest_even) {
+      return std::string(root.name()) + " with a " + std::string(rounding_name(p.rounding)) +
+             "-rounded value: this template rounds to nearest even only";
+    }
+    if (is_complex(p.storage)) continue;
+    if (auto bad = unsupported_policy(p)) return std::string(root.name()) + ": " + *bad;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first, bool stochastic) {

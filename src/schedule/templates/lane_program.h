@@ -30,6 +30,16 @@ bool lane_op_covered(std::string_view op_name);
 // draws the reference's bits for them; the other templates do not yet).
 std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stochastic = false);
 
+// Why a template that reads complex buffers as their parts (fft.cpp,
+// complex_parts.cpp) cannot take `root`'s operands and result (nullopt: it
+// can): each must round to nearest even, and a real one be a kernel
+// parameter (unsupported_policy).
+std::optional<std::string> part_policies_unsupported(const ir::Operation& root);
+
+// The buffer policy of a complex value's parts (fp32 for complex64, fp64
+// for complex128; the accumulation type likewise).
+NumericsPolicy part_buffer_policy(NumericsPolicy p);
+
 // A buffer parameter's policy: stochastic rounding happens in the lane
 // program (tile.round_stochastic), so a store only encodes a value that is
 // already representable, and reads never round.
