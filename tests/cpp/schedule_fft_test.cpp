@@ -10,6 +10,7 @@
 namespace tessera {
 namespace {
 
+using schedule_test::expect_bitwise_equal;
 using schedule_test::ScopedEnv;
 using schedule_test::test_options;
 
@@ -25,23 +26,6 @@ Tensor complex_sample(std::vector<std::int64_t> shape, DType dtype, unsigned see
 
 Tensor real_sample(std::vector<std::int64_t> shape, const NumericsPolicy& p, unsigned seed) {
   return schedule_test::sample(std::move(shape), p, seed, /*specials=*/false);
-}
-
-// Bit for bit, part by part for complex results; a NaN matches any NaN (the
-// sign and payload of an arithmetic NaN are left open: schedule_test_support.h).
-void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  ASSERT_EQ(got.policy(), want.policy()) << what;
-  const Tensor g = is_complex(got.dtype()) ? got.as_parts() : got;
-  const Tensor w = is_complex(want.dtype()) ? want.as_parts() : want;
-  const auto gc = g.codes();
-  const auto wc = w.codes();
-  const auto gv = g.to_values();
-  const auto wv = w.to_values();
-  for (std::size_t i = 0; i < gc.size(); ++i) {
-    if (std::isnan(gv[i]) && std::isnan(wv[i])) continue;
-    ASSERT_EQ(gc[i], wc[i]) << what << ": part " << i << " differs (" << gv[i] << " vs reference " << wv[i] << ")";
-  }
 }
 
 std::string fft_op(const std::string& result, const std::string& x, int axis, std::int64_t n, const std::string& kind,
@@ -109,7 +93,7 @@ void check_cases(const std::string& what) {
     const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
-      expect_same_bits(got[i], want[i], what + ", batch " + std::to_string(batch) + ", result " + std::to_string(i));
+      expect_bitwise_equal(got[i], want[i], what + ", batch " + std::to_string(batch) + ", result " + std::to_string(i));
     }
   }
 }
@@ -186,7 +170,7 @@ TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   const std::vector<Tensor> got = exe->run(args);
   const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
   ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], want[i], "result " + std::to_string(i));
+  for (std::size_t i = 0; i < got.size(); ++i) expect_bitwise_equal(got[i], want[i], "result " + std::to_string(i));
 }
 
 // Compiling one c2c transform of a [1, n] `dtype` tensor raises a

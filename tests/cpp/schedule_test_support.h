@@ -56,9 +56,13 @@ inline Tensor sample(std::vector<std::int64_t> shape, const NumericsPolicy& p, u
 // Bit for bit, except that a NaN matches any NaN: IEEE 754 leaves the sign
 // and payload of an arithmetic NaN result open, and a compiler may commute
 // the operands of a product (seen with g++ 13: -NaN * NaN gave +NaN).
-inline void expect_bitwise_equal(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  ASSERT_EQ(got.policy(), want.policy()) << what;
+// Complex tensors compare part by part (element i's parts are 2i and 2i + 1).
+inline void expect_bitwise_equal(const Tensor& got_tensor, const Tensor& want_tensor, const std::string& what) {
+  ASSERT_EQ(got_tensor.shape(), want_tensor.shape()) << what;
+  ASSERT_EQ(got_tensor.policy(), want_tensor.policy()) << what;
+  const bool parts = is_complex(got_tensor.dtype());
+  const Tensor got = parts ? got_tensor.as_parts() : got_tensor;
+  const Tensor want = parts ? want_tensor.as_parts() : want_tensor;
   const auto g = got.codes();
   const auto w = want.codes();
   const auto gv = got.to_values();
