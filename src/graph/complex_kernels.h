@@ -18,11 +18,12 @@ namespace tessera::graph {
 
 using Complex = std::complex<double>;
 
-// The complex product and quotient of the reference kernels, in double
+// The complex product, quotient, magnitude and exponential of the reference kernels, in double
 // (complex_ops.cpp gives the formulas; compiled kernels use the same).
 Complex complex_mul(Complex a, Complex b);
 Complex complex_div(Complex a, Complex b);
 double complex_abs(Complex a);
+Complex complex_exp(Complex a);
 
 // Values in row-major order -> a complex tensor of `type`, each part rounded
 // to the accumulation type and then to the part storage.

@@ -25,7 +25,12 @@
 //                      with a NaN), 0 if m is 0, NaN otherwise for a NaN part.
 //                      IEEE operations only, so a GPU computes the same bits
 //                      (the C library's hypot differs in the last bit)
-//   exp                std::exp of std::complex<double>
+//   exp                e^ar cos(ai) + (e^ar sin(ai)) i with Tessera's own exp,
+//                      sin and cos (tessera/numerics/elementary.h,
+//                      trigonometric.h), and an imaginary part of +-0 kept
+//                      as it is (so exp(inf + 0i) = inf + 0i). Unlike C's
+//                      Annex G, a non-finite ai gives NaN parts even when
+//                      ar = -inf (C: +-0 +-0i)
 #include <cmath>
 #include <limits>
 
@@ -34,6 +39,8 @@
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
 #include "tessera/graph/promotion.h"
+#include "tessera/numerics/elementary.h"
+#include "tessera/numerics/trigonometric.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -125,6 +132,12 @@ double complex_abs(Complex a) {
   return m == 0.0 ? m : h;
 }
 
+Complex complex_exp(Complex a) {
+  const double e = elementary::exp(a.real());
+  const elementary::SinCos sc = elementary::sincos(a.imag());
+  return {e * sc.cos, a.imag() == 0.0 ? a.imag() : e * sc.sin};
+}
+
 Tensor make_complex_result(std::span<const Complex> values, const ir::Type& type) {
   const DType accum = type.policy.accum;
   std::vector<Complex> rounded(values.begin(), values.end());
@@ -161,7 +174,7 @@ std::vector<Tensor> run_complex_elementwise(std::string_view op, const KernelCal
   else if (op == "graph.mul") z = map_complex(call, [](std::span<const Complex> a) { return complex_mul(a[0], a[1]); });
   else if (op == "graph.div") z = map_complex(call, [](std::span<const Complex> a) { return complex_div(a[0], a[1]); });
   else if (op == "graph.neg") z = map_complex(call, [](std::span<const Complex> a) { return -a[0]; });
-  else if (op == "graph.exp") z = map_complex(call, [](std::span<const Complex> a) { return std::exp(a[0]); });
+  else if (op == "graph.exp") z = map_complex(call, [](std::span<const Complex> a) { return complex_exp(a[0]); });
   else raise(ErrorCode::Internal, std::string(op) + " has no complex reference kernel");
   return {make_complex_result(z, out)};
 }

@@ -16,6 +16,7 @@
 #include "graph/shape_rules.h"
 #include "tessera/graph/promotion.h"
 #include "tessera/numerics/elementary.h"
+#include "tessera/numerics/trigonometric.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph {
@@ -179,6 +180,8 @@ void register_elementwise_ops(ir::Registry& r) {
   add_unary(r, "sqrt", "Elementwise square root.", Needs::floating, [](double x) { return std::sqrt(x); });
   add_unary(r, "rsqrt", "Elementwise 1/sqrt(x).", Needs::floating, [](double x) { return 1.0 / std::sqrt(x); });
   add_unary(r, "tanh", "Elementwise hyperbolic tangent.", Needs::floating, [](double x) { return elementary::tanh(x); });
+  add_unary(r, "sin", "Elementwise sine (radians).", Needs::floating, [](double x) { return elementary::sin(x); });
+  add_unary(r, "cos", "Elementwise cosine (radians).", Needs::floating, [](double x) { return elementary::cos(x); });
   add_unary(r, "sigmoid", "Elementwise 1/(1+e^-x), overflow-free.", Needs::floating, sigmoid);
   add_unary(r, "relu", "Elementwise max(x, 0); NaN stays NaN.", Needs::any,
             [](double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); });

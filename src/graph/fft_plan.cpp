@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "tessera/numerics/trigonometric.h"
 #include "tessera/support/error.h"
 
 namespace tessera::graph::fft {
@@ -27,8 +28,10 @@ Cx<T> twiddle(std::int64_t N, std::int64_t q, bool inverse) {
     }
   }
   const double angle = -2.0 * std::numbers::pi * static_cast<double>(q) / static_cast<double>(N);
-  const double s = std::sin(angle);
-  return {static_cast<T>(std::cos(angle)), static_cast<T>(inverse ? -s : s)};
+  // Tessera's own sine and cosine: a plan's twiddles do not depend on the
+  // host's C library.
+  const elementary::SinCos sc = elementary::sincos(angle);
+  return {static_cast<T>(sc.cos), static_cast<T>(inverse ? -sc.sin : sc.sin)};
 }
 
 template <class T>

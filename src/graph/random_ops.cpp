@@ -30,6 +30,7 @@
 #include "graph/shape_rules.h"
 #include "tessera/numerics/convert.h"
 #include "tessera/numerics/elementary.h"
+#include "tessera/numerics/trigonometric.h"
 #include "tessera/numerics/philox.h"
 #include "tessera/support/error.h"
 
@@ -95,7 +96,7 @@ std::vector<Tensor> run_randn(const KernelCall& call) {
   for (std::size_t n = 0; n < v.size(); ++n) {
     double u1 = static_cast<double>((random_bits32(seed, offset + 2 * n) >> 8) + 1) / kTwoPow24;
     double u2 = uniform_at(seed, offset + 2 * n + 1);
-    v[n] = std::sqrt(-2.0 * elementary::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    v[n] = std::sqrt(-2.0 * elementary::log(u1)) * elementary::cos(2.0 * std::numbers::pi * u2);
   }
   return {make_result(v, rt)};
 }

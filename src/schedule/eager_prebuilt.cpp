@@ -35,8 +35,8 @@ std::vector<Call> common_calls() {
   const DType f32 = DType::fp32;
   const std::vector<DType> floats = {DType::fp32, DType::bf16, DType::fp16};
   for (DType d : floats) {
-    for (const char* op : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "relu", "gelu",
-                           "erf"}) {
+    for (const char* op : {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "silu", "relu",
+                           "gelu", "erf"}) {
       calls.push_back({op, {{{2}, d}}, {}});
     }
     // Same shapes (any rank collapses to one dim), a scalar on either side,

@@ -78,7 +78,7 @@ Family family_of(const ir::Operation& graph_op) {
   static const std::map<std::string, Family, std::less<>> families = [] {
     std::map<std::string, Family, std::less<>> m;
     for (const char* n : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
-                          "gt", "ge", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu",
+                          "gt", "ge", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "relu",
                           "silu", "gelu", "erf", "where", "cast", "broadcast_to"}) {
       m[std::string("graph.") + n] = Family::elementwise;
     }
@@ -105,10 +105,10 @@ Family family_of(const ir::Operation& graph_op) {
     }
     return m;
   }();
-  // Casts to or from a complex dtype and complex add, sub, mul, div, neg and
-  // abs compute part by part (templates/complex_parts.cpp).
-  static const std::set<std::string, std::less<>> complex_lanes = {"graph.cast", "graph.add", "graph.sub", "graph.mul",
-                                                                   "graph.div", "graph.neg", "graph.abs"};
+  // Casts to or from a complex dtype and complex add, sub, mul, div, neg, abs
+  // and exp compute part by part (templates/complex_parts.cpp).
+  static const std::set<std::string, std::less<>> complex_lanes = {
+      "graph.cast", "graph.add", "graph.sub", "graph.mul", "graph.div", "graph.neg", "graph.abs", "graph.exp"};
   if (complex_lanes.count(graph_op.name()) && graph_op.num_results() == 1) {
     bool complex = is_complex(graph_op.result(0)->type().dtype());
     for (const ir::Value* v : graph_op.operands()) complex = complex || is_complex(v->type().dtype());

@@ -172,6 +172,7 @@ void register_lane_ops(ir::Registry& r) {
   add_unary(r, "tanh", "Hyperbolic tangent, rounded once.", Domain::floating);
   add_unary(r, "erf", "Error function, rounded once.", Domain::floating);
   add_unary(r, "cos", "Cosine, rounded once.", Domain::floating);
+  add_unary(r, "sin", "Sine, rounded once.", Domain::floating);
   // A cheaper exp for fp32 lanes whose callers can redo the rare unsure
   // elements (tessera/numerics/elementary.h, exp_f32_or_nan).
   r.add(OpDef{

@@ -7,7 +7,7 @@ in the last place of the storage format (compared on encodings):
 - exact (0 ulp): add, sub, mul, div, maximum, minimum, neg, abs, sqrt, rsqrt,
   relu, where and the comparisons, whose float64 results are correctly
   rounded or exact, so both sides round the same number;
-- 1 ulp: exp, log, tanh, sigmoid, silu, gelu, pow, whose float64 values may
+- 1 ulp: exp, log, tanh, sin, cos, sigmoid, silu, gelu, pow, whose float64 values may
   differ from numpy's in the last bit and so may round the other way.
 fp64 storage: exact for the first group, relative 1e-13 plus absolute 1e-15
 for the second (the absolute part covers gelu's 1 + erf cancellation near -4).
@@ -43,6 +43,8 @@ UNARY = {
     "sqrt": (np.sqrt, "positive", True),
     "rsqrt": (lambda x: 1.0 / np.sqrt(x), "positive", True),
     "tanh": (np.tanh, "any", False),
+    "sin": (np.sin, "any", False),
+    "cos": (np.cos, "any", False),
     "sigmoid": (_sigmoid, "any", False),
     "relu": (lambda x: np.where(np.isnan(x) | (x > 0), x, 0.0), "any", True),  # NaN stays NaN
     "silu": (lambda x: x * _sigmoid(x), "any", False),

@@ -155,6 +155,10 @@ void register_elementwise_rules() {
     Value* y = y_of(c, op);
     return sub(c, like(c, y, 1.0), mul(c, y, y));
   });
+  unary("graph.sin", [](RuleContext& c, ir::Operation& op) { return c.op("graph.cos", {x_of(c, op)}); });
+  unary("graph.cos", [](RuleContext& c, ir::Operation& op) {
+    return c.op("graph.neg", {c.op("graph.sin", {x_of(c, op)})});
+  });
   unary("graph.sigmoid", [](RuleContext& c, ir::Operation& op) {
     Value* y = y_of(c, op);
     return mul(c, y, sub(c, like(c, y, 1.0), y));

@@ -89,12 +89,13 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   // The absolute value is exact in every signed float format.
   if (n == "abs") return "std::fabs(" + x + ")";
-  // exp, log, tanh and erf are Tessera's own (tessera/numerics/elementary.h),
-  // the reference's and the CUDA kernels' too; sqrt is correctly rounded anyway.
-  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") {
+  // exp, log, tanh, erf, sin and cos are Tessera's own
+  // (tessera/numerics/elementary.h, trigonometric.h), the reference's and the
+  // CUDA kernels' too; sqrt is correctly rounded anyway.
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf" || n == "sin" || n == "cos") {
     return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
   }
-  if (n == "sqrt" || n == "cos") return rounded(p, "std::" + n + "(" + as_double(x) + ")");
+  if (n == "sqrt") return rounded(p, "std::sqrt(" + as_double(x) + ")");
   if (n == "exp_or_nan") return "tessera::elementary::exp_f32_or_nan(" + x + ")";
   unsupported(op, "unknown unary op");
 }
@@ -208,7 +209,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (ctx.bounds && ctx.bounds->plain(op)) return "(" + a[0] + (n == "add" ? " + " : " * ") + a[1] + ")";
   if (auto e = codegen::common_lane_expr(op, a, cpp_dtype, [&] { return where(op, ctx); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
-      n == "cos" || n == "exp_or_nan")
+      n == "cos" || n == "sin" || n == "exp_or_nan")
     return unary(op, n, a[0]);
   if (n == "philox") {
     return "static_cast<std::int64_t>(tessera::random_bits32(static_cast<std::uint64_t>(" +

@@ -13,6 +13,7 @@ set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
 set(TESSERA_CUDA_SHARED_HEADERS
   numerics/elementary.h
   numerics/narrow_elementary.h
+  numerics/trigonometric.h
 )
 set(TESSERA_EMBEDDED_HEADERS "")
 foreach(header ${TESSERA_CUDA_DEVICE_HEADERS} ${TESSERA_CUDA_SHARED_HEADERS})

@@ -773,7 +773,7 @@ bool Lowering::lower_lane_op(const ir::Operation& op) {
              n == "tile.min" || n == "tile.max" || n == "tile.floordiv") {
     lower_lane_binary(op, n.substr(5));
   } else if (n == "tile.neg" || n == "tile.abs" || n == "tile.exp" || n == "tile.log" || n == "tile.sqrt" ||
-             n == "tile.tanh" || n == "tile.erf" || n == "tile.cos" || n == "tile.exp_or_nan") {
+             n == "tile.tanh" || n == "tile.erf" || n == "tile.cos" || n == "tile.sin" || n == "tile.exp_or_nan") {
     values_[op.result()] = lane_unary(op, n.substr(5), get(op.operand(0), op));
   } else if (n == "tile.fma") {
     Value a = get(op.operand(0), op), b = get(op.operand(1), op), c = get(op.operand(2), op);

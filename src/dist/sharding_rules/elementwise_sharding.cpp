@@ -19,7 +19,7 @@ void register_elementwise_sharding() {
   }
   for (const char* name : {"abs",   "div",     "eq",      "erf", "exp",  "ge",    "gelu", "gt",      "le",
                            "log",   "lt",      "maximum", "minimum", "mul", "ne",  "pow",  "relu",    "rsqrt",
-                           "sigmoid", "silu",  "sqrt",    "tanh", "where", "cast",
+                           "sigmoid", "silu",  "sqrt",    "tanh", "sin", "cos", "where", "cast",
                            "real",  "imag",    "conj",    "complex"}) {
     register_sharding_rule(std::string("graph.") + name,
                            [](const ShardingQuery& q) { return broadcast_plan(q, /*linear=*/false); });

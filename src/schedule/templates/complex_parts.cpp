@@ -6,12 +6,12 @@
 // to storage) and stored. complex(re, im) broadcasts its operands as the
 // reference does; a cast to complex sets the imaginary part to 0, a cast
 // from complex keeps the real part.
-// Complex add, sub, neg, mul, div and abs (any operand complex; a real one
-// has imaginary part 0) compute in fp64 lanes by the reference's formulas
+// Complex add, sub, neg, mul, div, abs and exp (any operand complex; a real
+// one has imaginary part 0) compute in fp64 lanes by the reference's formulas
 // (graph/complex_ops.cpp: the naive product, Smith's quotient, a scaled
-// magnitude), every step rounded to fp64 as the reference rounds it, so
-// results never depend on the target. exp (std::exp in the reference) has
-// no compiled kernel yet.
+// magnitude, e^re (cos im + i sin im) with Tessera's own exp, sin and cos),
+// every step rounded to fp64 as the reference rounds it, so results never
+// depend on the target.
 //
 // Complex buffers are passed as their parts (Tensor::as_parts).
 #include <limits>
@@ -151,6 +151,13 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
       Value* any_inf = op2(tb, "or", x_inf, cmp(tb, "gt", ay, largest));
       Value* finite = select(tb, cmp(tb, "eq", m, real(tb, 0.0)), m, h);
       return store_real(select(tb, any_inf, select(tb, x_inf, ax, ay), finite));
+    }
+    if (op == "graph.exp") {
+      // The reference's formula (graph/complex_ops.cpp, complex_exp).
+      const auto [re, im] = element(0, nullptr);
+      Value* e = op1(tb, "exp", re);
+      Value* im_out = select(tb, cmp(tb, "eq", im, real(tb, 0.0)), im, op2(tb, "mul", e, op1(tb, "sin", im)));
+      return store_complex(op2(tb, "mul", e, op1(tb, "cos", im)), im_out);
     }
     if (op == "graph.neg") {
       const auto [re, im] = element(0, nullptr);

@@ -25,7 +25,7 @@ const std::map<std::string_view, const char*> kComparisons = {{"eq", "eq"}, {"ne
                                                               {"le", "le"}, {"gt", "gt"}, {"ge", "ge"}};
 const std::map<std::string_view, const char*> kUnaries = {{"neg", "neg"}, {"abs", "abs"},   {"exp", "exp"},
                                                           {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"},
-                                                          {"erf", "erf"}};
+                                                          {"erf", "erf"}, {"sin", "sin"}, {"cos", "cos"}};
 // Ops lower_op spells out as formulas of several lane ops.
 const std::set<std::string_view> kComposites = {"rsqrt", "sigmoid", "silu", "relu",         "gelu",
                                                 "where", "cast",    "constant", "broadcast_to"};
@@ -46,8 +46,8 @@ std::optional<std::string> unsupported_policy(const NumericsPolicy& p, bool stoc
   // Lanes hold one real value; complex values (two parts) have no lane type
   // yet. The FFT and complex-parts templates read complex buffers as parts.
   if (is_complex(p.storage)) return "a complex dtype (" + std::string(name(p.storage)) + ": lanes hold real values only; "
-                                    "complex add, sub, mul, div, neg, abs, casts, real, imag, conj, complex and the FFTs "
-                                    "have kernels of their own, complex exp has no compiled kernel yet)";
+                                    "complex add, sub, mul, div, neg, abs, exp, casts, real, imag, conj, complex and the "
+                                    "FFTs have kernels of their own)";
   if (p.rounding == Rounding::stochastic && !stochastic) {
     return "rounding 'stochastic' (this template rounds without per-element random bits)";
   }

@@ -28,6 +28,7 @@
 #include "tessera/numerics/convert.h"
 #include "tessera/numerics/elementary.h"
 #include "tessera/numerics/philox.h"
+#include "tessera/numerics/trigonometric.h"
 #include "tessera_cpu/fault.h"
 
 namespace tessera_cpu {

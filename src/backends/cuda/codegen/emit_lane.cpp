@@ -71,12 +71,12 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
-  // exp, log, tanh and erf are Tessera's own (tessera/numerics/elementary.h),
-  // the same code as the reference's and the CPU kernels', so the same bits.
-  if (n == "exp" || n == "log" || n == "tanh" || n == "erf") {
+  // exp, log, tanh, erf, sin and cos are Tessera's own
+  // (tessera/numerics/elementary.h, trigonometric.h), the same code as the
+  // reference's and the CPU kernels', so the same bits.
+  if (n == "exp" || n == "log" || n == "tanh" || n == "erf" || n == "sin" || n == "cos") {
     return rounded(p, "tessera::elementary::" + n + "(" + as_double(x) + ")");
   }
-  if (n == "cos") return rounded(p, n + "(" + as_double(x) + ")");
   if (n == "exp_or_nan") return "tessera::elementary::exp_f32_or_nan(" + x + ")";
   unsupported(op, "unknown unary op");
 }
@@ -162,7 +162,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "num_groups") return "p.grid";
   if (auto e = codegen::common_lane_expr(op, a, cu_dtype, [] { return std::string("W"); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
-      n == "cos" || n == "exp_or_nan")
+      n == "cos" || n == "sin" || n == "exp_or_nan")
     return unary(op, n, a[0]);
   if (n == "philox") {
     return "(tsr::i64)tsr::random_bits32((tsr::u64)" + cu_int_literal(op.attrs().get_int("seed")) + ", (tsr::u64)(" +

@@ -15,6 +15,7 @@
 #include "tessera/numerics.cuh"
 #include "tessera/numerics/elementary.h"
 #include "tessera/numerics/narrow_elementary.h"
+#include "tessera/numerics/trigonometric.h"
 
 namespace tsr {
 
