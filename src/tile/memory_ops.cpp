@@ -37,6 +37,18 @@ void require_vector_access(const Type& buf, std::int64_t count, const std::strin
   }
 }
 
+// `in_bounds = true`: the template that built the access proves its index
+// inside the buffer (an index made of lane ids and compile-time sizes only,
+// never of data). The CUDA backend then emits the access without its check
+// and fault record, which were most of an FFT pass's instructions; the CPU
+// backend keeps checking, so a broken proof faults in the CPU tests.
+ir::AttrSpec in_bounds_attr() {
+  return {.name = "in_bounds",
+          .kind = AttrKind::boolean,
+          .required = false,
+          .doc = "the index is proven inside the buffer by construction; backends may skip the bounds check"};
+}
+
 }  // namespace
 
 DType reduce_sum_accum(DType storage) {
@@ -51,6 +63,7 @@ void register_memory_ops(ir::Registry& r) {
       .summary = "Reads one element of a gmem or smem buffer (one index per dim); out of bounds is a runtime error.",
       .operands = {"buffer", "indices"},
       .variadic = true,
+      .attrs = {in_bounds_attr()},
       .effect = ir::Effect::state,
       .infer =
           [](std::span<const Type> in, const AttrMap&) {
@@ -64,6 +77,7 @@ void register_memory_ops(ir::Registry& r) {
       .summary = "Writes one element (the last operand) of a smem or mut gmem buffer at the given indices.",
       .operands = {"buffer", "indices_and_value"},
       .variadic = true,
+      .attrs = {in_bounds_attr()},
       .effect = ir::Effect::state,
       .num_results = 0,
       .infer =

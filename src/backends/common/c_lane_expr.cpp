@@ -24,6 +24,15 @@ bool is_lane_value_op(const ir::Operation& op) {
   return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
 }
 
+namespace {
+bool positive_constant(const ir::Value* v) {
+  const ir::Operation* d = v->defining_op();
+  if (d == nullptr || d->name() != "tile.const") return false;
+  const ConstantValue c = constant_value(*d);
+  return c.kind == ConstantValue::Kind::integer && c.integer > 0;
+}
+}  // namespace
+
 ConstantValue constant_value(const ir::Operation& op) {
   ConstantValue c;
   c.policy = op.attrs().get_policy("policy");
@@ -82,6 +91,13 @@ std::optional<std::string> common_lane_expr(const ir::Operation& op, const std::
     if (n == "add") return "(" + a[0] + " + " + a[1] + ")";
     if (n == "sub") return "(" + a[0] + " - " + a[1] + ")";
     if (n == "mul") return "(" + a[0] + " * " + a[1] + ")";
+  }
+  // A quotient or remainder by a positive constant cannot fault or
+  // overflow: plain C arithmetic (whose truncation the helpers share), which
+  // a compiler turns into shifts and multiplications (index math: an FFT
+  // pass's stride arithmetic).
+  if ((n == "div" || n == "rem") && positive_constant(op.operand(1))) {
+    return "(" + a[0] + (n == "div" ? " / " : " % ") + a[1] + ")";
   }
   if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";
   if (n == "sub") return "tsr::isub<" + dt + ">(" + a[0] + ", " + a[1] + ")";

@@ -207,13 +207,27 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return "tsr::convert<" + cu_dtype(to.storage) + ", " + cu_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
            cu_rounding_args(to) + ")";
   }
-  if (n == "load_elem") return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
+  if (n == "load_elem") {
+    if (proven_in_bounds(op)) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+    return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
+  }
   return binary(op, n, a);
 }
 
 std::string store_overflow(const ir::Operation& op) { return cu_overflow(op.operand(0)->type().policy.overflow); }
 
+// An access whose template proves its index in bounds (tile.load_elem's
+// `in_bounds`, memory_ops.cpp) goes without the check and fault record.
+bool proven_in_bounds(const ir::Operation& op) {
+  const ir::Attribute* a = op.attrs().find("in_bounds");
+  return a != nullptr && std::get<bool>(*a);
+}
+
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
+  if (proven_in_bounds(op)) {
+    return "tsr::store_u(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " +
+           store_overflow(op) + ");";
+  }
   return "tsr::store(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " + store_overflow(op) +
          ", W);";
 }

@@ -56,6 +56,8 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
 // The overflow mode of a store into its buffer (a tsr:: constant).
 std::string store_overflow(const ir::Operation& op);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
+// Whether a tile.load_elem / tile.store_elem carries a true `in_bounds`.
+bool proven_in_bounds(const ir::Operation& op);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);
 
 }  // namespace tessera::cuda::detail
