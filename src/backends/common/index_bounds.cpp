@@ -11,8 +11,9 @@ namespace {
 constexpr std::uint64_t kPlainLimit = std::uint64_t{1} << 62;
 }  // namespace
 
-IndexBounds::IndexBounds(const ir::Operation& func, const std::unordered_set<std::string>& scalar_symbols)
-    : scalar_symbols_(scalar_symbols) {
+IndexBounds::IndexBounds(const ir::Operation& func, const std::unordered_set<std::string>& scalar_symbols,
+                         std::uint64_t linear_id_limit)
+    : scalar_symbols_(scalar_symbols), linear_id_limit_(linear_id_limit) {
   visit(ir::function_body(func));
 }
 
@@ -38,10 +39,21 @@ void IndexBounds::visit(const ir::Block& block) {
     if (n == "const") {
       const ConstantValue c = constant_value(op);
       if (c.kind == ConstantValue::Kind::integer && c.integer >= 0) bound_[result] = static_cast<std::uint64_t>(c.integer);
-    } else if (n == "linear_id" || n == "group_id" || n == "num_groups") {
+    } else if (n == "linear_id") {
+      bound_[result] = linear_id_limit_;
+    } else if (n == "group_id" || n == "num_groups") {
       bound_[result] = kIndexLimit;
     } else if (n == "symbol") {
       if (scalar_symbols_.count(op.attrs().get_string("name")) == 0) bound_[result] = kIndexLimit;
+    } else if ((n == "div" || n == "rem") && op.num_operands() == 2) {
+      // By a positive constant c: a / c <= a, a % c <= min(a, c - 1).
+      const ir::Operation* d = op.operand(1)->defining_op();
+      const std::uint64_t* a = bound(op.operand(0));
+      if (a == nullptr || d == nullptr || short_name(*d) != "const") continue;
+      const ConstantValue c = constant_value(*d);
+      if (c.kind != ConstantValue::Kind::integer || c.integer <= 0) continue;
+      const auto cu = static_cast<std::uint64_t>(c.integer);
+      bound_[result] = n == "div" ? *a / cu : std::min(*a, cu - 1);
     } else if ((n == "add" || n == "mul" || n == "min") && op.num_operands() == 2) {
       const std::uint64_t* a = bound(op.operand(0));
       const std::uint64_t* b = bound(op.operand(1));

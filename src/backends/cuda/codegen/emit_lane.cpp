@@ -160,6 +160,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "symbol") return ctx.symbol(op.attrs().get_string("name"));
   if (n == "linear_id") return ctx.linear_id;
   if (n == "num_groups") return "p.grid";
+  if (ctx.bounds && ctx.bounds->plain(op)) return "(" + a[0] + (n == "add" ? " + " : " * ") + a[1] + ")";
   if (auto e = codegen::common_lane_expr(op, a, cu_dtype, [] { return std::string("W"); })) return *e;
   if (n == "neg" || n == "abs" || n == "exp" || n == "log" || n == "sqrt" || n == "tanh" || n == "erf" ||
       n == "cos" || n == "sin" || n == "exp_or_nan")

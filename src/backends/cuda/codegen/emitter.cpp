@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -116,6 +117,18 @@ class Emitter {
       out_.block_threads = static_cast<int>(out_.group_size);
     }
     bind_params(body);
+    // Index bounds: a thread's linear_id is below the block size, so index
+    // arithmetic built from it and constants stays in 32-bit registers
+    // (int), which halves its instructions (64-bit adds and shifts are two
+    // each). Symbols a scalar argument binds, or specialized outside the
+    // extent range, bound nothing.
+    for (const KernelParam& p : out_.params)
+      if (!p.is_buffer) scalar_symbols_.insert(p.name);
+    for (const auto& [name, value] : options_.specialize)
+      if (value < 0 || static_cast<std::uint64_t>(value) >= codegen::kIndexLimit) scalar_symbols_.insert(name);
+    bounds_ = std::make_unique<codegen::IndexBounds>(
+        func_, scalar_symbols_,
+        out_.group_shape.empty() ? codegen::kIndexLimit : static_cast<std::uint64_t>(out_.group_size - 1));
     analyse(body);
     decide_layouts();
     plan_tma(body);
@@ -548,11 +561,18 @@ class Emitter {
     body_ += '\n';
   }
 
+  // Operand names; int (narrow) operands of an op whose result is not known
+  // to fit an int are widened first, so their arithmetic is 64-bit.
   std::vector<std::string> args_of(const ir::Operation& op) {
+    const bool int_result = op.num_results() == 1 && narrow_index(op.result(0));
     std::vector<std::string> a;
     for (const ir::Value* v : op.operands()) {
       auto it = name_.find(v);  // a tile_load the mma reads in place has no variable
-      a.push_back(it != name_.end() ? it->second : std::string());
+      if (it == name_.end()) {
+        a.emplace_back();
+      } else {
+        a.push_back(!int_result && narrow_index(v) ? "((tsr::i64)" + it->second + ")" : it->second);
+      }
     }
     return a;
   }
@@ -561,6 +581,7 @@ class Emitter {
     LaneContext c;
     c.linear_id = out_.group_shape.empty() ? "group" : "((tsr::i64)tid)";
     c.symbol = [this](const std::string& s) { return symbol_expr(s); };
+    c.bounds = bounds_.get();
     return c;
   }
 
@@ -571,8 +592,14 @@ class Emitter {
     }
   }
 
+  // An integer lane value known to fit an int (IndexBounds::fits_int32).
+  bool narrow_index(const ir::Value* v) const {
+    return v->type().is_lane() && v->type().dtype() == DType::int64 && bounds_ && bounds_->fits_int32(v);
+  }
+
   void define(const ir::Value* v, const std::string& expr) {
     name_[v] = fresh();
+    if (narrow_index(v)) return line("const int " + name_.at(v) + " = (int)(" + expr + ");");
     // A wgmma accumulator made by ordinary instructions is fenced before any
     // wgmma reads it; otherwise the compiler serializes the wgmmas of a loop.
     const bool fence = wg_accumulator(v) && expr.rfind("tsr::mma_wg", 0) != 0;
@@ -661,8 +688,14 @@ class Emitter {
     const std::string lo = fresh("lo"), hi = fresh("hi"), step = fresh("step");
     line("{  // tile.for");
     ++indent_;
-    line("const tsr::i64 " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " + name_.at(op.operand(1)) + ", " +
-         step + " = " + name_.at(op.operand(2)) + ";");
+    // An int loop when its limits and step fit one with room for the last
+    // step (IndexBounds::kInt32Limit leaves 2^24 of it).
+    const bool narrow = narrow_index(body.argument(0)) && narrow_index(op.operand(1)) && narrow_index(op.operand(2)) &&
+                        op.operand(2)->defining_op() && op.operand(2)->defining_op()->name() == "tile.const" &&
+                        codegen::constant_value(*op.operand(2)->defining_op()).integer < (std::int64_t{1} << 24);
+    const std::string index_type = narrow ? "int" : "tsr::i64";
+    line("const " + index_type + " " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " +
+         name_.at(op.operand(1)) + ", " + step + " = " + name_.at(op.operand(2)) + ";");
     line("if (" + step + " <= 0) tsr::fault(p.fault, 2, 4, -1, 0, " + step + ", 0, group);");
     const std::string iv = fresh("iv");
     name_[body.argument(0)] = iv;
@@ -677,8 +710,8 @@ class Emitter {
       ++indent_;
       line("#pragma unroll 4");
     }
-    line(std::string(unroll ? "" : "else ") + "for (tsr::i64 " + iv + " = " + lo + "; " + iv + " < " + hi + "; " + iv +
-         " += " + step + ") {");
+    line(std::string(unroll ? "" : "else ") + "for (" + index_type + " " + iv + " = " + lo + "; " + iv + " < " + hi +
+         "; " + iv + " += " + step + ") {");
     ++indent_;
     emit_block(body);
     carry(iters, *body.terminator(), 0);
@@ -1138,6 +1171,8 @@ class Emitter {
 
   const ir::Operation& func_;
   const KernelCompileOptions& options_;
+  std::unordered_set<std::string> scalar_symbols_;
+  std::unique_ptr<codegen::IndexBounds> bounds_;
   EmittedKernel out_;
   std::string body_;
   int indent_ = 1;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/common/c_lane_expr.h"
+#include "backends/common/index_bounds.h"
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/ir/ir.h"
 
@@ -39,6 +40,8 @@ EmittedKernel emit_kernel(const ir::Operation& kernel_func, const KernelCompileO
 struct LaneContext {
   std::string linear_id;
   std::function<std::string(const std::string&)> symbol;
+  // Integer adds and muls that cannot leave [0, 2^62) are plain C.
+  const codegen::IndexBounds* bounds = nullptr;
 };
 
 // Spellings shared by the emitter files.
