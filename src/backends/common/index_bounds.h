@@ -36,6 +36,8 @@ class IndexBounds {
   // (Ops their producer marked `nowrap` are plain anyway: codegen's
   // common_lane_expr writes them so on every backend.)
   bool plain(const ir::Operation& op) const { return plain_.count(&op) != 0; }
+  // True when `v` is an integer lane value known to be >= 0 (and bounded).
+  bool non_negative(const ir::Value* v) const { return bound(v) != nullptr; }
   // True when `v` is an integer lane value known to lie in [0, 2^31 - 2^24]:
   // it fits an int, and so does a loop's last step past it.
   bool fits_int32(const ir::Value* v) const {

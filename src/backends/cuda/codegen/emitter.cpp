@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -638,7 +639,17 @@ class Emitter {
     if (n == "tile.strands") return emit_strands(op);
     if (n == "tile.if") return emit_if(op);
     if (n == "tile.while") return emit_while(op);
-    if (n == "tile.store_elem") return line(store_stmt(op, args_of(op)));
+    if (n == "tile.store_elem") {
+      if (guarded_access(op)) {
+        const std::vector<std::string> a = args_of(op);
+        return line("tsr::store_u(" + a[0] + ", {(tsr::i64)(" + a[1] + ")}, " + a[2] + ", " + store_overflow(op) + ");");
+      }
+      return line(store_stmt(op, args_of(op)));
+    }
+    if (n == "tile.load_elem" && guarded_access(op)) {
+      const std::vector<std::string> a = args_of(op);
+      return define(op.result(0), "tsr::load_u(" + a[0] + ", {(tsr::i64)(" + a[1] + ")})");
+    }
     if (n == "tile.load_vector") return emit_load_vector(op);
     if (n == "tile.store_vector") return emit_store_vector(op);
     // A CPU-side hint: a GPU hides memory latency with its other warps.
@@ -778,16 +789,44 @@ class Emitter {
       results.push_back(op.result(i));
     }
     line("if (" + name_.at(op.operand(0)) + ") {");
+    const std::optional<ExtentGuard> guard = extent_guard(*op.operand(0));
     for (std::size_t r = 0; r < 2; ++r) {
       if (r == 1) line("} else {");
       ++indent_;
+      if (r == 0 && guard) guards_.push_back(*guard);
       const ir::Block& b = op.region(r).block();
       for (std::size_t i = 0; i < b.num_arguments(); ++i) name_[b.argument(i)] = name_.at(op.operand(1 + i));
       emit_block(b);
       carry(results, *b.terminator(), 0);
+      if (r == 0 && guard) guards_.pop_back();
       --indent_;
     }
     line("}");
+  }
+
+  // `if (i < n)` with i a non-negative index and n a symbol the launcher
+  // binds to buffer extents: inside, an access at exactly i of a 1-D buffer
+  // whose extent is n is in bounds (the spec's `scale`: one tile per element
+  // behind that guard), so it goes unchecked like a template's `in_bounds`.
+  struct ExtentGuard {
+    const ir::Value* index;
+    std::string symbol;
+  };
+  std::optional<ExtentGuard> extent_guard(const ir::Value& cond) const {
+    const ir::Operation* c = cond.defining_op();
+    if (c == nullptr || c->name() != "tile.cmp" || c->attrs().get_string("pred") != "lt") return std::nullopt;
+    const ir::Operation* s = c->operand(1)->defining_op();
+    if (s == nullptr || s->name() != "tile.symbol") return std::nullopt;
+    const std::string& name = s->attrs().get_string("name");
+    if (scalar_symbols_.count(name) != 0 || !bounds_->non_negative(c->operand(0))) return std::nullopt;
+    return ExtentGuard{c->operand(0), name};
+  }
+  bool guarded_access(const ir::Operation& op) const {
+    const ir::Type& t = op.operand(0)->type();
+    if (!t.is_gmem() || t.rank() != 1 || !t.shape[0].is_symbolic()) return false;
+    for (const ExtentGuard& g : guards_)
+      if (g.index == op.operand(1) && g.symbol == t.shape[0].symbol) return true;
+    return false;
   }
 
   void emit_while(const ir::Operation& op) {
@@ -1173,6 +1212,7 @@ class Emitter {
   const KernelCompileOptions& options_;
   std::unordered_set<std::string> scalar_symbols_;
   std::unique_ptr<codegen::IndexBounds> bounds_;
+  std::vector<ExtentGuard> guards_;  // the extent guards of the enclosing tile.ifs' then-branches
   EmittedKernel out_;
   std::string body_;
   int indent_ = 1;
