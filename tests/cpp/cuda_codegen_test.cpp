@@ -242,3 +242,50 @@ def mm_bf16_out(A: bf16[M, K], B: bf16[K, N], C: mut bf16[M, N]):
   EXPECT_NE(cuda.find("tsr::Tile<tsr::kBf16, 32, 32, tsr::MmaLayout<32, 32,"), std::string::npos) << cuda;
   compile_for(cuda, "sm_90a");
 }
+
+// Accesses the emitter proves in bounds go without their check and fault
+// record: the spec's scale reads and writes at exactly the guarded index
+// (`if i < n`, n the buffers' extent); an access elsewhere (x[i + 1]) or
+// without the guard keeps its check (the GPU test above faults through it).
+TEST(CudaCodegen, AccessesAtAnExtentGuardsIndexGoUnchecked) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  const std::string s = cu::emit_kernel_source(lowered("scale.tsr")->func());
+  EXPECT_NE(s.find("tsr::load_u(p_x, "), std::string::npos) << s;
+  EXPECT_NE(s.find("tsr::store_u(p_y, "), std::string::npos) << s;
+  EXPECT_EQ(s.find("tsr::load(p_x"), std::string::npos) << s;
+  compile_for(s, "sm_90a");
+  const char* src = R"(
+@kernel
+def guarded_shift(x: f32[n], y: mut f32[n], z: mut f32[m]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i + 1]
+        z[i] = x[i]
+)";
+  std::vector<Kernel> ks = tessera::kernels_from_source(src, "guarded_shift.tsr");
+  const std::string g = cu::emit_kernel_source(ks.at(0).specialize()->func());
+  EXPECT_NE(g.find("tsr::load(p_x"), std::string::npos) << g;   // x[i + 1]: checked
+  EXPECT_NE(g.find("tsr::load_u(p_x"), std::string::npos) << g;  // x[i]: unchecked
+  EXPECT_NE(g.find("tsr::store(p_z"), std::string::npos) << g;   // z's extent is m, not n
+  EXPECT_NE(g.find("tsr::store_u(p_y"), std::string::npos) << g;
+  compile_for(g, "sm_90a");
+}
+
+// In a kernel with a group shape, a thread's linear_id is below its block
+// size, so index arithmetic built from it and constants is int (loops too),
+// while values that mix in a runtime extent stay 64-bit.
+TEST(CudaCodegen, GroupIndexArithmeticFromTheLaneIdIsInt) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  const char* src = R"(
+@kernel tile[(128,)]
+def rows(x: f32[R, 512], y: mut f32[R, 512]):
+    r = group_linear_id()
+    for c in range(tile.linear_id(), 512, 128):
+        y[r, c] = x[r, c] * 2.0
+)";
+  std::vector<Kernel> ks = tessera::kernels_from_source(src, "rows.tsr");
+  const std::string s = cu::emit_kernel_source(ks.at(0).specialize()->func());
+  EXPECT_NE(s.find("for (int iv"), std::string::npos) << s;
+  EXPECT_NE(s.find("const tsr::i64"), std::string::npos) << s;  // the group id and the extent R
+  compile_for(s, "sm_90a");
+}
