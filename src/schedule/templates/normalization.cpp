@@ -121,8 +121,14 @@ class NormalizationBuilder {
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
+    // A dim known at compile time is a constant: the row loops then have
+    // constant bounds, which the CUDA backend runs as int loops (0024).
+    // Shape-generic kernels (eager ones) read their dims from the scalars.
     std::vector<Value*> dims;
-    for (std::size_t d = 0; d < rank; ++d) dims.push_back(fb.argument(num_in + num_out + d));
+    for (std::size_t d = 0; d < rank; ++d) {
+      const ir::Dim& dim = x->type().shape[d];
+      dims.push_back(dim.is_symbolic() ? fb.argument(num_in + num_out + d) : tile::build_int(b, dim.size));
+    }
     out_buffer_ = fb.argument(num_in);
     x_buffer_ = fb.argument(x_index);
     for (std::size_t k = 1; k < root_.num_operands(); ++k) params_.push_back(fb.argument(index_of(root_.operand(k))));
