@@ -13,6 +13,7 @@
 #include <random>
 
 #include "tessera/numerics/trigonometric.h"
+#include "ulp_error.h"
 
 namespace el = tessera::elementary;
 
@@ -20,15 +21,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// |got - want| in units of the last place of want rounded to double.
-double ulp_error(double got, long double want) {
-  const double w = static_cast<double>(want);
-  if (got == w) return 0.0;
-  if (std::isinf(w) || std::isinf(got) || std::isnan(got)) return kInf;
-  const double a = std::fabs(w);
-  const double spacing = a == 0.0 ? std::numeric_limits<double>::denorm_min() : std::nextafter(a, kInf) - a;
-  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / spacing);
-}
+using tessera::testing::ulp_error;
 
 struct Worst {
   double sin = 0.0, cos = 0.0;
