@@ -187,6 +187,8 @@ std::vector<Case> cases() {
       {"sqrt", "graph.sqrt", {x(s23, pos)}},
       {"rsqrt", "graph.rsqrt", {x(s23, pos)}, {}, 1e-5},
       {"tanh", "graph.tanh", {x(s23)}},
+      {"sin", "graph.sin", {x(s23, uniform(-4.0, 4.0, s23))}},
+      {"cos", "graph.cos", {x(s23, uniform(-4.0, 4.0, s23))}},
       {"sigmoid", "graph.sigmoid", {x(s23)}},
       {"relu", "graph.relu", {x(s23, away0)}},
       {"silu", "graph.silu", {x(s23)}},
