@@ -436,7 +436,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   }
   // Only the requested function is lowered; the callees are inlined into it.
   std::erase_if(copy.functions(), [&](const auto& f) { return ir::function_name(*f) != function; });
-  split_complex_sums(*copy.lookup(function));
+  split_complex_parts(*copy.lookup(function));
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
     ir::PassManager pm;
     pm.add("cse");

@@ -53,7 +53,7 @@ def test_strided_views_keep_both_parts():
 import warnings  # noqa: E402
 
 from tessera import ops  # noqa: E402
-from tessera.errors import CompileError  # noqa: E402
+from tessera.errors import ReferenceExecutorWarning  # noqa: E402
 
 
 def _parts(x):
@@ -297,3 +297,39 @@ def test_jit_of_complex_sums_matches_the_reference_bitwise(np_dtype, monkeypatch
     for i, (g, w) in enumerate(zip(got, f(z))):
         assert np.array_equal(_parts(g.numpy()), _parts(w.numpy())), f"result {i}"
     np.testing.assert_allclose(got[0].numpy(), z.numpy().sum(axis=0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_moves_of_complex_tensors_compile_and_are_exact(np_dtype):
+    # concat, broadcast_to and gather move each part (split-complex-parts), eagerly and under jit,
+    # with no reference-executor fallback; complex128's 16-byte elements included.
+    rng = np.random.default_rng(41)
+    a, b = _c(rng, (2, 3), np_dtype), _c(rng, (4, 3), np_dtype)
+    idx = np.array([3, 0, 3, 1], np.int64)
+    ta, tb, ti = tessera.tensor(a), tessera.tensor(b), tessera.tensor(idx)
+
+    def f(x, y, i):
+        return ops.concat([x, y], axis=0), ops.broadcast_to(x, (5, 2, 3)), ops.gather(y, i, axis=0)
+
+    want = (np.concatenate([a, b], axis=0), np.broadcast_to(a, (5, 2, 3)), b[idx])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReferenceExecutorWarning)
+        for got in (f(ta, tb, ti), tessera.jit(f)(ta, tb, ti)):
+            for g, w in zip(got, want):
+                assert g.dtype == np.dtype(np_dtype).name
+                np.testing.assert_array_equal(_parts(g.numpy()), _parts(w))
+
+
+@pytest.mark.usefixtures("quiet")
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
+def test_gradient_of_a_complex_gather_against_jax(np_dtype):
+    jax = _jax()
+    rng = np.random.default_rng(42)
+    z = _c(rng, (4, 3), np_dtype)
+    idx = np.array([2, 0, 2, 3, 2], np.int64)  # repeated rows: their cotangents add up
+    ti = tessera.tensor(idx)
+    got = tessera.jit(tessera.grad(lambda t: ops.sum(ops.abs(ops.gather(t, ti, axis=0)))))(tessera.tensor(z))
+    want = jax.grad(lambda t: jax.numpy.sum(jax.numpy.abs(t[idx])))(z.astype(np.complex128))
+    assert got.dtype == np.dtype(np_dtype).name
+    tol = 1e-5 if np_dtype == np.complex64 else 1e-12
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=tol, atol=tol)

@@ -107,11 +107,12 @@ void plan_buffers(ir::Operation& func);
 // many products it rewrote.
 int split_fp32_products(ir::Operation& func);
 
-// split-complex-sums (passes/split_complex_sums.cpp): sum and mean of a
+// split-complex-parts (passes/split_complex_parts.cpp): sum and mean of a
 // complex operand as complex(sum(real), sum(imag)), the reference's
-// part-by-part order, so they compile as real reductions. Returns the
-// number of reductions rewritten.
-int split_complex_sums(ir::Operation& func);
+// part-by-part order, so they compile as real reductions; concat,
+// broadcast_to and gather of complex data as the same moves of each part.
+// Returns the number of ops rewritten.
+int split_complex_parts(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.
 void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());

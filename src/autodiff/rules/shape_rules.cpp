@@ -82,6 +82,13 @@ void register_shape_rules() {
   });
   register_builtin_vjp("graph.gather", [](RuleContext& c, ir::Operation& op, const Values& ct) {
     ir::AttrMap attrs{{"shape", op.operand(0)->type().shape}, {"axis", op.attrs().get_int("axis")}};
+    if (is_complex(ct[0]->type().dtype())) {
+      // scatter_add sums real values: a complex cotangent scatters its real
+      // and imaginary parts (each sum part by part, as complex sums are).
+      ir::Value* re = c.op("graph.scatter_add", {c.op("graph.real", {ct[0]}), op.operand(1)}, attrs);
+      ir::Value* im = c.op("graph.scatter_add", {c.op("graph.imag", {ct[0]}), op.operand(1)}, attrs);
+      return Values{c.op("graph.complex", {re, im}), nullptr};
+    }
     return Values{c.op("graph.scatter_add", {ct[0], op.operand(1)}, attrs), nullptr};
   });
   register_builtin_vjp("graph.scatter_add", [](RuleContext& c, ir::Operation& op, const Values& ct) {
