@@ -289,3 +289,21 @@ def rows(x: f32[R, 512], y: mut f32[R, 512]):
   EXPECT_NE(s.find("const tsr::i64"), std::string::npos) << s;  // the group id and the extent R
   compile_for(s, "sm_90a");
 }
+
+// A product of int-sized values that may pass 2^31 is computed in 64 bits:
+// its int operands are widened before the multiplication.
+TEST(CudaCodegen, IntIndexOperandsOfWideResultsAreWidenedFirst) {
+  if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
+  const char* src = R"(
+@kernel tile[(128,)]
+def far(x: f32[n], y: mut f32[n]):
+    i = tile.linear_id() * 1073741824
+    if i < n:
+        y[i] = x[i]
+)";
+  std::vector<Kernel> ks = tessera::kernels_from_source(src, "far.tsr");
+  const std::string s = cu::emit_kernel_source(ks.at(0).specialize()->func());
+  EXPECT_NE(s.find("(((tsr::i64)v"), std::string::npos) << s;
+  EXPECT_EQ(s.find("const int v2 = (int)((v"), std::string::npos) << s;
+  compile_for(s, "sm_90a");
+}
