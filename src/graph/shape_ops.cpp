@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/complex_kernels.h"
 #include "graph/kernel_support.h"
 #include "graph/op_families.h"
 #include "graph/shape_rules.h"
@@ -39,6 +40,43 @@ std::string ints_str(const Sizes& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
+}
+
+// A kernel that moves 64-bit codes, extended to complex128 (16-byte
+// elements, no 64-bit code): it moves the real parts and the imaginary
+// parts as fp64 tensors (strided views of the parts), and the two results
+// are joined. Other dtypes run the kernel as it is.
+ir::ReferenceKernel moving_parts_of_complex128(ir::ReferenceKernel kernel) {
+  return [kernel](const KernelCall& call) {
+    const bool wide = std::any_of(call.inputs.begin(), call.inputs.end(),
+                                  [](const Tensor& t) { return t.dtype() == DType::complex128; });
+    if (!wide) return kernel(call);
+    std::vector<ir::Type> part_types;
+    for (const ir::Type& rt : call.result_types) part_types.push_back(ir::Type::tensor(rt.shape, default_policy(DType::fp64)));
+    auto moved = [&](std::int64_t part) {
+      std::vector<Tensor> inputs;
+      for (const Tensor& t : call.inputs) {
+        if (t.dtype() != DType::complex128) {
+          inputs.push_back(t);
+          continue;
+        }
+        const Tensor parts = t.as_parts();
+        Sizes strides(t.shape().size(), 2);
+        for (std::size_t k = strides.size(); k-- > 1;) strides[k - 1] = strides[k] * t.shape()[k];
+        inputs.push_back(parts.as_strided(t.shape(), strides, part));
+      }
+      return kernel(KernelCall{inputs, call.attrs, part_types});
+    };
+    const std::vector<Tensor> re = moved(0), im = moved(1);
+    std::vector<Tensor> out;
+    for (std::size_t r = 0; r < re.size(); ++r) {
+      const std::vector<double> re_values = re[r].to_values(), im_values = im[r].to_values();
+      std::vector<Complex> z(re_values.size());
+      for (std::size_t i = 0; i < z.size(); ++i) z[i] = Complex(re_values[i], im_values[i]);
+      out.push_back(make_complex_result(z, call.result_types[r]));
+    }
+    return out;
+  };
 }
 
 // The result tensor holding `codes` (row-major) with the result type's shape and policy.
@@ -489,7 +527,7 @@ void register_shape_ops(ir::Registry& r) {
       .operands = {"x"},
       .attrs = {shape_attr("shape")},
       .infer = infer_reshape,
-      .reference = run_reshape,
+      .reference = moving_parts_of_complex128(run_reshape),
   });
   r.add(OpDef{
       .name = "graph.transpose",
@@ -497,7 +535,7 @@ void register_shape_ops(ir::Registry& r) {
       .operands = {"x"},
       .attrs = {ints_attr("perm")},
       .infer = infer_transpose,
-      .reference = run_transpose,
+      .reference = moving_parts_of_complex128(run_transpose),
   });
   r.add(OpDef{
       .name = "graph.broadcast_to",
@@ -505,7 +543,7 @@ void register_shape_ops(ir::Registry& r) {
       .operands = {"x"},
       .attrs = {shape_attr("shape")},
       .infer = infer_broadcast_to,
-      .reference = run_broadcast_to,
+      .reference = moving_parts_of_complex128(run_broadcast_to),
   });
   r.add(OpDef{
       .name = "graph.slice",
@@ -514,7 +552,7 @@ void register_shape_ops(ir::Registry& r) {
       .operands = {"x"},
       .attrs = {ints_attr("starts"), ints_attr("stops"), ints_attr("steps", std::vector<std::int64_t>{})},
       .infer = infer_slice,
-      .reference = run_slice,
+      .reference = moving_parts_of_complex128(run_slice),
   });
   r.add(OpDef{
       .name = "graph.concat",
@@ -523,7 +561,7 @@ void register_shape_ops(ir::Registry& r) {
       .variadic = true,
       .attrs = {int_attr("axis", 0)},
       .infer = infer_concat,
-      .reference = run_concat,
+      .reference = moving_parts_of_complex128(run_concat),
   });
   r.add(OpDef{
       .name = "graph.split",
@@ -532,7 +570,7 @@ void register_shape_ops(ir::Registry& r) {
       .attrs = {int_attr("axis", 0), ints_attr("sizes")},
       .num_results = 2,  // really len(sizes)
       .infer = infer_split,
-      .reference = run_split,
+      .reference = moving_parts_of_complex128(run_split),
   });
   r.add(OpDef{
       .name = "graph.split_qkv",
@@ -543,7 +581,7 @@ void register_shape_ops(ir::Registry& r) {
       .attrs = {int_attr("num_heads", 0)},
       .num_results = 3,
       .infer = infer_split_qkv,
-      .reference = run_split_qkv,
+      .reference = moving_parts_of_complex128(run_split_qkv),
   });
   r.add(OpDef{
       .name = "graph.gather",
@@ -552,7 +590,7 @@ void register_shape_ops(ir::Registry& r) {
       .operands = {"x", "indices"},
       .attrs = {int_attr("axis", 0)},
       .infer = infer_gather,
-      .reference = run_gather,
+      .reference = moving_parts_of_complex128(run_gather),
   });
 }
 

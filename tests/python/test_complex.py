@@ -300,7 +300,7 @@ def test_jit_of_complex_sums_matches_the_reference_bitwise(np_dtype, monkeypatch
 
 
 @pytest.mark.parametrize("np_dtype", [np.complex64, np.complex128])
-def test_moves_of_complex_tensors_compile_and_are_exact(np_dtype):
+def test_moves_of_complex_tensors_compile_and_are_exact(np_dtype, monkeypatch):
     # concat, broadcast_to and gather move each part (split-complex-parts), eagerly and under jit,
     # with no reference-executor fallback; complex128's 16-byte elements included.
     rng = np.random.default_rng(41)
@@ -318,6 +318,13 @@ def test_moves_of_complex_tensors_compile_and_are_exact(np_dtype):
             for g, w in zip(got, want):
                 assert g.dtype == np.dtype(np_dtype).name
                 np.testing.assert_array_equal(_parts(g.numpy()), _parts(w))
+    # The reference executor moves complex128 part by part too (as the other shape ops).
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = f(ta, tb, ti) + (ops.transpose(ta, (1, 0)), ops.reshape(tb, (3, 4)), tb[1:, ::2])
+    for g, w in zip(got, want + (a.T, b.reshape(3, 4), b[1:, ::2])):
+        np.testing.assert_array_equal(_parts(g.numpy()), _parts(w))
 
 
 @pytest.mark.usefixtures("quiet")
