@@ -24,14 +24,13 @@ bool is_lane_value_op(const ir::Operation& op) {
   return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
 }
 
-namespace {
-bool positive_constant(const ir::Value* v) {
+std::optional<std::int64_t> constant_integer(const ir::Value* v) {
   const ir::Operation* d = v->defining_op();
-  if (d == nullptr || d->name() != "tile.const") return false;
+  if (d == nullptr || d->name() != "tile.const") return std::nullopt;
   const ConstantValue c = constant_value(*d);
-  return c.kind == ConstantValue::Kind::integer && c.integer > 0;
+  if (c.kind != ConstantValue::Kind::integer) return std::nullopt;
+  return c.integer;
 }
-}  // namespace
 
 ConstantValue constant_value(const ir::Operation& op) {
   ConstantValue c;
@@ -96,7 +95,7 @@ std::optional<std::string> common_lane_expr(const ir::Operation& op, const std::
   // overflow: plain C arithmetic (whose truncation the helpers share), which
   // a compiler turns into shifts and multiplications (index math: an FFT
   // pass's stride arithmetic).
-  if ((n == "div" || n == "rem") && positive_constant(op.operand(1))) {
+  if ((n == "div" || n == "rem") && constant_integer(op.operand(1)).value_or(0) > 0) {
     return "(" + a[0] + (n == "div" ? " / " : " % ") + a[1] + ")";
   }
   if (n == "add") return "tsr::iadd<" + dt + ">(" + a[0] + ", " + a[1] + ")";

@@ -32,6 +32,8 @@ struct ConstantValue {
   double real = 0.0;
 };
 ConstantValue constant_value(const ir::Operation& op);
+// The integer a tile.const defining `v` holds; nullopt for anything else.
+std::optional<std::int64_t> constant_integer(const ir::Value* v);
 
 // The expression of `op` (operand expressions `a`) when its spelling is the
 // same on every C-family target; nullopt otherwise. `dtype_name` spells a

@@ -47,12 +47,10 @@ void IndexBounds::visit(const ir::Block& block) {
       if (scalar_symbols_.count(op.attrs().get_string("name")) == 0) bound_[result] = kIndexLimit;
     } else if ((n == "div" || n == "rem") && op.num_operands() == 2) {
       // By a positive constant c: a / c <= a, a % c <= min(a, c - 1).
-      const ir::Operation* d = op.operand(1)->defining_op();
       const std::uint64_t* a = bound(op.operand(0));
-      if (a == nullptr || d == nullptr || short_name(*d) != "const") continue;
-      const ConstantValue c = constant_value(*d);
-      if (c.kind != ConstantValue::Kind::integer || c.integer <= 0) continue;
-      const auto cu = static_cast<std::uint64_t>(c.integer);
+      const std::int64_t c = constant_integer(op.operand(1)).value_or(0);
+      if (a == nullptr || c <= 0) continue;
+      const auto cu = static_cast<std::uint64_t>(c);
       bound_[result] = n == "div" ? *a / cu : std::min(*a, cu - 1);
     } else if ((n == "add" || n == "mul" || n == "min") && op.num_operands() == 2) {
       const std::uint64_t* a = bound(op.operand(0));

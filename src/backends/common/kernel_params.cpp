@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "backends/common/index_bounds.h"
 #include "tessera/ir/verifier.h"
 #include "tessera/support/error.h"
 #include "tessera/tile/tile_dialect.h"
@@ -81,6 +82,16 @@ std::vector<std::string> dim_symbols(const ir::Dim& d) {
     }
   }
   flush();
+  return out;
+}
+
+std::unordered_set<std::string> unbounded_symbols(const std::vector<cpu::KernelParam>& params,
+                                                  const std::map<std::string, std::int64_t>& specialize) {
+  std::unordered_set<std::string> out;
+  for (const cpu::KernelParam& p : params)
+    if (!p.is_buffer) out.insert(p.name);
+  for (const auto& [name, value] : specialize)
+    if (value < 0 || static_cast<std::uint64_t>(value) >= kIndexLimit) out.insert(name);
   return out;
 }
 

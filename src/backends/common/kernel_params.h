@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "tessera/backends/cpu/cpu_backend.h"
@@ -46,6 +47,12 @@ std::int64_t resolve_static_dim(const ir::Dim& d, const std::map<std::string, st
 
 // The symbols a dim reads, in order: "n" -> n; "K/tp" -> K, tp; "N*2" -> N.
 std::vector<std::string> dim_symbols(const ir::Dim& dim);
+
+// The symbols that bound no index (IndexBounds' `scalar_symbols`): those a
+// scalar parameter binds, and those `specialize` sets outside the launcher's
+// extent range [0, kIndexLimit).
+std::unordered_set<std::string> unbounded_symbols(const std::vector<cpu::KernelParam>& params,
+                                                  const std::map<std::string, std::int64_t>& specialize);
 
 // `name` with every character that is not a letter or digit replaced by '_'.
 std::string c_identifier(const std::string& name);

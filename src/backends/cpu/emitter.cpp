@@ -84,10 +84,7 @@ class Emitter {
     bind_params(body);
     // Symbols a scalar argument binds, or specialized outside the launcher's
     // extent range, are not index bounds.
-    for (const KernelParam& p : out_.params)
-      if (!p.is_buffer) scalar_symbols_.insert(p.name);
-    for (const auto& [name, value] : options_.specialize)
-      if (value < 0 || static_cast<std::uint64_t>(value) >= codegen::kIndexLimit) scalar_symbols_.insert(name);
+    scalar_symbols_ = codegen::unbounded_symbols(out_.params, options_.specialize);
     bounds_ = std::make_unique<codegen::IndexBounds>(func_, scalar_symbols_);
     assign_segments(body);
     // Groups of one tile with no group-level op are independent iterations of
@@ -474,7 +471,7 @@ class Emitter {
     const ir::Operation* d = v->defining_op();
     if (d == nullptr || d->num_operands() != 0) return std::nullopt;
     if (d->name() == "tile.symbol") return lane_expr(*d, {}, lane_context());
-    if (d->name() == "tile.const" && constant_int(v)) return cpp_int_literal(*constant_int(v));
+    if (auto c = codegen::constant_integer(v)) return cpp_int_literal(*c);
     return std::nullopt;
   }
   // An index built from the lane id by adds and by products with small
@@ -492,7 +489,7 @@ class Emitter {
     }
     if (d->name() == "tile.mul") {
       for (int k = 0; k < 2; ++k) {
-        auto c = constant_int(d->operand(k));
+        auto c = codegen::constant_integer(d->operand(k));
         if (!c || *c < 0 || *c > kMaxCoef) continue;
         auto a = lane_linear(d->operand(1 - k));
         if (!a || a->coef * *c > kMaxCoef) return std::nullopt;
@@ -876,13 +873,6 @@ class Emitter {
   };
 
   static bool invariant(const ir::Value* v, const ir::Operation& loop) { return !ir::defined_within(v, &loop); }
-  static std::optional<std::int64_t> constant_int(const ir::Value* v) {
-    const ir::Operation* d = v->defining_op();
-    if (d == nullptr || d->name() != "tile.const") return std::nullopt;
-    const codegen::ConstantValue c = codegen::constant_value(*d);
-    if (c.kind != codegen::ConstantValue::Kind::integer) return std::nullopt;
-    return c.integer;
-  }
   // iv * c (or iv itself) -> c.
   static std::optional<std::int64_t> iv_scale(const ir::Value* v, const ir::Value* iv) {
     if (v == iv) return 1;
@@ -890,7 +880,7 @@ class Emitter {
     if (d == nullptr || d->name() != "tile.mul") return std::nullopt;
     for (int k = 0; k < 2; ++k) {
       if (d->operand(k) != iv) continue;
-      auto c = constant_int(d->operand(1 - k));
+      auto c = codegen::constant_integer(d->operand(1 - k));
       if (c && *c >= 0) return c;
     }
     return std::nullopt;

@@ -208,10 +208,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return "tsr::convert<" + cu_dtype(to.storage) + ", " + cu_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
            cu_rounding_args(to) + ")";
   }
-  if (n == "load_elem") {
-    if (proven_in_bounds(op)) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
-    return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
-  }
+  if (n == "load_elem") return load_expr(a, proven_in_bounds(op));
   return binary(op, n, a);
 }
 
@@ -224,8 +221,13 @@ bool proven_in_bounds(const ir::Operation& op) {
   return a != nullptr && std::get<bool>(*a);
 }
 
-std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a) {
-  if (proven_in_bounds(op)) {
+std::string load_expr(const std::vector<std::string>& a, bool unchecked) {
+  if (unchecked) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+  return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ", W)";
+}
+
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& a, bool unchecked) {
+  if (unchecked) {
     return "tsr::store_u(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " +
            store_overflow(op) + ");";
   }

@@ -123,10 +123,7 @@ class Emitter {
     // (int), which halves its instructions (64-bit adds and shifts are two
     // each). Symbols a scalar argument binds, or specialized outside the
     // extent range, bound nothing.
-    for (const KernelParam& p : out_.params)
-      if (!p.is_buffer) scalar_symbols_.insert(p.name);
-    for (const auto& [name, value] : options_.specialize)
-      if (value < 0 || static_cast<std::uint64_t>(value) >= codegen::kIndexLimit) scalar_symbols_.insert(name);
+    scalar_symbols_ = codegen::unbounded_symbols(out_.params, options_.specialize);
     bounds_ = std::make_unique<codegen::IndexBounds>(
         func_, scalar_symbols_,
         out_.group_shape.empty() ? codegen::kIndexLimit : static_cast<std::uint64_t>(out_.group_size - 1));
@@ -639,17 +636,10 @@ class Emitter {
     if (n == "tile.strands") return emit_strands(op);
     if (n == "tile.if") return emit_if(op);
     if (n == "tile.while") return emit_while(op);
-    if (n == "tile.store_elem") {
-      if (guarded_access(op)) {
-        const std::vector<std::string> a = args_of(op);
-        return line("tsr::store_u(" + a[0] + ", {(tsr::i64)(" + a[1] + ")}, " + a[2] + ", " + store_overflow(op) + ");");
-      }
-      return line(store_stmt(op, args_of(op)));
-    }
-    if (n == "tile.load_elem" && guarded_access(op)) {
-      const std::vector<std::string> a = args_of(op);
-      return define(op.result(0), "tsr::load_u(" + a[0] + ", {(tsr::i64)(" + a[1] + ")})");
-    }
+    // An access is unchecked when its template proves it (`in_bounds`) or
+    // an enclosing extent guard does (guarded_access).
+    if (n == "tile.store_elem") return line(store_stmt(op, args_of(op), unchecked_access(op)));
+    if (n == "tile.load_elem") return define(op.result(0), load_expr(args_of(op), unchecked_access(op)));
     if (n == "tile.load_vector") return emit_load_vector(op);
     if (n == "tile.store_vector") return emit_store_vector(op);
     // A CPU-side hint: a GPU hides memory latency with its other warps.
@@ -702,8 +692,7 @@ class Emitter {
     // An int loop when its limits and step fit one with room for the last
     // step (IndexBounds::kInt32Limit leaves 2^24 of it).
     const bool narrow = narrow_index(body.argument(0)) && narrow_index(op.operand(1)) && narrow_index(op.operand(2)) &&
-                        op.operand(2)->defining_op() && op.operand(2)->defining_op()->name() == "tile.const" &&
-                        codegen::constant_value(*op.operand(2)->defining_op()).integer < (std::int64_t{1} << 24);
+                        codegen::constant_integer(op.operand(2)).value_or(std::int64_t{1} << 24) < (std::int64_t{1} << 24);
     const std::string index_type = narrow ? "int" : "tsr::i64";
     line("const " + index_type + " " + lo + " = " + name_.at(op.operand(0)) + ", " + hi + " = " +
          name_.at(op.operand(1)) + ", " + step + " = " + name_.at(op.operand(2)) + ";");
@@ -821,6 +810,7 @@ class Emitter {
     if (scalar_symbols_.count(name) != 0 || !bounds_->non_negative(c->operand(0))) return std::nullopt;
     return ExtentGuard{c->operand(0), name};
   }
+  bool unchecked_access(const ir::Operation& op) const { return proven_in_bounds(op) || guarded_access(op); }
   bool guarded_access(const ir::Operation& op) const {
     const ir::Type& t = op.operand(0)->type();
     if (!t.is_gmem() || t.rank() != 1 || !t.shape[0].is_symbolic()) return false;

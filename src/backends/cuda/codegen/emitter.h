@@ -58,7 +58,10 @@ using codegen::is_lane_value_op;
 std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& args, const LaneContext& ctx);
 // The overflow mode of a store into its buffer (a tsr:: constant).
 std::string store_overflow(const ir::Operation& op);
-std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args);
+// tile.load_elem's expression and tile.store_elem's statement; `unchecked`
+// when the index is proven in bounds (no check, no fault record).
+std::string load_expr(const std::vector<std::string>& args, bool unchecked);
+std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args, bool unchecked);
 // Whether a tile.load_elem / tile.store_elem carries a true `in_bounds`.
 bool proven_in_bounds(const ir::Operation& op);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);

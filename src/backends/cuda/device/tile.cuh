@@ -532,8 +532,8 @@ __device__ __forceinline__ void store(const SView<D, RO, CO, M, RANK>& v, const 
 }
 
 // ---- accesses proven in bounds (tile.load_elem / store_elem `in_bounds`) ----
-// The template that built them proves the index inside the buffer, so no
-// check and no fault record. A shared line's offset fits 32 bits.
+// The template that built them, or an enclosing extent guard, proves the
+// index inside the buffer, so no check and no fault record.
 template <int D, int R>
 __device__ __forceinline__ typename Traits<D>::value load_u(const GView<D, R>& v, const i64 (&idx)[R]) {
   i64 off = 0;
@@ -552,12 +552,12 @@ __device__ __forceinline__ void store_u(const GView<D, R>& v, const i64 (&idx)[R
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ typename Traits<D>::value load_u(const SView<D, RO, CO, M, RANK>& v,
                                                             const i64 (&idx)[RANK]) {
-  return decode_s<D>(*v.at(RANK == 2 ? (int)idx[0] : 0, (int)idx[RANK - 1]));
+  return decode_s<D>(*v.at(RANK == 2 ? idx[0] : 0, idx[RANK - 1]));
 }
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ void store_u(const SView<D, RO, CO, M, RANK>& v, const i64 (&idx)[RANK],
                                         typename Traits<D>::value x, int ov) {
-  *v.at(RANK == 2 ? (int)idx[0] : 0, (int)idx[RANK - 1]) = encode_v<D>(x, ov);
+  *v.at(RANK == 2 ? idx[0] : 0, idx[RANK - 1]) = encode_v<D>(x, ov);
 }
 
 // ---- cp.async: a box of a global buffer -> a shared buffer ----
