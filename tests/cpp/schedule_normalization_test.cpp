@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <random>
+#include <tuple>
 
 #include "schedule_test_support.h"
 #include "tessera/numerics/elementary.h"
@@ -229,6 +230,53 @@ func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>,
   }
   schedule_test::ScopedEnv bad("TESSERA_ROW_VECTOR", "3");
   EXPECT_THROW(schedule::compile_executable(m, "c", test_options()), Error);
+}
+
+// Rows held in registers (the `row_held` knob, CUDA's default for rows of
+// a known length, forced here on the CPU; docs/design/0025): 16 lanes per
+// block of the row, each holding one strand of its block. Every row op
+// gives the reference's bits on rows with special values of one partial
+// block (200), whole blocks (256, 4096), a partial last block (1000) and the
+// most that is held (16384), in fp32 and bf16; a longer row (16400) keeps
+// the cooperative form and the same bits.
+TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
+  auto with_dims = [](std::string text, std::int64_t rows, std::int64_t n) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[" + std::to_string(rows) + ", " + std::to_string(n) + "]"},
+                                   {"[R]", "[" + std::to_string(rows) + "]"},
+                                   {"[N]", "[" + std::to_string(n) + "]"}}) {
+      for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+    }
+    return text;
+  };
+  const std::string bf16_ops = R"(
+func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>, %b: tensor<[N] bf16 @accum(fp32)>)
+    -> (tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] bf16 @accum(fp32)>
+  %1 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : tensor<[R, N] bf16 @accum(fp32)>
+  %2 = graph.rmsnorm_safe %x, %g {axis = -1, eps = 1e-6} : tensor<[R, N] bf16 @accum(fp32)>
+  return %0, %1, %2
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
+  schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
+  // (row length, every fp32 op, the bf16 ops)
+  const std::tuple<std::int64_t, bool, bool> cases[] = {
+      {200, true, true}, {256, false, true}, {1000, true, true}, {4096, false, true}, {16384, true, false}, {16400, true, false}};
+  for (const auto& [n, fp32_ops, bf16_ops_too] : cases) {
+    SCOPED_TRACE("rows of " + std::to_string(n));
+    const std::int64_t rows = n > 4096 ? 3 : 9;
+    const std::string text = with_dims(std::string(kEveryRowOp) + bf16_ops, rows, n);
+    if (fp32_ops) {
+      auto exe = check_against_reference(text, "c", {special_rows(rows, n, kF32, 31), sample({n}, kF32, 32, false)});
+      // Held rows load each slot once, proven in bounds; a 16400-element row is not held.
+      const bool is_held = exe->tile_ir().find("in_bounds") != std::string::npos;
+      EXPECT_EQ(is_held, n <= 16384);
+    }
+    if (bf16_ops_too) {
+      check_against_reference(text, "h", {special_rows(rows, n, bf16, 33), sample({n}, bf16, 34, false), sample({n}, bf16, 35)});
+    }
+  }
 }
 
 // With an fp32 accumulator the exp sums take tile.exp_or_nan first; a row

@@ -184,6 +184,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_VECTOR is '" + std::to_string(*row_vector_env) +
                                           "'; expected a power of two from 1 to 16");
   }
+  // $TESSERA_ROW_HELD: 1 holds cooperative normalization rows of a known
+  // length in registers (docs/design/0025; CUDA's default), 0 reads them in
+  // each pass; any target, so the CPU tests both forms.
+  const bool row_held = switch_from_env("TESSERA_ROW_HELD").value_or(cuda);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -241,6 +245,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) k->attrs().set("row_held", true);
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }

@@ -60,6 +60,8 @@ constexpr std::int64_t kCoopSharedBytes = 40 * 1024;
 constexpr std::int64_t kRunsAhead = 4;
 // Lanes of cooperative rows in runs a multiprocessor should hold at once.
 constexpr std::int64_t kResidentLanes = 512;
+// The most lanes of a row held in registers: rows of up to 16384 elements.
+constexpr std::int64_t kMaxHeldLanes = 1024;
 
 class NormalizationBuilder {
  public:
@@ -75,11 +77,26 @@ class NormalizationBuilder {
                                             "; expected a power of two from 1 to " + std::to_string(kReductionStrands),
             kernel_.location());
     }
-    const std::int64_t lanes =
-        coop_ ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     const Value* x = root_.operand(0);
     const std::size_t rank = x->type().rank();
     axis_ = graph::normalize_axis(root_.attrs().get_int("axis"), rank);
+    // Rows held in registers (docs/design/0025): a cooperative row along the
+    // last axis whose length is known takes 16 lanes per block of the row,
+    // lane t holding strand t mod 16 of block t / 16, when that is at most
+    // kMaxHeldLanes lanes.
+    const ir::Dim& row_dim = x->type().shape[static_cast<std::size_t>(axis_)];
+    const bool may_hold = kernel_.attrs().has("row_held") && kernel_.attrs().get_bool("row_held");
+    if (may_hold && coop_ && static_cast<std::size_t>(axis_) + 1 == rank && !row_dim.is_symbolic() && row_dim.size > 0) {
+      const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
+      if (blocks * kReductionStrands <= kMaxHeldLanes) {
+        held_ = true;
+        held_length_ = row_dim.size;
+        row_lanes_ = blocks * kReductionStrands;
+        run_ = 1;
+      }
+    }
+    const std::int64_t lanes =
+        coop_ ? row_lanes_ : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
     // Runs need a contiguous row (the last axis) and lanes sharing it, in
     // whole strand groups.
     if (!coop_ || static_cast<std::size_t>(axis_) + 1 != rank || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
@@ -110,7 +127,14 @@ class NormalizationBuilder {
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
-    if (coop_) {
+    if (held_) {
+      // Two fold passes of up to three arrays of L eight-byte values, and a
+      // sum's array of L parts and its block sums (at most 57 KiB).
+      options.shared_bytes =
+          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + lanes + kReductionBlock + 1));
+      // Registers for half the multiprocessor's threads (2048 / L / 2 groups).
+      options.resident_groups = std::max<std::int64_t>(1, 1024 / lanes);
+    } else if (coop_) {
       options.shared_bytes = kCoopSharedBytes;
       // Rows in runs keep several runs in flight per lane; with enough
       // groups per multiprocessor (registers capped to fit them, measured
@@ -147,6 +171,7 @@ class NormalizationBuilder {
     // Rows: numel(x) / L for results of x's shape, numel(domain) for logsumexp.
     Value* rows = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     const bool same_shape = root_.name() != "graph.logsumexp";
+    held_same_shape_ = same_shape;
     if (same_shape) {
       rows = op2(b, "div", rows, dims[static_cast<std::size_t>(axis_)]);
       result.rows_of = std::make_pair(x_index, static_cast<std::size_t>(axis_));
@@ -154,6 +179,7 @@ class NormalizationBuilder {
     auto body = [&](ir::OpBuilder& then) {
       row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
       length_ = row_->length();
+      if (held_) hold_row(then);
       // One lane per row over the last axis: the next lane's row follows this
       // one in memory. Asking for it now lets it arrive while this row's
       // passes run on cached data (a CPU hint; the CUDA emitter drops it).
@@ -251,14 +277,63 @@ class NormalizationBuilder {
     }
     return values.at(run.k);
   }
+  // ---- rows held in registers (docs/design/0025) ----
+  // Lane t's slots: elements r_i = (t / 16) 256 + t mod 16 + 16 i of the
+  // row, i = 0 .. 15 (fewer when the row is shorter), which are strand
+  // t mod 16 of block t / 16 in order. x's element of each slot is loaded
+  // once, here, and every pass reads it from the register; a slot past the
+  // row's end (a partial last block) loads the row's last element instead
+  // and every pass skips it.
+  void hold_row(ir::OpBuilder& b) {
+    const std::int64_t S = kReductionStrands;
+    Value* base = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, S)), integer(b, kReductionBlock)),
+                      op2(b, "rem", lid_, integer(b, S)));
+    const bool whole_blocks = held_length_ % kReductionBlock == 0;
+    const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (held_length_ + S - 1) / S);
+    Value* last = integer(b, held_length_ - 1);
+    for (std::int64_t i = 0; i < slots; ++i) {
+      Value* r = i == 0 ? base : op2(b, "add", base, integer(b, i * S));
+      Value* valid = whole_blocks ? nullptr : cmp(b, "lt", r, length_);
+      Value* at = valid ? op2(b, "min", r, last) : r;
+      held_r_.push_back(r);
+      held_valid_.push_back(valid);
+      // In bounds: `at` is in the row and the group's row exists (one group per row).
+      held_x_[r] = tile::build(b, "tile.load_elem", {x_buffer_, row_->offset(b, at)}, {{"in_bounds", true}});
+    }
+  }
+  // `each` for every slot below `end` (the row's end when null), in slot
+  // order, carrying values.
+  std::vector<Value*> over_held(ir::OpBuilder& b, std::vector<Value*> cur, Value* end,
+                                const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each) {
+    for (std::size_t i = 0; i < held_r_.size(); ++i) {
+      Value* r = held_r_[i];
+      Value* valid = end ? cmp(b, "lt", r, end) : held_valid_[i];
+      if (!valid) {
+        cur = each(b, r, cur);
+        continue;
+      }
+      cur = tile::build_if(
+                b, valid, cur, [&](ir::OpBuilder& tb, std::span<Value* const> c) { return each(tb, r, c); },
+                [](ir::OpBuilder&, std::span<Value* const> c) { return std::vector<Value*>(c.begin(), c.end()); })
+                ->results();
+    }
+    return cur;
+  }
+
   // Element r of the row of `buffer` (x, the second operand, a result read back).
   Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
+    if (held_ && buffer == x_buffer_) {
+      if (auto it = held_x_.find(r); it != held_x_.end()) return it->second;
+    }
     if (run_state_) return run_value(b, run_state_->row_loads, buffer, r, /*at_row=*/true);
     return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
   }
   void store_elem(ir::OpBuilder& b, Value* buffer, Value* index, Value* value) {
     if (!run_state_) {
-      b.create("tile.store_elem", {buffer, index, value});
+      // A held row's results go to slots in the row (over_held skips the
+      // others), in buffers of x's shape: in bounds.
+      const bool proven = held_ && held_same_shape_;
+      b.create("tile.store_elem", {buffer, index, value}, proven ? ir::AttrMap{{"in_bounds", true}} : ir::AttrMap{});
       return;
     }
     std::vector<Value*>& values = entry(run_state_->stores, buffer);
@@ -409,13 +484,15 @@ class NormalizationBuilder {
     // One lane: strands (the folds here, max, or and counts, are exact, so
     // any order gives the same values).
     if (!coop_) return strand_fold(b, integer(b, 0), end, std::move(inits), step, combine);
-    ir::Operation* loop = nullptr;
-    if (run_ > 1) {
-      loop = run_pass(b, end, inits, step);
+    std::vector<Value*> lane_values;
+    if (held_) {
+      lane_values = over_held(b, inits, end == length_ ? nullptr : end, step);
+    } else if (run_ > 1) {
+      lane_values = run_pass(b, end, inits, step)->results();
     } else {
-      loop = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-        return step(lb, a[0], a.subspan(1));
-      });
+      lane_values = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+               return step(lb, a[0], a.subspan(1));
+             })->results();
     }
     // Each lane's values to shared memory, folded by a tree over the lanes
     // (the lanes past the largest power of two P <= L into the first ones,
@@ -425,7 +502,7 @@ class NormalizationBuilder {
     std::vector<Value*> arrays;
     for (std::size_t k = 0; k < inits.size(); ++k) {
       arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_));
-      b.create("tile.store_elem", {arrays[k], lid_, loop->result(k)});
+      b.create("tile.store_elem", {arrays[k], lid_, lane_values[k]});
     }
     b.create("tile.barrier", {});
     std::int64_t pow2 = 1;
@@ -455,6 +532,13 @@ class NormalizationBuilder {
 
   // A pass without carried values (the output pass): strided over the lanes.
   void each_element(ir::OpBuilder& b, const std::function<void(ir::OpBuilder&, Value*)>& body) {
+    if (held_) {
+      over_held(b, {}, nullptr, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
+        body(eb, r);
+        return std::vector<Value*>{};
+      });
+      return;
+    }
     if (run_ > 1) {
       run_pass(b, length_, {}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
         body(eb, r);
@@ -475,6 +559,13 @@ class NormalizationBuilder {
   // sums in order, exactly as blocked_sum's middle loop does.
   Value* sum(ir::OpBuilder& b, const SumStep& step) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
+    if (held_) {
+      return blocked_sum_held(b, length_, acc_, lid_, row_lanes_, [&](ir::OpBuilder& sb) {
+        return over_held(sb, {acc_real(sb, 0.0)}, nullptr, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+                 return std::vector<Value*>{step(eb, r, acc[0])};
+               }).at(0);
+      });
+    }
     if (run_ > 1) {
       return blocked_sum_cooperative_runs(
           b, length_, acc_, step,
@@ -894,6 +985,12 @@ class NormalizationBuilder {
   Value* x_buffer_ = nullptr;
   std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
+  bool held_ = false;                 // rows held in registers (hold_row)
+  std::int64_t held_length_ = 0;
+  bool held_same_shape_ = false;      // every written buffer has x's shape
+  std::vector<Value*> held_r_;        // the lane's slots' row indices
+  std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)
+  std::unordered_map<const Value*, Value*> held_x_;  // x's element of each slot, by its row index
   Value* lid_ = nullptr;
   Value* length_ = nullptr;
   Value* out_buffer_ = nullptr;     // the result's (fused: the gradient's) buffer

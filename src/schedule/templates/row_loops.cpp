@@ -307,6 +307,20 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                                  });
 }
 
+Value* blocked_sum_held(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, Value* lane,
+                        std::int64_t lanes, const StrandSum& strand_sum) {
+  const std::int64_t S = kReductionStrands;
+  if (lanes % S != 0 || lanes / S > kReductionBlock) {
+    raise(ErrorCode::Internal, "blocked_sum_held: " + std::to_string(lanes) + " lanes do not hold one superblock in strands");
+  }
+  const Superblocks plan = plan_superblocks(b, length, acc_policy);
+  Value* strand_part = shared_array(b, acc_policy, lanes);
+  return cooperative_superblocks(b, acc_policy, lane, plan, [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
+    // One superblock (b_lo = 0): lane t's strand belongs to block t / S.
+    combine_block_parts(sb, strand_part, strand_sum(sb), lane, b_lo, b_lo, b_hi, lanes / S, S, plan.partial);
+  });
+}
+
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,
                                     const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
                                     Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead) {

@@ -79,6 +79,17 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
                                         const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
                                         ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead = 4);
 
+// blocked_sum_cooperative for a row held in registers (docs/design/0025):
+// the group has exactly 16 lanes per block of the row (lanes = 16 blocks, at
+// most kReductionBlock blocks: one superblock), lane t holds strand t mod 16
+// of block t / 16, and `strand_sum` returns that strand's sum, its elements
+// added left to right from zero. The strands combine by the canonical tree
+// and lane 0 adds the block sums in order: the bits of blocked_sum. Call it
+// under uniform control flow (it has barriers).
+using StrandSum = std::function<ir::Value*(ir::OpBuilder& b)>;
+ir::Value* blocked_sum_held(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy, ir::Value* lane,
+                            std::int64_t lanes, const StrandSum& strand_sum);
+
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of
 // them are whole (their elements below `end`), `preload` gets their starts
