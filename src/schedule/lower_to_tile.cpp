@@ -35,6 +35,15 @@ bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation&
   return at_accum(y) && at_accum(dx) && y.accum == dx.accum;
 }
 
+bool exact_widening_cast(const ir::Operation& cast) {
+  if (cast.name() != "graph.cast") return false;
+  const NumericsPolicy& from = cast.operand(0)->type().policy;
+  const NumericsPolicy& to = cast.result(0)->type().policy;
+  if (!is_float(from.storage) || is_complex(from.storage) || to.rounding != Rounding::nearest_even) return false;
+  if (to.storage == DType::fp64) return from.storage != DType::fp64;
+  return to.storage == DType::fp32 && from.storage != DType::fp32 && templates::fp32_exact(from.storage);
+}
+
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {
   const Family family = kernel_family(kernel);
   if (family == Family::view || family == Family::collective) {

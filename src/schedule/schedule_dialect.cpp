@@ -141,8 +141,12 @@ ir::Block& kernel_body(const ir::Operation& kernel) {
 
 const ir::Operation& kernel_root_op(const ir::Operation& kernel) {
   const ir::Block& body = kernel_body(kernel);
+  // A normalization kernel's casts are prologues of its operands
+  // (exact_widening_cast): its root is the normalization.
+  const bool normalization = kernel.attrs().has("family") && kernel.attrs().get_string("family") == "normalization";
   for (const auto& op : body.ops()) {
-    if (op->name() != "graph.constant") return *op;
+    if (op->name() == "graph.constant" || (normalization && op->name() == "graph.cast")) continue;
+    return *op;
   }
   return *body.ops().front();
 }

@@ -18,6 +18,7 @@
 #include "tessera/schedule/executable.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
+#include "schedule_test_support.h"
 #include "tessera/schedule/schedule_dialect.h"
 
 namespace cu = tessera::cuda;
@@ -143,10 +144,14 @@ func @e(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %r: tensor<[R, 4096] bf16 @accu
   for (const auto& src : sources) EXPECT_FALSE(cu::compile(src, "e.cu", 0, o).cubin.empty());
 }
 
-// CUDA's normalization knobs: cooperative rows of 128 lanes read in runs
-// of 16 bytes (bf16: 8 elements, fp32: 4), each pass's runs loaded with
-// tsr::load_vector and written with tsr::store_vector, and registers capped
-// for 4 groups per multiprocessor. The kernels compile under NVRTC.
+// CUDA's normalization knobs. Rows of a known length are held in registers
+// (docs/design/0025): 16 lanes per block of the row (256 for 4096
+// elements), each slot loaded once with an unchecked access, registers
+// capped for 4 groups per multiprocessor. With TESSERA_ROW_HELD=0, rows are
+// cooperative rows of 128 lanes read in runs of 16 bytes (bf16: 8 elements,
+// fp32: 4), each pass's runs loaded with tsr::load_vector and written with
+// tsr::store_vector, registers capped for 4 groups. The kernels compile
+// under NVRTC.
 TEST(ScheduleCuda, NormalizationRowsInRunsEmitWideAccesses) {
   const char* text = R"(
 func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
@@ -156,22 +161,32 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
   return %0, %1
 }
 )";
-  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "n", /*cuda=*/true);
-  schedule::set_target_knobs(*sched.lookup("n"), /*cuda=*/true);
-  ir::Module tile;
   std::vector<std::string> sources;
-  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("n"))) {
-    const bool bf16 = schedule::kernel_root_op(*k).operand(0)->type().dtype() == DType::bf16;
-    EXPECT_EQ(k->attrs().get_int("row_lanes"), 128);
-    EXPECT_EQ(k->attrs().get_int("row_vector"), bf16 ? 8 : 4);
-    const std::string src =
-        cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "n_" + schedule::kernel_name(*k)).func);
-    EXPECT_NE(src.find(bf16 ? "tsr::load_vector<8>" : "tsr::load_vector<4>"), std::string::npos);
-    EXPECT_NE(src.find(bf16 ? "tsr::store_vector<8>" : "tsr::store_vector<4>"), std::string::npos);
-    EXPECT_NE(src.find("__launch_bounds__(128, 4)"), std::string::npos);
-    sources.push_back(src);
+  for (const bool held : {false, true}) {
+    SCOPED_TRACE(held ? "held rows" : "rows in runs");
+    schedule_test::ScopedEnv env("TESSERA_ROW_HELD", held ? "1" : "0");
+    ir::Module sched = schedule::schedule_module(ir::parse_module(text), "n", /*cuda=*/true);
+    schedule::set_target_knobs(*sched.lookup("n"), /*cuda=*/true);
+    ir::Module tile;
+    for (ir::Operation* k : schedule::kernels_of(*sched.lookup("n"))) {
+      const bool bf16 = schedule::kernel_root_op(*k).operand(0)->type().dtype() == DType::bf16;
+      EXPECT_EQ(k->attrs().get_int("row_lanes"), 128);
+      EXPECT_EQ(k->attrs().get_int("row_vector"), bf16 ? 8 : 4);
+      const std::string src =
+          cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "n_" + schedule::kernel_name(*k)).func);
+      if (held) {
+        EXPECT_EQ(src.find("tsr::load_vector"), std::string::npos);
+        EXPECT_NE(src.find("tsr::load_u"), std::string::npos);
+        EXPECT_NE(src.find("__launch_bounds__(256, 4)"), std::string::npos);
+      } else {
+        EXPECT_NE(src.find(bf16 ? "tsr::load_vector<8>" : "tsr::load_vector<4>"), std::string::npos);
+        EXPECT_NE(src.find(bf16 ? "tsr::store_vector<8>" : "tsr::store_vector<4>"), std::string::npos);
+        EXPECT_NE(src.find("__launch_bounds__(128, 4)"), std::string::npos);
+      }
+      sources.push_back(src);
+    }
   }
-  ASSERT_EQ(sources.size(), 2u);
+  ASSERT_EQ(sources.size(), 4u);
   if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
   cu::CompileOptions o;
   o.arch = "sm_90a";

@@ -3,6 +3,7 @@
 // row length).
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <tuple>
@@ -41,6 +42,16 @@ Tensor special_rows(std::int64_t rows, std::int64_t length, const NumericsPolicy
       v[static_cast<std::size_t>(r * length + i)] = x;
     }
   }
+  return Tensor::from_values(v, {rows, length}, p);
+}
+
+// Finite values whose magnitudes spread over 2^-130 .. 2^10, signs mixed.
+Tensor spread_rows(std::int64_t rows, std::int64_t length, const NumericsPolicy& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-130, 10);
+  std::vector<double> v(static_cast<std::size_t>(rows * length));
+  for (double& x : v) x = std::ldexp(mantissa(rng), exponent(rng)) * (rng() % 2 ? -1.0 : 1.0);
   return Tensor::from_values(v, {rows, length}, p);
 }
 
@@ -232,6 +243,37 @@ func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>,
   EXPECT_THROW(schedule::compile_executable(m, "c", test_options()), Error);
 }
 
+// The common row's output divides by multiplying with a per-row fp32
+// reciprocal y = RN(1/d) and correcting once with fmas (the template's
+// quotient_by_reciprocal): for d in [1/2, 2] and |v| >= 2^-100 that is the
+// correctly rounded quotient. Checked here against the fp64 quotient
+// rounded to fp32 (itself correctly rounded) on 2^24 random pairs, divisors
+// near powers of two and with all-ones significands among them.
+TEST(ScheduleNormalization, ReciprocalQuotientIsTheCorrectlyRoundedQuotient) {
+  std::mt19937_64 rng(7);
+  auto from_bits = [](std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < (std::int64_t{1} << 24); ++i) {
+    const std::uint64_t r = rng();
+    std::uint32_t dm = r & 0x7FFFFF;
+    if ((r >> 23) % 4 == 0) dm = 0x7FFFFF - ((r >> 25) & 0xFF);  // near all ones
+    if ((r >> 23) % 4 == 1) dm = (r >> 25) & 0xFF;               // near a power of two
+    const float d = from_bits(((127u - ((r >> 50) & 1)) << 23) | dm);       // [1/2, 2)
+    const std::uint32_t exponent = 27 + static_cast<std::uint32_t>((r >> 51) % 104);  // 2^-100 .. 2^3
+    const float v = from_bits((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) | ((r >> 27) & 0x7FFFFF));
+    volatile float y = 1.0f / d;  // volatile: one rounding, as the kernel's per-row division
+    const float q0 = v * y;
+    const float e = std::fma(-q0, d, v);
+    const float q = std::fma(e, y, q0);
+    if (q != static_cast<float>(static_cast<double>(v) / static_cast<double>(d))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 // Rows held in registers (the `row_held` knob, CUDA's default for rows of
 // a known length, forced here on the CPU; docs/design/0025): 16 lanes per
 // block of the row, each holding one strand of its block. Every row op
@@ -269,14 +311,60 @@ func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>,
     const std::string text = with_dims(std::string(kEveryRowOp) + bf16_ops, rows, n);
     if (fp32_ops) {
       auto exe = check_against_reference(text, "c", {special_rows(rows, n, kF32, 31), sample({n}, kF32, 32, false)});
-      // Held rows load each slot once, proven in bounds; a 16400-element row is not held.
-      const bool is_held = exe->tile_ir().find("in_bounds") != std::string::npos;
+      // Held rows take no loop over the row (each slot is its own code); a
+      // 16400-element row is not held.
+      const bool is_held = exe->tile_ir().find("tile.for") == std::string::npos;
       EXPECT_EQ(is_held, n <= 16384);
     }
     if (bf16_ops_too) {
       check_against_reference(text, "h", {special_rows(rows, n, bf16, 33), sample({n}, bf16, 34, false), sample({n}, bf16, 35)});
+      // Rows of finite values spread over 2^-130 .. 2^10: elements far below
+      // the row's largest divide exactly, not by the reciprocal.
+      check_against_reference(text, "h", {spread_rows(rows, n, bf16, 36), sample({n}, bf16, 37, false), sample({n}, bf16, 38)});
     }
   }
+}
+
+// Exact widening casts of a normalization's operands (autodiff casts a
+// bf16 gradient's inputs to fp32) run in the normalization's kernel as a
+// prologue: one kernel reads the bf16 values, with the reference's bits,
+// in each form (lane per row, cooperative, held). A cast that something
+// else reads too, and a narrowing cast, keep their own kernel.
+TEST(ScheduleNormalization, WideningCastsOfOperandsJoinTheKernel) {
+  const std::string text = R"(
+func @w(%x: tensor<[6, 700] bf16 @accum(fp32)>, %g: tensor<[6, 700] bf16 @accum(fp32)>) -> (tensor<[6, 700] fp32>, tensor<[6, 700] fp32>) {
+  %xf = graph.cast %x {policy = policy<fp32>} : tensor<[6, 700] fp32>
+  %gf = graph.cast %g {policy = policy<fp32>} : tensor<[6, 700] fp32>
+  %0 = graph.norm_linear %xf, %gf {axis = -1, eps = 1e-5, center = true} : tensor<[6, 700] fp32>
+  %y = graph.softmax_safe %x {axis = -1} : tensor<[6, 700] bf16 @accum(fp32)>
+  %yf = graph.cast %y {policy = policy<fp32>} : tensor<[6, 700] fp32>
+  %gf2 = graph.cast %g {policy = policy<fp32>} : tensor<[6, 700] fp32>
+  %1 = graph.softmax_linear %yf, %gf2 {axis = -1} : tensor<[6, 700] fp32>
+  return %0, %1
+}
+func @kept(%x: tensor<[6, 700] fp32>) -> (tensor<[6, 700] fp32>, tensor<[6, 700] fp64>) {
+  %n = graph.cast %x {policy = policy<bf16 @accum(fp32)>} : tensor<[6, 700] bf16 @accum(fp32)>
+  %0 = graph.rmsnorm_safe %n {axis = -1} : tensor<[6, 700] bf16 @accum(fp32)>
+  %w = graph.cast %0 {policy = policy<fp32>} : tensor<[6, 700] fp32>
+  %d = graph.cast %x {policy = policy<fp64>} : tensor<[6, 700] fp64>
+  %1 = graph.softmax_safe %d {axis = -1} : tensor<[6, 700] fp64>
+  return %w, %d
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  const std::vector<Tensor> args{special_rows(6, 700, bf16, 41), sample({6, 700}, bf16, 42)};
+  for (const char* form : {"lane", "cooperative", "held"}) {
+    SCOPED_TRACE(form);
+    schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", std::string(form) == "lane" ? "1" : "64");
+    schedule_test::ScopedEnv held("TESSERA_ROW_HELD", std::string(form) == "held" ? "1" : "0");
+    auto exe = check_against_reference(text, "w", args);
+    // softmax, then the two gradients' kernels with their casts inside.
+    EXPECT_EQ(exe->kernels().size(), 3u) << exe->schedule_ir();
+    EXPECT_EQ(exe->schedule_ir().find("family = \"elementwise\""), std::string::npos) << exe->schedule_ir();
+  }
+  // The narrowing cast and the returned widening cast stay elementwise kernels.
+  auto exe = check_against_reference(text, "kept", {sample({6, 700}, kF32, 43)});
+  EXPECT_NE(exe->schedule_ir().find("family = \"elementwise\""), std::string::npos) << exe->schedule_ir();
 }
 
 // With an fp32 accumulator the exp sums take tile.exp_or_nan first; a row

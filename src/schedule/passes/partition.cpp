@@ -76,6 +76,7 @@ class Partitioner {
         groups_.push_back(Group{family, op->result(0)->type().shape, {}, {}, position_[op]});
       }
       add_to_group(op, g);
+      if (family == Family::normalization) pull_widening_casts(*op, g);
       if (has_effect(*op) || family == Family::opaque) {
         if (last_effect_group >= 0 && last_effect_group != g) {
           depend(g, last_effect_group);
@@ -206,6 +207,37 @@ class Partitioner {
     for (ir::Value* v : op->operands()) {
       const int h = group_of(v);
       if (h >= 0 && h != g) depend(g, h);
+    }
+  }
+
+  // A normalization's operand that is an exact widening cast (bf16 -> fp32,
+  // as autodiff casts a gradient's inputs) read by nothing else moves into
+  // the normalization's group g: the kernel reads the narrow values once
+  // instead of a cast kernel writing and the normalization reading wide
+  // ones (exact_widening_cast). The cast's old group keeps its other ops.
+  void pull_widening_casts(const ir::Operation& op, int g) {
+    for (ir::Value* v : op.operands()) {
+      ir::Operation* cast = v->defining_op();
+      const int h = group_of(v);
+      if (!cast || h < 0 || h == g || !exact_widening_cast(*cast)) continue;
+      bool only_here = true;
+      for (const ir::Use& use : v->uses()) only_here = only_here && use.user == &op;
+      if (!only_here) continue;
+      Group& from = groups_[static_cast<std::size_t>(h)];
+      from.ops.erase(std::find(from.ops.begin(), from.ops.end(), cast));
+      if (from.ops.empty()) {
+        // Nothing is left to depend on.
+        from.deps.clear();
+        for (Group& group : groups_) group.deps.erase(h);
+      }
+      Group& into = groups_[static_cast<std::size_t>(g)];
+      group_[cast] = g;
+      into.ops.push_back(cast);
+      std::sort(into.ops.begin(), into.ops.end(),
+                [&](const ir::Operation* x, const ir::Operation* y) { return position_.at(x) < position_.at(y); });
+      into.first_position = std::min(into.first_position, position_.at(cast));
+      const int source = group_of(cast->operand(0));
+      if (source >= 0) depend(g, source);
     }
   }
 

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "graph/shape_rules.h"
@@ -85,6 +86,7 @@ class NormalizationBuilder {
     // lane t holding strand t mod 16 of block t / 16, when that is at most
     // kMaxHeldLanes lanes.
     const ir::Dim& row_dim = x->type().shape[static_cast<std::size_t>(axis_)];
+    if (!row_dim.is_symbolic()) static_length_ = row_dim.size;
     const bool may_hold = kernel_.attrs().has("row_held") && kernel_.attrs().get_bool("row_held");
     if (may_hold && coop_ && static_cast<std::size_t>(axis_) + 1 == rank && !row_dim.is_symbolic() && row_dim.size > 0) {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
@@ -220,11 +222,19 @@ class NormalizationBuilder {
   }
 
  private:
+  // The kernel input an operand of the root reads: itself, or the operand
+  // of the exact widening cast that computes it (a prologue: the values are
+  // the same, so the passes read the narrow ones).
+  static const Value* source_of(const Value* v) {
+    const ir::Operation* d = v->defining_op();
+    return d && exact_widening_cast(*d) ? d->operand(0) : v;
+  }
   std::size_t index_of(const Value* v) const {
+    v = source_of(v);
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
       if (body_.argument(k) == v) return k;
     }
-    return 0;
+    raise(ErrorCode::Internal, "normalization kernel: an operand is not a kernel input", kernel_.location());
   }
 
   // ---- small pieces ----
@@ -291,14 +301,24 @@ class NormalizationBuilder {
     const bool whole_blocks = held_length_ % kReductionBlock == 0;
     const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (held_length_ + S - 1) / S);
     Value* last = integer(b, held_length_ - 1);
+    // x, and the second operand of softmax_linear, norm_linear and a fused
+    // softmax gradient (second_at), which every pass reads at the same slots.
+    std::vector<Value*> row_buffers{x_buffer_};
+    if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
+      row_buffers.push_back(params_.at(0));
+    }
     for (std::int64_t i = 0; i < slots; ++i) {
       Value* r = i == 0 ? base : op2(b, "add", base, integer(b, i * S));
       Value* valid = whole_blocks ? nullptr : cmp(b, "lt", r, length_);
       Value* at = valid ? op2(b, "min", r, last) : r;
       held_r_.push_back(r);
       held_valid_.push_back(valid);
-      // In bounds: `at` is in the row and the group's row exists (one group per row).
-      held_x_[r] = tile::build(b, "tile.load_elem", {x_buffer_, row_->offset(b, at)}, {{"in_bounds", true}});
+      // In bounds: `at` is in the row and the group's row exists (one group
+      // per row); the second operand has x's shape.
+      Value* offset = row_->offset(b, at);
+      for (Value* buffer : row_buffers) {
+        held_loads_[{buffer, r}] = tile::build(b, "tile.load_elem", {buffer, offset}, {{"in_bounds", true}});
+      }
     }
   }
   // `each` for every slot below `end` (the row's end when null), in slot
@@ -322,8 +342,8 @@ class NormalizationBuilder {
 
   // Element r of the row of `buffer` (x, the second operand, a result read back).
   Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
-    if (held_ && buffer == x_buffer_) {
-      if (auto it = held_x_.find(r); it != held_x_.end()) return it->second;
+    if (held_) {
+      if (auto it = held_loads_.find({buffer, r}); it != held_loads_.end()) return it->second;
     }
     if (run_state_) return run_value(b, run_state_->row_loads, buffer, r, /*at_row=*/true);
     return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
@@ -444,7 +464,45 @@ class NormalizationBuilder {
   }
   // scaled() of an fp32 value v, in fp32 (p.e >= -149: see above).
   Value* scaled_f32(ir::OpBuilder& b, Value* v, const Pow2& p) {
+    // Where the row's p.up is 1 (plain_scaling_, under a uniform test) the
+    // first multiply is the identity.
+    if (plain_scaling_) return op2(b, "mul", v, p.down);
     return op2(b, "mul", op2(b, "mul", v, p.up), p.down);
+  }
+  // round_to(v / d) in fp32 from y = RN(1/d) (computed once per row):
+  // q0 = RN(v y), e = v - q0 d (exact, one fma), q = RN(q0 + e y). With y
+  // the correctly rounded reciprocal and no underflow, q is the correctly
+  // rounded quotient (Markstein's theorem; docs/design/0025 gives the
+  // ranges and the test that checks it). Here d lies in [1/2, 2] (the
+  // caller checks per row) and |v| >= 2^-100 keeps q0 and e clear of
+  // underflow; smaller v (zero too, whose sign the fma could lose) divide.
+  // Three fp32 operations instead of a division's sequence per element.
+  Value* quotient_by_reciprocal(ir::OpBuilder& b, Value* v, Value* d, Value* y) {
+    Value* q0 = op2(b, "mul", v, y);
+    Value* e = fma(b, op1(b, "neg", q0), d, v);
+    Value* q = fma(b, e, y, q0);
+    return tile::build_if(
+               b, cmp(b, "lt", op1(b, "abs", v), acc_real(b, 0x1p-100)), {q},
+               [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{op2(tb, "div", v, d)}; },
+               [](ir::OpBuilder&, std::span<Value* const> k) { return std::vector<Value*>{k[0]}; })
+        ->result(0);
+  }
+  // Whether p's fp32 form scales by p.down alone (p.up == 1: e <= 127).
+  Value* unit_up(ir::OpBuilder& b, const Pow2& p) { return cmp(b, "eq", p.up, acc_real(b, 1.0)); }
+  // `sum` built twice: where `plain` holds (a uniform test) with
+  // plain_scaling_, else as is. Same bits either way.
+  Value* sum_plain_or_not(ir::OpBuilder& b, Value* plain, const SumStep& step) {
+    if (!plain) return sum(b, step);
+    return tile::build_if(
+               b, plain, {acc_real(b, 0.0)},
+               [&](ir::OpBuilder& tb, std::span<Value* const>) {
+                 plain_scaling_ = true;
+                 Value* v = sum(tb, step);
+                 plain_scaling_ = false;
+                 return std::vector<Value*>{v};
+               },
+               [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{sum(eb, step)}; })
+        ->result(0);
   }
   // scaled() of a value that is an fp32 number (v as fp64, or as an fp32
   // lane), in fp32 where p has the fp32 form and p.e >= -149 is known.
@@ -452,7 +510,18 @@ class NormalizationBuilder {
     if (!p.up) return scaled(b, v, p);
     return scaled_f32(b, v->type().policy == acc_ ? v : to_acc(b, v), p);
   }
-  Value* mean(ir::OpBuilder& b, Value* sum) { return quotient(b, sum, length_); }
+  // With a plain fp32 accumulator and a row length exact in fp32 (known,
+  // at most 2^24), sum / n divides in fp32: the correctly rounded fp32
+  // quotient of two fp32 values has the bits of the fp64 quotient rounded
+  // to fp32 (53 >= 2 * 24 + 2 bits: the double rounding is innocuous), and
+  // fp64 division is a long instruction sequence on a GPU.
+  Value* mean(ir::OpBuilder& b, Value* sum) {
+    if (fp32_math() && static_length_ > 0 && static_length_ <= (std::int64_t{1} << 24) && sum->type().policy == acc_) {
+      return op2(b, "div", sum, acc_real(b, static_cast<double>(static_length_)));
+    }
+    return quotient(b, sum, length_);
+  }
+  bool fp32_math() const { return acc_ == default_policy(DType::fp32); }
 
   void store(ir::OpBuilder& b, Value* index, Value* acc_value) {
     store_to(b, out_buffer_, root_.result(0)->type().policy, index, acc_value);
@@ -466,6 +535,14 @@ class NormalizationBuilder {
     }
     // `index` is the element's flat index in the result (the input's shape):
     // a stochastic result draws Philox(0, index), as the reference does.
+    if (p.rounding != Rounding::stochastic && acc_value->type().dtype() == DType::fp32 &&
+        (p.accum == DType::fp32 || p.accum == DType::fp64)) {
+      // finish() would widen the fp32 value to fp64 exactly and round it
+      // back to fp32 (the accumulation type) before rounding to storage:
+      // one rounding of the same value, without the two conversions.
+      store_elem(b, buffer, index, cast(b, acc_value, p));
+      return;
+    }
     const LaneValue v = p.rounding == Rounding::stochastic
                             ? LaneProgram::finish_stochastic(b, to64(b, acc_value), p, true, index, 0)
                             : LaneProgram::finish(b, to64(b, acc_value), p);
@@ -494,34 +571,38 @@ class NormalizationBuilder {
                return step(lb, a[0], a.subspan(1));
              })->results();
     }
-    // Each lane's values to shared memory, folded by a tree over the lanes
-    // (the lanes past the largest power of two P <= L into the first ones,
-    // then halves: log2 P rounds, where one lane folding all L in turn kept
-    // the group waiting for L dependent steps); every lane reads entry 0.
-    // The folds are exact, so the tree gives the values any order gives.
+    // Each lane's values to shared memory, folded in two levels: lane t < W
+    // (W, the largest power of two up to 32 dividing L) folds entries t,
+    // t + W, .. in turn, then lane 0 folds the W results; every lane reads
+    // entry 0. The folds are exact, so any order gives the same values. The
+    // entries a lane folds are independent loads, issued together, and the
+    // group waits at four barriers (a tree over the lanes took log2 L + 1).
     std::vector<Value*> arrays;
     for (std::size_t k = 0; k < inits.size(); ++k) {
       arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_));
       b.create("tile.store_elem", {arrays[k], lid_, lane_values[k]});
     }
     b.create("tile.barrier", {});
-    std::int64_t pow2 = 1;
-    while (pow2 * 2 <= row_lanes_) pow2 *= 2;
-    auto fold_into = [&](std::int64_t active, std::int64_t distance) {
-      if_then(b, cmp(b, "lt", lid_, integer(b, active)), [&](ir::OpBuilder& lb) {
-        Value* other = index_op(lb, "add", lid_, integer(lb, distance));
-        std::vector<Value*> mine, theirs;
-        for (Value* arr : arrays) {
-          mine.push_back(tile::build(lb, "tile.load_elem", {arr, lid_}));
-          theirs.push_back(tile::build(lb, "tile.load_elem", {arr, other}));
+    std::int64_t width = 1;
+    while (width < 32 && row_lanes_ % (width * 2) == 0) width *= 2;
+    const ir::AttrMap proven{{"in_bounds", true}};
+    // Lanes below `lanes` fold `count` entries `stride` apart from their own.
+    auto fold_entries = [&](std::int64_t lanes, std::int64_t count, std::int64_t stride) {
+      if_then(b, cmp(b, "lt", lid_, integer(b, lanes)), [&](ir::OpBuilder& lb) {
+        std::vector<Value*> acc;
+        for (Value* arr : arrays) acc.push_back(tile::build(lb, "tile.load_elem", {arr, lid_}, proven));
+        for (std::int64_t j = 1; j < count; ++j) {
+          Value* at = index_op(lb, "add", lid_, integer(lb, j * stride));
+          std::vector<Value*> theirs;
+          for (Value* arr : arrays) theirs.push_back(tile::build(lb, "tile.load_elem", {arr, at}, proven));
+          acc = combine(lb, acc, theirs);
         }
-        const std::vector<Value*> folded = combine(lb, mine, theirs);
-        for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], lid_, folded[k]});
+        for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], lid_, acc[k]}, proven);
       });
       b.create("tile.barrier", {});
     };
-    if (row_lanes_ > pow2) fold_into(row_lanes_ - pow2, pow2);
-    for (std::int64_t half = pow2 / 2; half >= 1; half /= 2) fold_into(half, half);
+    if (row_lanes_ > width) fold_entries(width, row_lanes_ / width, width);
+    if (width > 1) fold_entries(1, width, 1);
     std::vector<Value*> out;
     for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, integer(b, 0)}));
     // Every lane has read the result before a later pass writes shared
@@ -596,7 +677,7 @@ class NormalizationBuilder {
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
     // The first pass folds the values as stored (x_exact): max and v - v
     // are exact in any float type.
-    const NumericsPolicy fold = exact_fold_policy(root_.operand(0)->type().dtype());
+    const NumericsPolicy fold = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto cheap = fold_pass(b, {tile::build_real(b, -kInf, fold), tile::build_real(b, 0.0, fold)},
                            [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                              Value* v = x_exact(lb, i);
@@ -835,7 +916,7 @@ class NormalizationBuilder {
   // Max |v| (NaN ignored) and whether some v is not finite.
   // Max |x| (NaN ignored) and whether some x is not finite; the max as fp64.
   std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b) {
-    const NumericsPolicy t = exact_fold_policy(root_.operand(0)->type().dtype());
+    const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
     // The flag is carried as 1.0 once seen, in the fold's type (see max_pass).
     auto r = fold_pass(b, {c_(b, 0.0), c_(b, 0.0)},
@@ -854,7 +935,7 @@ class NormalizationBuilder {
   // The row's largest and smallest value (NaN ignored) as fp64, and whether
   // some value is not finite.
   std::vector<Value*> extremes_pass(ir::OpBuilder& b) {
-    const NumericsPolicy t = exact_fold_policy(root_.operand(0)->type().dtype());
+    const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
     auto r = fold_pass(b, {c_(b, -kInf), c_(b, kInf), c_(b, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
@@ -902,8 +983,12 @@ class NormalizationBuilder {
     std::function<Value*(ir::OpBuilder&, Value*)> z = u;
     Value* K = k;
     Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
+    // The row's scalings by p.down alone (every p.up 1, the common row).
+    Value* plain = minus_k.up ? unit_up(b, minus_k) : nullptr;
     if (center) {
-      Value* mu = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) { return op2(eb, "add", acc, u(eb, r)); }));
+      Value* mu = mean(b, sum_plain_or_not(b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+                         return op2(eb, "add", acc, u(eb, r));
+                       }));
       auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
       // w = round(round(x 2^-k) - mu) is monotone in x (every rounding is),
       // so max |w| over the row is |w| at its largest or its smallest x: the
@@ -915,8 +1000,9 @@ class NormalizationBuilder {
       K = op2(b, "sub", k, minus_j.e);
       all_zero = cmp(b, "eq", wmax, real(b, 0.0));
       z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled_exact(lb, w(lb, r), minus_j); };
+      if (plain && minus_j.up) plain = op2(b, "and", plain, unit_up(b, minus_j));
     }
-    Value* ms = mean(b, sum(b, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+    Value* ms = mean(b, sum_plain_or_not(b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
                        Value* v = z(eb, r);
                        return fma(eb, v, v, acc);
                      }));
@@ -931,7 +1017,8 @@ class NormalizationBuilder {
     Value* two_s = op2(b, "mul", integer(b, 2), s);
     Value* t = op2(b, "add", scaled(b, ms, op2(b, "sub", op2(b, "mul", integer(b, 2), K), two_s)),
                    scaled(b, acc_real(b, eps), op1(b, "neg", two_s)));
-    Value* d = to_acc(b, op1(b, "sqrt", to64(b, t)));
+    // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
+    Value* d = fp32_math() && t->type().policy == acc_ ? op1(b, "sqrt", t) : to_acc(b, op1(b, "sqrt", to64(b, t)));
     Value* shift = op2(b, "sub", K, s);
     if (eps == 0.0) {
       Value* degenerate = cmp(b, "eq", ms64, real(b, 0.0));
@@ -941,12 +1028,13 @@ class NormalizationBuilder {
     // The quotient of two values of the accumulation type, rounded once to
     // it: the reference's round_to(z / d) (a correctly rounded division).
     const Pow2 out_scale = pow2(b, shift);
+    Value* recip = nullptr;  // the common row's fp32 1 / d
     auto output = [&](ir::OpBuilder& ob, bool in_fp32) {
       each_element(ob, [&](ir::OpBuilder& lb, Value* r) {
         Value* zr = z(lb, r);
-        Value* q = op2(lb, "div", zr, d);
+        Value* q = recip ? quotient_by_reciprocal(lb, zr, d, recip) : op2(lb, "div", zr, d);
         Value* y = in_fp32 ? scaled_f32(lb, q, out_scale) : scaled(lb, q, out_scale);
-        y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
+        if (!common_row_) y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
         if (params_.size() == 2) {
           y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
         } else if (params_.size() == 1) {
@@ -958,9 +1046,30 @@ class NormalizationBuilder {
     if (out_scale.up) {
       // The row's output scaling is exact in fp32 unless 2^shift lies
       // below fp32's smallest number (a uniform test: one loop or the other).
+      auto by_shift = [&](ir::OpBuilder& sb) {
+        if_then(
+            sb, cmp(sb, "ge", shift, integer(sb, -149)), [&](ir::OpBuilder& fb) { output(fb, true); },
+            [&](ir::OpBuilder& db) { output(db, false); }, /*likely=*/true);
+      };
+      // The common row (finite, not all zero, every scaling by p.down
+      // alone) skips the per-element selects and first multiplies.
+      // Its divisor d lies in [1/2, 2] (quotient_by_reciprocal's range).
+      Value* common = op2(b, "and", op2(b, "and", not_(b, nonfinite), not_(b, all_zero)),
+                          op2(b, "and", cmp(b, "ge", shift, integer(b, -149)), unit_up(b, out_scale)));
+      common = op2(b, "and", common, op2(b, "and", cmp(b, "ge", d, acc_real(b, 0.5)), cmp(b, "le", d, acc_real(b, 2.0))));
+      if (plain) common = op2(b, "and", common, plain);
       if_then(
-          b, cmp(b, "ge", shift, integer(b, -149)), [&](ir::OpBuilder& fb) { output(fb, true); },
-          [&](ir::OpBuilder& db) { output(db, false); }, /*likely=*/true);
+          b, common,
+          [&](ir::OpBuilder& cb) {
+            plain_scaling_ = true;
+            common_row_ = true;
+            recip = op2(cb, "div", acc_real(cb, 1.0), d);
+            output(cb, true);
+            recip = nullptr;
+            plain_scaling_ = false;
+            common_row_ = false;
+          },
+          by_shift, /*likely=*/true);
     } else {
       output(b, false);
     }
@@ -985,12 +1094,15 @@ class NormalizationBuilder {
   Value* x_buffer_ = nullptr;
   std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
+  bool plain_scaling_ = false;        // building code for rows whose scalings have p.up == 1
+  bool common_row_ = false;           // building the output of a finite row, not all zero
   bool held_ = false;                 // rows held in registers (hold_row)
   std::int64_t held_length_ = 0;
+  std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   bool held_same_shape_ = false;      // every written buffer has x's shape
   std::vector<Value*> held_r_;        // the lane's slots' row indices
   std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)
-  std::unordered_map<const Value*, Value*> held_x_;  // x's element of each slot, by its row index
+  std::map<std::pair<const Value*, const Value*>, Value*> held_loads_;  // (row buffer, slot's row index) -> element
   Value* lid_ = nullptr;
   Value* length_ = nullptr;
   Value* out_buffer_ = nullptr;     // the result's (fused: the gradient's) buffer
@@ -1018,8 +1130,23 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
                                                   "graph.layernorm_safe", "graph.rmsnorm_safe", "graph.norm_linear"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
   const ir::Operation* linear = nullptr;
+  auto is_argument = [&](const Value* v) {
+    for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+      if (body.argument(k) == v) return true;
+    }
+    return false;
+  };
   for (const auto& op : body.ops()) {
     if (op.get() == &root || op.get() == body.terminator()) continue;
+    // An exact widening cast of a kernel input read by the root (or the
+    // fused gradient) only: the template reads the input (source_of).
+    if (exact_widening_cast(*op) && is_argument(op->operand(0))) {
+      bool operand_only = true;
+      for (const ir::Use& use : op->result(0)->uses()) {
+        operand_only = operand_only && (use.user == &root || softmax_gradient_fusible(root, *use.user));
+      }
+      if (operand_only) continue;
+    }
     if (!linear && softmax_gradient_fusible(root, *op)) {
       linear = op.get();
       continue;
@@ -1032,10 +1159,10 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   }
   std::vector<const Value*> operands(root.operands().begin(), root.operands().end());
   if (linear) operands.push_back(linear->operand(1));
-  for (const Value* v : operands) {
-    bool is_argument = false;
-    for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == v;
-    if (!is_argument) return fail("an operand is not a kernel input");
+  for (const Value* operand : operands) {
+    const ir::Operation* d = operand->defining_op();
+    const Value* v = d && exact_widening_cast(*d) ? d->operand(0) : operand;
+    if (!is_argument(v)) return fail("an operand is not a kernel input");
     if (auto bad = unsupported_policy(buffer_policy(v->type().policy))) return fail("an operand has " + *bad);
     if (!fits(v->type().dtype(), accum)) {
       return fail("operand storage " + std::string(name(v->type().dtype())) + " is not exact in its " +

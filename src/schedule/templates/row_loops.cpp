@@ -309,16 +309,34 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
 
 Value* blocked_sum_held(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, Value* lane,
                         std::int64_t lanes, const StrandSum& strand_sum) {
+  (void)length;  // the blocks are the lanes': lanes / S of them
   const std::int64_t S = kReductionStrands;
-  if (lanes % S != 0 || lanes / S > kReductionBlock) {
+  const std::int64_t blocks = lanes / S;
+  if (lanes % S != 0 || blocks > kReductionBlock) {
     raise(ErrorCode::Internal, "blocked_sum_held: " + std::to_string(lanes) + " lanes do not hold one superblock in strands");
   }
-  const Superblocks plan = plan_superblocks(b, length, acc_policy);
-  Value* strand_part = shared_array(b, acc_policy, lanes);
-  return cooperative_superblocks(b, acc_policy, lane, plan, [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
-    // One superblock (b_lo = 0): lane t's strand belongs to block t / S.
-    combine_block_parts(sb, strand_part, strand_sum(sb), lane, b_lo, b_lo, b_hi, lanes / S, S, plan.partial);
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
+  Value* parts = shared_array(b, acc_policy, lanes);
+  Value* partial = shared_array(b, acc_policy, blocks + 1);  // the block sums, then the total
+  Value* zero = integer(b, 0);
+  // Lane t's strand belongs to block t / S; the blocks' sums to partial.
+  combine_block_parts(b, parts, strand_sum(b), lane, zero, zero, integer(b, blocks), blocks, S, partial);
+  // Lane 0 adds the block sums in order (one superblock), unrolled: the
+  // loads are independent, only the adds wait on each other.
+  const ir::AttrMap proven{{"in_bounds", true}};
+  if_then(b, cmp(b, "eq", lane, zero), [&](ir::OpBuilder& lb) {
+    Value* super = acc_real(lb, 0.0);
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {partial, integer(lb, j)}, proven));
+    }
+    lb.create("tile.store_elem", {partial, integer(lb, blocks), op2(lb, "add", acc_real(lb, 0.0), super)}, proven);
   });
+  b.create("tile.barrier", {});
+  Value* total = tile::build(b, "tile.load_elem", {partial, integer(b, blocks)}, proven);
+  // Every lane has read the total before a later pass writes shared memory.
+  b.create("tile.barrier", {});
+  return total;
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,

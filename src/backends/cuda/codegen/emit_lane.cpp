@@ -70,6 +70,9 @@ std::string unary(const ir::Operation& op, const std::string& n, const std::stri
   // Integer neg/abs and float neg are codegen::common_lane_expr's.
   if (!is_float(d)) unsupported(op, "'" + n + "' needs a floating-point operand");
   if (n == "abs") return d == DType::fp64 ? "fabs(" + x + ")" : "fabsf(" + x + ")";
+  // An fp32 square root correctly rounded in fp32 has the bits of the fp64
+  // root rounded to fp32 (53 >= 2 * 24 + 2), as + - * / above.
+  if (n == "sqrt" && native_f32(p)) return "__fsqrt_rn(" + x + ")";
   if (n == "sqrt") return rounded(p, "__dsqrt_rn(" + as_double(x) + ")");
   // exp, log, tanh, erf, sin and cos are Tessera's own
   // (tessera/numerics/elementary.h, trigonometric.h), the same code as the
