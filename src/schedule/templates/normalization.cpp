@@ -454,7 +454,7 @@ class NormalizationBuilder {
     Pow2 p{e, acc_.storage == DType::fp64 ? nullptr : op2(b, "ldexp", real(b, 1.0), e)};
     if (acc_ == default_policy(DType::fp32)) {
       Value* high = integer(b, 127);
-      p.up = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "max", op2(b, "sub", e, high), integer(b, 0))));
+      p.up = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "max", index_op(b, "sub", e, high), integer(b, 0))));
       p.down = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "min", e, high)));
     }
     return p;
@@ -975,8 +975,11 @@ class NormalizationBuilder {
       amax = stats.first;
       nonfinite = stats.second;
     }
+    // Exponent arithmetic stays far inside int64 (|values| < 2^31, the
+    // kNoExponent sentinel included): nowrap (index_op), plain adds on a GPU
+    // where checked int64 arithmetic took several instructions each.
     Value* k = op1(b, "frexp_exp", amax);
-    const Pow2 minus_k = pow2(b, op1(b, "neg", k));
+    const Pow2 minus_k = pow2(b, index_op(b, "sub", integer(b, 0), k));
     auto u = [&](ir::OpBuilder& lb, Value* r) {
       return minus_k.up ? scaled_exact(lb, x_acc(lb, r), minus_k) : scaled(lb, x64(lb, r), minus_k);
     };
@@ -996,8 +999,8 @@ class NormalizationBuilder {
       Value* w_hi = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmax, minus_k), mu)));
       Value* w_lo = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmin, minus_k), mu)));
       Value* wmax = select(b, cmp(b, "gt", w_hi, w_lo), w_hi, w_lo);
-      const Pow2 minus_j = pow2(b, op1(b, "neg", op1(b, "frexp_exp", wmax)));
-      K = op2(b, "sub", k, minus_j.e);
+      const Pow2 minus_j = pow2(b, index_op(b, "sub", integer(b, 0), op1(b, "frexp_exp", wmax)));
+      K = index_op(b, "sub", k, minus_j.e);
       all_zero = cmp(b, "eq", wmax, real(b, 0.0));
       z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled_exact(lb, w(lb, r), minus_j); };
       if (plain && minus_j.up) plain = op2(b, "and", plain, unit_up(b, minus_j));
@@ -1010,16 +1013,17 @@ class NormalizationBuilder {
     const double eps = root_.attrs().get_real("eps");
     Value* ms64 = to64(b, ms);
     Value* e1 = select(b, cmp(b, "gt", ms64, real(b, 0.0)),
-                       op2(b, "add", op2(b, "sub", op1(b, "frexp_exp", ms64), integer(b, 1)), op2(b, "mul", integer(b, 2), K)),
+                       index_op(b, "add", index_op(b, "sub", op1(b, "frexp_exp", ms64), integer(b, 1)),
+                                index_op(b, "mul", integer(b, 2), K)),
                        integer(b, kNoExponent));
     Value* e2 = integer(b, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
-    Value* s = op2(b, "add", op2(b, "floordiv", op2(b, "max", e1, e2), integer(b, 2)), integer(b, 1));
-    Value* two_s = op2(b, "mul", integer(b, 2), s);
-    Value* t = op2(b, "add", scaled(b, ms, op2(b, "sub", op2(b, "mul", integer(b, 2), K), two_s)),
-                   scaled(b, acc_real(b, eps), op1(b, "neg", two_s)));
+    Value* s = index_op(b, "add", op2(b, "floordiv", op2(b, "max", e1, e2), integer(b, 2)), integer(b, 1));
+    Value* two_s = index_op(b, "mul", integer(b, 2), s);
+    Value* t = op2(b, "add", scaled(b, ms, index_op(b, "sub", index_op(b, "mul", integer(b, 2), K), two_s)),
+                   scaled(b, acc_real(b, eps), index_op(b, "sub", integer(b, 0), two_s)));
     // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
     Value* d = fp32_math() && t->type().policy == acc_ ? op1(b, "sqrt", t) : to_acc(b, op1(b, "sqrt", to64(b, t)));
-    Value* shift = op2(b, "sub", K, s);
+    Value* shift = index_op(b, "sub", K, s);
     if (eps == 0.0) {
       Value* degenerate = cmp(b, "eq", ms64, real(b, 0.0));
       d = select(b, degenerate, acc_real(b, 0.0), d);

@@ -181,6 +181,13 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
   if (n == "ldexp") {
     const NumericsPolicy& p = op.result(0)->type().policy;
     const std::string e = "tsr::clamp_exponent(" + a[1] + ")";
+    // 2^e (a power-of-two factor, the normalizations' scalings): its bits
+    // directly, where ldexp scales by repeated multiplies.
+    const ir::Operation* m = op.operand(0)->defining_op();
+    if (p.storage == DType::fp64 && m && m->name() == "tile.const") {
+      const codegen::ConstantValue c = codegen::constant_value(*m);
+      if (c.kind == codegen::ConstantValue::Kind::real && c.real == 1.0) return "tsr::pow2_f64(" + a[1] + ")";
+    }
     if (p.storage == DType::fp64) return "ldexp(" + a[0] + ", " + e + ")";
     if (native_f32(p)) return "ldexpf(" + a[0] + ", " + e + ")";
     return rounded(p, "ldexp(" + as_double(a[0]) + ", " + e + ")");
@@ -236,6 +243,12 @@ std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& 
   }
   return "tsr::store(" + a[0] + ", " + index_list(a, 1, a.size() - 1) + ", " + a.back() + ", " + store_overflow(op) +
          ", W);";
+}
+
+std::string store_rounded_stmt(const std::vector<std::string>& a, bool unchecked) {
+  const std::string idx = index_list(a, 1, a.size() - 1);
+  if (unchecked) return "tsr::store_rounded_u(" + a[0] + ", " + idx + ", " + a.back() + ");";
+  return "tsr::store_rounded(" + a[0] + ", " + idx + ", " + a.back() + ", W);";
 }
 
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what) {

@@ -638,7 +638,16 @@ class Emitter {
     if (n == "tile.while") return emit_while(op);
     // An access is unchecked when its template proves it (`in_bounds`) or
     // an enclosing extent guard does (guarded_access).
-    if (n == "tile.store_elem") return line(store_stmt(op, args_of(op), unchecked_access(op)));
+    if (n == "tile.store_elem") {
+      if (const ir::Value* wide = rounded_store_source(op)) {
+        // Round and store in one step: the stored code is the fp32 value's
+        // encoding, without decoding the rounded value and encoding it again.
+        std::vector<std::string> a = args_of(op);
+        a.back() = name_.at(wide);
+        return line(store_rounded_stmt(a, unchecked_access(op)));
+      }
+      return line(store_stmt(op, args_of(op), unchecked_access(op)));
+    }
     if (n == "tile.load_elem") return define(op.result(0), load_expr(args_of(op), unchecked_access(op)));
     if (n == "tile.load_vector") return emit_load_vector(op);
     if (n == "tile.store_vector") return emit_store_vector(op);
@@ -809,6 +818,24 @@ class Emitter {
     const std::string& name = s->attrs().get_string("name");
     if (scalar_symbols_.count(name) != 0 || !bounds_->non_negative(c->operand(0))) return std::nullopt;
     return ExtentGuard{c->operand(0), name};
+  }
+  // The fp32 value a global bf16 / fp16 store rounds (its value a tile.cast
+  // of an fp32 lane to the buffer's type, to nearest, infinities kept), or
+  // null.
+  static const ir::Value* rounded_store_source(const ir::Operation& store) {
+    const ir::Type& buffer = store.operand(0)->type();
+    const ir::Operation* cast = store.operands().back()->defining_op();
+    if (!buffer.is_gmem() || !cast || cast->name() != "tile.cast") return nullptr;
+    const NumericsPolicy& to = cast->attrs().get_policy("to");
+    const NumericsPolicy& from = cast->operand(0)->type().policy;
+    const bool narrow = to.storage == DType::bf16 || to.storage == DType::fp16;
+    if (!narrow || to.storage != buffer.policy.storage || to.rounding != Rounding::nearest_even ||
+        to.overflow != Overflow::inf_nan || buffer.policy.overflow != Overflow::inf_nan) {
+      return nullptr;
+    }
+    const bool plain_f32 = from.storage == DType::fp32 && from.rounding == Rounding::nearest_even &&
+                           from.overflow == Overflow::inf_nan;
+    return plain_f32 ? cast->operand(0) : nullptr;
   }
   bool unchecked_access(const ir::Operation& op) const { return proven_in_bounds(op) || guarded_access(op); }
   bool guarded_access(const ir::Operation& op) const {

@@ -62,6 +62,8 @@ std::string store_overflow(const ir::Operation& op);
 // when the index is proven in bounds (no check, no fault record).
 std::string load_expr(const std::vector<std::string>& args, bool unchecked);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args, bool unchecked);
+// tsr::store_rounded(_u): an fp32 value (args.back()) rounded to the buffer's bf16 / fp16 and stored.
+std::string store_rounded_stmt(const std::vector<std::string>& args, bool unchecked);
 // Whether a tile.load_elem / tile.store_elem carries a true `in_bounds`.
 bool proven_in_bounds(const ir::Operation& op);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);

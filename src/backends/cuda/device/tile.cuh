@@ -245,6 +245,13 @@ __device__ __forceinline__ i64 frexp_exponent(double x) {
 __device__ __forceinline__ int clamp_exponent(i64 e) {
   return (int)(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
 }
+// ldexp(1.0, e): 2^e from its bits (0 below the subnormals, infinity above).
+__device__ __forceinline__ double pow2_f64(i64 e) {
+  if (e > 1023) return __longlong_as_double(0x7FF0000000000000ll);
+  if (e >= -1022) return __longlong_as_double((e + 1023) << 52);
+  if (e >= -1074) return __longlong_as_double(1ll << (e + 1074));
+  return 0.0;
+}
 constexpr i64 kI64Max = (i64)((1ull << 63) - 1);
 constexpr i64 kI64Min = (i64)(1ull << 63);
 template <int D>
@@ -548,6 +555,22 @@ __device__ __forceinline__ void store_u(const GView<D, R>& v, const i64 (&idx)[R
 #pragma unroll
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   v.data[off] = encode_lane<D>(x, ov);
+}
+// A float32 value rounded to nearest into D's code (bf16, fp16: infinities
+// kept) and stored: tile.cast then tile.store_elem, in one step.
+template <int D, int R>
+__device__ __forceinline__ void store_rounded_u(const GView<D, R>& v, const i64 (&idx)[R], float x) {
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
+}
+template <int D, int R>
+__device__ __forceinline__ void store_rounded(const GView<D, R>& v, const i64 (&idx)[R], float x, const Where& w) {
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
 }
 template <int D, int RO, int CO, int M, int RANK>
 __device__ __forceinline__ typename Traits<D>::value load_u(const SView<D, RO, CO, M, RANK>& v,
