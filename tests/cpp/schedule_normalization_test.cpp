@@ -245,10 +245,10 @@ func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>,
 
 // The common row's output divides by multiplying with a per-row fp32
 // reciprocal y = RN(1/d) and correcting once with fmas (the template's
-// quotient_by_reciprocal): for d in [1/2, 2] and |v| >= 2^-100 that is the
-// correctly rounded quotient. Checked here against the fp64 quotient
-// rounded to fp32 (itself correctly rounded) on 2^24 random pairs, divisors
-// near powers of two and with all-ones significands among them.
+// quotient_by_reciprocal): for d in [2^-26, 2^26] and 2^-100 <= |v| < 2^26
+// that is the correctly rounded quotient. Checked here against the fp64
+// quotient rounded to fp32 (itself correctly rounded) on 2^24 random pairs,
+// divisors near powers of two and with all-ones significands among them.
 TEST(ScheduleNormalization, ReciprocalQuotientIsTheCorrectlyRoundedQuotient) {
   std::mt19937_64 rng(7);
   auto from_bits = [](std::uint32_t u) {
@@ -262,8 +262,9 @@ TEST(ScheduleNormalization, ReciprocalQuotientIsTheCorrectlyRoundedQuotient) {
     std::uint32_t dm = r & 0x7FFFFF;
     if ((r >> 23) % 4 == 0) dm = 0x7FFFFF - ((r >> 25) & 0xFF);  // near all ones
     if ((r >> 23) % 4 == 1) dm = (r >> 25) & 0xFF;               // near a power of two
-    const float d = from_bits(((127u - ((r >> 50) & 1)) << 23) | dm);       // [1/2, 2)
-    const std::uint32_t exponent = 27 + static_cast<std::uint32_t>((r >> 51) % 104);  // 2^-100 .. 2^3
+    const std::uint64_t r2 = rng();
+    const float d = from_bits((static_cast<std::uint32_t>(101 + r2 % 52) << 23) | dm);          // [2^-26, 2^26)
+    const std::uint32_t exponent = 27 + static_cast<std::uint32_t>((r2 >> 8) % 126);            // 2^-100 .. 2^26
     const float v = from_bits((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) | ((r >> 27) & 0x7FFFFF));
     volatile float y = 1.0f / d;  // volatile: one rounding, as the kernel's per-row division
     const float q0 = v * y;

@@ -87,7 +87,10 @@ class NormalizationBuilder {
     // kMaxHeldLanes lanes.
     const ir::Dim& row_dim = x->type().shape[static_cast<std::size_t>(axis_)];
     if (!row_dim.is_symbolic()) static_length_ = row_dim.size;
-    const bool may_hold = kernel_.attrs().has("row_held") && kernel_.attrs().get_bool("row_held");
+    // The CUDA Tile IR target (variant tile_ir) keeps the loop form, the
+    // one its tests cover.
+    const bool may_hold = kernel_.attrs().has("row_held") && kernel_.attrs().get_bool("row_held") &&
+                          kernel_variant(kernel_) != "tile_ir";
     if (may_hold && coop_ && static_cast<std::size_t>(axis_) + 1 == rank && !row_dim.is_symbolic() && row_dim.size > 0) {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
@@ -342,8 +345,13 @@ class NormalizationBuilder {
 
   // Element r of the row of `buffer` (x, the second operand, a result read back).
   Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
-    if (held_) {
+    if (held_ && !reread_) {
       if (auto it = held_loads_.find({buffer, r}); it != held_loads_.end()) return it->second;
+    }
+    if (held_ && held_loads_.count({buffer, r})) {
+      // A rare path reads the element again (in bounds: a held slot), so
+      // the held register need not live through it.
+      return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)}, {{"in_bounds", true}});
     }
     if (run_state_) return run_value(b, run_state_->row_loads, buffer, r, /*at_row=*/true);
     return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
@@ -473,8 +481,9 @@ class NormalizationBuilder {
   // q0 = RN(v y), e = v - q0 d (exact, one fma), q = RN(q0 + e y). With y
   // the correctly rounded reciprocal and no underflow, q is the correctly
   // rounded quotient (Markstein's theorem; docs/design/0025 gives the
-  // ranges and the test that checks it). Here d lies in [1/2, 2] (the
-  // caller checks per row) and |v| >= 2^-100 keeps q0 and e clear of
+  // ranges and the test that checks it). Here d lies in [2^-26, 2^26] (the
+  // caller checks per row: reciprocal_range), |v| < 2^26 (the callers'
+  // values are at most 1), and |v| >= 2^-100 keeps q0 and e clear of
   // underflow; smaller v (zero too, whose sign the fma could lose) divide.
   // Three fp32 operations instead of a division's sequence per element.
   Value* quotient_by_reciprocal(ir::OpBuilder& b, Value* v, Value* d, Value* y) {
@@ -486,6 +495,9 @@ class NormalizationBuilder {
                [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{op2(tb, "div", v, d)}; },
                [](ir::OpBuilder&, std::span<Value* const> k) { return std::vector<Value*>{k[0]}; })
         ->result(0);
+  }
+  Value* reciprocal_range(ir::OpBuilder& b, Value* d) {
+    return op2(b, "and", cmp(b, "ge", d, acc_real(b, 0x1p-26)), cmp(b, "le", d, acc_real(b, 0x1p26)));
   }
   // Whether p's fp32 form scales by p.down alone (p.up == 1: e <= 127).
   Value* unit_up(ir::OpBuilder& b, const Pow2& p) { return cmp(b, "eq", p.up, acc_real(b, 1.0)); }
@@ -731,11 +743,23 @@ class NormalizationBuilder {
       return sum(b, exact);
     }
     Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
-      return step(lb, r, op1(lb, "exp_or_nan", op2(lb, "sub", x_acc(lb, r), m_acc)), acc);
+      Value* e = op1(lb, "exp_or_nan", op2(lb, "sub", x_acc(lb, r), m_acc));
+      if (capture_e_) held_e_[r] = e;
+      return step(lb, r, e, acc);
     });
     Value* redo = op2(b, "and", cmp(b, "ne", s, s), not_(b, skip));
+    last_redo_ = redo;
+    // A held softmax keeps its e, not x, in registers past this point: the
+    // rare exact sum reads x again (reread_).
+    const bool reread = capture_e_;
     ir::Operation* again = tile::build_if(
-        b, redo, {s}, [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{sum(tb, exact)}; },
+        b, redo, {s},
+        [&](ir::OpBuilder& tb, std::span<Value* const>) {
+          reread_ = reread;
+          Value* exact_sum = sum(tb, exact);
+          reread_ = false;
+          return std::vector<Value*>{exact_sum};
+        },
         [&](ir::OpBuilder&, std::span<Value* const> a) { return std::vector<Value*>{a[0]}; });
     again->attrs().set("likely", false);
     return again->result(0);
@@ -811,10 +835,19 @@ class NormalizationBuilder {
     // instead of computing exp again. Normalization results never share a
     // buffer with their input (plan_buffers), so x stays readable.
     const bool keep_e = root_.result(0)->type().policy.storage == acc_.storage;
+    // A held row of whole blocks keeps each e of the sum pass in its
+    // register (the steps run at the kernel's top level): where the row
+    // needed no exact redo, those are the exact e, and the output needs no
+    // second exp.
+    const bool held_e = held_ && !keep_e && held_length_ % kReductionBlock == 0;
+    capture_e_ = held_e;
+    last_redo_ = nullptr;
     Value* s = exp_sum(b, m_acc, op2(b, "or", bad, m_is_inf), [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
       if (keep_e) store(eb, row_->offset(eb, r), e);
       return op2(eb, "add", acc, e);
     });
+    capture_e_ = false;
+    const bool use_held_e = held_e && last_redo_ && held_e_.size() == held_r_.size();
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The row's case is uniform, so each case is its own loop: the common
     // one reads only e and divides at the accumulation type (a division of
@@ -835,11 +868,29 @@ class NormalizationBuilder {
                 });
               },
               [&](ir::OpBuilder& fb) {
-                each_element(fb, [&](ir::OpBuilder& lb, Value* r) {
-                  Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)))
-                                    : shifted_exp(lb, r, m_acc);
-                  store(lb, row_->offset(lb, r), op2(lb, "div", e, s));
-                });
+                auto exact_e = [&](ir::OpBuilder& eb) {
+                  each_element(eb, [&](ir::OpBuilder& lb, Value* r) {
+                    Value* e = keep_e ? to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)))
+                                      : shifted_exp(lb, r, m_acc);
+                    store(lb, row_->offset(lb, r), op2(lb, "div", e, s));
+                  });
+                };
+                if (!use_held_e) return exact_e(fb);
+                auto exact_e_reread = [&](ir::OpBuilder& eb) {
+                  reread_ = true;
+                  exact_e(eb);
+                  reread_ = false;
+                };
+                // The held e, divided by the row's reciprocal (s lies in
+                // [1, n], inside quotient_by_reciprocal's range; e <= 1).
+                if_then(fb, op2(fb, "or", last_redo_, not_(fb, reciprocal_range(fb, s))), exact_e_reread,
+                        [&](ir::OpBuilder& hb) {
+                          Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
+                          each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
+                            store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, held_e_.at(r), s, recip));
+                          });
+                        },
+                        /*likely=*/false);
               },
               /*likely=*/false);
         },
@@ -1057,10 +1108,10 @@ class NormalizationBuilder {
       };
       // The common row (finite, not all zero, every scaling by p.down
       // alone) skips the per-element selects and first multiplies.
-      // Its divisor d lies in [1/2, 2] (quotient_by_reciprocal's range).
+      // Its divisor d lies in quotient_by_reciprocal's range.
       Value* common = op2(b, "and", op2(b, "and", not_(b, nonfinite), not_(b, all_zero)),
                           op2(b, "and", cmp(b, "ge", shift, integer(b, -149)), unit_up(b, out_scale)));
-      common = op2(b, "and", common, op2(b, "and", cmp(b, "ge", d, acc_real(b, 0.5)), cmp(b, "le", d, acc_real(b, 2.0))));
+      common = op2(b, "and", common, reciprocal_range(b, d));
       if (plain) common = op2(b, "and", common, plain);
       if_then(
           b, common,
@@ -1098,6 +1149,10 @@ class NormalizationBuilder {
   Value* x_buffer_ = nullptr;
   std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
+  bool reread_ = false;               // building a rare path of a held row: read x again
+  bool capture_e_ = false;            // exp_sum records each slot's fast e in held_e_
+  std::unordered_map<const Value*, Value*> held_e_;  // slot's row index -> e (softmax, held rows)
+  Value* last_redo_ = nullptr;        // exp_sum's "the row summed again with the exact exp"
   bool plain_scaling_ = false;        // building code for rows whose scalings have p.up == 1
   bool common_row_ = false;           // building the output of a finite row, not all zero
   bool held_ = false;                 // rows held in registers (hold_row)
