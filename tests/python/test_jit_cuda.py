@@ -509,3 +509,37 @@ def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng):
     again = step(*dev)
     for got, rerun in zip(gpu, again):
         np.testing.assert_array_equal(got.numpy().view(np.uint32), rerun.numpy().view(np.uint32))
+
+
+@needs_gpu
+def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
+    """bf16 @accum(fp32) rows of whole blocks (2048: 128 lanes, each holding
+    its strand in registers) and of a partial last block (1000), with NaN,
+    infinite, all-zero and widely spread rows: softmax (which keeps e in
+    registers), rmsnorm and layernorm with their parameters, and the
+    gradients (whose bf16 -> fp32 casts run inside the normalization) give
+    the CPU executable's bits on the GPU."""
+    policy = "bf16 @accum(fp32)"
+    for n in (2048, 1000):
+        x = rng.standard_normal((12, n)) * 3
+        x[1, 5] = np.nan
+        x[2, 7] = np.inf
+        x[3, :] = 0.0
+        x[4, :] = -np.inf
+        x[5, :] = rng.standard_normal(n) * np.exp2(rng.integers(-130, 10, n))
+        x[6, :] = 1e-30 * rng.standard_normal(n)
+        X = tessera.tensor(x.astype(np.float32), policy)
+        T = tessera.tensor(rng.standard_normal((12, n)).astype(np.float32), policy)
+        G = tessera.tensor(rng.standard_normal(n).astype(np.float32), policy)
+        B = tessera.tensor(rng.standard_normal(n).astype(np.float32), policy)
+        fns = (lambda a, t, g, b: ops.softmax_safe(a, axis=-1),
+               lambda a, t, g, b: ops.rmsnorm_safe(a, g, axis=-1, eps=1e-6),
+               lambda a, t, g, b: ops.layernorm_safe(a, g, b, axis=-1, eps=1e-5),
+               tessera.grad(lambda a, t, g, b: ops.sum(ops.softmax_safe(a, axis=-1) * t)),
+               tessera.grad(lambda a, t, g, b: ops.sum(ops.rmsnorm_safe(a, axis=-1, eps=1e-6) * t)),
+               tessera.grad(lambda a, t, g, b: ops.sum(ops.layernorm_safe(a, axis=-1, eps=1e-5) * t)))
+        for k, fn in enumerate(fns):
+            j = tessera.jit(fn)
+            got = j(X.to("cuda:0"), T.to("cuda:0"), G.to("cuda:0"), B.to("cuda:0")).to("cpu")
+            want = j(X, T, G, B)
+            np.testing.assert_array_equal(got.codes(), want.codes(), err_msg=f"rows of {n}, function {k}")

@@ -36,6 +36,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
@@ -1063,22 +1064,47 @@ class NormalizationBuilder {
     // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's denominator()).
     const double eps = root_.attrs().get_real("eps");
     Value* ms64 = to64(b, ms);
-    Value* e1 = select(b, cmp(b, "gt", ms64, real(b, 0.0)),
-                       index_op(b, "add", index_op(b, "sub", op1(b, "frexp_exp", ms64), integer(b, 1)),
-                                index_op(b, "mul", integer(b, 2), K)),
-                       integer(b, kNoExponent));
-    Value* e2 = integer(b, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
-    Value* s = index_op(b, "add", op2(b, "floordiv", op2(b, "max", e1, e2), integer(b, 2)), integer(b, 1));
-    Value* two_s = index_op(b, "mul", integer(b, 2), s);
-    Value* t = op2(b, "add", scaled(b, ms, index_op(b, "sub", index_op(b, "mul", integer(b, 2), K), two_s)),
-                   scaled(b, acc_real(b, eps), index_op(b, "sub", integer(b, 0), two_s)));
-    // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
-    Value* d = fp32_math() && t->type().policy == acc_ ? op1(b, "sqrt", t) : to_acc(b, op1(b, "sqrt", to64(b, t)));
-    Value* shift = index_op(b, "sub", K, s);
-    if (eps == 0.0) {
-      Value* degenerate = cmp(b, "eq", ms64, real(b, 0.0));
-      d = select(b, degenerate, acc_real(b, 0.0), d);
-      shift = select(b, degenerate, integer(b, 0), shift);
+    auto denominator = [&](ir::OpBuilder& db) {
+      Value* e1 = select(db, cmp(db, "gt", ms64, real(db, 0.0)),
+                         index_op(db, "add", index_op(db, "sub", op1(db, "frexp_exp", ms64), integer(db, 1)),
+                                  index_op(db, "mul", integer(db, 2), K)),
+                         integer(db, kNoExponent));
+      Value* e2 = integer(db, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
+      Value* s = index_op(db, "add", op2(db, "floordiv", op2(db, "max", e1, e2), integer(db, 2)), integer(db, 1));
+      Value* two_s = index_op(db, "mul", integer(db, 2), s);
+      Value* t = op2(db, "add", scaled(db, ms, index_op(db, "sub", index_op(db, "mul", integer(db, 2), K), two_s)),
+                     scaled(db, acc_real(db, eps), index_op(db, "sub", integer(db, 0), two_s)));
+      // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
+      Value* d = fp32_math() && t->type().policy == acc_ ? op1(db, "sqrt", t) : to_acc(db, op1(db, "sqrt", to64(db, t)));
+      Value* shift = index_op(db, "sub", K, s);
+      if (eps == 0.0) {
+        Value* degenerate = cmp(db, "eq", ms64, real(db, 0.0));
+        d = select(db, degenerate, acc_real(db, 0.0), d);
+        shift = select(db, degenerate, integer(db, 0), shift);
+      }
+      return std::pair<Value*, Value*>{d, shift};
+    };
+    Value* d = nullptr;
+    Value* shift = nullptr;
+    if (coop_ && row_lanes_ > 32) {
+      // Lane 0 computes the row's d and shift (a long scalar sequence:
+      // frexp, floordiv, two ldexps, sqrt) and shares them through shared
+      // memory; the other warps skip it instead of repeating it. Both are
+      // exact in fp64 (an accumulation value; an exponent below 2^31).
+      Value* slots = shared_array(b, kF64, 2);
+      const ir::AttrMap proven{{"in_bounds", true}};
+      if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+        const auto [d0, shift0] = denominator(lb);
+        lb.create("tile.store_elem", {slots, integer(lb, 0), to64(lb, d0)}, proven);
+        lb.create("tile.store_elem", {slots, integer(lb, 1), cast(lb, shift0, kF64)}, proven);
+      });
+      b.create("tile.barrier", {});
+      d = to_acc(b, tile::build(b, "tile.load_elem", {slots, integer(b, 0)}, proven));
+      shift = cast(b, tile::build(b, "tile.load_elem", {slots, integer(b, 1)}, proven), default_policy(DType::int64));
+      // Read before a later pass writes shared memory.
+      b.create("tile.barrier", {});
+    } else {
+      std::tie(d, shift) = denominator(b);
     }
     // The quotient of two values of the accumulation type, rounded once to
     // it: the reference's round_to(z / d) (a correctly rounded division).
