@@ -518,7 +518,11 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     infinite, all-zero and widely spread rows: softmax (which keeps e in
     registers), rmsnorm and layernorm with their parameters, and the
     gradients (whose bf16 -> fp32 casts run inside the normalization) give
-    the CPU executable's bits on the GPU."""
+    the CPU executable's bits on the GPU. The gradients are fp32, whose NaNs
+    keep the payload each processor's arithmetic gives them (the GPU's
+    0x7FFFFFFF, the CPU's quiet NaN), so NaNs are compared as NaNs, as in
+    test_this_stops_kernels_on_the_gpu_match_the_cpu; bf16 results encode
+    every NaN as one code and are compared whole."""
     policy = "bf16 @accum(fp32)"
     for n in (2048, 1000):
         x = rng.standard_normal((12, n)) * 3
@@ -542,4 +546,9 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
             j = tessera.jit(fn)
             got = j(X.to("cuda:0"), T.to("cuda:0"), G.to("cuda:0"), B.to("cuda:0")).to("cpu")
             want = j(X, T, G, B)
-            np.testing.assert_array_equal(got.codes(), want.codes(), err_msg=f"rows of {n}, function {k}")
+            g, w = got.codes(), want.codes()
+            if got.dtype == "fp32":
+                nan = np.isnan(want.numpy())
+                np.testing.assert_array_equal(np.isnan(got.numpy()), nan, err_msg=f"rows of {n}, function {k}")
+                g, w = g[~nan], w[~nan]
+            np.testing.assert_array_equal(g, w, err_msg=f"rows of {n}, function {k}")
