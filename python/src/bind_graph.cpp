@@ -144,18 +144,31 @@ class GraphBuilder {
   // a traced function is read back once here; the executable places its
   // constants on the device it runs on.
   nb::tuple add_constant(const Tensor& tensor, const std::string& file, int line) {
-    auto values = (tensor.device() == "cpu" ? tensor : tensor.to("cpu")).to_values();
+    const Tensor host = tensor.device() == "cpu" ? tensor : tensor.to("cpu");
     SourceLocation loc;
     loc.file = file;
     loc.line = line;
     loc.column = line > 0 ? 1 : 0;
     ir::OpBuilder b(ir::function_body(*func_));
-    ir::Operation* op = b.create("graph.constant", {},
-                                 ir::AttrMap{{"value", std::vector<double>(values.begin(), values.end())},
-                                             {"shape", ir::fixed_shape(tensor.shape())},
-                                             {"policy", tensor.policy()}},
-                                 loc);
-    return describe(remember(op->result(0)));
+    auto constant = [&](std::vector<double> values, const NumericsPolicy& policy) {
+      return b.create("graph.constant", {},
+                      ir::AttrMap{{"value", std::move(values)}, {"shape", ir::fixed_shape(tensor.shape())}, {"policy", policy}},
+                      loc);
+    };
+    if (is_complex(host.dtype())) {
+      // A constant holds real values: a complex tensor (a closure's, say)
+      // becomes graph.complex of two constants, its parts, exactly.
+      std::vector<double> re, im;
+      for (const std::complex<double>& z : host.to_complex_values()) {
+        re.push_back(z.real());
+        im.push_back(z.imag());
+      }
+      const NumericsPolicy part = default_policy(host.dtype() == DType::complex64 ? DType::fp32 : DType::fp64);
+      ir::Value* parts[] = {constant(std::move(re), part)->result(0), constant(std::move(im), part)->result(0)};
+      ir::Operation* op = b.create("graph.complex", {parts[0], parts[1]}, {}, loc);
+      return describe(remember(op->result(0)));
+    }
+    return describe(remember(constant(host.to_values(), tensor.policy())->result(0)));
   }
 
   GraphFunction finish(const std::vector<std::size_t>& results) {
