@@ -167,12 +167,10 @@ void register_autodiff_ops(ir::Registry& r) {
       .summary = "The identity, with a zero derivative: autodiff does not differentiate through it.",
       .operands = {"x"},
       .infer = [](std::span<const ir::Type> in, const AttrMap&) { return std::vector<ir::Type>{in[0]}; },
-      .reference =
-          [](const KernelCall& call) {
-            auto codes = call.inputs[0].codes();
-            return std::vector<Tensor>{
-                Tensor::from_codes(codes, sizes_of(call.result_types[0]), call.result_types[0].policy)};
-          },
+      .reference = moving_parts_of_complex128([](const KernelCall& call) {
+        auto codes = call.inputs[0].codes();
+        return std::vector<Tensor>{Tensor::from_codes(codes, sizes_of(call.result_types[0]), call.result_types[0].policy)};
+      }),
   });
   r.add(OpDef{
       .name = "graph.erf",
@@ -198,7 +196,7 @@ void register_autodiff_ops(ir::Registry& r) {
       .attrs = {shape_attr("shape"), ints_attr("starts"), ints_attr("stops"),
                 ints_attr("steps", std::vector<std::int64_t>{})},
       .infer = infer_slice_embed,
-      .reference = run_slice_embed,
+      .reference = moving_parts_of_complex128(run_slice_embed),
   });
   r.add(OpDef{
       .name = "graph.scatter_add",

@@ -46,6 +46,12 @@ struct ReductionLayout {
 };
 ReductionLayout reduction_layout(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& axes);
 
+// A reference kernel that moves 64-bit codes (shape ops, slice_embed,
+// stop_gradient), extended to complex128, whose 16-byte elements have no
+// 64-bit code: it moves the real and the imaginary parts as fp64 views and
+// joins them (shape_ops.cpp).
+ir::ReferenceKernel moving_parts_of_complex128(ir::ReferenceKernel kernel);
+
 // Attribute-spec shorthands for op definitions.
 ir::AttrSpec int_attr(std::string name, std::optional<std::int64_t> default_value = std::nullopt);
 ir::AttrSpec real_attr(std::string name, std::optional<double> default_value = std::nullopt);

@@ -42,6 +42,8 @@ std::string ints_str(const Sizes& v) {
   return s + "]";
 }
 
+}  // namespace
+
 // A kernel that moves 64-bit codes, extended to complex128 (16-byte
 // elements, no 64-bit code): it moves the real parts and the imaginary
 // parts as fp64 tensors (strided views of the parts), and the two results
@@ -78,6 +80,8 @@ ir::ReferenceKernel moving_parts_of_complex128(ir::ReferenceKernel kernel) {
     return out;
   };
 }
+
+namespace {
 
 // The result tensor holding `codes` (row-major) with the result type's shape and policy.
 Tensor result_from_codes(std::span<const std::uint64_t> codes, const ir::Type& type) {

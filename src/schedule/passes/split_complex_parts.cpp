@@ -7,8 +7,9 @@
 //   so the rewritten graph computes the same bits, and its reductions are
 //   ordinary real ones that every target compiles;
 // - the ops that move elements without arithmetic: graph.concat,
-//   graph.broadcast_to and graph.gather of complex data (gather's indices
-//   stay as they are). Moving each part moves the element exactly, and it
+//   graph.broadcast_to, graph.gather and graph.slice_embed (the gradient of
+//   a slice, zeros around it) of complex data (gather's indices stay as
+//   they are). Moving each part moves the element exactly, and it
 //   reaches complex128, whose 16-byte elements have no 64-bit code for the
 //   copy template to move.
 // A rewrite whose result type would differ from the original (a policy the
@@ -24,7 +25,7 @@ namespace {
 bool splits(const ir::Operation& op) {
   const std::string_view n = op.name();
   if ((n == "graph.sum" || n == "graph.mean") && op.num_operands() == 1) return is_complex(op.operand(0)->type().dtype());
-  if (n == "graph.concat" || n == "graph.broadcast_to" || n == "graph.gather") {
+  if (n == "graph.concat" || n == "graph.broadcast_to" || n == "graph.gather" || n == "graph.slice_embed") {
     return op.num_results() == 1 && is_complex(op.result(0)->type().dtype());
   }
   return false;
