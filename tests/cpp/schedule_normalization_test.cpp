@@ -165,6 +165,18 @@ func @c(%x: tensor<[R, N] fp32>, %g: tensor<[N] fp32>) -> (tensor<[R, N] fp32>, 
 }
 )";
 
+// softmax, layernorm (scale and shift) and rmsnorm (scale) over bf16 rows
+// of length N, accumulating in fp32 (the runs' and held rows' tests' @h).
+const char* const kBf16RowOps = R"(
+func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>, %b: tensor<[N] bf16 @accum(fp32)>)
+    -> (tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>) {
+  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] bf16 @accum(fp32)>
+  %1 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : tensor<[R, N] bf16 @accum(fp32)>
+  %2 = graph.rmsnorm_safe %x, %g {axis = -1, eps = 1e-6} : tensor<[R, N] bf16 @accum(fp32)>
+  return %0, %1, %2
+}
+)";
+
 // The cooperative form (a group of L lanes per row, the CUDA default) gives
 // the lane-per-row bits for every L: the same reference bits on rows of 200
 // with special values, and the same canonical sum on rows of 70000 (two
@@ -204,15 +216,7 @@ func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3,
 // in bf16 and fp32, with a layernorm's scale and shift read as runs too;
 // and the canonical sum's bits on rows of 70000.
 TEST(ScheduleNormalization, RowsReadInRunsGiveTheReferenceBits) {
-  const std::string text = std::string(kEveryRowOp) + R"(
-func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>, %b: tensor<[N] bf16 @accum(fp32)>)
-    -> (tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>) {
-  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] bf16 @accum(fp32)>
-  %1 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : tensor<[R, N] bf16 @accum(fp32)>
-  %2 = graph.rmsnorm_safe %x, %g {axis = -1, eps = 1e-6} : tensor<[R, N] bf16 @accum(fp32)>
-  return %0, %1, %2
-}
-)";
+  const std::string text = std::string(kEveryRowOp) + kBf16RowOps;
   ir::Module m = ir::parse_module(text);
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
   const std::vector<Tensor> long_args{sample({2, 70000}, kF32, 21, false), sample({70000}, kF32, 22, false)};
@@ -291,15 +295,6 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
     }
     return text;
   };
-  const std::string bf16_ops = R"(
-func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>, %b: tensor<[N] bf16 @accum(fp32)>)
-    -> (tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>, tensor<[R, N] bf16 @accum(fp32)>) {
-  %0 = graph.softmax_safe %x {axis = -1} : tensor<[R, N] bf16 @accum(fp32)>
-  %1 = graph.layernorm_safe %x, %g, %b {axis = -1, eps = 1e-5} : tensor<[R, N] bf16 @accum(fp32)>
-  %2 = graph.rmsnorm_safe %x, %g {axis = -1, eps = 1e-6} : tensor<[R, N] bf16 @accum(fp32)>
-  return %0, %1, %2
-}
-)";
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
   schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
   schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
@@ -309,7 +304,7 @@ func @h(%x: tensor<[R, N] bf16 @accum(fp32)>, %g: tensor<[N] bf16 @accum(fp32)>,
   for (const auto& [n, fp32_ops, bf16_ops_too] : cases) {
     SCOPED_TRACE("rows of " + std::to_string(n));
     const std::int64_t rows = n > 4096 ? 3 : 9;
-    const std::string text = with_dims(std::string(kEveryRowOp) + bf16_ops, rows, n);
+    const std::string text = with_dims(std::string(kEveryRowOp) + kBf16RowOps, rows, n);
     if (fp32_ops) {
       auto exe = check_against_reference(text, "c", {special_rows(rows, n, kF32, 31), sample({n}, kF32, 32, false)});
       // Held rows take no loop over the row (each slot is its own code); a
