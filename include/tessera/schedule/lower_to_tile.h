@@ -156,6 +156,14 @@ bool lane_fusible(const ir::Operation& op);
 // the stored y's bits. Partitioning fuses the pair only then.
 bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear);
 
+// Whether graph.cast `cast` widens exactly: a float format of at most 32
+// bits to fp32 or fp64, or fp32 to fp64, rounding to nearest (every value
+// kept). A normalization reads such a cast of its operands as a prologue:
+// partitioning moves the cast into the normalization's kernel when the
+// normalization is its only reader, and the template reads the cast's
+// operand, whose values are the same (docs/design/0025).
+bool exact_widening_cast(const ir::Operation& cast);
+
 // Whether a template covers `kernel`; when not, `why` names the first op or
 // construct it cannot lower.
 bool has_tile_template(const ir::Operation& kernel, std::string* why = nullptr);
