@@ -1039,7 +1039,9 @@ class NormalizationBuilder {
     Value* K = k;
     Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
     // The row's scalings by p.down alone (every p.up 1, the common row).
-    Value* plain = minus_k.up ? unit_up(b, minus_k) : nullptr;
+    // Cooperative rows only (a GPU's): on a CPU the second copy of each sum
+    // and output loop measured slower (bench/schedule_norm_bench.py).
+    Value* plain = minus_k.up && coop_ ? unit_up(b, minus_k) : nullptr;
     if (center) {
       Value* mu = mean(b, sum_plain_or_not(b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
                          return op2(eb, "add", acc, u(eb, r));
@@ -1135,10 +1137,14 @@ class NormalizationBuilder {
       // The common row (finite, not all zero, every scaling by p.down
       // alone) skips the per-element selects and first multiplies.
       // Its divisor d lies in quotient_by_reciprocal's range.
+      // Cooperative rows only (plain is set for them alone, above).
+      if (!plain) {
+        by_shift(b);
+        return;
+      }
       Value* common = op2(b, "and", op2(b, "and", not_(b, nonfinite), not_(b, all_zero)),
                           op2(b, "and", cmp(b, "ge", shift, integer(b, -149)), unit_up(b, out_scale)));
-      common = op2(b, "and", common, reciprocal_range(b, d));
-      if (plain) common = op2(b, "and", common, plain);
+      common = op2(b, "and", op2(b, "and", common, reciprocal_range(b, d)), plain);
       if_then(
           b, common,
           [&](ir::OpBuilder& cb) {
