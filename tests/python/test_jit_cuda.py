@@ -514,7 +514,8 @@ def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng):
 @needs_gpu
 def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     """bf16 @accum(fp32) rows of whole blocks (2048: 128 lanes, each holding
-    its strand in registers) and of a partial last block (1000), with NaN,
+    its strand in registers; 16384: 1024 lanes) and of a partial last block
+    (1000), with NaN,
     infinite, all-zero and widely spread rows: softmax (which keeps e in
     registers), rmsnorm and layernorm with their parameters, and the
     gradients (whose bf16 -> fp32 casts run inside the normalization) give
@@ -552,3 +553,8 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
                 np.testing.assert_array_equal(np.isnan(got.numpy()), nan, err_msg=f"rows of {n}, function {k}")
                 g, w = g[~nan], w[~nan]
             np.testing.assert_array_equal(g, w, err_msg=f"rows of {n}, function {k}")
+    # The longest held row: 1024 lanes, one group per multiprocessor's worth of registers.
+    X = tessera.tensor((rng.standard_normal((3, 16384)) * 3).astype(np.float32), policy)
+    for fn in (lambda a: ops.softmax_safe(a, axis=-1), lambda a: ops.rmsnorm_safe(a, axis=-1)):
+        j = tessera.jit(fn)
+        np.testing.assert_array_equal(j(X.to("cuda:0")).to("cpu").codes(), j(X).codes(), err_msg="rows of 16384")
