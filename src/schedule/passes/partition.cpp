@@ -186,8 +186,7 @@ class Partitioner {
     Group& dst = groups_[static_cast<std::size_t>(into)];
     for (ir::Operation* op : src.ops) group_[op] = into;
     dst.ops.insert(dst.ops.end(), src.ops.begin(), src.ops.end());
-    std::sort(dst.ops.begin(), dst.ops.end(),
-              [&](const ir::Operation* x, const ir::Operation* y) { return position_.at(x) < position_.at(y); });
+    in_program_order(dst.ops);
     dst.first_position = std::min(dst.first_position, src.first_position);
     std::set<int> src_deps = src.deps;
     src.ops.clear();
@@ -208,6 +207,11 @@ class Partitioner {
       const int h = group_of(v);
       if (h >= 0 && h != g) depend(g, h);
     }
+  }
+
+  void in_program_order(std::vector<ir::Operation*>& ops) const {
+    std::sort(ops.begin(), ops.end(),
+              [&](const ir::Operation* x, const ir::Operation* y) { return position_.at(x) < position_.at(y); });
   }
 
   // A normalization's operand that is an exact widening cast (bf16 -> fp32,
@@ -233,8 +237,7 @@ class Partitioner {
       Group& into = groups_[static_cast<std::size_t>(g)];
       group_[cast] = g;
       into.ops.push_back(cast);
-      std::sort(into.ops.begin(), into.ops.end(),
-                [&](const ir::Operation* x, const ir::Operation* y) { return position_.at(x) < position_.at(y); });
+      in_program_order(into.ops);
       into.first_position = std::min(into.first_position, position_.at(cast));
       const int source = group_of(cast->operand(0));
       if (source >= 0) depend(g, source);

@@ -306,9 +306,13 @@ static bool narrow_unary(const ir::Operation& op, std::string_view name) {
   return narrow(p.storage) && p == default_policy(p.storage) && narrow(x);
 }
 
-LaneValue LaneProgram::from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p) {
+ir::Value* LaneProgram::stored_from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p) {
   if (x->type().dtype() != DType::fp32) x = cast(b, x, default_policy(DType::fp32));
-  ir::Value* stored = x->type().policy == p ? x : cast(b, x, p);
+  return x->type().policy == p ? x : cast(b, x, p);
+}
+
+LaneValue LaneProgram::from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p) {
+  ir::Value* stored = stored_from_fp32(b, x, p);
   return LaneValue{stored, decode(b, stored)};
 }
 

@@ -90,6 +90,8 @@ class LaneProgram {
   // once to `p` (such a format, not stochastic): the same rounding of the
   // same value as finish() from double, without the trip through it.
   static LaneValue from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p);
+  // from_fp32's stored value alone (for a store, which needs no decode).
+  static ir::Value* stored_from_fp32(ir::OpBuilder& b, ir::Value* x, const NumericsPolicy& p);
   static ir::Value* decode(ir::OpBuilder& b, ir::Value* stored);
   ir::Value* offset_of(ir::OpBuilder& b, const ir::Shape& shape);
 

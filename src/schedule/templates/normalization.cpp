@@ -65,6 +65,14 @@ constexpr std::int64_t kResidentLanes = 512;
 // The most lanes of a row held in registers: rows of up to 16384 elements.
 constexpr std::int64_t kMaxHeldLanes = 1024;
 
+// The kernel input an operand of the root reads: itself, or the operand of
+// the exact widening cast that computes it (a prologue: the values are the
+// same, so the passes read the narrow ones).
+const Value* source_of(const Value* v) {
+  const ir::Operation* d = v->defining_op();
+  return d && exact_widening_cast(*d) ? d->operand(0) : v;
+}
+
 class NormalizationBuilder {
  public:
   NormalizationBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
@@ -96,7 +104,6 @@ class NormalizationBuilder {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
         held_ = true;
-        held_length_ = row_dim.size;
         row_lanes_ = blocks * kReductionStrands;
         run_ = 1;
       }
@@ -176,8 +183,7 @@ class NormalizationBuilder {
     Value* o = coop_ ? gid : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     // Rows: numel(x) / L for results of x's shape, numel(domain) for logsumexp.
     Value* rows = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    const bool same_shape = root_.name() != "graph.logsumexp";
-    held_same_shape_ = same_shape;
+    const bool same_shape = results_have_x_shape();
     if (same_shape) {
       rows = op2(b, "div", rows, dims[static_cast<std::size_t>(axis_)]);
       result.rows_of = std::make_pair(x_index, static_cast<std::size_t>(axis_));
@@ -226,13 +232,8 @@ class NormalizationBuilder {
   }
 
  private:
-  // The kernel input an operand of the root reads: itself, or the operand
-  // of the exact widening cast that computes it (a prologue: the values are
-  // the same, so the passes read the narrow ones).
-  static const Value* source_of(const Value* v) {
-    const ir::Operation* d = v->defining_op();
-    return d && exact_widening_cast(*d) ? d->operand(0) : v;
-  }
+  // Every result has x's shape (logsumexp's has the rows' shape).
+  bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
   std::size_t index_of(const Value* v) const {
     v = source_of(v);
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
@@ -250,7 +251,7 @@ class NormalizationBuilder {
     // A narrower float format widens to a plain fp32 exactly, in one cast.
     const DType d = stored->type().dtype();
     if (stored->type().policy == acc_) return stored;
-    if (d == acc_.storage || (acc_ == default_policy(DType::fp32) && fp32_exact(d))) return cast(b, stored, acc_);
+    if (d == acc_.storage || (fp32_math() && fp32_exact(d))) return cast(b, stored, acc_);
     return to_acc(b, LaneProgram::decode(b, stored));
   }
   Value* x_acc(ir::OpBuilder& b, Value* r) { return at_acc(b, row_elem(b, x_buffer_, r)); }
@@ -302,9 +303,9 @@ class NormalizationBuilder {
     const std::int64_t S = kReductionStrands;
     Value* base = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, S)), integer(b, kReductionBlock)),
                       op2(b, "rem", lid_, integer(b, S)));
-    const bool whole_blocks = held_length_ % kReductionBlock == 0;
-    const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (held_length_ + S - 1) / S);
-    Value* last = integer(b, held_length_ - 1);
+    const bool whole_blocks = static_length_ % kReductionBlock == 0;
+    const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (static_length_ + S - 1) / S);
+    Value* last = integer(b, static_length_ - 1);
     // x, and the second operand of softmax_linear, norm_linear and a fused
     // softmax gradient (second_at), which every pass reads at the same slots.
     std::vector<Value*> row_buffers{x_buffer_};
@@ -346,13 +347,11 @@ class NormalizationBuilder {
 
   // Element r of the row of `buffer` (x, the second operand, a result read back).
   Value* row_elem(ir::OpBuilder& b, Value* buffer, Value* r) {
-    if (held_ && !reread_) {
-      if (auto it = held_loads_.find({buffer, r}); it != held_loads_.end()) return it->second;
-    }
-    if (held_ && held_loads_.count({buffer, r})) {
+    if (auto it = held_loads_.find({buffer, r}); it != held_loads_.end()) {
       // A rare path reads the element again (in bounds: a held slot), so
       // the held register need not live through it.
-      return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)}, {{"in_bounds", true}});
+      if (reread_) return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)}, {{"in_bounds", true}});
+      return it->second;
     }
     if (run_state_) return run_value(b, run_state_->row_loads, buffer, r, /*at_row=*/true);
     return tile::build(b, "tile.load_elem", {buffer, row_->offset(b, r)});
@@ -361,7 +360,7 @@ class NormalizationBuilder {
     if (!run_state_) {
       // A held row's results go to slots in the row (over_held skips the
       // others), in buffers of x's shape: in bounds.
-      const bool proven = held_ && held_same_shape_;
+      const bool proven = held_ && results_have_x_shape();
       b.create("tile.store_elem", {buffer, index, value}, proven ? ir::AttrMap{{"in_bounds", true}} : ir::AttrMap{});
       return;
     }
@@ -461,7 +460,7 @@ class NormalizationBuilder {
   };
   Pow2 pow2(ir::OpBuilder& b, Value* e) {
     Pow2 p{e, acc_.storage == DType::fp64 ? nullptr : op2(b, "ldexp", real(b, 1.0), e)};
-    if (acc_ == default_policy(DType::fp32)) {
+    if (fp32_math()) {
       Value* high = integer(b, 127);
       p.up = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "max", index_op(b, "sub", e, high), integer(b, 0))));
       p.down = to_acc(b, op2(b, "ldexp", real(b, 1.0), op2(b, "min", e, high)));
@@ -502,6 +501,17 @@ class NormalizationBuilder {
   }
   // Whether p's fp32 form scales by p.down alone (p.up == 1: e <= 127).
   Value* unit_up(ir::OpBuilder& b, const Pow2& p) { return cmp(b, "eq", p.up, acc_real(b, 1.0)); }
+  // build() with `flag` set, then cleared: the flags choose a form of the
+  // code being built (plain_scaling_, common_row_, reread_).
+  template <class Build>
+  auto with_flag(bool& flag, const Build& build) {
+    flag = true;
+    struct Clear {
+      bool& f;
+      ~Clear() { f = false; }
+    } clear{flag};
+    return build();
+  }
   // `sum` built twice: where `plain` holds (a uniform test) with
   // plain_scaling_, else as is. Same bits either way.
   Value* sum_plain_or_not(ir::OpBuilder& b, Value* plain, const SumStep& step) {
@@ -509,10 +519,7 @@ class NormalizationBuilder {
     return tile::build_if(
                b, plain, {acc_real(b, 0.0)},
                [&](ir::OpBuilder& tb, std::span<Value* const>) {
-                 plain_scaling_ = true;
-                 Value* v = sum(tb, step);
-                 plain_scaling_ = false;
-                 return std::vector<Value*>{v};
+                 return std::vector<Value*>{with_flag(plain_scaling_, [&] { return sum(tb, step); })};
                },
                [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{sum(eb, step)}; })
         ->result(0);
@@ -548,12 +555,11 @@ class NormalizationBuilder {
     }
     // `index` is the element's flat index in the result (the input's shape):
     // a stochastic result draws Philox(0, index), as the reference does.
-    if (p.rounding != Rounding::stochastic && acc_value->type().dtype() == DType::fp32 &&
+    if (p.rounding != Rounding::stochastic && acc_value->type().dtype() == DType::fp32 && fp32_exact(p.storage) &&
         (p.accum == DType::fp32 || p.accum == DType::fp64)) {
-      // finish() would widen the fp32 value to fp64 exactly and round it
-      // back to fp32 (the accumulation type) before rounding to storage:
-      // one rounding of the same value, without the two conversions.
-      store_elem(b, buffer, index, cast(b, acc_value, p));
+      // An fp32 value rounded once to storage, without finish()'s trip
+      // through fp64 and back to the fp32 accumulation type.
+      store_elem(b, buffer, index, LaneProgram::stored_from_fp32(b, acc_value, p));
       return;
     }
     const LaneValue v = p.rounding == Rounding::stochastic
@@ -654,7 +660,7 @@ class NormalizationBuilder {
   Value* sum(ir::OpBuilder& b, const SumStep& step) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
     if (held_) {
-      return blocked_sum_held(b, length_, acc_, lid_, row_lanes_, [&](ir::OpBuilder& sb) {
+      return blocked_sum_held(b, acc_, lid_, row_lanes_, [&](ir::OpBuilder& sb) {
         return over_held(sb, {acc_real(sb, 0.0)}, nullptr, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
                  return std::vector<Value*>{step(eb, r, acc[0])};
                }).at(0);
@@ -722,7 +728,7 @@ class NormalizationBuilder {
   // tile.narrow_unary (the same bits, mostly from exp_f32_or_nan on CUDA).
   Value* shifted_exp(ir::OpBuilder& b, Value* r, Value* m_acc) {
     Value* d = op2(b, "sub", x_acc(b, r), m_acc);
-    if (acc_ == default_policy(DType::fp32)) {
+    if (fp32_math()) {
       return tile::build(b, "tile.narrow_unary", {d}, {{"fn", std::string("exp")}, {"to", acc_}});
     }
     return to_acc(b, op1(b, "exp", to64(b, d)));
@@ -738,28 +744,30 @@ class NormalizationBuilder {
   // (the caller ignores their sum). Either way every e and the sum have the
   // bits of the exact pass.
   using ExpStep = std::function<Value*(ir::OpBuilder&, Value* r, Value* e, Value* acc)>;
-  Value* exp_sum(ir::OpBuilder& b, Value* m_acc, Value* skip, const ExpStep& step) {
+  // What a held softmax keeps of exp_sum's fast pass: each slot's e (by its
+  // row index) and the row's "summed again with the exact exp". Given one,
+  // the exact sum reads x again, so x need not stay live beside the e.
+  struct KeptE {
+    std::unordered_map<const Value*, Value*> e;
+    Value* redo = nullptr;
+  };
+  Value* exp_sum(ir::OpBuilder& b, Value* m_acc, Value* skip, const ExpStep& step, KeptE* kept = nullptr) {
     auto exact = [&](ir::OpBuilder& lb, Value* r, Value* acc) { return step(lb, r, shifted_exp(lb, r, m_acc), acc); };
     if (acc_.storage != DType::fp32 || acc_.rounding != Rounding::nearest_even || acc_.overflow != Overflow::inf_nan) {
       return sum(b, exact);
     }
     Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
       Value* e = op1(lb, "exp_or_nan", op2(lb, "sub", x_acc(lb, r), m_acc));
-      if (capture_e_) held_e_[r] = e;
+      if (kept) kept->e[r] = e;
       return step(lb, r, e, acc);
     });
     Value* redo = op2(b, "and", cmp(b, "ne", s, s), not_(b, skip));
-    last_redo_ = redo;
-    // A held softmax keeps its e, not x, in registers past this point: the
-    // rare exact sum reads x again (reread_).
-    const bool reread = capture_e_;
+    if (kept) kept->redo = redo;
     ir::Operation* again = tile::build_if(
         b, redo, {s},
         [&](ir::OpBuilder& tb, std::span<Value* const>) {
-          reread_ = reread;
-          Value* exact_sum = sum(tb, exact);
-          reread_ = false;
-          return std::vector<Value*>{exact_sum};
+          if (!kept) return std::vector<Value*>{sum(tb, exact)};
+          return std::vector<Value*>{with_flag(reread_, [&] { return sum(tb, exact); })};
         },
         [&](ir::OpBuilder&, std::span<Value* const> a) { return std::vector<Value*>{a[0]}; });
     again->attrs().set("likely", false);
@@ -840,15 +848,17 @@ class NormalizationBuilder {
     // register (the steps run at the kernel's top level): where the row
     // needed no exact redo, those are the exact e, and the output needs no
     // second exp.
-    const bool held_e = held_ && !keep_e && held_length_ % kReductionBlock == 0;
-    capture_e_ = held_e;
-    last_redo_ = nullptr;
-    Value* s = exp_sum(b, m_acc, op2(b, "or", bad, m_is_inf), [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
-      if (keep_e) store(eb, row_->offset(eb, r), e);
-      return op2(eb, "add", acc, e);
-    });
-    capture_e_ = false;
-    const bool use_held_e = held_e && last_redo_ && held_e_.size() == held_r_.size();
+    KeptE kept;
+    const bool held_e = held_ && !keep_e && static_length_ % kReductionBlock == 0;
+    Value* s = exp_sum(
+        b, m_acc, op2(b, "or", bad, m_is_inf),
+        [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
+          if (keep_e) store(eb, row_->offset(eb, r), e);
+          return op2(eb, "add", acc, e);
+        },
+        held_e ? &kept : nullptr);
+    // (An accumulator other than plain fp32 has no fast pass: no kept e.)
+    const bool use_held_e = kept.redo && kept.e.size() == held_r_.size();
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The row's case is uniform, so each case is its own loop: the common
     // one reads only e and divides at the accumulation type (a division of
@@ -877,18 +887,14 @@ class NormalizationBuilder {
                   });
                 };
                 if (!use_held_e) return exact_e(fb);
-                auto exact_e_reread = [&](ir::OpBuilder& eb) {
-                  reread_ = true;
-                  exact_e(eb);
-                  reread_ = false;
-                };
+                auto exact_e_reread = [&](ir::OpBuilder& eb) { with_flag(reread_, [&] { exact_e(eb); }); };
                 // The held e, divided by the row's reciprocal (s lies in
                 // [1, n], inside quotient_by_reciprocal's range; e <= 1).
-                if_then(fb, op2(fb, "or", last_redo_, not_(fb, reciprocal_range(fb, s))), exact_e_reread,
+                if_then(fb, op2(fb, "or", kept.redo, not_(fb, reciprocal_range(fb, s))), exact_e_reread,
                         [&](ir::OpBuilder& hb) {
                           Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
                           each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
-                            store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, held_e_.at(r), s, recip));
+                            store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, kept.e.at(r), s, recip));
                           });
                         },
                         /*likely=*/false);
@@ -1148,13 +1154,9 @@ class NormalizationBuilder {
       if_then(
           b, common,
           [&](ir::OpBuilder& cb) {
-            plain_scaling_ = true;
-            common_row_ = true;
             recip = op2(cb, "div", acc_real(cb, 1.0), d);
-            output(cb, true);
+            with_flag(plain_scaling_, [&] { with_flag(common_row_, [&] { output(cb, true); }); });
             recip = nullptr;
-            plain_scaling_ = false;
-            common_row_ = false;
           },
           by_shift, /*likely=*/true);
     } else {
@@ -1182,15 +1184,10 @@ class NormalizationBuilder {
   std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
   bool reread_ = false;               // building a rare path of a held row: read x again
-  bool capture_e_ = false;            // exp_sum records each slot's fast e in held_e_
-  std::unordered_map<const Value*, Value*> held_e_;  // slot's row index -> e (softmax, held rows)
-  Value* last_redo_ = nullptr;        // exp_sum's "the row summed again with the exact exp"
   bool plain_scaling_ = false;        // building code for rows whose scalings have p.up == 1
   bool common_row_ = false;           // building the output of a finite row, not all zero
   bool held_ = false;                 // rows held in registers (hold_row)
-  std::int64_t held_length_ = 0;
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
-  bool held_same_shape_ = false;      // every written buffer has x's shape
   std::vector<Value*> held_r_;        // the lane's slots' row indices
   std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)
   std::map<std::pair<const Value*, const Value*>, Value*> held_loads_;  // (row buffer, slot's row index) -> element
@@ -1251,8 +1248,7 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   std::vector<const Value*> operands(root.operands().begin(), root.operands().end());
   if (linear) operands.push_back(linear->operand(1));
   for (const Value* operand : operands) {
-    const ir::Operation* d = operand->defining_op();
-    const Value* v = d && exact_widening_cast(*d) ? d->operand(0) : operand;
+    const Value* v = source_of(operand);
     if (!is_argument(v)) return fail("an operand is not a kernel input");
     if (auto bad = unsupported_policy(buffer_policy(v->type().policy))) return fail("an operand has " + *bad);
     if (!fits(v->type().dtype(), accum)) {

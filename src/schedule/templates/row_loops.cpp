@@ -307,9 +307,8 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                                  });
 }
 
-Value* blocked_sum_held(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, Value* lane,
-                        std::int64_t lanes, const StrandSum& strand_sum) {
-  (void)length;  // the blocks are the lanes': lanes / S of them
+Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
+                        const StrandSum& strand_sum) {
   const std::int64_t S = kReductionStrands;
   const std::int64_t blocks = lanes / S;
   if (lanes % S != 0 || blocks > kReductionBlock) {

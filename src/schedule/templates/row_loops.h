@@ -87,8 +87,8 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 // and lane 0 adds the block sums in order: the bits of blocked_sum. Call it
 // under uniform control flow (it has barriers).
 using StrandSum = std::function<ir::Value*(ir::OpBuilder& b)>;
-ir::Value* blocked_sum_held(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy, ir::Value* lane,
-                            std::int64_t lanes, const StrandSum& strand_sum);
+ir::Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane, std::int64_t lanes,
+                            const StrandSum& strand_sum);
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of
