@@ -354,13 +354,6 @@ struct GView {
   int param;
   __device__ __forceinline__ i64 rows() const { return R == 2 ? shape[0] : 1; }
   __device__ __forceinline__ i64 cols() const { return shape[R - 1]; }
-  // The element offset of multi-index idx.
-  __device__ __forceinline__ i64 offset(const i64 (&idx)[R]) const {
-    i64 off = 0;
-#pragma unroll
-    for (int d = 0; d < R; ++d) off += idx[d] * strides[d];
-    return off;
-  }
   // Element (r, c) of a 2-D buffer, or element c of a 1-D one.
   __device__ __forceinline__ S* at(i64 r, i64 c) const {
     return R == 2 ? data + r * strides[0] + c * strides[1] : data + c * strides[0];
@@ -441,13 +434,17 @@ __device__ __forceinline__ bool in_bounds(const i64 (&idx)[R], const i64* extent
 
 template <int D, int R>
 __device__ __forceinline__ typename Traits<D>::value load(const GView<D, R>& v, const i64 (&idx)[R], const Where& w) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   return in_bounds(idx, v.shape, 0, v.param, w) ? decode_s<D>(v.data[off]) : typename Traits<D>::value(0);
 }
 template <int D, int R>
 __device__ __forceinline__ void store(const GView<D, R>& v, const i64 (&idx)[R], typename Traits<D>::value x, int ov,
                                       const Where& w) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = encode_lane<D>(x, ov);
 }
 // ---- lane vectors (tile.load_vector, tile.store_vector) ----
@@ -546,25 +543,33 @@ __device__ __forceinline__ void store(const SView<D, RO, CO, M, RANK>& v, const 
 // index inside the buffer, so no check and no fault record.
 template <int D, int R>
 __device__ __forceinline__ typename Traits<D>::value load_u(const GView<D, R>& v, const i64 (&idx)[R]) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   return decode_s<D>(v.data[off]);
 }
 template <int D, int R>
 __device__ __forceinline__ void store_u(const GView<D, R>& v, const i64 (&idx)[R], typename Traits<D>::value x,
                                         int ov) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   v.data[off] = encode_lane<D>(x, ov);
 }
 // A float32 value rounded to nearest into D's code (bf16, fp16: infinities
 // kept) and stored: tile.cast then tile.store_elem, in one step.
 template <int D, int R>
 __device__ __forceinline__ void store_rounded_u(const GView<D, R>& v, const i64 (&idx)[R], float x) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
 }
 template <int D, int R>
 __device__ __forceinline__ void store_rounded(const GView<D, R>& v, const i64 (&idx)[R], float x, const Where& w) {
-  const i64 off = v.offset(idx);
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
 }
 template <int D, int RO, int CO, int M, int RANK>
