@@ -319,6 +319,14 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
       check_against_reference(text, "h", {spread_rows(rows, n, bf16, 36), sample({n}, bf16, 37, false), sample({n}, bf16, 38)});
     }
   }
+  // TESSERA_ROW_HELD=1 alone makes the CPU's rows cooperative and held (it
+  // is not ignored for want of TESSERA_ROW_LANES).
+  {
+    schedule_test::ScopedEnv no_lanes("TESSERA_ROW_LANES", "");
+    const std::string text = with_dims(std::string(kEveryRowOp), 3, 1000);
+    auto exe = check_against_reference(text, "c", {special_rows(3, 1000, kF32, 39), sample({1000}, kF32, 40, false)});
+    EXPECT_EQ(exe->tile_ir().find("tile.for"), std::string::npos) << "not held";
+  }
 }
 
 // Exact widening casts of a normalization's operands (autodiff casts a

@@ -128,6 +128,7 @@ std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) 
 // Elements per lane of a CUDA elementwise kernel (elementwise.cpp) without
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
+constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
 constexpr std::int64_t kCudaLaneElements = 4;
 constexpr std::int64_t kCudaRunBytes = 16;  // one 16-byte access per run of the narrowest buffer
 constexpr std::int64_t kCudaMaxRun = 8;     // lane programs per run: code size and registers
@@ -167,7 +168,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // before it works in global scratch (any target, so the CPU tests the
   // scratch form too; CUDA's default 227 KiB).
   const std::optional<std::int64_t> fft_shared_env = lanes_from_env("TESSERA_FFT_SHARED_BYTES", std::int64_t{1} << 30);
-  const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? 128 : 1);
+  const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? kCudaRowLanes : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
   const std::optional<std::int64_t> lane_elements_env = lanes_from_env("TESSERA_LANE_ELEMENTS", 64);
@@ -184,10 +185,13 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_VECTOR is '" + std::to_string(*row_vector_env) +
                                           "'; expected a power of two from 1 to 16");
   }
-  // $TESSERA_ROW_HELD: 1 holds cooperative normalization rows of a known
-  // length in registers (docs/design/0025; CUDA's default), 0 reads them in
-  // each pass; any target, so the CPU tests both forms.
-  const bool row_held = switch_from_env("TESSERA_ROW_HELD").value_or(cuda);
+  // $TESSERA_ROW_HELD: 1 holds normalization rows of a known length in
+  // registers (docs/design/0025; CUDA's default), 0 reads them in each pass;
+  // any target, so the CPU tests both forms. Held rows are cooperative: on
+  // a target whose rows are not (the CPU without $TESSERA_ROW_LANES), 1
+  // makes them cooperative too, rather than being ignored.
+  const std::optional<bool> row_held_env = switch_from_env("TESSERA_ROW_HELD");
+  const bool row_held = row_held_env.value_or(cuda);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -245,6 +249,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     // (strips of 16 outputs are the CPU's default, sparse.cpp).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if (f == Family::normalization && row_held_env.value_or(false) && !k->attrs().has("row_lanes")) {
+      k->attrs().set("row_lanes", kCudaRowLanes);
+    }
     if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) k->attrs().set("row_held", true);
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
