@@ -8,7 +8,9 @@ Rows:
   with its epilogue fused) at [tokens, d] x [d, hidden], TFLOP/s against
   torch.matmul (cuBLAS) and torch.compile of the same function;
 - the MLP block y = gelu(x W1 + b1) W2 + b2, forward and backward as one
-  jit(grad) of sum(y * g) with respect to W1, b1, W2, b2 and x, against torch
+  jit(grad) of sum(y * g) with respect to W1, b1, W2, b2 and x, at both
+  gradient precisions (precision="full": fp32 gradients, autodiff's default;
+  "storage": bf16 gradients, as torch keeps them), against torch
   eager autograd and torch.compile of the same block, per step and in
   TFLOP/s (6 x tokens x d x hidden x 2 for the six products), and the peak
   device memory of a step: tessera.runtime.memory_stats' peak_in_use
@@ -111,9 +113,6 @@ def main():
     def block(x, w1, b1, w2, b2):
         return ops.matmul(ops.gelu(ops.matmul(x, w1) + b1), w2) + b2
 
-    step = tessera.jit(tessera.grad(lambda x, w1, b1, w2, b2, g: ops.sum(block(x, w1, b1, w2, b2) * g),
-                                    argnums=(0, 1, 2, 3, 4)))
-
     def torch_block(x, w1, b1, w2, b2):
         h = F.gelu((x @ w1).float() + b1.float()).to(torch.bfloat16)
         return ((h @ w2).float() + b2.float()).to(torch.bfloat16)
@@ -123,25 +122,14 @@ def main():
     def torch_step(fn):
         return torch.autograd.grad(fn(*leaves), leaves, tg)
 
-    want = torch_step(torch_block)
-    got = step(x, w1, b1, w2, b2, g)
-    for name, gv, wv in zip(("dx", "dW1", "db1", "dW2", "db2"), got, want):
-        close(f"MLP {name}", host(gv), th(wv), 2.0 ** -5)
-    del got, want
     flops = 6.0 * 2.0 * T * D * H
+    torch_step(torch_block)
     sync()
-    rt = tessera.runtime
-    rt.reset_peak_memory(dev)
-    base = rt.memory_stats(dev)["bytes_in_use"]
-    t_ours = pace(lambda: step(x, w1, b1, w2, b2, g), sync, args.runs)
-    peak_ours = rt.memory_stats(dev)["peak_in_use"] - base
     torch.cuda.reset_peak_memory_stats()
     tbase = torch.cuda.memory_allocated()
     t_eager = pace(lambda: torch_step(torch_block), sync, args.runs)
     peak_eager = torch.cuda.max_memory_allocated() - tbase
-    row = f"{'MLP block fwd+bwd T%d d%d h%d' % (T, D, H):<34} {flops / t_ours / 1e12:9.1f} {flops / t_eager / 1e12:9.1f} " \
-          f"{t_eager / t_ours:6.2f}x"
-    peak_c = float("nan")
+    t_c = peak_c = float("nan")
     if not args.no_compile:
         cb = torch.compile(torch_block)
         torch_step(cb)
@@ -150,17 +138,40 @@ def main():
         tbase = torch.cuda.memory_allocated()
         t_c = pace(lambda: torch_step(cb), sync, args.runs)
         peak_c = torch.cuda.max_memory_allocated() - tbase
-        row += f" {flops / t_c / 1e12:9.1f} {t_c / t_ours:6.2f}x"
-    print(row, flush=True)
-    print(f"MLP step: tessera {t_ours * 1e3:.2f} ms, torch eager {t_eager * 1e3:.2f} ms"
-          + ("" if args.no_compile else f", torch.compile {t_c * 1e3:.2f} ms"))
-    print(f"MLP step peak memory above the inputs: tessera {peak_ours / 2**20:.0f} MiB, "
-          f"torch eager {peak_eager / 2**20:.0f} MiB, torch.compile {peak_c / 2**20:.0f} MiB")
+    want = torch_step(torch_block)
+    rt = tessera.runtime
+    steps = {}
+    # precision="full": fp32 gradients (autodiff's default); "storage": bf16 gradients, as torch keeps them.
+    for precision in ("full", "storage"):
+        step = tessera.jit(tessera.grad(lambda x, w1, b1, w2, b2, g: ops.sum(block(x, w1, b1, w2, b2) * g),
+                                        argnums=(0, 1, 2, 3, 4), precision=precision))
+        steps[precision] = step
+        got = step(x, w1, b1, w2, b2, g)
+        for name, gv, wv in zip(("dx", "dW1", "db1", "dW2", "db2"), got, want):
+            close(f"MLP {name} ({precision})", host(gv), th(wv), 2.0 ** -5)
+        del got
+        sync()
+        rt.reset_peak_memory(dev)
+        base = rt.memory_stats(dev)["bytes_in_use"]
+        t_ours = pace(lambda: step(x, w1, b1, w2, b2, g), sync, args.runs)
+        peak_ours = rt.memory_stats(dev)["peak_in_use"] - base
+        label = f"MLP fwd+bwd {precision} T{T} d{D} h{H}"
+        row = f"{label:<34} {flops / t_ours / 1e12:9.1f} {flops / t_eager / 1e12:9.1f} {t_eager / t_ours:6.2f}x"
+        if not args.no_compile:
+            row += f" {flops / t_c / 1e12:9.1f} {t_c / t_ours:6.2f}x"
+        print(row, flush=True)
+        print(f"MLP step ({precision}): tessera {t_ours * 1e3:.2f} ms, torch eager {t_eager * 1e3:.2f} ms"
+              + ("" if args.no_compile else f", torch.compile {t_c * 1e3:.2f} ms"))
+        print(f"MLP step ({precision}) peak memory above the inputs: tessera {peak_ours / 2**20:.0f} MiB, "
+              f"torch eager {peak_eager / 2**20:.0f} MiB, torch.compile {peak_c / 2**20:.0f} MiB", flush=True)
+    del want
     if args.profile:
         # One step's kernels: GPU time from CUDA events, bytes and FLOPs, the Graph IR ops of each.
-        with tessera.profile(None, top=20):
-            step(x, w1, b1, w2, b2, g)
-            sync()
+        for precision, step in steps.items():
+            print(f"-- MLP step ({precision})")
+            with tessera.profile(None, top=20):
+                step(x, w1, b1, w2, b2, g)
+                sync()
 
 
 if __name__ == "__main__":

@@ -109,6 +109,13 @@ const ir::Operation& function(const IRModule& m, const std::string& name) {
   return *f;
 }
 
+// The Python transforms check the word first; this names it again for direct callers.
+autodiff::TangentPrecision tangent_precision(const std::string& word) {
+  if (word == "full") return autodiff::TangentPrecision::full;
+  if (word == "storage") return autodiff::TangentPrecision::storage;
+  raise(ErrorCode::ArgumentInvalid, "precision must be 'full' or 'storage', got '" + word + "'");
+}
+
 nb::list types_to_python(const std::vector<ir::Value*>& values) {
   nb::list out;
   for (ir::Value* v : values) out.append(nb::make_tuple(shape_to_python(v->type().shape), v->type().policy));
@@ -339,10 +346,12 @@ void bind_autodiff(nb::module_& m) {
           nb::arg("name"), nb::arg("args"))
       .def(
           "vjp",
-          [](const IRModule& self, const std::string& name, const std::vector<int>& wrt, const std::string& new_name) {
-            return ir::function_name(autodiff::vjp_function(mod(self), function(self, name), wrt, new_name));
+          [](const IRModule& self, const std::string& name, const std::vector<int>& wrt, const std::string& new_name,
+             const std::string& precision) {
+            return ir::function_name(
+                autodiff::vjp_function(mod(self), function(self, name), wrt, new_name, tangent_precision(precision)));
           },
-          nb::arg("name"), nb::arg("wrt"), nb::arg("new_name"))
+          nb::arg("name"), nb::arg("wrt"), nb::arg("new_name"), nb::arg("precision") = "full")
       .def(
           "jvp",
           [](const IRModule& self, const std::string& name, const std::string& new_name) {
@@ -351,10 +360,12 @@ void bind_autodiff(nb::module_& m) {
           nb::arg("name"), nb::arg("new_name"))
       .def(
           "value_and_grad",
-          [](const IRModule& self, const std::string& name, const std::vector<int>& wrt, const std::string& new_name) {
-            return ir::function_name(autodiff::value_and_grad_function(mod(self), function(self, name), wrt, new_name));
+          [](const IRModule& self, const std::string& name, const std::vector<int>& wrt, const std::string& new_name,
+             const std::string& precision) {
+            return ir::function_name(autodiff::value_and_grad_function(mod(self), function(self, name), wrt, new_name,
+                                                                       tangent_precision(precision)));
           },
-          nb::arg("name"), nb::arg("wrt"), nb::arg("new_name"));
+          nb::arg("name"), nb::arg("wrt"), nb::arg("new_name"), nb::arg("precision") = "full");
 
   nb::class_<RuleBuilder>(m, "RuleBuilder", "Records a custom autodiff rule's ops (valid during the rule only).")
       .def("add_op", &RuleBuilder::add_op, nb::arg("op_name"), nb::arg("operands"), nb::arg("attrs"),

@@ -6,11 +6,35 @@
 
 namespace tessera::autodiff {
 
-std::optional<NumericsPolicy> tangent_policy(const ir::Type& t) {
+namespace {
+thread_local TangentPrecision current_precision = TangentPrecision::full;
+}  // namespace
+
+TangentPrecisionScope::TangentPrecisionScope(TangentPrecision precision) : saved_(current_precision) {
+  current_precision = precision;
+}
+TangentPrecisionScope::~TangentPrecisionScope() { current_precision = saved_; }
+
+namespace {
+// The policy rules compute at, in either precision: fp32 (fp64 for fp64).
+std::optional<NumericsPolicy> arithmetic_policy(const ir::Type& t) {
   DType d = t.dtype();
   if (is_complex(d)) return default_policy(d);  // complex tangents keep their parts' width
   if (!is_float(d) || d == DType::e8m0) return std::nullopt;
   return default_policy(d == DType::fp64 ? DType::fp64 : DType::fp32);
+}
+}  // namespace
+
+std::optional<NumericsPolicy> tangent_policy(const ir::Type& t) {
+  auto p = arithmetic_policy(t);
+  const DType d = t.dtype();
+  if (!p || current_precision != TangentPrecision::storage || is_complex(d) || d == DType::fp32 ||
+      d == DType::fp64) {
+    return p;
+  }
+  // The default policy (fp32 accumulation), not the primal's modifiers: every
+  // derivative of one format then has one policy, so rules combine them freely.
+  return default_policy(d == DType::fp16 ? DType::fp16 : DType::bf16);
 }
 
 ir::Type tangent_type(const ir::Type& t) {
@@ -27,7 +51,7 @@ std::vector<ir::Value*> RuleContext::ops(std::string_view op_name, std::vector<i
 }
 
 ir::Value* RuleContext::primal(ir::Value* v) {
-  auto p = tangent_policy(v->type());
+  auto p = arithmetic_policy(v->type());
   if (!p || v->type().policy == *p) return v;
   auto& cache = cache_ ? *cache_ : own_cache_;
   auto it = cache.find(v);
@@ -35,6 +59,12 @@ ir::Value* RuleContext::primal(ir::Value* v) {
   ir::Value* cast = cast_to(v, *p);
   cache.emplace(v, cast);
   return cast;
+}
+
+ir::Value* RuleContext::product_operand(ir::Value* v) {
+  auto p = tangent_policy(v->type());
+  if (!p || *p == arithmetic_policy(v->type())) return primal(v);
+  return v->type().policy == *p ? v : cast_to(v, *p);
 }
 
 ir::Value* RuleContext::scalar(double value, const NumericsPolicy& policy) {

@@ -161,6 +161,18 @@ class VjpBuilder {
     return out;
   }
 
+  // A user's derivative function was staged with full-precision derivative
+  // types; under TangentPrecision::storage its derivative arguments are cast
+  // to them (widening, so exact). Its results are fitted like a rule's.
+  static Values fit_to_parameters(RuleContext& ctx, const ir::Operation& callee, Values args) {
+    const ir::Block& body = ir::function_body(callee);
+    for (std::size_t i = 0; i < args.size() && i < body.num_arguments(); ++i) {
+      const NumericsPolicy& want = body.argument(i)->type().policy;
+      if (args[i]->type().policy != want) args[i] = ctx.cast_to(args[i], want);
+    }
+    return args;
+  }
+
   // bwd(residuals..., cotangents...) -> cotangents of the primal operands.
   Values call_custom_vjp_bwd(const Step& s, const Values& cts) {
     const ir::Operation& bwd = lookup(*s.src, "custom_vjp_bwd");
@@ -168,7 +180,7 @@ class VjpBuilder {
     Values all = s.op->results();
     Values args(all.begin() + static_cast<long>(s.results.size()), all.end());
     for (ir::Value* c : materialize(ctx, s.results, cts)) args.push_back(c);
-    ir::Operation* c = create_call(b_, bwd, args, {}, s.src->location());
+    ir::Operation* c = create_call(b_, bwd, fit_to_parameters(ctx, bwd, std::move(args)), {}, s.src->location());
     if (c->num_results() != s.op->num_operands()) {
       raise(ErrorCode::ArgumentInvalid,
             "custom_vjp_bwd @" + ir::function_name(bwd) + " returns " + std::to_string(c->num_results()) +
@@ -185,16 +197,18 @@ class VjpBuilder {
     std::string name = ir::function_name(jf) + "_transpose";
     const ir::Operation* t = module_.lookup(name);
     if (!t) {
+      // At full precision, as the user's JVP function was staged; the
+      // arguments below are fitted to it.
       std::vector<int> wrt;
       for (std::size_t i = 0; i < n; ++i) wrt.push_back(static_cast<int>(n + i));
-      t = &vjp_function(module_, jf, wrt, name);
+      t = &vjp_function(module_, jf, wrt, name, TangentPrecision::full);
     }
     RuleContext ctx(b_, s.src->location(), &cast_cache_, &scalars_);
     Values args = s.op->operands();
     for (ir::Value* v : s.op->operands()) args.push_back(ctx.zeros_like(v));
     for (ir::Value* r : s.results) args.push_back(ctx.zeros_like(r));
     for (ir::Value* c : materialize(ctx, s.results, cts)) args.push_back(c);
-    ir::Operation* c = create_call(b_, *t, args, {}, s.src->location());
+    ir::Operation* c = create_call(b_, *t, fit_to_parameters(ctx, *t, std::move(args)), {}, s.src->location());
     Values all = c->results();
     return Values(all.end() - static_cast<long>(n), all.end());
   }
@@ -236,7 +250,8 @@ ir::Operation& finish(ir::Module& module, std::unique_ptr<ir::Operation> f) {
 }  // namespace
 
 ir::Operation& vjp_function(ir::Module& module, const ir::Operation& func, const std::vector<int>& wrt,
-                            std::string_view new_name) {
+                            std::string_view new_name, TangentPrecision precision) {
+  TangentPrecisionScope scope(precision);
   std::unordered_set<std::string> taken;
   Prepared p = prepare(module, func, wrt, new_name, taken);
   ir::Block& body = ir::function_body(*p.func);
@@ -262,7 +277,8 @@ ir::Operation& vjp_function(ir::Module& module, const ir::Operation& func, const
 }
 
 ir::Operation& value_and_grad_function(ir::Module& module, const ir::Operation& func, const std::vector<int>& wrt,
-                                       std::string_view new_name) {
+                                       std::string_view new_name, TangentPrecision precision) {
+  TangentPrecisionScope scope(precision);
   auto func_results = ir::function_results(func);
   if (func_results.size() != 1 || func_results[0]->type().rank() != 0 || !differentiable(func_results[0])) {
     std::string got = func_results.size() == 1 ? ir::print_type(func_results[0]->type())

@@ -147,6 +147,54 @@ TEST(AutodiffNumerics, FanOutSumsAndGradientPolicies) {
   EXPECT_EQ(vals(out2[1]), (std::vector<double>{std::exp(0.5), std::exp(1.0)}));
 }
 
+TEST(AutodiffNumerics, StoragePrecisionKeepsSixteenBitFormatsAndProductsAtStorage) {
+  ir::Module m;
+  const auto& f = add_function(
+      m, "f", {ty({3}, "bf16"), ty({3}, "fp16"), ty({3}, "fp8_e4m3"), ty({3}, "fp32"), ty({2, 3}, "bf16"),
+               ty({3, 2}, "bf16")},
+      [](ir::OpBuilder& b, const Values& a) {
+        ir::Value* x = a[0];
+        ir::Value* y = op(b, "graph.add", {op(b, "graph.mul", {x, x}), x});  // x^2 + x
+        ir::Value* h = cast(b, op(b, "graph.mul", {a[1], a[1]}), "bf16");
+        ir::Value* e = cast(b, op(b, "graph.mul", {a[2], a[2]}), "bf16");
+        ir::Value* w = cast(b, op(b, "graph.mul", {a[3], a[3]}), "bf16");
+        ir::Value* p = sum_all(b, op(b, "graph.matmul", {a[4], a[5]}));
+        ir::Value* s = op(b, "graph.add", {op(b, "graph.add", {op(b, "graph.add", {y, h}), e}), w});
+        return Values{op(b, "graph.add", {sum_all(b, s), p})};
+      });
+  const auto& g =
+      autodiff::value_and_grad_function(m, f, {0, 1, 2, 3, 4, 5}, "g", autodiff::TangentPrecision::storage);
+  int gemms = 0;
+  for (const auto& o : ir::function_body(g).ops()) {
+    if (o->name() != "graph.gemm") continue;
+    ++gemms;
+    for (ir::Value* v : o->operands()) EXPECT_EQ(v->type().dtype(), DType::bf16) << "a widened product operand";
+    EXPECT_EQ(o->result(0)->type().dtype(), DType::bf16);
+  }
+  EXPECT_EQ(gemms, 2);
+  auto results = ir::function_results(g);
+  EXPECT_EQ(results[1]->type().policy, default_policy(DType::bf16));
+  EXPECT_EQ(results[2]->type().policy, default_policy(DType::fp16));
+  EXPECT_EQ(results[3]->type().policy, default_policy(DType::bf16));  // narrower than 16 bits: bf16
+  EXPECT_EQ(results[4]->type().policy, default_policy(DType::fp32));  // fp32 keeps fp32
+  auto values = [](std::vector<double> v, std::vector<std::int64_t> shape, const char* policy) {
+    return Tensor::from_values(std::move(v), std::move(shape), parse_policy(policy));
+  };
+  Tensors out = run(m, g,
+                    {values({1.5, -0.25, 3.0}, {3}, "bf16"), values({1.0, 2.0, -3.0}, {3}, "fp16"),
+                     values({0.5, 1.0, 2.0}, {3}, "fp8_e4m3"), values({1.0, 0.5, -2.0}, {3}, "fp32"),
+                     values({1, 2, 3, 4, 5, 6}, {2, 3}, "bf16"), values({1, -1, 2, -2, 3, -3}, {3, 2}, "bf16")});
+  EXPECT_EQ(vals(out[1]), (std::vector<double>{4.0, 0.5, 7.0}));   // 2x + 1, exact in bf16
+  EXPECT_EQ(vals(out[2]), (std::vector<double>{2.0, 4.0, -6.0}));  // 2x
+  EXPECT_EQ(vals(out[3]), (std::vector<double>{1.0, 2.0, 4.0}));
+  EXPECT_EQ(vals(out[4]), (std::vector<double>{2.0, 1.0, -4.0}));
+  EXPECT_EQ(vals(out[5]), (std::vector<double>{0, 0, 0, 0, 0, 0}));  // row sums of b
+  EXPECT_EQ(vals(out[6]), (std::vector<double>{5, 5, 7, 7, 9, 9}));  // column sums of a
+  // The default is unchanged in the same module.
+  const auto& full = autodiff::value_and_grad_function(m, f, {0}, "g_full");
+  EXPECT_EQ(ir::function_results(full)[1]->type().policy, default_policy(DType::fp32));
+}
+
 TEST(AutodiffNumerics, IntegerParametersGetZeroGradients) {
   ir::Module m;
   const auto& f = add_function(m, "f", {ty({2}, "fp32"), ty({2}, "int32")}, [](ir::OpBuilder& b, const Values& a) {

@@ -512,6 +512,33 @@ def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng):
 
 
 @needs_gpu
+def test_storage_precision_mlp_gradients_on_the_gpu(rng):
+    """precision="storage" keeps the cotangents bf16: the backward products are
+    plain bf16 products with bf16 results, no split pieces. The gradients agree
+    with the CPU executable within bf16 roundings, and repeat bit for bit."""
+    p = "bf16 @accum(fp32)"
+    T, D, H = 96, 128, 256
+    host = [_bf16(rng.standard_normal(s) * sc) for s, sc in
+            (((T, D), 1.0), ((D, H), D ** -0.5), ((H,), 0.1), ((H, D), H ** -0.5), ((T, D), 1.0))]
+
+    def loss(x, w1, b1, w2, g):
+        return ops.sum(ops.matmul(ops.gelu(ops.matmul(x, w1) + b1), w2) * g)
+
+    step = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3), precision="storage"))
+    cpu = step(*(tessera.tensor(h, p) for h in host))
+    dev = [tessera.tensor(h, p).to("cuda:0") for h in host]
+    gpu = step(*dev)
+    assert "out = policy<fp32" not in step.inspect_ir("schedule")
+    for name, got, want in zip(("dx", "dw1", "db1", "dw2"), gpu, cpu):
+        assert str(got.policy) == p, name
+        g, w = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
+        assert np.max(np.abs(g - w)) <= 2.0 ** -6 * np.max(np.abs(w)), name
+    again = step(*dev)
+    for got, rerun in zip(gpu, again):
+        np.testing.assert_array_equal(got.numpy().view(np.uint16), rerun.numpy().view(np.uint16))
+
+
+@needs_gpu
 def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     """bf16 @accum(fp32) rows of whole blocks (2048: 128 lanes, each holding
     its strand in registers; 16384: 1024 lanes) and of a partial last block

@@ -14,6 +14,14 @@
 // have the primal's shape and that fp32/fp64 policy. Values of integer or bool
 // type have no derivative: their tangent/cotangent slots are fp32 zeros of the
 // value's shape, read as zero and never used.
+//
+// A reverse-mode transform asked for TangentPrecision::storage carries the
+// derivatives of bf16 and fp16 values in their own storage format instead
+// (formats narrower than 16 bits: bf16), as mixed-precision training in other
+// frameworks does. Rules still compute at fp32 and their results are rounded
+// once to storage; the gemm rules take the primals at storage, so the backward
+// products of a bf16 layer are bf16 tensor-core products (docs/design/0026).
+
 #pragma once
 
 #include <cstdint>
@@ -30,9 +38,26 @@
 
 namespace tessera::autodiff {
 
+// The precision a transform carries derivatives at (see the top of this file).
+enum class TangentPrecision { full, storage };
+
+// Sets the precision tangent_policy answers with for this thread while it
+// lives; the transforms open one for their whole construction.
+class TangentPrecisionScope {
+ public:
+  explicit TangentPrecisionScope(TangentPrecision precision);
+  ~TangentPrecisionScope();
+  TangentPrecisionScope(const TangentPrecisionScope&) = delete;
+  TangentPrecisionScope& operator=(const TangentPrecisionScope&) = delete;
+
+ private:
+  TangentPrecision saved_;
+};
+
 // The policy tangents/cotangents of a value of type `t` have: default fp64 for
-// fp64 storage, default fp32 for other float formats, nullopt for integers and
-// bool (no derivative).
+// fp64 storage, default fp32 for other float formats (under
+// TangentPrecision::storage: bf16/fp16 keep their format, narrower formats
+// take bf16), nullopt for integers and bool (no derivative).
 std::optional<NumericsPolicy> tangent_policy(const ir::Type& t);
 // t's shape with tangent_policy(t) (fp32 for non-float types: the unused slot).
 ir::Type tangent_type(const ir::Type& t);
@@ -56,9 +81,15 @@ class RuleContext {
   // Creates `op_name` (e.g. "graph.mul") and returns its result(s).
   ir::Value* op(std::string_view op_name, std::vector<ir::Value*> operands, ir::AttrMap attrs = {});
   std::vector<ir::Value*> ops(std::string_view op_name, std::vector<ir::Value*> operands, ir::AttrMap attrs = {});
-  // `v` cast to tangent_policy(v) (once per value): how rules combine primal
-  // values with tangents without mixing policies.
+  // `v` cast to the policy rules compute at, fp32 (fp64 for fp64 values),
+  // once per value: how rules combine primal values with tangents. Under
+  // TangentPrecision::storage the incoming bf16/fp16 cotangent promotes to it
+  // inside the rule, and only the rule's result is rounded to storage.
   ir::Value* primal(ir::Value* v);
+  // `v` as an operand of a product with a cotangent (the gemm rules): at
+  // tangent_policy(v), so under TangentPrecision::storage a bf16 layer's
+  // backward products take bf16 operands (tensor cores) rather than fp32.
+  ir::Value* product_operand(ir::Value* v);
   // A rank-0 constant: `value` rounded to the nearest value of `policy`'s storage.
   ir::Value* scalar(double value, const NumericsPolicy& policy);
   // Zeros of `type` (symbolic dims allowed); zeros_like(v) has v's tangent type.
@@ -101,13 +132,14 @@ bool has_vjp(std::string_view op_name);
 ir::Operation& jvp_function(ir::Module& module, const ir::Operation& func, std::string_view new_name);
 // vjp:  (primals..., result_cotangents...) -> (results..., cotangents of args in `wrt`...)
 ir::Operation& vjp_function(ir::Module& module, const ir::Operation& func, const std::vector<int>& wrt,
-                            std::string_view new_name);
+                            std::string_view new_name, TangentPrecision precision = TangentPrecision::full);
 // grad: func with one rank-0 float result -> (primals...) -> (result, grads of `wrt`...).
 // The seed is the result policy's loss scale s (1 without one) and the
 // gradients are divided by s at the end; a backward pass that overflows to
 // inf/NaN at fp32 keeps inf/NaN after the division, so a GradScaler sees it.
 ir::Operation& value_and_grad_function(ir::Module& module, const ir::Operation& func, const std::vector<int>& wrt,
-                                       std::string_view new_name);
+                                       std::string_view new_name,
+                                       TangentPrecision precision = TangentPrecision::full);
 
 // Calls. `call {callee = "f", result_types = "..."}` runs another func of the
 // module; create_call fills result_types from the callee. `extra` may set

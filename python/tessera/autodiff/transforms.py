@@ -82,13 +82,26 @@ def _accumulate(grads_per_arg, argnums, accumulate, transform):
     return out
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None):
+_PRECISIONS = ("full", "storage")
+
+
+def _check_precision(precision, transform):
+    if precision not in _PRECISIONS:
+        raise ArgumentError(f"{transform}: precision must be 'full' (derivatives at fp32, fp64 for fp64 values) or "
+                            f"'storage' (bf16/fp16 values keep their format), got {precision!r}")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision="full"):
     """``value_and_grad(f)(*args)`` -> ``(f(*args), df/dargs[argnums])`` (``((out, aux), grads)`` with
     has_aux). ``f`` returns one rank-0 float tensor. Gradients have their argument's structure and shape,
-    at fp32 (fp64 for fp64 arguments). ``accumulate={argnum: buffer}``: for parameters annotated
+    at fp32 (fp64 for fp64 arguments). ``precision="storage"`` carries the derivatives of bf16 and fp16
+    values in their own format instead (fp32 accumulation inside each op, one rounding per result; formats
+    narrower than 16 bits take bf16), as mixed-precision training elsewhere does: the backward products
+    of a bf16 layer are bf16 products. ``accumulate={argnum: buffer}``: for parameters annotated
     ``tessera.Region["reduce_sum"]``, each call adds the gradient into ``buffer`` in place (+=) and
     returns the buffer as that argument's gradient."""
     name = fun_name(fun)
+    _check_precision(precision, "value_and_grad")
 
     @functools.wraps(fun)
     def value_and_grad_fun(*args, **kwargs):
@@ -113,13 +126,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None):
             raise DtypeError(f"grad requires a float output: {name}() returned {policy}")
         wrt = _wrt(st, arg_of, nums)
         if not has_aux:
-            g = st.module.value_and_grad(st.name, wrt, st.module.new_name(st.name + "_grad"))
+            g = st.module.value_and_grad(st.name, wrt, st.module.new_name(st.name + "_grad"), precision)
             res = run(st.module, g, st.inputs)
             value, grads = res[0], res[1:]
             aux = None
         else:
             # The aux outputs ride along with zero cotangents; the loss seed is its loss scale, undone after.
-            g = st.module.vjp(st.name, wrt, st.module.new_name(st.name + "_vjp"))
+            g = st.module.vjp(st.name, wrt, st.module.new_name(st.name + "_vjp"), precision)
             seed_types = st.module.signature(g)[0][len(st.inputs):]
             scale = policy.loss_scale or 1.0
             seeds = [_full((), seed_types[0][1], scale)] + [zeros(d, p) for d, p in seed_types[1:]]
@@ -140,9 +153,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None):
     return value_and_grad_fun
 
 
-def grad(fun, argnums=0, has_aux=False, *, accumulate=None):
+def grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision="full"):
     """``grad(f)(*args)`` -> df/dargs[argnums] (``(grads, aux)`` with has_aux); see value_and_grad."""
-    vg = value_and_grad(fun, argnums, has_aux, accumulate=accumulate)
+    vg = value_and_grad(fun, argnums, has_aux, accumulate=accumulate, precision=precision)
 
     @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
@@ -176,14 +189,16 @@ def _regroup(grads, wrt, st, arg_of, nums, args):
     return out
 
 
-def vjp(fun, *primals, has_aux=False):
+def vjp(fun, *primals, has_aux=False, precision="full"):
     """``vjp(f, *primals)`` -> ``(out, vjp_fn)`` (``(out, vjp_fn, aux)`` with has_aux), where
-    ``vjp_fn(cotangent)`` (cotangent: out's structure) returns one cotangent per primal."""
+    ``vjp_fn(cotangent)`` (cotangent: out's structure) returns one cotangent per primal; ``precision`` as
+    in value_and_grad."""
     name = fun_name(fun)
+    _check_precision(precision, "vjp")
     st = stage(fun, primals, output=_split_aux(has_aux, name, "vjp"))
     leaves, _, arg_of = flatten_args(primals)
     wrt = list(range(len(st.param_positions)))
-    v = st.module.vjp(st.name, wrt, st.module.new_name(st.name + "_vjp"))
+    v = st.module.vjp(st.name, wrt, st.module.new_name(st.name + "_vjp"), precision)
     res = run(st.module, st.name, st.inputs)
     main = st.out_tree.children[0] if has_aux else st.out_tree
     n_main = main.num_leaves

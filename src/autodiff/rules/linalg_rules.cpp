@@ -26,8 +26,8 @@ Values gemm_jvp(RuleContext& c, ir::Operation& op, const Values& t) {
 
 Values gemm_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
   auto [ta, tb] = flags(op);
-  Value* a = c.primal(op.operand(0));
-  Value* b = c.primal(op.operand(1));
+  Value* a = c.product_operand(op.operand(0));
+  Value* b = c.product_operand(op.operand(1));
   Value* g = ct[0];
   if (!ta && !tb) return {gemm(c, g, b, false, true), gemm(c, a, g, true, false)};
   if (!ta && tb) return {gemm(c, g, b, false, false), gemm(c, g, a, true, false)};

@@ -1,0 +1,153 @@
+"""grad / value_and_grad / vjp with precision="storage": the derivatives of bf16 and fp16 values stay in
+their format (fp32 accumulation inside each op), as mixed-precision training elsewhere does. Checked
+against float64 numpy (within bf16's rounding), against the default full precision, and for the
+policies of every gradient and the absence of widening casts in the derived Graph IR."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tessera
+from tessera import ops
+from tessera.errors import ArgumentError
+
+BF16 = "bf16 @accum(fp32)"
+
+
+def bf16_pair(rng, shape, scale=1.0):
+    h = (rng.standard_normal(shape) * scale).astype(ml_dtypes.bfloat16)
+    return tessera.tensor(h, dtype=BF16), h.astype(np.float64)
+
+
+def erf(x):
+    from math import erf as e
+    return np.vectorize(e)(x)
+
+
+def mlp_reference(w1, b1, w2, x, g):
+    """float64 gradients of sum((gelu(x w1 + b1) w2) * g) with respect to w1, b1, w2 and x."""
+    z = x @ w1 + b1
+    cdf = 0.5 * (1.0 + erf(z / np.sqrt(2.0)))
+    pdf = np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+    h = z * cdf
+    dh = g @ w2.T
+    dz = dh * (cdf + z * pdf)
+    return [x.T @ dz, dz.sum(0), h.T @ g, dz @ w1.T]
+
+
+def mlp_case(rng, tokens=64, d=32, hidden=128):
+    x, xd = bf16_pair(rng, (tokens, d))
+    w1, w1d = bf16_pair(rng, (d, hidden), 0.2)
+    b1, b1d = bf16_pair(rng, (hidden,), 0.1)
+    w2, w2d = bf16_pair(rng, (hidden, d), 0.1)
+    g, gd = bf16_pair(rng, (tokens, d))
+
+    def loss(w1, b1, w2, x):
+        h = ops.gelu(ops.add(ops.matmul(x, w1), b1))
+        return ops.sum(ops.mul(ops.matmul(h, w2), g))
+
+    return loss, (w1, b1, w2, x), mlp_reference(w1d, b1d, w2d, xd, gd)
+
+
+def assert_bf16_close(got, want, what):
+    """Each element within a few bf16 roundings of the largest term's scale."""
+    got = np.asarray(got.numpy(), np.float64)
+    err = np.max(np.abs(got - want))
+    scale = np.max(np.abs(want))
+    assert err <= 2.0 ** -5 * scale, f"{what}: max error {err} against max |ref| {scale}"
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_storage_precision_mlp_gradients_are_bf16_and_match_float64(rng, compiled):
+    loss, args, want = mlp_case(rng)
+    f = tessera.grad(loss, argnums=(0, 1, 2, 3), precision="storage")
+    if compiled:
+        f = tessera.jit(f)
+    grads = f(*args)
+    for name, g, w in zip(("w1", "b1", "w2", "x"), grads, want):
+        assert str(g.policy) == BF16, f"d{name} is {g.policy}"
+        assert_bf16_close(g, w, "d" + name)
+
+
+def test_storage_precision_backward_products_take_bf16_operands(rng):
+    loss, args, _ = mlp_case(rng)
+    f = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3), precision="storage"))
+    f(*args)
+    text = f.inspect_ir("graph")
+    matmuls = [line for line in text.splitlines() if "graph.matmul" in line or "graph.gemm" in line]
+    assert len(matmuls) == 5, text  # x w1 forward (h w2 feeds only the discarded loss), four backward
+    assert all("] bf16 @accum(fp32)>" in line.split(":")[-1] for line in matmuls), "\n".join(matmuls)
+    full = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3)))
+    full(*args)
+    assert any("fp32 @accum(fp32)" in line for line in full.inspect_ir("graph").splitlines()
+               if "graph.gemm" in line)
+
+
+def test_storage_precision_is_no_more_accurate_than_full_and_close_to_it(rng):
+    loss, args, want = mlp_case(rng)
+    storage = tessera.grad(loss, argnums=(0, 2), precision="storage")(*args)
+    full = tessera.grad(loss, argnums=(0, 2))(*args)
+    for s, f, w in zip(storage, full, (want[0], want[2])):
+        err_s = np.max(np.abs(np.asarray(s.numpy(), np.float64) - w))
+        err_f = np.max(np.abs(np.asarray(f.numpy(), np.float64) - w))
+        assert err_f < err_s  # full precision keeps more bits
+        assert err_s <= 2.0 ** -5 * np.max(np.abs(w))
+
+
+def test_storage_precision_keeps_fp16_and_fp32_gradients_in_their_formats(rng):
+    a16 = rng.standard_normal(8).astype(np.float16)
+    a32 = rng.standard_normal(8).astype(np.float32)
+
+    def loss(x, y):
+        return ops.add(ops.sum(ops.cast(ops.mul(x, x), "fp32")), ops.sum(ops.mul(y, y)))
+
+    gx, gy = tessera.grad(loss, argnums=(0, 1), precision="storage")(
+        tessera.tensor(a16, dtype="fp16"), tessera.tensor(a32, dtype="fp32"))
+    assert gx.policy.storage.name == "fp16" and gy.policy.storage.name == "fp32"
+    np.testing.assert_array_equal(np.asarray(gx.numpy(), np.float64), 2.0 * a16.astype(np.float64))
+    # fp32 values are differentiated exactly as at full precision.
+    full = tessera.grad(loss, argnums=1)(tessera.tensor(a16, dtype="fp16"), tessera.tensor(a32, dtype="fp32"))
+    np.testing.assert_array_equal(gy.numpy(), full.numpy())
+
+
+def test_storage_precision_vjp_and_value_and_grad(rng):
+    x, xd = bf16_pair(rng, (16,))
+    out, vjp_fn = tessera.vjp(lambda v: ops.mul(v, v), x, precision="storage")
+    (ct,) = vjp_fn(tessera.tensor(np.ones(16, ml_dtypes.bfloat16), dtype=BF16))
+    assert str(ct.policy) == BF16
+    np.testing.assert_array_equal(np.asarray(ct.numpy(), np.float64), 2.0 * xd)  # exact: a doubling
+    value, g = tessera.value_and_grad(lambda v: ops.sum(ops.mul(v, v)), precision="storage")(x)
+    assert str(g.policy) == BF16
+    np.testing.assert_array_equal(np.asarray(g.numpy(), np.float64), 2.0 * xd)
+
+
+def test_storage_precision_calls_a_custom_vjp_with_its_full_precision_cotangents(rng):
+    seen = []
+
+    @tessera.custom_vjp
+    def square(v):
+        return ops.mul(v, v)
+
+    def fwd(v):
+        return square(v), v
+
+    def bwd(v, g):
+        seen.append(str(g.policy))
+        return (ops.mul(ops.mul(g, ops.cast(v, "fp32")), 3.0),)  # a deliberately different rule: 3 g v
+
+    square.defvjp(fwd, bwd)
+    x, xd = bf16_pair(rng, (8,))
+    g = tessera.grad(lambda v: ops.sum(square(v)), precision="storage")(x)
+    assert str(g.policy) == BF16
+    assert seen and seen[0].startswith("fp32")  # the rule was staged with full-precision cotangents
+    np.testing.assert_allclose(np.asarray(g.numpy(), np.float64), 3.0 * xd, rtol=2.0 ** -8)
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp"])
+def test_an_unknown_precision_is_an_error_that_names_the_choices(transform):
+    x = tessera.tensor(np.ones(3))
+    with pytest.raises(ArgumentError, match="precision must be 'full'.*'storage'.*got 'half'"):
+        if transform == "vjp":
+            tessera.vjp(lambda v: ops.mul(v, v), x, precision="half")
+        else:
+            getattr(tessera, transform)(lambda v: ops.sum(v), precision="half")(x)
