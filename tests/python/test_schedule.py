@@ -250,3 +250,33 @@ def test_full_group_loop_is_emitted_for_elementwise_kernels(compiled):
     target = g.inspect_ir("target")
     assert "holds in every lane of a full group" in target
     assert "tsr::load_u(" in target and "tsr::load_m(" in target  # the fast loop and the masked one
+
+
+@pytest.mark.parametrize("precision", ["full", "storage"])
+def test_a_gelu_gradient_sunk_into_the_product_it_meets_matches_reference_bitwise(precision, monkeypatch):
+    """jit(grad) of a bf16 GELU layer: GELU' of the bf16 pre-activation z is
+    computed in the epilogue of the backward product that reads it (the
+    forward kernel stores z, 16 bits, instead of GELU'(z), 32), with the
+    reference executor's bits."""
+    rng = np.random.default_rng(5)
+    p = "bf16 @accum(fp32)"
+    x = tessera.tensor(rng.standard_normal((48, 40)), dtype=p)
+    w1 = tessera.tensor(rng.standard_normal((40, 72)) * 0.2, dtype=p)
+    w2 = tessera.tensor(rng.standard_normal((72, 24)) * 0.2, dtype=p)
+    g = tessera.tensor(rng.standard_normal((48, 24)), dtype=p)
+
+    def loss(x, w1, w2):
+        return tessera.ops.sum(tessera.ops.matmul(tessera.ops.gelu(tessera.ops.matmul(x, w1)), w2) * g)
+
+    step = tessera.grad(loss, argnums=(0, 1, 2), precision=precision)
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(step, x, w1, w2)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a.codes()), np.asarray(b.codes()))
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    f = tessera.jit(step)
+    f(x, w1, w2)
+    kernels = [k for k in f.inspect_ir("schedule").split("schedule.kernel")[1:]]
+    first = kernels[0]
+    assert 'family = "gemm"' in first and "graph.erf" not in first.split("schedule.yield")[0], first
+    assert any("graph.erf" in k and 'family = "gemm"' in k for k in kernels[1:])

@@ -85,6 +85,7 @@ class Partitioner {
         last_effect_group = g;
       }
     }
+    sink_tails();
     place_constants();
     build_kernels();
   }
@@ -241,6 +242,95 @@ class Partitioner {
       into.first_position = std::min(into.first_position, position_.at(cast));
       const int source = group_of(cast->operand(0));
       if (source >= 0) depend(g, source);
+    }
+  }
+
+  // Bits of one element of v (the values compared below share one domain).
+  static std::size_t element_bits(const ir::Value* v) {
+    return static_cast<std::size_t>(bit_width(v->type().policy.storage));
+  }
+
+  // Tail sinking: the elementwise ops at the end of a group whose results
+  // only one other group reads (a GEMM's epilogue computing GELU' for the
+  // backward's product, say) move into that reader when that moves fewer
+  // bytes: the group then stores the tail's inputs (z in bf16) instead of its
+  // results (GELU'(z) in fp32), and the reader computes the tail. The ops and
+  // their roundings are the same, so the bits are.
+  void sink_tails() {
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const int g = static_cast<int>(gi);
+      if (!fuses_elementwise(groups_[gi].family) || groups_[gi].ops.size() < 2) continue;
+      // Readers of the group's elementwise tail, latest op first.
+      std::set<const ir::Operation*> tail;
+      int reader = -1;
+      const std::vector<ir::Operation*> ops = groups_[gi].ops;
+      for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+        ir::Operation* op = *it;
+        if (it + 1 == ops.rend()) break;  // the group's first op (its root) stays
+        if (family_of(*op) != Family::elementwise || !lane_fusible(*op) || has_effect(*op)) continue;
+        bool inside_tail_or_reader = op->num_results() == 1;
+        int op_reader = -1;
+        for (const ir::Use& use : op->result(0)->uses()) {
+          if (tail.count(use.user)) continue;
+          const int h = group_.count(use.user) ? group_.at(use.user) : -1;
+          if (h < 0 || h == g) {
+            inside_tail_or_reader = false;
+            break;
+          }
+          if (op_reader >= 0 && op_reader != h) inside_tail_or_reader = false;
+          op_reader = h;
+        }
+        // An op read by another group than the tail's stays (it is stored anyway).
+        if (!inside_tail_or_reader || (op_reader >= 0 && reader >= 0 && op_reader != reader)) continue;
+        if (op_reader >= 0) reader = op_reader;
+        if (reader < 0) continue;  // read by no other group
+        tail.insert(op);
+      }
+      if (reader < 0 || tail.empty()) continue;
+      Group& into = groups_[static_cast<std::size_t>(reader)];
+      if (!fuses_elementwise(into.family) || into.ops.empty()) continue;
+      const std::size_t root_position = position_.at(into.ops.front());
+      std::size_t stored_now = 0, stored_after = 0;
+      std::set<const ir::Value*> new_outputs;
+      bool movable = true;
+      for (const ir::Operation* op : tail) {
+        movable = movable && op->result(0)->type().shape == into.domain && position_.at(op) > root_position;
+        for (const ir::Use& use : op->result(0)->uses()) {
+          if (!tail.count(use.user)) {
+            stored_now += element_bits(op->result(0));
+            break;
+          }
+        }
+        for (const ir::Value* v : op->operands()) {
+          const ir::Operation* d = v->defining_op();
+          const int h = group_of(v);
+          if (h >= 0 && h != g && groups_[static_cast<std::size_t>(h)].deps.count(reader)) movable = false;
+          if (!d || h != g || tail.count(d)) continue;
+          bool stored = false;  // already read outside g (another group, or returned)
+          for (const ir::Use& use : v->uses()) {
+            stored = stored || (!tail.count(use.user) && (!group_.count(use.user) || group_.at(use.user) != g));
+          }
+          if (!stored && new_outputs.insert(v).second) stored_after += element_bits(v);
+        }
+      }
+      if (!movable || stored_after >= stored_now) continue;
+      std::vector<ir::Operation*> moved;
+      for (ir::Operation* op : ops) {
+        if (tail.count(op)) moved.push_back(op);
+      }
+      Group& from = groups_[gi];
+      for (ir::Operation* op : moved) {
+        from.ops.erase(std::find(from.ops.begin(), from.ops.end(), op));
+        group_[op] = reader;
+        into.ops.push_back(op);
+      }
+      in_program_order(into.ops);
+      for (ir::Operation* op : moved) {
+        for (ir::Value* v : op->operands()) {
+          const int h = group_of(v);
+          if (h >= 0 && h != reader) depend(reader, h);
+        }
+      }
     }
   }
 
