@@ -55,6 +55,8 @@ namespace tessera::schedule::templates {
 namespace {
 
 constexpr std::int64_t kStagedPrefetch = 3;
+// Tile rows per band of the groups' launch order (place_tile).
+constexpr std::int64_t kRasterRows = 8;
 
 using ir::Type;
 using ir::Value;
@@ -169,10 +171,7 @@ class GemmBuilder {
       mma_policy_ = default_policy(pa.storage == DType::fp64 || pb.storage == DType::fp64 ? DType::fp64 : DType::fp32);
     }
 
-    Value* gid = tile::build(b, "tile.group_id", {});
-    Value* tiles_n = op2(b, "div", op2(b, "add", n_, tile::build_int(b, bn_ - 1)), tile::build_int(b, bn_));
-    m0_ = op2(b, "mul", op2(b, "div", gid, tiles_n), tile::build_int(b, bm_));
-    n0_ = op2(b, "mul", op2(b, "rem", gid, tiles_n), tile::build_int(b, bn_));
+    place_tile(b);
     Value* acc = integer_                   ? nullptr
                  : flag(kernel_, "mma_flat") ? flat_product(b)
                  : staged_                   ? staged_product(b)
@@ -414,6 +413,27 @@ class GemmBuilder {
 
   // One loop over K in BK steps (mma_flat): the loads of a step are issued
   // three steps ahead of their use on the CUDA Tile IR target.
+  // The group's output tile (m0_, n0_), in bands of kRasterRows tile rows:
+  // group ids run down a band's rows first, then across its columns, so the
+  // groups resident at once share a few A row panels and B column panels,
+  // which stay in the L2 cache. Row-major order had each wave of resident
+  // groups stream all of B from memory (a [8192, 4096] x [4096, 16384]
+  // product read B 32 times). The order changes no tile's arithmetic, so not
+  // the bits.
+  void place_tile(ir::OpBuilder& b) {
+    Value* gid = tile::build(b, "tile.group_id", {});
+    auto i = [&](std::int64_t v) { return tile::build_int(b, v); };
+    Value* tiles_m = op2(b, "div", op2(b, "add", m_, i(bm_ - 1)), i(bm_));
+    Value* tiles_n = op2(b, "div", op2(b, "add", n_, i(bn_ - 1)), i(bn_));
+    Value* band_size = op2(b, "mul", i(kRasterRows), tiles_n);
+    Value* first_row = op2(b, "mul", op2(b, "div", gid, band_size), i(kRasterRows));
+    Value* left = op2(b, "sub", tiles_m, first_row);
+    Value* rows = select(b, cmp(b, "lt", left, i(kRasterRows)), left, i(kRasterRows));
+    Value* in_band = op2(b, "rem", gid, band_size);
+    m0_ = op2(b, "mul", op2(b, "add", first_row, op2(b, "rem", in_band, rows)), i(bm_));
+    n0_ = op2(b, "mul", op2(b, "div", in_band, rows), i(bn_));
+  }
+
   Value* flat_product(ir::OpBuilder& b) {
     ir::Operation* loop = tile::build_for(
         b, tile::build_int(b, 0), k_, tile::build_int(b, bk_), {zeros(b)},
