@@ -482,12 +482,15 @@ def test_a_run_holds_intermediates_only_while_a_later_kernel_reads_them(rng):
 
 
 @needs_gpu
-def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng):
-    """Autodiff's fp32 cotangents meet bf16 primals in the backward products;
-    on CUDA those run as bf16 tensor-core products (the cotangent split into
-    three exact bf16 pieces), which keeps fp32 accuracy: the gradients agree
-    with the CPU executable's fp32 products to a few fp32 ulps of the sums'
-    magnitudes, and repeat bit for bit."""
+@pytest.mark.parametrize("precision", ["full", "storage"])
+def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng, precision):
+    """Full precision: autodiff's fp32 cotangents meet bf16 primals in the
+    backward products; on CUDA those run as bf16 tensor-core products (the
+    cotangent split into three exact bf16 pieces), which keeps fp32 accuracy:
+    the gradients agree with the CPU executable's fp32 products to a few fp32
+    ulps of the sums' magnitudes. precision="storage" keeps the cotangents
+    bf16: plain bf16 products with bf16 results, no pieces, within bf16
+    roundings of the CPU's. Both repeat bit for bit."""
     p = "bf16 @accum(fp32)"
     T, D, H = 96, 128, 256
     host = [_bf16(rng.standard_normal(s) * sc) for s, sc in
@@ -496,46 +499,22 @@ def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng):
     def loss(x, w1, b1, w2, g):
         return ops.sum(ops.matmul(ops.gelu(ops.matmul(x, w1) + b1), w2) * g)
 
-    step = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3)))
+    step = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3), precision=precision))
     cpu = step(*(tessera.tensor(h, p) for h in host))
     dev = [tessera.tensor(h, p).to("cuda:0") for h in host]
     gpu = step(*dev)
-    assert "out = policy<fp32" in step.inspect_ir("schedule")
+    full = precision == "full"
+    assert ("out = policy<fp32" in step.inspect_ir("schedule")) == full
     for name, got, want in zip(("dx", "dw1", "db1", "dw2"), gpu, cpu):
+        assert str(got.policy) == ("fp32 @accum(fp32)" if full else p), name
         g, w = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
         # The forward's bf16 products may round an element differently on
         # tensor cores (one bf16 ulp of h), which the backward carries on.
-        assert np.max(np.abs(g - w)) <= 2.0 ** -7 * np.max(np.abs(w)), name
+        assert np.max(np.abs(g - w)) <= (2.0 ** -7 if full else 2.0 ** -6) * np.max(np.abs(w)), name
     again = step(*dev)
+    bits = np.uint32 if full else np.uint16
     for got, rerun in zip(gpu, again):
-        np.testing.assert_array_equal(got.numpy().view(np.uint32), rerun.numpy().view(np.uint32))
-
-
-@needs_gpu
-def test_storage_precision_mlp_gradients_on_the_gpu(rng):
-    """precision="storage" keeps the cotangents bf16: the backward products are
-    plain bf16 products with bf16 results, no split pieces. The gradients agree
-    with the CPU executable within bf16 roundings, and repeat bit for bit."""
-    p = "bf16 @accum(fp32)"
-    T, D, H = 96, 128, 256
-    host = [_bf16(rng.standard_normal(s) * sc) for s, sc in
-            (((T, D), 1.0), ((D, H), D ** -0.5), ((H,), 0.1), ((H, D), H ** -0.5), ((T, D), 1.0))]
-
-    def loss(x, w1, b1, w2, g):
-        return ops.sum(ops.matmul(ops.gelu(ops.matmul(x, w1) + b1), w2) * g)
-
-    step = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2, 3), precision="storage"))
-    cpu = step(*(tessera.tensor(h, p) for h in host))
-    dev = [tessera.tensor(h, p).to("cuda:0") for h in host]
-    gpu = step(*dev)
-    assert "out = policy<fp32" not in step.inspect_ir("schedule")
-    for name, got, want in zip(("dx", "dw1", "db1", "dw2"), gpu, cpu):
-        assert str(got.policy) == p, name
-        g, w = got.numpy().astype(np.float64), want.numpy().astype(np.float64)
-        assert np.max(np.abs(g - w)) <= 2.0 ** -6 * np.max(np.abs(w)), name
-    again = step(*dev)
-    for got, rerun in zip(gpu, again):
-        np.testing.assert_array_equal(got.numpy().view(np.uint16), rerun.numpy().view(np.uint16))
+        np.testing.assert_array_equal(got.numpy().view(bits), rerun.numpy().view(bits))
 
 
 @needs_gpu

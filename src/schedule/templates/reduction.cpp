@@ -271,9 +271,15 @@ class ReductionBuilder {
 
   // A float sum's accumulator, and its step: element r added at it.
   NumericsPolicy sum_policy() const { return default_policy(root_.operand(0)->type().policy.accum); }
+  // Its loads are unchecked: every sum form calls the step for r in a block
+  // [lo, hi) of [0, length) of an output element that exists (one group per
+  // output in the cooperative form; the lane and column forms inside their
+  // `o < n` test). A checked load branched around each element, so each add
+  // waited for its load before the next load issued (a bias gradient's
+  // column sum read 0.5 TB/s on an H200).
   SumStep sum_step(const NumericsPolicy& acc_policy) {
     return [this, acc_policy](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, cast(eb, load(eb, r), acc_policy));
+      return op2(eb, "add", acc, cast(eb, rows_->load_proven(eb, r), acc_policy));
     };
   }
 

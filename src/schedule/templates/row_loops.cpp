@@ -52,6 +52,10 @@ Value* RowIndex::load(ir::OpBuilder& b, Value* r) const {
   return tile::build(b, "tile.load_elem", {x_, offset(b, r)});
 }
 
+Value* RowIndex::load_proven(ir::OpBuilder& b, Value* r) const {
+  return tile::build(b, "tile.load_elem", {x_, offset(b, r)}, {{"in_bounds", true}});
+}
+
 Value* block_sum(ir::OpBuilder& b, Value* lo, Value* hi, Value* zero, const SumStep& step) {
   ir::Operation* strands = tile::build_strands(b, lo, hi, kReductionStrands, {zero},
                                                [&](ir::OpBuilder& eb, std::span<Value* const> a) {

@@ -43,6 +43,10 @@
 namespace tessera::cuda::detail {
 namespace {
 
+// tile.strands bodies up to this many ops (a nested region counts 64) are
+// emitted twice: full rounds unguarded, then the partial round.
+constexpr std::size_t kSplitStrandBodyOps = 24;
+
 [[noreturn]] void unsupported(const ir::Operation& op, const std::string& what) {
   raise(ErrorCode::Compile, "CUDA backend: " + what + " (op '" + std::string(op.name()) + "')", op.location());
 }
@@ -755,23 +759,41 @@ class Emitter {
       line("for (int k = 0; k < " + count_text + "; ++k) " + accs[j] + "[k] = " + name_.at(op.operand(2 + j)) + ";");
     }
     // The strand loop unrolls fully, so the strand arrays live in registers
-    // (indexed by constants) rather than in local memory.
-    line("for (tsr::i64 " + round + " = " + lo + "; " + round + " < " + hi + "; " + round + " += " + count_text + ")");
-    line("#pragma unroll");
-    line("for (int " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ")");
-    line("if (" + round + " + " + s + " < " + hi + ") {");
-    ++indent_;
-    name_[body.argument(0)] = fresh("iv");
-    line("const tsr::i64 " + name_.at(body.argument(0)) + " = " + round + " + " + s + ";");
-    for (std::size_t j = 0; j < n_acc; ++j) {
-      name_[body.argument(1 + j)] = fresh("a");
-      line(type_of(body.argument(1 + j)) + " " + name_.at(body.argument(1 + j)) + " = " + accs[j] + "[" + s + "];");
+    // (indexed by constants) rather than in local memory. A small body runs
+    // the full rounds without the per-index test, then the last partial
+    // round with it: behind a test per index each add waited for its load
+    // before the next load issued. The indices meet the strands in the same
+    // order either way.
+    std::size_t body_ops = 0;
+    for (const auto& inner : body.ops()) body_ops += inner->num_regions() == 0 ? 1 : 64;
+    const bool split = body_ops <= kSplitStrandBodyOps;
+    auto emit_round = [&](bool guarded) {
+      line("#pragma unroll");
+      line("for (int " + s + " = 0; " + s + " < " + count_text + "; ++" + s + ")");
+      line(guarded ? "if (" + round + " + " + s + " < " + hi + ") {" : "{");
+      ++indent_;
+      name_[body.argument(0)] = fresh("iv");
+      line("const tsr::i64 " + name_.at(body.argument(0)) + " = " + round + " + " + s + ";");
+      for (std::size_t j = 0; j < n_acc; ++j) {
+        name_[body.argument(1 + j)] = fresh("a");
+        line(type_of(body.argument(1 + j)) + " " + name_.at(body.argument(1 + j)) + " = " + accs[j] + "[" + s + "];");
+      }
+      emit_block(body);
+      for (std::size_t j = 0; j < n_acc; ++j)
+        line(accs[j] + "[" + s + "] = " + name_.at(body.terminator()->operand(j)) + ";");
+      --indent_;
+      line("}");
+    };
+    if (split) {
+      line("tsr::i64 " + round + " = " + lo + ";");
+      line("for (; " + round + " + " + count_text + " <= " + hi + "; " + round + " += " + count_text + ")");
+      emit_round(false);
+      line("if (" + round + " < " + hi + ")");
+      emit_round(true);
+    } else {
+      line("for (tsr::i64 " + round + " = " + lo + "; " + round + " < " + hi + "; " + round + " += " + count_text + ")");
+      emit_round(true);
     }
-    emit_block(body);
-    for (std::size_t j = 0; j < n_acc; ++j)
-      line(accs[j] + "[" + s + "] = " + name_.at(body.terminator()->operand(j)) + ";");
-    --indent_;
-    line("}");
     for (std::int64_t k = 0; k < count; ++k)
       for (std::size_t j = 0; j < n_acc; ++j)
         line(name_.at(op.result(static_cast<std::size_t>(k) * n_acc + j)) + " = " + accs[j] + "[" +
