@@ -171,5 +171,10 @@ def test_attention_low_precision_against_fp64(rng, policy):
     targs = [t(a, policy) for a in args]
     got = tessera.grad(attention_loss, argnums=(0, 1))(*targs)
     want = jax.grad(attention_loss_jax, argnums=(0, 1))(*[as64(a) for a in targs])
+    # fp8 rounds every intermediate of the chain to 3 mantissa bits, and the
+    # query weights' gradient is small against its terms (softmax): over 400
+    # seeds its error had median 0.078, 99th percentile 0.40 and maximum 0.52,
+    # so fp8 gets 0.75 (a wrong rule is off by 1 or more). Others: twice the MLP's.
+    bound = 0.75 if policy.startswith("fp8") else TOLERANCE[policy] * 2
     for a, e in zip(got, want):
-        assert rel_err(a, e) < TOLERANCE[policy] * 2, rel_err(a, e)
+        assert rel_err(a, e) < bound, rel_err(a, e)
