@@ -122,6 +122,29 @@ inline void decode_row(const storage_t<D>* in, std::int64_t n, value_t<D>* out) 
 
 // ---- rounding: double -> value of D (one rounding) ----
 
+// The bf16 code of x rounded to nearest even, overflow to infinity, NaN to
+// the canonical quiet NaN with x's sign: the encoder's result
+// (tessera::encode_value), without its dozen branches on the format. x is
+// first rounded to float toward zero with a sticky last bit ("round to
+// odd"), which a later rounding to a format of 22 or fewer significant bits
+// cannot tell from x itself; then the float's top half rounds to nearest
+// even. CpuNumerics.Bf16FastRoundingIsTheEncoders checks it against the
+// encoder at midpoints, boundaries and random values.
+inline std::uint16_t bf16_code_nearest(double x) {
+  if (std::isnan(x)) return std::signbit(x) ? 0xFFC0u : 0x7FC0u;
+  float f = static_cast<float>(x);
+  const double back = static_cast<double>(f);
+  std::uint32_t u;
+  if (back == x) {
+    u = std::bit_cast<std::uint32_t>(f);
+  } else {
+    if (std::fabs(back) > std::fabs(x)) f = std::nextafter(f, 0.0f);  // toward zero (inf -> the largest float)
+    u = std::bit_cast<std::uint32_t>(f) | 1u;
+  }
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
 // `r` is nearest_even or toward_zero (stochastic rounding is
 // round_stochastic, which needs the element's index).
 template <DType D>
@@ -137,6 +160,11 @@ inline value_t<D> round_to(double x, Overflow o = Overflow::inf_nan, Rounding r 
     opt.rounding = r;
     return std::bit_cast<float>(static_cast<std::uint32_t>(tessera::encode_value(x, D, opt)));
   } else if constexpr (Traits<D>::is_float) {
+    if constexpr (D == DType::bf16) {
+      if (o == Overflow::inf_nan && r == Rounding::nearest_even) {
+        return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_code_nearest(x)) << 16);
+      }
+    }
     tessera::EncodeOptions opt;
     opt.overflow = o;
     opt.rounding = r;
@@ -177,6 +205,9 @@ inline storage_t<D> encode(value_t<S> v, Overflow o = Overflow::inf_nan) {
   } else if constexpr (D == DType::fp64) {
     return static_cast<double>(v);
   } else {
+    if constexpr (D == DType::bf16) {
+      if (o == Overflow::inf_nan) return bf16_code_nearest(static_cast<double>(v));
+    }
     tessera::EncodeOptions opt;
     opt.overflow = o;
     return static_cast<storage_t<D>>(tessera::encode_value(static_cast<double>(v), D, opt));
