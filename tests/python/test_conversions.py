@@ -183,40 +183,42 @@ def test_empty_and_multidimensional_arrays(name):
     assert np.array_equal(numerics.encode(x[:, ::2, 1], name), numerics.encode(x[:, ::2, 1].copy(), name))
 
 
-def _bf16_hard_doubles(rng):
-    """float64 values where rounding to bf16 is easy to get wrong: exact midpoints between bf16
+def _narrow_hard_doubles(name, rng):
+    """float64 values where rounding to bf16 or fp16 is easy to get wrong: exact midpoints between
     neighbours and one double ulp either side, the overflow threshold, the subnormal range, values
     below float32's range, zeros, infinities, NaNs, and random values over 300 binades."""
-    codes = np.concatenate([np.arange(0, 0x7F80, 7, dtype=np.uint32), np.arange(0x7F00, 0x7F80, dtype=np.uint32),
-                            np.arange(0, 0x100, dtype=np.uint32)])
-    lo = (codes << 16).view(np.float32).astype(np.float64)
-    hi = ((codes + 1) << 16).view(np.float32).astype(np.float64)
-    mid = (lo + hi) / 2  # exact in float64
+    top_code = 0x7F80 if name == "bf16" else 0x7C00  # +inf
+    codes = np.concatenate([np.arange(0, top_code, 7), np.arange(top_code - 0x80, top_code), np.arange(0, 0x100)])
+    lo = numerics.decode(codes.astype(np.uint16), name).astype(np.float64)
+    hi = numerics.decode((codes + 1).astype(np.uint16), name).astype(np.float64)
+    mid = (lo + hi) / 2  # exact in float64 (the midpoint above the largest finite value is the overflow threshold)
     parts = [mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf), lo, np.nextafter(lo, 0)]
-    top = (2 - 2.0 ** -8) * 2.0 ** 127  # the bf16 overflow threshold (a midpoint)
     fmax = float(np.finfo(np.float32).max)
-    special = np.array([top, np.nextafter(top, 0), np.nextafter(top, np.inf), fmax, fmax * (1 + 2.0 ** -30),
-                        2.0 ** 128, 1e300, 2.0 ** -133, 2.0 ** -134, 3 * 2.0 ** -135, 2.0 ** -149, 2.0 ** -150,
-                        2.0 ** -151, 2.0 ** -200, 5e-324, 0.0, np.inf, np.nan, 1.0, 1 + 2.0 ** -8,
-                        1 + 2.0 ** -8 + 2.0 ** -40, 1 + 2.0 ** -8 - 2.0 ** -40])
+    special = np.array([fmax, fmax * (1 + 2.0 ** -30), 2.0 ** 128, 1e300, 65504.0, 65520.0, 65536.0,
+                        2.0 ** -14, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -133, 2.0 ** -134,
+                        3 * 2.0 ** -135, 2.0 ** -149, 2.0 ** -150, 2.0 ** -151, 2.0 ** -200, 5e-324, 0.0,
+                        np.inf, np.nan, 1.0, 1 + 2.0 ** -8, 1 + 2.0 ** -11, 1 + 2.0 ** -8 + 2.0 ** -40,
+                        1 + 2.0 ** -11 - 2.0 ** -40])
     random = rng.standard_normal(200_000) * np.exp2(rng.integers(-160, 140, 200_000))
     x = np.concatenate(parts + [special, random])
     return np.concatenate([x, -x])
 
 
+@pytest.mark.parametrize("name", ["bf16", "fp16"])
 @pytest.mark.parametrize("source", ["fp64", "fp32"])
-def test_compiled_bf16_rounding_matches_the_encoder(source, rng, monkeypatch):
-    """The CPU kernels round to bf16 through a float rounded to odd (bf16_code_nearest), not the
-    encoder; the codes must be the encoder's, NaN included (the canonical quiet NaN with its sign)."""
+def test_compiled_narrow_rounding_matches_the_encoder(name, source, rng, monkeypatch):
+    """The CPU kernels round to bf16 and fp16 through a float rounded to odd (bf16_code_nearest,
+    fp16_code_nearest), not the encoder; the codes must be the encoder's, NaN included (the
+    canonical quiet NaN with its sign)."""
     import tessera
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
-    x = _bf16_hard_doubles(rng)
+    x = _narrow_hard_doubles(name, rng)
     if source == "fp32":
         with np.errstate(over="ignore"):
             x = x.astype(np.float32).astype(np.float64)
-    f = tessera.jit(lambda v: tessera.ops.cast(v, "bf16"))
+    f = tessera.jit(lambda v: tessera.ops.cast(v, name))
     got = np.asarray(f(tessera.tensor(x, dtype=source)).codes())
-    want = numerics.encode(x, "bf16")
+    want = numerics.encode(x, name)
     bad = got != want
     assert not bad.any(), (f"{bad.sum()} of {x.size} differ, e.g. x={x[bad][:4]!r} "
                            f"got={got[bad][:4]} want={want[bad][:4]}")
