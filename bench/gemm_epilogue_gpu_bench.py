@@ -24,6 +24,7 @@ import numpy as np
 
 import tessera
 from gpu_timing import pace_seconds
+from mlp_block_gpu_bench import add_shape_arguments
 
 ops = tessera.ops
 
@@ -37,10 +38,7 @@ def gelu_derivative(z):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokens", type=int, default=8192)
-    ap.add_argument("--d", type=int, default=4096)
-    ap.add_argument("--hidden", type=int, default=16384)
-    ap.add_argument("--runs", type=int, default=5)
+    add_shape_arguments(ap)
     args = ap.parse_args()
     import torch
     sync = torch.cuda.synchronize

@@ -42,12 +42,17 @@ def close(name, got, want, tol):
     assert err <= tol * np.max(np.abs(w)), f"{name}: max error {err}, max |ref| {np.max(np.abs(w))}"
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def add_shape_arguments(ap):
+    """The MLP block's shape and the timed runs (shared with gemm_epilogue_gpu_bench.py)."""
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--d", type=int, default=4096)
     ap.add_argument("--hidden", type=int, default=16384)
     ap.add_argument("--runs", type=int, default=5)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_shape_arguments(ap)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--profile", action="store_true", help="also print the MLP step's kernels (tessera.profile)")
     args = ap.parse_args()
