@@ -207,9 +207,9 @@ def _narrow_hard_doubles(name, rng):
 @pytest.mark.parametrize("name", ["bf16", "fp16"])
 @pytest.mark.parametrize("source", ["fp64", "fp32"])
 def test_compiled_narrow_rounding_matches_the_encoder(name, source, rng, monkeypatch):
-    """The CPU kernels round to bf16 and fp16 through a float rounded to odd (bf16_code_nearest,
-    fp16_code_nearest), not the encoder; the codes must be the encoder's, NaN included (the
-    canonical quiet NaN with its sign)."""
+    """The CPU kernels round to bf16 and fp16 through a float rounded to odd and the scalar fp32
+    encoder (rounded_to_odd, elementary::encode), not the generic encoder; the codes must be the
+    generic encoder's, NaN included (the canonical quiet NaN with its sign)."""
     import tessera
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
     x = _narrow_hard_doubles(name, rng)

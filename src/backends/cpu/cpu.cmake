@@ -15,6 +15,7 @@ set(_tessera_cpu_headers
   "tessera/numerics/convert.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/convert.h"
   "tessera/numerics/philox.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/philox.h"
   "tessera/numerics/elementary.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/elementary.h"
+  "tessera/numerics/narrow_elementary.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/narrow_elementary.h"
   "tessera/numerics/trigonometric.h=${PROJECT_SOURCE_DIR}/include/tessera/numerics/trigonometric.h"
 )
 set(TESSERA_CPU_EMBEDDED_HEADERS "")

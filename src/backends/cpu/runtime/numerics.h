@@ -27,6 +27,7 @@
 
 #include "tessera/numerics/convert.h"
 #include "tessera/numerics/elementary.h"
+#include "tessera/numerics/narrow_elementary.h"
 #include "tessera/numerics/philox.h"
 #include "tessera/numerics/trigonometric.h"
 #include "tessera_cpu/fault.h"
@@ -122,53 +123,27 @@ inline void decode_row(const storage_t<D>* in, std::int64_t n, value_t<D>* out) 
 
 // ---- rounding: double -> value of D (one rounding) ----
 
-// The bf16 code of x rounded to nearest even, overflow to infinity, NaN to
-// the canonical quiet NaN with x's sign: the encoder's result
-// (tessera::encode_value), without its dozen branches on the format. x is
-// first rounded to float toward zero with a sticky last bit ("round to
-// odd"), which a later rounding to a format of 22 or fewer significant bits
-// cannot tell from x itself; then the float's top half rounds to nearest
-// even. test_compiled_narrow_rounding_matches_the_encoder (test_conversions.py)
-// checks both formats against the encoder at midpoints, boundaries and
-// random values.
-// x (not NaN) rounded to float toward zero, its last bit set when that
-// dropped anything: rounding this float to nearest even at 22 or fewer
-// significant bits gives what rounding x would.
-inline std::uint32_t float_bits_rounded_to_odd(double x) {
+// x rounded to float toward zero, its last bit set when that dropped
+// anything ("round to odd"; NaN stays NaN with its sign). Rounding this float
+// to nearest even at 22 or fewer significant bits gives what rounding x
+// would, so a double reaches bf16 or fp16 through the numerics library's
+// scalar fp32 encoder (narrow_elementary.h) instead of the generic encoder,
+// whose dozen branches on the format made it the most expensive part of a
+// bf16 kernel. test_compiled_narrow_rounding_matches_the_encoder
+// (test_conversions.py) checks the codes against the generic encoder.
+inline float rounded_to_odd(double x) {
   float f = static_cast<float>(x);
   const double back = static_cast<double>(f);
-  if (back == x) return std::bit_cast<std::uint32_t>(f);
+  if (back == x) return f;
   if (std::fabs(back) > std::fabs(x)) f = std::nextafter(f, 0.0f);  // toward zero (inf -> the largest float)
-  return std::bit_cast<std::uint32_t>(f) | 1u;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
 }
 
-inline std::uint16_t bf16_code_nearest(double x) {
-  if (std::isnan(x)) return std::signbit(x) ? 0xFFC0u : 0x7FC0u;
-  std::uint32_t u = float_bits_rounded_to_odd(x);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-
-// The same for fp16 (5 exponent bits, 10 fraction bits, subnormals below
-// 2^-14, largest finite 65504).
-inline std::uint16_t fp16_code_nearest(double x) {
-  if (std::isnan(x)) return std::signbit(x) ? 0xFE00u : 0x7E00u;
-  const std::uint32_t u = float_bits_rounded_to_odd(x);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  std::uint32_t a = u & 0x7FFFFFFFu;
-  std::uint32_t code;
-  if (a >= 0x477FF000u) {
-    code = 0x7C00u;  // 65520 and up (the midpoint above 65504 ties to the even 2^16): infinity
-  } else if (a < 0x38800000u) {
-    // Below 2^-14: adding 0.5 puts the subnormal step 2^-24 at the float's
-    // last place, so the float add rounds to nearest even there.
-    const float shifted = std::bit_cast<float>(a) + 0.5f;
-    code = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
-  } else {
-    a += 0xC8000FFFu + ((a >> 13) & 1u);  // rebias the exponent (15 - 127) and round the 13 dropped bits
-    code = a >> 13;
-  }
-  return static_cast<std::uint16_t>(code | sign);
+// The narrow_elementary.h format of bf16 and fp16 (the formats with a
+// scalar fp32 encoder), or -1.
+template <DType D>
+constexpr int narrow_format() {
+  return D == DType::bf16 ? tessera::elementary::kNarrowBf16 : D == DType::fp16 ? tessera::elementary::kNarrowFp16 : -1;
 }
 
 // `r` is nearest_even or toward_zero (stochastic rounding is
@@ -186,13 +161,10 @@ inline value_t<D> round_to(double x, Overflow o = Overflow::inf_nan, Rounding r 
     opt.rounding = r;
     return std::bit_cast<float>(static_cast<std::uint32_t>(tessera::encode_value(x, D, opt)));
   } else if constexpr (Traits<D>::is_float) {
-    if constexpr (D == DType::bf16) {
+    if constexpr (narrow_format<D>() >= 0) {
       if (o == Overflow::inf_nan && r == Rounding::nearest_even) {
-        return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_code_nearest(x)) << 16);
-      }
-    } else if constexpr (D == DType::fp16) {
-      if (o == Overflow::inf_nan && r == Rounding::nearest_even) {
-        return static_cast<float>(tessera::decode_value(fp16_code_nearest(x), D));
+        namespace el = tessera::elementary::narrow;
+        return el::decode(el::encode(rounded_to_odd(x), narrow_format<D>()), narrow_format<D>());
       }
     }
     tessera::EncodeOptions opt;
@@ -235,10 +207,11 @@ inline storage_t<D> encode(value_t<S> v, Overflow o = Overflow::inf_nan) {
   } else if constexpr (D == DType::fp64) {
     return static_cast<double>(v);
   } else {
-    if constexpr (D == DType::bf16) {
-      if (o == Overflow::inf_nan) return bf16_code_nearest(static_cast<double>(v));
-    } else if constexpr (D == DType::fp16) {
-      if (o == Overflow::inf_nan) return fp16_code_nearest(static_cast<double>(v));
+    if constexpr (narrow_format<D>() >= 0) {
+      if (o == Overflow::inf_nan) {
+        return static_cast<storage_t<D>>(
+            tessera::elementary::narrow::encode(rounded_to_odd(static_cast<double>(v)), narrow_format<D>()));
+      }
     }
     tessera::EncodeOptions opt;
     opt.overflow = o;
