@@ -245,11 +245,6 @@ class Partitioner {
     }
   }
 
-  // Bits of one element of v (the values compared below share one domain).
-  static std::size_t element_bits(const ir::Value* v) {
-    return static_cast<std::size_t>(bit_width(v->type().policy.storage));
-  }
-
   // Tail sinking: the elementwise ops at the end of a group whose results
   // only one other group reads (a GEMM's epilogue computing GELU' for the
   // backward's product, say) move into that reader when that moves fewer
@@ -257,79 +252,96 @@ class Partitioner {
   // results (GELU'(z) in fp32), and the reader computes the tail. The ops and
   // their roundings are the same, so the bits are.
   void sink_tails() {
-    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-      const int g = static_cast<int>(gi);
-      if (!fuses_elementwise(groups_[gi].family) || groups_[gi].ops.size() < 2) continue;
-      // Readers of the group's elementwise tail, latest op first.
-      std::set<const ir::Operation*> tail;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (!fuses_elementwise(groups_[g].family) || groups_[g].ops.size() < 2) continue;
       int reader = -1;
-      const std::vector<ir::Operation*> ops = groups_[gi].ops;
-      for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-        ir::Operation* op = *it;
-        if (it + 1 == ops.rend()) break;  // the group's first op (its root) stays
-        if (family_of(*op) != Family::elementwise || !lane_fusible(*op) || has_effect(*op)) continue;
-        bool inside_tail_or_reader = op->num_results() == 1;
-        int op_reader = -1;
-        for (const ir::Use& use : op->result(0)->uses()) {
-          if (tail.count(use.user)) continue;
-          const int h = group_.count(use.user) ? group_.at(use.user) : -1;
-          if (h < 0 || h == g) {
-            inside_tail_or_reader = false;
-            break;
-          }
-          if (op_reader >= 0 && op_reader != h) inside_tail_or_reader = false;
-          op_reader = h;
-        }
-        // An op read by another group than the tail's stays (it is stored anyway).
-        if (!inside_tail_or_reader || (op_reader >= 0 && reader >= 0 && op_reader != reader)) continue;
-        if (op_reader >= 0) reader = op_reader;
-        if (reader < 0) continue;  // read by no other group
-        tail.insert(op);
+      const std::set<const ir::Operation*> tail = tail_of(static_cast<int>(g), reader);
+      if (tail.empty() || !sinking_pays(static_cast<int>(g), reader, tail)) continue;
+      move_tail(static_cast<int>(g), reader, tail);
+    }
+  }
+
+  // The group other than g that reads op's result outside `tail`: -1 when
+  // only the tail reads it, -2 when g itself, the function's return or two
+  // groups do.
+  int outside_reader(const ir::Operation& op, int g, const std::set<const ir::Operation*>& tail) const {
+    int reader = -1;
+    for (const ir::Use& use : op.result(0)->uses()) {
+      if (tail.count(use.user)) continue;
+      const int h = group_.count(use.user) ? group_.at(use.user) : -1;
+      if (h < 0 || h == g || (reader >= 0 && reader != h)) return -2;
+      reader = h;
+    }
+    return reader;
+  }
+
+  // g's sinkable tail, latest op first, and its one reader: elementwise ops
+  // (never the group's root) whose results only the tail and that reader read.
+  std::set<const ir::Operation*> tail_of(int g, int& reader) const {
+    std::set<const ir::Operation*> tail;
+    const std::vector<ir::Operation*>& ops = groups_[static_cast<std::size_t>(g)].ops;
+    for (auto it = ops.rbegin(); it + 1 != ops.rend(); ++it) {
+      const ir::Operation& op = **it;
+      if (family_of(op) != Family::elementwise || !lane_fusible(op) || has_effect(op) || op.num_results() != 1) {
+        continue;
       }
-      if (reader < 0 || tail.empty()) continue;
-      Group& into = groups_[static_cast<std::size_t>(reader)];
-      if (!fuses_elementwise(into.family) || into.ops.empty()) continue;
-      const std::size_t root_position = position_.at(into.ops.front());
-      std::size_t stored_now = 0, stored_after = 0;
-      std::set<const ir::Value*> new_outputs;
-      bool movable = true;
-      for (const ir::Operation* op : tail) {
-        movable = movable && op->result(0)->type().shape == into.domain && position_.at(op) > root_position;
-        for (const ir::Use& use : op->result(0)->uses()) {
-          if (!tail.count(use.user)) {
-            stored_now += element_bits(op->result(0));
-            break;
-          }
-        }
-        for (const ir::Value* v : op->operands()) {
-          const ir::Operation* d = v->defining_op();
-          const int h = group_of(v);
-          if (h >= 0 && h != g && groups_[static_cast<std::size_t>(h)].deps.count(reader)) movable = false;
-          if (!d || h != g || tail.count(d)) continue;
-          bool stored = false;  // already read outside g (another group, or returned)
-          for (const ir::Use& use : v->uses()) {
-            stored = stored || (!tail.count(use.user) && (!group_.count(use.user) || group_.at(use.user) != g));
-          }
-          if (!stored && new_outputs.insert(v).second) stored_after += element_bits(v);
+      // An op another group reads stays (it is stored anyway).
+      const int r = outside_reader(op, g, tail);
+      if (r == -2 || (r >= 0 && reader >= 0 && r != reader)) continue;
+      if (r >= 0) reader = r;
+      if (reader >= 0) tail.insert(&op);
+    }
+    return tail;
+  }
+
+  // Whether moving `tail` from g into `reader` is legal (the reader's domain,
+  // after its root in program order, no cycle) and stores fewer bits per
+  // element: the tail's inputs g does not store yet against the tail's
+  // results the reader reads.
+  bool sinking_pays(int g, int reader, const std::set<const ir::Operation*>& tail) const {
+    const Group& into = groups_[static_cast<std::size_t>(reader)];
+    if (!fuses_elementwise(into.family) || into.ops.empty()) return false;
+    const std::size_t root_position = position_.at(into.ops.front());
+    auto bits = [](const ir::Value* v) { return static_cast<std::size_t>(bit_width(v->type().policy.storage)); };
+    auto read_outside = [&](const ir::Value* v, int group) {
+      for (const ir::Use& use : v->uses()) {
+        if (!tail.count(use.user) && (!group_.count(use.user) || group_.at(use.user) != group)) return true;
+      }
+      return false;
+    };
+    std::size_t stored_now = 0, stored_after = 0;
+    std::set<const ir::Value*> new_outputs;
+    for (const ir::Operation* op : tail) {
+      if (op->result(0)->type().shape != into.domain || position_.at(op) <= root_position) return false;
+      if (read_outside(op->result(0), -1)) stored_now += bits(op->result(0));
+      for (const ir::Value* v : op->operands()) {
+        const int h = group_of(v);
+        if (h >= 0 && h != g && groups_[static_cast<std::size_t>(h)].deps.count(reader)) return false;
+        if (h == g && !tail.count(v->defining_op()) && !read_outside(v, g) && new_outputs.insert(v).second) {
+          stored_after += bits(v);
         }
       }
-      if (!movable || stored_after >= stored_now) continue;
-      std::vector<ir::Operation*> moved;
-      for (ir::Operation* op : ops) {
-        if (tail.count(op)) moved.push_back(op);
-      }
-      Group& from = groups_[gi];
-      for (ir::Operation* op : moved) {
-        from.ops.erase(std::find(from.ops.begin(), from.ops.end(), op));
-        group_[op] = reader;
-        into.ops.push_back(op);
-      }
-      in_program_order(into.ops);
-      for (ir::Operation* op : moved) {
-        for (ir::Value* v : op->operands()) {
-          const int h = group_of(v);
-          if (h >= 0 && h != reader) depend(reader, h);
-        }
+    }
+    return stored_after < stored_now;
+  }
+
+  void move_tail(int g, int reader, const std::set<const ir::Operation*>& tail) {
+    Group& from = groups_[static_cast<std::size_t>(g)];
+    Group& into = groups_[static_cast<std::size_t>(reader)];
+    std::vector<ir::Operation*> moved;
+    for (ir::Operation* op : from.ops) {
+      if (tail.count(op)) moved.push_back(op);
+    }
+    for (ir::Operation* op : moved) {
+      from.ops.erase(std::find(from.ops.begin(), from.ops.end(), op));
+      group_[op] = reader;
+      into.ops.push_back(op);
+    }
+    in_program_order(into.ops);
+    for (ir::Operation* op : moved) {
+      for (ir::Value* v : op->operands()) {
+        const int h = group_of(v);
+        if (h >= 0 && h != reader) depend(reader, h);
       }
     }
   }

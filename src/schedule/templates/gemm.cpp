@@ -411,8 +411,6 @@ class GemmBuilder {
     return tile::build(b, "tile.zeros", {}, {{"shape", ir::fixed_shape({bm_, bn_})}, {"policy", acc_policy_}});
   }
 
-  // One loop over K in BK steps (mma_flat): the loads of a step are issued
-  // three steps ahead of their use on the CUDA Tile IR target.
   // The group's output tile (m0_, n0_), in bands of kRasterRows tile rows:
   // group ids run down a band's rows first, then across its columns, so the
   // groups resident at once share a few A row panels and B column panels,
@@ -434,6 +432,8 @@ class GemmBuilder {
     n0_ = op2(b, "mul", op2(b, "div", in_band, rows), i(bn_));
   }
 
+  // One loop over K in BK steps (mma_flat): the loads of a step are issued
+  // three steps ahead of their use on the CUDA Tile IR target.
   Value* flat_product(ir::OpBuilder& b) {
     ir::Operation* loop = tile::build_for(
         b, tile::build_int(b, 0), k_, tile::build_int(b, bk_), {zeros(b)},

@@ -48,12 +48,8 @@ Value* RowIndex::offset(ir::OpBuilder& b, Value* r) const {
   return offset;
 }
 
-Value* RowIndex::load(ir::OpBuilder& b, Value* r) const {
-  return tile::build(b, "tile.load_elem", {x_, offset(b, r)});
-}
-
-Value* RowIndex::load_proven(ir::OpBuilder& b, Value* r) const {
-  return tile::build(b, "tile.load_elem", {x_, offset(b, r)}, {{"in_bounds", true}});
+Value* RowIndex::load(ir::OpBuilder& b, Value* r, bool in_bounds) const {
+  return tile::build(b, "tile.load_elem", {x_, offset(b, r)}, in_bounds ? ir::AttrMap{{"in_bounds", true}} : ir::AttrMap{});
 }
 
 Value* block_sum(ir::OpBuilder& b, Value* lo, Value* hi, Value* zero, const SumStep& step) {

@@ -31,10 +31,10 @@ class RowIndex {
 
   ir::Value* length() const { return length_; }
   ir::Value* offset(ir::OpBuilder& b, ir::Value* r) const;
-  ir::Value* load(ir::OpBuilder& b, ir::Value* r) const;  // stored lane (the buffer's policy)
-  // The same load marked `in_bounds` (unchecked), for a caller that knows
-  // r is in [0, length()) and the output element exists.
-  ir::Value* load_proven(ir::OpBuilder& b, ir::Value* r) const;
+  // Element r as a stored lane (the buffer's policy); `in_bounds` marks the
+  // load unchecked, for a caller that knows r is in [0, length()) and the
+  // output element exists.
+  ir::Value* load(ir::OpBuilder& b, ir::Value* r, bool in_bounds = false) const;
 
  private:
   ir::Value* x_;
