@@ -530,6 +530,7 @@ std::shared_ptr<Executable> compile_executable(const ir::Module& module, const s
     // NVRTC compiles one kernel per program; the programs compile in parallel.
     cuda::KernelCompileOptions o = options.cuda;
     o.device = cuda::parse_device(state->device);
+    o.contiguous_buffers = true;  // operands are made contiguous before each launch
     std::vector<std::future<cuda::CompiledKernel>> pending;
     for (const ir::Operation* f : funcs) {
       pending.push_back(std::async(std::launch::async, [f, o] { return cuda::compile_kernel(*f, o); }));

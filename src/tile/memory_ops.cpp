@@ -49,6 +49,17 @@ ir::AttrSpec in_bounds_attr() {
           .doc = "the index is proven inside the buffer by construction; backends may skip the bounds check"};
 }
 
+// `not_nan = true` (tile.store_elem): the template that built the store
+// proves its value is not NaN (the value comes from finite operands under a
+// test the kernel made). The CUDA backend then rounds to a 16-bit float
+// without the NaN sign fix; every other value rounds the same either way.
+ir::AttrSpec not_nan_attr() {
+  return {.name = "not_nan",
+          .kind = AttrKind::boolean,
+          .required = false,
+          .doc = "the stored value is proven not NaN; backends may skip NaN handling in the rounding"};
+}
+
 }  // namespace
 
 DType reduce_sum_accum(DType storage) {
@@ -77,7 +88,7 @@ void register_memory_ops(ir::Registry& r) {
       .summary = "Writes one element (the last operand) of a smem or mut gmem buffer at the given indices.",
       .operands = {"buffer", "indices_and_value"},
       .variadic = true,
-      .attrs = {in_bounds_attr()},
+      .attrs = {in_bounds_attr(), not_nan_attr()},
       .effect = ir::Effect::state,
       .num_results = 0,
       .infer =

@@ -230,11 +230,17 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
         result += ir::print_module(tile);
         continue;
       }
+      // The kernels as an executable compiles them: its operands are
+      // contiguous.
+      cuda::KernelCompileOptions cuda_executable = cuda_options(a);
+      cuda_executable.contiguous_buffers = true;
+      cpu::CompileOptions cpu_executable;
+      cpu_executable.contiguous_buffers = true;
       for (const ir::Operation* k : kernels) {
         result += "// ===== kernel " + ir::function_name(*k) + " =====\n";
-        result += a.target == "cuda"        ? cuda::emit_kernel_source(*k, cuda_options(a))
+        result += a.target == "cuda"        ? cuda::emit_kernel_source(*k, cuda_executable)
                   : a.target == "cuda_tile" ? cuda_tile_text(*k, a)
-                                            : cpu::emit_kernel_source(*k);
+                                            : cpu::emit_kernel_source(*k, cpu_executable);
       }
     }
     write_output(a, result, out);

@@ -361,7 +361,10 @@ class NormalizationBuilder {
       // A held row's results go to slots in the row (over_held skips the
       // others), in buffers of x's shape: in bounds.
       const bool proven = held_ && results_have_x_shape();
-      b.create("tile.store_elem", {buffer, index, value}, proven ? ir::AttrMap{{"in_bounds", true}} : ir::AttrMap{});
+      ir::AttrMap attrs;
+      if (proven) attrs.set("in_bounds", true);
+      if (proven && finite_output_) attrs.set("not_nan", true);
+      b.create("tile.store_elem", {buffer, index, value}, attrs);
       return;
     }
     std::vector<Value*>& values = entry(run_state_->stores, buffer);
@@ -487,14 +490,23 @@ class NormalizationBuilder {
   // underflow; smaller v (zero too, whose sign the fma could lose) divide.
   // Three fp32 operations instead of a division's sequence per element.
   Value* quotient_by_reciprocal(ir::OpBuilder& b, Value* v, Value* d, Value* y) {
-    Value* q0 = op2(b, "mul", v, y);
-    Value* e = fma(b, op1(b, "neg", q0), d, v);
-    Value* q = fma(b, e, y, q0);
+    Value* q = reciprocal_quotient(b, v, d, y);
     return tile::build_if(
-               b, cmp(b, "lt", op1(b, "abs", v), acc_real(b, 0x1p-100)), {q},
+               b, below_reciprocal_quotient(b, v), {q},
                [&](ir::OpBuilder& tb, std::span<Value* const>) { return std::vector<Value*>{op2(tb, "div", v, d)}; },
                [](ir::OpBuilder&, std::span<Value* const> k) { return std::vector<Value*>{k[0]}; })
         ->result(0);
+  }
+  // The three operations alone: the quotient where v is not
+  // below_reciprocal_quotient.
+  Value* reciprocal_quotient(ir::OpBuilder& b, Value* v, Value* d, Value* y) {
+    Value* q0 = op2(b, "mul", v, y);
+    Value* e = fma(b, op1(b, "neg", q0), d, v);
+    return fma(b, e, y, q0);
+  }
+  // |v| < 2^-100 (zero included): v that divide instead.
+  Value* below_reciprocal_quotient(ir::OpBuilder& b, Value* v) {
+    return cmp(b, "lt", op1(b, "abs", v), acc_real(b, 0x1p-100));
   }
   Value* reciprocal_range(ir::OpBuilder& b, Value* d) {
     return op2(b, "and", cmp(b, "ge", d, acc_real(b, 0x1p-26)), cmp(b, "le", d, acc_real(b, 0x1p26)));
@@ -893,8 +905,11 @@ class NormalizationBuilder {
                 if_then(fb, op2(fb, "or", kept.redo, not_(fb, reciprocal_range(fb, s))), exact_e_reread,
                         [&](ir::OpBuilder& hb) {
                           Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
-                          each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
-                            store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, kept.e.at(r), s, recip));
+                          // e and 1 / s are finite here: the stores skip the NaN fix.
+                          with_flag(finite_output_, [&] {
+                            each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
+                              store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, kept.e.at(r), s, recip));
+                            });
                           });
                         },
                         /*likely=*/false);
@@ -1094,43 +1109,79 @@ class NormalizationBuilder {
     };
     Value* d = nullptr;
     Value* shift = nullptr;
+    Pow2 out_scale{};
+    Value* row_recip = nullptr;  // the common row's fp32 1 / d, when lane 0 computed it
     if (coop_ && row_lanes_ > 32) {
       // Lane 0 computes the row's d and shift (a long scalar sequence:
-      // frexp, floordiv, two ldexps, sqrt) and shares them through shared
-      // memory; the other warps skip it instead of repeating it. Both are
-      // exact in fp64 (an accumulation value; an exponent below 2^31).
-      Value* slots = shared_array(b, kF64, 2);
-      const ir::AttrMap proven{{"in_bounds", true}};
-      if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+      // frexp, floordiv, two ldexps, sqrt), the factors of 2^shift and 1 / d;
+      // the other warps read them instead of repeating the sequence.
+      const std::vector<Value*> v = from_lane_zero(b, [&](ir::OpBuilder& lb) {
         const auto [d0, shift0] = denominator(lb);
-        lb.create("tile.store_elem", {slots, integer(lb, 0), to64(lb, d0)}, proven);
-        lb.create("tile.store_elem", {slots, integer(lb, 1), cast(lb, shift0, kF64)}, proven);
+        const Pow2 p = pow2(lb, shift0);
+        std::vector<Value*> out{d0, shift0};
+        for (Value* f : {p.factor, p.up, p.down}) {
+          if (f) out.push_back(f);
+        }
+        if (fp32_math()) out.push_back(op2(lb, "div", acc_real(lb, 1.0), d0));
+        return out;
       });
-      b.create("tile.barrier", {});
-      d = to_acc(b, tile::build(b, "tile.load_elem", {slots, integer(b, 0)}, proven));
-      shift = cast(b, tile::build(b, "tile.load_elem", {slots, integer(b, 1)}, proven), default_policy(DType::int64));
-      // Read before a later pass writes shared memory.
-      b.create("tile.barrier", {});
+      // The same fields pow2() fills, in its order.
+      std::size_t next = 0;
+      d = v[next++];
+      shift = v[next++];
+      out_scale.e = shift;
+      out_scale.factor = acc_.storage == DType::fp64 ? nullptr : v[next++];
+      if (fp32_math()) {
+        out_scale.up = v[next++];
+        out_scale.down = v[next++];
+        row_recip = v[next++];
+      }
     } else {
       std::tie(d, shift) = denominator(b);
+      out_scale = pow2(b, shift);
     }
     // The quotient of two values of the accumulation type, rounded once to
     // it: the reference's round_to(z / d) (a correctly rounded division).
-    const Pow2 out_scale = pow2(b, shift);
     Value* recip = nullptr;  // the common row's fp32 1 / d
+    // Element r's result, stored; returns z(r). `unchecked`: the
+    // reciprocal's quotient without its test for tiny z (the caller tests).
+    auto output_element = [&](ir::OpBuilder& lb, Value* r, bool in_fp32, bool unchecked) {
+      Value* zr = z(lb, r);
+      Value* q = !recip     ? op2(lb, "div", zr, d)
+                 : unchecked ? reciprocal_quotient(lb, zr, d, recip)
+                             : quotient_by_reciprocal(lb, zr, d, recip);
+      Value* y = in_fp32 ? scaled_f32(lb, q, out_scale) : scaled(lb, q, out_scale);
+      if (!common_row_) y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
+      if (params_.size() == 2) {
+        y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
+      } else if (params_.size() == 1) {
+        y = op2(lb, "mul", y, param(lb, 0, r));
+      }
+      store(lb, row_->offset(lb, r), y);
+      return zr;
+    };
     auto output = [&](ir::OpBuilder& ob, bool in_fp32) {
-      each_element(ob, [&](ir::OpBuilder& lb, Value* r) {
-        Value* zr = z(lb, r);
-        Value* q = recip ? quotient_by_reciprocal(lb, zr, d, recip) : op2(lb, "div", zr, d);
-        Value* y = in_fp32 ? scaled_f32(lb, q, out_scale) : scaled(lb, q, out_scale);
-        if (!common_row_) y = select(lb, nonfinite, acc_real(lb, std::nan("")), select(lb, all_zero, zr, y));
-        if (params_.size() == 2) {
-          y = fma(lb, y, param(lb, 0, r), param(lb, 1, r));
-        } else if (params_.size() == 1) {
-          y = op2(lb, "mul", y, param(lb, 0, r));
-        }
-        store(lb, row_->offset(lb, r), y);
-      });
+      each_element(ob, [&](ir::OpBuilder& lb, Value* r) { output_element(lb, r, in_fp32, false); });
+    };
+    // The common row's output. A held row's lane takes the reciprocal's
+    // quotient for each of its elements and notes whether some z was below
+    // its range (a zero too); only such a lane, rarely, writes its elements
+    // again with the per-element test. One test per element and one branch
+    // per lane, where the test guarded each element's division by a branch.
+    // The values are finite (finite z, d and factors), so without a weight
+    // or bias to multiply by the stores skip the NaN fix.
+    auto common_output = [&](ir::OpBuilder& cb) {
+      if (!held_) return output(cb, true);
+      auto pass = [&] {
+        return over_held(cb, {tile::build_bool(cb, false)}, nullptr,
+                         [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
+                           Value* zr = output_element(eb, r, true, true);
+                           return std::vector<Value*>{op2(eb, "or", seen[0], below_reciprocal_quotient(eb, zr))};
+                         })
+            .at(0);
+      };
+      Value* tiny = params_.empty() ? with_flag(finite_output_, pass) : pass();
+      if_then(cb, tiny, [&](ir::OpBuilder& tb) { output(tb, true); }, {}, /*likely=*/false);
     };
     if (out_scale.up) {
       // The row's output scaling is exact in fp32 unless 2^shift lies
@@ -1154,14 +1205,45 @@ class NormalizationBuilder {
       if_then(
           b, common,
           [&](ir::OpBuilder& cb) {
-            recip = op2(cb, "div", acc_real(cb, 1.0), d);
-            with_flag(plain_scaling_, [&] { with_flag(common_row_, [&] { output(cb, true); }); });
+            recip = row_recip ? row_recip : op2(cb, "div", acc_real(cb, 1.0), d);
+            with_flag(plain_scaling_, [&] { with_flag(common_row_, [&] { common_output(cb); }); });
             recip = nullptr;
           },
           by_shift, /*likely=*/true);
     } else {
       output(b, false);
     }
+  }
+
+  // Values lane 0 computes (`build`) and every lane of the group reads
+  // through shared memory, each passed as fp64, which holds each exactly
+  // (accumulation values, exponents below 2^31). At most kLaneZeroValues.
+  static constexpr std::int64_t kLaneZeroValues = 8;
+  std::vector<Value*> from_lane_zero(ir::OpBuilder& b, const std::function<std::vector<Value*>(ir::OpBuilder&)>& build) {
+    Value* slots = shared_array(b, kF64, kLaneZeroValues);
+    const ir::AttrMap proven{{"in_bounds", true}};
+    std::vector<NumericsPolicy> policies;
+    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+      const std::vector<Value*> values = build(lb);
+      if (static_cast<std::int64_t>(values.size()) > kLaneZeroValues) {
+        raise(ErrorCode::Internal, "normalization: more than " + std::to_string(kLaneZeroValues) +
+                                       " values shared from lane 0");
+      }
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        policies.push_back(values[k]->type().policy);
+        lb.create("tile.store_elem", {slots, integer(lb, static_cast<std::int64_t>(k)), cast(lb, values[k], kF64)},
+                  proven);
+      }
+    });
+    b.create("tile.barrier", {});
+    std::vector<Value*> out;
+    for (std::size_t k = 0; k < policies.size(); ++k) {
+      Value* v = tile::build(b, "tile.load_elem", {slots, integer(b, static_cast<std::int64_t>(k))}, proven);
+      out.push_back(policies[k] == kF64 ? v : cast(b, v, policies[k]));
+    }
+    // Read before a later pass writes shared memory.
+    b.create("tile.barrier", {});
+    return out;
   }
 
   Value* param(ir::OpBuilder& b, std::size_t k, Value* r) {
@@ -1186,6 +1268,7 @@ class NormalizationBuilder {
   bool reread_ = false;               // building a rare path of a held row: read x again
   bool plain_scaling_ = false;        // building code for rows whose scalings have p.up == 1
   bool common_row_ = false;           // building the output of a finite row, not all zero
+  bool finite_output_ = false;        // building held stores of values proven not NaN
   bool held_ = false;                 // rows held in registers (hold_row)
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   std::vector<Value*> held_r_;        // the lane's slots' row indices

@@ -65,6 +65,11 @@ struct KernelCompileOptions {
   int flat_block = 256;
   // true: copies never use the bulk tensor copy engine (TMA), only cp.async.
   bool no_tma = false;
+  // true: every buffer argument has innermost stride 1 (an executable makes
+  // its operands contiguous before each launch). The kernel takes that
+  // stride as the constant 1, so an access's offset in the innermost index
+  // folds into the load or store; launch() checks the arguments.
+  bool contiguous_buffers = false;
 };
 
 namespace detail {
@@ -85,6 +90,7 @@ struct CompiledKernel {
   cpu::CompiledKernel signature;
   int block_threads = 1;                  // threads per block
   bool flat = false;                      // one tile per thread over the whole launch (no group shape)
+  bool contiguous_buffers = false;        // compiled for innermost stride 1 (KernelCompileOptions)
   std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
   std::vector<TmaMapSpec> tma_maps;       // tensor maps launch() encodes (TMA copies)

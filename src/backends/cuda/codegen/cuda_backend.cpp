@@ -184,6 +184,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.source = std::move(e.source);
   k.block_threads = e.block_threads;
   k.flat = e.flat;
+  k.contiguous_buffers = options.contiguous_buffers;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
   if (!k.tma_maps.empty()) {
@@ -206,6 +207,17 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
 
 namespace {
 
+// A kernel compiled for contiguous buffers reads the innermost stride as 1.
+void check_unit_stride(const CompiledKernel& k, std::size_t param, const tessera_cpu::BufferArg& b) {
+  if (param >= k.signature.params.size() || !k.signature.params[param].is_buffer || b.rank < 1) return;
+  const std::int64_t extent = b.shape[b.rank - 1], stride = b.strides[b.rank - 1];
+  if (extent > 1 && stride != 1) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': buffer '" + k.signature.params[param].name +
+                                          "' has innermost stride " + std::to_string(stride) +
+                                          "; the kernel was compiled for contiguous buffers");
+  }
+}
+
 // The parameter block and configuration of a launch; `fault` receives the
 // record a checked launch allocates. nullopt for an empty grid.
 std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg>& args,
@@ -218,6 +230,7 @@ std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid
   std::memset(&hp, 0, sizeof hp);
   for (std::size_t i = 0; i < bound.params.size(); ++i) {
     const tessera_cpu::ParamValue& v = bound.params[i];
+    if (k.contiguous_buffers) check_unit_stride(k, i, v.buffer);
     hp.buf[i].data = v.buffer.data;
     for (int d = 0; d < 8; ++d) {
       hp.buf[i].shape[d] = v.buffer.shape[d];

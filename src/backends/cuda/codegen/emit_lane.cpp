@@ -245,9 +245,12 @@ std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& 
          ", W);";
 }
 
-std::string store_rounded_stmt(const std::vector<std::string>& a, bool unchecked) {
+std::string store_rounded_stmt(const std::vector<std::string>& a, bool unchecked, bool not_nan) {
   const std::string idx = index_list(a, 1, a.size() - 1);
-  if (unchecked) return "tsr::store_rounded_u(" + a[0] + ", " + idx + ", " + a.back() + ");";
+  if (unchecked) {
+    return std::string(not_nan ? "tsr::store_rounded_not_nan_u(" : "tsr::store_rounded_u(") + a[0] + ", " + idx +
+           ", " + a.back() + ");";
+  }
   return "tsr::store_rounded(" + a[0] + ", " + idx + ", " + a.back() + ", W);";
 }
 

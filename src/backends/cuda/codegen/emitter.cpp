@@ -648,7 +648,7 @@ class Emitter {
         // encoding, without decoding the rounded value and encoding it again.
         std::vector<std::string> a = args_of(op);
         a.back() = name_.at(wide);
-        return line(store_rounded_stmt(a, unchecked_access(op)));
+        return line(store_rounded_stmt(a, unchecked_access(op), op.attrs().has("not_nan") && op.attrs().get_bool("not_nan")));
       }
       return line(store_stmt(op, args_of(op), unchecked_access(op)));
     }
@@ -1227,7 +1227,8 @@ class Emitter {
       const ir::Type& t = arg->type();
       const std::string& n = name_.at(arg);
       if (t.is_gmem()) {
-        s << "  const auto " << n << " = tsr::gview<" << cu_dtype(t.dtype()) << ", " << t.rank() << ">(p.buf[" << i
+        s << "  const auto " << n << " = tsr::" << (options_.contiguous_buffers ? "gview_unit<" : "gview<")
+          << cu_dtype(t.dtype()) << ", " << t.rank() << ">(p.buf[" << i
           << "], " << i << ");\n";
       } else {
         const DType d = t.dtype();

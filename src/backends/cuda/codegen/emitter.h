@@ -63,7 +63,9 @@ std::string store_overflow(const ir::Operation& op);
 std::string load_expr(const std::vector<std::string>& args, bool unchecked);
 std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& args, bool unchecked);
 // tsr::store_rounded(_u): an fp32 value (args.back()) rounded to the buffer's bf16 / fp16 and stored.
-std::string store_rounded_stmt(const std::vector<std::string>& args, bool unchecked);
+// not_nan: the value is proven not NaN (tile.store_elem `not_nan`), so the
+// rounding needs no NaN fix.
+std::string store_rounded_stmt(const std::vector<std::string>& args, bool unchecked, bool not_nan);
 // Whether a tile.load_elem / tile.store_elem carries a true `in_bounds`.
 bool proven_in_bounds(const ir::Operation& op);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);

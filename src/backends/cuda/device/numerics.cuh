@@ -412,5 +412,23 @@ __device__ __forceinline__ u32 encode_f32_nearest_even(float x, int dtype, bool 
   }
 }
 
+// encode_f32_nearest_even (non-saturating) of a value that is not NaN: for
+// bf16 and fp16 the conversion instruction alone, whose result for every
+// other value is encode_f32_rne's.
+__device__ __forceinline__ u32 encode_f32_nearest_even_not_nan(float x, int dtype) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  if (dtype == kBf16) {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+  }
+  if (dtype == kFp16) {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+  }
+#endif
+  return encode_f32_nearest_even(x, dtype, false);
+}
+
 }  // namespace device
 }  // namespace tessera

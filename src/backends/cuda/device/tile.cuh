@@ -149,6 +149,12 @@ __device__ __forceinline__ typename Traits<D>::value round_to(double x, int ov, 
   } else if constexpr (Traits<D>::is_float) {
     return decode_f32(encode(x, D, rounding, ov), D);
   } else {
+    // An int64 at nearest even from a double inside its range: one
+    // conversion instruction (an exponent shared through an fp64 slot of
+    // shared memory took the generic encode's ~40 instructions).
+    if constexpr (D == kInt64) {
+      if (rounding == kNearestEven && fabs(x) < 0x1p62) return __double2ll_rn(x);
+    }
     return (i64)decode(encode(x, D, rounding, kInfNan), D);
   }
 }
@@ -371,6 +377,17 @@ __device__ __forceinline__ GView<D, R> gview(const Buf& b, int param) {
   return v;
 }
 
+// A buffer the kernel was compiled to read with innermost stride 1
+// (KernelCompileOptions::contiguous_buffers; launch() checks it): the stride
+// is the constant 1, so offsets in the innermost index fold into the
+// addresses of the accesses instead of a 64-bit multiply-add each.
+template <int D, int R>
+__device__ __forceinline__ GView<D, R> gview_unit(const Buf& b, int param) {
+  GView<D, R> v = gview<D, R>(b, param);
+  if constexpr (R > 0) v.strides[R - 1] = 1;
+  return v;
+}
+
 // A shared buffer of ROWS x COLS (1-D: ROWS = 1) in dynamic shared memory.
 // The xor swizzle permutes 16-byte chunks within a row (chunk ^= row & MASK),
 // so 16-byte copies and ldmatrix rows stay contiguous while the rows of a
@@ -564,6 +581,15 @@ __device__ __forceinline__ void store_rounded_u(const GView<D, R>& v, const i64 
 #pragma unroll
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
+}
+// store_rounded_u of a value its kernel proved not NaN (tile.store_elem
+// `not_nan`): the rounding alone, without the NaN test and sign fix.
+template <int D, int R>
+__device__ __forceinline__ void store_rounded_not_nan_u(const GView<D, R>& v, const i64 (&idx)[R], float x) {
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even_not_nan(x, D);
 }
 template <int D, int R>
 __device__ __forceinline__ void store_rounded(const GView<D, R>& v, const i64 (&idx)[R], float x, const Where& w) {
