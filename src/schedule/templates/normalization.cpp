@@ -326,13 +326,12 @@ class NormalizationBuilder {
       }
     }
   }
-  // `each` for every slot below `end` (the row's end when null), in slot
-  // order, carrying values.
-  std::vector<Value*> over_held(ir::OpBuilder& b, std::vector<Value*> cur, Value* end,
+  // `each` for every slot in the row, in slot order, carrying values.
+  std::vector<Value*> over_held(ir::OpBuilder& b, std::vector<Value*> cur,
                                 const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each) {
     for (std::size_t i = 0; i < held_r_.size(); ++i) {
       Value* r = held_r_[i];
-      Value* valid = end ? cmp(b, "lt", r, end) : held_valid_[i];
+      Value* valid = held_valid_[i];
       if (!valid) {
         cur = each(b, r, cur);
         continue;
@@ -585,20 +584,19 @@ class NormalizationBuilder {
   // A pass carrying values (max, flags, counts) folded with `combine`,
   // which must be associative and commutative on the values it sees.
   using Combine = FoldCombine;
-  // The pass runs over [0, end), the whole row unless `end` is given.
+  // The pass runs over the whole row.
   std::vector<Value*> fold_pass(ir::OpBuilder& b, std::vector<Value*> inits, const PassStep& step,
-                                const Combine& combine, Value* end = nullptr) {
-    if (!end) end = length_;
+                                const Combine& combine) {
     // One lane: strands (the folds here, max, or and counts, are exact, so
     // any order gives the same values).
-    if (!coop_) return strand_fold(b, integer(b, 0), end, std::move(inits), step, combine);
+    if (!coop_) return strand_fold(b, integer(b, 0), length_, std::move(inits), step, combine);
     std::vector<Value*> lane_values;
     if (held_) {
-      lane_values = over_held(b, inits, end == length_ ? nullptr : end, step);
+      lane_values = over_held(b, inits, step);
     } else if (run_ > 1) {
-      lane_values = run_pass(b, end, inits, step)->results();
+      lane_values = run_pass(b, length_, inits, step)->results();
     } else {
-      lane_values = tile::build_for(b, lid_, end, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+      lane_values = tile::build_for(b, lid_, length_, integer(b, row_lanes_), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
                return step(lb, a[0], a.subspan(1));
              })->results();
     }
@@ -645,7 +643,7 @@ class NormalizationBuilder {
   // A pass without carried values (the output pass): strided over the lanes.
   void each_element(ir::OpBuilder& b, const std::function<void(ir::OpBuilder&, Value*)>& body) {
     if (held_) {
-      over_held(b, {}, nullptr, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
+      over_held(b, {}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
         body(eb, r);
         return std::vector<Value*>{};
       });
@@ -673,7 +671,7 @@ class NormalizationBuilder {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
     if (held_) {
       return blocked_sum_held(b, acc_, lid_, row_lanes_, [&](ir::OpBuilder& sb) {
-        return over_held(sb, {acc_real(sb, 0.0)}, nullptr, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+        return over_held(sb, {acc_real(sb, 0.0)}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
                  return std::vector<Value*>{step(eb, r, acc[0])};
                }).at(0);
       });
@@ -701,7 +699,7 @@ class NormalizationBuilder {
   // (int64). The common row is finite, so a first pass carries only the max
   // and a sum of v - v, which is NaN once an infinity or a NaN passed and 0
   // otherwise; only such a row runs a second pass that finds the flag and
-  // the count (its end is 0 for other rows). Two carries instead of three
+  // the count. Two carries instead of three
   // halve the first pass's time on a CPU. The second pass's flag and count
   // are carried as fp64 (1.0 once seen; an exact count below 2^53) so every
   // carried value is a double and the pass vectorizes.
@@ -720,8 +718,15 @@ class NormalizationBuilder {
                                                         op2(fb, "add", a[1], c[1])};
                            });
     Value* special = cmp(b, "ne", cheap[1], cheap[1]);
-    Value* end = select(b, special, length_, integer(b, 0));
-    auto r = fold_pass(b, {real(b, 0.0), real(b, 0.0)},
+    // The test is uniform over a group (every lane read the folded flag),
+    // so the other rows skip the second pass whole, its barriers included:
+    // a pass over [0, 0) still made each held slot compute its masked steps.
+    std::vector<Value*> none{real(b, 0.0), real(b, 0.0)};
+    auto r = tile::build_if(
+                 b, special, none,
+                 [&](ir::OpBuilder& sb, std::span<Value* const>) {
+                   return fold_pass(
+                       sb, {real(sb, 0.0), real(sb, 0.0)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                          Value* v = x64(lb, i);
                          Value* is_inf = cmp(lb, "eq", v, real(lb, kInf));
@@ -731,8 +736,10 @@ class NormalizationBuilder {
                        [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
                          return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
                                                     op2(fb, "add", a[1], c[1])};
-                       },
-                       end);
+                       });
+                 },
+                 [](ir::OpBuilder&, std::span<Value* const> c) { return std::vector<Value*>(c.begin(), c.end()); })
+                 ->results();
     return {to64(b, cheap[0]), cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
   }
 
@@ -1173,7 +1180,7 @@ class NormalizationBuilder {
     auto common_output = [&](ir::OpBuilder& cb) {
       if (!held_) return output(cb, true);
       auto pass = [&] {
-        return over_held(cb, {tile::build_bool(cb, false)}, nullptr,
+        return over_held(cb, {tile::build_bool(cb, false)},
                          [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
                            Value* zr = output_element(eb, r, true, true);
                            return std::vector<Value*>{op2(eb, "or", seen[0], below_reciprocal_quotient(eb, zr))};
