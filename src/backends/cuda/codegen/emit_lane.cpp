@@ -188,9 +188,9 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
       const codegen::ConstantValue c = codegen::constant_value(*m);
       if (c.kind == codegen::ConstantValue::Kind::real && c.real == 1.0) return "tsr::pow2_f64(" + a[1] + ")";
     }
-    if (p.storage == DType::fp64) return "ldexp(" + a[0] + ", " + e + ")";
+    if (p.storage == DType::fp64) return "tsr::ldexp_f64(" + a[0] + ", " + a[1] + ")";
     if (native_f32(p)) return "ldexpf(" + a[0] + ", " + e + ")";
-    return rounded(p, "ldexp(" + as_double(a[0]) + ", " + e + ")");
+    return rounded(p, "tsr::ldexp_f64(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
   if (n == "check_range") {

@@ -243,6 +243,9 @@ __device__ __forceinline__ double nan_max(double a, double b) {
   return (isnan(a) || isnan(b)) ? __longlong_as_double(0x7FF8000000000000ll) : (a > b ? a : b);
 }
 __device__ __forceinline__ i64 frexp_exponent(double x) {
+  // A normal x: its biased exponent, without frexp's subnormal handling.
+  const i64 biased = (i64)((__double_as_longlong(x) >> 52) & 0x7ff);
+  if (biased != 0 && biased != 0x7ff) return biased - 1022;
   if (!isfinite(x)) return 0;
   int e = 0;
   frexp(x, &e);
@@ -250,6 +253,13 @@ __device__ __forceinline__ i64 frexp_exponent(double x) {
 }
 __device__ __forceinline__ int clamp_exponent(i64 e) {
   return (int)(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
+}
+// ldexp(x, e) of a double: where 2^e is a normal double, one multiply (the
+// exact product x 2^e rounded once, which is ldexp's result, subnormal or
+// infinite ones included); CUDA's ldexp scales by several multiplies.
+__device__ __forceinline__ double ldexp_f64(double x, i64 e) {
+  if (e >= -1022 && e <= 1023) return x * __longlong_as_double((e + 1023) << 52);
+  return ldexp(x, clamp_exponent(e));
 }
 // ldexp(1.0, e): 2^e from its bits (0 below the subnormals, infinity above).
 __device__ __forceinline__ double pow2_f64(i64 e) {
