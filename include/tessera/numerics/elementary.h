@@ -94,6 +94,16 @@ TESSERA_ELEMENTARY_FN double trunc_half(double k) {
 }
 // 2^k for an integer k in [-1022, 1023], built from its bits.
 TESSERA_ELEMENTARY_FN double pow2(int64 k) { return from_bits(static_cast<bits64>(k + 1023) << 52); }
+// x clamped to [lo, hi] (lo <= hi, not NaN): one min and one max instruction
+// on a GPU. A NaN x gives a value in [lo, hi] on a GPU and NaN elsewhere;
+// callers decide a NaN x's result by x itself.
+TESSERA_ELEMENTARY_FN float clamp_f32(float x, float lo, float hi) {
+#if defined(__CUDACC__)
+  return fminf(fmaxf(x, lo), hi);
+#else
+  return x > hi ? hi : (x < lo ? lo : x);
+#endif
+}
 
 // x = k ln2 + r with |r| <= ln2 / 2 (about), for |x| < 2^40; r is carried
 // as r + r_lo, a double-double, so exp can round only once at the end.
@@ -257,19 +267,25 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
 // answer NaN. About half exp's work, and it vectorizes the same way.
 TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
   using namespace detail;
-  const double xd = static_cast<double>(x);
-  const double xc = xd > 88.0 ? 88.0 : (xd < -88.0 ? -88.0 : xd);  // keeps 2^k normal for any x
-  const double k = (xc * kInvLn2 + kRoundShifter) - kRoundShifter;
+  // Clamped and tested in fp32, where the bounds are fp32 numbers too: the
+  // same values as in double, without double compares and selects. (A NaN
+  // x is clamped to whatever the target's min and max give; it answers NaN
+  // below all the same.)
+  const double xc = static_cast<double>(clamp_f32(x, -88.0f, 88.0f));  // keeps 2^k normal for any x
+  // k + 1.5 * 2^52, whose low bits hold the integer k (integer_of's sum).
+  const double shifted = xc * kInvLn2 + kRoundShifter;
+  const double k = shifted - kRoundShifter;
   const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
   const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
-  const double e = p * pow2(integer_of(k));    // exact scaling: the result is a normal double
+  const int64 ki = static_cast<int64>(to_bits(shifted) - to_bits(kRoundShifter));
+  const double e = p * pow2(ki);  // exact scaling: the result is a normal double
   // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
   const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
   const bool near_midpoint = below > -256 && below < 256;
-  const bool sure = xd >= -87.0 && xd <= 88.0 && !near_midpoint;
+  const bool sure = x >= -87.0f && x <= 88.0f && !near_midpoint;
   const float fast = static_cast<float>(e);
   const float unsure = static_cast<float>(nan());
-  return xd <= -104.0 ? 0.0f : (sure ? fast : unsure);
+  return x <= -104.0f ? 0.0f : (sure ? fast : unsure);
 }
 // e^x - 1, accurate also where x is small.
 TESSERA_ELEMENTARY_FN double expm1(double x) {
