@@ -469,6 +469,25 @@ class NormalizationBuilder {
     }
     return p;
   }
+  // The values pow2() computes besides e, in order, and the Pow2 of e they
+  // make again (lane 0 computes them for the group: from_lane_zero).
+  std::vector<Value*> pow2_values(const Pow2& p) {
+    std::vector<Value*> out;
+    for (Value* f : {p.factor, p.up, p.down}) {
+      if (f) out.push_back(f);
+    }
+    return out;
+  }
+  Pow2 pow2_of_values(Value* e, std::span<Value* const> v) {
+    Pow2 p{e, nullptr};
+    std::size_t next = 0;
+    if (acc_.storage != DType::fp64) p.factor = v[next++];
+    if (fp32_math()) {
+      p.up = v[next++];
+      p.down = v[next++];
+    }
+    return p;
+  }
   Value* scaled(ir::OpBuilder& b, Value* v, const Pow2& p) {
     return p.factor ? to_acc(b, op2(b, "mul", to64(b, v), p.factor)) : scaled(b, v, p.e);
   }
@@ -699,8 +718,8 @@ class NormalizationBuilder {
   // (int64). The common row is finite, so a first pass carries only the max
   // and a sum of v - v, which is NaN once an infinity or a NaN passed and 0
   // otherwise; only such a row runs a second pass that finds the flag and
-  // the count. Two carries instead of three
-  // halve the first pass's time on a CPU. The second pass's flag and count
+  // the count. Two carries instead of three halve the first pass's time on
+  // a CPU. The second pass's flag and count
   // are carried as fp64 (1.0 once seen; an exact count below 2^53) so every
   // carried value is a double and the pass vectorizes.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
@@ -1124,25 +1143,15 @@ class NormalizationBuilder {
       // the other warps read them instead of repeating the sequence.
       const std::vector<Value*> v = from_lane_zero(b, [&](ir::OpBuilder& lb) {
         const auto [d0, shift0] = denominator(lb);
-        const Pow2 p = pow2(lb, shift0);
         std::vector<Value*> out{d0, shift0};
-        for (Value* f : {p.factor, p.up, p.down}) {
-          if (f) out.push_back(f);
-        }
+        for (Value* f : pow2_values(pow2(lb, shift0))) out.push_back(f);
         if (fp32_math()) out.push_back(op2(lb, "div", acc_real(lb, 1.0), d0));
         return out;
       });
-      // The same fields pow2() fills, in its order.
-      std::size_t next = 0;
-      d = v[next++];
-      shift = v[next++];
-      out_scale.e = shift;
-      out_scale.factor = acc_.storage == DType::fp64 ? nullptr : v[next++];
-      if (fp32_math()) {
-        out_scale.up = v[next++];
-        out_scale.down = v[next++];
-        row_recip = v[next++];
-      }
+      d = v[0];
+      shift = v[1];
+      out_scale = pow2_of_values(shift, std::span<Value* const>(v).subspan(2));
+      if (fp32_math()) row_recip = v.back();
     } else {
       std::tie(d, shift) = denominator(b);
       out_scale = pow2(b, shift);
