@@ -77,9 +77,10 @@ constexpr double kRoundShifter = 0x1.8p52;
 // values as conversions, but in integer adds, which vectorize on targets
 // without double <-> int64 vector conversions (AVX2: g++ left every lane
 // loop calling exp, expm1, tanh or log scalar there).
-TESSERA_ELEMENTARY_FN int64 integer_of(double k) {
-  return static_cast<int64>(to_bits(k + kRoundShifter) - to_bits(kRoundShifter));
+TESSERA_ELEMENTARY_FN int64 integer_of_shifted(double shifted) {  // shifted = k + 1.5 * 2^52
+  return static_cast<int64>(to_bits(shifted) - to_bits(kRoundShifter));
 }
+TESSERA_ELEMENTARY_FN int64 integer_of(double k) { return integer_of_shifted(k + kRoundShifter); }
 TESSERA_ELEMENTARY_FN double double_of(int64 k) {
   return from_bits(to_bits(kRoundShifter) + static_cast<bits64>(k)) - kRoundShifter;
 }
@@ -277,8 +278,7 @@ TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
   const double k = shifted - kRoundShifter;
   const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
   const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
-  const int64 ki = static_cast<int64>(to_bits(shifted) - to_bits(kRoundShifter));
-  const double e = p * pow2(ki);  // exact scaling: the result is a normal double
+  const double e = p * pow2(integer_of_shifted(shifted));  // exact scaling: the result is a normal double
   // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
   const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
   const bool near_midpoint = below > -256 && below < 256;

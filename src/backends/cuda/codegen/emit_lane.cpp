@@ -226,10 +226,16 @@ std::string store_overflow(const ir::Operation& op) { return cu_overflow(op.oper
 
 // An access whose template proves its index in bounds (tile.load_elem's
 // `in_bounds`, memory_ops.cpp) goes without the check and fault record.
-bool proven_in_bounds(const ir::Operation& op) {
-  const ir::Attribute* a = op.attrs().find("in_bounds");
+namespace {
+// An optional boolean attribute a template sets to state a proof.
+bool proven(const ir::Operation& op, std::string_view attr) {
+  const ir::Attribute* a = op.attrs().find(attr);
   return a != nullptr && std::get<bool>(*a);
 }
+}  // namespace
+
+bool proven_in_bounds(const ir::Operation& op) { return proven(op, "in_bounds"); }
+bool proven_not_nan(const ir::Operation& op) { return proven(op, "not_nan"); }
 
 std::string load_expr(const std::vector<std::string>& a, bool unchecked) {
   if (unchecked) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";

@@ -648,7 +648,7 @@ class Emitter {
         // encoding, without decoding the rounded value and encoding it again.
         std::vector<std::string> a = args_of(op);
         a.back() = name_.at(wide);
-        return line(store_rounded_stmt(a, unchecked_access(op), op.attrs().has("not_nan") && op.attrs().get_bool("not_nan")));
+        return line(store_rounded_stmt(a, unchecked_access(op), proven_not_nan(op)));
       }
       return line(store_stmt(op, args_of(op), unchecked_access(op)));
     }

@@ -68,6 +68,7 @@ std::string store_stmt(const ir::Operation& op, const std::vector<std::string>& 
 std::string store_rounded_stmt(const std::vector<std::string>& args, bool unchecked, bool not_nan);
 // Whether a tile.load_elem / tile.store_elem carries a true `in_bounds`.
 bool proven_in_bounds(const ir::Operation& op);
+bool proven_not_nan(const ir::Operation& op);
 void require_deterministic_rounding(const NumericsPolicy& policy, const std::string& what);
 
 }  // namespace tessera::cuda::detail

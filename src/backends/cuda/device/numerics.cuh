@@ -374,16 +374,18 @@ __device__ __forceinline__ u32 with_signed_quiet_nan(float x, unsigned short con
 // NaN takes with_signed_quiet_nan (the instruction returns a NaN of its
 // own). The same bits as encode_f32_rne; tests/gpu/gpu_numerics_test.cpp
 // checks them against the host on the GPU.
-__device__ __forceinline__ u32 encode_f32_bf16_cvt(float x) {
+__device__ __forceinline__ unsigned short cvt_rn_bf16(float x) {
   unsigned short h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return with_signed_quiet_nan(x, h, 0x7FC0u);
+  return h;
 }
-__device__ __forceinline__ u32 encode_f32_fp16_cvt(float x) {
+__device__ __forceinline__ unsigned short cvt_rn_fp16(float x) {
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return with_signed_quiet_nan(x, h, 0x7E00u);
+  return h;
 }
+__device__ __forceinline__ u32 encode_f32_bf16_cvt(float x) { return with_signed_quiet_nan(x, cvt_rn_bf16(x), 0x7FC0u); }
+__device__ __forceinline__ u32 encode_f32_fp16_cvt(float x) { return with_signed_quiet_nan(x, cvt_rn_fp16(x), 0x7E00u); }
 #endif
 
 // The fast path by dtype code; other dtypes take the exact encode() (which
@@ -417,15 +419,8 @@ __device__ __forceinline__ u32 encode_f32_nearest_even(float x, int dtype, bool 
 // other value is encode_f32_rne's.
 __device__ __forceinline__ u32 encode_f32_nearest_even_not_nan(float x, int dtype) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned short h;
-  if (dtype == kBf16) {
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-    return h;
-  }
-  if (dtype == kFp16) {
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-    return h;
-  }
+  if (dtype == kBf16) return cvt_rn_bf16(x);
+  if (dtype == kFp16) return cvt_rn_fp16(x);
 #endif
   return encode_f32_nearest_even(x, dtype, false);
 }

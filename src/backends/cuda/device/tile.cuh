@@ -254,19 +254,19 @@ __device__ __forceinline__ i64 frexp_exponent(double x) {
 __device__ __forceinline__ int clamp_exponent(i64 e) {
   return (int)(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));
 }
-// ldexp(x, e) of a double: where 2^e is a normal double, one multiply (the
-// exact product x 2^e rounded once, which is ldexp's result, subnormal or
-// infinite ones included); CUDA's ldexp scales by several multiplies.
-__device__ __forceinline__ double ldexp_f64(double x, i64 e) {
-  if (e >= -1022 && e <= 1023) return x * __longlong_as_double((e + 1023) << 52);
-  return ldexp(x, clamp_exponent(e));
-}
 // ldexp(1.0, e): 2^e from its bits (0 below the subnormals, infinity above).
 __device__ __forceinline__ double pow2_f64(i64 e) {
   if (e > 1023) return __longlong_as_double(0x7FF0000000000000ll);
   if (e >= -1022) return __longlong_as_double((e + 1023) << 52);
   if (e >= -1074) return __longlong_as_double(1ll << (e + 1074));
   return 0.0;
+}
+// ldexp(x, e) of a double: where 2^e is a normal double, one multiply (the
+// exact product x 2^e rounded once, which is ldexp's result, subnormal or
+// infinite ones included); CUDA's ldexp scales by several multiplies.
+__device__ __forceinline__ double ldexp_f64(double x, i64 e) {
+  if (e >= -1022 && e <= 1023) return x * pow2_f64(e);
+  return ldexp(x, clamp_exponent(e));
 }
 constexpr i64 kI64Max = (i64)((1ull << 63) - 1);
 constexpr i64 kI64Min = (i64)(1ull << 63);
@@ -583,23 +583,25 @@ __device__ __forceinline__ void store_u(const GView<D, R>& v, const i64 (&idx)[R
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   v.data[off] = encode_lane<D>(x, ov);
 }
+// An encoded value stored unchecked.
+template <int D, int R>
+__device__ __forceinline__ void store_code_u(const GView<D, R>& v, const i64 (&idx)[R], u32 code) {
+  i64 off = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
+  v.data[off] = (typename Traits<D>::storage)code;
+}
 // A float32 value rounded to nearest into D's code (bf16, fp16: infinities
 // kept) and stored: tile.cast then tile.store_elem, in one step.
 template <int D, int R>
 __device__ __forceinline__ void store_rounded_u(const GView<D, R>& v, const i64 (&idx)[R], float x) {
-  i64 off = 0;
-#pragma unroll
-  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
-  v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
+  store_code_u(v, idx, encode_f32_nearest_even(x, D, false));
 }
 // store_rounded_u of a value its kernel proved not NaN (tile.store_elem
 // `not_nan`): the rounding alone, without the NaN test and sign fix.
 template <int D, int R>
 __device__ __forceinline__ void store_rounded_not_nan_u(const GView<D, R>& v, const i64 (&idx)[R], float x) {
-  i64 off = 0;
-#pragma unroll
-  for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
-  v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even_not_nan(x, D);
+  store_code_u(v, idx, encode_f32_nearest_even_not_nan(x, D));
 }
 template <int D, int R>
 __device__ __forceinline__ void store_rounded(const GView<D, R>& v, const i64 (&idx)[R], float x, const Where& w) {
