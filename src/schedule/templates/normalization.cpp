@@ -242,6 +242,18 @@ class NormalizationBuilder {
     raise(ErrorCode::Internal, "normalization kernel: an operand is not a kernel input", kernel_.location());
   }
 
+  // Row scalars (see row_scalars() below).
+  using Derive = std::function<std::vector<Value*>(ir::OpBuilder&, std::span<Value* const>)>;
+  // At most this many values, each passed as fp64, which holds each exactly
+  // (accumulation values, exponents below 2^31).
+  static constexpr std::int64_t kLaneZeroValues = 8;
+  struct RowScalars {
+    Derive derive;
+    Value* slots = nullptr;                 // lane 0's values (null: every lane derives)
+    std::vector<NumericsPolicy> policies;   // of the values lane 0 wrote
+    bool written = false;                   // a pass's last stage wrote them
+  };
+
   // ---- small pieces ----
   Value* x64(ir::OpBuilder& b, Value* r) { return LaneProgram::decode(b, row_elem(b, x_buffer_, r)); }
   // A stored value at the accumulation type. When the storage is that type
@@ -544,14 +556,14 @@ class NormalizationBuilder {
   }
   // `sum` built twice: where `plain` holds (a uniform test) with
   // plain_scaling_, else as is. Same bits either way.
-  Value* sum_plain_or_not(ir::OpBuilder& b, Value* plain, const SumStep& step) {
-    if (!plain) return sum(b, step);
+  Value* sum_plain_or_not(ir::OpBuilder& b, Value* plain, const SumStep& step, RowScalars* rs) {
+    if (!plain) return sum(b, step, rs);
     return tile::build_if(
                b, plain, {acc_real(b, 0.0)},
                [&](ir::OpBuilder& tb, std::span<Value* const>) {
-                 return std::vector<Value*>{with_flag(plain_scaling_, [&] { return sum(tb, step); })};
+                 return std::vector<Value*>{with_flag(plain_scaling_, [&] { return sum(tb, step, rs); })};
                },
-               [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{sum(eb, step)}; })
+               [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{sum(eb, step, rs)}; })
         ->result(0);
   }
   // scaled() of a value that is an fp32 number (v as fp64, or as an fp32
@@ -604,8 +616,9 @@ class NormalizationBuilder {
   // which must be associative and commutative on the values it sees.
   using Combine = FoldCombine;
   // The pass runs over the whole row.
+  // With `rs`, lane 0's last fold also derives the row's scalars (take()).
   std::vector<Value*> fold_pass(ir::OpBuilder& b, std::vector<Value*> inits, const PassStep& step,
-                                const Combine& combine) {
+                                const Combine& combine, RowScalars* rs = nullptr) {
     // One lane: strands (the folds here, max, or and counts, are exact, so
     // any order gives the same values).
     if (!coop_) return strand_fold(b, integer(b, 0), length_, std::move(inits), step, combine);
@@ -646,6 +659,7 @@ class NormalizationBuilder {
           acc = combine(lb, acc, theirs);
         }
         for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], lid_, acc[k]}, proven);
+        if (lanes == 1 && rs && rs->slots) write_row_scalars(lb, *rs, acc);
       });
       b.create("tile.barrier", {});
     };
@@ -653,9 +667,8 @@ class NormalizationBuilder {
     if (width > 1) fold_entries(1, width, 1);
     std::vector<Value*> out;
     for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, integer(b, 0)}));
-    // Every lane has read the result before a later pass writes shared
-    // memory that may reuse these arrays' space.
-    b.create("tile.barrier", {});
+    // No barrier after the reads: tile-plan-shared keeps the arrays' space
+    // until the next barrier, which every lane reaches after reading.
     return out;
   }
 
@@ -686,14 +699,21 @@ class NormalizationBuilder {
   // The canonical blocked sum (row_loops.h); with the group's lanes, lane t
   // sums blocks t, t + L, .. of each superblock and lane 0 adds the block
   // sums in order, exactly as blocked_sum's middle loop does.
-  Value* sum(ir::OpBuilder& b, const SumStep& step) {
+  // With `rs`, a held row's lane 0 also derives the row's scalars from the
+  // total (take()).
+  Value* sum(ir::OpBuilder& b, const SumStep& step, RowScalars* rs = nullptr) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
     if (held_) {
-      return blocked_sum_held(b, acc_, lid_, row_lanes_, [&](ir::OpBuilder& sb) {
-        return over_held(sb, {acc_real(sb, 0.0)}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
-                 return std::vector<Value*>{step(eb, r, acc[0])};
-               }).at(0);
-      });
+      AtLaneZero derive;
+      if (rs && rs->slots) derive = [&](ir::OpBuilder& lb, Value* total) { write_row_scalars(lb, *rs, {&total, 1}); };
+      return blocked_sum_held(
+          b, acc_, lid_, row_lanes_,
+          [&](ir::OpBuilder& sb) {
+            return over_held(sb, {acc_real(sb, 0.0)}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+                     return std::vector<Value*>{step(eb, r, acc[0])};
+                   }).at(0);
+          },
+          derive);
     }
     if (run_ > 1) {
       return blocked_sum_cooperative_runs(
@@ -1012,73 +1032,86 @@ class NormalizationBuilder {
     }
   }
 
-  // Max |v| (NaN ignored) and whether some v is not finite.
-  // Max |x| (NaN ignored) and whether some x is not finite; the max as fp64.
-  std::pair<Value*, Value*> abs_max_pass(ir::OpBuilder& b) {
+  // Max |x| (NaN ignored), folded as stored. Whether the row is finite
+  // follows from its first sum (normalize()), not from a flag per element.
+  Value* abs_max_pass(ir::OpBuilder& b, RowScalars* rs) {
     const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
-    auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
-    // The flag is carried as 1.0 once seen, in the fold's type (see max_pass).
-    auto r = fold_pass(b, {c_(b, 0.0), c_(b, 0.0)},
+    auto r = fold_pass(b, {tile::build_real(b, 0.0, t)},
                        [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                          Value* a = op1(lb, "abs", x_exact(lb, i));
-                         return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0]),
-                                                    select(lb, cmp(lb, "lt", a, c_(lb, kInf)), c[1], c_(lb, 1.0))};
+                         return std::vector<Value*>{select(lb, cmp(lb, "gt", a, c[0]), a, c[0])};
                        },
                        [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                    select(fb, cmp(fb, "gt", c[1], a[1]), c[1], a[1])};
-                       });
-    return {to64(b, r[0]), cmp(b, "ne", r[1], c_(b, 0.0))};
+                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0])};
+                       },
+                       rs);
+    return r[0];
   }
 
-  // The row's largest and smallest value (NaN ignored) as fp64, and whether
-  // some value is not finite.
-  std::vector<Value*> extremes_pass(ir::OpBuilder& b) {
+  // The row's largest and smallest value (NaN ignored), as stored.
+  std::vector<Value*> extremes_pass(ir::OpBuilder& b, RowScalars* rs) {
     const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
-    auto r = fold_pass(b, {c_(b, -kInf), c_(b, kInf), c_(b, 0.0)},
-                       [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
-                         Value* v = x_exact(lb, i);
-                         Value* a = op1(lb, "abs", v);
-                         return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
-                                                    select(lb, cmp(lb, "lt", v, c[1]), v, c[1]),
-                                                    select(lb, cmp(lb, "lt", a, c_(lb, kInf)), c[2], c_(lb, 1.0))};
-                       },
-                       [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-                         return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                    select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1]),
-                                                    select(fb, cmp(fb, "gt", c[2], a[2]), c[2], a[2])};
-                       });
-    return {to64(b, r[0]), to64(b, r[1]), cmp(b, "ne", r[2], c_(b, 0.0))};
+    return fold_pass(b, {c_(b, -kInf), c_(b, kInf)},
+                     [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
+                       Value* v = x_exact(lb, i);
+                       return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
+                                                  select(lb, cmp(lb, "lt", v, c[1]), v, c[1])};
+                     },
+                     [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
+                       return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                                  select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1])};
+                     },
+                     rs);
+  }
+
+  // A row's scaling 2^-e by the exponent of `a` (max |x|, or max |x - mean|)
+  // as row scalars: e, then pow2_values.
+  std::vector<Value*> scaling_by_exponent(ir::OpBuilder& db, Value* a) {
+    Value* e = op1(db, "frexp_exp", a);
+    std::vector<Value*> out{e};
+    for (Value* f : pow2_values(pow2(db, index_op(db, "sub", integer(db, 0), e)))) out.push_back(f);
+    return out;
+  }
+  Pow2 minus_pow2(ir::OpBuilder& b, std::span<Value* const> scalars) {
+    return pow2_of_values(index_op(b, "sub", integer(b, 0), scalars[0]), scalars.subspan(1));
   }
 
   void normalize(ir::OpBuilder& b, bool center) {
     // layernorm: the row's extremes give max|x| now and max|x - mean| after
     // the mean pass (below), which saves a pass over the row. rmsnorm needs
-    // only max|x|.
-    Value* amax = nullptr;
-    Value* nonfinite = nullptr;
+    // only max|x|. Either way lane 0 derives max|x|, its exponent k and the
+    // factors of 2^-k (row scalars).
     Value* xmax = nullptr;
     Value* xmin = nullptr;
+    RowScalars by_max = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> folded) {
+      Value* amax = to64(db, folded[0]);
+      if (center) {
+        // An empty or all-NaN row keeps the infinities the fold started
+        // from; its results are NaN (or none) either way.
+        Value* hi = op1(db, "abs", to64(db, folded[0]));
+        Value* lo = op1(db, "abs", to64(db, folded[1]));
+        amax = select(db, cmp(db, "lt", folded[0], folded[1]), real(db, 0.0), select(db, cmp(db, "gt", hi, lo), hi, lo));
+      }
+      std::vector<Value*> out{amax};
+      for (Value* v : scaling_by_exponent(db, amax)) out.push_back(v);
+      return out;
+    });
+    std::vector<Value*> folded;
     if (center) {
-      const std::vector<Value*> ext = extremes_pass(b);
-      xmax = ext[0];
-      xmin = ext[1];
-      nonfinite = ext[2];
-      // An empty or all-NaN row keeps the infinities the fold started from;
-      // its results are NaN (or none) either way.
-      amax = select(b, cmp(b, "gt", op1(b, "abs", xmax), op1(b, "abs", xmin)), op1(b, "abs", xmax), op1(b, "abs", xmin));
-      amax = select(b, cmp(b, "lt", xmax, xmin), real(b, 0.0), amax);
+      folded = extremes_pass(b, &by_max);
+      xmax = to64(b, folded[0]);
+      xmin = to64(b, folded[1]);
     } else {
-      const std::pair<Value*, Value*> stats = abs_max_pass(b);
-      amax = stats.first;
-      nonfinite = stats.second;
+      folded = {abs_max_pass(b, &by_max)};
     }
+    const std::vector<Value*> max_scalars = take(b, by_max, folded);
+    Value* amax = max_scalars[0];
     // Exponent arithmetic stays far inside int64 (|values| < 2^31, the
     // kNoExponent sentinel included): nowrap (index_op), plain adds on a GPU
     // where checked int64 arithmetic took several instructions each.
-    Value* k = op1(b, "frexp_exp", amax);
-    const Pow2 minus_k = pow2(b, index_op(b, "sub", integer(b, 0), k));
+    Value* k = max_scalars[1];
+    const Pow2 minus_k = minus_pow2(b, std::span<Value* const>(max_scalars).subspan(1));
     auto u = [&](ir::OpBuilder& lb, Value* r) {
       return minus_k.up ? scaled_exact(lb, x_acc(lb, r), minus_k) : scaled(lb, x64(lb, r), minus_k);
     };
@@ -1089,31 +1122,46 @@ class NormalizationBuilder {
     // Cooperative rows only (a GPU's): on a CPU the second copy of each sum
     // and output loop measured slower (bench/schedule_norm_bench.py).
     Value* plain = minus_k.up && coop_ ? unit_up(b, minus_k) : nullptr;
+    // Whether some x is not finite: x 2^-k lies in (-1, 1) for finite x, so
+    // the first sum (of those, or of their squares) stays below n; an
+    // infinity or a NaN makes it infinite or NaN (k is then 0).
+    auto not_finite = [&](ir::OpBuilder& fb, Value* total) {
+      return not_(fb, cmp(fb, "lt", op1(fb, "abs", total), acc_real(fb, kInf)));
+    };
+    Value* nonfinite = nullptr;
     if (center) {
-      Value* mu = mean(b, sum_plain_or_not(b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-                         return op2(eb, "add", acc, u(eb, r));
-                       }));
+      // Lane 0 derives the mean, max |w| and the factors of 2^-j from the sum.
+      RowScalars by_mean = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+        Value* mu = mean(db, total[0]);
+        // w = round(round(x 2^-k) - mu) is monotone in x (every rounding is),
+        // so max |w| over the row is |w| at its largest or its smallest x: the
+        // reference's pass over the row, from two values.
+        Value* w_hi = op1(db, "abs", to64(db, op2(db, "sub", scaled_exact(db, xmax, minus_k), mu)));
+        Value* w_lo = op1(db, "abs", to64(db, op2(db, "sub", scaled_exact(db, xmin, minus_k), mu)));
+        Value* wmax = select(db, cmp(db, "gt", w_hi, w_lo), w_hi, w_lo);
+        std::vector<Value*> out{mu, wmax};
+        for (Value* v : scaling_by_exponent(db, wmax)) out.push_back(v);
+        return out;
+      });
+      Value* total = sum_plain_or_not(
+          b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) { return op2(eb, "add", acc, u(eb, r)); }, &by_mean);
+      nonfinite = not_finite(b, total);
+      const std::vector<Value*> mean_scalars = take(b, by_mean, {&total, 1});
+      Value* mu = mean_scalars[0];
       auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
-      // w = round(round(x 2^-k) - mu) is monotone in x (every rounding is),
-      // so max |w| over the row is |w| at its largest or its smallest x: the
-      // reference's pass over the row, from two values.
-      Value* w_hi = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmax, minus_k), mu)));
-      Value* w_lo = op1(b, "abs", to64(b, op2(b, "sub", scaled_exact(b, xmin, minus_k), mu)));
-      Value* wmax = select(b, cmp(b, "gt", w_hi, w_lo), w_hi, w_lo);
-      const Pow2 minus_j = pow2(b, index_op(b, "sub", integer(b, 0), op1(b, "frexp_exp", wmax)));
+      const Pow2 minus_j = minus_pow2(b, std::span<Value* const>(mean_scalars).subspan(2));
       K = index_op(b, "sub", k, minus_j.e);
-      all_zero = cmp(b, "eq", wmax, real(b, 0.0));
+      all_zero = cmp(b, "eq", mean_scalars[1], real(b, 0.0));
       z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled_exact(lb, w(lb, r), minus_j); };
       if (plain && minus_j.up) plain = op2(b, "and", plain, unit_up(b, minus_j));
     }
-    Value* ms = mean(b, sum_plain_or_not(b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-                       Value* v = z(eb, r);
-                       return fma(eb, v, v, acc);
-                     }));
-    // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's denominator()).
+    // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's
+    // denominator()), from the sum of squares; lane 0 derives d, shift, the
+    // factors of 2^shift and (fp32) 1 / d.
     const double eps = root_.attrs().get_real("eps");
-    Value* ms64 = to64(b, ms);
-    auto denominator = [&](ir::OpBuilder& db) {
+    RowScalars by_squares = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+      Value* ms = mean(db, total[0]);
+      Value* ms64 = to64(db, ms);
       Value* e1 = select(db, cmp(db, "gt", ms64, real(db, 0.0)),
                          index_op(db, "add", index_op(db, "sub", op1(db, "frexp_exp", ms64), integer(db, 1)),
                                   index_op(db, "mul", integer(db, 2), K)),
@@ -1131,31 +1179,24 @@ class NormalizationBuilder {
         d = select(db, degenerate, acc_real(db, 0.0), d);
         shift = select(db, degenerate, integer(db, 0), shift);
       }
-      return std::pair<Value*, Value*>{d, shift};
-    };
-    Value* d = nullptr;
-    Value* shift = nullptr;
-    Pow2 out_scale{};
-    Value* row_recip = nullptr;  // the common row's fp32 1 / d, when lane 0 computed it
-    if (coop_ && row_lanes_ > 32) {
-      // Lane 0 computes the row's d and shift (a long scalar sequence:
-      // frexp, floordiv, two ldexps, sqrt), the factors of 2^shift and 1 / d;
-      // the other warps read them instead of repeating the sequence.
-      const std::vector<Value*> v = from_lane_zero(b, [&](ir::OpBuilder& lb) {
-        const auto [d0, shift0] = denominator(lb);
-        std::vector<Value*> out{d0, shift0};
-        for (Value* f : pow2_values(pow2(lb, shift0))) out.push_back(f);
-        if (fp32_math()) out.push_back(op2(lb, "div", acc_real(lb, 1.0), d0));
-        return out;
-      });
-      d = v[0];
-      shift = v[1];
-      out_scale = pow2_of_values(shift, std::span<Value* const>(v).subspan(2));
-      if (fp32_math()) row_recip = v.back();
-    } else {
-      std::tie(d, shift) = denominator(b);
-      out_scale = pow2(b, shift);
-    }
+      std::vector<Value*> out{d, shift};
+      for (Value* f : pow2_values(pow2(db, shift))) out.push_back(f);
+      if (fp32_math()) out.push_back(op2(db, "div", acc_real(db, 1.0), d));
+      return out;
+    });
+    Value* squares = sum_plain_or_not(
+        b, plain,
+        [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+          Value* v = z(eb, r);
+          return fma(eb, v, v, acc);
+        },
+        &by_squares);
+    if (!center) nonfinite = not_finite(b, squares);
+    const std::vector<Value*> v = take(b, by_squares, {&squares, 1});
+    Value* d = v[0];
+    Value* shift = v[1];
+    const Pow2 out_scale = pow2_of_values(shift, std::span<Value* const>(v).subspan(2));
+    Value* row_recip = fp32_math() ? v.back() : nullptr;  // the common row's fp32 1 / d
     // The quotient of two values of the accumulation type, rounded once to
     // it: the reference's round_to(z / d) (a correctly rounded division).
     Value* recip = nullptr;  // the common row's fp32 1 / d
@@ -1231,34 +1272,53 @@ class NormalizationBuilder {
     }
   }
 
-  // Values lane 0 computes (`build`) and every lane of the group reads
-  // through shared memory, each passed as fp64, which holds each exactly
-  // (accumulation values, exponents below 2^31). At most kLaneZeroValues.
-  static constexpr std::int64_t kLaneZeroValues = 8;
-  std::vector<Value*> from_lane_zero(ir::OpBuilder& b, const std::function<std::vector<Value*>(ir::OpBuilder&)>& build) {
-    Value* slots = shared_array(b, kF64, kLaneZeroValues);
-    const ir::AttrMap proven{{"in_bounds", true}};
-    std::vector<NumericsPolicy> policies;
-    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
-      const std::vector<Value*> values = build(lb);
-      if (static_cast<std::int64_t>(values.size()) > kLaneZeroValues) {
-        raise(ErrorCode::Internal, "normalization: more than " + std::to_string(kLaneZeroValues) +
-                                       " values shared from lane 0");
-      }
-      for (std::size_t k = 0; k < values.size(); ++k) {
-        policies.push_back(values[k]->type().policy);
-        lb.create("tile.store_elem", {slots, integer(lb, static_cast<std::int64_t>(k)), cast(lb, values[k], kF64)},
-                  proven);
-      }
-    });
-    b.create("tile.barrier", {});
-    std::vector<Value*> out;
-    for (std::size_t k = 0; k < policies.size(); ++k) {
-      Value* v = tile::build(b, "tile.load_elem", {slots, integer(b, static_cast<std::int64_t>(k))}, proven);
-      out.push_back(policies[k] == kF64 ? v : cast(b, v, policies[k]));
+  // ---- scalars derived once per row ----
+  // `derive` maps a pass's results (its folded values, or a sum's total) to
+  // the row's scalars (exponents, scaling factors, a denominator). In a
+  // group larger than a warp, lane 0 derives them inside the pass's last
+  // serial stage, while the other lanes wait at its barrier anyway, and
+  // writes them to shared memory; the group reads them after that barrier.
+  // One scalar sequence per row, where every thread repeated it (about 100
+  // instructions per warp and row: several per element of a held row).
+  // Elsewhere every lane derives them itself.
+  RowScalars row_scalars(ir::OpBuilder& b, Derive derive) {
+    RowScalars rs{std::move(derive)};
+    if (coop_ && row_lanes_ > 32) rs.slots = shared_array(b, kF64, kLaneZeroValues);
+    return rs;
+  }
+  // In lane 0's code: derive from `results` and write the values. A pass
+  // built twice (sum_plain_or_not's two forms) writes them twice, alike.
+  void write_row_scalars(ir::OpBuilder& lb, RowScalars& rs, std::span<Value* const> results) {
+    const std::vector<Value*> values = rs.derive(lb, results);
+    if (static_cast<std::int64_t>(values.size()) > kLaneZeroValues) {
+      raise(ErrorCode::Internal, "normalization: more than " + std::to_string(kLaneZeroValues) + " row scalars");
     }
-    // Read before a later pass writes shared memory.
-    b.create("tile.barrier", {});
+    std::vector<NumericsPolicy> policies;
+    const ir::AttrMap proven{{"in_bounds", true}};
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      policies.push_back(values[k]->type().policy);
+      lb.create("tile.store_elem", {rs.slots, integer(lb, static_cast<std::int64_t>(k)), cast(lb, values[k], kF64)},
+                proven);
+    }
+    if (rs.written && policies != rs.policies) raise(ErrorCode::Internal, "normalization: row scalars differ by form");
+    rs.policies = std::move(policies);
+    rs.written = true;
+  }
+  // The row's scalars, after the pass that gave `results`: read back where
+  // lane 0 wrote them in the pass, else derived now (by lane 0 behind a
+  // barrier of its own, or by every lane).
+  std::vector<Value*> take(ir::OpBuilder& b, RowScalars& rs, std::span<Value* const> results) {
+    if (!rs.slots) return rs.derive(b, results);
+    const ir::AttrMap proven{{"in_bounds", true}};
+    if (!rs.written) {
+      if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) { write_row_scalars(lb, rs, results); });
+      b.create("tile.barrier", {});
+    }
+    std::vector<Value*> out;
+    for (std::size_t k = 0; k < rs.policies.size(); ++k) {
+      Value* v = tile::build(b, "tile.load_elem", {rs.slots, integer(b, static_cast<std::int64_t>(k))}, proven);
+      out.push_back(rs.policies[k] == kF64 ? v : cast(b, v, rs.policies[k]));
+    }
     return out;
   }
 

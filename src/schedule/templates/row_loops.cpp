@@ -308,7 +308,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
 }
 
 Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                        const StrandSum& strand_sum) {
+                        const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
   const std::int64_t S = kReductionStrands;
   const std::int64_t blocks = lanes / S;
   if (lanes % S != 0 || blocks > kReductionBlock) {
@@ -329,13 +329,14 @@ Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Valu
     for (std::int64_t j = 0; j < blocks; ++j) {
       super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {partial, integer(lb, j)}, proven));
     }
-    lb.create("tile.store_elem", {partial, integer(lb, blocks), op2(lb, "add", acc_real(lb, 0.0), super)}, proven);
+    Value* total = op2(lb, "add", acc_real(lb, 0.0), super);
+    lb.create("tile.store_elem", {partial, integer(lb, blocks), total}, proven);
+    if (at_lane_zero) at_lane_zero(lb, total);
   });
   b.create("tile.barrier", {});
-  Value* total = tile::build(b, "tile.load_elem", {partial, integer(b, blocks)}, proven);
-  // Every lane has read the total before a later pass writes shared memory.
-  b.create("tile.barrier", {});
-  return total;
+  // No barrier after the read: tile-plan-shared keeps the arrays' space
+  // until the next barrier.
+  return tile::build(b, "tile.load_elem", {partial, integer(b, blocks)}, proven);
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,

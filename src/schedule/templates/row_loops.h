@@ -88,10 +88,13 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 // of block t / 16, and `strand_sum` returns that strand's sum, its elements
 // added left to right from zero. The strands combine by the canonical tree
 // and lane 0 adds the block sums in order: the bits of blocked_sum. Call it
-// under uniform control flow (it has barriers).
+// under uniform control flow (it has barriers). `at_lane_zero`, if given,
+// runs in lane 0 with the total before the barrier that publishes it (lane
+// 0 can derive the row's scalars there while the group waits anyway).
 using StrandSum = std::function<ir::Value*(ir::OpBuilder& b)>;
+using AtLaneZero = std::function<void(ir::OpBuilder& b, ir::Value* total)>;
 ir::Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane, std::int64_t lanes,
-                            const StrandSum& strand_sum);
+                            const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {});
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of

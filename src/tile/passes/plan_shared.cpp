@@ -9,7 +9,11 @@
 // lane's copies have landed, and every lane knows it), or to the block's end
 // without one. So a GEMM's epilogue buffer reuses its pipeline's operand
 // buffers once the pipeline's trailing wait and barrier retire them
-// (tile-pipeline emits that pair). Allocations are placed
+// (tile-pipeline emits that pair). Any other buffer lives on to the end of
+// the first tile.barrier of its block after its last use (or to the block's
+// end): a lane still reading it must be done before another buffer placed
+// over it is written, so templates need no barrier of their own after a
+// buffer's last read. Allocations are placed
 // in program order at the lowest 128-aligned offset that overlaps no live
 // buffer (first fit). The total is stored in the kernel's `shared_used`.
 #include <algorithm>
@@ -119,6 +123,15 @@ int copy_retired(const Numbering& numbering, const ir::Block* home, const ir::Op
   return numbering.block_end(home);
 }
 
+// The end of the first tile.barrier of `home` that begins after `last`
+// (every lane has finished its accesses before it), or of `home` itself.
+int read_retired(const Numbering& numbering, const ir::Block* home, int last) {
+  for (const auto& op : home->ops()) {
+    if (op->name() == "tile.barrier" && numbering.span(op.get()).begin > last) return numbering.span(op.get()).end;
+  }
+  return numbering.block_end(home);
+}
+
 std::string at_text(const ir::Operation& op) {
   const SourceLocation& loc = op.location();
   return loc.valid() ? " at " + std::to_string(loc.line) + ":" + std::to_string(loc.column) : "";
@@ -151,17 +164,20 @@ std::int64_t plan_shared(ir::Operation& func) {
     for (std::int64_t d : *sizes) size *= d;
     const ir::Block* home = alloc->parent_block();
     Span life = numbering.span(alloc);
+    int copies_end = life.end;  // where the last cp_async into it has landed
     std::vector<const ir::Value*> aliases;
     flows(alloc->result(0), aliases);
     for (const ir::Value* v : aliases) {
       for (const ir::Use& u : v->uses()) {
         const ir::Operation* top = ancestor_in(u.user, home);
         if (!top) continue;
-        int end = numbering.span(top).end;
-        if (u.user->name() == "tile.cp_async" && u.operand_index == 0) end = copy_retired(numbering, home, top);
-        life.end = std::max(life.end, end);
+        life.end = std::max(life.end, numbering.span(top).end);
+        if (u.user->name() == "tile.cp_async" && u.operand_index == 0) {
+          copies_end = std::max(copies_end, copy_retired(numbering, home, top));
+        }
       }
     }
+    life.end = std::max(read_retired(numbering, home, life.end), copies_end);
     std::vector<std::pair<std::int64_t, std::int64_t>> busy;
     for (const Placed& p : placed) {
       if (p.life.begin <= life.end && life.begin <= p.life.end) busy.emplace_back(p.offset, p.offset + p.size);
