@@ -319,9 +319,15 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
       // 16400-element row is not held.
       const bool is_held = exe->tile_ir().find("tile.for") == std::string::npos;
       EXPECT_EQ(is_held, n <= 16384);
+      // rmsnorm and layernorm rows of 16 blocks or more pair two strands
+      // per lane: groups of n / 32 lanes beside the others' n / 16.
+      const bool paired = exe->tile_ir().find("group_shape = [" + std::to_string(n / 32) + "]") != std::string::npos;
+      EXPECT_EQ(paired, is_held && n >= 4096) << "rows of " << n;
     }
     if (bf16_ops_too) {
-      check_against_reference(text, "h", {special_rows(rows, n, bf16, 33), sample({n}, bf16, 34, false), sample({n}, bf16, 35)});
+      auto exe = check_against_reference(text, "h", {special_rows(rows, n, bf16, 33), sample({n}, bf16, 34, false), sample({n}, bf16, 35)});
+      const bool paired = exe->tile_ir().find("group_shape = [" + std::to_string(n / 32) + "]") != std::string::npos;
+      EXPECT_EQ(paired, n >= 4096) << "rows of " << n;
       // Rows of finite values spread over 2^-130 .. 2^10: elements far below
       // the row's largest divide exactly, not by the reciprocal.
       check_against_reference(text, "h", {spread_rows(rows, n, bf16, 36), sample({n}, bf16, 37, false), sample({n}, bf16, 38)});

@@ -35,6 +35,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -64,6 +65,8 @@ constexpr std::int64_t kRunsAhead = 4;
 constexpr std::int64_t kResidentLanes = 512;
 // The most lanes of a row held in registers: rows of up to 16384 elements.
 constexpr std::int64_t kMaxHeldLanes = 1024;
+// Held rows of at least this many blocks may pair two strands per lane.
+constexpr std::int64_t kPairedStrandBlocks = 16;
 
 // The kernel input an operand of the root reads: itself, or the operand of
 // the exact widening cast that computes it (a prologue: the values are the
@@ -104,7 +107,14 @@ class NormalizationBuilder {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
         held_ = true;
-        row_lanes_ = blocks * kReductionStrands;
+        // rmsnorm and layernorm (which hold x alone) with an even number of
+        // blocks, at least kPairedStrandBlocks, give each lane two strands
+        // (docs/design/0028): half the lanes per row, so three rows fit per
+        // multiprocessor where two did. Kernels holding a second row
+        // operand, or softmax's e beside x, keep one strand per lane (their
+        // registers would spill).
+        if (blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
+        row_lanes_ = blocks * kReductionStrands / held_strands_;
         run_ = 1;
       }
     }
@@ -141,12 +151,15 @@ class NormalizationBuilder {
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     if (held_) {
-      // Two fold passes of up to three arrays of L eight-byte values, and a
-      // sum's array of L parts and its block sums (at most 57 KiB).
+      // Fold passes of up to three arrays of L eight-byte values, a sum's
+      // array of parts (two per lane with paired strands) and its block
+      // sums, the row scalars (at most 57 KiB; arrays keep their space
+      // until the next barrier: tile-plan-shared).
       options.shared_bytes =
-          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + lanes + kReductionBlock + 1));
-      // Registers for half the multiprocessor's threads (2048 / L / 2 groups).
-      options.resident_groups = std::max<std::int64_t>(1, 1024 / lanes);
+          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + 2 * lanes + kReductionBlock + 1 + 32));
+      // Registers for half the multiprocessor's threads (2048 / L / 2
+      // groups); with paired strands, for three groups of L lanes.
+      options.resident_groups = std::max<std::int64_t>(1, (held_strands_ == 2 ? 768 : 1024) / lanes);
     } else if (coop_) {
       options.shared_bytes = kCoopSharedBytes;
       // Rows in runs keep several runs in flight per lane; with enough
@@ -234,6 +247,9 @@ class NormalizationBuilder {
  private:
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
+  bool pairs_strands() const {
+    return root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe";
+  }
   std::size_t index_of(const Value* v) const {
     v = source_of(v);
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
@@ -307,14 +323,15 @@ class NormalizationBuilder {
   // ---- rows held in registers (docs/design/0025) ----
   // Lane t's slots: elements r_i = (t / 16) 256 + t mod 16 + 16 i of the
   // row, i = 0 .. 15 (fewer when the row is shorter), which are strand
-  // t mod 16 of block t / 16 in order. x's element of each slot is loaded
+  // t mod 16 of block t / 16 in order; with two strands per lane, then the
+  // same strand of block t / 16 + L / 16. x's element of each slot is loaded
   // once, here, and every pass reads it from the register; a slot past the
   // row's end (a partial last block) loads the row's last element instead
   // and every pass skips it.
   void hold_row(ir::OpBuilder& b) {
     const std::int64_t S = kReductionStrands;
-    Value* base = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, S)), integer(b, kReductionBlock)),
-                      op2(b, "rem", lid_, integer(b, S)));
+    Value* first = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, S)), integer(b, kReductionBlock)),
+                       op2(b, "rem", lid_, integer(b, S)));
     const bool whole_blocks = static_length_ % kReductionBlock == 0;
     const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (static_length_ + S - 1) / S);
     Value* last = integer(b, static_length_ - 1);
@@ -324,8 +341,10 @@ class NormalizationBuilder {
     if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
       row_buffers.push_back(params_.at(0));
     }
-    for (std::int64_t i = 0; i < slots; ++i) {
-      Value* r = i == 0 ? base : op2(b, "add", base, integer(b, i * S));
+    for (std::int64_t k = 0; k < slots * held_strands_; ++k) {
+      const std::int64_t i = k % slots;
+      const std::int64_t from_first = k / slots * row_lanes_ / S * kReductionBlock + i * S;  // from `first`
+      Value* r = from_first == 0 ? first : op2(b, "add", first, integer(b, from_first));
       Value* valid = whole_blocks ? nullptr : cmp(b, "lt", r, length_);
       Value* at = valid ? op2(b, "min", r, last) : r;
       held_r_.push_back(r);
@@ -338,10 +357,15 @@ class NormalizationBuilder {
       }
     }
   }
-  // `each` for every slot in the row, in slot order, carrying values.
+  // `each` for every slot in the row (or of strand `strand` alone), in slot
+  // order, carrying values.
   std::vector<Value*> over_held(ir::OpBuilder& b, std::vector<Value*> cur,
-                                const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each) {
-    for (std::size_t i = 0; i < held_r_.size(); ++i) {
+                                const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each,
+                                std::optional<std::int64_t> strand = std::nullopt) {
+    const std::size_t per_strand = held_r_.size() / static_cast<std::size_t>(held_strands_);
+    const std::size_t from = strand ? static_cast<std::size_t>(*strand) * per_strand : 0;
+    const std::size_t to = strand ? from + per_strand : held_r_.size();
+    for (std::size_t i = from; i < to; ++i) {
       Value* r = held_r_[i];
       Value* valid = held_valid_[i];
       if (!valid) {
@@ -709,9 +733,17 @@ class NormalizationBuilder {
       return blocked_sum_held(
           b, acc_, lid_, row_lanes_,
           [&](ir::OpBuilder& sb) {
-            return over_held(sb, {acc_real(sb, 0.0)}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
-                     return std::vector<Value*>{step(eb, r, acc[0])};
-                   }).at(0);
+            std::vector<Value*> sums;
+            for (std::int64_t k = 0; k < held_strands_; ++k) {
+              sums.push_back(over_held(
+                                 sb, {acc_real(sb, 0.0)},
+                                 [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+                                   return std::vector<Value*>{step(eb, r, acc[0])};
+                                 },
+                                 k)
+                                 .at(0));
+            }
+            return sums;
           },
           derive);
     }
@@ -1346,6 +1378,7 @@ class NormalizationBuilder {
   bool common_row_ = false;           // building the output of a finite row, not all zero
   bool finite_output_ = false;        // building held stores of values proven not NaN
   bool held_ = false;                 // rows held in registers (hold_row)
+  std::int64_t held_strands_ = 1;     // strands per lane of a held row
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   std::vector<Value*> held_r_;        // the lane's slots' row indices
   std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)

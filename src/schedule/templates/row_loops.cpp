@@ -310,17 +310,24 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
 Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
                         const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
   const std::int64_t S = kReductionStrands;
-  const std::int64_t blocks = lanes / S;
-  if (lanes % S != 0 || blocks > kReductionBlock) {
-    raise(ErrorCode::Internal, "blocked_sum_held: " + std::to_string(lanes) + " lanes do not hold one superblock in strands");
+  const std::vector<Value*> sums = strand_sum(b);
+  const auto strands = static_cast<std::int64_t>(sums.size());  // per lane
+  const std::int64_t blocks = lanes * strands / S;
+  if (strands < 1 || lanes % S != 0 || blocks > kReductionBlock) {
+    raise(ErrorCode::Internal, "blocked_sum_held: " + std::to_string(lanes) + " lanes of " + std::to_string(strands) +
+                                   " strands do not hold one superblock");
   }
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* parts = shared_array(b, acc_policy, lanes);
+  Value* parts = shared_array(b, acc_policy, lanes * strands);
   Value* partial = shared_array(b, acc_policy, blocks + 1);  // the block sums, then the total
   Value* zero = integer(b, 0);
-  // Lane t's strand belongs to block t / S; the blocks' sums to partial.
-  combine_block_parts(b, parts, strand_sum(b), lane, zero, zero, integer(b, blocks), blocks, S, partial);
+  // Strand k of lane t is part t + k L (block t / S + k L / S); the first
+  // goes in with the blocks' combination, the blocks' sums to partial.
+  for (std::int64_t k = 1; k < strands; ++k) {
+    b.create("tile.store_elem", {parts, index_op(b, "add", lane, integer(b, k * lanes)), sums[static_cast<std::size_t>(k)]});
+  }
+  combine_block_parts(b, parts, sums[0], lane, zero, zero, integer(b, blocks), blocks, S, partial);
   // Lane 0 adds the block sums in order (one superblock), unrolled: the
   // loads are independent, only the adds wait on each other.
   const ir::AttrMap proven{{"in_bounds", true}};

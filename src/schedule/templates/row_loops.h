@@ -83,15 +83,16 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
                                         ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead = 4);
 
 // blocked_sum_cooperative for a row held in registers (docs/design/0025):
-// the group has exactly 16 lanes per block of the row (lanes = 16 blocks, at
-// most kReductionBlock blocks: one superblock), lane t holds strand t mod 16
-// of block t / 16, and `strand_sum` returns that strand's sum, its elements
-// added left to right from zero. The strands combine by the canonical tree
+// the group's lanes hold the row's strands, 16 per block (at most
+// kReductionBlock blocks: one superblock): lane t holds strand t mod 16 of
+// block t / 16, and of block t / 16 + lanes / 16 and so on when
+// `strand_sum` returns several sums, each of its strands' elements added
+// left to right from zero (docs/design/0028). The strands combine by the canonical tree
 // and lane 0 adds the block sums in order: the bits of blocked_sum. Call it
 // under uniform control flow (it has barriers). `at_lane_zero`, if given,
 // runs in lane 0 with the total before the barrier that publishes it (lane
 // 0 can derive the row's scalars there while the group waits anyway).
-using StrandSum = std::function<ir::Value*(ir::OpBuilder& b)>;
+using StrandSum = std::function<std::vector<ir::Value*>(ir::OpBuilder& b)>;
 using AtLaneZero = std::function<void(ir::OpBuilder& b, ir::Value* total)>;
 ir::Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane, std::int64_t lanes,
                             const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {});
