@@ -885,16 +885,28 @@ class NormalizationBuilder {
     const DType storage = root_.operand(0)->type().dtype();
     const double eps = decode_value(encode_value(root_.attrs().get_real("eps"), storage), storage);
     auto x_at = [&](ir::OpBuilder& lb, Value* r) { return to_acc(lb, x64(lb, r)); };
-    auto mean_of = [&](const std::function<Value*(ir::OpBuilder&, Value*)>& term) {
-      return mean(b, sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, term(lb, r)); }));
+    // The mean of `term` over the row, or what `then` makes of it: row
+    // scalars, which lane 0 derives in the sum's last stage.
+    using Then = std::function<Value*(ir::OpBuilder&, Value*)>;
+    auto mean_of = [&](const std::function<Value*(ir::OpBuilder&, Value*)>& term, const Then& then = {}) {
+      RowScalars rs = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+        Value* mv = mean(db, total[0]);
+        return std::vector<Value*>{then ? then(db, mv) : mv};
+      });
+      Value* total =
+          sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, term(lb, r)); }, &rs);
+      return take(b, rs, {&total, 1}).at(0);
     };
     Value* m = center ? mean_of(x_at) : nullptr;
     auto xc_at = [&](ir::OpBuilder& lb, Value* r) { return center ? op2(lb, "sub", x_at(lb, r), m) : x_at(lb, r); };
-    Value* var = mean_of([&](ir::OpBuilder& lb, Value* r) {
-      Value* c = xc_at(lb, r);
-      return op2(lb, "mul", c, c);
-    });
-    Value* rr = quotient(b, acc_real(b, 1.0), op1(b, "sqrt", to64(b, op2(b, "add", var, acc_real(b, eps)))));
+    Value* rr = mean_of(
+        [&](ir::OpBuilder& lb, Value* r) {
+          Value* c = xc_at(lb, r);
+          return op2(lb, "mul", c, c);
+        },
+        [&](ir::OpBuilder& db, Value* var) {
+          return quotient(db, acc_real(db, 1.0), op1(db, "sqrt", to64(db, op2(db, "add", var, acc_real(db, eps)))));
+        });
     auto xhat_at = [&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", xc_at(lb, r), rr); };
     Value* gm = center ? mean_of([&](ir::OpBuilder& lb, Value* r) { return second_at(lb, r); }) : nullptr;
     Value* q = mean_of([&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", second_at(lb, r), xhat_at(lb, r)); });
