@@ -841,11 +841,13 @@ class NormalizationBuilder {
     std::unordered_map<const Value*, Value*> e;
     Value* redo = nullptr;
   };
+  // Whether exp_sum takes the fast pass (and can keep its e).
+  bool fast_exp_sum() const {
+    return acc_.storage == DType::fp32 && acc_.rounding == Rounding::nearest_even && acc_.overflow == Overflow::inf_nan;
+  }
   Value* exp_sum(ir::OpBuilder& b, Value* m_acc, Value* skip, const ExpStep& step, KeptE* kept = nullptr) {
     auto exact = [&](ir::OpBuilder& lb, Value* r, Value* acc) { return step(lb, r, shifted_exp(lb, r, m_acc), acc); };
-    if (acc_.storage != DType::fp32 || acc_.rounding != Rounding::nearest_even || acc_.overflow != Overflow::inf_nan) {
-      return sum(b, exact);
-    }
+    if (!fast_exp_sum()) return sum(b, exact);
     Value* s = sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) {
       Value* e = op1(lb, "exp_or_nan", op2(lb, "sub", x_acc(lb, r), m_acc));
       if (kept) kept->e[r] = e;
@@ -1022,10 +1024,19 @@ class NormalizationBuilder {
     Value* m_acc = row.m_acc;
     const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
     const NumericsPolicy& y_policy = root_.result(0)->type().policy;
-    Value* s = exp_sum(b, m_acc, op2(b, "or", bad, m_is_inf), [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
-      store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
-      return op2(eb, "add", acc, e);
-    });
+    // A held row of whole blocks keeps each e of the fast sum pass in its
+    // register, as softmax() does: where the row needs no exact redo, y and
+    // the gradient follow from the registers and e never goes to memory.
+    // The redo (reread_) parks the exact e as the other forms do.
+    const bool held_e = held_ && static_length_ % kReductionBlock == 0 && fast_exp_sum();
+    KeptE kept;
+    Value* s = exp_sum(
+        b, m_acc, op2(b, "or", bad, m_is_inf),
+        [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
+          if (!held_e || reread_) store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
+          return op2(eb, "add", acc, e);
+        },
+        held_e ? &kept : nullptr);
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The sum pass replaces e by y (in y's buffer when y is a result), so
     // the last pass reads y instead of dividing again.
@@ -1052,10 +1063,36 @@ class NormalizationBuilder {
           });
         },
         [&](ir::OpBuilder& cb) {
-          linear_passes(cb, [&](ir::OpBuilder& lb, Value* r) {
-            Value* e = to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)));
-            return op2(lb, "div", e, s);
-          });
+          auto from_parked_e = [&](ir::OpBuilder& pb) {
+            linear_passes(pb, [&](ir::OpBuilder& lb, Value* r) {
+              Value* e = to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)));
+              return op2(lb, "div", e, s);
+            });
+          };
+          if (!held_e) return from_parked_e(cb);
+          if_then(
+              cb, kept.redo, [&](ir::OpBuilder& rb) { with_flag(reread_, [&] { from_parked_e(rb); }); },
+              [&](ir::OpBuilder& hb) {
+                // y = e / s by the row's reciprocal (s lies in [1, n], e in
+                // [0, 1]: quotient_by_reciprocal's range), kept by slot; y's
+                // storage is the accumulation type, so the stored y is y.
+                Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
+                std::unordered_map<const Value*, Value*> y_of;
+                over_held(hb, {}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
+                  Value* y = quotient_by_reciprocal(eb, kept.e.at(r), s, recip);
+                  y_of[r] = y;
+                  if (y_buffer_) store_to(eb, y_buffer_, y_policy, row_->offset(eb, r), y);
+                  return std::vector<Value*>{};
+                });
+                Value* s2 = sum(hb, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+                  return op2(eb, "add", acc, op2(eb, "mul", y_of.at(r), second_at(eb, r)));
+                });
+                each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
+                  Value* dx = op2(lb, "mul", y_of.at(r), op2(lb, "sub", second_at(lb, r), s2));
+                  store_to(lb, out_buffer_, dx_policy, row_->offset(lb, r), dx);
+                });
+              },
+              /*likely=*/false);
         },
         /*likely=*/false);
   }
