@@ -19,9 +19,19 @@ bool lane_fusible(const ir::Operation& op) {
   return !templates::unsupported_policy(op.result(0)->type().policy);
 }
 
+const ir::Value* softmax_gradient_y(const ir::Operation& linear) {
+  const ir::Value* y = linear.operand(0);
+  const ir::Operation* cast = y->defining_op();
+  if (!cast || !exact_widening_cast(*cast) || y->uses().size() != 1) return y;
+  return cast->operand(0);
+}
+
 bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear) {
   if (softmax.name() != "graph.softmax_safe" || linear.name() != "graph.softmax_linear") return false;
-  if (linear.operand(0) != softmax.result(0) || linear.operand(1) == softmax.result(0)) return false;
+  if (softmax_gradient_y(linear) != softmax.result(0) || linear.operand(1) == softmax.result(0) ||
+      linear.operand(1) == linear.operand(0)) {
+    return false;
+  }
   const std::size_t rank = softmax.result(0)->type().rank();
   if (graph::normalize_axis(softmax.attrs().get_int("axis"), rank) !=
       graph::normalize_axis(linear.attrs().get_int("axis"), rank)) {
@@ -32,7 +42,13 @@ bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation&
   auto at_accum = [](const NumericsPolicy& p) {
     return p.storage == p.accum && p.rounding == Rounding::nearest_even && (p.storage == DType::fp32 || p.storage == DType::fp64);
   };
-  return at_accum(y) && at_accum(dx) && y.accum == dx.accum;
+  // Through the cast, y is stored in a narrower format that the
+  // accumulation type holds exactly (the cast is exact).
+  const bool y_read = linear.operand(0) == softmax.result(0)
+                          ? at_accum(y)
+                          : y.rounding == Rounding::nearest_even && at_accum(linear.operand(0)->type().policy) &&
+                                linear.operand(0)->type().policy.accum == y.accum;
+  return y_read && at_accum(dx) && y.accum == dx.accum;
 }
 
 bool exact_widening_cast(const ir::Operation& cast) {

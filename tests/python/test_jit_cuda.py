@@ -568,8 +568,14 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     for fn in (lambda a: ops.rmsnorm_safe(a, axis=-1), lambda a: ops.layernorm_safe(a, axis=-1)):
         j = tessera.jit(fn)
         np.testing.assert_array_equal(j(X.to("cuda:0")).to("cpu").codes(), j(X).codes(), err_msg="spread fp32 rows")
-    # The longest held row: 1024 lanes, one group per multiprocessor's worth of registers.
+    # The longest held row: 1024 lanes, one group per multiprocessor's worth
+    # of registers (rmsnorm and layernorm pair two strands per lane: 512),
+    # and the softmax's gradient fused through y's cast to fp32.
     X = tessera.tensor((rng.standard_normal((3, 16384)) * 3).astype(np.float32), policy)
-    for fn in (lambda a: ops.softmax_safe(a, axis=-1), lambda a: ops.rmsnorm_safe(a, axis=-1)):
+    T = tessera.tensor(rng.standard_normal((3, 16384)).astype(np.float32), policy)
+    for fn in (lambda a, t: ops.softmax_safe(a, axis=-1), lambda a, t: ops.rmsnorm_safe(a, axis=-1),
+               lambda a, t: ops.layernorm_safe(a, axis=-1),
+               tessera.grad(lambda a, t: ops.sum(ops.softmax_safe(a, axis=-1) * t))):
         j = tessera.jit(fn)
-        np.testing.assert_array_equal(j(X.to("cuda:0")).to("cpu").codes(), j(X).codes(), err_msg="rows of 16384")
+        got, want = j(X.to("cuda:0"), T.to("cuda:0")).to("cpu"), j(X, T)
+        np.testing.assert_array_equal(got.codes(), want.codes(), err_msg="rows of 16384")

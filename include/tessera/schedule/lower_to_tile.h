@@ -148,12 +148,19 @@ struct TileKernel {
 // siblings only then, so one uncompilable op never spoils a kernel.
 bool lane_fusible(const ir::Operation& op);
 
+// The softmax's y that graph.softmax_linear `linear` reads: its operand 0,
+// or the operand of the exact widening cast that computes it when that cast
+// has no other user (autodiff reads a bf16 y through a cast to fp32).
+const ir::Value* softmax_gradient_y(const ir::Operation& linear);
+
 // Whether graph.softmax_linear `linear` can share one normalization kernel
-// with the graph.softmax_safe that computes its operand 0 (a softmax's
-// gradient): same axis, its operand 1 a different value, and every result
-// stored at its accumulation type with nearest rounding, so the kernel can
-// keep exp(x - max) in the gradient's buffer and compute y on the fly with
-// the stored y's bits. Partitioning fuses the pair only then.
+// with the graph.softmax_safe that computes its y (softmax_gradient_y; a
+// softmax's gradient): same axis, its operand 1 a different value, the
+// gradient stored at its accumulation type and y either stored at it too or
+// read through the cast, with nearest rounding, so the kernel can keep
+// exp(x - max) in the gradient's buffer and compute y on the fly with the
+// stored y's bits (rounded to y's format first). Partitioning fuses the
+// pair only then.
 bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear);
 
 // Whether graph.cast `cast` widens exactly: a float format of at most 32

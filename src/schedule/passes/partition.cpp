@@ -117,18 +117,38 @@ class Partitioner {
   }
 
   // A softmax's gradient joins the kernel of the softmax it reads (one
-  // kernel, one read of the row: softmax_gradient_fusible), when its other
-  // operand does not depend on that kernel.
+  // kernel, one read of the row: softmax_gradient_fusible), directly or
+  // through a widening cast of y (which pull_widening_casts then brings
+  // along), when its other operand does not depend on that kernel. The
+  // softmax's kernel holds the softmax alone, with its operands' casts.
   int softmax_gradient_group(const ir::Operation& op) const {
     if (op.name() != "graph.softmax_linear") return -1;
-    const ir::Operation* softmax = op.operand(0)->defining_op();
-    const int g = group_of(op.operand(0));
+    const ir::Value* y = softmax_gradient_y(op);
+    const ir::Operation* softmax = y->defining_op();
+    const int g = group_of(y);
     if (!softmax || g < 0 || !softmax_gradient_fusible(*softmax, op)) return -1;
     const Group& group = groups_[static_cast<std::size_t>(g)];
-    if (group.family != Family::normalization || group.ops.size() != 1) return -1;
-    const int h = group_of(op.operand(1));
+    if (group.family != Family::normalization) return -1;
+    for (const ir::Operation* member : group.ops) {
+      if (member != softmax && !exact_widening_cast(*member)) return -1;
+    }
+    // Operand 1 is read where it comes from: a widening cast of it joins
+    // the kernel too (pull_widening_casts), whatever group it sits in now.
+    const int h = group_of(widened_source(op.operand(1), op));
     if (h == g || (h >= 0 && groups_[static_cast<std::size_t>(h)].deps.count(g))) return -1;
     return g;
+  }
+
+  // v, or the operand of the exact widening cast computing v when `reader`
+  // is its only user (a cast that pull_widening_casts brings into the
+  // reader's group).
+  static const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {
+    const ir::Operation* cast = v->defining_op();
+    if (!cast || !exact_widening_cast(*cast)) return v;
+    for (const ir::Use& use : v->uses()) {
+      if (use.user != &reader) return v;
+    }
+    return cast->operand(0);
   }
 
   // g now depends on h (and on what h depends on); so does every group that
@@ -224,10 +244,7 @@ class Partitioner {
     for (ir::Value* v : op.operands()) {
       ir::Operation* cast = v->defining_op();
       const int h = group_of(v);
-      if (!cast || h < 0 || h == g || !exact_widening_cast(*cast)) continue;
-      bool only_here = true;
-      for (const ir::Use& use : v->uses()) only_here = only_here && use.user == &op;
-      if (!only_here) continue;
+      if (!cast || h < 0 || h == g || widened_source(v, op) == v) continue;
       Group& from = groups_[static_cast<std::size_t>(h)];
       from.ops.erase(std::find(from.ops.begin(), from.ops.end(), cast));
       if (from.ops.empty()) {

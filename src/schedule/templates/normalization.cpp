@@ -131,7 +131,7 @@ class NormalizationBuilder {
     // the gradient, and y too when another kernel reads it: one buffer per
     // kernel result, in the kernel's order.
     for (const auto& op : body_.ops()) {
-      if (op->name() == "graph.softmax_linear" && op->operand(0) == root_.result(0)) linear_ = op.get();
+      if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) linear_ = op.get();
     }
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_out = linear_ ? yield.num_operands() : 1;
@@ -841,6 +841,10 @@ class NormalizationBuilder {
     std::unordered_map<const Value*, Value*> e;
     Value* redo = nullptr;
   };
+  // Whether a fused softmax gradient keeps e in registers (softmax_gradient).
+  bool gradient_keeps_e() const {
+    return linear_ && held_ && static_length_ % kReductionBlock == 0 && fast_exp_sum();
+  }
   // Whether exp_sum takes the fast pass (and can keep its e).
   bool fast_exp_sum() const {
     return acc_.storage == DType::fp32 && acc_.rounding == Rounding::nearest_even && acc_.overflow == Overflow::inf_nan;
@@ -1028,7 +1032,7 @@ class NormalizationBuilder {
     // register, as softmax() does: where the row needs no exact redo, y and
     // the gradient follow from the registers and e never goes to memory.
     // The redo (reread_) parks the exact e as the other forms do.
-    const bool held_e = held_ && static_length_ % kReductionBlock == 0 && fast_exp_sum();
+    const bool held_e = gradient_keeps_e();
     KeptE kept;
     Value* s = exp_sum(
         b, m_acc, op2(b, "or", bad, m_is_inf),
@@ -1039,13 +1043,22 @@ class NormalizationBuilder {
         held_e ? &kept : nullptr);
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The sum pass replaces e by y (in y's buffer when y is a result), so
-    // the last pass reads y instead of dividing again.
+    // the last pass reads y instead of dividing again. y is rounded to its
+    // format first (the gradient reads it through a widening cast when
+    // that is narrower than the accumulation type); the gradient's buffer
+    // holds any such y exactly.
     Value* y_home = y_buffer_ ? y_buffer_ : out_buffer_;
+    const NumericsPolicy& y_home_policy = y_buffer_ ? y_policy : dx_policy;
+    auto as_stored_y = [&](ir::OpBuilder& rb, Value* y) {
+      if (y_policy.storage == acc_.storage) return y;
+      const LaneValue v = fp32_math() ? LaneProgram::from_fp32(rb, y, y_policy) : LaneProgram::finish(rb, to64(rb, y), y_policy);
+      return at_acc(rb, v.stored);
+    };
     using ValueAt = std::function<Value*(ir::OpBuilder&, Value*)>;
     auto linear_passes = [&](ir::OpBuilder& pb, const ValueAt& y_at) {
       Value* s2 = sum(pb, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-        Value* y = y_at(eb, r);
-        store_to(eb, y_home, y_policy, row_->offset(eb, r), y);
+        Value* y = as_stored_y(eb, y_at(eb, r));
+        store_to(eb, y_home, y_home_policy, row_->offset(eb, r), y);
         return op2(eb, "add", acc, op2(eb, "mul", y, second_at(eb, r)));
       });
       each_element(pb, [&](ir::OpBuilder& lb, Value* r) {
@@ -1057,9 +1070,13 @@ class NormalizationBuilder {
     if_then(
         b, op2(b, "or", bad, m_is_inf),
         [&](ir::OpBuilder& sb) {
-          linear_passes(sb, [&](ir::OpBuilder& lb, Value* r) {
-            Value* inf_share = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
-            return select(lb, bad, acc_real(lb, std::nan("")), inf_share);
+          // A rare row: it reads x again, so a held x need not live on
+          // beside e and y.
+          with_flag(reread_, [&] {
+            linear_passes(sb, [&](ir::OpBuilder& lb, Value* r) {
+              Value* inf_share = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
+              return select(lb, bad, acc_real(lb, std::nan("")), inf_share);
+            });
           });
         },
         [&](ir::OpBuilder& cb) {
@@ -1074,16 +1091,34 @@ class NormalizationBuilder {
               cb, kept.redo, [&](ir::OpBuilder& rb) { with_flag(reread_, [&] { from_parked_e(rb); }); },
               [&](ir::OpBuilder& hb) {
                 // y = e / s by the row's reciprocal (s lies in [1, n], e in
-                // [0, 1]: quotient_by_reciprocal's range), kept by slot; y's
-                // storage is the accumulation type, so the stored y is y.
+                // [0, 1]: quotient_by_reciprocal's range), rounded to y's
+                // format, kept by slot.
                 Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
+                // Each quotient by the reciprocal; a lane that saw an e below
+                // its range (rare) takes them all again with the per-element
+                // test, so no division (a call on a GPU) sits among the
+                // values the lane keeps.
+                std::vector<Value*> quotients;
+                Value* tiny = boolean(hb, false);
+                for (Value* r : held_r_) {
+                  quotients.push_back(reciprocal_quotient(hb, kept.e.at(r), s, recip));
+                  tiny = op2(hb, "or", tiny, below_reciprocal_quotient(hb, kept.e.at(r)));
+                }
+                ir::Operation* exact = tile::build_if(
+                    hb, tiny, quotients,
+                    [&](ir::OpBuilder& tb, std::span<Value* const>) {
+                      std::vector<Value*> q;
+                      for (Value* r : held_r_) q.push_back(quotient_by_reciprocal(tb, kept.e.at(r), s, recip));
+                      return q;
+                    },
+                    [](ir::OpBuilder&, std::span<Value* const> q) { return std::vector<Value*>(q.begin(), q.end()); });
+                exact->attrs().set("likely", false);
                 std::unordered_map<const Value*, Value*> y_of;
-                over_held(hb, {}, [&](ir::OpBuilder& eb, Value* r, std::span<Value* const>) {
-                  Value* y = quotient_by_reciprocal(eb, kept.e.at(r), s, recip);
-                  y_of[r] = y;
-                  if (y_buffer_) store_to(eb, y_buffer_, y_policy, row_->offset(eb, r), y);
-                  return std::vector<Value*>{};
-                });
+                for (std::size_t k = 0; k < held_r_.size(); ++k) {
+                  Value* y = as_stored_y(hb, exact->result(k));
+                  y_of[held_r_[k]] = y;
+                  if (y_buffer_) store_to(hb, y_buffer_, y_policy, row_->offset(hb, held_r_[k]), y);
+                }
                 Value* s2 = sum(hb, [&](ir::OpBuilder& eb, Value* r, Value* acc) {
                   return op2(eb, "add", acc, op2(eb, "mul", y_of.at(r), second_at(eb, r)));
                 });
@@ -1478,6 +1513,11 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
     }
     if (!linear && softmax_gradient_fusible(root, *op)) {
       linear = op.get();
+      continue;
+    }
+    // The cast of y that the fused gradient reads (softmax_gradient_y).
+    if (op->result(0)->uses().size() == 1 && op->result(0)->uses().front().user->name() == "graph.softmax_linear" &&
+        softmax_gradient_y(*op->result(0)->uses().front().user) == root.result(0)) {
       continue;
     }
     return fail("'" + std::string(op->name()) + "' is fused with a normalization");
