@@ -407,7 +407,8 @@ func @kept(%x: tensor<[6, 700] fp32>) -> (tensor<[6, 700] fp32>, tensor<[6, 700]
 // With an fp32 accumulator the exp sums take tile.exp_or_nan first; a row
 // holding an element where it is unsure (x - max = -1.0149802 here) sums
 // again with the exact exp. Every result keeps the reference's bits, with a
-// lane per row and with cooperative rows, and other rows are unaffected.
+// lane per row, with cooperative rows and with held ones, and other rows are
+// unaffected.
 TEST(ScheduleNormalization, RowsWhereTheFastExpIsUnsureRedoTheirSum) {
   const float unsure = -0x1.03d5bep+0f;
   ASSERT_TRUE(std::isnan(tessera::elementary::exp_f32_or_nan(unsure)));  // else this test tests nothing
@@ -422,19 +423,29 @@ func @u(%x: tensor<[R, N] fp32>, %t: tensor<[R, N] fp32>) -> (tensor<[R, N] fp32
 )";
   std::mt19937 rng(21);
   std::uniform_real_distribution<double> u(-6.0, -0.01);
-  const std::int64_t rows = 6, n = 700;
-  std::vector<double> v(static_cast<std::size_t>(rows * n));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(r * n + i)] = u(rng);
-    v[static_cast<std::size_t>(r * n + 5)] = 0.0;  // the max
-    if (r % 2 == 0) v[static_cast<std::size_t>(r * n + 300 + r)] = unsure;
-  }
-  const Tensor x = Tensor::from_values(v, {rows, n}, kF32);
-  const Tensor t = sample({rows, n}, kF32, 22, false);
-  for (const char* lanes : {"1", "32"}) {
-    SCOPED_TRACE(std::string("row lanes ") + lanes);
+  const std::int64_t rows = 6;
+  // Rows of 700 (a lane per row, and cooperative), and held rows of 4096
+  // (whole blocks: the fused gradient keeps e in registers, and its redo
+  // reads x again).
+  for (const auto& [n, lanes, held] : {std::tuple<std::int64_t, const char*, const char*>{700, "1", "0"},
+                                       {700, "32", "0"}, {4096, "128", "1"}}) {
+    SCOPED_TRACE("rows of " + std::to_string(n) + ", row lanes " + lanes + ", held " + held);
+    std::vector<double> v(static_cast<std::size_t>(rows * n));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(r * n + i)] = u(rng);
+      v[static_cast<std::size_t>(r * n + 5)] = 0.0;  // the max
+      if (r % 2 == 0) v[static_cast<std::size_t>(r * n + 300 + r)] = unsure;
+    }
+    const Tensor x = Tensor::from_values(v, {rows, n}, kF32);
+    const Tensor t = sample({rows, n}, kF32, 22, false);
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
-    auto exe = check_against_reference(text, "u", {x, t});
+    schedule_test::ScopedEnv env_held("TESSERA_ROW_HELD", held);
+    // Held rows need their length known; the others keep N symbolic.
+    std::string sized = text;
+    for (std::size_t at = sized.find("N]"); std::string(held) == "1" && at != std::string::npos; at = sized.find("N]", at)) {
+      sized.replace(at, 1, std::to_string(n));
+    }
+    auto exe = check_against_reference(sized, "u", {x, t});
     EXPECT_NE(exe->tile_ir().find("tile.exp_or_nan"), std::string::npos);
   }
 }

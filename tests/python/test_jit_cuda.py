@@ -520,7 +520,8 @@ def test_bf16_mlp_gradients_run_as_bf16_products_on_the_gpu(rng, precision):
 @needs_gpu
 def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     """bf16 @accum(fp32) rows of whole blocks (2048: 128 lanes, each holding
-    its strand in registers; 16384: 1024 lanes) and of a partial last block
+    its strand in registers; 16384: 512 lanes holding two strands each, or
+    1024 lanes of one for the gradients) and of a partial last block
     (1000), with NaN,
     infinite, all-zero and widely spread rows: softmax (which keeps e in
     registers), rmsnorm and layernorm with their parameters, and the
@@ -568,9 +569,9 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
     for fn in (lambda a: ops.rmsnorm_safe(a, axis=-1), lambda a: ops.layernorm_safe(a, axis=-1)):
         j = tessera.jit(fn)
         np.testing.assert_array_equal(j(X.to("cuda:0")).to("cpu").codes(), j(X).codes(), err_msg="spread fp32 rows")
-    # The longest held row: 1024 lanes, one group per multiprocessor's worth
-    # of registers (rmsnorm and layernorm pair two strands per lane: 512),
-    # and the softmax's gradient fused through y's cast to fp32.
+    # The longest held row: 512 lanes of two strands (softmax, rmsnorm,
+    # layernorm), and the softmax's gradient fused through y's cast to fp32
+    # (1024 lanes of one strand).
     X = tessera.tensor((rng.standard_normal((3, 16384)) * 3).astype(np.float32), policy)
     T = tessera.tensor(rng.standard_normal((3, 16384)).astype(np.float32), policy)
     for fn in (lambda a, t: ops.softmax_safe(a, axis=-1), lambda a, t: ops.rmsnorm_safe(a, axis=-1),

@@ -107,12 +107,12 @@ class NormalizationBuilder {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
         held_ = true;
-        // rmsnorm and layernorm (which hold x alone) with an even number of
-        // blocks, at least kPairedStrandBlocks, give each lane two strands
-        // (docs/design/0028): half the lanes per row, so three rows fit per
-        // multiprocessor where two did. Kernels holding a second row
-        // operand, or softmax's e beside x, keep one strand per lane (their
-        // registers would spill).
+        // rmsnorm, layernorm and softmax (which hold x alone) with an even
+        // number of blocks, at least kPairedStrandBlocks, give each lane two
+        // strands (docs/design/0028): half the lanes per row, so three rows
+        // fit per multiprocessor where two did. Kernels holding a second
+        // row operand keep one strand per lane (their registers would
+        // spill).
         if (blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
         row_lanes_ = blocks * kReductionStrands / held_strands_;
         run_ = 1;
@@ -248,7 +248,12 @@ class NormalizationBuilder {
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
   bool pairs_strands() const {
-    return root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe";
+    if (root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe") return true;
+    if (root_.name() != "graph.softmax_safe") return false;
+    for (const auto& op : body_.ops()) {
+      if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) return false;
+    }
+    return true;
   }
   std::size_t index_of(const Value* v) const {
     v = source_of(v);
@@ -981,9 +986,13 @@ class NormalizationBuilder {
           if_then(
               ob, m_is_inf,
               [&](ir::OpBuilder& ib) {
-                each_element(ib, [&](ir::OpBuilder& lb, Value* r) {
-                  Value* y = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
-                  store(lb, row_->offset(lb, r), y);
+                // A rare row: it reads x again, so a held x need not live
+                // on beside the kept e.
+                with_flag(reread_, [&] {
+                  each_element(ib, [&](ir::OpBuilder& lb, Value* r) {
+                    Value* y = select(lb, cmp(lb, "eq", x64(lb, r), real(lb, kInf)), share, acc_real(lb, 0.0));
+                    store(lb, row_->offset(lb, r), y);
+                  });
                 });
               },
               [&](ir::OpBuilder& fb) {
