@@ -156,7 +156,7 @@ class NormalizationBuilder {
       // sums, the row scalars (at most 57 KiB; arrays keep their space
       // until the next barrier: tile-plan-shared).
       options.shared_bytes =
-          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + 2 * lanes + kReductionBlock + 1 + 32));
+          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + 2 * lanes + kReductionBlock + 1 + 3 * kLaneZeroValues));
       // Registers for half the multiprocessor's threads (2048 / L / 2
       // groups); with paired strands, for three groups of L lanes.
       options.resident_groups = std::max<std::int64_t>(1, (held_strands_ == 2 ? 768 : 1024) / lanes);
@@ -511,7 +511,7 @@ class NormalizationBuilder {
     return p;
   }
   // The values pow2() computes besides e, in order, and the Pow2 of e they
-  // make again (lane 0 computes them for the group: from_lane_zero).
+  // make again (lane 0 computes them for the group: RowScalars).
   std::vector<Value*> pow2_values(const Pow2& p) {
     std::vector<Value*> out;
     for (Value* f : {p.factor, p.up, p.down}) {
