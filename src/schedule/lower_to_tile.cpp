@@ -19,12 +19,7 @@ bool lane_fusible(const ir::Operation& op) {
   return !templates::unsupported_policy(op.result(0)->type().policy);
 }
 
-const ir::Value* softmax_gradient_y(const ir::Operation& linear) {
-  const ir::Value* y = linear.operand(0);
-  const ir::Operation* cast = y->defining_op();
-  if (!cast || !exact_widening_cast(*cast) || y->uses().size() != 1) return y;
-  return cast->operand(0);
-}
+const ir::Value* softmax_gradient_y(const ir::Operation& linear) { return widened_source(linear.operand(0), linear); }
 
 bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation& linear) {
   if (softmax.name() != "graph.softmax_safe" || linear.name() != "graph.softmax_linear") return false;
@@ -58,6 +53,15 @@ bool exact_widening_cast(const ir::Operation& cast) {
   if (!is_float(from.storage) || is_complex(from.storage) || to.rounding != Rounding::nearest_even) return false;
   if (to.storage == DType::fp64) return from.storage != DType::fp64;
   return to.storage == DType::fp32 && from.storage != DType::fp32 && templates::fp32_exact(from.storage);
+}
+
+const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {
+  const ir::Operation* cast = v->defining_op();
+  if (!cast || !exact_widening_cast(*cast)) return v;
+  for (const ir::Use& use : v->uses()) {
+    if (use.user != &reader) return v;
+  }
+  return cast->operand(0);
 }
 
 bool has_tile_template(const ir::Operation& kernel, std::string* why) {

@@ -148,9 +148,8 @@ struct TileKernel {
 // siblings only then, so one uncompilable op never spoils a kernel.
 bool lane_fusible(const ir::Operation& op);
 
-// The softmax's y that graph.softmax_linear `linear` reads: its operand 0,
-// or the operand of the exact widening cast that computes it when that cast
-// has no other user (autodiff reads a bf16 y through a cast to fp32).
+// The softmax's y that graph.softmax_linear `linear` reads: its operand 0's
+// widened_source (autodiff reads a bf16 y through a cast to fp32).
 const ir::Value* softmax_gradient_y(const ir::Operation& linear);
 
 // Whether graph.softmax_linear `linear` can share one normalization kernel
@@ -170,6 +169,10 @@ bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation&
 // normalization is its only reader, and the template reads the cast's
 // operand, whose values are the same (docs/design/0025).
 bool exact_widening_cast(const ir::Operation& cast);
+
+// v, or the operand of the exact widening cast computing v when `reader` is
+// its only user (a cast that partitioning brings into the reader's kernel).
+const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader);
 
 // Whether a template covers `kernel`; when not, `why` names the first op or
 // construct it cannot lower.

@@ -139,18 +139,6 @@ class Partitioner {
     return g;
   }
 
-  // v, or the operand of the exact widening cast computing v when `reader`
-  // is its only user (a cast that pull_widening_casts brings into the
-  // reader's group).
-  static const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {
-    const ir::Operation* cast = v->defining_op();
-    if (!cast || !exact_widening_cast(*cast)) return v;
-    for (const ir::Use& use : v->uses()) {
-      if (use.user != &reader) return v;
-    }
-    return cast->operand(0);
-  }
-
   // g now depends on h (and on what h depends on); so does every group that
   // depends on g, keeping the transitive sets exact.
   void depend(int g, int h) {

@@ -103,6 +103,10 @@ class NormalizationBuilder {
     // one its tests cover.
     const bool may_hold = kernel_.attrs().has("row_held") && kernel_.attrs().get_bool("row_held") &&
                           kernel_variant(kernel_) != "tile_ir";
+    // A softmax fused with its gradient (softmax_gradient_fusible).
+    for (const auto& op : body_.ops()) {
+      if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) linear_ = op.get();
+    }
     if (may_hold && coop_ && static_cast<std::size_t>(axis_) + 1 == rank && !row_dim.is_symbolic() && row_dim.size > 0) {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
@@ -127,12 +131,9 @@ class NormalizationBuilder {
     const std::size_t num_in = body_.num_arguments();
 
     std::vector<std::pair<std::string, Type>> params = input_buffer_params(body_);
-    // A softmax fused with its gradient (softmax_gradient_fusible) writes
-    // the gradient, and y too when another kernel reads it: one buffer per
-    // kernel result, in the kernel's order.
-    for (const auto& op : body_.ops()) {
-      if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) linear_ = op.get();
-    }
+    // A softmax fused with its gradient writes the gradient, and y too when
+    // another kernel reads it: one buffer per kernel result, in the
+    // kernel's order.
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_out = linear_ ? yield.num_operands() : 1;
     if (linear_) {
@@ -152,11 +153,11 @@ class NormalizationBuilder {
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     if (held_) {
       // Fold passes of up to three arrays of L eight-byte values, a sum's
-      // array of parts (two per lane with paired strands) and its block
-      // sums, the row scalars (at most 57 KiB; arrays keep their space
-      // until the next barrier: tile-plan-shared).
-      options.shared_bytes =
-          std::max<std::int64_t>(kCoopSharedBytes, 8 * (6 * (lanes + 1) + 2 * lanes + kReductionBlock + 1 + 3 * kLaneZeroValues));
+      // array of parts (one per strand) and its block sums, and the row
+      // scalars (at most 59 KiB; arrays keep their space until the next
+      // barrier: tile-plan-shared).
+      options.shared_bytes = std::max<std::int64_t>(
+          kCoopSharedBytes, 8 * (6 * (lanes + 1) + held_strands_ * lanes + kReductionBlock + 1 + 3 * kLaneZeroValues));
       // Registers for half the multiprocessor's threads (2048 / L / 2
       // groups); with paired strands, for three groups of L lanes.
       options.resident_groups = std::max<std::int64_t>(1, (held_strands_ == 2 ? 768 : 1024) / lanes);
@@ -248,12 +249,8 @@ class NormalizationBuilder {
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
   bool pairs_strands() const {
-    if (root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe") return true;
-    if (root_.name() != "graph.softmax_safe") return false;
-    for (const auto& op : body_.ops()) {
-      if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) return false;
-    }
-    return true;
+    return root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe" ||
+           (root_.name() == "graph.softmax_safe" && !linear_);
   }
   std::size_t index_of(const Value* v) const {
     v = source_of(v);
