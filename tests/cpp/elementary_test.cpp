@@ -142,34 +142,39 @@ TEST(Elementary, Fp32ResultsAreAlmostAlwaysCorrectlyRounded) {
   EXPECT_LE(off, 3) << off << " of " << 3 * n << " fp32 results differ from the correctly rounded float";
 }
 
-// exp_f32_or_nan gives exp's fp32 bits or NaN (unsure). Checked here on
+// exp_f32_or_nan gives exp's fp32 bits or NaN (unsure), in both its forms
+// (the series form, a CPU's, and the table form, a GPU's). Checked here on
 // every 61st fp32 bit pattern (70 million inputs, both signs, every
-// exponent; the whole 2^32 were checked once when it was written, with no
-// difference and 253 unsure answers in [-87, 0]); the unsure answers are rare.
+// exponent; the whole 2^32 were checked once for each form when it was
+// written, with no difference, and 253 unsure answers in [-87, 0] for the
+// series form, 489 in [-87, 88] for the table form); the unsure answers are
+// rare.
 TEST(Elementary, ExpF32OrNanIsExpsBitsOrNan) {
-  std::uint64_t checked = 0, unsure = 0, in_range = 0, unsure_in_range = 0;
-  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 61) {
-    const float x = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-    const float got = el::exp_f32_or_nan(x);
-    const bool range = x >= -87.0f && x <= 88.0f;
-    in_range += range;
-    if (std::isnan(got)) {
-      ++unsure;
-      unsure_in_range += range;
-      continue;
+  for (auto form : {el::exp_f32_or_nan_series, el::exp_f32_or_nan_table}) {
+    std::uint64_t checked = 0, unsure = 0, in_range = 0, unsure_in_range = 0;
+    for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 61) {
+      const float x = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+      const float got = form(x);
+      const bool range = x >= -87.0f && x <= 88.0f;
+      in_range += range;
+      if (std::isnan(got)) {
+        ++unsure;
+        unsure_in_range += range;
+        continue;
+      }
+      const float want = static_cast<float>(el::exp(static_cast<double>(x)));
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want)) << "x = " << x;
+      ++checked;
     }
-    const float want = static_cast<float>(el::exp(static_cast<double>(x)));
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want)) << "x = " << x;
-    ++checked;
+    EXPECT_GT(checked, 30000000u);
+    EXPECT_LE(unsure_in_range, in_range / 100000) << unsure_in_range << " unsure of " << in_range;
+    // The cases it answers outright: far below (0) and the sure middle.
+    EXPECT_EQ(form(-200.0f), 0.0f);
+    EXPECT_EQ(form(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(form(0.0f), 1.0f);
+    EXPECT_TRUE(std::isnan(form(std::numeric_limits<float>::quiet_NaN())));
+    EXPECT_TRUE(std::isnan(form(100.0f)));  // overflow: the caller's exact exp decides
   }
-  EXPECT_GT(checked, 30000000u);
-  EXPECT_LE(unsure_in_range, in_range / 100000) << unsure_in_range << " unsure of " << in_range;
-  // The cases it answers outright: far below (0) and the sure middle.
-  EXPECT_EQ(el::exp_f32_or_nan(-200.0f), 0.0f);
-  EXPECT_EQ(el::exp_f32_or_nan(-std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_EQ(el::exp_f32_or_nan(0.0f), 1.0f);
-  EXPECT_TRUE(std::isnan(el::exp_f32_or_nan(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_TRUE(std::isnan(el::exp_f32_or_nan(100.0f)));  // overflow: the caller's exact exp decides
 }
 
 }  // namespace

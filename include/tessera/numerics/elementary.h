@@ -50,12 +50,16 @@ namespace detail {
 #if defined(__CUDACC__)
 typedef unsigned long long bits64;
 typedef long long int64;
+typedef unsigned bits32;
+typedef int int32;
 TESSERA_ELEMENTARY_FN double from_bits(bits64 b) { return __longlong_as_double(static_cast<int64>(b)); }
 TESSERA_ELEMENTARY_FN bits64 to_bits(double x) { return static_cast<bits64>(__double_as_longlong(x)); }
 TESSERA_ELEMENTARY_FN double fused(double a, double b, double c) { return fma(a, b, c); }
 #else
 using bits64 = std::uint64_t;
 using int64 = std::int64_t;
+using bits32 = std::uint32_t;
+using int32 = std::int32_t;
 TESSERA_ELEMENTARY_FN double from_bits(bits64 b) { return std::bit_cast<double>(b); }
 TESSERA_ELEMENTARY_FN bits64 to_bits(double x) { return std::bit_cast<bits64>(x); }
 TESSERA_ELEMENTARY_FN double fused(double a, double b, double c) { return std::fma(a, b, c); }
@@ -256,36 +260,124 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
   return x != x ? x : result;
 }
 
-// round_to_fp32(exp(x)) for an fp32 x -- the same bits as exp((double)x)
-// rounded to fp32 -- or NaN where this cheaper evaluation cannot promise
-// them; callers recompute those elements with exp. For x in [-87, 88] (fp32
-// results that are normal) it evaluates e^x in double with a degree-11
-// Taylor polynomial (relative error below 2^-46, against exp's 1 ulp), and
-// the fp32 rounding of that value equals exp's unless a rounding boundary
-// of fp32 (a midpoint between two fp32 values) lies within 256 ulps of
-// double: then it answers NaN (about one element in 2^20). For x <= -104
-// both give 0 (e^x < 2^-150); other x (NaN, overflow, subnormal results)
-// answer NaN. About half exp's work, and it vectorizes the same way.
-TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
-  using namespace detail;
-  // Clamped and tested in fp32, where the bounds are fp32 numbers too: the
-  // same values as in double, without double compares and selects. (A NaN
-  // x is clamped to whatever the target's min and max give; it answers NaN
-  // below all the same.)
-  const double xc = static_cast<double>(clamp_f32(x, -88.0f, 88.0f));  // keeps 2^k normal for any x
-  // k + 1.5 * 2^52, whose low bits hold the integer k (integer_of's sum).
-  const double shifted = xc * kInvLn2 + kRoundShifter;
-  const double k = shifted - kRoundShifter;
-  const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
-  const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
-  const double e = p * pow2(integer_of_shifted(shifted));  // exact scaling: the result is a normal double
-  // The 29 bits below fp32's last mantissa bit; 2^28 is the midpoint.
-  const int64 below = static_cast<int64>(to_bits(e) & 0x1fffffffULL) - 0x10000000LL;
-  const bool near_midpoint = below > -256 && below < 256;
+namespace detail {
+
+// 2^(j/32) for j = 0 .. 31, each the double nearest to it (exp_f32_or_nan's
+// table form). A GPU reads it through the read-only data cache: the lanes of
+// a warp index it at random, which constant memory would serialize.
+#if defined(__CUDACC__)
+static __device__ const double kExp2Fractions[32] = {
+#else
+inline constexpr double kExp2Fractions[32] = {
+#endif
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0};
+TESSERA_ELEMENTARY_FN double exp2_fraction(int64 j) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(kExp2Fractions + j);
+#else
+  return kExp2Fractions[j];
+#endif
+}
+
+// Whether a rounding boundary of fp32 (a midpoint between two fp32 values)
+// lies within 256 ulps of double of e, a normal double in fp32's normal
+// range: the 29 bits below fp32's last mantissa bit lie within 256 of the
+// midpoint 2^28. In 64-bit integers (which vectorize on a CPU), and in the
+// low word alone, which holds those bits (two 32-bit operations fewer on a
+// GPU).
+TESSERA_ELEMENTARY_FN bool near_fp32_midpoint(double e) {
+  return (to_bits(e) & 0x1fffffffULL) - 0x0fffff01ULL < 511ULL;
+}
+TESSERA_ELEMENTARY_FN bool near_fp32_midpoint_low_word(double e) {
+  return (static_cast<bits32>(to_bits(e)) & 0x1fffffffU) - 0x0fffff01U < 511U;
+}
+// exp_f32_or_nan's answer from e, a double within 32 ulps of e^x for x in
+// [-87, 88]: e's fp32 rounding equals exp's unless `near_midpoint`: then NaN
+// (about one element in 2^20). For x <= -104 both give 0 (e^x < 2^-150);
+// other x (NaN, overflow, subnormal results) answer NaN.
+TESSERA_ELEMENTARY_FN float certified_exp_f32(float x, double e, bool near_midpoint) {
   const bool sure = x >= -87.0f && x <= 88.0f && !near_midpoint;
   const float fast = static_cast<float>(e);
   const float unsure = static_cast<float>(nan());
   return x <= -104.0f ? 0.0f : (sure ? fast : unsure);
+}
+// m 2^k for m in [0.5, 4) and a normal result, by adding k to m's exponent
+// field: exact. A GPU adds to the high word alone.
+TESSERA_ELEMENTARY_FN double scaled_by_exponent(double m, int32 k) {
+#if defined(__CUDA_ARCH__)
+  return __hiloint2double(__double2hiint(m) + (k << 20), __double2loint(m));
+#else
+  return from_bits(to_bits(m) + (static_cast<bits64>(static_cast<int64>(k)) << 52));
+#endif
+}
+
+}  // namespace detail
+
+// round_to_fp32(exp(x)) for an fp32 x -- the same bits as exp((double)x)
+// rounded to fp32 -- or NaN where the cheaper evaluation cannot promise
+// them; callers recompute those elements with exp. Two forms give those
+// answers, each checked against exp on all 2^32 inputs; the unsure sets
+// differ by the few inputs each places near a midpoint, the answers do not:
+// - the series form evaluates e^r, x = k ln2 + r, by a degree-11 Taylor
+//   polynomial (relative error below 2^-46; 18 double operations);
+// - the table form evaluates 2^k 2^(j/32) e^r, x = (32k + j) ln2/32 + r,
+//   |r| <= ln2/64, by a 32-entry table and a degree-5 polynomial (truncation
+//   below 2^-48.7 relative; 11 double operations and a load).
+// A GPU takes the table form: double operations run at half fp32's rate
+// there, and a softmax's exp was most of its kernel's. A CPU takes the
+// series form: g++ vectorizes the lane loops that call it by SLP, which
+// cannot gather from a table (the table form left the softmax kernels
+// scalar, 2.9x slower).
+// Both test x in fp32, where the bounds are fp32 numbers too: the same
+// values as in double, without double compares and selects.
+TESSERA_ELEMENTARY_FN float exp_f32_or_nan_series(float x) {
+  using namespace detail;
+  // Clamped so that 2^k stays a normal double for any x. (A NaN x is
+  // clamped to whatever the target's min and max give; it answers NaN all
+  // the same.)
+  const double xc = static_cast<double>(clamp_f32(x, -88.0f, 88.0f));
+  // k + 1.5 * 2^52, whose low bits hold the integer k.
+  const double shifted = xc * kInvLn2 + kRoundShifter;
+  const double k = shifted - kRoundShifter;
+  const double r = fused(-k, kLn2Lo, fused(-k, kLn2Hi, xc));  // |r| <= 0.3466
+  const double p = inverse_factorial_series<0, 11>(r);  // e^r to r^11
+  const double e = p * pow2(integer_of_shifted(shifted));
+  return certified_exp_f32(x, e, near_fp32_midpoint(e));
+}
+TESSERA_ELEMENTARY_FN float exp_f32_or_nan_table(float x) {
+  using namespace detail;
+  // Unclamped: an x outside [-87, 88] gets its answer from the selects
+  // whatever e is, and the table index is masked.
+  const double xc = static_cast<double>(x);
+  // n + 1.5 * 2^52 for n = 32k + j, the integer nearest to 32 x / ln2 (one
+  // rounding of the exact product and sum). For x in [-87, 88], |n| < 2^12,
+  // so shifted's low word holds n in two's complement: the shifter's low
+  // word is 0.
+  const double shifted = fused(xc, kInvLn2 * 32.0, kRoundShifter);
+  const double n = shifted - kRoundShifter;
+  // The first step is exact: xc - n ln2hi/32 is a multiple of 2^-47 (or xc
+  // itself, for n = 0) below 2^-6.
+  const double r = fused(-n, kLn2Lo * 0x1p-5, fused(-n, kLn2Hi * 0x1p-5, xc));  // |r| <= 0.01084
+  const int32 ni = static_cast<int32>(static_cast<bits32>(to_bits(shifted)));
+  const double t = exp2_fraction(ni & 31);
+  const double q = fused(r * r, inverse_factorial_series<2, 5>(r), r);  // e^r - 1
+  // 2^(j/32) e^r lies in [0.98, 2.04); times 2^k, a normal double.
+  const double e = scaled_by_exponent(fused(t, q, t), ni >> 5);
+  return certified_exp_f32(x, e, near_fp32_midpoint_low_word(e));
+}
+TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
+#if defined(__CUDA_ARCH__)
+  return exp_f32_or_nan_table(x);
+#else
+  return exp_f32_or_nan_series(x);
+#endif
 }
 // e^x - 1, accurate also where x is small.
 TESSERA_ELEMENTARY_FN double expm1(double x) {

@@ -141,6 +141,9 @@ Value Lowering::tanh_f64(Value x) {
   return b_->bitcast(x.type, b_->binary("ori", b_->bitcast(i, t), sign));
 }
 
+// tessera::elementary::exp_f32_or_nan_series: the header's GPU form reads a
+// table, which these ops have no plain gather for. Both forms give exp's fp32
+// bits or NaN, and the caller redoes the NaN ones with exp.
 Value Lowering::exp_f32_or_nan(Value x) {
   const TypeRef d = m_.tile(Elem::f64, m_.shape_of(x.type));
   const Value xd = b_->convert(d, x);

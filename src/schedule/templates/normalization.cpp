@@ -776,24 +776,26 @@ class NormalizationBuilder {
   // a CPU. The second pass's flag and count
   // are carried as fp64 (1.0 once seen; an exact count below 2^53) so every
   // carried value is a double and the pass vectorizes.
+  // The row's max (NaN ignored), whether it holds a NaN and its count of
+  // +inf. The NaN flag and the count come from a second pass, which only
+  // rows with an infinite max take (the test is uniform over a group: every
+  // lane read the folded max, so the other rows skip that pass whole, its
+  // barriers included). A NaN in a row whose max is finite shows in its exp
+  // sum instead, which the NaN makes NaN (bad_after_sum, logsumexp): the
+  // first pass folds the max alone, one select per element.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
-    // The first pass folds the values as stored (x_exact): max and v - v
-    // are exact in any float type.
+    // Folded as stored (x_exact): max is exact in any float type.
     const NumericsPolicy fold = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
-    auto cheap = fold_pass(b, {tile::build_real(b, -kInf, fold), tile::build_real(b, 0.0, fold)},
+    auto cheap = fold_pass(b, {tile::build_real(b, -kInf, fold)},
                            [&](ir::OpBuilder& lb, Value* i, std::span<Value* const> c) {
                              Value* v = x_exact(lb, i);
-                             return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0]),
-                                                        op2(lb, "add", c[1], op2(lb, "sub", v, v))};
+                             return std::vector<Value*>{select(lb, cmp(lb, "gt", v, c[0]), v, c[0])};
                            },
                            [](ir::OpBuilder& fb, std::span<Value* const> a, std::span<Value* const> c) {
-                             return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0]),
-                                                        op2(fb, "add", a[1], c[1])};
+                             return std::vector<Value*>{select(fb, cmp(fb, "gt", c[0], a[0]), c[0], a[0])};
                            });
-    Value* special = cmp(b, "ne", cheap[1], cheap[1]);
-    // The test is uniform over a group (every lane read the folded flag),
-    // so the other rows skip the second pass whole, its barriers included:
-    // a pass over [0, 0) still made each held slot compute its masked steps.
+    Value* m = to64(b, cheap[0]);
+    Value* special = cmp(b, "eq", op1(b, "abs", m), real(b, kInf));
     std::vector<Value*> none{real(b, 0.0), real(b, 0.0)};
     auto r = tile::build_if(
                  b, special, none,
@@ -813,7 +815,7 @@ class NormalizationBuilder {
                  },
                  [](ir::OpBuilder&, std::span<Value* const> c) { return std::vector<Value*>(c.begin(), c.end()); })
                  ->results();
-    return {to64(b, cheap[0]), cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
+    return {m, cmp(b, "ne", r[0], real(b, 0.0)), cast(b, r[1], default_policy(DType::int64))};
   }
 
   // round_to(exp(round_to(x - m)), accum): with a plain fp32 accumulator,
@@ -925,11 +927,12 @@ class NormalizationBuilder {
     });
   }
 
-  // A softmax row's statistics: `bad` (a NaN, or every value -inf: the
-  // results are NaN), `m_is_inf` (the results share 1 among the +inf
-  // values), the shift m at the accumulation type (0 in both cases: an
-  // infinite or NaN max makes every exp NaN, and those rows take other
-  // branches) and the count of +inf.
+  // A softmax row's statistics: `bad` (a NaN in a row whose max is
+  // infinite, or every value -inf: the results are NaN; bad_after_sum adds
+  // the rows whose NaN showed in the exp sum), `m_is_inf` (the results
+  // share 1 among the +inf values), the shift m at the accumulation type (0
+  // in both cases: an infinite max makes every exp NaN, and those rows take
+  // other branches) and the count of +inf.
   struct SoftmaxRow {
     Value* bad;
     Value* m_is_inf;
@@ -943,10 +946,15 @@ class NormalizationBuilder {
     Value* m_is_inf = cmp(b, "eq", m, real(b, kInf));
     return {bad, m_is_inf, to_acc(b, select(b, op2(b, "or", bad, m_is_inf), real(b, 0.0), m)), stats[2]};
   }
+  // Whether the row's results are NaN, given its exp sum s: a NaN in a row
+  // whose max is finite makes s NaN, and nothing else does there (every e
+  // is exact and in [0, 1] after exp_sum).
+  Value* bad_after_sum(ir::OpBuilder& b, const SoftmaxRow& row, Value* s) {
+    return op2(b, "or", row.bad, op2(b, "and", not_(b, row.m_is_inf), cmp(b, "ne", s, s)));
+  }
 
   void softmax(ir::OpBuilder& b) {
     const SoftmaxRow row = softmax_row(b);
-    Value* bad = row.bad;
     Value* m_is_inf = row.m_is_inf;
     Value* m_acc = row.m_acc;
     // When the result's storage is the accumulation type, the sum pass
@@ -961,12 +969,13 @@ class NormalizationBuilder {
     KeptE kept;
     const bool held_e = held_ && !keep_e && static_length_ % kReductionBlock == 0;
     Value* s = exp_sum(
-        b, m_acc, op2(b, "or", bad, m_is_inf),
+        b, m_acc, op2(b, "or", row.bad, m_is_inf),
         [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
           if (keep_e) store(eb, row_->offset(eb, r), e);
           return op2(eb, "add", acc, e);
         },
         held_e ? &kept : nullptr);
+    Value* bad = bad_after_sum(b, row, s);
     // (An accumulator other than plain fp32 has no fast pass: no kept e.)
     const bool use_held_e = kept.redo && kept.e.size() == held_r_.size();
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
@@ -1008,11 +1017,23 @@ class NormalizationBuilder {
                         [&](ir::OpBuilder& hb) {
                           Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
                           // e and 1 / s are finite here: the stores skip the NaN fix.
-                          with_flag(finite_output_, [&] {
-                            each_element(hb, [&](ir::OpBuilder& lb, Value* r) {
-                              store(lb, row_->offset(lb, r), quotient_by_reciprocal(lb, kept.e.at(r), s, recip));
-                            });
+                          // Each quotient by the reciprocal, noting whether some e
+                          // was below its range; only such a lane (rare) writes its
+                          // elements again, from x with exp and a division, so no
+                          // kept e lives past its store. One test per element and
+                          // one branch per lane, where a branch guarded each
+                          // element's division.
+                          Value* tiny = with_flag(finite_output_, [&] {
+                            return over_held(hb, {boolean(hb, false)},
+                                             [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
+                                               Value* e = kept.e.at(r);
+                                               store(eb, row_->offset(eb, r), reciprocal_quotient(eb, e, s, recip));
+                                               return std::vector<Value*>{
+                                                   op2(eb, "or", seen[0], below_reciprocal_quotient(eb, e))};
+                                             })
+                                .at(0);
                           });
+                          if_then(hb, tiny, exact_e_reread, {}, /*likely=*/false);
                         },
                         /*likely=*/false);
               },
@@ -1029,7 +1050,6 @@ class NormalizationBuilder {
   // two kernels give.
   void softmax_gradient(ir::OpBuilder& b) {
     const SoftmaxRow row = softmax_row(b);
-    Value* bad = row.bad;
     Value* m_is_inf = row.m_is_inf;
     Value* m_acc = row.m_acc;
     const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
@@ -1041,12 +1061,13 @@ class NormalizationBuilder {
     const bool held_e = gradient_keeps_e();
     KeptE kept;
     Value* s = exp_sum(
-        b, m_acc, op2(b, "or", bad, m_is_inf),
+        b, m_acc, op2(b, "or", row.bad, m_is_inf),
         [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
           if (!held_e || reread_) store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
           return op2(eb, "add", acc, e);
         },
         held_e ? &kept : nullptr);
+    Value* bad = bad_after_sum(b, row, s);
     Value* share = quotient(b, acc_real(b, 1.0), to_acc(b, cast(b, row.inf_count, kF64)));
     // The sum pass replaces e by y (in y's buffer when y is a result), so
     // the last pass reads y instead of dividing again. y is rounded to its
@@ -1143,6 +1164,7 @@ class NormalizationBuilder {
     Value* m = stats[0];
     Value* m_is_inf = cmp(b, "eq", op1(b, "abs", m), real(b, kInf));
     Value* m_acc = to_acc(b, select(b, m_is_inf, real(b, 0.0), m));
+    // A NaN in a row whose max is finite makes s, and so the result, NaN.
     Value* s = exp_sum(b, m_acc, op2(b, "or", stats[1], m_is_inf),
                        [&](ir::OpBuilder& eb, Value*, Value* e, Value* acc) { return op2(eb, "add", acc, e); });
     Value* normal = op2(b, "add", m_acc, to_acc(b, op1(b, "log", to64(b, s))));
