@@ -7,8 +7,9 @@
 -s 2 skips the warm-up launches (the compile's first run and one more), so the
 profiled launch is a steady one. Targets (bf16 @accum(fp32), the MLP step's
 shapes): column_sum (a bias gradient: sum over axis 0 of [8192, 16384]),
-rmsnorm and softmax (forward, [16384, 8192]), gemm ([8192, 4096] x
-[4096, 16384]).
+rmsnorm, layernorm and softmax (forward, [16384, 8192]), softmax_grad and
+layernorm_grad (jit(grad) of sum(f(x) g), one fused kernel each), gemm
+([8192, 4096] x [4096, 16384]).
 """
 
 import sys
@@ -32,6 +33,11 @@ TARGETS = {
     "column_sum": (lambda x: ops.sum(x, axis=0), lambda: [tensor((8192, 16384))]),
     "rmsnorm": (lambda x: ops.rmsnorm_safe(x), lambda: [tensor((16384, 8192))]),
     "softmax": (lambda x: ops.softmax_safe(x), lambda: [tensor((16384, 8192))]),
+    "layernorm": (lambda x: ops.layernorm_safe(x, eps=1e-5), lambda: [tensor((16384, 8192))]),
+    "softmax_grad": (tessera.grad(lambda x, g: ops.sum(ops.softmax_safe(x) * g)),
+                     lambda: [tensor((16384, 8192)), tensor((16384, 8192))]),
+    "layernorm_grad": (tessera.grad(lambda x, g: ops.sum(ops.layernorm_safe(x, eps=1e-5) * g)),
+                       lambda: [tensor((16384, 8192)), tensor((16384, 8192))]),
     "gemm": (lambda a, b: ops.matmul(a, b), lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5)]),
 }
 
