@@ -125,6 +125,33 @@ void register_memory_ops(ir::Registry& r) {
             return std::vector<Type>(static_cast<std::size_t>(a.get_int("count")), Type::lane(in[0].policy));
           },
   });
+  // A span check for element loads that follow it: `start` itself when
+  // elements [start, start + count) of the 1-D buffer exist, else the
+  // kernel faults as a load of the first missing element would. A load
+  // marked in_bounds whose index is the result (plus a constant below
+  // count) is proven in range by the IR itself, data-dependent start
+  // included, so the CPU backend emits it unchecked (a sparse strip's
+  // contiguous loads then vectorize). CUDA does not take it: a GPU records a
+  // fault and runs on, where the loads it covers would read out of range.
+  r.add(OpDef{
+      .name = "tile.check_span",
+      .summary = "start itself when elements [start, start + count) of the 1-D buffer exist; otherwise a runtime error "
+                 "naming the first missing element, as its tile.load_elem would. Loads in_bounds at the result plus a "
+                 "constant below count are then in range.",
+      .operands = {"buffer", "start"},
+      .attrs = {{.name = "count", .kind = AttrKind::integer, .required = true, .doc = "elements, 1 to 64"}},
+      .effect = ir::Effect::state,
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            require_buffer(in[0], "tile.check_span", "buffer");
+            const std::int64_t count = a.get_int("count");
+            if (count < 1 || count > 64) {
+              raise(ErrorCode::ArgumentInvalid, "tile.check_span covers 1 to 64 elements, got " + std::to_string(count));
+            }
+            check_indices(in, in.size() - 1, "tile.check_span");  // one index: a 1-D buffer
+            return std::vector<Type>{in[1]};
+          },
+  });
   r.add(OpDef{
       .name = "tile.store_vector",
       .summary = "Writes its lane values to elements [i, i + count) of a mut 1-D gmem buffer (count = the number of "

@@ -199,6 +199,56 @@ TEST(CpuBackendLane, OutOfBoundsLoadRaisesNamingKernelParamIndexAndExtent) {
   EXPECT_EQ(y.to_values(), (std::vector<double>{2, 3, 4, 5, 0}));
 }
 
+// tile.check_span proves the loads at its result plus a constant below its
+// count in range: the CPU emits them unchecked (a load past the span stays
+// checked), and a span past the buffer faults naming its first missing
+// element, as that element's load would.
+TEST(CpuBackendLane, CheckSpanCoversTheLoadsInsideItsSpan) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "spans",
+                                        {{"x", gmem({Dim::named("nx")}, DType::fp32)},
+                                         {"y", gmem({Dim::named("ny")}, DType::fp32, true)}},
+                                        {.group_shape = std::vector<std::int64_t>{3}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* start = op(b, "tile.check_span", {body.argument(0), op(b, "tile.mul", {i, i64(b, 4)})}, {{"count", 4}});
+  auto at = [&](std::int64_t offset) {
+    Value* index = offset == 0 ? start : op(b, "tile.add", {start, i64(b, offset)});
+    return op(b, "tile.load_elem", {body.argument(0), index}, {{"in_bounds", true}});
+  };
+  Value* sum = op(b, "tile.add", {op(b, "tile.add", {at(0), at(3)}), at(1)});
+  // Past the span: in_bounds claims it, but nothing proved it.
+  Value* past = op(b, "tile.load_elem", {body.argument(0), op(b, "tile.add", {start, i64(b, 4)})}, {{"in_bounds", true}});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.add", {sum, past})});
+  cpu::CompiledKernel ck = compile(*k);
+  EXPECT_NE(ck.source.find("tsr::check_span("), std::string::npos) << ck.source;
+  const std::string kernel_code = ck.source.substr(ck.source.find("void run_group"));
+  std::size_t unchecked = 0;
+  for (std::size_t at_pos = kernel_code.find("tsr::load_u("); at_pos != std::string::npos;
+       at_pos = kernel_code.find("tsr::load_u(", at_pos + 1)) {
+    ++unchecked;
+  }
+  EXPECT_EQ(unchecked, 3u) << kernel_code;
+  EXPECT_NE(kernel_code.find("tsr::load(p_x"), std::string::npos) << kernel_code;  // the load past the span
+  std::vector<double> xs(13);
+  for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<double>(e);
+  Tensor x = f32_tensor(xs, {13});
+  Tensor y = Tensor::zeros({3}, pol(DType::fp32));
+  cpu::launch(ck, 1, {x, y});  // spans [0, 4), [4, 8), [8, 12), and x[4], x[8], x[12] past them
+  EXPECT_EQ(y.to_values(), (std::vector<double>{0 + 3 + 1 + 4, 4 + 7 + 5 + 8, 8 + 11 + 9 + 12}));
+  Tensor x10 = f32_tensor(std::vector<double>(xs.begin(), xs.begin() + 10), {10});
+  try {
+    cpu::launch(ck, 1, {x10, y});  // tile 2's span [8, 12) lacks x[10] and x[11]
+    FAIL() << "expected an index error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::IndexOutOfRange);
+    EXPECT_NE(e.message().find("kernel 'spans': load index 10 out of range for dim 0 of 'x' (extent 10)"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
 // Masked lane loops report what the checked loop reported: the lowest
 // faulting tile, at its first faulting access in program order, and a tile
 // has no side effect after its first fault.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/backends/cuda/cuda_backend.h"
+#include "tessera/ir/text.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/runtime/kernel.h"
 #include "tessera/support/error.h"
@@ -153,6 +154,26 @@ def k(A: f16[16, 16], C: mut f16[16, 16]):
     FAIL() << "expected CompileError";
   } catch (const tessera::Error& e) {
     EXPECT_NE(std::string(e.what()).find("tile.mma"), std::string::npos) << e.what();
+  }
+}
+
+// tile.check_span is the CPU's: a GPU records a fault and runs on, so the
+// loads it covers would read out of range. The CUDA emitter refuses it.
+TEST(CudaCodegen, CheckSpanIsACompileErrorNamingTheOp) {
+  tessera::ir::Module m = tessera::ir::parse_module(R"(
+func @strip(%x: gmem<[n] fp32>, %y: gmem<[m] fp32 mut>) -> () attributes {group_shape = [8], kernel = true} {
+  %0 = tile.linear_id : lane<int64>
+  %1 = tile.check_span %x, %0 {count = 4} : lane<int64>
+  %2 = tile.load_elem %x, %1 {in_bounds = true} : lane<fp32>
+  tile.store_elem %y, %0, %2
+  return
+}
+)");
+  try {
+    cu::emit_kernel_source(*m.lookup("strip"));
+    FAIL() << "expected CompileError";
+  } catch (const tessera::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tile.check_span is a CPU op"), std::string::npos) << e.what();
   }
 }
 

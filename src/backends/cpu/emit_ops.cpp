@@ -110,6 +110,31 @@ std::string constant(const ir::Operation& op) {
   return cpp_literal(c.real, c.policy.storage, c.policy.overflow, c.policy.rounding);
 }
 
+// A load_elem marked in_bounds whose index is a tile.check_span of the same
+// buffer, or that plus a constant below the span's count: the check before
+// it proved the index in range (templates' other in_bounds proofs stay
+// checked on the CPU, which then catches a broken one).
+bool covered_by_span_check(const ir::Operation& load) {
+  const ir::Attribute* proven = load.attrs().find("in_bounds");
+  if (proven == nullptr || !std::get<bool>(*proven) || load.num_operands() != 2) return false;
+  const ir::Value* index = load.operand(1);
+  std::int64_t offset = 0;
+  const ir::Operation* d = index->defining_op();
+  if (d != nullptr && d->name() == "tile.add") {
+    for (int k = 0; k < 2; ++k) {
+      std::optional<std::int64_t> c = codegen::constant_integer(d->operand(1 - k));
+      const ir::Operation* span = d->operand(k)->defining_op();
+      if (c && span != nullptr && span->name() == "tile.check_span") {
+        offset = *c;
+        d = span;
+        break;
+      }
+    }
+  }
+  return d != nullptr && d->name() == "tile.check_span" && d->operand(0) == load.operand(0) && offset >= 0 &&
+         offset < d->attrs().get_int("count");
+}
+
 }  // namespace
 
 std::string cpp_dtype(DType dtype) {
@@ -242,9 +267,14 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return "tsr::convert<" + cpp_dtype(to.storage) + ", " + cpp_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] +
            cpp_rounding_args(to) + ")";
   }
+  if (n == "check_span") {
+    return "tsr::check_span(" + a[0] + ", " + a[1] + ", " + cpp_int_literal(op.attrs().get_int("count")) + ")";
+  }
   if (n == "load_elem") {
     if (ctx.access == Access::masked) return "tsr::load_m(" + a[0] + ", " + index_list(a, 1, a.size()) + ", lane_ok)";
-    if (ctx.access == Access::unchecked) return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+    if (ctx.access == Access::unchecked || covered_by_span_check(op)) {
+      return "tsr::load_u(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
+    }
     return "tsr::load(" + a[0] + ", " + index_list(a, 1, a.size()) + ")";
   }
   return binary(op, n, a);
@@ -282,7 +312,7 @@ bool maskable_lane_op(const ir::Operation& op) {
   if (n == "yield" || n == "store_elem" || n == "prefetch") return true;
   // Loops could run unbounded on a masked value (and tile.for checks its
   // step); reduce_sum allocates; integer division, remainder and power fault.
-  if (op.num_regions() != 0 || n == "reduce_sum" || n == "check_range") return false;
+  if (op.num_regions() != 0 || n == "reduce_sum" || n == "check_range" || n == "check_span") return false;
   if (!is_lane_value_op(op)) return false;
   if (op.num_results() == 1 && !is_float(op.result(0)->type().dtype())) {
     if (n == "div" || n == "floordiv" || n == "rem" || n == "pow") return false;

@@ -123,12 +123,17 @@ class SparseBuilder {
     return 0;
   }
 
+  // The kernel buffer of operand k, or null for a splat constant.
+  Value* buffer_of(std::size_t k) {
+    for (std::size_t a = 0; a < body_.num_arguments(); ++a) {
+      if (body_.argument(a) == root_.operand(k)) return fb_->argument(a);
+    }
+    return nullptr;
+  }
   // Element `at` of operand k: a load, or the literal of a splat constant.
   Value* element(ir::OpBuilder& b, std::size_t k, Value* at) {
+    if (Value* buffer = buffer_of(k)) return tile::build(b, "tile.load_elem", {buffer, at});
     const Value* v = root_.operand(k);
-    for (std::size_t a = 0; a < body_.num_arguments(); ++a) {
-      if (body_.argument(a) == v) return tile::build(b, "tile.load_elem", {fb_->argument(a), at});
-    }
     const double s = *graph::splat_value(v);
     const NumericsPolicy& p = v->type().policy;
     if (is_float(p.storage)) return tile::build_real(b, s, buffer_policy(p));
@@ -159,30 +164,50 @@ class SparseBuilder {
   }
 
   // Row m's strip s: output elements n0 + w, n0 = s * S, w < S, each
-  // accumulated as spmm_lane does. Past-the-end columns read column N - 1
-  // (a valid address) and are not stored.
+  // accumulated as spmm_lane does. A full strip (n0 + S <= N) reads b's row
+  // segment [col N + n0, col N + n0 + S) after one tile.check_span (in range
+  // exactly when col is a row of b), its loads in bounds by that check: a
+  // CPU loads them as one vector, where S checked loads left the loop
+  // scalar. A partial strip's past-the-end columns read column N - 1 (a
+  // valid address) and are not stored.
   void spmm_strip(ir::OpBuilder& b, Value* out, Value* m, Value* s, Value* N, std::int64_t S) {
     Value* n0 = index_op(b, "mul", s, tile::build_int(b, S));
     Value* last = op2(b, "sub", N, tile::build_int(b, 1));
-    std::vector<Value*> cols, inits;
-    for (std::int64_t w = 0; w < S; ++w) {
-      cols.push_back(op2(b, "min", index_op(b, "add", n0, tile::build_int(b, w)), last));
-      inits.push_back(tile::build_real(b, 0.0, acc_));
-    }
+    std::vector<Value*> inits;
+    for (std::int64_t w = 0; w < S; ++w) inits.push_back(tile::build_real(b, 0.0, acc_));
     Value* lo = index(b, 2, m);
     Value* hi = index(b, 3, m);
-    ir::Operation* loop = tile::build_for(b, lo, hi, tile::build_int(b, 1), inits,
-                                          [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                                            Value* j = a[0];
-                                            Value* base = index_op(lb, "mul", index(lb, 4, j), N);
-                                            Value* value = at_acc(lb, element(lb, 0, j));  // widened once
-                                            std::vector<Value*> next;
-                                            for (std::int64_t w = 0; w < S; ++w) {
-                                              Value* bv = element(lb, 1, index_op(lb, "add", base, cols[w]));
-                                              next.push_back(fma(lb, value, bv, a[1 + w]));
-                                            }
-                                            return next;
-                                          });
+    auto strip_loop = [&](ir::OpBuilder& sb, bool full) {
+      std::vector<Value*> cols;
+      for (std::int64_t w = 0; w < S; ++w) {
+        Value* c = index_op(sb, "add", n0, tile::build_int(sb, w));
+        cols.push_back(full ? c : op2(sb, "min", c, last));
+      }
+      ir::Operation* loop = tile::build_for(
+          sb, lo, hi, tile::build_int(sb, 1), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+            Value* j = a[0];
+            Value* base = index_op(lb, "mul", index(lb, 4, j), N);
+            Value* value = at_acc(lb, element(lb, 0, j));  // widened once
+            Value* b_buffer = buffer_of(1);
+            Value* span = full && b_buffer ? tile::build(lb, "tile.check_span", {b_buffer, index_op(lb, "add", base, n0)},
+                                                         {{"count", S}})
+                                           : nullptr;
+            std::vector<Value*> next;
+            for (std::int64_t w = 0; w < S; ++w) {
+              Value* bv = span ? tile::build(lb, "tile.load_elem",
+                                             {b_buffer, w == 0 ? span : index_op(lb, "add", span, tile::build_int(lb, w))},
+                                             {{"in_bounds", true}})
+                               : element(lb, 1, index_op(lb, "add", base, cols[w]));
+              next.push_back(fma(lb, value, bv, a[1 + w]));
+            }
+            return next;
+          });
+      return loop->results();
+    };
+    ir::Operation* loop = tile::build_if(
+        b, cmp(b, "le", index_op(b, "add", n0, tile::build_int(b, S)), N), inits,
+        [&](ir::OpBuilder& fb, std::span<Value* const>) { return strip_loop(fb, true); },
+        [&](ir::OpBuilder& pb, std::span<Value* const>) { return strip_loop(pb, false); });
     Value* row = index_op(b, "mul", m, N);
     for (std::int64_t w = 0; w < S; ++w) {
       Value* c = index_op(b, "add", n0, tile::build_int(b, w));

@@ -88,6 +88,15 @@ inline std::int64_t element_offset(const View<D, R>& v, const std::int64_t (&idx
   return off;
 }
 
+// tile.check_span: start, or the fault of a load of the first element of
+// [start, start + count) outside the 1-D buffer.
+template <DType D>
+inline std::int64_t check_span(const View<D, 1>& v, std::int64_t start, std::int64_t count) {
+  const std::int64_t n = v.shape[0];
+  if (start < 0 || start > n - count) [[unlikely]] index_fault(v, 0, start < 0 || start >= n ? start : n, "load");
+  return start;
+}
+
 // tile.load_elem
 template <DType D, int R>
 inline value_t<D> load(const View<D, R>& v, const std::int64_t (&idx)[R]) {

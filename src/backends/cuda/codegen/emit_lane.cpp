@@ -193,6 +193,11 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "tsr::ldexp_f64(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "check_span") {
+    // A GPU records a fault and runs on: the loads the span covers would then
+    // read out of range. Templates build it for the CPU alone (spmm strips).
+    unsupported(op, "tile.check_span is a CPU op (its covered loads would run past a recorded fault on a GPU)");
+  }
   if (n == "check_range") {
     return "tsr::check_range(" + a[0] + ", " + cu_int_literal(op.attrs().get_int("lo")) + ", " +
            cu_int_literal(op.attrs().get_int("hi")) + ", W)";
