@@ -130,8 +130,8 @@ void register_memory_ops(ir::Registry& r) {
   // kernel faults as a load of the first missing element would. A load
   // marked in_bounds whose index is the result (plus a constant below
   // count) is proven in range by the IR itself, data-dependent start
-  // included, so the CPU backend emits it unchecked (a sparse strip's
-  // contiguous loads then vectorize). CUDA does not take it: a GPU records a
+  // included, so the CPU backend emits it unchecked (a sparse strip's 16
+  // loads then carry no branch each). CUDA does not take it: a GPU records a
   // fault and runs on, where the loads it covers would read out of range.
   r.add(OpDef{
       .name = "tile.check_span",

@@ -768,21 +768,16 @@ class NormalizationBuilder {
     return at_acc(b, row_elem(b, params_.at(0), r));
   }
 
-  // Max (NaN ignored, as std::max), NaN seen (bool), and the count of +inf
-  // (int64). The common row is finite, so a first pass carries only the max
-  // and a sum of v - v, which is NaN once an infinity or a NaN passed and 0
-  // otherwise; only such a row runs a second pass that finds the flag and
-  // the count. Two carries instead of three halve the first pass's time on
-  // a CPU. The second pass's flag and count
-  // are carried as fp64 (1.0 once seen; an exact count below 2^53) so every
-  // carried value is a double and the pass vectorizes.
-  // The row's max (NaN ignored), whether it holds a NaN and its count of
-  // +inf. The NaN flag and the count come from a second pass, which only
-  // rows with an infinite max take (the test is uniform over a group: every
-  // lane read the folded max, so the other rows skip that pass whole, its
-  // barriers included). A NaN in a row whose max is finite shows in its exp
-  // sum instead, which the NaN makes NaN (bad_after_sum, logsumexp): the
-  // first pass folds the max alone, one select per element.
+  // The row's max (NaN ignored, as std::max), whether it holds a NaN (bool)
+  // and its count of +inf (int64). The NaN flag and the count come from a
+  // second pass, which only rows with an infinite max take (the test is
+  // uniform over a group: every lane read the folded max, so the other rows
+  // skip that pass whole, its barriers included). A NaN in a row whose max
+  // is finite shows in its exp sum instead, which the NaN makes NaN
+  // (bad_after_sum, logsumexp): the first pass folds the max alone, one
+  // select per element. The second pass's flag and count are carried as
+  // fp64 (1.0 once seen; an exact count below 2^53) so every carried value
+  // is a double and the pass vectorizes.
   std::vector<Value*> max_pass(ir::OpBuilder& b) {
     // Folded as stored (x_exact): max is exact in any float type.
     const NumericsPolicy fold = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
