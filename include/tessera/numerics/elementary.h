@@ -332,10 +332,10 @@ TESSERA_ELEMENTARY_FN double scaled_by_exponent(double m, int32 k) {
 //   below 2^-48.7 relative; 11 double operations and a load).
 // A GPU takes the table form: its exp was about half a softmax kernel's
 // instructions, and the H200 softmax forward went from 1350 to 1450 GB/s
-// with it. A CPU takes the series form: in the generated softmax kernels
-// g++ left the lane loops that gather from the table scalar (2.9x slower),
-// while a plain loop over the table form vectorized (1.25x faster than the
-// series).
+// with it. A CPU takes the series form: the generated softmax kernels ran
+// 2.9x slower with the table form (their strand loops still vectorize, with
+// a gather from the table), while a plain loop over it ran 1.25x faster than
+// over the series; the cause is not found yet.
 // Both test x in fp32, where the bounds are fp32 numbers too: the same
 // values as in double, without double compares and selects.
 TESSERA_ELEMENTARY_FN float exp_f32_or_nan_series(float x) {
