@@ -580,6 +580,26 @@ class NormalizationBuilder {
     } clear{flag};
     return build();
   }
+  // Over the held row: `store_quotient` stores element r's quotient by the
+  // row's reciprocal and returns its dividend; a lane where some dividend
+  // lay below the reciprocal's range (rare) runs `redo`, which writes its
+  // elements again exactly. One test per element and one branch per lane,
+  // where a branch guarded each element's division. `finite`: the stored
+  // values are finite, so the stores skip the NaN fix.
+  void quotients_then_redo(ir::OpBuilder& b, bool finite,
+                           const std::function<Value*(ir::OpBuilder&, Value*)>& store_quotient,
+                           const std::function<void(ir::OpBuilder&)>& redo) {
+    auto pass = [&] {
+      return over_held(b, {boolean(b, false)},
+                       [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
+                         return std::vector<Value*>{
+                             op2(eb, "or", seen[0], below_reciprocal_quotient(eb, store_quotient(eb, r)))};
+                       })
+          .at(0);
+    };
+    Value* tiny = finite ? with_flag(finite_output_, pass) : pass();
+    if_then(b, tiny, redo, {}, /*likely=*/false);
+  }
   // `sum` built twice: where `plain` holds (a uniform test) with
   // plain_scaling_, else as is. Same bits either way.
   Value* sum_plain_or_not(ir::OpBuilder& b, Value* plain, const SumStep& step, RowScalars* rs) {
@@ -1011,24 +1031,16 @@ class NormalizationBuilder {
                 if_then(fb, op2(fb, "or", kept.redo, not_(fb, reciprocal_range(fb, s))), exact_e_reread,
                         [&](ir::OpBuilder& hb) {
                           Value* recip = op2(hb, "div", acc_real(hb, 1.0), s);
-                          // e and 1 / s are finite here: the stores skip the NaN fix.
-                          // Each quotient by the reciprocal, noting whether some e
-                          // was below its range; only such a lane (rare) writes its
-                          // elements again, from x with exp and a division, so no
-                          // kept e lives past its store. One test per element and
-                          // one branch per lane, where a branch guarded each
-                          // element's division.
-                          Value* tiny = with_flag(finite_output_, [&] {
-                            return over_held(hb, {boolean(hb, false)},
-                                             [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
-                                               Value* e = kept.e.at(r);
-                                               store(eb, row_->offset(eb, r), reciprocal_quotient(eb, e, s, recip));
-                                               return std::vector<Value*>{
-                                                   op2(eb, "or", seen[0], below_reciprocal_quotient(eb, e))};
-                                             })
-                                .at(0);
-                          });
-                          if_then(hb, tiny, exact_e_reread, {}, /*likely=*/false);
+                          // e and 1 / s are finite here; a redone lane
+                          // reads x again, so no kept e lives past its store.
+                          quotients_then_redo(
+                              hb, /*finite=*/true,
+                              [&](ir::OpBuilder& eb, Value* r) {
+                                Value* e = kept.e.at(r);
+                                store(eb, row_->offset(eb, r), reciprocal_quotient(eb, e, s, recip));
+                                return e;
+                              },
+                              exact_e_reread);
                         },
                         /*likely=*/false);
               },
@@ -1372,25 +1384,15 @@ class NormalizationBuilder {
     auto output = [&](ir::OpBuilder& ob, bool in_fp32) {
       each_element(ob, [&](ir::OpBuilder& lb, Value* r) { output_element(lb, r, in_fp32, false); });
     };
-    // The common row's output. A held row's lane takes the reciprocal's
-    // quotient for each of its elements and notes whether some z was below
-    // its range (a zero too); only such a lane, rarely, writes its elements
-    // again with the per-element test. One test per element and one branch
-    // per lane, where the test guarded each element's division by a branch.
-    // The values are finite (finite z, d and factors), so without a weight
-    // or bias to multiply by the stores skip the NaN fix.
+    // The common row's output: a held row's lanes take the reciprocal's
+    // quotients (quotients_then_redo). The values are finite (finite z, d
+    // and factors), so without a weight or bias to multiply by the stores
+    // skip the NaN fix.
     auto common_output = [&](ir::OpBuilder& cb) {
       if (!held_) return output(cb, true);
-      auto pass = [&] {
-        return over_held(cb, {tile::build_bool(cb, false)},
-                         [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> seen) {
-                           Value* zr = output_element(eb, r, true, true);
-                           return std::vector<Value*>{op2(eb, "or", seen[0], below_reciprocal_quotient(eb, zr))};
-                         })
-            .at(0);
-      };
-      Value* tiny = params_.empty() ? with_flag(finite_output_, pass) : pass();
-      if_then(cb, tiny, [&](ir::OpBuilder& tb) { output(tb, true); }, {}, /*likely=*/false);
+      quotients_then_redo(
+          cb, params_.empty(), [&](ir::OpBuilder& eb, Value* r) { return output_element(eb, r, true, true); },
+          [&](ir::OpBuilder& tb) { output(tb, true); });
     };
     if (out_scale.up) {
       // The row's output scaling is exact in fp32 unless 2^shift lies

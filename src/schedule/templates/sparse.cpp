@@ -25,6 +25,7 @@
 // The transposed-pattern operands are not read (the gradients use them).
 // Operands may arrive as splat constants inside the kernel (Schedule IR
 // copies those into the groups that read them); they become literals.
+#include <optional>
 #include <set>
 
 #include "graph/passes/pass_support.h"
@@ -62,10 +63,11 @@ class SparseBuilder {
     // A splat-constant operand is not a kernel input; its dims are static.
     std::vector<bool> passed;
     for (auto [operand, d] : dims) {
-      passed.push_back(is_argument(root_.operand(operand)));
-      if (!passed.back()) continue;
+      const std::optional<std::size_t> argument = argument_of(root_.operand(operand));
+      passed.push_back(argument.has_value());
+      if (!argument) continue;
       params.emplace_back("x" + std::to_string(operand) + "_" + std::to_string(d), Type::lane(DType::int64));
-      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, argument_index(root_.operand(operand))});
+      result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, *argument});
     }
     ir::Operation* func =
         tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
@@ -110,25 +112,19 @@ class SparseBuilder {
   }
 
  private:
-  bool is_argument(const Value* v) const {
-    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
-      if (body_.argument(k) == v) return true;
-    }
-    return false;
-  }
-  std::size_t argument_index(const Value* v) const {
+  // The body argument index of v, or nothing for a value built inside the
+  // body (a splat constant, which is not a kernel input).
+  std::optional<std::size_t> argument_of(const Value* v) const {
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
       if (body_.argument(k) == v) return k;
     }
-    return 0;
+    return std::nullopt;
   }
 
   // The kernel buffer of operand k, or null for a splat constant.
   Value* buffer_of(std::size_t k) {
-    for (std::size_t a = 0; a < body_.num_arguments(); ++a) {
-      if (body_.argument(a) == root_.operand(k)) return fb_->argument(a);
-    }
-    return nullptr;
+    const std::optional<std::size_t> a = argument_of(root_.operand(k));
+    return a ? fb_->argument(*a) : nullptr;
   }
   // Element `at` of operand k: a load, or the literal of a splat constant.
   Value* element(ir::OpBuilder& b, std::size_t k, Value* at) {
