@@ -9,7 +9,8 @@ profiled launch is a steady one. Targets (bf16 @accum(fp32), the MLP step's
 shapes): column_sum (a bias gradient: sum over axis 0 of [8192, 16384]),
 rmsnorm, layernorm and softmax (forward, [16384, 8192]), softmax_grad and
 layernorm_grad (jit(grad) of sum(f(x) g), one fused kernel each), gemm
-([8192, 4096] x [4096, 16384]).
+([8192, 4096] x [4096, 16384]), chain (gelu(x + b) + r, [16384, 8192], GELU
+read from its table).
 """
 
 import sys
@@ -38,6 +39,8 @@ TARGETS = {
                      lambda: [tensor((16384, 8192)), tensor((16384, 8192))]),
     "layernorm_grad": (tessera.grad(lambda x, g: ops.sum(ops.layernorm_safe(x, eps=1e-5) * g)),
                        lambda: [tensor((16384, 8192)), tensor((16384, 8192))]),
+    "chain": (lambda x, b, r: ops.gelu(x + b) + r,
+              lambda: [tensor((16384, 8192), 2.0), tensor((8192,)), tensor((16384, 8192))]),
     "gemm": (lambda a, b: ops.matmul(a, b), lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5)]),
 }
 

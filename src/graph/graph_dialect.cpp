@@ -18,6 +18,7 @@ void register_graph_dialect(Registry& registry) {
   graph::register_normalization_ops(registry);
   graph::register_autodiff_ops(registry);
   graph::register_collective_ops(registry);
+  graph::register_lookup_ops(registry);
 }
 
 }  // namespace tessera::ir

@@ -21,6 +21,7 @@ void register_creation_ops(ir::Registry& registry);
 void register_random_ops(ir::Registry& registry);
 void register_autodiff_ops(ir::Registry& registry);
 void register_collective_ops(ir::Registry& registry);
+void register_lookup_ops(ir::Registry& registry);
 // A collective's result on this thread: the identity over a one-member
 // axis, else through the communicator of the thread's shard scope
 // (tessera/dist/shard_scope.h). `op` is "graph.allreduce", "graph.all_gather"

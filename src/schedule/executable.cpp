@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -437,6 +438,14 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   // Only the requested function is lowered; the callees are inlined into it.
   std::erase_if(copy.functions(), [&](const auto& f) { return ir::function_name(*f) != function; });
   split_complex_parts(*copy.lookup(function));
+  // TESSERA_TABULATE=0 keeps the chains as they are (to compare; same bits).
+  const char* tabulate = std::getenv("TESSERA_TABULATE");
+  const bool tables = tabulate == nullptr || std::string_view(tabulate) != "0";
+  if (tables && tabulate_functions(*copy.lookup(function)) > 0) {
+    ir::PassManager pm;
+    pm.add("dce");
+    pm.run(copy);
+  }
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
     ir::PassManager pm;
     pm.add("cse");

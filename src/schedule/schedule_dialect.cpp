@@ -79,7 +79,7 @@ Family family_of(const ir::Operation& graph_op) {
     std::map<std::string, Family, std::less<>> m;
     for (const char* n : {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
                           "gt", "ge", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "sigmoid", "relu",
-                          "silu", "gelu", "erf", "where", "cast", "broadcast_to"}) {
+                          "silu", "gelu", "erf", "where", "cast", "broadcast_to", "lookup"}) {
       m[std::string("graph.") + n] = Family::elementwise;
     }
     for (const char* n : {"sum", "mean", "max", "min", "argmax"}) m[std::string("graph.") + n] = Family::reduction;

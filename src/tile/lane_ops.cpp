@@ -277,6 +277,23 @@ void register_lane_ops(ir::Registry& r) {
   });
 
   r.add(OpDef{
+      .name = "tile.code",
+      .summary = "x's storage code as an unsigned int64: the bits a store of x writes (a float format of at most 16 "
+                 "bits; NaN gives the format's quiet NaN with x's sign).",
+      .operands = {"x"},
+      .infer =
+          [](std::span<const Type> in, const AttrMap&) {
+            check_domain(in[0], Domain::floating, "tile.code", "x");
+            const DType d = in[0].dtype();
+            if (d == DType::fp32 || d == DType::fp64 || bit_width(d) > 16) {
+              raise(ErrorCode::DtypeUnsupported,
+                    "operand 'x' of tile.code must have a float format of at most 16 bits, got " + ir::print_type(in[0]));
+            }
+            return one(kIndex);
+          },
+  });
+
+  r.add(OpDef{
       .name = "tile.cmp",
       .summary = "Compares lhs with rhs by `pred` (lt, le, gt, ge, eq, ne) giving lane<bool>; NaN compares unequal.",
       .operands = {"lhs", "rhs"},

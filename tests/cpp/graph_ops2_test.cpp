@@ -1,5 +1,5 @@
 // Graph IR shape ops (reshape, transpose, broadcast_to, slice, concat, split,
-// split_qkv, gather) and random ops (rand, randn, dropout): reference kernels
+// split_qkv, gather), random ops (rand, randn, dropout) and graph.lookup: reference kernels
 // against hand-derived results, exact movement of encodings (NaN payloads,
 // -0.0, packed fp4/int4), type inference with symbolic dims, and every error.
 #include <gtest/gtest.h>
@@ -682,3 +682,28 @@ TEST(Dropout, Errors) {
 }
 
 }  // namespace
+
+// ----------------------------------------------------------------- lookup --
+
+TEST(Lookup, ReadsTheTableAtEachStorageCode) {
+  // fp8_e4m3: 256 codes; table[c] = c / 2 as fp32.
+  std::vector<double> table(256);
+  for (std::size_t c = 0; c < table.size(); ++c) table[c] = static_cast<double>(c) / 2;
+  const Codes codes = {0x00, 0x01, 0x38, 0x7F, 0x80, 0xFF};  // +0, the least subnormal, 1, NaN, -0, -NaN
+  Tensor x = Tensor::from_codes(codes, {2, 3}, pol(DType::fp8_e4m3));
+  Tensor y = run1("graph.lookup", {vals(table, {256}), x}, {});
+  EXPECT_EQ(y.shape(), (Sizes{2, 3}));
+  EXPECT_EQ(y.dtype(), DType::fp32);
+  EXPECT_EQ(y.to_values(), (std::vector<double>{0.0, 0.5, 28.0, 63.5, 64.0, 127.5}));
+}
+
+TEST(Lookup, ErrorsNameTheOperandAndTheCodeCount) {
+  expect_error([] { infer("graph.lookup", {ttype(sym({65536})), ttype(sym({4}), DType::fp32)}, {}); },
+               ErrorCode::DtypeUnsupported, {"operand 'x'", "at most 16 bits", "fp32"});
+  expect_error([] { infer("graph.lookup", {ttype(sym({255})), ttype(sym({4}), DType::fp8_e4m3)}, {}); },
+               ErrorCode::ShapeMismatch, {"operand 'table'", "256 elements", "fp8_e4m3 code"});
+  expect_error([] { infer("graph.lookup", {ttype(sym({256, 256})), ttype(sym({4}), DType::bf16)}, {}); },
+               ErrorCode::ShapeMismatch, {"1-D with 65536 elements"});
+  expect_error([] { infer("graph.lookup", {ttype(sym({65536}), DType::complex64), ttype(sym({4}), DType::fp16)}, {}); },
+               ErrorCode::DtypeUnsupported, {"operand 'table' must be real"});
+}

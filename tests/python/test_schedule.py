@@ -276,10 +276,11 @@ def test_a_gelu_gradient_sunk_into_the_product_it_meets_matches_reference_bitwis
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
     f = tessera.jit(step)
     f(x, w1, w2)
-    kernels = [k for k in f.inspect_ir("schedule").split("schedule.kernel")[1:]]
-    first = kernels[0]
-    assert 'family = "gemm"' in first and "graph.erf" not in first.split("schedule.yield")[0], first
-    assert any("graph.erf" in k and 'family = "gemm"' in k for k in kernels[1:])
+    # GELU and GELU' are each read from a table (tabulate-functions): the
+    # forward product's epilogue reads one, a later product's the other.
+    kernels = [k for k in f.inspect_ir("schedule").split("schedule.kernel")[1:] if 'family = "gemm"' in k]
+    lookups = [k.split("schedule.yield")[0].count("graph.lookup") for k in kernels]
+    assert lookups[0] == 1 and sum(lookups[1:]) == 1, lookups
 
 
 @pytest.mark.parametrize("m,n", [(700, 300), (64, 1000), (1000, 40)])

@@ -114,6 +114,13 @@ int split_fp32_products(ir::Operation& func);
 // Returns the number of ops rewritten.
 int split_complex_parts(ir::Operation& func);
 
+// tabulate-functions (passes/tabulate_functions.cpp): each chain of
+// elementwise ops computing a value from one float value of at most 16 bits
+// alone, with a transcendental op in it, becomes graph.lookup of a table
+// the reference executor computes over every code. Returns the number of
+// chains rewritten (their ops are left for dce).
+int tabulate_functions(ir::Operation& func);
+
 // All four passes on `module`'s Graph IR functions.
 void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());
 

@@ -19,7 +19,7 @@ std::string short_name(const ir::Operation& op) {
 bool is_lane_value_op(const ir::Operation& op) {
   static const std::set<std::string> ops = {
       "const", "symbol", "linear_id", "group_id", "group_size", "num_groups", "add",       "sub",       "mul", "div",
-      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt", "tanh", "erf", "fma", "ldexp", "frexp_exp", "cos", "sin", "exp_or_nan", "narrow_unary", "philox", "round_stochastic", "check_range", "check_span",
+      "rem",   "min",    "max",       "pow",      "floordiv",   "neg",        "abs",       "exp",       "log", "sqrt", "tanh", "erf", "fma", "ldexp", "frexp_exp", "code", "cos", "sin", "exp_or_nan", "narrow_unary", "philox", "round_stochastic", "check_range", "check_span",
       "cmp",   "and",    "or",        "not",      "select",     "cast",       "load_elem", "reduce_sum"};
   return op.def().dialect() == "tile" && ops.count(short_name(op)) != 0;
 }

@@ -251,6 +251,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "tsr::scale_pow2(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "code") return "tsr::storage_code<" + cpp_dtype(op.operand(0)->type().dtype()) + ">(" + a[0] + ")";
   if (n == "check_range") {
     return "tsr::check_range(" + a[0] + ", " + cpp_int_literal(op.attrs().get_int("lo")) + ", " +
            cpp_int_literal(op.attrs().get_int("hi")) + ", " + cpp_string_literal(op.attrs().get_string("what")) + ")";

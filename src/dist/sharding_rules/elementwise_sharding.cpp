@@ -8,6 +8,10 @@
 // through mul by a replicated value would be valid algebra, but it rounds
 // each term separately, and Tessera keeps results close to the one-device
 // program rather than saving a collective there.
+//
+// graph.lookup reads its table whole (any code can occur on any shard); x
+// and the result keep x's split. (Compiled pipelines build it after
+// partitioning; the rule keeps a graph that holds one partitionable.)
 #include "dist/sharding_rules/rule_support.h"
 
 namespace tessera::dist::rules {
@@ -24,6 +28,13 @@ void register_elementwise_sharding() {
     register_sharding_rule(std::string("graph.") + name,
                            [](const ShardingQuery& q) { return broadcast_plan(q, /*linear=*/false); });
   }
+  register_sharding_rule("graph.lookup", [](const ShardingQuery& q) {
+    const Sharding x = settled(q.operands[1]);
+    ShardingPlan plan;
+    plan.operands = {replicated(1), x};
+    plan.results = {x};
+    return plan;
+  });
 }
 
 }  // namespace tessera::dist::rules

@@ -40,6 +40,11 @@ void register_schedule_passes() {
       "Gives each kernel result a buffer slot: reuse after the last reader, in place for elementwise kernels, "
       "-1 for function results.",
       [](ir::Module& m) { for_each_graph_function(m, plan_buffers); }});
+  ir::register_pass(ir::PassInfo{
+      "schedule-tabulate-functions",
+      "Graph IR: chains of elementwise ops of one value of at most 16 bits (with a transcendental op) become "
+      "graph.lookup of a table computed by the reference executor over every code.",
+      [](ir::Module& m) { for_each_graph_function(m, [](ir::Operation& f) { tabulate_functions(f); }); }});
   ir::register_pass(ir::PassInfo{"schedule-pipeline",
                                  "Graph IR -> Schedule IR: schedule-partition, schedule-choose-variants, schedule-tile, "
                                  "schedule-plan-buffers.",

@@ -55,7 +55,7 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
     params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))},
                                                             is_complex(t.dtype()) ? part_buffer_policy(t.policy)
                                                                                   : buffer_policy(t.policy)));
-    any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+    any_broadcast = any_broadcast || broadcasts(body.argument(k), domain);
   }
   auto input_of = [&](const ir::Value* v) {
     for (std::size_t k = 0; k < body.num_arguments(); ++k) {

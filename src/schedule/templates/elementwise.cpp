@@ -72,7 +72,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     const Type& t = body.argument(k)->type();
     params.emplace_back("in" + std::to_string(k),
                         Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
-    any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+    any_broadcast = any_broadcast || broadcasts(body.argument(k), domain);
   }
   for (std::size_t j = 0; j < num_out; ++j) {
     params.emplace_back("out" + std::to_string(j),
@@ -165,7 +165,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
   // CUDA emitter drops it).
   ir::Value* ahead = op2(b, "add", group_base, tile::build_int(b, kAheadGroups * lanes_used));
   for (std::size_t k = 0; k < num_in; ++k) {
-    if (body.argument(k)->type().shape == domain) {
+    if (body.argument(k)->type().shape == domain && !lookup_table(body.argument(k))) {
       b.create("tile.prefetch", {fb.argument(k), ahead, tile::build_int(b, lanes_used)});
     }
   }
@@ -208,7 +208,7 @@ TileKernel lower_elementwise(const ir::Operation& kernel, ir::Module& out, const
     for (std::size_t k = 0; k < num_in; ++k) {
       const ir::Shape& shape = body.argument(k)->type().shape;
       const bool consecutive = shape == domain || (row_tiled && !shape.empty() && shape.back() == domain.back());
-      if (!consecutive) continue;  // read per element by its lane program
+      if (!consecutive || lookup_table(body.argument(k))) continue;  // read per element by its lane program
       loaded[k] = eb.create("tile.load_vector", {fb.argument(k), first.offset_of(eb, shape)}, {{"count", vector}})->results();
     }
     std::vector<std::vector<ir::Value*>> stored(num_out);

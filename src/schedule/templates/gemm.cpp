@@ -117,7 +117,7 @@ class GemmBuilder {
         params.emplace_back(s, Type::gmem({ir::Dim::named(s + "r"), ir::Dim::named(s + "c")}, buffer_policy(t.policy)));
       } else {
         params.emplace_back("in" + std::to_string(k), Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
-        any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+        any_broadcast = any_broadcast || broadcasts(body_.argument(k), domain);
       }
     }
     integer_ = !is_float(root_.result(0)->type().dtype());
@@ -286,7 +286,9 @@ class GemmBuilder {
                     for (std::size_t k = 0; k < num_in; ++k) {
                       if (k == a_index_ || k == b_index_) continue;
                       const ir::Shape& shape = body_.argument(k)->type().shape;
-                      if (shape.empty() || !(shape.back() == domain.back())) continue;  // read per element
+                      if (shape.empty() || !(shape.back() == domain.back()) || lookup_table(body_.argument(k))) {
+                        continue;  // read per element (a table by code)
+                      }
                       loaded[k] = wb.create("tile.load_vector", {fb.argument(k), first.offset_of(wb, shape)},
                                             {{"count", vector}})
                                       ->results();

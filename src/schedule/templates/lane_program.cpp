@@ -27,8 +27,8 @@ const std::map<std::string_view, const char*> kUnaries = {{"neg", "neg"}, {"abs"
                                                           {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"},
                                                           {"erf", "erf"}, {"sin", "sin"}, {"cos", "cos"}};
 // Ops lower_op spells out as formulas of several lane ops.
-const std::set<std::string_view> kComposites = {"rsqrt", "sigmoid", "silu", "relu",         "gelu",
-                                                "where", "cast",    "constant", "broadcast_to"};
+const std::set<std::string_view> kComposites = {"rsqrt", "sigmoid",  "silu",         "relu",  "gelu",
+                                                "where", "cast",     "constant",     "lookup", "broadcast_to"};
 
 }  // namespace
 
@@ -103,8 +103,16 @@ std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size
   return std::nullopt;
 }
 
-bool broadcasts(const ir::Shape& shape, const ir::Shape& domain) {
-  return shape != domain;
+bool lookup_table(const ir::Value* input) {
+  if (input->use_empty()) return false;
+  for (const ir::Use& use : input->uses()) {
+    if (use.user->name() != "graph.lookup" || use.operand_index != 0) return false;
+  }
+  return true;
+}
+
+bool broadcasts(const ir::Value* input, const ir::Shape& domain) {
+  return !lookup_table(input) && input->type().shape != domain;
 }
 
 ir::Value* real(ir::OpBuilder& b, double x) {
@@ -322,6 +330,15 @@ void LaneProgram::lower_op(ir::OpBuilder& b, const ir::Operation& op) {
   if (narrow_unary(op, name)) {
     ir::Value* stored = tile::build(b, "tile.narrow_unary", {value(b, op.operand(0)).stored},
                                     {{"fn", std::string(name)}, {"to", p}});
+    values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
+    return;
+  }
+  if (name == "lookup") {
+    // One table element, at the operand's storage code (graph.lookup).
+    auto table = inputs_.find(op.operand(0));
+    if (table == inputs_.end()) raise(ErrorCode::Internal, "lane program: a lookup table that is not a kernel input");
+    ir::Value* code = tile::build(b, "tile.code", {value(b, op.operand(1)).stored});
+    ir::Value* stored = tile::build(b, "tile.load_elem", {table->second, code}, {{"in_bounds", true}});
     values_[op.result(0)] = LaneValue{stored, decode(b, stored)};
     return;
   }

@@ -50,8 +50,12 @@ NumericsPolicy buffer_policy(NumericsPolicy p);
 // rounding does not matter.
 std::optional<std::string> lane_ops_unsupported(const ir::Block& body, std::size_t first = 0, bool stochastic = false);
 
-// Whether reading an operand of `shape` over `domain` needs the domain's dims.
-bool broadcasts(const ir::Shape& shape, const ir::Shape& domain);
+// Whether kernel input `input` is read only as graph.lookup's table: by
+// code, never at an offset of the lane's element.
+bool lookup_table(const ir::Value* input);
+// Whether reading kernel input `input` over `domain` needs the domain's
+// dims: it is read at its broadcast offset and its shape is not the domain.
+bool broadcasts(const ir::Value* input, const ir::Shape& domain);
 
 // One graph value inside a lane program: its storage-typed lane and its
 // decoded fp64 (or bool) lane.

@@ -97,7 +97,7 @@ class ReductionBuilder {
       const Type& t = body_.argument(k)->type();
       params.emplace_back("in" + std::to_string(k),
                           Type::gmem({ir::Dim::named("m" + std::to_string(k))}, buffer_policy(t.policy)));
-      if (k != x_index) any_broadcast = any_broadcast || broadcasts(t.shape, domain);
+      if (k != x_index) any_broadcast = any_broadcast || broadcasts(body_.argument(k), domain);
     }
     for (std::size_t j = 0; j < num_out; ++j) {
       params.emplace_back("out" + std::to_string(j),

@@ -270,6 +270,11 @@ inline std::int64_t frexp_exponent(double x) {
   std::frexp(x, &e);
   return e;
 }
+// tile.code: the code a store of x (a value of format D, at most 16 bits) writes.
+template <DType D>
+inline std::int64_t storage_code(float x) {
+  return static_cast<std::int64_t>(encode<D, DType::fp32>(x));
+}
 // tile.ldexp's exponent: any int64, clamped to where the result is already 0 or inf.
 inline int clamp_exponent(std::int64_t e) {
   return static_cast<int>(e < -4000 ? -4000 : (e > 4000 ? 4000 : e));

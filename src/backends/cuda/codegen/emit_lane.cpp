@@ -193,6 +193,7 @@ std::string lane_expr(const ir::Operation& op, const std::vector<std::string>& a
     return rounded(p, "tsr::ldexp_f64(" + as_double(a[0]) + ", " + a[1] + ")");
   }
   if (n == "frexp_exp") return "tsr::frexp_exponent(" + as_double(a[0]) + ")";
+  if (n == "code") return "tsr::storage_code(" + a[0] + ", " + cu_dtype(op.operand(0)->type().dtype()) + ")";
   if (n == "check_span") {
     // A GPU records a fault and runs on: the loads the span covers would then
     // read out of range. Templates build it for the CPU alone (spmm strips).

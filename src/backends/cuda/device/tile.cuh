@@ -242,6 +242,9 @@ __device__ __forceinline__ double nan_min(double a, double b) {
 __device__ __forceinline__ double nan_max(double a, double b) {
   return (isnan(a) || isnan(b)) ? __longlong_as_double(0x7FF8000000000000ll) : (a > b ? a : b);
 }
+// tile.code: the code a store of x (a value of format `dtype`, at most 16
+// bits) writes; x is exact in it, so only a NaN changes (to the quiet NaN).
+__device__ __forceinline__ i64 storage_code(float x, int dtype) { return (i64)encode_f32_nearest_even(x, dtype, false); }
 __device__ __forceinline__ i64 frexp_exponent(double x) {
   // A normal x: its biased exponent, without frexp's subnormal handling.
   const i64 biased = (i64)((__double_as_longlong(x) >> 52) & 0x7ff);
