@@ -286,8 +286,9 @@ void register_lane_ops(ir::Registry& r) {
             check_domain(in[0], Domain::floating, "tile.code", "x");
             const DType d = in[0].dtype();
             if (d == DType::fp32 || d == DType::fp64 || bit_width(d) > 16) {
-              raise(ErrorCode::DtypeUnsupported,
-                    "operand 'x' of tile.code must have a float format of at most 16 bits, got " + ir::print_type(in[0]));
+              raise(ErrorCode::DtypeUnsupported, operand_label("tile.code", "x") +
+                                                     " must have a float format of at most 16 bits, got " +
+                                                     ir::print_type(in[0]));
             }
             return one(kIndex);
           },
