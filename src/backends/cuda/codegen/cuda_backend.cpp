@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <unordered_map>
 
@@ -132,6 +133,16 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   KernelCompileOptions emit_options = options;
   emit_options.arch = k.arch;
   detail::EmittedKernel e = detail::emit_kernel(kernel_func, emit_options);
+  // A kernel with tensor maps also needs its cp.async form (below), which
+  // compiles beside this one: two NVRTC compiles one after the other made a
+  // staged GEMM's first call take twice its compile time.
+  std::future<CompiledKernel> plain_form;
+  if (!e.tma_maps.empty()) {
+    KernelCompileOptions plain = options;
+    plain.no_tma = true;
+    plain.ptx = false;
+    plain_form = std::async(std::launch::async, [&kernel_func, plain] { return compile_kernel(kernel_func, plain); });
+  }
   const std::vector<std::string> flags = {"--fmad=false", "-std=c++17"};
   std::string key_text = "tessera-cuda 1\nversion " + std::string(TESSERA_VERSION_STRING) + "\narch " + k.arch +
                          "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + detail::headers_hash() +
@@ -187,13 +198,8 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.contiguous_buffers = options.contiguous_buffers;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
-  if (!k.tma_maps.empty()) {
-    // Launches whose tensors no tensor map can describe run the cp.async form.
-    KernelCompileOptions plain = options;
-    plain.no_tma = true;
-    plain.ptx = false;
-    k.cp_async_form = std::make_shared<const CompiledKernel>(compile_kernel(kernel_func, plain));
-  }
+  // Launches whose tensors no tensor map can describe run the cp.async form.
+  if (plain_form.valid()) k.cp_async_form = std::make_shared<const CompiledKernel>(plain_form.get());
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
   k.signature.name = e.name;
   k.signature.params = std::move(e.params);
