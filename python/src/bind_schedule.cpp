@@ -79,9 +79,13 @@ void bind_schedule(nb::module_& m) {
       [](const IRModule& module, const std::string& function, const std::map<std::string, std::string>& variants,
          const std::string& device) {
         // A CUDA executable's knobs are shown as it runs them; the CPU's
-        // schedule stays the target-neutral one.
-        if (device == "cpu") return ir::print_module(schedule::schedule_module(*module.module, function, variants));
-        return ir::print_module(schedule::device_schedule_module(*module.module, function, variants, device));
+        // schedule stays the target-neutral one. Long constants (a
+        // function's table, design 0030) print elided.
+        const ir::PrintOptions shown{.elide_lists_over = 64};
+        if (device == "cpu") {
+          return ir::print_module(schedule::schedule_module(*module.module, function, variants), shown);
+        }
+        return ir::print_module(schedule::device_schedule_module(*module.module, function, variants, device), shown);
       },
       nb::arg("module"), nb::arg("function"), nb::arg("variants") = std::map<std::string, std::string>{},
       nb::arg("device") = "cpu");

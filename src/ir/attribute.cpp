@@ -53,7 +53,17 @@ std::string escape(const std::string& s) {
 
 }  // namespace
 
-std::string print_attribute(const Attribute& a) {
+namespace {
+// How many of a list's `size` elements print (print_attribute's elide_over).
+std::size_t elided_length(std::size_t size, std::size_t elide_over) {
+  return elide_over > 0 && size > elide_over ? 4 : size;
+}
+std::string elision(std::size_t size, std::size_t shown) {
+  return shown < size ? ", ... " + std::to_string(size) + " values" : "";
+}
+}  // namespace
+
+std::string print_attribute(const Attribute& a, std::size_t elide_over) {
   switch (kind_of(a)) {
     case AttrKind::boolean: return std::get<bool>(a) ? "true" : "false";
     case AttrKind::integer: return std::to_string(std::get<std::int64_t>(a));
@@ -62,14 +72,16 @@ std::string print_attribute(const Attribute& a) {
     case AttrKind::int_list: {
       std::string out = "[";
       const auto& v = std::get<std::vector<std::int64_t>>(a);
-      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-      return out + "]";
+      const std::size_t shown = elided_length(v.size(), elide_over);
+      for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+      return out + elision(v.size(), shown) + "]";
     }
     case AttrKind::real_list: {
       std::string out = "dense<[";
       const auto& v = std::get<std::vector<double>>(a);
-      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + print_real(v[i]);
-      return out + "]>";
+      const std::size_t shown = elided_length(v.size(), elide_over);
+      for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + print_real(v[i]);
+      return out + elision(v.size(), shown) + "]>";
     }
     case AttrKind::policy: return "policy<" + print_policy(std::get<NumericsPolicy>(a)) + ">";
     case AttrKind::shape: return "shape<" + print_shape(std::get<Shape>(a)) + ">";
@@ -138,14 +150,14 @@ const Shape& AttrMap::get_shape(std::string_view n) const {
   return get_as<Shape>(*this, n);
 }
 
-std::string print_attr_map(const AttrMap& attrs) {
+std::string print_attr_map(const AttrMap& attrs, std::size_t elide_over) {
   if (attrs.empty()) return "";
   std::string out = "{";
   bool first = true;
   for (const auto& [name, value] : attrs.items()) {
     if (!first) out += ", ";
     first = false;
-    out += name + " = " + print_attribute(value);
+    out += name + " = " + print_attribute(value, elide_over);
   }
   return out + "}";
 }

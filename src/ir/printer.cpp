@@ -162,7 +162,7 @@ class FunctionPrinter {
     std::string out = results_lhs(op);
     std::vector<Type> result_types;
     for (Value* r : op.results()) result_types.push_back(r->type());
-    std::string attrs = print_attr_map(op.attrs());
+    std::string attrs = print_attr_map(op.attrs(), options_.elide_lists_over);
     if (options_.generic) {
       std::string types;
       for (std::size_t i = 0; i < op.num_operands(); ++i) {

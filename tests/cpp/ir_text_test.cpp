@@ -95,6 +95,27 @@ TEST(IrText, RoundTripsBothForms) {
   }
 }
 
+TEST(IrText, ElidedListsShowFourElementsAndTheLength) {
+  std::vector<double> values(100);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i) / 2;
+  const Attribute reals{values};
+  EXPECT_EQ(print_attribute(reals, 64), "dense<[0.0, 0.5, 1.0, 1.5, ... 100 values]>");
+  EXPECT_EQ(print_attribute(reals, 100).size(), print_attribute(reals).size());  // at the limit: every value
+  const Attribute ints{std::vector<std::int64_t>(70, 7)};
+  EXPECT_EQ(print_attribute(ints, 64), "[7, 7, 7, 7, ... 70 values]");
+  // A module printed elided is a display form: it does not parse back.
+  Module m;
+  Operation* f = m.add_function(make_function("c"));
+  OpBuilder b(function_body(*f));
+  Operation* c = b.create("graph.constant", {},
+                          {{"value", values}, {"shape", Shape{Dim::fixed(100)}}, {"policy", default_policy(DType::fp32)}});
+  b.create("return", {c->result()});
+  const std::string shown = print_module(m, {.elide_lists_over = 64});
+  EXPECT_NE(shown.find("... 100 values"), std::string::npos) << shown;
+  EXPECT_THROW(parse_module(shown, "shown.tir"), Error);
+  EXPECT_EQ(print_module(parse_module(print_module(m), "full.tir")), print_module(m));
+}
+
 TEST(IrText, ParsedModuleHasNamesUsesAndLocations) {
   testing::register_test_ops();
   Module m = parse_module(kSampleCustom, "sample.tir");

@@ -103,3 +103,14 @@ def test_an_fp32_chain_and_a_chain_of_two_inputs_are_not_tabulated(monkeypatch):
     assert "graph.lookup" not in f.inspect_ir("schedule")
     _, g = _run(lambda y, z: ops.pow(y, z), [y, z], "compiled", monkeypatch)
     assert "graph.lookup" not in g.inspect_ir("schedule")
+
+
+def test_inspect_ir_shows_a_table_elided(monkeypatch):
+    """inspect_ir("schedule") prints a table's first values and its length,
+    not 65536 numbers."""
+    import ml_dtypes
+    x = tessera.tensor(np.zeros((4, 4), ml_dtypes.bfloat16), "bf16 @accum(fp32)")
+    _, f = _run(lambda x: ops.gelu(x), [x], "compiled", monkeypatch)
+    text = f.inspect_ir("schedule")
+    assert "... 65536 values]>" in text
+    assert len(text) < 10_000, len(text)

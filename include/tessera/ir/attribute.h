@@ -9,6 +9,7 @@
 //     [0, 1]  dense<[1.0, 2.5]>  policy<bf16 @accum(fp32)>  shape<[B, 64]>
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,7 +30,10 @@ using Attribute = std::variant<bool, std::int64_t, double, std::string, std::vec
 inline AttrKind kind_of(const Attribute& a) {
   return static_cast<AttrKind>(a.index());
 }
-std::string print_attribute(const Attribute& a);
+// `elide_over` > 0: a list longer than that prints its first four elements
+// and its length, "dense<[1.0, 2.0, 3.0, 4.0, ... 65536 values]>": a display
+// form (inspect_ir) that does not parse back.
+std::string print_attribute(const Attribute& a, std::size_t elide_over = 0);
 
 // Name -> attribute, kept sorted by name.
 class AttrMap {
@@ -62,6 +66,6 @@ class AttrMap {
 };
 
 // "{axes = [1], keepdims = true}" or "" when empty.
-std::string print_attr_map(const AttrMap& attrs);
+std::string print_attr_map(const AttrMap& attrs, std::size_t elide_over = 0);
 
 }  // namespace tessera::ir

@@ -27,6 +27,9 @@ namespace tessera::ir {
 
 struct PrintOptions {
   bool generic = false;
+  // > 0: attribute lists longer than this print elided (print_attribute),
+  // for display; the text then does not parse back.
+  std::size_t elide_lists_over = 0;
 };
 
 std::string print_module(const Module& module, const PrintOptions& options = {});
