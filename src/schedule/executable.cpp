@@ -8,7 +8,6 @@
 #include <mutex>
 #include <new>
 #include <optional>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -425,6 +424,20 @@ struct Executable::State {
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Executable::~Executable() = default;
 
+namespace {
+
+bool tabulating() {
+  // TESSERA_TABULATE=0 keeps the chains as they are (to compare; same bits).
+  const char* env = std::getenv("TESSERA_TABULATE");
+  const std::string value = env && *env ? env : "1";
+  if (value != "0" && value != "1") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_TABULATE is '" + value + "'; expected '1' (tables, the default) or '0'");
+  }
+  return value == "1";
+}
+
+}  // namespace
+
 ir::Module schedule_module(const ir::Module& module, const std::string& function, bool cuda) {
   if (!module.lookup(function)) raise(ErrorCode::ArgumentInvalid, "no function '" + function + "' in the module");
   // Work on a copy: the caller's Graph IR stays as it is (jit keeps it for inspect_ir).
@@ -438,10 +451,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   // Only the requested function is lowered; the callees are inlined into it.
   std::erase_if(copy.functions(), [&](const auto& f) { return ir::function_name(*f) != function; });
   split_complex_parts(*copy.lookup(function));
-  // TESSERA_TABULATE=0 keeps the chains as they are (to compare; same bits).
-  const char* tabulate = std::getenv("TESSERA_TABULATE");
-  const bool tables = tabulate == nullptr || std::string_view(tabulate) != "0";
-  if (tables && tabulate_functions(*copy.lookup(function)) > 0) {
+  if (tabulating() && tabulate_functions(*copy.lookup(function)) > 0) {
     ir::PassManager pm;
     pm.add("dce");
     pm.run(copy);

@@ -114,3 +114,10 @@ def test_inspect_ir_shows_a_table_elided(monkeypatch):
     text = f.inspect_ir("schedule")
     assert "... 65536 values]>" in text
     assert len(text) < 10_000, len(text)
+
+
+def test_an_unknown_tabulate_setting_is_an_error_naming_it(monkeypatch):
+    x = tessera.tensor(np.zeros(4, np.float32), "bf16 @accum(fp32)")
+    monkeypatch.setenv("TESSERA_TABULATE", "off")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_TABULATE is 'off'; expected '1'"):
+        tessera.jit(lambda x: ops.exp(x))(x)

@@ -276,8 +276,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     }
     if (f == Family::elementwise && (lane_elements_env || cuda)) {
       const bool runs = k->attrs().has("lane_vector") && k->attrs().get_int("lane_vector") > 1;
-      bool reads_a_table = false;
-      for (const auto& op : kernel_body(*k).ops()) reads_a_table = reads_a_table || op->name() == "graph.lookup";
+      const auto& ops = kernel_body(*k).ops();
+      const bool reads_a_table =
+          std::any_of(ops.begin(), ops.end(), [](const auto& op) { return op->name() == "graph.lookup"; });
       const std::int64_t run_count = reads_a_table ? kCudaLookupRuns : 1;
       k->attrs().set("lane_elements", lane_elements_env ? *lane_elements_env : runs ? run_count : kCudaLaneElements);
     }
@@ -304,7 +305,7 @@ std::string target_knob_key() {
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
-                                       "TESSERA_FFT_SHARED_BYTES"};
+                                       "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
