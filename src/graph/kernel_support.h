@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,6 +22,10 @@ namespace tessera::graph {
 // that type would hold it. fp64 is exact; integer types round to nearest
 // even and saturate at the type's range.
 double round_to(double v, DType dtype);
+
+// The number of codes of `storage` when graph.lookup can index a table by
+// them (a real float format of at most 16 bits: 2^bits), else nullopt.
+std::optional<std::int64_t> lookup_code_count(DType storage);
 
 // The static sizes of a result type (the executor binds symbols first).
 std::vector<std::int64_t> sizes_of(const ir::Type& type);

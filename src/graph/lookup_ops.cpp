@@ -15,16 +15,10 @@
 
 namespace tessera::graph {
 
-namespace {
-
-// The number of codes of `storage` when graph.lookup can index by them:
-// a real float format of at most 16 bits.
-std::optional<std::int64_t> code_count(DType storage) {
+std::optional<std::int64_t> lookup_code_count(DType storage) {
   if (!is_float(storage) || is_complex(storage) || bit_width(storage) > 16) return std::nullopt;
   return std::int64_t{1} << bit_width(storage);
 }
-
-}  // namespace
 
 void register_lookup_ops(ir::Registry& r) {
   r.add(ir::OpDef{
@@ -35,7 +29,7 @@ void register_lookup_ops(ir::Registry& r) {
           [](std::span<const ir::Type> in, const ir::AttrMap&) {
             const ir::Type& table = in[0];
             const ir::Type& x = in[1];
-            const auto count = code_count(x.dtype());
+            const auto count = lookup_code_count(x.dtype());
             if (!count) {
               raise(ErrorCode::DtypeUnsupported, "operand 'x' must have a float storage format of at most 16 bits, got " +
                                                      ir::print_type(x));

@@ -32,6 +32,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "graph/kernel_support.h"
 #include "graph/passes/pass_support.h"
 #include "schedule/templates/lane_program.h"
 #include "tessera/graph/constants.h"
@@ -49,12 +50,8 @@ const std::set<std::string_view> kTranscendental = {"graph.exp",     "graph.log"
                                                     "graph.gelu",    "graph.silu", "graph.sin",  "graph.cos",
                                                     "graph.sigmoid", "graph.pow"};
 
-// Whether v's storage codes can index a table: a real float format of at
-// most 16 bits.
-bool indexes_a_table(const ir::Value* v) {
-  const DType d = v->type().dtype();
-  return is_float(d) && !is_complex(d) && bit_width(d) <= 16;
-}
+// Whether v's storage codes can index a table.
+bool indexes_a_table(const ir::Value* v) { return graph::lookup_code_count(v->type().dtype()).has_value(); }
 
 bool splat(const ir::Value* v) {
   const ir::Operation* d = v->defining_op();
@@ -204,7 +201,7 @@ class Tabulator {
     std::sort(ops.begin(), ops.end(), [&](const ir::Operation* a, const ir::Operation* b) {
       return position_.at(a) < position_.at(b);
     });
-    const std::int64_t codes = std::int64_t{1} << bit_width(base->type().dtype());
+    const std::int64_t codes = *graph::lookup_code_count(base->type().dtype());
     auto func = ir::make_function("chain", v->defining_op()->location());
     ir::Block& fb = ir::function_body(*func);
     std::unordered_map<const ir::Value*, ir::Value*> mapped;
