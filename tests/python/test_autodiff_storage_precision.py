@@ -88,10 +88,15 @@ def test_storage_precision_is_no_more_accurate_than_full_and_close_to_it(rng):
     storage = tessera.grad(loss, argnums=(0, 2), precision="storage")(*args)
     full = tessera.grad(loss, argnums=(0, 2))(*args)
     for s, f, w in zip(storage, full, (want[0], want[2])):
-        err_s = np.max(np.abs(np.asarray(s.numpy(), np.float64) - w))
-        err_f = np.max(np.abs(np.asarray(f.numpy(), np.float64) - w))
-        assert err_f < err_s  # full precision keeps more bits
-        assert err_s <= 2.0 ** -5 * np.max(np.abs(w))
+        diff_s = np.asarray(s.numpy(), np.float64) - w
+        diff_f = np.asarray(f.numpy(), np.float64) - w
+        # Full precision keeps more bits on average. Both paths round h to bf16 in the forward, which
+        # dominates some elements' error, so the largest single error can be the full path's for
+        # some draws (1.2x the storage path's in 600 draws); the root mean square error was at most
+        # 0.92x the storage path's over the same draws.
+        rms_s, rms_f = np.sqrt(np.mean(diff_s**2)), np.sqrt(np.mean(diff_f**2))
+        assert rms_f < rms_s, f"rms error: full {rms_f}, storage {rms_s}"
+        assert np.max(np.abs(diff_s)) <= 2.0 ** -5 * np.max(np.abs(w))
 
 
 def test_storage_precision_keeps_fp16_and_fp32_gradients_in_their_formats(rng):
