@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +155,35 @@ TEST(GpuCodegen, Scale) {
   for (std::int64_t n : {1, 1000, 100003}) {
     compare(r, -1, {random_tensor(rng, {n}, DType::fp32), poisoned({n}, DType::fp32), 1.7}, 1, true);
   }
+}
+
+// Two kernels of identical code under two names, compiled at once (as an
+// executable compiles its kernels): one NVRTC compile, whose module both use.
+TEST(GpuCodegen, IdenticalKernelsUnderTwoNamesCompileOnce) {
+  REQUIRE_GPU();
+  auto twin = [](const std::string& name) {
+    const std::string text = "@kernel\ndef " + name +
+                             "(x: f32[n], y: mut f32[n], alpha: f32):\n"
+                             "    i = tile.linear_id()\n"
+                             "    if i < n:\n"
+                             "        y[i] = alpha * x[i] + 0.4375\n";
+    return tessera::kernels_from_source(text, name + ".tsr").at(0).jit({}).specialize();
+  };
+  auto a = twin("twin_a"), b = twin("twin_b");
+  cu::KernelCompileOptions o;
+  o.cache_dir = (std::filesystem::temp_directory_path() /
+                 ("tessera_twins_" + std::to_string(std::random_device{}()))).string();
+  auto fa = std::async(std::launch::async, [&] { return cu::compile_kernel(a->func(), o); });
+  auto fb = std::async(std::launch::async, [&] { return cu::compile_kernel(b->func(), o); });
+  cu::CompiledKernel ka = fa.get(), kb = fb.get();
+  std::filesystem::remove_all(o.cache_dir);
+  EXPECT_NE(ka.source, kb.source);  // each names its kernel
+  EXPECT_EQ(ka.cache_key, kb.cache_key);
+  EXPECT_EQ(ka.handle, kb.handle);
+  EXPECT_NE(ka.cache_hit, kb.cache_hit) << "exactly one of the two compiles";
+  std::mt19937_64 rng(7);
+  Built r{b, std::move(kb)};
+  compare(r, -1, {random_tensor(rng, {1000}, DType::fp32), poisoned({1000}, DType::fp32), 1.5}, 1, true);
 }
 
 TEST(GpuCodegen, AxpyTiled) {

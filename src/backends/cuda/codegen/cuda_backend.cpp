@@ -14,6 +14,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "backends/cpu/compile_cache.h"
@@ -106,6 +107,23 @@ std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>& memory_cac
   static std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>> m;
   return m;
 }
+// Kernels being compiled now, by memory key: an executable compiles its
+// kernels in parallel, and two of them are often the same code (the GEMMs
+// of a backward pass with the same tiles); the second waits for the first.
+using PendingKernel = std::shared_future<std::shared_ptr<const LoadedKernel>>;
+std::unordered_map<std::string, PendingKernel>& in_flight() {
+  static std::unordered_map<std::string, PendingKernel> m;
+  return m;
+}
+
+// The text a kernel's cache key hashes: its source without the first line,
+// the comment that names the kernel, so identical code under two names is
+// one entry.
+std::string_view keyed_source(std::string_view source) {
+  if (source.rfind("// ", 0) != 0) return source;
+  const std::size_t end = source.find('\n');
+  return end == std::string_view::npos ? source : source.substr(end + 1);
+}
 
 std::shared_ptr<const LoadedKernel> load(int device, const std::vector<char>& cubin) {
   CompiledProgram program;
@@ -148,41 +166,66 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
                          "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + detail::headers_hash() +
                          "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
-  key_text += "\n" + e.source;
+  key_text += "\n";
+  key_text += detail::keyed_source(e.source);
   k.cache_key = cpu::detail::sha256_hex(key_text);
   const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
 
+  // This call compiles (or reads from disk) what no other call holds or is
+  // compiling; `mine` tells the callers that wait on it.
+  std::promise<std::shared_ptr<const detail::LoadedKernel>> mine;
+  bool owner = false;
   if (options.use_cache && !options.ptx) {
-    std::lock_guard<std::mutex> lock(detail::cache_mutex());
-    if (auto it = detail::memory_cache().find(mem_key); it != detail::memory_cache().end()) {
-      k.handle = it->second;
-      k.cache_hit = true;
+    detail::PendingKernel theirs;
+    {
+      std::lock_guard<std::mutex> lock(detail::cache_mutex());
+      if (auto it = detail::memory_cache().find(mem_key); it != detail::memory_cache().end()) {
+        k.handle = it->second;
+      } else if (auto p = detail::in_flight().find(mem_key); p != detail::in_flight().end()) {
+        theirs = p->second;
+      } else {
+        detail::in_flight().emplace(mem_key, mine.get_future().share());
+        owner = true;
+      }
     }
+    if (theirs.valid()) k.handle = theirs.get();  // rethrows the other call's CompileError
+    k.cache_hit = k.handle != nullptr;
   }
-  const std::string dir = cpu::detail::resolve_cache_root(options.cache_dir) + "/cuda";
-  const std::string cubin_path = dir + "/" + k.cache_key + ".cubin";
-  if (!k.handle && options.use_cache && !options.ptx) {
-    if (const auto bin = cpu::detail::read_checked_blob(cubin_path)) {
-      k.handle = detail::load(options.device, std::vector<char>(bin->begin(), bin->end()));
-      k.cache_hit = true;
+  try {
+    const std::string dir = cpu::detail::resolve_cache_root(options.cache_dir) + "/cuda";
+    const std::string cubin_path = dir + "/" + k.cache_key + ".cubin";
+    if (!k.handle && options.use_cache && !options.ptx) {
+      if (const auto bin = cpu::detail::read_checked_blob(cubin_path)) {
+        k.handle = detail::load(options.device, std::vector<char>(bin->begin(), bin->end()));
+        k.cache_hit = true;
+      }
     }
-  }
-  if (!k.handle) {
-    CompileOptions co;
-    co.arch = k.arch;
-    co.ptx = options.ptx;
-    co.extra = flags;
-    const CompiledProgram program = compile(e.source, e.name + ".cu", options.device, co);
-    k.ptx = program.ptx;
-    cpu::detail::make_directories(dir);
-    cpu::detail::write_file_atomic(dir + "/" + k.cache_key + ".cu", e.source);
-    cpu::detail::write_checked_blob(cubin_path, std::string_view(program.cubin.data(), program.cubin.size()));
-    k.handle = detail::load(options.device, program.cubin);
+    if (!k.handle) {
+      CompileOptions co;
+      co.arch = k.arch;
+      co.ptx = options.ptx;
+      co.extra = flags;
+      const CompiledProgram program = compile(e.source, e.name + ".cu", options.device, co);
+      k.ptx = program.ptx;
+      cpu::detail::make_directories(dir);
+      cpu::detail::write_file_atomic(dir + "/" + k.cache_key + ".cu", e.source);
+      cpu::detail::write_checked_blob(cubin_path, std::string_view(program.cubin.data(), program.cubin.size()));
+      k.handle = detail::load(options.device, program.cubin);
+    }
+  } catch (...) {
+    if (owner) {
+      mine.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(detail::cache_mutex());
+      detail::in_flight().erase(mem_key);
+    }
+    throw;
   }
   {
     std::lock_guard<std::mutex> lock(detail::cache_mutex());
     detail::memory_cache()[mem_key] = k.handle;
+    if (owner) detail::in_flight().erase(mem_key);
   }
+  if (owner) mine.set_value(k.handle);
   if (e.shared_bytes > 48 * 1024) {
     const int optin = device_properties(options.device).shared_bytes_per_block_optin;
     if (e.shared_bytes > optin) {
