@@ -196,9 +196,19 @@ nb::object to_numpy(const Tensor& device_tensor) {
     nb::ndarray<nb::numpy> view(t.data(), shape.size(), shape.data(), owner, t.strides().data(), *native);
     return nb::cast(view);
   }
-  auto values = t.to_values();
   nb::dlpack::dtype out_type = t.dtype() == DType::int4 ? nb::dtype<std::int8_t>() : nb::dtype<float>();
   std::size_t bytes = out_type.bits / 8;
+  if (bytes == 4 && t.is_contiguous() && !is_packed(t.dtype())) {
+    // The narrow floats (bf16, fp8, fp6) decode straight into float, which
+    // holds each of their values exactly.
+    const std::size_t n = static_cast<std::size_t>(t.numel());
+    auto* buf = new float[std::max<std::size_t>(n, 1)];
+    decode(t.data(), n, t.dtype(), buf);
+    nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+    nb::ndarray<nb::numpy> arr(buf, shape.size(), shape.data(), owner, nullptr, out_type);
+    return nb::cast(arr);
+  }
+  auto values = t.to_values();
   auto* buf = new std::byte[std::max<std::size_t>(values.size() * bytes, 1)];
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (bytes == 1) {

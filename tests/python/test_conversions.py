@@ -183,6 +183,22 @@ def test_empty_and_multidimensional_arrays(name):
     assert np.array_equal(numerics.encode(x[:, ::2, 1], name), numerics.encode(x[:, ::2, 1].copy(), name))
 
 
+@pytest.mark.parametrize("name", [f for f in FORMATS if f not in ("fp16", "e8m0")])
+def test_tensor_numpy_of_every_encoding_matches_ml_dtypes(name):
+    """Tensor.numpy() of a format numpy lacks gives float32 values: every encoding, from a
+    contiguous tensor (decoded in bulk) and from a strided view (element by element)."""
+    from tessera import _C
+    codes = all_encodings(name)
+    t = _C._tensor_from_codes(codes.astype(np.int64).tolist(), [codes.size], name)
+    ref = reference_decode(codes, name)
+    for got, want in ((t.numpy(), ref), (t[1::3].numpy(), ref[1::3])):
+        assert got.dtype == np.float32
+        assert np.array_equal(np.isnan(got), np.isnan(want)), name
+        keep = ~np.isnan(want)
+        assert np.array_equal(got[keep].astype(np.float64), want[keep]), name
+        assert np.array_equal(np.signbit(got[keep]), np.signbit(want[keep])), name
+
+
 def _narrow_hard_doubles(name, rng):
     """float64 values where rounding to bf16 or fp16 is easy to get wrong: exact midpoints between
     neighbours and one double ulp either side, the overflow threshold, the subnormal range, values
