@@ -351,9 +351,9 @@ TEST(GpuCodegen, PipelinedBf16GemmOnWgmma) {
       // TMA copies, and a cp.async form for the launches below whose rows are
       // not 16-byte multiples (K = 100: A's rows are 200 bytes; N = 77).
       EXPECT_EQ(r.gpu.tma_maps.size(), 2u);
-      ASSERT_TRUE(r.gpu.cp_async_form != nullptr);
-      EXPECT_EQ(r.gpu.cp_async_form->source.find("tma_copy"), std::string::npos);
-      EXPECT_TRUE(r.gpu.cp_async_form->tma_maps.empty());
+      ASSERT_TRUE(r.gpu.cp_async() != nullptr);
+      EXPECT_EQ(r.gpu.cp_async()->source.find("tma_copy"), std::string::npos);
+      EXPECT_TRUE(r.gpu.cp_async()->tma_maps.empty());
     }
     for (auto [m, n, k] : std::vector<std::array<std::int64_t, 3>>{
              {128, 256, 64}, {300, 200, 100}, {512, 512, 320}, {257, 520, 1000}, {129, 77, 64}}) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <optional>
 #include <memory>
@@ -95,8 +96,12 @@ struct CompiledKernel {
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
   std::vector<TmaMapSpec> tma_maps;       // tensor maps launch() encodes (TMA copies)
   // With tma_maps: the same kernel copying through cp.async, which launch()
-  // runs when a tensor map cannot describe the arguments.
-  std::shared_ptr<const CompiledKernel> cp_async_form;
+  // runs when a tensor map cannot describe the arguments. It compiles in the
+  // background once no compile that a caller waits for runs.
+  std::shared_future<std::shared_ptr<const CompiledKernel>> cp_async_form;
+  // The cp.async form, waiting for its compile (nullptr without tma_maps);
+  // raises its CompileError.
+  const CompiledKernel* cp_async() const;
 
   std::shared_ptr<const detail::LoadedKernel> handle;
 };

@@ -10,10 +10,12 @@
 #include "tessera/backends/cuda/cuda_backend.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -90,21 +92,23 @@ struct LoadedKernel {
 
 namespace {
 
+// The caches below are never destroyed: a cp.async form may still be
+// compiling in the background when the process exits.
 const std::string& headers_hash() {
-  static const std::string hash = [] {
+  static const std::string& hash = *new std::string([] {
     std::string all;
     for (const std::string& n : device_header_names()) all += n + "\n" + std::string(device_header(n)) + "\n";
     return cpu::detail::sha256_hex(all);
-  }();
+  }());
   return hash;
 }
 
 std::mutex& cache_mutex() {
-  static std::mutex m;
+  static std::mutex& m = *new std::mutex;
   return m;
 }
 std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>& memory_cache() {
-  static std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>> m;
+  static auto& m = *new std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>;
   return m;
 }
 // Kernels being compiled now, by memory key: an executable compiles its
@@ -112,7 +116,7 @@ std::unordered_map<std::string, std::shared_ptr<const LoadedKernel>>& memory_cac
 // of a backward pass with the same tiles); the second waits for the first.
 using PendingKernel = std::shared_future<std::shared_ptr<const LoadedKernel>>;
 std::unordered_map<std::string, PendingKernel>& in_flight() {
-  static std::unordered_map<std::string, PendingKernel> m;
+  static auto& m = *new std::unordered_map<std::string, PendingKernel>;
   return m;
 }
 
@@ -141,50 +145,77 @@ std::string emit_kernel_source(const ir::Operation& kernel_func, const KernelCom
   return detail::emit_kernel(kernel_func, options).source;
 }
 
-CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
+namespace detail {
+namespace {
+
+// NVRTC compiles that a caller waits for now. A kernel's cp.async form, which
+// a launch needs only when no tensor map can describe its tensors, compiles
+// when none is running: an executable's kernels compile in parallel, and
+// compiling both forms of every GEMM at once made each take up to 1.5x as
+// long (the MLP step's first call).
+struct ForegroundCompiles {
+  std::mutex mutex;
+  std::condition_variable idle;
+  int running = 0;
+};
+ForegroundCompiles& foreground() {
+  static ForegroundCompiles& f = *new ForegroundCompiles;
+  return f;
+}
+class ForegroundCompile {
+ public:
+  ForegroundCompile() {
+    std::lock_guard<std::mutex> lock(foreground().mutex);
+    ++foreground().running;
+  }
+  ~ForegroundCompile() {
+    {
+      std::lock_guard<std::mutex> lock(foreground().mutex);
+      --foreground().running;
+    }
+    foreground().idle.notify_all();
+  }
+  ForegroundCompile(const ForegroundCompile&) = delete;
+  ForegroundCompile& operator=(const ForegroundCompile&) = delete;
+};
+void wait_for_foreground_compiles() {
+  std::unique_lock<std::mutex> lock(foreground().mutex);
+  foreground().idle.wait(lock, [] { return foreground().running == 0; });
+}
+
+// Caches, compiles (or reads from the disk cache) and loads an emitted
+// kernel. `background`: a cp.async form, whose NVRTC run waits until no
+// foreground compile runs.
+CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& options, const std::string& arch,
+                               bool background) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   CompiledKernel k;
   k.device = options.device;
-  k.arch = options.arch.empty() ? device_properties(options.device).arch() : options.arch;
-  // The emitter picks the tensor-core path by architecture (wgmma on sm_90a).
-  KernelCompileOptions emit_options = options;
-  emit_options.arch = k.arch;
-  detail::EmittedKernel e = detail::emit_kernel(kernel_func, emit_options);
-  // A kernel with tensor maps also needs its cp.async form (below), which
-  // compiles beside this one: two NVRTC compiles one after the other made a
-  // staged GEMM's first call take twice its compile time.
-  std::future<CompiledKernel> plain_form;
-  if (!e.tma_maps.empty()) {
-    KernelCompileOptions plain = options;
-    plain.no_tma = true;
-    plain.ptx = false;
-    plain_form = std::async(std::launch::async, [&kernel_func, plain] { return compile_kernel(kernel_func, plain); });
-  }
+  k.arch = arch;
   const std::vector<std::string> flags = {"--fmad=false", "-std=c++17"};
   std::string key_text = "tessera-cuda 1\nversion " + std::string(TESSERA_VERSION_STRING) + "\narch " + k.arch +
-                         "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + detail::headers_hash() +
-                         "\nflags";
+                         "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + headers_hash() + "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
   key_text += "\n";
-  key_text += detail::keyed_source(e.source);
+  key_text += keyed_source(e.source);
   k.cache_key = cpu::detail::sha256_hex(key_text);
   const std::string mem_key = k.cache_key + "@" + std::to_string(options.device);
 
   // This call compiles (or reads from disk) what no other call holds or is
   // compiling; `mine` tells the callers that wait on it.
-  std::promise<std::shared_ptr<const detail::LoadedKernel>> mine;
+  std::promise<std::shared_ptr<const LoadedKernel>> mine;
   bool owner = false;
   if (options.use_cache && !options.ptx) {
-    detail::PendingKernel theirs;
+    PendingKernel theirs;
     {
-      std::lock_guard<std::mutex> lock(detail::cache_mutex());
-      if (auto it = detail::memory_cache().find(mem_key); it != detail::memory_cache().end()) {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      if (auto it = memory_cache().find(mem_key); it != memory_cache().end()) {
         k.handle = it->second;
-      } else if (auto p = detail::in_flight().find(mem_key); p != detail::in_flight().end()) {
+      } else if (auto p = in_flight().find(mem_key); p != in_flight().end()) {
         theirs = p->second;
       } else {
-        detail::in_flight().emplace(mem_key, mine.get_future().share());
+        in_flight().emplace(mem_key, mine.get_future().share());
         owner = true;
       }
     }
@@ -196,7 +227,7 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
     const std::string cubin_path = dir + "/" + k.cache_key + ".cubin";
     if (!k.handle && options.use_cache && !options.ptx) {
       if (const auto bin = cpu::detail::read_checked_blob(cubin_path)) {
-        k.handle = detail::load(options.device, std::vector<char>(bin->begin(), bin->end()));
+        k.handle = load(options.device, std::vector<char>(bin->begin(), bin->end()));
         k.cache_hit = true;
       }
     }
@@ -205,25 +236,32 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
       co.arch = k.arch;
       co.ptx = options.ptx;
       co.extra = flags;
+      std::optional<ForegroundCompile> counted;
+      if (background) {
+        wait_for_foreground_compiles();
+      } else {
+        counted.emplace();
+      }
       const CompiledProgram program = compile(e.source, e.name + ".cu", options.device, co);
+      counted.reset();
       k.ptx = program.ptx;
       cpu::detail::make_directories(dir);
       cpu::detail::write_file_atomic(dir + "/" + k.cache_key + ".cu", e.source);
       cpu::detail::write_checked_blob(cubin_path, std::string_view(program.cubin.data(), program.cubin.size()));
-      k.handle = detail::load(options.device, program.cubin);
+      k.handle = load(options.device, program.cubin);
     }
   } catch (...) {
     if (owner) {
       mine.set_exception(std::current_exception());
-      std::lock_guard<std::mutex> lock(detail::cache_mutex());
-      detail::in_flight().erase(mem_key);
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      in_flight().erase(mem_key);
     }
     throw;
   }
   {
-    std::lock_guard<std::mutex> lock(detail::cache_mutex());
-    detail::memory_cache()[mem_key] = k.handle;
-    if (owner) detail::in_flight().erase(mem_key);
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    memory_cache()[mem_key] = k.handle;
+    if (owner) in_flight().erase(mem_key);
   }
   if (owner) mine.set_value(k.handle);
   if (e.shared_bytes > 48 * 1024) {
@@ -241,8 +279,6 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.contiguous_buffers = options.contiguous_buffers;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
-  // Launches whose tensors no tensor map can describe run the cp.async form.
-  if (plain_form.valid()) k.cp_async_form = std::make_shared<const CompiledKernel>(plain_form.get());
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
   k.signature.name = e.name;
   k.signature.params = std::move(e.params);
@@ -252,6 +288,41 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
   k.signature.group_size = e.group_size;
   k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return k;
+}
+
+}  // namespace
+}  // namespace detail
+
+CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelCompileOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  KernelCompileOptions emit_options = options;
+  // The emitter picks the tensor-core path by architecture (wgmma on sm_90a).
+  emit_options.arch = options.arch.empty() ? device_properties(options.device).arch() : options.arch;
+  detail::EmittedKernel e = detail::emit_kernel(kernel_func, emit_options);
+  // A kernel with tensor maps also has a cp.async form, for launches whose
+  // tensors no tensor map can describe. It is emitted now (the task then
+  // needs no Tile IR) and compiled in the background, after the compiles
+  // that callers wait for.
+  std::shared_future<std::shared_ptr<const CompiledKernel>> cp_async_form;
+  if (!e.tma_maps.empty()) {
+    KernelCompileOptions plain = emit_options;
+    plain.no_tma = true;
+    plain.ptx = false;
+    detail::EmittedKernel pe = detail::emit_kernel(kernel_func, plain);
+    cp_async_form = std::async(std::launch::async, [pe = std::move(pe), plain]() mutable {
+                      return std::make_shared<const CompiledKernel>(
+                          detail::compile_emitted(std::move(pe), plain, plain.arch, true));
+                    }).share();
+  }
+  CompiledKernel k = detail::compile_emitted(std::move(e), options, emit_options.arch, false);
+  k.cp_async_form = std::move(cp_async_form);
+  k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return k;
+}
+
+const CompiledKernel* CompiledKernel::cp_async() const {
+  return cp_async_form.valid() ? cp_async_form.get().get() : nullptr;  // waits; rethrows its CompileError
 }
 
 namespace {
@@ -291,8 +362,9 @@ std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid
   for (std::size_t i = 0; i < bound.symbols.size(); ++i) hp.sym[i] = bound.symbols[i];
   hp.grid = bound.grid;
   if (!k.tma_maps.empty() && !detail::encode_tma_maps(k, bound, hp)) {
-    if (!k.cp_async_form) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
-    return prepare(*k.cp_async_form, grid, args, options, fault);
+    const CompiledKernel* plain = k.cp_async();
+    if (!plain) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
+    return prepare(*plain, grid, args, options, fault);
   }
   const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
   if (blocks > 0x7FFFFFFF) {
@@ -347,7 +419,7 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
   detail::HostFault f{};
   copy_to_host(k.device, &f, reinterpret_cast<DevicePtr>(fault.get()), sizeof f);
   // The fault record belongs to the kernel that ran (the cp.async form when the TMA maps did not fit).
-  const CompiledKernel& ran = p->function == &k.handle->function || !k.cp_async_form ? k : *k.cp_async_form;
+  const CompiledKernel& ran = p->function == &k.handle->function || !k.cp_async() ? k : *k.cp_async();
   if (auto bad = describe_fault(ran, &f)) raise(bad->code, bad->message);
 }
 
