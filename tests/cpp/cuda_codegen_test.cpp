@@ -100,13 +100,63 @@ TEST(CudaCodegen, LaneOnlyKernelsRunFlatOthersOneBlockPerGroup) {
   auto scale = lowered("scale.tsr");
   const std::string s = cu::emit_kernel_source(scale->func());
   EXPECT_NE(s.find("__launch_bounds__(256)"), std::string::npos);
-  EXPECT_NE(s.find("if (group >= p.grid) return;"), std::string::npos);
+  EXPECT_NE(s.find("if (group < p.grid) {"), std::string::npos);
   auto axpy = lowered("axpy_tiled.tsr");
   EXPECT_NE(cu::emit_kernel_source(axpy->func()).find("__launch_bounds__(1)"), std::string::npos);
   auto sum = lowered("group_sum.tsr");
   const std::string g = cu::emit_kernel_source(sum->func());
   EXPECT_NE(g.find("__launch_bounds__(128)"), std::string::npos);
   EXPECT_NE(g.find("__syncthreads();"), std::string::npos);
+}
+
+std::string flat_source(const std::string& text) {
+  std::vector<Kernel> ks = tessera::kernels_from_source(text, "flat.tsr");
+  return cu::emit_kernel_source(ks.at(0).specialize()->func());
+}
+
+std::size_t count_of(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A flat kernel's thread takes four tiles, and reads each tile's loads that
+// come before its first store ahead of all four tiles' bodies.
+TEST(CudaCodegen, FlatKernelsReadLoadsAheadOverFourTiles) {
+  const std::string s = cu::emit_kernel_source(lowered("scale.tsr")->func());
+  EXPECT_NE(s.find("4 tiles per thread, their loads first"), std::string::npos) << s;
+  EXPECT_NE(s.find("(tsr::i64)blockIdx.x * (kThreads * 4) + tid"), std::string::npos) << s;
+  EXPECT_EQ(count_of(s, "W.report();"), 4u) << s;
+  const std::size_t last_ahead = s.find("ahead3 = tsr::load_u(p_x");
+  ASSERT_NE(last_ahead, std::string::npos) << s;
+  EXPECT_LT(last_ahead, s.find("tsr::store_u(p_y")) << "every load before the first store:\n" << s;
+  EXPECT_EQ(count_of(s, "tsr::load_u(p_x"), 4u) << "the bodies read the values read ahead:\n" << s;
+
+  // A gather: the index is read ahead, the element it picks is not (its
+  // index is data).
+  const std::string g = flat_source(R"(
+@kernel
+def gather(x: f32[m], idx: int32[n], y: mut f32[n]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[idx[i]]
+)");
+  EXPECT_NE(g.find("ahead3 = tsr::load_u(p_idx"), std::string::npos) << g;
+  EXPECT_EQ(g.find("ahead4"), std::string::npos) << g;
+  EXPECT_EQ(count_of(g, "tsr::load(p_x"), 4u) << g;
+
+  // A load after the tile's store stays after it; with no load that can
+  // move, a thread keeps one tile.
+  const std::string after = flat_source(R"(
+@kernel
+def mark_then_read(x: mut f32[n], y: mut f32[n]):
+    i = tile.linear_id()
+    if i < n:
+        x[i] = 0.0
+        y[i] = x[i]
+)");
+  EXPECT_NE(after.find("if (group >= p.grid) return;"), std::string::npos) << after;
+  EXPECT_EQ(after.find("ahead"), std::string::npos) << after;
 }
 
 TEST(CudaCodegen, Bf16GemmUsesTensorCoresAndReadsSharedInPlace) {

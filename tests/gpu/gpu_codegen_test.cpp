@@ -186,6 +186,42 @@ TEST(GpuCodegen, IdenticalKernelsUnderTwoNamesCompileOnce) {
   compare(r, -1, {random_tensor(rng, {1000}, DType::fp32), poisoned({1000}, DType::fp32), 1.5}, 1, true);
 }
 
+// Flat kernels whose threads take four tiles each, their loads read ahead
+// (CudaCodegen.FlatKernelsReadLoadsAheadOverFourTiles): a gather, and an
+// axpy writing one of its inputs. Ragged lengths leave some of a thread's
+// tiles outside the launch.
+TEST(GpuCodegen, FlatKernelsReadingAheadMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng(11);
+  Built gather = build(R"(@kernel
+def gather(x: f32[m], idx: int32[n], y: mut f32[n]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[idx[i]]
+)",
+                       false);
+  Built axpy = build(R"(@kernel
+def axpy_flat(x: f32[n], y: mut f32[n], alpha: f32):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = alpha * x[i] + y[i]
+)",
+                     false);
+  ASSERT_EQ(gather.gpu.tiles_per_thread, 4);
+  ASSERT_EQ(axpy.gpu.tiles_per_thread, 4);
+  std::uniform_int_distribution<int> pick(0, 776);
+  for (std::int64_t n : {1, 1023, 1025, 100003}) {
+    std::vector<double> idx(static_cast<std::size_t>(n));
+    for (double& v : idx) v = pick(rng);
+    compare(gather, -1,
+            {random_tensor(rng, {777}, DType::fp32), Tensor::from_values(idx, {n}, policy(DType::int32)),
+             poisoned({n}, DType::fp32)},
+            2, true);
+    compare(axpy, -1, {random_tensor(rng, {n}, DType::fp32), random_tensor(rng, {n}, DType::fp32), 0.75}, 1, true,
+            /*inout=*/true);
+  }
+}
+
 TEST(GpuCodegen, AxpyTiled) {
   REQUIRE_GPU();
   std::mt19937_64 rng(std::random_device{}());

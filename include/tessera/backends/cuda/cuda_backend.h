@@ -90,7 +90,8 @@ struct CompiledKernel {
   // The signature as the CPU backend's binder sees it (params, symbols, ...).
   cpu::CompiledKernel signature;
   int block_threads = 1;                  // threads per block
-  bool flat = false;                      // one tile per thread over the whole launch (no group shape)
+  bool flat = false;                      // tiles spread over threads across the whole launch (no group shape)
+  int tiles_per_thread = 1;               // flat: tiles each thread runs (consecutive threads, consecutive tiles)
   bool contiguous_buffers = false;        // compiled for innermost stride 1 (KernelCompileOptions)
   std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages

@@ -276,6 +276,7 @@ CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& opti
   k.source = std::move(e.source);
   k.block_threads = e.block_threads;
   k.flat = e.flat;
+  k.tiles_per_thread = e.tiles_per_thread;
   k.contiguous_buffers = options.contiguous_buffers;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
@@ -366,7 +367,8 @@ std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid
     if (!plain) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
     return prepare(*plain, grid, args, options, fault);
   }
-  const std::int64_t blocks = k.flat ? (bound.grid + k.block_threads - 1) / k.block_threads : bound.grid;
+  const std::int64_t per_block = static_cast<std::int64_t>(k.block_threads) * k.tiles_per_thread;
+  const std::int64_t blocks = k.flat ? (bound.grid + per_block - 1) / per_block : bound.grid;
   if (blocks > 0x7FFFFFFF) {
     raise(ErrorCode::ArgumentInvalid,
           "kernel '" + k.name + "': " + std::to_string(blocks) + " thread blocks exceed CUDA's grid limit of 2^31 - 1");

@@ -26,6 +26,7 @@ struct EmittedKernel {
   std::int64_t group_size = 1;
   int block_threads = 1;
   bool flat = false;
+  int tiles_per_thread = 1;  // flat kernels: tiles each thread runs
   std::int64_t shared_bytes = 0;  // planned buffers + mma staging scratch
   int smem_count = 0;
   int tensor_core_mmas = 0;  // tile.mma ops emitted on the tensor-core path
