@@ -9,7 +9,8 @@ profiled launch is a steady one. Targets (bf16 @accum(fp32), the MLP step's
 shapes): column_sum (a bias gradient: sum over axis 0 of [8192, 16384]),
 rmsnorm, layernorm and softmax (forward, [16384, 8192]), softmax_grad and
 layernorm_grad (jit(grad) of sum(f(x) g), one fused kernel each), gemm
-([8192, 4096] x [4096, 16384]), chain (gelu(x + b) + r, [16384, 8192], GELU
+([8192, 4096] x [4096, 16384]), gemm_gelu (the same with + bias and GELU in
+its epilogue), chain (gelu(x + b) + r, [16384, 8192], GELU
 read from its table).
 """
 
@@ -42,6 +43,8 @@ TARGETS = {
     "chain": (lambda x, b, r: ops.gelu(x + b) + r,
               lambda: [tensor((16384, 8192), 2.0), tensor((8192,)), tensor((16384, 8192))]),
     "gemm": (lambda a, b: ops.matmul(a, b), lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5)]),
+    "gemm_gelu": (lambda a, b, c: ops.gelu(ops.matmul(a, b) + c),
+                  lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5), tensor((16384,), 0.1)]),
 }
 
 
