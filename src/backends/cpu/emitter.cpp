@@ -926,7 +926,11 @@ class Emitter {
     std::vector<SpanAccess> spans;
     if (!collect_spans(body, loop, body.argument(0), spans)) return std::nullopt;
     std::string cond = nonempty;
-    for (const SpanAccess& a : spans) {
+    for (std::size_t k = 0; k < spans.size(); ++k) {
+      const SpanAccess& a = spans[k];
+      // A buffer read and written at the same index (an in-place update) is one span.
+      auto same = [&](const SpanAccess& b) { return b.buffer == a.buffer && b.base == a.base && b.scale == a.scale; };
+      if (std::any_of(spans.begin(), spans.begin() + static_cast<std::ptrdiff_t>(k), same)) continue;
       const std::string base = a.base ? ref(a.base) : "std::int64_t{0}";
       const std::string scale = std::to_string(a.scale);
       cond += " && tsr::span_in(" + base + " + " + first + " * " + scale + ", " + base + " + " + last + " * " + scale +

@@ -8,7 +8,8 @@
 //          the accumulation type; stored rounded to the result's storage.
 //          A lane computes a strip of S adjacent elements of one row (the
 //          `spmm_strip` knob: 16 on the CPU, where the row's indices and
-//          values are then read once per 16 outputs; 1 on CUDA), lane i
+//          values are then read once per 16 outputs, the strip's
+//          accumulators held in shared memory; 1 on CUDA), lane i
 //          taking strip i mod
 //          ceil(N / S) of row i / ceil(N / S). Each element still adds its
 //          terms in the same order, so the strip width never shows in the
@@ -25,6 +26,7 @@
 // The transposed-pattern operands are not read (the gradients use them).
 // Operands may arrive as splat constants inside the kernel (Schedule IR
 // copies those into the groups that read them); they become literals.
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -69,8 +71,16 @@ class SparseBuilder {
       params.emplace_back("x" + std::to_string(operand) + "_" + std::to_string(d), Type::lane(DType::int64));
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, *argument});
     }
-    ir::Operation* func =
-        tile::build_kernel(out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}}, kernel_.location());
+    const std::int64_t strip = kernel_.attrs().has("spmm_strip") ? kernel_.attrs().get_int("spmm_strip") : 16;
+    if (strip < 1 || strip > 64) {
+      raise(ErrorCode::ArgumentInvalid, "spmm kernel with spmm_strip " + std::to_string(strip) + " (1 to 64)",
+            kernel_.location());
+    }
+    acc_ = default_policy(p.accum);
+    const bool strips = spmm && strip > 1;
+    tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
+    if (strips) options.shared_bytes = lanes * strip * (bit_width(acc_.storage) / 8);
+    ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
     fb_ = &fb;
@@ -81,24 +91,24 @@ class SparseBuilder {
       const auto [operand, d] = dims[k];
       dim_values.push_back(passed[k] ? fb.argument(next++) : tile::build_int(b, root_.operand(operand)->type().shape[d].size));
     }
-    acc_ = default_policy(p.accum);
     result_ = p;
 
     Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    const std::int64_t strip = kernel_.attrs().has("spmm_strip") ? kernel_.attrs().get_int("spmm_strip") : 16;
-    if (strip < 1 || strip > 64) {
-      raise(ErrorCode::ArgumentInvalid, "spmm kernel with spmm_strip " + std::to_string(strip) + " (1 to 64)",
-            kernel_.location());
-    }
-    if (spmm && strip > 1) {
+    if (strips) {
+      // Each lane's strip accumulators: `strip` elements of the group's
+      // shared array at the accumulation type.
+      Value* accs = tile::build(b, "tile.smem_alloc", {},
+                                {{"shape", ir::fixed_shape({lanes * strip})}, {"policy", acc_}});
+      Value* first = index_op(b, "mul", tile::build(b, "tile.linear_id", {}), tile::build_int(b, strip));
       // The grid counts every output element (none when N is 0): lanes past
       // the strips do nothing.
       Value* N = dim_values[0];
-      Value* strips = op2(b, "div", index_op(b, "add", N, tile::build_int(b, strip - 1)), tile::build_int(b, strip));
-      Value* m = op2(b, "div", i, strips);
-      if_then(b, cmp(b, "lt", m, op2(b, "div", n, N)),
-              [&](ir::OpBuilder& t) { spmm_strip(t, out_buffer, m, op2(t, "rem", i, strips), N, strip); });
+      Value* count = op2(b, "div", index_op(b, "add", N, tile::build_int(b, strip - 1)), tile::build_int(b, strip));
+      Value* m = op2(b, "div", i, count);
+      if_then(b, cmp(b, "lt", m, op2(b, "div", n, N)), [&](ir::OpBuilder& t) {
+        spmm_strip(t, out_buffer, m, op2(t, "rem", i, count), N, strip, accs, first);
+      });
     } else {
       if_then(b, cmp(b, "lt", i, n), [&](ir::OpBuilder& t) {
         Value* acc = spmm ? spmm_lane(t, i, dim_values[0]) : sddmm_lane(t, i, dim_values[0], dim_values[1], dim_values[2]);
@@ -159,58 +169,47 @@ class SparseBuilder {
     return loop->result(0);
   }
 
-  // Row m's strip s: output elements n0 + w, n0 = s * S, w < S, each
-  // accumulated as spmm_lane does. A full strip (n0 + S <= N) reads b's row
-  // segment [col N + n0, col N + n0 + S) after one tile.check_span (in range
-  // exactly when col is a row of b), its loads in bounds by that check: a
-  // CPU emits them unchecked, where a branch each left the loop 2x slower
-  // (docs/design/0029). A partial strip's past-the-end columns read column
-  // N - 1 (a valid address) and are not stored.
-  void spmm_strip(ir::OpBuilder& b, Value* out, Value* m, Value* s, Value* N, std::int64_t S) {
+  // Row m's strip s: output elements n0 + w, n0 = s * S, w < W = min(S,
+  // N - n0), each accumulated as spmm_lane does, in the lane's accumulators
+  // accs[first + w]. For each nonzero j in order, one loop over w updates
+  // them all: acc_w = fma(values[j], b[col N + n0 + w], acc_w). The loop
+  // carries no value and its accesses are consecutive, so the CPU backend
+  // checks its ranges once and g++ vectorizes it, where 16 separate
+  // accumulators carried by the nonzero loop stayed scalar (docs/design/0013).
+  void spmm_strip(ir::OpBuilder& b, Value* out, Value* m, Value* s, Value* N, std::int64_t S, Value* accs,
+                  Value* first) {
     Value* n0 = index_op(b, "mul", s, tile::build_int(b, S));
-    Value* last = op2(b, "sub", N, tile::build_int(b, 1));
-    std::vector<Value*> inits;
-    for (std::int64_t w = 0; w < S; ++w) inits.push_back(tile::build_real(b, 0.0, acc_));
-    Value* lo = index(b, 2, m);
-    Value* hi = index(b, 3, m);
-    auto strip_loop = [&](ir::OpBuilder& sb, bool full) {
-      std::vector<Value*> cols;
-      for (std::int64_t w = 0; w < S; ++w) {
-        Value* c = index_op(sb, "add", n0, tile::build_int(sb, w));
-        cols.push_back(full ? c : op2(sb, "min", c, last));
-      }
-      ir::Operation* loop = tile::build_for(
-          sb, lo, hi, tile::build_int(sb, 1), inits, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-            Value* j = a[0];
-            Value* base = index_op(lb, "mul", index(lb, 4, j), N);
-            Value* value = at_acc(lb, element(lb, 0, j));  // widened once
-            Value* b_buffer = buffer_of(1);
-            Value* span = full && b_buffer ? tile::build(lb, "tile.check_span", {b_buffer, index_op(lb, "add", base, n0)},
-                                                         {{"count", S}})
-                                           : nullptr;
-            std::vector<Value*> next;
-            for (std::int64_t w = 0; w < S; ++w) {
-              Value* bv = span ? tile::build(lb, "tile.load_elem",
-                                             {b_buffer, w == 0 ? span : index_op(lb, "add", span, tile::build_int(lb, w))},
-                                             {{"in_bounds", true}})
-                               : element(lb, 1, index_op(lb, "add", base, cols[w]));
-              next.push_back(fma(lb, value, bv, a[1 + w]));
-            }
-            return next;
-          });
-      return loop->results();
-    };
-    ir::Operation* loop = tile::build_if(
-        b, cmp(b, "le", index_op(b, "add", n0, tile::build_int(b, S)), N), inits,
-        [&](ir::OpBuilder& fb, std::span<Value* const>) { return strip_loop(fb, true); },
-        [&](ir::OpBuilder& pb, std::span<Value* const>) { return strip_loop(pb, false); });
-    Value* row = index_op(b, "mul", m, N);
-    for (std::int64_t w = 0; w < S; ++w) {
-      Value* c = index_op(b, "add", n0, tile::build_int(b, w));
-      if_then(b, cmp(b, "lt", c, N), [&](ir::OpBuilder& t) {
-        t.create("tile.store_elem", {out, index_op(t, "add", row, c), cast(t, loop->result(w), buffer_policy(result_))});
+    // The loops run over a width known at run time: with the constant S,
+    // g++ unrolled them into scalar code before vectorizing (the strips ran
+    // 2-3x slower).
+    Value* width = op2(b, "min", tile::build_int(b, S), op2(b, "sub", N, n0));
+    Value* zero = tile::build_int(b, 0);
+    Value* one = tile::build_int(b, 1);
+    auto over_strip = [&](ir::OpBuilder& ob, const std::function<void(ir::OpBuilder&, Value*)>& step) {
+      tile::build_for(ob, zero, width, one, {}, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+        step(lb, a[0]);
+        return std::vector<Value*>{};
       });
-    }
+    };
+    over_strip(b, [&](ir::OpBuilder& lb, Value* w) {
+      lb.create("tile.store_elem", {accs, index_op(lb, "add", first, w), tile::build_real(lb, 0.0, acc_)});
+    });
+    tile::build_for(b, index(b, 2, m), index(b, 3, m), one, {}, [&](ir::OpBuilder& jb, std::span<Value* const> a) {
+      Value* j = a[0];
+      Value* value = at_acc(jb, element(jb, 0, j));  // widened once
+      Value* row_of_b = index_op(jb, "add", index_op(jb, "mul", index(jb, 4, j), N), n0);
+      over_strip(jb, [&](ir::OpBuilder& lb, Value* w) {
+        Value* at = index_op(lb, "add", first, w);
+        Value* acc = tile::build(lb, "tile.load_elem", {accs, at});
+        lb.create("tile.store_elem", {accs, at, fma(lb, value, element(lb, 1, index_op(lb, "add", row_of_b, w)), acc)});
+      });
+      return std::vector<Value*>{};
+    });
+    Value* row = index_op(b, "add", index_op(b, "mul", m, N), n0);
+    over_strip(b, [&](ir::OpBuilder& lb, Value* w) {
+      Value* acc = tile::build(lb, "tile.load_elem", {accs, index_op(lb, "add", first, w)});
+      lb.create("tile.store_elem", {out, index_op(lb, "add", row, w), cast(lb, acc, buffer_policy(result_))});
+    });
   }
 
   // Operands: 0 x [M, D], 1 y [D, K], 2 start, 3 end, 4 col.
