@@ -92,7 +92,8 @@ ir::AttrMap attrs_from_python(const ir::OpDef& def, nb::dict attrs) {
 namespace {
 
 using AnyArray = nb::ndarray<nb::device::cpu>;
-using Float64Array = nb::ndarray<double, nb::c_contig, nb::device::cpu>;
+template <class V>
+using FloatArray = nb::ndarray<V, nb::c_contig, nb::device::cpu>;
 
 std::vector<std::int64_t> shape_of(const AnyArray& a) {
   std::vector<std::int64_t> shape(a.ndim());
@@ -115,11 +116,14 @@ Tensor wrap_array(const AnyArray& array, nb::handle policy_spec) {
   return Tensor::wrap(array.data(), shape_of(array), std::move(strides), policy, std::move(owner));
 }
 
-Tensor from_float64(const Float64Array& values, nb::handle policy_spec, std::uint64_t seed) {
+// A tensor encoded from a C-contiguous float64 or float32 array.
+template <class V>
+Tensor from_floats(const FloatArray<V>& values, nb::handle policy_spec,
+                   std::uint64_t seed) {
   NumericsPolicy policy = policy_argument(policy_spec, "tensor dtype");
   std::vector<std::int64_t> shape(values.ndim());
   for (std::size_t i = 0; i < values.ndim(); ++i) shape[i] = static_cast<std::int64_t>(values.shape(i));
-  return Tensor::from_values(std::span<const double>(values.data(), values.size()), std::move(shape), policy, seed);
+  return Tensor::from_values(std::span<const V>(values.data(), values.size()), std::move(shape), policy, seed);
 }
 
 // GPU tensors: the DLPack type of a storage dtype (numpy's, plus bf16, which
@@ -350,7 +354,8 @@ void bind_tensor(nb::module_& m) {
         }
       },
       nb::arg("dst"), nb::arg("src"));
-  m.def("_tensor_from_float64", &from_float64, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
+  m.def("_tensor_from_float64", &from_floats<double>, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
+  m.def("_tensor_from_float32", &from_floats<float>, nb::arg("values"), nb::arg("policy"), nb::arg("seed") = 0);
   m.def("_tensor_from_codes",
         [](const std::vector<std::uint64_t>& codes, const std::vector<std::int64_t>& shape, nb::handle policy) {
           return Tensor::from_codes(codes, shape, policy_argument(policy, "policy"));

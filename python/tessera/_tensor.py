@@ -79,8 +79,19 @@ def tensor(data, dtype=None, *, seed: int = 0):
     if array.dtype.kind == "c":
         raise DtypeError(f"tessera.tensor: complex data cannot be stored as {policy}; store it as complex64 or "
                          "complex128, or pass real(x) / imag(x) / abs(x)")
+    if _exact_in_float32(array.dtype):
+        # float16/float32 and ml_dtypes' narrow floats hold float32 values: the vectorized encoders take them.
+        return _C._tensor_from_float32(np.ascontiguousarray(array, dtype=np.float32), policy, seed)
     values = np.array(array, dtype=np.float64, order="C", copy=True)
     return _C._tensor_from_float64(values, policy, seed)
+
+
+def _exact_in_float32(dtype):
+    """Whether every value of a numpy dtype is a float32 value: numpy's float16 and float32, and the
+    floats of 16 bits or fewer that ml_dtypes registers (bfloat16, float8_*, float6_*, float4_*)."""
+    if dtype in (np.float16, np.float32):
+        return True
+    return dtype.kind == "V" and dtype.itemsize <= 2 and dtype.type.__module__ == "ml_dtypes" and "float" in dtype.name
 
 
 def from_dlpack(obj):

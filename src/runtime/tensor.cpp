@@ -114,8 +114,9 @@ Tensor Tensor::zeros(std::vector<std::int64_t> shape, const NumericsPolicy& poli
   return t;
 }
 
-Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int64_t> shape,
-                           const NumericsPolicy& policy, std::uint64_t seed) {
+template <class V>
+Tensor Tensor::encoded(std::span<const V> values, std::vector<std::int64_t> shape, const NumericsPolicy& policy,
+                       std::uint64_t seed) {
   if (is_complex(policy.storage)) {  // real values: imaginary parts 0
     const std::vector<std::complex<double>> c(values.begin(), values.end());
     return from_complex_values(c, std::move(shape), policy);
@@ -132,9 +133,19 @@ Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int6
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
     write_code(t.storage_.get(), policy.storage, static_cast<std::int64_t>(i),
-               encode_value(values[i], policy.storage, opts, i));
+               encode_value(static_cast<double>(values[i]), policy.storage, opts, i));
   }
   return t;
+}
+
+Tensor Tensor::from_values(std::span<const double> values, std::vector<std::int64_t> shape,
+                           const NumericsPolicy& policy, std::uint64_t seed) {
+  return encoded(values, std::move(shape), policy, seed);
+}
+
+Tensor Tensor::from_values(std::span<const float> values, std::vector<std::int64_t> shape,
+                           const NumericsPolicy& policy, std::uint64_t seed) {
+  return encoded(values, std::move(shape), policy, seed);
 }
 
 Tensor Tensor::scalar(double value, const NumericsPolicy& policy) {

@@ -51,6 +51,38 @@ def test_low_precision_values_round_like_ml_dtypes(rng, name, ref):
     assert t.numpy().dtype == np.float32
 
 
+def _float32_hard_values(rng):
+    """float32 values where rounding to a narrow format is easy to get wrong: every bf16 value and the
+    midpoints next to it (ties, and one float32 ulp either side), random values over 200 binades,
+    float32 subnormals, zeros, infinities and NaN."""
+    codes = np.arange(0, 1 << 16, dtype=np.uint32)
+    bf = (codes << 16).view(np.float32)
+    mid = ((codes << 16) | 0x8000).view(np.float32)
+    near = np.concatenate([np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf))])
+    rand = (rng.standard_normal(20000) * np.exp2(rng.integers(-100, 100, 20000))).astype(np.float32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40], dtype=np.float32)
+    return np.concatenate([bf, mid, near, rand, special])
+
+
+@pytest.mark.parametrize("policy", ["bf16", "fp16 @saturate", "fp8_e4m3", "fp8_e5m2 @toward_zero", "fp6_e3m2",
+                                    "fp4_e2m1", "e8m0", "bf16 @stochastic_round", "int4", "fp8_e4m3 @saturate"])
+def test_float32_sources_encode_as_their_float64_values(rng, policy):
+    """float32 data (and float16 and ml_dtypes' narrow floats, which widen to it exactly) takes the
+    float32 encoders; each element gets the codes its float64 value gets, in every rounding and
+    overflow mode, stochastic draws included."""
+    x = _float32_hard_values(rng)
+    if policy == "int4":
+        x = np.nan_to_num(np.clip(x, -8, 7), nan=0.0).round()
+    via_float64 = tessera.tensor(x.astype(np.float64), dtype=policy, seed=7).codes()
+    np.testing.assert_array_equal(tessera.tensor(x, dtype=policy, seed=7).codes(), via_float64)
+    for narrow in (np.float16, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn):
+        if policy.startswith("fp16") and narrow is np.float16:
+            continue  # adopted as it is, without encoding (test_native_dtypes_share_memory_both_ways)
+        y = x.astype(narrow)
+        np.testing.assert_array_equal(tessera.tensor(y, dtype=policy, seed=7).codes(),
+                                      tessera.tensor(y.astype(np.float64), dtype=policy, seed=7).codes())
+
+
 def test_packed_fp4_and_int4_codes(rng):
     values = np.array([0.0, 0.5, -1.0, 6.0, -6.0, 1.5, 3.0], dtype=np.float64)
     t = tessera.tensor(values, dtype="fp4_e2m1")

@@ -37,6 +37,10 @@ class Tensor {
   // stochastic rounding draws from Philox(seed, element index).
   static Tensor from_values(std::span<const double> values, std::vector<std::int64_t> shape,
                             const NumericsPolicy& policy, std::uint64_t seed = 0);
+  // The same from float values (each rounds as its double would), with the
+  // vectorized float32 encoders where the policy rounds to nearest even.
+  static Tensor from_values(std::span<const float> values, std::vector<std::int64_t> shape,
+                            const NumericsPolicy& policy, std::uint64_t seed = 0);
   static Tensor scalar(double value, const NumericsPolicy& policy);
   // Adopts `data` (kept alive by `owner`) without copying. Strides are in
   // elements and may be zero or negative. Sub-byte formats cannot be wrapped.
@@ -123,6 +127,11 @@ class Tensor {
   Tensor to(const std::string& device) const;
 
  private:
+  // from_values of double or float values.
+  template <class V>
+  static Tensor encoded(std::span<const V> values, std::vector<std::int64_t> shape, const NumericsPolicy& policy,
+                        std::uint64_t seed);
+
   std::vector<std::int64_t> shape_;
   std::vector<std::int64_t> strides_;
   NumericsPolicy policy_;
