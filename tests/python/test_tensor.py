@@ -58,7 +58,8 @@ def _float32_hard_values(rng):
     codes = np.arange(0, 1 << 16, dtype=np.uint32)
     bf = (codes << 16).view(np.float32)
     mid = ((codes << 16) | 0x8000).view(np.float32)
-    near = np.concatenate([np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(-np.inf))])
+    finite = mid[np.isfinite(mid)]
+    near = np.concatenate([np.nextafter(finite, np.float32(np.inf)), np.nextafter(finite, np.float32(-np.inf))])
     rand = (rng.standard_normal(20000) * np.exp2(rng.integers(-100, 100, 20000))).astype(np.float32)
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-40], dtype=np.float32)
     return np.concatenate([bf, mid, near, rand, special])
