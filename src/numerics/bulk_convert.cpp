@@ -79,23 +79,38 @@ void encode_fast(const float* in, std::size_t n, Out* out, Overflow overflow) {
   }
 }
 
+// The vectorized nearest-even encoder of float32 values into `dtype`, or
+// null where there is none.
+using FastEncoder = void (*)(const float* in, std::size_t n, void* out, Overflow overflow);
+template <int E, int M, int B, SpecialValues S, typename Out>
+void encode_into(const float* in, std::size_t n, void* out, Overflow overflow) {
+  encode_fast<E, M, B, S>(in, n, static_cast<Out*>(out), overflow);
+}
+FastEncoder fast_encoder(DType dtype) {
+  using SV = SpecialValues;
+  switch (dtype) {
+    case DType::bf16: return &encode_into<8, 7, 127, SV::Ieee, std::uint16_t>;
+    case DType::fp16: return &encode_into<5, 10, 15, SV::Ieee, std::uint16_t>;
+    case DType::fp8_e4m3: return &encode_into<4, 3, 7, SV::NanOnlyFn, std::uint8_t>;
+    case DType::fp8_e5m2: return &encode_into<5, 2, 15, SV::Ieee, std::uint8_t>;
+    case DType::fp6_e2m3: return &encode_into<2, 3, 1, SV::None, std::uint8_t>;
+    case DType::fp6_e3m2: return &encode_into<3, 2, 3, SV::None, std::uint8_t>;
+    case DType::fp4_e2m1: return &encode_into<2, 1, 1, SV::None, std::uint8_t>;
+    default: return nullptr;
+  }
+}
+
 // Returns true when a fast path handled the conversion.
 bool try_encode_fast(const float* in, std::size_t n, DType dtype, void* out, const EncodeOptions& o) {
   if (o.rounding != Rounding::nearest_even) return false;
-  auto* out8 = static_cast<std::uint8_t*>(out);
-  auto* out16 = static_cast<std::uint16_t*>(out);
-  using SV = SpecialValues;
-  switch (dtype) {
-    case DType::bf16: encode_fast<8, 7, 127, SV::Ieee>(in, n, out16, o.overflow); return true;
-    case DType::fp16: encode_fast<5, 10, 15, SV::Ieee>(in, n, out16, o.overflow); return true;
-    case DType::fp8_e4m3: encode_fast<4, 3, 7, SV::NanOnlyFn>(in, n, out8, o.overflow); return true;
-    case DType::fp8_e5m2: encode_fast<5, 2, 15, SV::Ieee>(in, n, out8, o.overflow); return true;
-    case DType::fp6_e2m3: encode_fast<2, 3, 1, SV::None>(in, n, out8, o.overflow); return true;
-    case DType::fp6_e3m2: encode_fast<3, 2, 3, SV::None>(in, n, out8, o.overflow); return true;
-    case DType::fp4_e2m1: encode_fast<2, 1, 1, SV::None>(in, n, out8, o.overflow); return true;
-    case DType::fp32: std::memcpy(out, in, n * sizeof(float)); return true;
-    default: return false;
+  if (dtype == DType::fp32) {
+    std::memcpy(out, in, n * sizeof(float));
+    return true;
   }
+  const FastEncoder encoder = fast_encoder(dtype);
+  if (encoder == nullptr) return false;
+  encoder(in, n, out, o.overflow);
+  return true;
 }
 
 template <typename In>
@@ -149,6 +164,20 @@ void encode(const float* values, std::size_t n, DType dtype, void* out, const En
 void encode(const double* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options) {
   if (dtype == DType::fp64) {
     std::memcpy(out, values, n * sizeof(double));
+    return;
+  }
+  // Nearest even into 16 bits or fewer: each double rounded to odd at float
+  // (exactly what rounding the double gives, convert.h), then the float32
+  // encoder, a block at a time.
+  if (const FastEncoder encoder = fast_encoder(dtype); encoder && options.rounding == Rounding::nearest_even) {
+    constexpr std::size_t kBlock = 1024;
+    float block[kBlock];
+    const std::size_t bytes = static_cast<std::size_t>(storage_bytes(dtype));
+    for (std::size_t at = 0; at < n; at += kBlock) {
+      const std::size_t count = std::min(kBlock, n - at);
+      for (std::size_t i = 0; i < count; ++i) block[i] = rounded_to_odd(values[at + i]);
+      encoder(block, count, static_cast<unsigned char*>(out) + at * bytes, options.overflow);
+    }
     return;
   }
   encode_scalar_loop(values, n, dtype, out, options);

@@ -7,6 +7,8 @@
 // choices per format (signed zeros, subnormals, NaN, saturation).
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -37,14 +39,32 @@ struct EncodeOptions {
   std::uint64_t first_index = 0;
 };
 
+// x rounded to float toward zero, its last bit set when that dropped
+// anything ("round to odd"; NaN stays NaN with its sign; beyond the float
+// range, the largest float). Rounding this float to nearest even at 22 or
+// fewer significant bits gives what rounding x would: the CPU kernels reach
+// bf16 and fp16 this way, and bulk encode() from double every format of 16
+// bits or fewer.
+// Branch-free, so loops over it vectorize: one step toward zero is the
+// bits minus one (sign and magnitude; infinity -> the largest float).
+inline float rounded_to_odd(double x) {
+  const float f = static_cast<float>(x);
+  const double back = static_cast<double>(f);
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  bits -= static_cast<std::uint32_t>(std::fabs(back) > std::fabs(x));
+  bits |= static_cast<std::uint32_t>(back != x);
+  return std::bit_cast<float>(bits);
+}
+
 // One value. `index` selects the random bits for stochastic rounding.
 std::uint64_t encode_value(double value, DType dtype, const EncodeOptions& options = {}, std::uint64_t index = 0);
 double decode_value(std::uint64_t bits, DType dtype);
 bool is_nan_encoding(std::uint64_t bits, DType dtype);
 
 // Bulk conversion. `out` holds n elements of storage_bytes(dtype) each.
-// The float32 source takes vectorized paths for round-to-nearest-even into
-// formats of 16 bits or fewer; everything else goes through encode_value.
+// Round-to-nearest-even into formats of 16 bits or fewer takes vectorized
+// paths, from double through rounded_to_odd; everything else goes through
+// encode_value.
 void encode(const float* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
 void encode(const double* values, std::size_t n, DType dtype, void* out, const EncodeOptions& options = {});
 // Decoding to float32 is exact for every dtype of 32 bits or fewer except

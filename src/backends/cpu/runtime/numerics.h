@@ -123,21 +123,13 @@ inline void decode_row(const storage_t<D>* in, std::int64_t n, value_t<D>* out) 
 
 // ---- rounding: double -> value of D (one rounding) ----
 
-// x rounded to float toward zero, its last bit set when that dropped
-// anything ("round to odd"; NaN stays NaN with its sign). Rounding this float
-// to nearest even at 22 or fewer significant bits gives what rounding x
-// would, so a double reaches bf16 or fp16 through the numerics library's
-// scalar fp32 encoder (narrow_elementary.h) instead of the generic encoder,
-// whose dozen branches on the format made it the most expensive part of a
-// bf16 kernel. test_compiled_narrow_rounding_matches_the_encoder
-// (test_conversions.py) checks the codes against the generic encoder.
-inline float rounded_to_odd(double x) {
-  float f = static_cast<float>(x);
-  const double back = static_cast<double>(f);
-  if (back == x) return f;
-  if (std::fabs(back) > std::fabs(x)) f = std::nextafter(f, 0.0f);  // toward zero (inf -> the largest float)
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
-}
+// A double reaches bf16 or fp16 through tessera::rounded_to_odd (convert.h)
+// and the numerics library's scalar fp32 encoder (narrow_elementary.h)
+// instead of the generic encoder, whose dozen branches on the format made it
+// the most expensive part of a bf16 kernel.
+// test_compiled_narrow_rounding_matches_the_encoder (test_conversions.py)
+// checks the codes against the generic encoder.
+using tessera::rounded_to_odd;
 
 // The narrow_elementary.h format of bf16 and fp16 (the formats with a
 // scalar fp32 encoder), or -1.
