@@ -118,8 +118,7 @@ Tensor wrap_array(const AnyArray& array, nb::handle policy_spec) {
 
 // A tensor encoded from a C-contiguous float64 or float32 array.
 template <class V>
-Tensor from_floats(const FloatArray<V>& values, nb::handle policy_spec,
-                   std::uint64_t seed) {
+Tensor from_floats(const FloatArray<V>& values, nb::handle policy_spec, std::uint64_t seed) {
   NumericsPolicy policy = policy_argument(policy_spec, "tensor dtype");
   std::vector<std::int64_t> shape(values.ndim());
   for (std::size_t i = 0; i < values.ndim(); ++i) shape[i] = static_cast<std::int64_t>(values.shape(i));
@@ -201,24 +200,21 @@ nb::object to_numpy(const Tensor& device_tensor) {
     return nb::cast(view);
   }
   nb::dlpack::dtype out_type = t.dtype() == DType::int4 ? nb::dtype<std::int8_t>() : nb::dtype<float>();
-  std::size_t bytes = out_type.bits / 8;
+  const std::size_t bytes = out_type.bits / 8;
+  const std::size_t n = static_cast<std::size_t>(t.numel());
+  auto* buf = new std::byte[std::max<std::size_t>(n * bytes, 1)];
   if (bytes == 4 && t.is_contiguous() && !is_packed(t.dtype())) {
     // The narrow floats (bf16, fp8, fp6) decode straight into float, which
     // holds each of their values exactly.
-    const std::size_t n = static_cast<std::size_t>(t.numel());
-    auto* buf = new float[std::max<std::size_t>(n, 1)];
-    decode(t.data(), n, t.dtype(), buf);
-    nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
-    nb::ndarray<nb::numpy> arr(buf, shape.size(), shape.data(), owner, nullptr, out_type);
-    return nb::cast(arr);
-  }
-  auto values = t.to_values();
-  auto* buf = new std::byte[std::max<std::size_t>(values.size() * bytes, 1)];
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (bytes == 1) {
-      reinterpret_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(values[i]);
-    } else {
-      reinterpret_cast<float*>(buf)[i] = static_cast<float>(values[i]);
+    decode(t.data(), n, t.dtype(), reinterpret_cast<float*>(buf));
+  } else {
+    const std::vector<double> values = t.to_values();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (bytes == 1) {
+        reinterpret_cast<std::int8_t*>(buf)[i] = static_cast<std::int8_t>(values[i]);
+      } else {
+        reinterpret_cast<float*>(buf)[i] = static_cast<float>(values[i]);
+      }
     }
   }
   nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
