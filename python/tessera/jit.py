@@ -471,7 +471,10 @@ class JitFunction:
             raise CompileError(f"{self.__name__} has not been traced yet and its parameters are not all "
                                f"annotated with tessera.Tensor[dims..., policy]; call it once first")
         bound = self.signature.bind_partial()
-        return self._trace(bound, {n: (s.dims, s.policy) for n, s in self.specs.items()}, {})
+        traced = self._trace(bound, {n: (s.dims, s.policy) for n, s in self.specs.items()}, {})
+        if self.options["target"] != "cpu":
+            traced.device = "cuda:0"  # where a call with host tensors would run
+        return traced
 
     # -- inspection --------------------------------------------------------
     @property

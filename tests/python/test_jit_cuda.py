@@ -31,6 +31,23 @@ def test_target_cuda_without_gpu_is_a_device_error():
         f(tessera.tensor(np.ones(4, np.float32)))
 
 
+def test_inspecting_an_annotated_cuda_function_before_a_call_shows_cuda_code():
+    # A function traced from its annotations has not run on any device; with
+    # target="cuda" its target code is the CUDA backend's, never the CPU's.
+    @tessera.jit(target="cuda")
+    def f(x: tessera.Tensor[64, 256, "fp32"]):
+        return ops.softmax_safe(x)
+
+    assert "graph.softmax_safe" in f.inspect_ir("graph")
+    if not HAS_GPU:
+        with pytest.raises(tessera.DeviceError, match="unavailable"):
+            f.inspect_ir("target")
+        return
+    code = f.inspect_ir("target")
+    assert "__global__" in code and "sm_" in code
+    assert "tsr::run_groups" not in code  # the CPU backend's entry point
+
+
 def test_executable_for_another_device_names_both():
     f = tessera.jit(lambda x: x * 2.0)
     x = tessera.tensor(np.ones(3, np.float32))
@@ -355,7 +372,8 @@ def _bf16(a):
 
 @needs_gpu
 @pytest.mark.parametrize("m,k,n,ta,tb", [(256, 512, 384, False, False), (200, 72, 136, False, True),
-                                          (130, 200, 70, True, False), (64, 48, 300, True, True)])
+                                          (130, 200, 70, True, False), (64, 48, 300, True, True),
+                                          (96, 64, 301, False, False)])
 def test_bf16_gemms_take_the_staged_tensor_core_form(rng, m, k, n, ta, tb):
     """bf16 products on CUDA copy their operands into swizzled shared buffers
     (tile.cp_async, pipelined) and run on tensor cores (wgmma on Hopper);
@@ -396,6 +414,12 @@ def test_bf16_gemms_take_the_staged_tensor_core_form(rng, m, k, n, ta, tb):
         again = jf(A, B, C)
         np.testing.assert_array_equal(again[0].numpy().view(np.uint16), prod.numpy().view(np.uint16))
         np.testing.assert_array_equal(again[1].numpy().view(np.uint16), act.numpy().view(np.uint16))
+    # The product alone stores its accumulator straight from the registers
+    # (pairs of bf16 as one 4-byte store where a row allows, element by
+    # element in rows an odd N leaves unaligned): the same bits.
+    plain = tessera.jit(lambda x, y: ops.matmul(ops.transpose(x, (1, 0)) if ta else x,
+                                                ops.transpose(y, (1, 0)) if tb else y))
+    np.testing.assert_array_equal(plain(A, B).numpy().view(np.uint16), prod.numpy().view(np.uint16))
 
 
 @needs_gpu
@@ -430,6 +454,46 @@ def test_large_light_products_take_wide_staged_tiles(rng, ta, tb):
     for jf in (wide, residual):
         assert "tile = [128, 256, 64]" in jf.inspect_ir("schedule")
     np.testing.assert_array_equal(residual(A, B, R).numpy().view(np.uint16), z.numpy().view(np.uint16))
+
+
+@needs_gpu
+def test_large_products_with_a_tabulated_gelu_take_wide_staged_tiles(rng):
+    """A bias and a GELU read from its table are a light epilogue: the
+    product's kernel, storing z = x w + b and gelu(z), takes 128 x 256 tiles
+    at 2^23 elements or more (ragged edges), against float64 numpy, and bit
+    for bit over repeated runs."""
+    from math import erf, sqrt
+    m, k, n = 4100, 200, 2090
+    a, w = _bf16(rng.standard_normal((m, k))), _bf16(rng.standard_normal((k, n)) * 0.1)
+    bias = _bf16(rng.standard_normal(n))
+    p = "bf16 @accum(fp32)"
+    A, W, C = (tessera.tensor(v, p).to("cuda:0") for v in (a, w, bias))
+
+    def step(x, y, c):
+        z = ops.matmul(x, y) + c
+        return z, ops.gelu(z)
+
+    jf = tessera.jit(step)
+    z, h = jf(A, W, C)
+    schedule = jf.inspect_ir("schedule")
+    assert "tile = [128, 256, 64]" in schedule and "graph.lookup" in schedule, schedule
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    prod = a64 @ w64
+    want = prod + bias.astype(np.float64)
+    scale = np.abs(a64) @ np.abs(w64)
+    zf = z.numpy().astype(np.float64)
+    # The product rounds to bf16 (2^-8 of |prod|), then the sum with the
+    # bias (2^-8 of |z|); fp32 accumulation adds at most 200 2^-24 of the
+    # scale. Twice that bound.
+    bound = 2.0 ** -7 * (np.abs(prod) + np.abs(want)) + 2.4e-5 * scale + 1e-30
+    assert np.all(np.abs(zf - want) <= bound), f"max error {np.max(np.abs(zf - want) / bound)} of the bound"
+    # GELU of the stored z, rounded once to bf16 (the table holds those bits).
+    gelu = 0.5 * zf * (1.0 + np.vectorize(erf)(zf / sqrt(2.0)))
+    np.testing.assert_allclose(h.numpy().astype(np.float64), gelu, rtol=2.0 ** -7, atol=1e-30)
+    for _ in range(3):
+        z2, h2 = jf(A, W, C)
+        np.testing.assert_array_equal(z2.numpy().view(np.uint16), z.numpy().view(np.uint16))
+        np.testing.assert_array_equal(h2.numpy().view(np.uint16), h.numpy().view(np.uint16))
 
 
 def test_memory_stats_name_bad_devices():
