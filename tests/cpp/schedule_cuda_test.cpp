@@ -144,6 +144,42 @@ func @e(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %r: tensor<[R, 4096] bf16 @accu
   for (const auto& src : sources) EXPECT_FALSE(cu::compile(src, "e.cu", 0, o).cubin.empty());
 }
 
+// CUDA's staged bf16 GEMMs take 128 x 256 tiles when the product is large
+// (at least 2^23 elements) and its epilogue light: adds, casts and a GELU
+// read from its table, with up to two results (docs/design/0032). GELU
+// computed in double, or a small product, keeps 128 x 128.
+TEST(ScheduleCuda, LargeProductsWithTabulatedEpiloguesTakeWideTiles) {
+  const char* text = R"(
+func @m(%x: tensor<[M, 4096] bf16 @accum(fp32)>, %w: tensor<[4096, 4096] bf16 @accum(fp32)>, %b: tensor<[4096] bf16 @accum(fp32)>)
+    -> (tensor<[M, 4096] bf16 @accum(fp32)>, tensor<[M, 4096] bf16 @accum(fp32)>) {
+  %0 = graph.matmul %x, %w : tensor<[M, 4096] bf16 @accum(fp32)>
+  %1 = graph.add %0, %b : tensor<[M, 4096] bf16 @accum(fp32)>
+  %2 = graph.gelu %1 {approximate = "none"} : tensor<[M, 4096] bf16 @accum(fp32)>
+  return %2, %1
+}
+)";
+  auto tile_of = [&](std::int64_t m, const char* tabulate) {
+    schedule_test::ScopedEnv env("TESSERA_TABULATE", tabulate);
+    std::string sized = text;
+    for (std::size_t at = sized.find("[M,"); at != std::string::npos; at = sized.find("[M,", at)) {
+      sized.replace(at + 1, 1, std::to_string(m));
+    }
+    ir::Module sched = schedule::schedule_module(ir::parse_module(sized), "m", /*cuda=*/true);
+    schedule::set_target_knobs(*sched.lookup("m"), /*cuda=*/true);
+    for (ir::Operation* k : schedule::kernels_of(*sched.lookup("m"))) {
+      if (schedule::kernel_family(*k) == schedule::Family::gemm) {
+        EXPECT_EQ(k->num_results(), 2u) << "z and gelu(z) come from the product's kernel";
+        return k->attrs().get_ints("tile");
+      }
+    }
+    ADD_FAILURE() << "no gemm kernel";
+    return std::vector<std::int64_t>{};
+  };
+  EXPECT_EQ(tile_of(2048, "1"), (std::vector<std::int64_t>{128, 256, 64}));  // 2^23 elements
+  EXPECT_EQ(tile_of(1024, "1"), (std::vector<std::int64_t>{128, 128, 64}));  // too few blocks
+  EXPECT_EQ(tile_of(2048, "0"), (std::vector<std::int64_t>{128, 128, 64}));  // GELU computed
+}
+
 // CUDA's normalization knobs. Rows of a known length are held in registers
 // (docs/design/0025): 16 strands per block of the row, two per lane for
 // these (docs/design/0028; 128 lanes for 4096 elements), each slot loaded

@@ -226,6 +226,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_CUDA_GEMM_STAGED_TILE = "BM,BN,BK": the staged form's tile
   // (default 128,128,64), for measuring others.
   const char* staged_tile_env = std::getenv("TESSERA_CUDA_GEMM_STAGED_TILE");
+  // $TESSERA_CUDA_GEMM_STAGES: the staged form's pipeline depth (default 3,
+  // gemm.cpp), for measuring others.
+  const std::optional<std::int64_t> gemm_stages_env = lanes_from_env("TESSERA_CUDA_GEMM_STAGES", 8);
   const std::vector<std::int64_t> staged_tile =
       staged ? gemm_tile_from_env("TESSERA_CUDA_GEMM_STAGED_TILE", {128, 128, 64}) : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
@@ -237,6 +240,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const bool wide = (staged_tile_env == nullptr || *staged_tile_env == '\0') && wide_staged_tile(*k);
       k->attrs().set("tile", wide ? std::vector<std::int64_t>{128, 256, 64} : staged_tile);
       k->attrs().set("mma_staged", true);
+      if (gemm_stages_env) k->attrs().set("gemm_stages", *gemm_stages_env);
       k->attrs().set("gemm_lanes", gemm_lanes_env ? *gemm_lanes_env : std::int64_t{256});
     } else if (f == Family::gemm) {
       if (cuda) k->attrs().set("tile", gemm);
@@ -305,7 +309,8 @@ std::string target_knob_key() {
                                        "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
-                                       "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE"};
+                                       "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
+                                       "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
@@ -316,12 +321,16 @@ std::string target_knob_key() {
 bool wide_staged_tile(const ir::Operation& kernel) {
   // Measured on an H200 (docs/design/0020): 128 x 256 tiles (one block per
   // SM) take plain bf16 products from 536 to 641 TFLOP/s at 8192^3, but a
-  // GELU epilogue from 389 to 359, as it no longer overlaps another block's
-  // products. So: one result, an epilogue of adds, multiplies and casts at
-  // most, and at least 2^23 elements (two waves of 132 SMs) in each output
-  // matrix, known when compiling: the executable launches a batched product
-  // once per matrix, so batch dims add no blocks to a launch.
-  if (kernel.num_results() != 1) return false;
+  // GELU epilogue computed in double from 389 to 359, as it no longer
+  // overlapped another block's products. A GELU read from its table
+  // (graph.lookup, docs/design/0030) is light: 128 x 256 took bias + GELU
+  // from 475 to 513 TFLOP/s, and with z stored too from 464 to 518
+  // (docs/design/0032). So: at most two results, an epilogue of adds,
+  // multiplies, casts and table reads, and at least 2^23 elements (two waves
+  // of 132 SMs) in each output matrix, known when compiling: the executable
+  // launches a batched product once per matrix, so batch dims add no blocks
+  // to a launch.
+  if (kernel.num_results() > 2) return false;
   const std::optional<std::vector<std::int64_t>> sizes = ir::static_sizes(kernel.result(0)->type().shape);
   if (!sizes || sizes->size() < 2) return false;
   const std::int64_t elements = (*sizes)[sizes->size() - 2] * sizes->back();
@@ -330,7 +339,10 @@ bool wide_staged_tile(const ir::Operation& kernel) {
   for (const auto& op : kernel_body(kernel).ops()) {
     const std::string_view name = op->name();
     if (op.get() == &root || name == "schedule.yield") continue;
-    if (name != "graph.add" && name != "graph.sub" && name != "graph.mul" && name != "graph.cast") return false;
+    if (name != "graph.add" && name != "graph.sub" && name != "graph.mul" && name != "graph.cast" &&
+        name != "graph.lookup") {
+      return false;
+    }
   }
   return true;
 }

@@ -154,7 +154,13 @@ class GemmBuilder {
     // staged form's operand buffers (one set per pipeline stage).
     staged_ = !integer_ && flag(kernel_, "mma_staged") && !flag(kernel_, "mma_flat") && pa.storage == pb.storage;
     std::int64_t shared = integer_ ? 0 : bm_ * bn_ * (bit_width(acc_policy_.storage) / 8);
-    if (staged_) shared += (kStagedPrefetch + 1) * (bm_ + bn_) * bk_ * (bit_width(pa.storage) / 8);
+    // `gemm_stages` (assign_tiles) sets the pipeline's depth; kStagedPrefetch by default.
+    stages_ = kernel_.attrs().has("gemm_stages") ? kernel_.attrs().get_int("gemm_stages") : kStagedPrefetch;
+    if (stages_ < 2) {
+      raise(ErrorCode::ArgumentInvalid,
+            "gemm kernel with gemm_stages " + std::to_string(stages_) + "; expected 2 or more", kernel_.location());
+    }
+    if (staged_) shared += (stages_ + 1) * (bm_ + bn_) * bk_ * (bit_width(pa.storage) / 8);
     ir::Operation* func = tile::build_kernel(
         out_, name_, params, {.group_shape = std::vector<std::int64_t>{lanes}, .shared_bytes = shared},
         kernel_.location());
@@ -478,7 +484,7 @@ class GemmBuilder {
           Value* bt = whole(sb, tb_);
           return values({tile::build(kb, "tile.mma", {at, bt, kk[1]})});
         },
-        /*prefetch=*/kStagedPrefetch);
+        /*prefetch=*/stages_);
     return loop->result(0);
   }
 
@@ -520,6 +526,7 @@ class GemmBuilder {
   std::int64_t bm_ = 128, bn_ = 128, bk_ = 64;
   bool ta_ = false, tb_ = false;
   bool staged_ = false;  // the mma_staged form
+  std::int64_t stages_ = kStagedPrefetch;  // its pipeline's depth
   bool direct_ = false;  // no epilogue: the accumulator tile goes straight to the result
   bool integer_ = false;  // an integer product: one lane per element (integer_dot)
   std::size_t a_index_ = 0, b_index_ = 1;
