@@ -314,14 +314,18 @@ class Emitter {
 
   // dst = src at group level, for any storage; `user` is the op the
   // assignment stands for (nullptr: never move).
-  void group_assign(const ir::Value* dst, const ir::Value* src, const ir::Operation* user = nullptr) {
+  // dst = src at group level; moved where `user` is src's last use, or
+  // where src goes out of scope right after (`dying`: a loop's carried
+  // value, handed to the loop's result).
+  void group_assign(const ir::Value* dst, const ir::Value* src, const ir::Operation* user = nullptr,
+                    bool dying = false) {
     if (storage_.at(dst) == Storage::lane_array) {
       if (storage_.at(src) == Storage::lane_array) {
         line("std::copy_n(" + name_.at(src) + ", kGroupSize, " + name_.at(dst) + ");");
       } else {
         line("std::fill_n(" + name_.at(dst) + ", kGroupSize, " + gref(src) + ");");
       }
-    } else if (user != nullptr && last_use(src, user)) {
+    } else if (dying || (user != nullptr && last_use(src, user))) {
       line(name_.at(dst) + " = std::move(" + gref(src) + ");");
     } else {
       line(name_.at(dst) + " = " + gref(src) + ";");
@@ -731,7 +735,7 @@ class Emitter {
     carry(iters, *body.terminator(), 0, true);
     --indent_;
     line("}");
-    for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), iters[i]);
+    for (std::size_t i = 0; i < op.num_results(); ++i) group_assign(op.result(i), iters[i], nullptr, /*dying=*/true);
     --indent_;
     line("}");
   }
