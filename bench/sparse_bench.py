@@ -5,7 +5,7 @@
 C = A @ B with A a random [M, K] CSR matrix at 1% and 10% density and B a
 dense [K, N] matrix, fp32 and bf16 (scipy has no bf16: it runs the bf16 case
 on the same values in fp32). Tessera runs the eager op, which is its
-compiled sparse kernel (docs/design/0013-sparse.md): a lane per strip of 16
+compiled sparse kernel (docs/design/0013-sparse.md): a lane per strip of 64
 outputs of a row, each output's terms summed in the row's order with fp32
 fmas. GFLOP/s counts 2 * nnz * N flops for both. Each figure is the median of --runs timed
 calls after a warm-up; results are checked against scipy first. The ratio is

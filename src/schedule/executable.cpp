@@ -295,6 +295,10 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
       const std::int64_t length = x.shape().at(tk.rows_of->second);
       n = length == 0 ? 0 : x.numel() / length;
     }
+    if (tk.last_axis_strip > 0) {
+      const std::int64_t c = domain.back();
+      n = c == 0 ? 0 : n / c * ((c + tk.last_axis_strip - 1) / tk.last_axis_strip);
+    }
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
     if (tk.group_per_row) grid = n;

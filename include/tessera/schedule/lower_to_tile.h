@@ -126,6 +126,10 @@ struct TileKernel {
   bool row_tiled = false;
   // One group per row (a cooperative normalization): the grid is the row count.
   bool group_per_row = false;
+  // Lanes that each take a strip of this many adjacent elements along the
+  // domain's last axis (the CPU's spmm): numel(domain) / C * ceil(C / strip)
+  // lanes, C = the last dim, instead of one per element.
+  std::int64_t last_axis_strip = 0;
   // Groups by blocks of inputs' axes: the grid is the sum of each entry's
   // groups (a kernel with two roles numbers the second's after the first's).
   std::vector<AxisBlocks> axis_blocks;

@@ -7,11 +7,11 @@
 //          end[m]-1 in order acc = fma(values[j], b[col[j], n], acc) at
 //          the accumulation type; stored rounded to the result's storage.
 //          A lane computes a strip of S adjacent elements of one row (the
-//          `spmm_strip` knob: 16 on the CPU, where the row's indices and
-//          values are then read once per 16 outputs, the strip's
+//          `spmm_strip` knob: 64 on the CPU, where the row's indices and
+//          values are then read once per 64 outputs, the strip's
 //          accumulators held in shared memory; 1 on CUDA), lane i
-//          taking strip i mod
-//          ceil(N / S) of row i / ceil(N / S). Each element still adds its
+//          taking strip i mod ceil(N / S) of row i / ceil(N / S); the
+//          grid holds the rows' strips (TileKernel::last_axis_strip). Each element still adds its
 //          terms in the same order, so the strip width never shows in the
 //          bits.
 //   sddmm  one lane per slot j: its row m is found by binary search over
@@ -71,7 +71,7 @@ class SparseBuilder {
       params.emplace_back("x" + std::to_string(operand) + "_" + std::to_string(d), Type::lane(DType::int64));
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, *argument});
     }
-    const std::int64_t strip = kernel_.attrs().has("spmm_strip") ? kernel_.attrs().get_int("spmm_strip") : 16;
+    const std::int64_t strip = kernel_.attrs().has("spmm_strip") ? kernel_.attrs().get_int("spmm_strip") : 64;
     if (strip < 1 || strip > 64) {
       raise(ErrorCode::ArgumentInvalid, "spmm kernel with spmm_strip " + std::to_string(strip) + " (1 to 64)",
             kernel_.location());
@@ -101,8 +101,8 @@ class SparseBuilder {
       Value* accs = tile::build(b, "tile.smem_alloc", {},
                                 {{"shape", ir::fixed_shape({lanes * strip})}, {"policy", acc_}});
       Value* first = index_op(b, "mul", tile::build(b, "tile.linear_id", {}), tile::build_int(b, strip));
-      // The grid counts every output element (none when N is 0): lanes past
-      // the strips do nothing.
+      // The grid holds each row's strips (none when N is 0:
+      // last_axis_strip); lanes past them in the last group do nothing.
       Value* N = dim_values[0];
       Value* count = op2(b, "div", index_op(b, "add", N, tile::build_int(b, strip - 1)), tile::build_int(b, strip));
       Value* m = op2(b, "div", i, count);
@@ -118,6 +118,8 @@ class SparseBuilder {
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
+    // A lane per strip: the grid holds the rows' strips, not every element.
+    if (strips) result.last_axis_strip = strip;
     return result;
   }
 
