@@ -247,14 +247,17 @@ __device__ __forceinline__ void tile_store(const SView<DD, RO, CO, M, RANK>& dst
   }
 }
 
-// A wgmma accumulator tile stored into an fp32 buffer: each thread's slots
+// A wgmma accumulator tile stored into a 2-D buffer: each thread's slots
 // come in pairs of adjacent columns (2t, 2t + 1 of an atom), written as one
-// 8-byte store where both lie inside a unit-stride row at an 8-byte aligned
-// address (the rest element by element, past-bounds elements skipped).
-template <int R, int C, int WGM, int WGN>
-__device__ __forceinline__ void tile_store(const GView<kFp32, 2>& dst, i64 r0, i64 c0,
-                                           const Tile<kFp32, R, C, WgLayout<R, C, WGM, WGN>>& t, int ov, int tid) {
+// store where both lie inside a unit-stride row at an aligned address: 8
+// bytes for an fp32 buffer, 4 (both encoded) for a bf16 or fp16 one, which
+// halves a 16-bit result's store instructions (docs/design/0032). The rest
+// go element by element, past-bounds elements skipped.
+template <int D, int R, int C, int WGM, int WGN, int DD>
+__device__ __forceinline__ void tile_store(const GView<DD, 2>& dst, i64 r0, i64 c0,
+                                           const Tile<D, R, C, WgLayout<R, C, WGM, WGN>>& t, int ov, int tid) {
   typedef WgLayout<R, C, WGM, WGN> L;
+  typedef typename Traits<DD>::storage S;
   struct alignas(8) Pair {
     float x, y;
   };
@@ -266,37 +269,14 @@ __device__ __forceinline__ void tile_store(const GView<kFp32, 2>& dst, i64 r0, i
     L::coord(tid, s, r, c);
     const i64 gr = r0 + r, gc = c0 + c;
     if (gr < 0 || gr >= rows) continue;
-    if (unit && gc >= 0 && gc + 1 < cols && (reinterpret_cast<u64>(dst.at(gr, gc)) & 7) == 0) {
-      *reinterpret_cast<Pair*>(dst.at(gr, gc)) = Pair{t.v[s], t.v[s + 1]};
-      continue;
-    }
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      if (gc + e >= 0 && gc + e < cols) *dst.at(gr, gc + e) = encode_v<kFp32>(t.v[s + e], ov);
-    }
-  }
-}
-
-// A wgmma accumulator tile stored into a buffer of 2-byte elements (a bf16
-// or fp16 GEMM result): each pair of adjacent columns is encoded, then
-// written as one 4-byte store where both lie inside a unit-stride row at a
-// 4-byte aligned address, halving the store instructions of the tile (the
-// rest element by element, past-bounds elements skipped).
-template <int D, int R, int C, int WGM, int WGN, int DD>
-__device__ __forceinline__ void tile_store(const GView<DD, 2>& dst, i64 r0, i64 c0,
-                                           const Tile<D, R, C, WgLayout<R, C, WGM, WGN>>& t, int ov, int tid) {
-  typedef WgLayout<R, C, WGM, WGN> L;
-  typedef typename Traits<DD>::storage S;
-  const i64 rows = dst.rows(), cols = dst.cols();
-  const bool unit = dst.strides[1] == 1;
-#pragma unroll
-  for (int s = 0; s < L::kSlots; s += 2) {
-    int r, c;
-    L::coord(tid, s, r, c);
-    const i64 gr = r0 + r, gc = c0 + c;
-    if (gr < 0 || gr >= rows) continue;
-    if constexpr (sizeof(S) == 2) {
-      if (unit && gc >= 0 && gc + 1 < cols && (reinterpret_cast<u64>(dst.at(gr, gc)) & 3) == 0) {
+    const bool pair = unit && gc >= 0 && gc + 1 < cols;
+    if constexpr (D == kFp32 && DD == kFp32) {
+      if (pair && (reinterpret_cast<u64>(dst.at(gr, gc)) & 7) == 0) {
+        *reinterpret_cast<Pair*>(dst.at(gr, gc)) = Pair{t.v[s], t.v[s + 1]};
+        continue;
+      }
+    } else if constexpr (sizeof(S) == 2) {
+      if (pair && (reinterpret_cast<u64>(dst.at(gr, gc)) & 3) == 0) {
         const u32 lo = (u32)encode_v<DD>(t.v[s], ov), hi = (u32)encode_v<DD>(t.v[s + 1], ov);
         *reinterpret_cast<u32*>(dst.at(gr, gc)) = lo | (hi << 16);
         continue;
