@@ -164,12 +164,13 @@ def test_spmm_spmv_sddmm_against_scipy(density, dtype):
     assert s.pattern is a.pattern
 
 
-@pytest.mark.parametrize("n", [9, 64, 150])
+@pytest.mark.parametrize("n", [1, 9, 64, 150])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp64"])
 def test_compiled_kernels_equal_the_reference_executor(dtype, n, monkeypatch):
-    # n: one short strip of spmm's 64 columns per lane on the CPU, one full
-    # strip, and two full strips and a short one; 200 rows make several
-    # groups of strips (the grid holds the rows' strips, not every element).
+    # n: one column (spmv's case: the row's chain in one register), one
+    # short strip of spmm's 64 columns per lane on the CPU, one full strip,
+    # and two full strips and a short one; 200 rows make several groups of
+    # strips (the grid holds the rows' strips, not every element).
     A = random_csr(200, 60, 0.1, salt=20)
     a = tessera.sparse.from_scipy(A, dtype=dtype)
     b = tessera.tensor(rng(21).standard_normal((60, n)), dtype=dtype)
