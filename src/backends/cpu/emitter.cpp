@@ -312,11 +312,10 @@ class Emitter {
     return src->defining_op()->parent_block() == user->parent_block();
   }
 
-  // dst = src at group level, for any storage; `user` is the op the
-  // assignment stands for (nullptr: never move).
-  // dst = src at group level; moved where `user` is src's last use, or
-  // where src goes out of scope right after (`dying`: a loop's carried
-  // value, handed to the loop's result).
+  // dst = src at group level, for any storage; moved where `user` (the op
+  // the assignment stands for) is src's last use, or where src goes out of
+  // scope right after (`dying`: a loop's carried value, handed to the
+  // loop's result).
   void group_assign(const ir::Value* dst, const ir::Value* src, const ir::Operation* user = nullptr,
                     bool dying = false) {
     if (storage_.at(dst) == Storage::lane_array) {

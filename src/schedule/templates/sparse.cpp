@@ -11,9 +11,10 @@
 //          values are then read once per 64 outputs, the strip's
 //          accumulators held in shared memory; 1 on CUDA), lane i
 //          taking strip i mod ceil(N / S) of row i / ceil(N / S); the
-//          grid holds the rows' strips (TileKernel::last_axis_strip). Each element still adds its
-//          terms in the same order, so the strip width never shows in the
-//          bits.
+//          grid holds the rows' strips (TileKernel::last_axis_strip). With
+//          N = 1 (spmv) the lane keeps its row's chain in one register.
+//          Each element still adds its terms in the same order, so the
+//          strip width never shows in the bits.
 //   sddmm  one lane per slot j: its row m is found by binary search over
 //          start (the largest m with start[m] <= j; empty rows share their
 //          start with the next row, so that m's row is never empty), then

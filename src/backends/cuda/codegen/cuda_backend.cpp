@@ -184,15 +184,15 @@ void wait_for_foreground_compiles() {
 }
 
 // Caches, compiles (or reads from the disk cache) and loads an emitted
-// kernel. `background`: a cp.async form, whose NVRTC run waits until no
-// foreground compile runs.
-CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& options, const std::string& arch,
-                               bool background) {
+// kernel; options.arch names the architecture it was emitted for.
+// `background`: a cp.async form, whose NVRTC run waits until no foreground
+// compile runs.
+CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& options, bool background) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   CompiledKernel k;
   k.device = options.device;
-  k.arch = arch;
+  k.arch = options.arch;
   const std::vector<std::string> flags = {"--fmad=false", "-std=c++17"};
   std::string key_text = "tessera-cuda 1\nversion " + std::string(TESSERA_VERSION_STRING) + "\narch " + k.arch +
                          "\nnvrtc " + std::to_string(nvrtc_version()) + "\nheaders " + headers_hash() + "\nflags";
@@ -313,10 +313,10 @@ CompiledKernel compile_kernel(const ir::Operation& kernel_func, const KernelComp
     detail::EmittedKernel pe = detail::emit_kernel(kernel_func, plain);
     cp_async_form = std::async(std::launch::async, [pe = std::move(pe), plain]() mutable {
                       return std::make_shared<const CompiledKernel>(
-                          detail::compile_emitted(std::move(pe), plain, plain.arch, true));
+                          detail::compile_emitted(std::move(pe), plain, true));
                     }).share();
   }
-  CompiledKernel k = detail::compile_emitted(std::move(e), options, emit_options.arch, false);
+  CompiledKernel k = detail::compile_emitted(std::move(e), emit_options, false);
   k.cp_async_form = std::move(cp_async_form);
   k.compile_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return k;
