@@ -178,6 +178,14 @@ func @m(%x: tensor<[M, 4096] bf16 @accum(fp32)>, %w: tensor<[4096, 4096] bf16 @a
   EXPECT_EQ(tile_of(2048, "1"), (std::vector<std::int64_t>{128, 256, 64}));  // 2^23 elements
   EXPECT_EQ(tile_of(1024, "1"), (std::vector<std::int64_t>{128, 128, 64}));  // too few blocks
   EXPECT_EQ(tile_of(2048, "0"), (std::vector<std::int64_t>{128, 128, 64}));  // GELU computed
+  // The pipeline-depth knob names itself when it is out of range.
+  schedule_test::ScopedEnv stages("TESSERA_CUDA_GEMM_STAGES", "1");
+  try {
+    tile_of(2048, "1");
+    ADD_FAILURE() << "TESSERA_CUDA_GEMM_STAGES=1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_CUDA_GEMM_STAGES is '1'; expected 2 to 8"), std::string::npos) << e.what();
+  }
 }
 
 // CUDA's normalization knobs. Rows of a known length are held in registers

@@ -229,6 +229,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_CUDA_GEMM_STAGES: the staged form's pipeline depth (default 3,
   // gemm.cpp), for measuring others.
   const std::optional<std::int64_t> gemm_stages_env = lanes_from_env("TESSERA_CUDA_GEMM_STAGES", 8);
+  if (gemm_stages_env && *gemm_stages_env < 2) {
+    raise(ErrorCode::ArgumentInvalid,
+          "TESSERA_CUDA_GEMM_STAGES is '" + std::to_string(*gemm_stages_env) + "'; expected 2 to 8");
+  }
   const std::vector<std::int64_t> staged_tile =
       staged ? gemm_tile_from_env("TESSERA_CUDA_GEMM_STAGED_TILE", {128, 128, 64}) : std::vector<std::int64_t>{};
   for (ir::Operation* k : kernels_of(func)) {
