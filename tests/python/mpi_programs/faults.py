@@ -91,5 +91,9 @@ except tessera.CollectiveError as e:
         # The job ends when a process exits with an error: let the culprit
         # say what its own members raised first.
         time.sleep(3)
+    if MODE == "sleep" and ME == 0:
+        # Likewise let the sleeper wake and say what it learned: under load
+        # process 0's exit ended the job before it did.
+        time.sleep(float(sys.argv[2]))
     raise
 print(f"process {ME} finished without an error", flush=True)
