@@ -11,7 +11,7 @@ rmsnorm, layernorm and softmax (forward, [16384, 8192]), softmax_grad and
 layernorm_grad (jit(grad) of sum(f(x) g), one fused kernel each), gemm
 ([8192, 4096] x [4096, 16384]), gemm_gelu (the same with + bias and GELU in
 its epilogue), chain (gelu(x + b) + r, [16384, 8192], GELU
-read from its table).
+read from its table), fft (complex64 [16384, 1024] along the last axis).
 """
 
 import sys
@@ -31,6 +31,12 @@ def tensor(shape, scale=1.0):
     return tessera.tensor(h, P).to("cuda:0")
 
 
+def complex_tensor(shape):
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32)
+    return tessera.tensor(z.astype(np.complex64)).to("cuda:0")
+
+
 TARGETS = {
     "column_sum": (lambda x: ops.sum(x, axis=0), lambda: [tensor((8192, 16384))]),
     "rmsnorm": (lambda x: ops.rmsnorm_safe(x), lambda: [tensor((16384, 8192))]),
@@ -42,6 +48,7 @@ TARGETS = {
                        lambda: [tensor((16384, 8192)), tensor((16384, 8192))]),
     "chain": (lambda x, b, r: ops.gelu(x + b) + r,
               lambda: [tensor((16384, 8192), 2.0), tensor((8192,)), tensor((16384, 8192))]),
+    "fft": (lambda z: ops.fft(z), lambda: [complex_tensor((16384, 1024))]),
     "gemm": (lambda a, b: ops.matmul(a, b), lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5)]),
     "gemm_gelu": (lambda a, b, c: ops.gelu(ops.matmul(a, b) + c),
                   lambda: [tensor((8192, 4096)), tensor((4096, 16384), 4096 ** -0.5), tensor((16384,), 0.1)]),

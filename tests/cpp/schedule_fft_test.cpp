@@ -114,6 +114,19 @@ TEST(ScheduleFft, LinesInGlobalScratchMatchReferenceBitwise) {
   check_cases("64 lanes per line in global scratch");
 }
 
+TEST(ScheduleFft, PassGroupsOfEverySizeMatchReferenceBitwise) {
+  // A lane runs groups of passes in registers (fft.cpp, fused_group): each
+  // pass alone (1, one lane per line), groups of up to 4 and up to 64 points
+  // (4096 = 4^6 then takes two groups of three passes) with 64 lanes, and
+  // up to 16 with 256 lanes, where 4096's middle group (one item per lane)
+  // works in place in one shared array.
+  for (const auto& [lanes, points] : {std::pair{"", "1"}, std::pair{"64", "4"}, std::pair{"64", "64"}, std::pair{"256", "16"}}) {
+    ScopedEnv group_lanes("TESSERA_FFT_LANES", lanes);
+    ScopedEnv fused("TESSERA_FFT_POINTS", points);
+    check_cases(std::string("up to ") + points + " points per lane, lanes '" + lanes + "'");
+  }
+}
+
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   // real, imag, conj and complex (with broadcasting), casts to and from
   // complex, and complex add, sub, mul, div (Smith's, both branches), neg and abs

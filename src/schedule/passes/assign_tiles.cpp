@@ -175,6 +175,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // before it works in global scratch (any target, so the CPU tests the
   // scratch form too; CUDA's default 227 KiB).
   const std::optional<std::int64_t> fft_shared_env = lanes_from_env("TESSERA_FFT_SHARED_BYTES", std::int64_t{1} << 30);
+  // $TESSERA_FFT_POINTS: the most points a lane holds in registers while it
+  // runs a group of Stockham passes (any target; the template's default 16;
+  // 1 runs each pass on its own).
+  const std::optional<std::int64_t> fft_points_env = lanes_from_env("TESSERA_FFT_POINTS", 64);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? kCudaRowLanes : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
@@ -296,6 +300,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       // checked when the kernel loads). The CPU takes one lane per line.
       k->attrs().set("fft_lanes", fft_lanes_env ? *fft_lanes_env : std::int64_t{256});
     }
+    if (f == Family::fft && fft_points_env) k->attrs().set("fft_points", *fft_points_env);
     if (f == Family::fft && (fft_shared_env || cuda)) {
       k->attrs().set("fft_shared_bytes", fft_shared_env ? *fft_shared_env : std::int64_t{227 * 1024});
     }
@@ -314,7 +319,8 @@ std::string target_knob_key() {
                                        "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
-                                       "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD"};
+                                       "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
+                                       "TESSERA_FFT_POINTS"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

@@ -45,6 +45,9 @@ using ir::Type;
 using ir::Value;
 
 constexpr std::int64_t kResizeLanes = 256;
+// Points a lane holds in registers while it runs a group of Stockham passes
+// (the `fft_points` knob's default).
+constexpr std::int64_t kFusedPoints = 16;
 // Shared memory a line may take on the CPU (its arena is heap memory).
 constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
 // Global scratch a line may take (CUDA lines past shared memory).
@@ -63,9 +66,14 @@ std::int64_t line_points(const ir::Operation& root) {
   return graph::fft::smooth_at_least(2 * n - 1);
 }
 
+// Words a shared array gives each part of `points` points: one word of
+// padding per kBankWords (see FftBuilder::array_at).
+constexpr std::int64_t kBankWords = 32;
+std::int64_t padded_points(std::int64_t points) { return points + points / kBankWords; }
+
 // Shared bytes per line: two arrays of the line's points, two parts each.
 std::int64_t line_bytes(const ir::Operation& root) {
-  return 2 * 2 * line_points(root) * storage_bytes(part_type(root));
+  return 2 * 2 * padded_points(line_points(root)) * storage_bytes(part_type(root));
 }
 
 // Whether the line works in global scratch: its arrays pass the kernel's
@@ -103,6 +111,7 @@ struct Cx {
 struct Array {
   Value* buffer;
   Value* base = nullptr;
+  bool padded = false;  // shared by several lanes: see FftBuilder::array_at
 };
 
 class FftBuilder {
@@ -133,6 +142,7 @@ class FftBuilder {
     m_ = plan.bluestein_length();
     const std::int64_t points = m_ > 0 ? m_ : n_;
     points_ = points;
+    if (kernel_.attrs().has("fft_points")) fused_points_ = kernel_.attrs().get_int("fft_points");
 
     TileKernel result;
     std::vector<std::pair<std::string, Type>> params;
@@ -190,7 +200,8 @@ class FftBuilder {
     add_inner_dims(x, axis, params, result);
     lanes_ = group_lanes_for(points);
     // The two shared arrays, each rounded up to the shared alignment.
-    const std::int64_t array_bytes = 2 * points * static_cast<std::int64_t>(sizeof(T));
+    part_words_ = padded_points(points);
+    const std::int64_t array_bytes = 2 * part_words_ * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t shared =
         global ? 0 : 2 * ((array_bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment) * tile::kSharedAlignment;
     ir::Operation* func = tile::build_kernel(
@@ -210,40 +221,62 @@ class FftBuilder {
     Value* i = op2(b, "rem", g, inner);
     in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
     out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
+    // A line of one group of passes (no Bluestein) never needs the arrays.
+    // Where every group between the first and the last gives each lane one
+    // item, those groups work in place (read, barrier, write): one array,
+    // half the shared memory, so more groups fit on a multiprocessor.
+    const bool direct = m_ == 0 && !passes.empty();
+    const auto direct_groups = direct ? pass_groups(passes) : std::vector<std::pair<std::size_t, std::size_t>>{};
+    const bool arrays_used = !direct || direct_groups.size() > 1;
+    bool in_place = direct && !global;
+    for (std::size_t k = 1; k + 1 < direct_groups.size(); ++k) {
+      in_place = in_place && n_ / group_points(passes, direct_groups[k]) == lanes_;
+    }
     Array arrays[2];
-    if (global) {
+    if (arrays_used && global) {
       Value* scratch = fb.argument(first_scalar - 1);
       Value* base = index_op(b, "mul", g, integer(b, 4 * points));
       arrays[0] = {scratch, base};
       arrays[1] = {scratch, index_op(b, "add", base, integer(b, 2 * points))};
-    } else {
-      arrays[0] = {shared_array(b, t_, 2 * points)};
-      arrays[1] = {shared_array(b, t_, 2 * points)};
-    }
-    int cur = 0;
-
-    load_line(b, arrays[0], points);
-    b.create("tile.barrier", {});
-    auto run_passes = [&](const std::vector<PassPlan>& ps, std::int64_t length) {
-      for (const PassPlan& p : ps) {
-        stockham_pass(b, p, length, arrays[cur], arrays[1 - cur]);
-        b.create("tile.barrier", {});
-        cur = 1 - cur;
-      }
-    };
-    if (m_ == 0) {
-      run_passes(passes, n_);
-    } else {
-      run_passes(forward, m_);
-      // a_k *= FFT_M(b)_k, in place: each point is read and written by one lane.
-      lane_loop(b, integer(b, 0), m_, [&](ir::OpBuilder& lb, Value* k) {
-        store_point(lb, arrays[cur], k, mul(lb, load_point(lb, arrays[cur], k), table_point(lb, kernel_at_, k)));
-      });
-      b.create("tile.barrier", {});
-      run_passes(inverse_m, m_);
+    } else if (arrays_used) {
+      arrays[0] = {shared_array(b, t_, 2 * part_words_), nullptr, lanes_ > 1};
+      arrays[1] = in_place ? arrays[0] : Array{shared_array(b, t_, 2 * part_words_), nullptr, lanes_ > 1};
     }
     const T norm = static_cast<T>(graph::fft::norm_factor(root_.attrs().get_string("norm"), n_, inverse));
-    store_line(b, arrays[cur], static_cast<double>(plan.bluestein_scale()), static_cast<double>(norm));
+    bluestein_scale_ = static_cast<double>(plan.bluestein_scale());
+    norm_ = static_cast<double>(norm);
+    int cur = 0;
+    // Groups of passes run in registers between the arrays (fused_group).
+    // Without Bluestein, the first group reads the operand and the last
+    // stores the result: the line touches shared memory only between groups.
+    auto run_groups = [&](const std::vector<PassPlan>& ps, std::int64_t length, bool from_operand, bool to_result) {
+      const auto groups = pass_groups(ps);
+      for (std::size_t k = 0; k < groups.size(); ++k) {
+        const bool first = from_operand && k == 0;
+        const bool last = to_result && k + 1 == groups.size();
+        fused_group(b, ps, groups[k], length, first ? nullptr : &arrays[cur], last ? nullptr : &arrays[1 - cur]);
+        if (!last) {
+          b.create("tile.barrier", {});
+          cur = 1 - cur;
+        }
+      }
+    };
+    if (direct) {
+      run_groups(passes, n_, true, true);
+    } else {
+      load_line(b, arrays[0], points);
+      b.create("tile.barrier", {});
+      if (m_ > 0) {
+        run_groups(forward, m_, false, false);
+        // a_k *= FFT_M(b)_k, in place: each point is read and written by one lane.
+        lane_loop(b, integer(b, 0), m_, [&](ir::OpBuilder& lb, Value* k) {
+          store_point(lb, arrays[cur], k, mul(lb, load_point(lb, arrays[cur], k), table_point(lb, kernel_at_, k)));
+        });
+        b.create("tile.barrier", {});
+        run_groups(inverse_m, m_, false, false);
+      }
+      store_line(b, arrays[cur]);
+    }
     tile::finish_kernel(*func);
     // The parts of each product are stored side by side: g++ would fuse
     // their products into vfmaddsub (backends/cpu/emitter.cpp).
@@ -264,12 +297,13 @@ class FftBuilder {
   };
 
   // Lanes per group: the `fft_lanes` knob (CUDA) caps them, a group has at
-  // least a warp and about one lane per four points; one lane elsewhere.
+  // least a warp and about one lane per `fused_points_` points (what a lane
+  // holds in a group of passes); one lane elsewhere.
   std::int64_t group_lanes_for(std::int64_t points) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
     std::int64_t lanes = 32;
-    while (lanes < most && lanes * 4 < points) lanes *= 2;
+    while (lanes < most && lanes * fused_points_ < points) lanes *= 2;
     return std::min(lanes, most);
   }
 
@@ -291,9 +325,14 @@ class FftBuilder {
   // A shared array holds the real parts of its points, then the imaginary
   // parts: consecutive lanes reading consecutive points touch consecutive
   // words (interleaved parts would halve a GPU's shared-memory bandwidth).
+  // Shared by several lanes, point k sits at k + k / 32: lanes writing
+  // points a power of two apart (a group's outputs: 4 t + c after a radix-4
+  // pass, 16 t + c after two) would otherwise hit one bank in 32 / stride.
   Value* array_at(ir::OpBuilder& b, const Array& a, Value* k, int part) {
     Value* at = a.base ? index_op(b, "add", a.base, k) : k;
-    return part == 0 ? at : index_op(b, "add", at, integer(b, points_));
+    const std::int64_t part_words = a.base ? points_ : part_words_;
+    if (a.padded) at = index_op(b, "add", at, op2(b, "div", k, integer(b, kBankWords)));
+    return part == 0 ? at : index_op(b, "add", at, integer(b, part_words));
   }
   // Points of a line array and entries of the constant table: their indices
   // come from the plan's sizes and the lane id alone (never from data), and
@@ -350,21 +389,25 @@ class FftBuilder {
     return {cast(b, parts[0], t_), cast(b, parts[1], t_)};
   }
 
+  // Point k (k < n) of the line to transform, rounded to T: the operand's
+  // point (c2r: the Hermitian spectrum), times Bluestein's chirp.
+  Cx line_input(ir::OpBuilder& b, Value* k) {
+    Cx v;
+    if (c2r_ && in_len_ < n_) {
+      // Bins past n/2 are the conjugates of bins n - k.
+      Value* stored = cmp(b, "lt", k, integer(b, in_len_));
+      Value* source = select(b, stored, k, index_op(b, "sub", integer(b, n_), k));
+      const Cx z = operand_point(b, source);
+      v = {z.re, select(b, stored, z.im, op1(b, "neg", z.im))};
+    } else {
+      v = operand_point(b, k);
+    }
+    if (m_ > 0) v = mul(b, v, table_point(b, chirp_at_, k));
+    return v;
+  }
+
   void load_line(ir::OpBuilder& b, const Array& array, std::int64_t points) {
-    lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) {
-      Cx v;
-      if (c2r_ && in_len_ < n_) {
-        // Bins past n/2 are the conjugates of bins n - k.
-        Value* stored = cmp(lb, "lt", k, integer(lb, in_len_));
-        Value* source = select(lb, stored, k, index_op(lb, "sub", integer(lb, n_), k));
-        const Cx z = operand_point(lb, source);
-        v = {z.re, select(lb, stored, z.im, op1(lb, "neg", z.im))};
-      } else {
-        v = operand_point(lb, k);
-      }
-      if (m_ > 0) v = mul(lb, v, table_point(lb, chirp_at_, k));
-      store_point(lb, array, k, v);
-    });
+    lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) { store_point(lb, array, k, line_input(lb, k)); });
     if (points > n_) {
       lane_loop(b, integer(b, n_), points, [&](ir::OpBuilder& lb, Value* k) {
         store_point(lb, array, k, {real(lb, 0.0), real(lb, 0.0)});
@@ -372,65 +415,141 @@ class FftBuilder {
     }
   }
 
-  // One Stockham pass: butterfly j (j < length / R) reads x[j + r length/R]
-  // and writes y[(j / Ns) Ns R + j mod Ns + k Ns].
-  void stockham_pass(ir::OpBuilder& b, const PassPlan& p, std::int64_t length, const Array& x, const Array& y) {
+  // Consecutive passes whose radices multiply to at most `fused_points_`
+  // form a group (a pass wider than that is a group of its own): [from, to).
+  std::vector<std::pair<std::size_t, std::size_t>> pass_groups(const std::vector<PassPlan>& ps) const {
+    std::vector<std::pair<std::size_t, std::size_t>> groups;
+    for (std::size_t from = 0; from < ps.size();) {
+      std::size_t to = from + 1;
+      std::int64_t points = ps[from].radix;
+      while (to < ps.size() && points * ps[to].radix <= fused_points_) points *= ps[to++].radix;
+      groups.emplace_back(from, to);
+      from = to;
+    }
+    return groups;
+  }
+
+  // Stockham pass i (radix R, Ns = ns) runs butterfly j < length / R: it
+  // reads x[j + r length/R] and writes y[(j / Ns) Ns R + j mod Ns + k Ns].
+  // A group of passes with radices multiplying to P runs in registers: lane
+  // item t < length / P reads the P points x[t + c length/P] and runs the
+  // first pass's butterflies j = t + a length/P (a < P / R). Since length/P
+  // is a multiple of Ns, they share j mod Ns (so their twiddles), and
+  // butterfly j's output k lands at t'_k + a length/(P/R), t'_k =
+  // (t / Ns) Ns R + t mod Ns + k Ns: for each k, the same shape one pass on,
+  // with P / R points. So the group's passes need no exchange between
+  // lanes, and each butterfly is the reference's arithmetic, so the bits
+  // are the reference's. `x` null reads the operand (line_input), `y` null
+  // stores the result (store_bin).
+  void fused_group(ir::OpBuilder& b, const std::vector<PassPlan>& ps, std::pair<std::size_t, std::size_t> group,
+                   std::int64_t length, const Array* x, const Array* y) {
+    const std::int64_t points = group_points(ps, group);
+    const std::int64_t items = length / points;
+    // In place (x and y one array, one item per lane): every lane reads its
+    // points before any lane writes.
+    const bool in_place = x && y && x->buffer == y->buffer && x->base == y->base;
+    if (in_place && items != lanes_) raise(ErrorCode::Internal, "fft: an in-place pass group needs one item per lane");
+    auto item = [&](ir::OpBuilder& lb, Value* t) {
+      std::vector<Cx> values;
+      for (std::int64_t c = 0; c < points; ++c) {
+        Value* k = index_op(lb, "add", t, integer(lb, c * items));
+        values.push_back(x ? load_point(lb, *x, k) : line_input(lb, k));
+      }
+      if (in_place) lb.create("tile.barrier", {});
+      butterflies(lb, ps, group.first, group.second, t, values, [&](ir::OpBuilder& sb, Value* k, Cx v) {
+        if (y) {
+          store_point(sb, *y, k, v);
+        } else if (out_len_ < n_) {
+          if_then(sb, cmp(sb, "lt", k, integer(sb, out_len_)), [&](ir::OpBuilder& tb) { store_bin(tb, k, v); });
+        } else {
+          store_bin(sb, k, v);
+        }
+      });
+    };
+    if (in_place) {
+      item(b, lane_);
+    } else {
+      lane_loop(b, integer(b, 0), items, item);
+    }
+  }
+
+  static std::int64_t group_points(const std::vector<PassPlan>& ps, std::pair<std::size_t, std::size_t> group) {
+    std::int64_t points = 1;
+    for (std::size_t i = group.first; i < group.second; ++i) points *= ps[i].radix;
+    return points;
+  }
+
+  // Passes [i, to) on `values` (point c at t + c length/P), in registers;
+  // `sink(k, v)` takes each result point.
+  void butterflies(ir::OpBuilder& b, const std::vector<PassPlan>& ps, std::size_t i, std::size_t to, Value* t,
+                   const std::vector<Cx>& values, const std::function<void(ir::OpBuilder&, Value*, Cx)>& sink) {
+    if (i == to) {
+      sink(b, t, values[0]);
+      return;
+    }
+    const PassPlan& p = ps[i];
     const int R = p.radix;
-    const std::int64_t stride = length / R;
-    lane_loop(b, integer(b, 0), stride, [&](ir::OpBuilder& lb, Value* j) {
-      Value* jm = p.ns == 1 ? integer(lb, 0) : op2(lb, "rem", j, integer(lb, p.ns));
-      Value* jd = p.ns == 1 ? j : op2(lb, "div", j, integer(lb, p.ns));
-      // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
-      Value* untwiddled = p.ns == 1 ? nullptr : cmp(lb, "eq", jm, integer(lb, 0));
+    const std::size_t per = values.size() / static_cast<std::size_t>(R);
+    Value* jm = p.ns == 1 ? integer(b, 0) : op2(b, "rem", t, integer(b, p.ns));
+    Value* jd = p.ns == 1 ? t : op2(b, "div", t, integer(b, p.ns));
+    // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
+    Value* untwiddled = p.ns == 1 ? nullptr : cmp(b, "eq", jm, integer(b, 0));
+    std::vector<Cx> twiddles(static_cast<std::size_t>(R));
+    if (p.ns > 1) {
+      for (int r = 1; r < R; ++r) twiddles[static_cast<std::size_t>(r)] = table_point(b, p.table_at, index_op(b, "mul", jm, integer(b, r)));
+    }
+    std::vector<std::vector<Cx>> outs(static_cast<std::size_t>(R), std::vector<Cx>(per));
+    for (std::size_t a = 0; a < per; ++a) {
       std::vector<Cx> v;
       for (int r = 0; r < R; ++r) {
-        const Cx a = load_point(lb, x, index_op(lb, "add", j, integer(lb, r * stride)));
-        if (r == 0 || p.ns == 1) {
-          v.push_back(a);
-          continue;
-        }
-        Value* q = index_op(lb, "mul", jm, integer(lb, r));
-        v.push_back(pick(lb, untwiddled, a, mul(lb, a, table_point(lb, p.table_at, q))));
+        const Cx in = values[a + static_cast<std::size_t>(r) * per];
+        v.push_back(r == 0 || p.ns == 1 ? in : pick(b, untwiddled, in, mul(b, in, twiddles[static_cast<std::size_t>(r)])));
       }
-      Value* base = index_op(lb, "add", index_op(lb, "mul", jd, integer(lb, p.span)), jm);
       for (int k = 0; k < R; ++k) {
         Cx acc = v[0];
         for (int r = 1; r < R; ++r) {
           const int q = (r * k) % R;
           const auto& w = p.inner[static_cast<std::size_t>(q)];
-          acc = add(lb, acc, q == 0 ? v[static_cast<std::size_t>(r)] : times_inner(lb, v[static_cast<std::size_t>(r)], w));
+          acc = add(b, acc, q == 0 ? v[static_cast<std::size_t>(r)] : times_inner(b, v[static_cast<std::size_t>(r)], w));
         }
-        store_point(lb, y, index_op(lb, "add", base, integer(lb, k * p.ns)), acc);
+        outs[static_cast<std::size_t>(k)][a] = acc;
       }
-    });
+    }
+    Value* base = index_op(b, "add", index_op(b, "mul", jd, integer(b, p.span)), jm);
+    for (int k = 0; k < R; ++k) {
+      butterflies(b, ps, i + 1, to, index_op(b, "add", base, integer(b, k * p.ns)), outs[static_cast<std::size_t>(k)], sink);
+    }
   }
 
-  // Bins 0 .. out_len - 1 of the transformed line to the result.
-  void store_line(ir::OpBuilder& b, const Array& array, double bluestein_scale, double norm) {
+  // Bins 0 .. out_len - 1 of the transformed line (in `array`) to the result.
+  void store_line(ir::OpBuilder& b, const Array& array) {
+    lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) { store_bin(lb, k, load_point(lb, array, k)); });
+  }
+
+  // Bin k (k < out_len) of the transformed line to the result: Bluestein's
+  // last chirp and 1/M, hermitian weights, the normalization.
+  void store_bin(ir::OpBuilder& b, Value* k, Cx v) {
     const bool weights = root_.attrs().get_bool("hermitian_weights");
-    lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) {
-      Cx v = load_point(lb, array, k);
-      if (m_ > 0) {
-        const Cx c = mul(lb, v, table_point(lb, chirp_at_, k));
-        Value* s = real(lb, bluestein_scale);
-        v = {op2(lb, "mul", c.re, s), op2(lb, "mul", c.im, s)};
-      }
-      if (weights) {
-        Value* doubled = op2(lb, "and", cmp(lb, "gt", k, integer(lb, 0)),
-                             cmp(lb, "lt", index_op(lb, "mul", k, integer(lb, 2)), integer(lb, n_)));
-        v = pick(lb, doubled, add(lb, v, v), v);
-      }
-      if (norm != 1.0) {
-        Value* s = real(lb, norm);
-        v = {op2(lb, "mul", v.re, s), op2(lb, "mul", v.im, s)};
-      }
-      Value* at = index_op(lb, "add", out_base_, index_op(lb, "mul", k, inner_));
-      if (c2r_) {
-        lb.create("tile.store_elem", {out_buffer_, at, cast(lb, v.re, out_policy_)});
-      } else {
-        lb.create("tile.store_vector", {out_buffer_, part_at(lb, at, 0), cast(lb, v.re, out_policy_), cast(lb, v.im, out_policy_)});
-      }
-    });
+    if (m_ > 0) {
+      const Cx c = mul(b, v, table_point(b, chirp_at_, k));
+      Value* s = real(b, bluestein_scale_);
+      v = {op2(b, "mul", c.re, s), op2(b, "mul", c.im, s)};
+    }
+    if (weights) {
+      Value* doubled = op2(b, "and", cmp(b, "gt", k, integer(b, 0)),
+                           cmp(b, "lt", index_op(b, "mul", k, integer(b, 2)), integer(b, n_)));
+      v = pick(b, doubled, add(b, v, v), v);
+    }
+    if (norm_ != 1.0) {
+      Value* s = real(b, norm_);
+      v = {op2(b, "mul", v.re, s), op2(b, "mul", v.im, s)};
+    }
+    Value* at = index_op(b, "add", out_base_, index_op(b, "mul", k, inner_));
+    if (c2r_) {
+      b.create("tile.store_elem", {out_buffer_, at, cast(b, v.re, out_policy_)});
+    } else {
+      b.create("tile.store_vector", {out_buffer_, part_at(b, at, 0), cast(b, v.re, out_policy_), cast(b, v.im, out_policy_)});
+    }
   }
 
   const ir::Operation& kernel_;
@@ -440,6 +559,10 @@ class FftBuilder {
   NumericsPolicy t_, out_policy_;
   std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1, points_ = 0;
   std::int64_t chirp_at_ = 0, kernel_at_ = 0;
+  // The most points a lane holds in a group of passes (`fft_points` knob).
+  std::int64_t fused_points_ = kFusedPoints;
+  double bluestein_scale_ = 1.0, norm_ = 1.0;
+  std::int64_t part_words_ = 0;  // a shared array's words per part
   bool c2r_ = false, complex_in_ = false;
   Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr, *inner_ = nullptr;
   Value *in_base_ = nullptr, *out_base_ = nullptr;
