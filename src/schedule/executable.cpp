@@ -301,7 +301,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     }
     const std::int64_t lanes = tk.lanes_per_group;
     std::int64_t grid = (n + lanes - 1) / lanes;
-    if (tk.group_per_row) grid = n;
+    if (tk.group_per_row) grid = (n + tk.rows_per_group - 1) / tk.rows_per_group;
     if (!tk.axis_blocks.empty()) {
       grid = 0;
       for (const AxisBlocks& ab : tk.axis_blocks) {

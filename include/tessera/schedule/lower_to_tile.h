@@ -124,8 +124,11 @@ struct TileKernel {
   // lanes_per_group columns of one row (all dims but the last), so the grid
   // is numel(domain) / C * ceil(C / lanes_per_group), C = the last dim.
   bool row_tiled = false;
-  // One group per row (a cooperative normalization): the grid is the row count.
+  // One group per row (a cooperative normalization): the grid is the row
+  // count; groups of `rows_per_group` consecutive rows (an FFT's adjacent
+  // lines) divide it by that.
   bool group_per_row = false;
+  std::int64_t rows_per_group = 1;
   // Lanes that each take a strip of this many adjacent elements along the
   // domain's last axis (the CPU's spmm): numel(domain) / C * ceil(C / strip)
   // lanes, C = the last dim, instead of one per element.

@@ -46,8 +46,10 @@ using ir::Value;
 
 constexpr std::int64_t kResizeLanes = 256;
 // Points a lane holds in registers while it runs a group of Stockham passes
-// (the `fft_points` knob's default).
-constexpr std::int64_t kFusedPoints = 16;
+// (the `fft_points` knob's default: each radix-4 pass alone; CUDA sets 16).
+constexpr std::int64_t kFusedPoints = 4;
+// The most lanes a group takes (a CUDA block's threads).
+constexpr std::int64_t kMostGroupLanes = 1024;
 // Shared memory a line may take on the CPU (its arena is heap memory).
 constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
 // Global scratch a line may take (CUDA lines past shared memory).
@@ -110,8 +112,9 @@ struct Cx {
 // starting at element `base`.
 struct Array {
   Value* buffer;
-  Value* base = nullptr;
-  bool padded = false;  // shared by several lanes: see FftBuilder::array_at
+  Value* base = nullptr;        // null: 0
+  std::int64_t part_words = 0;  // where the imaginary parts start, from base
+  bool padded = false;          // shared by several lanes: see FftBuilder::array_at
 };
 
 class FftBuilder {
@@ -198,15 +201,19 @@ class FftBuilder {
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     add_inner_dims(x, axis, params, result);
-    lanes_ = group_lanes_for(points);
-    // The two shared arrays, each rounded up to the shared alignment.
+    lanes_ = group_lanes_for(m_ == 0 ? passes : forward, points);
     part_words_ = padded_points(points);
-    const std::int64_t array_bytes = 2 * part_words_ * static_cast<std::int64_t>(sizeof(T));
+    lines_ = adjacent_lines(x, axis, global, sizeof(T));
+    // A line's array: its two parts, padded so that the lines of a group
+    // start 8 banks apart (their lanes access the same offsets together).
+    line_words_ = lines_ == 1 ? 2 * part_words_ : (2 * part_words_ + kBankWords - 1) / kBankWords * kBankWords + 8;
+    // The two shared arrays, each rounded up to the shared alignment.
+    const std::int64_t array_bytes = lines_ * line_words_ * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t shared =
         global ? 0 : 2 * ((array_bytes + tile::kSharedAlignment - 1) / tile::kSharedAlignment) * tile::kSharedAlignment;
     ir::Operation* func = tile::build_kernel(
         out_, name_, params,
-        {.group_shape = std::vector<std::int64_t>{lanes_}, .shared_bytes = std::max<std::int64_t>(shared, 49152)},
+        {.group_shape = std::vector<std::int64_t>{lanes_ * lines_}, .shared_bytes = std::max<std::int64_t>(shared, 49152)},
         kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -216,9 +223,14 @@ class FftBuilder {
     Value* inner = inner_stride(b, fb, first_scalar, result.scalars.size());
     inner_ = inner;
     Value* g = tile::build(b, "tile.group_id", {});
-    lane_ = tile::build(b, "tile.linear_id", {});
-    Value* o = op2(b, "div", g, inner);
-    Value* i = op2(b, "rem", g, inner);
+    // Lane l of the group works on line g lines + l mod lines, as lane
+    // l / lines of that line's lanes.
+    Value* id = tile::build(b, "tile.linear_id", {});
+    Value* column = lines_ == 1 ? nullptr : op2(b, "rem", id, integer(b, lines_));
+    lane_ = lines_ == 1 ? id : op2(b, "div", id, integer(b, lines_));
+    Value* line = lines_ == 1 ? g : index_op(b, "add", index_op(b, "mul", g, integer(b, lines_)), column);
+    Value* o = op2(b, "div", line, inner);
+    Value* i = op2(b, "rem", line, inner);
     in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
     out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
     // A line of one group of passes (no Bluestein) never needs the arrays.
@@ -236,11 +248,13 @@ class FftBuilder {
     if (arrays_used && global) {
       Value* scratch = fb.argument(first_scalar - 1);
       Value* base = index_op(b, "mul", g, integer(b, 4 * points));
-      arrays[0] = {scratch, base};
-      arrays[1] = {scratch, index_op(b, "add", base, integer(b, 2 * points))};
+      arrays[0] = {scratch, base, points};
+      arrays[1] = {scratch, index_op(b, "add", base, integer(b, 2 * points)), points};
     } else if (arrays_used) {
-      arrays[0] = {shared_array(b, t_, 2 * part_words_), nullptr, lanes_ > 1};
-      arrays[1] = in_place ? arrays[0] : Array{shared_array(b, t_, 2 * part_words_), nullptr, lanes_ > 1};
+      // One array per line of the group, line_words_ apart.
+      Value* at = lines_ == 1 ? nullptr : index_op(b, "mul", column, integer(b, line_words_));
+      arrays[0] = {shared_array(b, t_, lines_ * line_words_), at, part_words_, lanes_ > 1};
+      arrays[1] = in_place ? arrays[0] : Array{shared_array(b, t_, lines_ * line_words_), at, part_words_, lanes_ > 1};
     }
     const T norm = static_cast<T>(graph::fft::norm_factor(root_.attrs().get_string("norm"), n_, inverse));
     bluestein_scale_ = static_cast<double>(plan.bluestein_scale());
@@ -282,7 +296,8 @@ class FftBuilder {
     // their products into vfmaddsub (backends/cpu/emitter.cpp).
     func->attrs().set("vectorize", false);
     result.func = func;
-    result.lanes_per_group = lanes_;
+    result.lanes_per_group = lanes_ * lines_;
+    result.rows_per_group = lines_;
     result.rows_of = std::pair<std::size_t, std::size_t>{0, static_cast<std::size_t>(axis)};
     result.group_per_row = true;
     return result;
@@ -296,15 +311,38 @@ class FftBuilder {
     std::vector<std::pair<double, double>> inner;  // w(radix, q)
   };
 
-  // Lanes per group: the `fft_lanes` knob (CUDA) caps them, a group has at
-  // least a warp and about one lane per `fused_points_` points (what a lane
-  // holds in a group of passes); one lane elsewhere.
-  std::int64_t group_lanes_for(std::int64_t points) const {
+  // Lanes per line: the `fft_lanes` knob (CUDA) caps them, a line has at
+  // least a warp, and enough lanes for one item each in its pass groups
+  // between the first and the last (which then work in place), or in every
+  // group of a line with fewer than three. One lane elsewhere.
+  std::int64_t group_lanes_for(const std::vector<PassPlan>& ps, std::int64_t points) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
+    const auto groups = pass_groups(ps);
+    std::int64_t items = 1;
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const bool middle = k > 0 && k + 1 < groups.size();
+      if (middle || groups.size() < 3) items = std::max(items, points / group_points(ps, groups[k]));
+    }
     std::int64_t lanes = 32;
-    while (lanes < most && lanes * fused_points_ < points) lanes *= 2;
+    while (lanes < most && lanes < items) lanes *= 2;
     return std::min(lanes, most);
+  }
+
+  // Lines per group: on a cooperative target, a line along an axis other
+  // than the last has its points `inner` elements apart, so lanes of one
+  // line would each read a sector of their own. A group then takes adjacent
+  // lines (32 bytes of each row together) when the inner dims are known and
+  // a multiple of them; lines in global scratch keep one per group.
+  std::int64_t adjacent_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes) const {
+    if (lanes_ == 1 || global) return 1;
+    std::int64_t inner = 1;
+    for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.shape.size(); ++d) {
+      if (x.shape[d].is_symbolic()) return 1;
+      inner *= x.shape[d].size;
+    }
+    const std::int64_t lines = 32 / (2 * static_cast<std::int64_t>(part_bytes));
+    return inner % lines == 0 && lanes_ * lines <= kMostGroupLanes ? lines : 1;
   }
 
   Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
@@ -330,9 +368,8 @@ class FftBuilder {
   // pass, 16 t + c after two) would otherwise hit one bank in 32 / stride.
   Value* array_at(ir::OpBuilder& b, const Array& a, Value* k, int part) {
     Value* at = a.base ? index_op(b, "add", a.base, k) : k;
-    const std::int64_t part_words = a.base ? points_ : part_words_;
     if (a.padded) at = index_op(b, "add", at, op2(b, "div", k, integer(b, kBankWords)));
-    return part == 0 ? at : index_op(b, "add", at, integer(b, part_words));
+    return part == 0 ? at : index_op(b, "add", at, integer(b, a.part_words));
   }
   // Points of a line array and entries of the constant table: their indices
   // come from the plan's sizes and the lane id alone (never from data), and
@@ -563,6 +600,8 @@ class FftBuilder {
   std::int64_t fused_points_ = kFusedPoints;
   double bluestein_scale_ = 1.0, norm_ = 1.0;
   std::int64_t part_words_ = 0;  // a shared array's words per part
+  std::int64_t lines_ = 1;       // adjacent lines per group
+  std::int64_t line_words_ = 0;  // a line's words in a shared array
   bool c2r_ = false, complex_in_ = false;
   Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr, *inner_ = nullptr;
   Value *in_base_ = nullptr, *out_base_ = nullptr;
