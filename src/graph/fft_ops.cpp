@@ -137,13 +137,23 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
   const std::int64_t out_len = out_sizes[static_cast<std::size_t>(axis)];
   const Lines l = lines_of(x.shape(), axis);
   std::vector<Complex> result(static_cast<std::size_t>(numel_of(out_sizes)));
-  std::vector<fft::Cx<T>> line(static_cast<std::size_t>(n));
-  const fft::Plan<T> plan(n, inverse);  // twiddles once per call, the same values for every line
+  // Real input of a splittable length transforms at half its length, then
+  // splits the spectrum (fft_plan.h, splits_real).
+  const bool split = kind == "r2c" && fft::splits_real(n);
+  const std::int64_t h = n / 2;
+  const std::int64_t len = split ? h : n;
+  std::vector<fft::Cx<T>> line(static_cast<std::size_t>(len));
+  const fft::Plan<T> plan(len, inverse);  // twiddles once per call, the same values for every line
+  const std::vector<fft::Cx<T>> split_w = split ? fft::split_twiddles<T>(n, inverse) : std::vector<fft::Cx<T>>{};
   for (std::int64_t o = 0; o < l.outer; ++o) {
     for (std::int64_t i = 0; i < l.inner; ++i) {
       auto at_in = [&](std::int64_t k) { return in[static_cast<std::size_t>((o * in_len + k) * l.inner + i)]; };
-      line.assign(static_cast<std::size_t>(n), fft::Cx<T>{0, 0});
-      if (kind == "c2r") {
+      line.assign(static_cast<std::size_t>(len), fft::Cx<T>{0, 0});
+      if (split) {
+        for (std::int64_t j = 0; j < h; ++j) {
+          line[static_cast<std::size_t>(j)] = {static_cast<T>(at_in(2 * j).real()), static_cast<T>(at_in(2 * j + 1).real())};
+        }
+      } else if (kind == "c2r") {
         // The Hermitian spectrum of length n from its first n/2 + 1 bins.
         for (std::int64_t k = 0; k < in_len; ++k) {
           const Complex z = at_in(k);
@@ -161,7 +171,9 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
       }
       plan.execute(line);
       for (std::int64_t k = 0; k < out_len; ++k) {
-        fft::Cx<T> v = line[static_cast<std::size_t>(k)];
+        fft::Cx<T> v = split ? fft::split_real(line[static_cast<std::size_t>(k % h)],
+                                               line[static_cast<std::size_t>((h - k) % h)], split_w[static_cast<std::size_t>(k)])
+                             : line[static_cast<std::size_t>(k)];
         if (weights && k > 0 && 2 * k < n) v = {static_cast<T>(v.re + v.re), static_cast<T>(v.im + v.im)};
         if (scale != T(1)) v = {static_cast<T>(v.re * scale), static_cast<T>(v.im * scale)};
         result[static_cast<std::size_t>((o * out_len + k) * l.inner + i)] = Complex(v.re, kind == "c2r" ? 0.0 : v.im);

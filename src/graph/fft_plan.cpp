@@ -188,6 +188,28 @@ std::int64_t smooth_at_least(std::int64_t n) {
   }
 }
 
+bool splits_real(std::int64_t n) { return n >= 4 && n % 2 == 0 && !stockham_radices(n / 2).empty(); }
+
+template <class T>
+std::vector<Cx<T>> split_twiddles(std::int64_t n, bool inverse) {
+  std::vector<Cx<T>> w;
+  for (std::int64_t k = 0; k <= n / 2; ++k) w.push_back(twiddle<T>(n, k, inverse));
+  return w;
+}
+
+template <class T>
+Cx<T> split_real(Cx<T> a, Cx<T> b, Cx<T> w) {
+  const T half = T(0.5);
+  const Cx<T> e{static_cast<T>(static_cast<T>(a.re + b.re) * half), static_cast<T>(static_cast<T>(a.im - b.im) * half)};
+  const Cx<T> d{static_cast<T>(static_cast<T>(a.re - b.re) * half), static_cast<T>(static_cast<T>(a.im + b.im) * half)};
+  return add(e, mul(Cx<T>{d.im, static_cast<T>(-d.re)}, w));
+}
+
+template std::vector<Cx<float>> split_twiddles<float>(std::int64_t, bool);
+template std::vector<Cx<double>> split_twiddles<double>(std::int64_t, bool);
+template Cx<float> split_real<float>(Cx<float>, Cx<float>, Cx<float>);
+template Cx<double> split_real<double>(Cx<double>, Cx<double>, Cx<double>);
+
 template <class T>
 void transform(std::vector<Cx<T>>& data, std::int64_t n, bool inverse) {
   Plan<T>(n, inverse).execute(data);

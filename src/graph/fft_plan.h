@@ -100,6 +100,25 @@ class Plan {
   std::vector<Cx<T>> kernel_;         // FFT_M(b)
 };
 
+// Real input of even length n whose half h = n/2 has Stockham radices
+// (n >= 4) transforms as a complex line of h points, z_j = x_2j + i x_2j+1,
+// then one split pass: with A = Z_k mod h and B = Z_(h-k) mod h, for k <= h,
+//
+//   E = ((A.re + B.re) 0.5, (A.im - B.im) 0.5)     the even points' spectrum
+//   D = ((A.re - B.re) 0.5, (A.im + B.im) 0.5),  O = (D.im, -D.re)   (-i D, the odd points')
+//   X_k = E + O w_k,  w_k = w(n, k) (conjugated for the inverse)
+//
+// each operation rounded to T, the product as above. Half the passes of the
+// full-length transform; r2c transforms take it (graph/fft_ops.cpp and the
+// compiled kernels alike).
+bool splits_real(std::int64_t n);
+// w_k, k <= n/2, as the split pass reads them.
+template <class T>
+std::vector<Cx<T>> split_twiddles(std::int64_t n, bool inverse);
+// X_k from A = Z_k mod h, B = Z_(h-k) mod h and w_k.
+template <class T>
+Cx<T> split_real(Cx<T> a, Cx<T> b, Cx<T> w);
+
 // One transform of length n (any n >= 1), in place on data[0 .. n). `inverse`
 // conjugates the twiddles; no normalization.
 template <class T>

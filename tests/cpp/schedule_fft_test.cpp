@@ -128,29 +128,33 @@ TEST(ScheduleFft, PassGroupsOfEverySizeMatchReferenceBitwise) {
 }
 
 TEST(ScheduleFft, AdjacentLinesShareAGroupBitwise) {
-  // Lines along an axis other than the last, with known inner dims that are
-  // a multiple of 4 (complex64 parts) or 2 (complex128): a cooperative group
-  // takes that many adjacent lines (fft.cpp, adjacent_lines). [2, 1024, 4]
-  // also runs its middle pass group in place.
+  // Lines along an axis other than the last, in a known shape whose line
+  // count is a multiple of 4 (complex64 parts) or 2 (complex128): a
+  // cooperative group takes that many adjacent lines (fft.cpp,
+  // adjacent_lines). [2, 1024, 4] also runs its middle pass group in place;
+  // [4, 16, 3] (12 lines, 3 per outer index) has groups whose lines
+  // straddle two outer indices.
   ScopedEnv lanes("TESSERA_FFT_LANES", "64");
   const std::string text =
       "func @f(%a: tensor<[64, 8] complex64>, %b: tensor<[12, 2, 3] complex128>, %c: tensor<[3, 40, 4] fp32>,\n"
-      "        %d: tensor<[2, 1024, 4] complex64>, %e: tensor<[5, 8] complex64>)\n"
+      "        %d: tensor<[2, 1024, 4] complex64>, %e: tensor<[5, 8] complex64>, %h: tensor<[4, 16, 3] complex64>)\n"
       "    -> (tensor<[64, 8] complex64>, tensor<[12, 2, 3] complex128>, tensor<[3, 21, 4] complex64>,\n"
-      "        tensor<[2, 1024, 4] complex64>, tensor<[8, 8] fp32>) {\n" +
+      "        tensor<[2, 1024, 4] complex64>, tensor<[8, 8] fp32>, tensor<[4, 16, 3] complex64>) {\n" +
       fft_op("%0", "%a", 0, 64, "c2c", false, "backward", "tensor<[64, 8] complex64>") +
       fft_op("%1", "%b", 0, 12, "c2c", true, "ortho", "tensor<[12, 2, 3] complex128>") +
       fft_op("%2", "%c", 1, 40, "r2c", false, "backward", "tensor<[3, 21, 4] complex64>") +
       fft_op("%3", "%d", 1, 1024, "c2c", false, "forward", "tensor<[2, 1024, 4] complex64>") +
       fft_op("%4", "%e", 0, 8, "c2r", true, "backward", "tensor<[8, 8] fp32>") +
-      "  return %0, %1, %2, %3, %4\n}\n";
+      fft_op("%5", "%h", 1, 16, "c2c", false, "backward", "tensor<[4, 16, 3] complex64>") +
+      "  return %0, %1, %2, %3, %4, %5\n}\n";
   ir::Module m = ir::parse_module(text);
   auto exe = schedule::compile_executable(m, "f", test_options());
   const std::vector<Tensor> args = {complex_sample({64, 8}, DType::complex64, 21),
                                     complex_sample({12, 2, 3}, DType::complex128, 22),
                                     real_sample({3, 40, 4}, default_policy(DType::fp32), 23),
                                     complex_sample({2, 1024, 4}, DType::complex64, 24),
-                                    complex_sample({5, 8}, DType::complex64, 25)};
+                                    complex_sample({5, 8}, DType::complex64, 25),
+                                    complex_sample({4, 16, 3}, DType::complex64, 26)};
   const std::vector<Tensor> got = exe->run(args);
   const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
   ASSERT_EQ(got.size(), want.size());

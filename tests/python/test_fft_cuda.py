@@ -22,16 +22,18 @@ def _bits(a):
     return a.view({4: np.uint32, 8: np.uint64, 16: np.uint64}[a.dtype.itemsize])
 
 
-def _spectral(a, b, c, d):
+def _spectral(a, b, c, d, e):
     return (ops.fft(a), ops.ifft(a, norm="ortho"), ops.fft(b, axis=1), ops.rfft(c), ops.irfft(ops.rfft(c), n=1000),
-            ops.fft2(d), ops.real(ops.ifft(a)), ops.fft(a, n=5000), ops.fft(b, axis=0, norm="forward"))
+            ops.fft2(d), ops.real(ops.ifft(a)), ops.fft(a, n=5000), ops.fft(b, axis=0, norm="forward"),
+            ops.fft(e, axis=1), ops.rfft(c, n=998))
 
 
 def _inputs(rng):
     return (_c(rng, (8, 4096), np.complex64),       # Stockham, 4096 points per line
             _c(rng, (5, 97, 3), np.complex128),     # Bluestein (M = 200), lines along axis 1
-            rng.standard_normal((16, 1000)).astype(np.float32),
-            _c(rng, (64, 48), np.complex64))
+            rng.standard_normal((16, 1000)).astype(np.float32),  # rfft splits: 500 complex points
+            _c(rng, (64, 48), np.complex64),        # fft2: 4 adjacent lines per group along axis 0
+            _c(rng, (4, 16, 3), np.complex64))      # groups of 4 lines straddle two outer indices
 
 
 def test_ffts_on_the_gpu_give_the_cpu_bits_on_every_run():

@@ -61,9 +61,11 @@ DType part_type(const ir::Operation& root) {
   return c2r ? root.operand(0)->type().policy.accum : root.result(0)->type().policy.accum;
 }
 
-// The points a line holds while it is transformed: n, or Bluestein's M.
+// The points a line holds while it is transformed: n (n/2 for real input
+// that splits, graph/fft_plan.h), or Bluestein's M.
 std::int64_t line_points(const ir::Operation& root) {
   const std::int64_t n = root.attrs().get_int("n");
+  if (root.attrs().get_string("kind") == "r2c" && graph::fft::splits_real(n)) return n / 2;
   if (n <= 1 || !graph::fft::stockham_radices(n).empty()) return n;
   return graph::fft::smooth_at_least(2 * n - 1);
 }
@@ -141,9 +143,13 @@ class FftBuilder {
     in_len_ = x.shape[static_cast<std::size_t>(axis)].size;
     out_len_ = y.shape[static_cast<std::size_t>(axis)].size;
     t_ = default_policy(std::is_same_v<T, double> ? DType::fp64 : DType::fp32);
-    const graph::fft::Plan<T> plan(n_, inverse);
+    // Real input of a splittable length runs a complex line of n/2 points
+    // and the split pass (graph/fft_plan.h, splits_real).
+    split_ = kind == "r2c" && graph::fft::splits_real(n_);
+    len_ = split_ ? n_ / 2 : n_;
+    const graph::fft::Plan<T> plan(len_, inverse);
     m_ = plan.bluestein_length();
-    const std::int64_t points = m_ > 0 ? m_ : n_;
+    const std::int64_t points = m_ > 0 ? m_ : len_;
     points_ = points;
     if (kernel_.attrs().has("fft_points")) fused_points_ = kernel_.attrs().get_int("fft_points");
 
@@ -186,6 +192,7 @@ class FftBuilder {
       chirp_at_ = append(plan.chirp());
       kernel_at_ = append(plan.kernel());
     }
+    if (split_) split_at_ = append(graph::fft::split_twiddles<T>(n_, inverse));
     const bool has_table = !table.values.empty();
     if (has_table) {
       params.emplace_back("table", Type::gmem({ir::Dim::fixed(static_cast<std::int64_t>(table.values.size()))}, t_));
@@ -239,10 +246,10 @@ class FftBuilder {
     // half the shared memory, so more groups fit on a multiprocessor.
     const bool direct = m_ == 0 && !passes.empty();
     const auto direct_groups = direct ? pass_groups(passes) : std::vector<std::pair<std::size_t, std::size_t>>{};
-    const bool arrays_used = !direct || direct_groups.size() > 1;
+    const bool arrays_used = !direct || direct_groups.size() > 1 || split_;
     bool in_place = direct && !global;
-    for (std::size_t k = 1; k + 1 < direct_groups.size(); ++k) {
-      in_place = in_place && n_ / group_points(passes, direct_groups[k]) == lanes_;
+    for (std::size_t k = 1; k + (split_ ? 0 : 1) < direct_groups.size(); ++k) {
+      in_place = in_place && len_ / group_points(passes, direct_groups[k]) == lanes_;
     }
     Array arrays[2];
     if (arrays_used && global) {
@@ -275,7 +282,16 @@ class FftBuilder {
         }
       }
     };
-    if (direct) {
+    if (direct && split_) {
+      // The split pass reads bins k and h - k of the half-length spectrum.
+      run_groups(passes, len_, true, false);
+      lane_loop(b, integer(b, 0), out_len_, [&](ir::OpBuilder& lb, Value* k) {
+        Value* h = integer(lb, len_);
+        const Cx a = load_point(lb, arrays[cur], op2(lb, "rem", k, h));
+        const Cx c = load_point(lb, arrays[cur], op2(lb, "rem", index_op(lb, "sub", h, k), h));
+        store_bin(lb, k, split_point(lb, a, c, table_point(lb, split_at_, k)));
+      });
+    } else if (direct) {
       run_groups(passes, n_, true, true);
     } else {
       load_line(b, arrays[0], points);
@@ -314,7 +330,8 @@ class FftBuilder {
   // Lanes per line: the `fft_lanes` knob (CUDA) caps them, a line has at
   // least a warp, and enough lanes for one item each in its pass groups
   // between the first and the last (which then work in place), or in every
-  // group of a line with fewer than three. One lane elsewhere.
+  // group of a line with fewer than three. A last group with more items
+  // loops (1024 points: 64, 64 and 256 items, 64 lanes). One lane elsewhere.
   std::int64_t group_lanes_for(const std::vector<PassPlan>& ps, std::int64_t points) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
@@ -332,17 +349,19 @@ class FftBuilder {
   // Lines per group: on a cooperative target, a line along an axis other
   // than the last has its points `inner` elements apart, so lanes of one
   // line would each read a sector of their own. A group then takes adjacent
-  // lines (32 bytes of each row together) when the inner dims are known and
-  // a multiple of them; lines in global scratch keep one per group.
+  // lines (32 bytes of each row together; where a group's lines straddle
+  // two outer indices each lane still finds its own line) when the shape is
+  // known and the line count a multiple of them; lines in global scratch
+  // keep one per group.
   std::int64_t adjacent_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes) const {
-    if (lanes_ == 1 || global) return 1;
-    std::int64_t inner = 1;
-    for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.shape.size(); ++d) {
+    if (lanes_ == 1 || global || static_cast<std::size_t>(axis) + 1 == x.shape.size()) return 1;
+    std::int64_t count = 1;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
       if (x.shape[d].is_symbolic()) return 1;
-      inner *= x.shape[d].size;
+      if (d != static_cast<std::size_t>(axis)) count *= x.shape[d].size;
     }
     const std::int64_t lines = 32 / (2 * static_cast<std::int64_t>(part_bytes));
-    return inner % lines == 0 && lanes_ * lines <= kMostGroupLanes ? lines : 1;
+    return count % lines == 0 && lanes_ * lines <= kMostGroupLanes ? lines : 1;
   }
 
   Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
@@ -412,6 +431,14 @@ class FftBuilder {
     }
   }
   Cx add(ir::OpBuilder& b, Cx a, Cx c) { return {op2(b, "add", a.re, c.re), op2(b, "add", a.im, c.im)}; }
+  // The split pass's X_k from a = Z_k mod h, c = Z_(h-k) mod h and w_k, in
+  // graph::fft::split_real's order.
+  Cx split_point(ir::OpBuilder& b, Cx a, Cx c, Cx w) {
+    Value* half = real(b, 0.5);
+    const Cx e{op2(b, "mul", op2(b, "add", a.re, c.re), half), op2(b, "mul", op2(b, "sub", a.im, c.im), half)};
+    const Cx d{op2(b, "mul", op2(b, "sub", a.re, c.re), half), op2(b, "mul", op2(b, "add", a.im, c.im), half)};
+    return add(b, e, mul(b, {d.im, op1(b, "neg", d.re)}, w));
+  }
   Cx pick(ir::OpBuilder& b, Value* cond, Cx x, Cx y) {
     return {select(b, cond, x.re, y.re), select(b, cond, x.im, y.im)};
   }
@@ -430,7 +457,11 @@ class FftBuilder {
   // point (c2r: the Hermitian spectrum), times Bluestein's chirp.
   Cx line_input(ir::OpBuilder& b, Value* k) {
     Cx v;
-    if (c2r_ && in_len_ < n_) {
+    if (split_) {
+      // z_k = x_2k + i x_2k+1.
+      Value* even = index_op(b, "mul", k, integer(b, 2));
+      v = {operand_point(b, even).re, operand_point(b, index_op(b, "add", even, integer(b, 1))).re};
+    } else if (c2r_ && in_len_ < n_) {
       // Bins past n/2 are the conjugates of bins n - k.
       Value* stored = cmp(b, "lt", k, integer(b, in_len_));
       Value* source = select(b, stored, k, index_op(b, "sub", integer(b, n_), k));
@@ -444,9 +475,9 @@ class FftBuilder {
   }
 
   void load_line(ir::OpBuilder& b, const Array& array, std::int64_t points) {
-    lane_loop(b, integer(b, 0), n_, [&](ir::OpBuilder& lb, Value* k) { store_point(lb, array, k, line_input(lb, k)); });
-    if (points > n_) {
-      lane_loop(b, integer(b, n_), points, [&](ir::OpBuilder& lb, Value* k) {
+    lane_loop(b, integer(b, 0), len_, [&](ir::OpBuilder& lb, Value* k) { store_point(lb, array, k, line_input(lb, k)); });
+    if (points > len_) {
+      lane_loop(b, integer(b, len_), points, [&](ir::OpBuilder& lb, Value* k) {
         store_point(lb, array, k, {real(lb, 0.0), real(lb, 0.0)});
       });
     }
@@ -595,7 +626,9 @@ class FftBuilder {
   std::string name_;
   NumericsPolicy t_, out_policy_;
   std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1, points_ = 0;
-  std::int64_t chirp_at_ = 0, kernel_at_ = 0;
+  std::int64_t chirp_at_ = 0, kernel_at_ = 0, split_at_ = 0;
+  std::int64_t len_ = 0;  // the complex line's points: n, or n/2 when real input splits
+  bool split_ = false;
   // The most points a lane holds in a group of passes (`fft_points` knob).
   std::int64_t fused_points_ = kFusedPoints;
   double bluestein_scale_ = 1.0, norm_ = 1.0;
