@@ -27,6 +27,8 @@ CASES = [  # (name, shape, tessera fn, torch fn name, real input)
     ("rfft [16384, 1024]", (16384, 1024), lambda a: ops.rfft(a), "rfft", True),
     ("fft2 [2048, 2048]", (2048, 2048), lambda a: ops.fft2(a), "fft2", False),
     ("fft  [512, 32768]", (512, 32768), lambda a: ops.fft(a), "fft", False),  # global scratch
+    ("fft  [262144, 64]", (262144, 64), lambda a: ops.fft(a), "fft", False),  # short lines share a warp
+    ("rfft2 [4096, 64, 64]", (4096, 64, 64), lambda a: ops.rfft2(a), "rfft2", True),  # an FNO layer's modes
 ]
 
 

@@ -81,6 +81,16 @@ std::vector<Tensor> case_inputs(std::int64_t batch) {
           real_sample({5, 7, batch}, parse_policy("fp16 @accum(fp32)"), 11)};
 }
 
+// The executable's results on `args` against the reference executor's, bit
+// for bit.
+void expect_reference_bits(const schedule::Executable& exe, const ir::Module& m, const std::vector<Tensor>& args,
+                           const std::string& what) {
+  const std::vector<Tensor> got = exe.run(args);
+  const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) expect_bitwise_equal(got[i], want[i], what + ", result " + std::to_string(i));
+}
+
 void check_cases(const std::string& what) {
   ir::Module m = ir::parse_module(kCases);
   auto exe = schedule::compile_executable(m, "f", test_options());
@@ -88,13 +98,7 @@ void check_cases(const std::string& what) {
   for (const auto& k : exe->kernels()) ffts += k.family == "fft";
   EXPECT_EQ(ffts, 18) << what;
   for (std::int64_t batch : {1, 3}) {
-    const std::vector<Tensor> args = case_inputs(batch);
-    const std::vector<Tensor> got = exe->run(args);
-    const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      expect_bitwise_equal(got[i], want[i], what + ", batch " + std::to_string(batch) + ", result " + std::to_string(i));
-    }
+    expect_reference_bits(*exe, m, case_inputs(batch), what + ", batch " + std::to_string(batch));
   }
 }
 
@@ -127,26 +131,33 @@ TEST(ScheduleFft, PassGroupsOfEverySizeMatchReferenceBitwise) {
   }
 }
 
-TEST(ScheduleFft, AdjacentLinesShareAGroupBitwise) {
+TEST(ScheduleFft, SeveralLinesShareAGroupBitwise) {
   // Lines along an axis other than the last, in a known shape whose line
   // count is a multiple of 4 (complex64 parts) or 2 (complex128): a
   // cooperative group takes that many adjacent lines (fft.cpp,
   // adjacent_lines). [2, 1024, 4] also runs its middle pass group in place;
   // [4, 16, 3] (12 lines, 3 per outer index) has groups whose lines
-  // straddle two outer indices.
+  // straddle two outer indices. Short lines along the last axis share a
+  // warp instead: [6, 64] (rfft: 32 points, 16 lanes each, 2 lines),
+  // [8, 16] (8 lines of 4 lanes), and [3, 5, 24] (15 lines: one a group).
   ScopedEnv lanes("TESSERA_FFT_LANES", "64");
   const std::string text =
       "func @f(%a: tensor<[64, 8] complex64>, %b: tensor<[12, 2, 3] complex128>, %c: tensor<[3, 40, 4] fp32>,\n"
-      "        %d: tensor<[2, 1024, 4] complex64>, %e: tensor<[5, 8] complex64>, %h: tensor<[4, 16, 3] complex64>)\n"
+      "        %d: tensor<[2, 1024, 4] complex64>, %e: tensor<[5, 8] complex64>, %h: tensor<[4, 16, 3] complex64>,\n"
+      "        %r: tensor<[6, 64] fp32>, %s: tensor<[8, 16] complex64>, %t: tensor<[3, 5, 24] complex64>)\n"
       "    -> (tensor<[64, 8] complex64>, tensor<[12, 2, 3] complex128>, tensor<[3, 21, 4] complex64>,\n"
-      "        tensor<[2, 1024, 4] complex64>, tensor<[8, 8] fp32>, tensor<[4, 16, 3] complex64>) {\n" +
+      "        tensor<[2, 1024, 4] complex64>, tensor<[8, 8] fp32>, tensor<[4, 16, 3] complex64>,\n"
+      "        tensor<[6, 33] complex64>, tensor<[8, 16] complex64>, tensor<[3, 5, 24] complex64>) {\n" +
       fft_op("%0", "%a", 0, 64, "c2c", false, "backward", "tensor<[64, 8] complex64>") +
       fft_op("%1", "%b", 0, 12, "c2c", true, "ortho", "tensor<[12, 2, 3] complex128>") +
       fft_op("%2", "%c", 1, 40, "r2c", false, "backward", "tensor<[3, 21, 4] complex64>") +
       fft_op("%3", "%d", 1, 1024, "c2c", false, "forward", "tensor<[2, 1024, 4] complex64>") +
       fft_op("%4", "%e", 0, 8, "c2r", true, "backward", "tensor<[8, 8] fp32>") +
       fft_op("%5", "%h", 1, 16, "c2c", false, "backward", "tensor<[4, 16, 3] complex64>") +
-      "  return %0, %1, %2, %3, %4, %5\n}\n";
+      fft_op("%6", "%r", 1, 64, "r2c", false, "ortho", "tensor<[6, 33] complex64>") +
+      fft_op("%7", "%s", 1, 16, "c2c", true, "backward", "tensor<[8, 16] complex64>") +
+      fft_op("%8", "%t", 2, 24, "c2c", false, "forward", "tensor<[3, 5, 24] complex64>") +
+      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8\n}\n";
   ir::Module m = ir::parse_module(text);
   auto exe = schedule::compile_executable(m, "f", test_options());
   const std::vector<Tensor> args = {complex_sample({64, 8}, DType::complex64, 21),
@@ -154,11 +165,11 @@ TEST(ScheduleFft, AdjacentLinesShareAGroupBitwise) {
                                     real_sample({3, 40, 4}, default_policy(DType::fp32), 23),
                                     complex_sample({2, 1024, 4}, DType::complex64, 24),
                                     complex_sample({5, 8}, DType::complex64, 25),
-                                    complex_sample({4, 16, 3}, DType::complex64, 26)};
-  const std::vector<Tensor> got = exe->run(args);
-  const std::vector<Tensor> want = graph::execute(m, *m.lookup("f"), args);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) expect_bitwise_equal(got[i], want[i], "result " + std::to_string(i));
+                                    complex_sample({4, 16, 3}, DType::complex64, 26),
+                                    real_sample({6, 64}, default_policy(DType::fp32), 27),
+                                    complex_sample({8, 16}, DType::complex64, 28),
+                                    complex_sample({3, 5, 24}, DType::complex64, 29)};
+  expect_reference_bits(*exe, m, args, "several lines a group");
 }
 
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {

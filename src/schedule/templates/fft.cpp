@@ -48,8 +48,9 @@ constexpr std::int64_t kResizeLanes = 256;
 // Points a lane holds in registers while it runs a group of Stockham passes
 // (the `fft_points` knob's default: each radix-4 pass alone; CUDA sets 16).
 constexpr std::int64_t kFusedPoints = 4;
-// The most lanes a group takes (a CUDA block's threads).
+// The most lanes a group takes (a CUDA block's threads), and the fewest.
 constexpr std::int64_t kMostGroupLanes = 1024;
+constexpr std::int64_t kWarp = 32;
 // Shared memory a line may take on the CPU (its arena is heap memory).
 constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
 // Global scratch a line may take (CUDA lines past shared memory).
@@ -208,9 +209,8 @@ class FftBuilder {
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     add_inner_dims(x, axis, params, result);
-    lanes_ = group_lanes_for(m_ == 0 ? passes : forward, points);
+    pack_lines(x, axis, global, sizeof(T), line_lanes(m_ == 0 ? passes : forward, points));
     part_words_ = padded_points(points);
-    lines_ = adjacent_lines(x, axis, global, sizeof(T));
     // A line's array: its two parts, padded so that the lines of a group
     // start 8 banks apart (their lanes access the same offsets together).
     line_words_ = lines_ == 1 ? 2 * part_words_ : (2 * part_words_ + kBankWords - 1) / kBankWords * kBankWords + 8;
@@ -230,11 +230,20 @@ class FftBuilder {
     Value* inner = inner_stride(b, fb, first_scalar, result.scalars.size());
     inner_ = inner;
     Value* g = tile::build(b, "tile.group_id", {});
-    // Lane l of the group works on line g lines + l mod lines, as lane
-    // l / lines of that line's lanes.
+    // Lines across the group's lanes (pack_lines): lane l works on line
+    // g lines + l mod lines as lane l / lines of that line's lanes (lines
+    // along another axis), or on line g lines + l / lanes as lane l mod lanes
+    // (lines along the last axis).
     Value* id = tile::build(b, "tile.linear_id", {});
-    Value* column = lines_ == 1 ? nullptr : op2(b, "rem", id, integer(b, lines_));
-    lane_ = lines_ == 1 ? id : op2(b, "div", id, integer(b, lines_));
+    Value* column = nullptr;
+    lane_ = id;
+    if (lines_ > 1 && lines_across_) {
+      column = op2(b, "rem", id, integer(b, lines_));
+      lane_ = op2(b, "div", id, integer(b, lines_));
+    } else if (lines_ > 1) {
+      column = op2(b, "div", id, integer(b, lanes_));
+      lane_ = op2(b, "rem", id, integer(b, lanes_));
+    }
     Value* line = lines_ == 1 ? g : index_op(b, "add", index_op(b, "mul", g, integer(b, lines_)), column);
     Value* o = op2(b, "div", line, inner);
     Value* i = op2(b, "rem", line, inner);
@@ -327,12 +336,12 @@ class FftBuilder {
     std::vector<std::pair<double, double>> inner;  // w(radix, q)
   };
 
-  // Lanes per line: the `fft_lanes` knob (CUDA) caps them, a line has at
-  // least a warp, and enough lanes for one item each in its pass groups
-  // between the first and the last (which then work in place), or in every
-  // group of a line with fewer than three. A last group with more items
-  // loops (1024 points: 64, 64 and 256 items, 64 lanes). One lane elsewhere.
-  std::int64_t group_lanes_for(const std::vector<PassPlan>& ps, std::int64_t points) const {
+  // Lanes a line wants: the `fft_lanes` knob (CUDA) caps them; enough for
+  // one item each in its pass groups between the first and the last (which
+  // then work in place), or in every group of a line with fewer than three.
+  // A last group with more items loops (1024 points: 64, 64 and 256 items,
+  // 64 lanes). One lane where the knob is absent (the CPU).
+  std::int64_t line_lanes(const std::vector<PassPlan>& ps, std::int64_t points) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
     const auto groups = pass_groups(ps);
@@ -341,27 +350,44 @@ class FftBuilder {
       const bool middle = k > 0 && k + 1 < groups.size();
       if (middle || groups.size() < 3) items = std::max(items, points / group_points(ps, groups[k]));
     }
-    std::int64_t lanes = 32;
+    std::int64_t lanes = 1;
     while (lanes < most && lanes < items) lanes *= 2;
     return std::min(lanes, most);
   }
 
-  // Lines per group: on a cooperative target, a line along an axis other
-  // than the last has its points `inner` elements apart, so lanes of one
-  // line would each read a sector of their own. A group then takes adjacent
-  // lines (32 bytes of each row together; where a group's lines straddle
-  // two outer indices each lane still finds its own line) when the shape is
-  // known and the line count a multiple of them; lines in global scratch
-  // keep one per group.
-  std::int64_t adjacent_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes) const {
-    if (lanes_ == 1 || global || static_cast<std::size_t>(axis) + 1 == x.shape.size()) return 1;
-    std::int64_t count = 1;
-    for (std::size_t d = 0; d < x.shape.size(); ++d) {
-      if (x.shape[d].is_symbolic()) return 1;
+  // Lanes per line (lanes_) and lines per group (lines_), on a cooperative
+  // target (`wanted` lanes a line, line_lanes). A group has at least a warp.
+  // - A line along an axis other than the last has its points `inner`
+  //   elements apart, so lanes of one line would each read a sector of
+  //   their own: a group takes 32 bytes' worth of adjacent lines (4
+  //   complex64, 2 complex128), across its lanes (lines_across_), so a warp
+  //   reads 32 contiguous bytes of each row.
+  // - Lines along the last axis that want fewer than a warp's lanes share a
+  //   warp, each line's lanes together.
+  // Both need the shape known and the line count a multiple of the lines
+  // (a group's lines may straddle two outer indices: each lane finds its
+  // own line). Lines in global scratch keep one per group.
+  void pack_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes, std::int64_t wanted) {
+    lanes_ = wanted;
+    lines_ = 1;
+    if (wanted == 1 && !kernel_.attrs().has("fft_lanes")) return;
+    std::int64_t count = global ? 0 : 1;
+    for (std::size_t d = 0; d < x.shape.size() && count > 0; ++d) {
+      if (x.shape[d].is_symbolic()) count = 0;
       if (d != static_cast<std::size_t>(axis)) count *= x.shape[d].size;
     }
-    const std::int64_t lines = 32 / (2 * static_cast<std::int64_t>(part_bytes));
-    return count % lines == 0 && lanes_ * lines <= kMostGroupLanes ? lines : 1;
+    const bool last_axis = static_cast<std::size_t>(axis) + 1 == x.shape.size();
+    const std::int64_t across = 32 / (2 * static_cast<std::int64_t>(part_bytes));
+    if (!last_axis && count > 0 && count % across == 0 && wanted * across <= kMostGroupLanes) {
+      lines_ = across;
+      lines_across_ = true;
+      lanes_ = std::max(wanted, kWarp / across);
+      return;
+    }
+    std::int64_t lines = last_axis && count > 0 ? kWarp / std::min(wanted, kWarp) : 1;
+    while (lines > 1 && count % lines != 0) lines /= 2;
+    lines_ = lines;
+    lanes_ = std::max(wanted, kWarp / lines);
   }
 
   Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
@@ -634,6 +660,7 @@ class FftBuilder {
   double bluestein_scale_ = 1.0, norm_ = 1.0;
   std::int64_t part_words_ = 0;  // a shared array's words per part
   std::int64_t lines_ = 1;       // adjacent lines per group
+  bool lines_across_ = false;    // lines across the lanes (pack_lines)
   std::int64_t line_words_ = 0;  // a line's words in a shared array
   bool c2r_ = false, complex_in_ = false;
   Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr, *inner_ = nullptr;
