@@ -6,6 +6,9 @@
 #include <random>
 
 #include "schedule_test_support.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/passes.h"
+#include "tessera/schedule/schedule_dialect.h"
 
 namespace tessera {
 namespace {
@@ -170,6 +173,23 @@ TEST(ScheduleFft, SeveralLinesShareAGroupBitwise) {
                                     complex_sample({8, 16}, DType::complex64, 28),
                                     complex_sample({3, 5, 24}, DType::complex64, 29)};
   expect_reference_bits(*exe, m, args, "several lines a group");
+}
+
+TEST(ScheduleFft, PackedLinesStayWithinSharedMemoryOnCuda) {
+  // A CUDA group takes 4 adjacent complex64 lines of axis 0 only while
+  // their arrays fit Hopper's 227 KiB: 1024-point lines do, 8192-point
+  // lines (about 135 KiB each) keep one line a group.
+  for (const auto& [n, lines] : {std::pair{1024, 4}, std::pair{8192, 1}}) {
+    const std::string type = "tensor<[" + std::to_string(n) + ", 8] complex64>";
+    const std::string text = "func @f(%a: " + type + ") -> (" + type + ") {\n" +
+                             fft_op("%0", "%a", 0, n, "c2c", false, "backward", type) + "  return %0\n}\n";
+    ir::Module sched = schedule::schedule_module(ir::parse_module(text), "f", /*cuda=*/true);
+    schedule::set_target_knobs(*sched.lookup("f"), /*cuda=*/true);
+    ir::Module tile;
+    const schedule::TileKernel k = schedule::lower_kernel(*schedule::kernels_of(*sched.lookup("f")).at(0), tile, "f_k0");
+    EXPECT_EQ(k.rows_per_group, lines) << n;
+    EXPECT_LE(k.func->attrs().get_int("shared_bytes"), 227 * 1024) << n;
+  }
 }
 
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {

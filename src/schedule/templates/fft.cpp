@@ -209,11 +209,9 @@ class FftBuilder {
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     add_inner_dims(x, axis, params, result);
-    pack_lines(x, axis, global, sizeof(T), line_lanes(m_ == 0 ? passes : forward, points));
+    pack_lines(x, axis, global, sizeof(T), points, line_lanes(m_ == 0 ? passes : forward, points));
     part_words_ = padded_points(points);
-    // A line's array: its two parts, padded so that the lines of a group
-    // start 8 banks apart (their lanes access the same offsets together).
-    line_words_ = lines_ == 1 ? 2 * part_words_ : (2 * part_words_ + kBankWords - 1) / kBankWords * kBankWords + 8;
+    line_words_ = line_words_for(points, lines_);
     // The two shared arrays, each rounded up to the shared alignment.
     const std::int64_t array_bytes = lines_ * line_words_ * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t shared =
@@ -366,11 +364,18 @@ class FftBuilder {
   //   warp, each line's lanes together.
   // Both need the shape known and the line count a multiple of the lines
   // (a group's lines may straddle two outer indices: each lane finds its
-  // own line). Lines in global scratch keep one per group.
-  void pack_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes, std::int64_t wanted) {
+  // own line), and the group's two arrays within the `fft_shared_bytes`
+  // knob. Lines in global scratch keep one per group.
+  void pack_lines(const ir::Type& x, std::int64_t axis, bool global, std::size_t part_bytes, std::int64_t points,
+                  std::int64_t wanted) {
     lanes_ = wanted;
     lines_ = 1;
-    if (wanted == 1 && !kernel_.attrs().has("fft_lanes")) return;
+    if (!kernel_.attrs().has("fft_lanes")) return;
+    auto fits = [&](std::int64_t lines) {
+      return !kernel_.attrs().has("fft_shared_bytes") ||
+             2 * line_words_for(points, lines) * lines * static_cast<std::int64_t>(part_bytes) <=
+                 kernel_.attrs().get_int("fft_shared_bytes");
+    };
     std::int64_t count = global ? 0 : 1;
     for (std::size_t d = 0; d < x.shape.size() && count > 0; ++d) {
       if (x.shape[d].is_symbolic()) count = 0;
@@ -378,16 +383,24 @@ class FftBuilder {
     }
     const bool last_axis = static_cast<std::size_t>(axis) + 1 == x.shape.size();
     const std::int64_t across = 32 / (2 * static_cast<std::int64_t>(part_bytes));
-    if (!last_axis && count > 0 && count % across == 0 && wanted * across <= kMostGroupLanes) {
+    if (!last_axis && count > 0 && count % across == 0 && wanted * across <= kMostGroupLanes && fits(across)) {
       lines_ = across;
       lines_across_ = true;
       lanes_ = std::max(wanted, kWarp / across);
       return;
     }
     std::int64_t lines = last_axis && count > 0 ? kWarp / std::min(wanted, kWarp) : 1;
-    while (lines > 1 && count % lines != 0) lines /= 2;
+    while (lines > 1 && (count % lines != 0 || !fits(lines))) lines /= 2;
     lines_ = lines;
     lanes_ = std::max(wanted, kWarp / lines);
+  }
+
+  // A line's words in a shared array: its two parts, padded so that the
+  // lines of a group start 8 banks apart (their lanes access the same
+  // offsets together).
+  static std::int64_t line_words_for(std::int64_t points, std::int64_t lines) {
+    const std::int64_t words = 2 * padded_points(points);
+    return lines == 1 ? words : (words + kBankWords - 1) / kBankWords * kBankWords + 8;
   }
 
   Value* integer(ir::OpBuilder& b, std::int64_t v) const { return tile::build_int(b, v); }
