@@ -111,16 +111,12 @@ class SparseBuilder {
         // One column (spmv): the row's chain in one register. A strip of
         // width 1 paid the strip loop's set-up per nonzero (5-7x scipy's
         // time). The same fmas in the same order either way.
-        tile::build_if(
-            t, cmp(t, "eq", N, tile::build_int(t, 1)), {},
-            [&](ir::OpBuilder& ob, std::span<Value* const>) {
+        if_then(
+            t, cmp(t, "eq", N, tile::build_int(t, 1)),
+            [&](ir::OpBuilder& ob) {
               ob.create("tile.store_elem", {out_buffer, m, cast(ob, spmm_lane(ob, m, N), buffer_policy(result_))});
-              return std::vector<Value*>{};
             },
-            [&](ir::OpBuilder& ob, std::span<Value* const>) {
-              spmm_strip(ob, out_buffer, m, op2(ob, "rem", i, count), N, strip, accs, first);
-              return std::vector<Value*>{};
-            });
+            [&](ir::OpBuilder& ob) { spmm_strip(ob, out_buffer, m, op2(ob, "rem", i, count), N, strip, accs, first); });
       });
     } else {
       if_then(b, cmp(b, "lt", i, n), [&](ir::OpBuilder& t) {
