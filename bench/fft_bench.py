@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/fft_bench.py [--cores 1|all] [--runs 5]
 
-complex64 input (float32 for rfft): 1-D batched transforms ([batch, n] along the last axis, n a
-power of two, a 2/3/5/7-smooth length and a prime, which takes Bluestein's algorithm) and 2-D
-transforms of square images. Tessera runs the eager ops, on compiled kernels (one per length and
+complex64 input (float32 for rfft; irfft reads half spectra): 1-D batched transforms ([batch, n]
+along the last axis, n a power of two, a 2/3/5/7-smooth length and a prime, which takes
+Bluestein's algorithm) and 2-D transforms of square images. Tessera runs the eager ops, on compiled kernels (one per length and
 kind, compiled at the first call, which the warm-up takes; docs/design/0022-compiled-fft.md): the
 fixed-order Stockham/Bluestein algorithm at fp32, one line at a time per thread. The reference
 executor's time is shown too (TESSERA_EAGER=reference: the same algorithm, plus decoding and
@@ -29,6 +29,7 @@ CASES = [  # (name, shape, tessera op, numpy op, real input)
     ("fft  [256, 1000]", (256, 1000), ops.fft, np.fft.fft, False),
     ("fft  [64, 997]", (64, 997), ops.fft, np.fft.fft, False),
     ("rfft [256, 1024]", (256, 1024), ops.rfft, np.fft.rfft, True),
+    ("irfft [256, 1024]", (256, 513), ops.irfft, np.fft.irfft, False),  # half spectra in
     ("fft2 [512, 512]", (512, 512), ops.fft2, np.fft.fft2, False),
     ("rfft2 [512, 512]", (512, 512), ops.rfft2, np.fft.rfft2, True),
 ]
@@ -59,7 +60,7 @@ def main():
             ref_s = median_seconds(lambda: op(t), max(1, args.runs // 2))
         del os.environ["TESSERA_EAGER"]
         np_s = median_seconds(lambda: ref(x), args.runs)
-        moved = x.nbytes + got.astype(np.complex64).nbytes
+        moved = x.nbytes + got.nbytes
         print(f"{name:>18} {ts_s * 1e3:11.2f} {ref_s * 1e3:13.2f} {np_s * 1e3:9.2f} {moved / ts_s / 1e9:13.2f} "
               f"{moved / np_s / 1e9:11.2f} {ts_s / np_s:6.1f}")
 

@@ -2,8 +2,8 @@
 
     python bench/fft_gpu_bench.py [--runs 20]
 
-complex64 (float32 input for rfft): batched 1-D transforms along the last axis and 2-D transforms
-of square images. Tessera runs @jit of the op (one group per line, the line in shared memory:
+complex64 (float32 input for rfft; irfft reads half spectra): batched 1-D transforms along the last
+axis and 2-D transforms of square images. Tessera runs @jit of the op (one group per line, the line in shared memory:
 docs/design/0022-compiled-fft.md); torch runs torch.fft on the same device. GB/s counts one read
 of the input and one write of the output; "copy" moves the same bytes with torch's copy_. Results
 are checked against torch first (relative error 1e-5). Times are per call at the GPU's pace
@@ -25,10 +25,12 @@ CASES = [  # (name, shape, tessera fn, torch fn name, real input)
     ("fft  [16384, 1000]", (16384, 1000), lambda a: ops.fft(a), "fft", False),
     ("fft  [4096, 997]", (4096, 997), lambda a: ops.fft(a), "fft", False),
     ("rfft [16384, 1024]", (16384, 1024), lambda a: ops.rfft(a), "rfft", True),
+    ("irfft [16384, 1024]", (16384, 513), lambda a: ops.irfft(a), "irfft", False),  # half spectra in
     ("fft2 [2048, 2048]", (2048, 2048), lambda a: ops.fft2(a), "fft2", False),
     ("fft  [512, 32768]", (512, 32768), lambda a: ops.fft(a), "fft", False),  # global scratch
     ("fft  [262144, 64]", (262144, 64), lambda a: ops.fft(a), "fft", False),  # short lines share a warp
     ("rfft2 [4096, 64, 64]", (4096, 64, 64), lambda a: ops.rfft2(a), "rfft2", True),  # an FNO layer's modes
+    ("irfft2 [4096, 64, 64]", (4096, 64, 33), lambda a: ops.irfft2(a), "irfft2", False),  # and back
 ]
 
 

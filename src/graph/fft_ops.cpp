@@ -137,9 +137,10 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
   const std::int64_t out_len = out_sizes[static_cast<std::size_t>(axis)];
   const Lines l = lines_of(x.shape(), axis);
   std::vector<Complex> result(static_cast<std::size_t>(numel_of(out_sizes)));
-  // Real input of a splittable length transforms at half its length, then
-  // splits the spectrum (fft_plan.h, splits_real).
-  const bool split = kind == "r2c" && fft::splits_real(n);
+  // A real side of a splittable length transforms at half its length: real
+  // input splits the spectrum after, a real result unsplits it before
+  // (fft_plan.h, splits_real).
+  const bool split = kind != "c2c" && fft::splits_real(n);
   const std::int64_t h = n / 2;
   const std::int64_t len = split ? h : n;
   std::vector<fft::Cx<T>> line(static_cast<std::size_t>(len));
@@ -149,7 +150,14 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
     for (std::int64_t i = 0; i < l.inner; ++i) {
       auto at_in = [&](std::int64_t k) { return in[static_cast<std::size_t>((o * in_len + k) * l.inner + i)]; };
       line.assign(static_cast<std::size_t>(len), fft::Cx<T>{0, 0});
-      if (split) {
+      if (split && kind == "c2r") {
+        // k = 0 reads X_0 and X_h without their imaginary parts.
+        for (std::int64_t k = 0; k < h; ++k) {
+          fft::Cx<T> a{static_cast<T>(at_in(k).real()), static_cast<T>(k == 0 ? 0.0 : at_in(k).imag())};
+          fft::Cx<T> b{static_cast<T>(at_in(h - k).real()), static_cast<T>(k == 0 ? 0.0 : at_in(h - k).imag())};
+          line[static_cast<std::size_t>(k)] = fft::unsplit_real(a, b, split_w[static_cast<std::size_t>(k)]);
+        }
+      } else if (split) {
         for (std::int64_t j = 0; j < h; ++j) {
           line[static_cast<std::size_t>(j)] = {static_cast<T>(at_in(2 * j).real()), static_cast<T>(at_in(2 * j + 1).real())};
         }
@@ -171,9 +179,13 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
       }
       plan.execute(line);
       for (std::int64_t k = 0; k < out_len; ++k) {
-        fft::Cx<T> v = split ? fft::split_real(line[static_cast<std::size_t>(k % h)],
-                                               line[static_cast<std::size_t>((h - k) % h)], split_w[static_cast<std::size_t>(k)])
-                             : line[static_cast<std::size_t>(k)];
+        fft::Cx<T> v = line[static_cast<std::size_t>(split ? k / 2 : k)];
+        if (split && kind == "c2r") {
+          v = {k % 2 == 0 ? v.re : v.im, T(0)};  // x_2j and x_2j+1 are z_j's parts
+        } else if (split) {
+          v = fft::split_real(line[static_cast<std::size_t>(k % h)], line[static_cast<std::size_t>((h - k) % h)],
+                              split_w[static_cast<std::size_t>(k)]);
+        }
         if (weights && k > 0 && 2 * k < n) v = {static_cast<T>(v.re + v.re), static_cast<T>(v.im + v.im)};
         if (scale != T(1)) v = {static_cast<T>(v.re * scale), static_cast<T>(v.im * scale)};
         result[static_cast<std::size_t>((o * out_len + k) * l.inner + i)] = Complex(v.re, kind == "c2r" ? 0.0 : v.im);

@@ -205,10 +205,19 @@ Cx<T> split_real(Cx<T> a, Cx<T> b, Cx<T> w) {
   return add(e, mul(Cx<T>{d.im, static_cast<T>(-d.re)}, w));
 }
 
+template <class T>
+Cx<T> unsplit_real(Cx<T> a, Cx<T> b, Cx<T> w) {
+  const Cx<T> e{static_cast<T>(a.re + b.re), static_cast<T>(a.im - b.im)};
+  const Cx<T> d = mul(Cx<T>{static_cast<T>(a.re - b.re), static_cast<T>(a.im + b.im)}, w);
+  return {static_cast<T>(e.re - d.im), static_cast<T>(e.im + d.re)};
+}
+
 template std::vector<Cx<float>> split_twiddles<float>(std::int64_t, bool);
 template std::vector<Cx<double>> split_twiddles<double>(std::int64_t, bool);
 template Cx<float> split_real<float>(Cx<float>, Cx<float>, Cx<float>);
 template Cx<double> split_real<double>(Cx<double>, Cx<double>, Cx<double>);
+template Cx<float> unsplit_real<float>(Cx<float>, Cx<float>, Cx<float>);
+template Cx<double> unsplit_real<double>(Cx<double>, Cx<double>, Cx<double>);
 
 template <class T>
 void transform(std::vector<Cx<T>>& data, std::int64_t n, bool inverse) {

@@ -109,8 +109,8 @@ class Plan {
 //   X_k = E + O w_k,  w_k = w(n, k) (conjugated for the inverse)
 //
 // each operation rounded to T, the product as above. Half the passes of the
-// full-length transform; r2c transforms take it (graph/fft_ops.cpp and the
-// compiled kernels alike).
+// full-length transform; r2c and c2r transforms take it (graph/fft_ops.cpp
+// and the compiled kernels alike).
 bool splits_real(std::int64_t n);
 // w_k, k <= n/2, as the split pass reads them.
 template <class T>
@@ -118,6 +118,21 @@ std::vector<Cx<T>> split_twiddles(std::int64_t n, bool inverse);
 // X_k from A = Z_k mod h, B = Z_(h-k) mod h and w_k.
 template <class T>
 Cx<T> split_real(Cx<T> a, Cx<T> b, Cx<T> w);
+// The inverse: c2r transforms of such an n read the half spectrum X_0 .. X_h
+// and form, for k < h, with A = X_k and B = X_(h-k),
+//
+//   E = (A.re + B.re, A.im - B.im)       A + conj(B): the even points' spectrum
+//   D = (A.re - B.re, A.im + B.im),  (p, q) = D w_k      A - conj(B), twiddled
+//   Z_k = (E.re - q, E.im + p)            E + i D w_k
+//
+// each operation rounded to T (no halving: the h-point transform of E gives
+// the even points of the n-point one). The h-point transform of Z then holds
+// x_2j in its real parts and x_2j+1 in its imaginary parts. The imaginary
+// parts of X_0 and X_h read as 0 (k = 0 takes both): they do not reach a
+// real result, which the full-length form gets for free and the split must
+// say.
+template <class T>
+Cx<T> unsplit_real(Cx<T> a, Cx<T> b, Cx<T> w);
 
 // One transform of length n (any n >= 1), in place on data[0 .. n). `inverse`
 // conjugates the twiddles; no normalization.

@@ -48,7 +48,8 @@ const std::string kCases =
     "        tensor<[16, 3, 5] complex128>, tensor<[B, 6] complex64>, tensor<[B, 6] complex64>,\n"
     "        tensor<[B, 10] fp32>, tensor<[B, 11] fp32>, tensor<[B, 7] complex64>, tensor<[3, 501] complex128>,\n"
     "        tensor<[B, 1] complex64>, tensor<[2, 4096] complex64>, tensor<[2, 37, 3] complex128>,\n"
-    "        tensor<[B, 9] complex64>, tensor<[5, 4, B] fp16 @accum(fp32)>, tensor<[5, 7, B] complex64>) {\n" +
+    "        tensor<[B, 9] complex64>, tensor<[5, 4, B] fp16 @accum(fp32)>, tensor<[5, 7, B] complex64>,\n"
+    "        tensor<[3, 1000] fp64>) {\n" +
     fft_op("%0", "%a", 1, 12, "c2c", false, "backward", "tensor<[B, 12] complex64>") +
     fft_op("%1", "%a", -1, 12, "c2c", true, "ortho", "tensor<[B, 12] complex64>") +
     fft_op("%2", "%b", 1, 97, "c2c", false, "forward", "tensor<[B, 97] complex64>") +
@@ -66,8 +67,9 @@ const std::string kCases =
     "  %14 = graph.fft_resize %q {axis = 1, length = 4} : tensor<[5, 4, B] fp16 @accum(fp32)>\n"
     "  %15 = graph.fft_resize %q {axis = 1, length = 9} : tensor<[5, 9, B] fp16 @accum(fp32)>\n" +
     fft_op("%16", "%15", 1, 9, "c2c", false, "backward", "tensor<[5, 9, B] complex64>") +
-    "  %17 = graph.fft_resize %16 {axis = 1, length = 7} : tensor<[5, 7, B] complex64>\n"
-    "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %17\n}\n";
+    "  %17 = graph.fft_resize %16 {axis = 1, length = 7} : tensor<[5, 7, B] complex64>\n" +
+    fft_op("%18", "%9", 1, 1000, "c2r", true, "ortho", "tensor<[3, 1000] fp64>") +
+    "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %17, %18\n}\n";
 
 std::vector<Tensor> case_inputs(std::int64_t batch) {
   const NumericsPolicy f32 = default_policy(DType::fp32);
@@ -99,7 +101,7 @@ void check_cases(const std::string& what) {
   auto exe = schedule::compile_executable(m, "f", test_options());
   int ffts = 0;
   for (const auto& k : exe->kernels()) ffts += k.family == "fft";
-  EXPECT_EQ(ffts, 18) << what;
+  EXPECT_EQ(ffts, 19) << what;
   for (std::int64_t batch : {1, 3}) {
     expect_reference_bits(*exe, m, case_inputs(batch), what + ", batch " + std::to_string(batch));
   }
@@ -142,15 +144,18 @@ TEST(ScheduleFft, SeveralLinesShareAGroupBitwise) {
   // [4, 16, 3] (12 lines, 3 per outer index) has groups whose lines
   // straddle two outer indices. Short lines along the last axis share a
   // warp instead: [6, 64] (rfft: 32 points, 16 lanes each, 2 lines),
+  // [8, 33] (irfft to 64: 32 points, the result's pairs stored together),
   // [8, 16] (8 lines of 4 lanes), and [3, 5, 24] (15 lines: one a group).
   ScopedEnv lanes("TESSERA_FFT_LANES", "64");
   const std::string text =
       "func @f(%a: tensor<[64, 8] complex64>, %b: tensor<[12, 2, 3] complex128>, %c: tensor<[3, 40, 4] fp32>,\n"
       "        %d: tensor<[2, 1024, 4] complex64>, %e: tensor<[5, 8] complex64>, %h: tensor<[4, 16, 3] complex64>,\n"
-      "        %r: tensor<[6, 64] fp32>, %s: tensor<[8, 16] complex64>, %t: tensor<[3, 5, 24] complex64>)\n"
+      "        %r: tensor<[6, 64] fp32>, %s: tensor<[8, 16] complex64>, %t: tensor<[3, 5, 24] complex64>,\n"
+      "        %u: tensor<[8, 33] complex64>)\n"
       "    -> (tensor<[64, 8] complex64>, tensor<[12, 2, 3] complex128>, tensor<[3, 21, 4] complex64>,\n"
       "        tensor<[2, 1024, 4] complex64>, tensor<[8, 8] fp32>, tensor<[4, 16, 3] complex64>,\n"
-      "        tensor<[6, 33] complex64>, tensor<[8, 16] complex64>, tensor<[3, 5, 24] complex64>) {\n" +
+      "        tensor<[6, 33] complex64>, tensor<[8, 16] complex64>, tensor<[3, 5, 24] complex64>,\n"
+      "        tensor<[8, 64] fp32>) {\n" +
       fft_op("%0", "%a", 0, 64, "c2c", false, "backward", "tensor<[64, 8] complex64>") +
       fft_op("%1", "%b", 0, 12, "c2c", true, "ortho", "tensor<[12, 2, 3] complex128>") +
       fft_op("%2", "%c", 1, 40, "r2c", false, "backward", "tensor<[3, 21, 4] complex64>") +
@@ -160,7 +165,8 @@ TEST(ScheduleFft, SeveralLinesShareAGroupBitwise) {
       fft_op("%6", "%r", 1, 64, "r2c", false, "ortho", "tensor<[6, 33] complex64>") +
       fft_op("%7", "%s", 1, 16, "c2c", true, "backward", "tensor<[8, 16] complex64>") +
       fft_op("%8", "%t", 2, 24, "c2c", false, "forward", "tensor<[3, 5, 24] complex64>") +
-      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8\n}\n";
+      fft_op("%9", "%u", 1, 64, "c2r", true, "forward", "tensor<[8, 64] fp32>") +
+      "  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9\n}\n";
   ir::Module m = ir::parse_module(text);
   auto exe = schedule::compile_executable(m, "f", test_options());
   const std::vector<Tensor> args = {complex_sample({64, 8}, DType::complex64, 21),
@@ -171,7 +177,8 @@ TEST(ScheduleFft, SeveralLinesShareAGroupBitwise) {
                                     complex_sample({4, 16, 3}, DType::complex64, 26),
                                     real_sample({6, 64}, default_policy(DType::fp32), 27),
                                     complex_sample({8, 16}, DType::complex64, 28),
-                                    complex_sample({3, 5, 24}, DType::complex64, 29)};
+                                    complex_sample({3, 5, 24}, DType::complex64, 29),
+                                    complex_sample({8, 33}, DType::complex64, 30)};
   expect_reference_bits(*exe, m, args, "several lines a group");
 }
 

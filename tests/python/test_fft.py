@@ -77,6 +77,11 @@ def test_real_transforms_and_norms_match_numpy(dtype, norm):
         back = ops.irfft(tessera.tensor(h), n=n, norm=norm)
         assert back.dtype == ("fp32" if real == np.float32 else "fp64") and back.shape == (3, n)
         _check(back.numpy(), np.fft.irfft(h.astype(np.complex128), n=n, norm=norm), n, dtype)
+        # A half spectrum that is not one of a real line: the imaginary parts of bin 0 and (n even)
+        # bin n/2 must not reach the result (the split form of even n drops them explicitly).
+        hc = _c(rng, (3, n // 2 + 1), dtype)
+        _check(ops.irfft(tessera.tensor(hc), n=n, norm=norm).numpy(),
+               np.fft.irfft(hc.astype(np.complex128), n=n, norm=norm), n, dtype)
         z = _c(rng, (3, n), dtype)
         _check(ops.fft(tessera.tensor(z), norm=norm).numpy(), np.fft.fft(z.astype(np.complex128), norm=norm), n, dtype)
         _check(ops.ifft(tessera.tensor(z), norm=norm).numpy(), np.fft.ifft(z.astype(np.complex128), norm=norm), n,

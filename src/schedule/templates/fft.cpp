@@ -3,17 +3,20 @@
 // in their order, so results are bit for bit the reference's on every
 // backend (docs/design/0022-compiled-fft.md).
 //
-//   fft         one group per line along the axis. The group loads its line
-//               into shared memory (rounded to the part type T; c2r builds
-//               the Hermitian spectrum, Bluestein multiplies by the chirp),
-//               then runs the plan's Stockham passes between two shared
-//               arrays with a barrier after each pass, and stores the line
-//               (Bluestein's last chirp and 1/M, hermitian weights, the
-//               normalization). A pass's butterflies are spread over the
-//               group's lanes: butterfly j on lane j mod L. Each butterfly
-//               is the reference's arithmetic: twiddle products
-//               (ac - bd) + (ad + bc)i rounded to T, the radix-R sums left
-//               to right, a twiddle of exactly 1 skipped.
+//   fft         one group per line along the axis (or a few adjacent lines,
+//               pack_lines). Groups of Stockham passes run in registers
+//               (fused_group); the first reads the operand (line_input:
+//               rounded to the part type T; real input of a splittable
+//               length pairs its points, a real result of one unsplits its
+//               half spectrum, c2r otherwise builds the Hermitian spectrum),
+//               the last stores the result (store_bin: hermitian weights,
+//               the normalization), and shared memory carries the line
+//               between groups, with a barrier after each. Bluestein lines
+//               load into shared memory first and multiply by the chirp.
+//               Each butterfly is the reference's arithmetic: twiddle
+//               products (ac - bd) + (ad + bc)i rounded to T, the radix-R
+//               sums left to right, a twiddle of exactly 1 skipped
+//               (docs/design/0033-fft-pass-groups-adjacent-lines.md).
 //   fft_resize  one lane per result element: the operand's element, or 0
 //               past its end on the axis.
 //
@@ -62,11 +65,11 @@ DType part_type(const ir::Operation& root) {
   return c2r ? root.operand(0)->type().policy.accum : root.result(0)->type().policy.accum;
 }
 
-// The points a line holds while it is transformed: n (n/2 for real input
-// that splits, graph/fft_plan.h), or Bluestein's M.
+// The points a line holds while it is transformed: n (n/2 where a real side
+// splits, graph/fft_plan.h), or Bluestein's M.
 std::int64_t line_points(const ir::Operation& root) {
   const std::int64_t n = root.attrs().get_int("n");
-  if (root.attrs().get_string("kind") == "r2c" && graph::fft::splits_real(n)) return n / 2;
+  if (root.attrs().get_string("kind") != "c2c" && graph::fft::splits_real(n)) return n / 2;
   if (n <= 1 || !graph::fft::stockham_radices(n).empty()) return n;
   return graph::fft::smooth_at_least(2 * n - 1);
 }
@@ -144,10 +147,13 @@ class FftBuilder {
     in_len_ = x.shape[static_cast<std::size_t>(axis)].size;
     out_len_ = y.shape[static_cast<std::size_t>(axis)].size;
     t_ = default_policy(std::is_same_v<T, double> ? DType::fp64 : DType::fp32);
-    // Real input of a splittable length runs a complex line of n/2 points
-    // and the split pass (graph/fft_plan.h, splits_real).
+    // A real side of a splittable length runs a complex line of n/2 points:
+    // real input splits its spectrum after, a real result unsplits the half
+    // spectrum before (graph/fft_plan.h, splits_real).
     split_ = kind == "r2c" && graph::fft::splits_real(n_);
-    len_ = split_ ? n_ / 2 : n_;
+    unsplit_ = c2r_ && graph::fft::splits_real(n_);
+    last_axis_ = axis + 1 == static_cast<std::int64_t>(x.rank());
+    len_ = split_ || unsplit_ ? n_ / 2 : n_;
     const graph::fft::Plan<T> plan(len_, inverse);
     m_ = plan.bluestein_length();
     const std::int64_t points = m_ > 0 ? m_ : len_;
@@ -193,7 +199,7 @@ class FftBuilder {
       chirp_at_ = append(plan.chirp());
       kernel_at_ = append(plan.kernel());
     }
-    if (split_) split_at_ = append(graph::fft::split_twiddles<T>(n_, inverse));
+    if (split_ || unsplit_) split_at_ = append(graph::fft::split_twiddles<T>(n_, inverse));
     const bool has_table = !table.values.empty();
     if (has_table) {
       params.emplace_back("table", Type::gmem({ir::Dim::fixed(static_cast<std::int64_t>(table.values.size()))}, t_));
@@ -299,7 +305,7 @@ class FftBuilder {
         store_bin(lb, k, split_point(lb, a, c, table_point(lb, split_at_, k)));
       });
     } else if (direct) {
-      run_groups(passes, n_, true, true);
+      run_groups(passes, len_, true, true);
     } else {
       load_line(b, arrays[0], points);
       b.create("tile.barrier", {});
@@ -478,6 +484,12 @@ class FftBuilder {
     const Cx d{op2(b, "mul", op2(b, "sub", a.re, c.re), half), op2(b, "mul", op2(b, "add", a.im, c.im), half)};
     return add(b, e, mul(b, {d.im, op1(b, "neg", d.re)}, w));
   }
+  // Z_k from a = X_k, b = X_(h-k) and w_k, in graph::fft::unsplit_real's order.
+  Cx unsplit_point(ir::OpBuilder& b, Cx a, Cx c, Cx w) {
+    const Cx e{op2(b, "add", a.re, c.re), op2(b, "sub", a.im, c.im)};
+    const Cx d = mul(b, {op2(b, "sub", a.re, c.re), op2(b, "add", a.im, c.im)}, w);
+    return {op2(b, "sub", e.re, d.im), op2(b, "add", e.im, d.re)};
+  }
   Cx pick(ir::OpBuilder& b, Value* cond, Cx x, Cx y) {
     return {select(b, cond, x.re, y.re), select(b, cond, x.im, y.im)};
   }
@@ -500,6 +512,15 @@ class FftBuilder {
       // z_k = x_2k + i x_2k+1.
       Value* even = index_op(b, "mul", k, integer(b, 2));
       v = {operand_point(b, even).re, operand_point(b, index_op(b, "add", even, integer(b, 1))).re};
+    } else if (unsplit_) {
+      // Z_k from X_k and X_(h-k); k = 0 reads X_0 and X_h without their
+      // imaginary parts.
+      Cx a = operand_point(b, k);
+      Cx c = operand_point(b, index_op(b, "sub", integer(b, len_), k));
+      Value* first = cmp(b, "eq", k, integer(b, 0));
+      a.im = select(b, first, real(b, 0.0), a.im);
+      c.im = select(b, first, real(b, 0.0), c.im);
+      v = unsplit_point(b, a, c, table_point(b, split_at_, k));
     } else if (c2r_ && in_len_ < n_) {
       // Bins past n/2 are the conjugates of bins n - k.
       Value* stored = cmp(b, "lt", k, integer(b, in_len_));
@@ -651,6 +672,20 @@ class FftBuilder {
       Value* s = real(b, norm_);
       v = {op2(b, "mul", v.re, s), op2(b, "mul", v.im, s)};
     }
+    if (unsplit_) {
+      // Point k holds x_2k and x_2k+1: adjacent along the last axis.
+      Value* even = index_op(b, "mul", k, integer(b, 2));
+      Value* at = index_op(b, "add", out_base_, index_op(b, "mul", even, inner_));
+      Value* re = cast(b, v.re, out_policy_);
+      Value* im = cast(b, v.im, out_policy_);
+      if (last_axis_) {
+        b.create("tile.store_vector", {out_buffer_, at, re, im});
+      } else {
+        b.create("tile.store_elem", {out_buffer_, at, re});
+        b.create("tile.store_elem", {out_buffer_, index_op(b, "add", at, inner_), im});
+      }
+      return;
+    }
     Value* at = index_op(b, "add", out_base_, index_op(b, "mul", k, inner_));
     if (c2r_) {
       b.create("tile.store_elem", {out_buffer_, at, cast(b, v.re, out_policy_)});
@@ -667,7 +702,8 @@ class FftBuilder {
   std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1, points_ = 0;
   std::int64_t chirp_at_ = 0, kernel_at_ = 0, split_at_ = 0;
   std::int64_t len_ = 0;  // the complex line's points: n, or n/2 when real input splits
-  bool split_ = false;
+  bool split_ = false, unsplit_ = false;
+  bool last_axis_ = false;  // the transformed axis is the last: a line's points are adjacent
   // The most points a lane holds in a group of passes (`fft_points` knob).
   std::int64_t fused_points_ = kFusedPoints;
   double bluestein_scale_ = 1.0, norm_ = 1.0;
