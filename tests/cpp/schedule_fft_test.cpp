@@ -199,6 +199,30 @@ TEST(ScheduleFft, PackedLinesStayWithinSharedMemoryOnCuda) {
   }
 }
 
+TEST(ScheduleFft, CudaPassGroupsFollowTheLaneCost) {
+  // On CUDA (16 points a lane at most, 256 lanes) a line takes smaller pass
+  // groups only where they cost its lanes less time (fft.cpp,
+  // cheapest_points): 64 points run three groups of 4 on 16 lanes (groups
+  // of 16 and 4 would idle 12 of them in the first), 1000 points keep
+  // 5, 5, 5 and 8, 1024 points keep 16, 16 and 4. A barrier follows every
+  // group but the last, and a middle group in place (one item a lane) has
+  // one more: groups of 16 and 4 for 64 points would have 1, 1000 in groups
+  // of at most 4 points 5, 1024 in groups of 4 points 7.
+  for (const auto& [n, barriers] : {std::pair{64, 3}, std::pair{1000, 3}, std::pair{1024, 3}}) {
+    const std::string type = "tensor<[512, " + std::to_string(n) + "] complex64>";
+    const std::string text = "func @f(%a: " + type + ") -> (" + type + ") {\n" +
+                             fft_op("%0", "%a", 1, n, "c2c", false, "backward", type) + "  return %0\n}\n";
+    ir::Module sched = schedule::schedule_module(ir::parse_module(text), "f", /*cuda=*/true);
+    schedule::set_target_knobs(*sched.lookup("f"), /*cuda=*/true);
+    ir::Module tile;
+    schedule::lower_kernel(*schedule::kernels_of(*sched.lookup("f")).at(0), tile, "f_k0");
+    const std::string ir = ir::print_module(tile);
+    std::size_t count = 0;
+    for (std::size_t at = ir.find("tile.barrier"); at != std::string::npos; at = ir.find("tile.barrier", at + 1)) ++count;
+    EXPECT_EQ(count, static_cast<std::size_t>(barriers)) << n << "\n" << ir;
+  }
+}
+
 TEST(ScheduleFft, ComplexPartsMatchReferenceBitwise) {
   // real, imag, conj and complex (with broadcasting), casts to and from
   // complex, and complex add, sub, mul, div (Smith's, both branches), neg and abs

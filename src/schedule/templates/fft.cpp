@@ -215,6 +215,7 @@ class FftBuilder {
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     add_inner_dims(x, axis, params, result);
+    fused_points_ = cheapest_points(m_ == 0 ? passes : forward, points);
     pack_lines(x, axis, global, sizeof(T), points, line_lanes(m_ == 0 ? passes : forward, points));
     part_words_ = padded_points(points);
     line_words_ = line_words_for(points, lines_);
@@ -357,6 +358,40 @@ class FftBuilder {
     std::int64_t lanes = 1;
     while (lanes < most && lanes < items) lanes *= 2;
     return std::min(lanes, most);
+  }
+
+  // The most points a lane holds in a group of passes, for this line: the
+  // `fft_points` knob, or half of it (down to 4) where that costs the line
+  // less lane time. A group of P-point items costs each of its rounds P
+  // (loads, butterflies, stores grow with P) and every group kExchangeCost
+  // more (its barrier and shared round trip); the line holds its lanes for
+  // the sum. A group with fewer items than the line's lanes leaves the rest
+  // idle: 64 points in groups of 16 and 4 points ran the first group on 4
+  // of 16 lanes (0.46x cuFFT on an H200), groups of 4 points on all 16
+  // (0.75-0.78x); 1000 points keep 16 (groups of 4: 0.47x -> 0.40x), and
+  // powers of two from 512 up keep 16 (as measured in 0033). Bluestein lines
+  // (measured 0.50x -> 0.47x with smaller groups) and the CPU (one lane a
+  // line) keep the knob.
+  std::int64_t cheapest_points(const std::vector<PassPlan>& ps, std::int64_t points) {
+    constexpr std::int64_t kExchangeCost = 4;
+    if (!kernel_.attrs().has("fft_lanes") || m_ > 0) return fused_points_;
+    const std::int64_t knob = fused_points_;
+    std::int64_t best = knob, best_cost = 0;
+    for (std::int64_t cap = knob; cap >= 4; cap /= 2) {
+      fused_points_ = cap;
+      const std::int64_t lanes = line_lanes(ps, points);
+      std::int64_t per_lane = 0;
+      for (const auto& g : pass_groups(ps)) {
+        const std::int64_t p = group_points(ps, g);
+        per_lane += (points / p + lanes - 1) / lanes * p + kExchangeCost;
+      }
+      if (cap == knob || lanes * per_lane < best_cost) {
+        best = cap;
+        best_cost = lanes * per_lane;
+      }
+    }
+    fused_points_ = knob;
+    return best;
   }
 
   // Lanes per line (lanes_) and lines per group (lines_), on a cooperative
