@@ -27,7 +27,8 @@ CASES = [  # (name, shape, tessera fn, torch fn name, real input)
     ("rfft [16384, 1024]", (16384, 1024), lambda a: ops.rfft(a), "rfft", True),
     ("irfft [16384, 1024]", (16384, 513), lambda a: ops.irfft(a), "irfft", False),  # half spectra in
     ("fft2 [2048, 2048]", (2048, 2048), lambda a: ops.fft2(a), "fft2", False),
-    ("fft  [512, 32768]", (512, 32768), lambda a: ops.fft(a), "fft", False),  # global scratch
+    ("fft  [512, 32768]", (512, 32768), lambda a: ops.fft(a), "fft", False),  # two stages (0034)
+    ("fft  [64, 262144]", (64, 262144), lambda a: ops.fft(a), "fft", False),  # two stages of 512
     ("fft  [262144, 64]", (262144, 64), lambda a: ops.fft(a), "fft", False),  # short lines share a warp
     ("rfft2 [4096, 64, 64]", (4096, 64, 64), lambda a: ops.rfft2(a), "rfft2", True),  # an FNO layer's modes
     ("irfft2 [4096, 64, 64]", (4096, 64, 33), lambda a: ops.irfft2(a), "irfft2", False),  # and back

@@ -18,6 +18,15 @@
 //   graph.fft_resize(x) {axis, length}: x cropped or zero-padded at the end
 //     of the axis to `length` (numpy's n argument); its own transpose.
 //
+//   graph.fft_passes(x) {axis, n, inverse, norm, first, last}: passes
+//     [first, last) of the c2c transform of a Stockham length n along the
+//     axis, x holding each line's array after pass first - 1 (the line
+//     itself for first = 0); the normalization applies when `last` is the
+//     final pass. x complex whose parts are its accumulation type, so the
+//     stored arrays are exact; result the same type. Schedule IR splits a
+//     line too long for a GPU's shared memory into two of these
+//     (schedule/passes/split_long_ffts.cpp), which compute graph.fft's bits.
+//
 // Results: a complex operand's policy is kept (its accumulation type is that
 // of each part); a real operand gives complex128 for fp64 and complex64
 // otherwise. Each line along the axis is one transform of the fixed
@@ -208,6 +217,69 @@ std::vector<Tensor> run_fft(const KernelCall& call) {
   return accum == DType::fp64 ? run_typed<double>(call) : run_typed<float>(call);
 }
 
+std::vector<ir::Type> infer_passes(std::span<const ir::Type> in, const AttrMap& attrs) {
+  const ir::Type& x = in[0];
+  const std::string what = "graph.fft_passes";
+  if (x.rank() == 0) raise(ErrorCode::ShapeMismatch, what + " needs an input of rank >= 1, got a scalar");
+  if (!is_complex(x.dtype()) || complex_part(x.policy.storage) != x.policy.accum) {
+    raise(ErrorCode::DtypeUnsupported, what + " takes complex64 @accum(fp32) or complex128 @accum(fp64) (stored parts "
+                                              "are the arithmetic's), got " + ir::print_type(x));
+  }
+  const std::int64_t axis = normalize_axis(attrs.get_int("axis"), x.rank());
+  const std::int64_t n = attrs.get_int("n");
+  const std::size_t passes = fft::stockham_radices(n).size();
+  if (n < 2 || passes == 0) {
+    raise(ErrorCode::ArgumentInvalid, what + ": n = " + std::to_string(n) + " is not a 2/3/5/7-smooth length above 1");
+  }
+  const std::int64_t first = attrs.get_int("first"), last = attrs.get_int("last");
+  if (first < 0 || first >= last || last > static_cast<std::int64_t>(passes)) {
+    raise(ErrorCode::ArgumentInvalid, what + ": passes [" + std::to_string(first) + ", " + std::to_string(last) +
+                                          ") are not a range of the " + std::to_string(passes) + " passes of n = " +
+                                          std::to_string(n));
+  }
+  fft::norm_factor(attrs.get_string("norm"), n, false);  // validates the name
+  if (fixed_dim(x, axis, what) != n) {
+    raise(ErrorCode::ShapeMismatch, what + ": axis " + std::to_string(axis) + " has length " +
+                                        x.shape[static_cast<std::size_t>(axis)].str() + ", not n = " + std::to_string(n));
+  }
+  return {x};
+}
+
+template <class T>
+std::vector<Tensor> run_passes_typed(const KernelCall& call) {
+  const Tensor& x = call.inputs[0];
+  const std::int64_t axis = normalize_axis(call.attrs.get_int("axis"), x.rank());
+  const std::int64_t n = call.attrs.get_int("n");
+  const bool inverse = call.attrs.get_bool("inverse");
+  const auto first = static_cast<std::size_t>(call.attrs.get_int("first"));
+  const auto last = static_cast<std::size_t>(call.attrs.get_int("last"));
+  const fft::Plan<T> plan(n, inverse);
+  const bool final = last == plan.passes().size();
+  const T scale = final ? static_cast<T>(fft::norm_factor(call.attrs.get_string("norm"), n, inverse)) : T(1);
+  std::vector<Complex> values = x.to_complex_values();
+  const Lines l = lines_of(x.shape(), axis);
+  std::vector<fft::Cx<T>> line(static_cast<std::size_t>(n));
+  for (std::int64_t o = 0; o < l.outer; ++o) {
+    for (std::int64_t i = 0; i < l.inner; ++i) {
+      auto at = [&](std::int64_t k) { return static_cast<std::size_t>((o * n + k) * l.inner + i); };
+      for (std::int64_t k = 0; k < n; ++k) {
+        line[static_cast<std::size_t>(k)] = {static_cast<T>(values[at(k)].real()), static_cast<T>(values[at(k)].imag())};
+      }
+      plan.run_passes(line, first, last);
+      for (std::int64_t k = 0; k < n; ++k) {
+        fft::Cx<T> v = line[static_cast<std::size_t>(k)];
+        if (scale != T(1)) v = {static_cast<T>(v.re * scale), static_cast<T>(v.im * scale)};
+        values[at(k)] = Complex(v.re, v.im);
+      }
+    }
+  }
+  return {make_complex_result(values, call.result_types[0])};
+}
+
+std::vector<Tensor> run_passes(const KernelCall& call) {
+  return call.inputs[0].policy().accum == DType::fp64 ? run_passes_typed<double>(call) : run_passes_typed<float>(call);
+}
+
 std::vector<Tensor> run_resize(const KernelCall& call) {
   const Tensor& x = call.inputs[0];
   const ir::Type& out = call.result_types[0];
@@ -241,6 +313,15 @@ void register_fft_ops(ir::Registry& r) {
                 string_attr("norm", std::string("backward")), bool_attr("hermitian_weights", false)},
       .infer = infer_fft,
       .reference = run_fft,
+  });
+  r.add(OpDef{
+      .name = "graph.fft_passes",
+      .summary = "A range of the Stockham passes of a c2c FFT along one axis (a long line in stages).",
+      .operands = {"x"},
+      .attrs = {int_attr("axis", -1), int_attr("n"), bool_attr("inverse", false),
+                string_attr("norm", std::string("backward")), int_attr("first"), int_attr("last")},
+      .infer = infer_passes,
+      .reference = run_passes,
   });
   r.add(OpDef{
       .name = "graph.fft_resize",

@@ -1,6 +1,7 @@
 // The FFT algorithm of graph.fft: Stockham passes and Bluestein (fft_plan.h).
 #include "graph/fft_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -75,10 +76,12 @@ std::vector<typename Plan<T>::Pass> Plan<T>::passes_of(std::int64_t n, bool inve
 
 template <class T>
 void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::vector<Pass>& passes,
-                       std::int64_t n) const {
+                       std::int64_t n, std::size_t from, std::size_t to) const {
   y.resize(static_cast<std::size_t>(n));
-  std::int64_t Ns = 1;
-  for (const Pass& p : passes) {
+  to = std::min(to, passes.size());
+  std::int64_t Ns = from == 0 || from > passes.size() ? 1 : passes[from - 1].span;
+  for (std::size_t i = from; i < to; ++i) {
+    const Pass& p = passes[i];
     const int R = p.radix;
     const std::int64_t stride = n / R;
     Cx<T> v[8];
@@ -131,6 +134,17 @@ Plan<T>::Plan(std::int64_t n, bool inverse) : n_(n) {
   }
   std::vector<Cx<T>> scratch;
   stockham(kernel_, scratch, forward_m_, m_);
+}
+
+template <class T>
+void Plan<T>::run_passes(std::vector<Cx<T>>& x, std::size_t from, std::size_t to) const {
+  if (m_ != 0 || from > to || to > passes_.size()) {
+    raise(ErrorCode::Internal, "fft: passes [" + std::to_string(from) + ", " + std::to_string(to) + ") of a plan of " +
+                                   std::to_string(passes_.size()) + " Stockham passes" +
+                                   (m_ != 0 ? " (a Bluestein length has none)" : ""));
+  }
+  thread_local std::vector<Cx<T>> scratch;
+  stockham(x, scratch, passes_, n_, from, to);
 }
 
 template <class T>

@@ -68,6 +68,11 @@ class Plan {
   Plan(std::int64_t n, bool inverse);
   // One transform in place on data[0 .. n); no normalization.
   void execute(std::vector<Cx<T>>& data) const;
+  // Passes [from, to) of a Stockham length in place on data[0 .. n): data
+  // holds the array after pass `from` - 1 (the line itself for from = 0)
+  // and receives the array after pass `to` - 1. Running [0, a) then [a, p)
+  // is execute() to the bit (graph.fft_passes, a long line in two stages).
+  void run_passes(std::vector<Cx<T>>& data, std::size_t from, std::size_t to) const;
   std::int64_t length() const { return n_; }
 
   // The plan's values, for compiled kernels that run the same arithmetic
@@ -89,7 +94,7 @@ class Plan {
 
  private:
   void stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& scratch, const std::vector<Pass>& passes,
-                std::int64_t n) const;
+                std::int64_t n, std::size_t from = 0, std::size_t to = SIZE_MAX) const;
   static std::vector<Pass> passes_of(std::int64_t n, bool inverse);
 
   std::int64_t n_;

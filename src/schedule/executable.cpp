@@ -293,7 +293,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     if (tk.rows_of) {
       const Tensor& x = inputs.at(tk.rows_of->first);
       const std::int64_t length = x.shape().at(tk.rows_of->second);
-      n = length == 0 ? 0 : x.numel() / length;
+      n = length == 0 ? 0 : x.numel() / length * tk.lines_per_row;
     }
     if (tk.last_axis_strip > 0) {
       const std::int64_t c = domain.back();
@@ -460,6 +460,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.add("dce");
     pm.run(copy);
   }
+  split_long_ffts(*copy.lookup(function), cuda);
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
     ir::PassManager pm;
     pm.add("cse");

@@ -98,7 +98,7 @@ Family family_of(const ir::Operation& graph_op) {
     for (const char* n : {"rand", "randn", "dropout"}) m[std::string("graph.") + n] = Family::random;
     for (const char* n : {"spmm", "sddmm"}) m[std::string("graph.") + n] = Family::sparse;
     for (const char* n : {"flash_attn", "flash_attn_bwd"}) m[std::string("graph.") + n] = Family::attention;
-    for (const char* n : {"fft", "fft_resize"}) m[std::string("graph.") + n] = Family::fft;
+    for (const char* n : {"fft", "fft_resize", "fft_passes"}) m[std::string("graph.") + n] = Family::fft;
     for (const char* n : {"real", "imag", "conj", "complex"}) m[std::string("graph.") + n] = Family::complex;
     for (const char* n : {"allreduce", "all_gather", "reduce_scatter", "all_to_all", "shard_slice"}) {
       m[std::string("graph.") + n] = Family::collective;

@@ -123,5 +123,40 @@ TEST(Fft, BadAttributesAndOperandsAreErrors) {
   }
 }
 
+Tensor fft_passes(const Tensor& x, std::int64_t n, std::int64_t first, std::int64_t last, bool inverse = false,
+                  const std::string& norm = "backward") {
+  return graph::execute_op("graph.fft_passes", std::vector<Tensor>{x},
+                           ir::AttrMap{{"axis", std::int64_t{-1}}, {"n", n}, {"inverse", inverse}, {"norm", norm},
+                                       {"first", first}, {"last", last}})
+      .at(0);
+}
+
+TEST(Fft, PassRangesInStagesGiveTheWholeTransformsBits) {
+  // graph.fft_passes: passes [0, a) then [a, p) of 1000 = 5 5 5 4 2 (and
+  // 4096 = 4^6) store the Stockham array between them exactly, so every
+  // split gives graph.fft's bits, the normalization on the last stage.
+  for (const auto& [n, dtype] : {std::pair{std::int64_t{1000}, DType::complex128}, std::pair{std::int64_t{4096}, DType::complex64}}) {
+    const Tensor t = Tensor::from_complex_values(random_values(static_cast<std::size_t>(3 * n), 7), {3, n}, default_policy(dtype));
+    const auto whole = fft(t, n, true, "c2c", "ortho").to_complex_values();
+    const std::int64_t passes = n == 1000 ? 5 : 6;
+    for (std::int64_t a = 1; a < passes; ++a) {
+      const auto staged = fft_passes(fft_passes(t, n, 0, a, true, "ortho"), n, a, passes, true, "ortho").to_complex_values();
+      ASSERT_EQ(staged.size(), whole.size());
+      EXPECT_EQ(std::memcmp(staged.data(), whole.data(), whole.size() * sizeof(C)), 0) << n << " split after pass " << a;
+    }
+  }
+}
+
+TEST(Fft, PassRangesOutsideThePlanAreErrors) {
+  const Tensor z = Tensor::from_complex_values(random_values(8, 1), {8}, default_policy(DType::complex64));
+  EXPECT_THROW(fft_passes(z, 8, 1, 1), Error);  // empty range
+  EXPECT_THROW(fft_passes(z, 8, 0, 3), Error);  // 8 = 4 2: two passes
+  EXPECT_THROW(fft_passes(z, 16, 0, 1), Error);  // the axis has 8 points
+  const Tensor r = Tensor::from_values(std::vector<double>(8, 1.0), {8}, default_policy(DType::fp32));
+  EXPECT_THROW(fft_passes(r, 8, 0, 1), Error);  // real operand
+  const Tensor q = Tensor::from_complex_values(random_values(11, 1), {11}, default_policy(DType::complex64));
+  EXPECT_THROW(fft_passes(q, 11, 0, 1), Error);  // Bluestein length: no passes
+}
+
 }  // namespace
 }  // namespace tessera

@@ -120,7 +120,51 @@ TEST(ScheduleFft, LinesInGlobalScratchMatchReferenceBitwise) {
   // every line above 1 KiB works in its group's slice of a global buffer.
   ScopedEnv lanes("TESSERA_FFT_LANES", "64");
   ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "1024");
+  ScopedEnv stages("TESSERA_FFT_STAGES", "0");
   check_cases("64 lanes per line in global scratch");
+}
+
+TEST(ScheduleFft, LongLinesInTwoStagesMatchReferenceBitwise) {
+  // CUDA's form of c2c lines along the last axis too long for shared memory,
+  // forced on the CPU with a 2 KiB limit: each becomes two graph.fft_passes
+  // (passes/split_long_ffts.cpp) whose sub-lines fit: 4096 = 64 x 64,
+  // 1000 = 25 x 40 (complex128, the second stage's twiddles of every
+  // residue), 2048 = 32 x 64 under leading dims. The 997-point Bluestein
+  // line, the real input and the line along axis 0 keep global scratch.
+  // Both stages together give graph.fft's bits, and each stage its own
+  // reference's.
+  ScopedEnv lanes("TESSERA_FFT_LANES", "64");
+  ScopedEnv shared("TESSERA_FFT_SHARED_BYTES", "2048");
+  const std::string text =
+      "func @f(%a: tensor<[B, 4096] complex64>, %b: tensor<[3, 1000] complex128>, %c: tensor<[2, 3, 2048] complex64>,\n"
+      "        %d: tensor<[2, 997] complex64>, %e: tensor<[2, 512] fp32>, %g: tensor<[512, 2] complex64>)\n"
+      "    -> (tensor<[B, 4096] complex64>, tensor<[3, 1000] complex128>, tensor<[2, 3, 2048] complex64>,\n"
+      "        tensor<[2, 997] complex64>, tensor<[2, 512] complex64>, tensor<[512, 2] complex64>) {\n" +
+      fft_op("%0", "%a", 1, 4096, "c2c", false, "backward", "tensor<[B, 4096] complex64>") +
+      fft_op("%1", "%b", -1, 1000, "c2c", true, "ortho", "tensor<[3, 1000] complex128>") +
+      fft_op("%2", "%c", 2, 2048, "c2c", true, "backward", "tensor<[2, 3, 2048] complex64>") +
+      fft_op("%3", "%d", 1, 997, "c2c", false, "forward", "tensor<[2, 997] complex64>") +
+      fft_op("%4", "%e", 1, 512, "c2c", false, "backward", "tensor<[2, 512] complex64>") +
+      fft_op("%5", "%g", 0, 512, "c2c", false, "backward", "tensor<[512, 2] complex64>") +
+      "  return %0, %1, %2, %3, %4, %5\n}\n";
+  ir::Module m = ir::parse_module(text);
+  const std::string sched = ir::print_module(schedule::schedule_module(m, "f", /*cuda=*/false));
+  std::size_t stages = 0;
+  for (std::size_t at = sched.find("graph.fft_passes"); at != std::string::npos; at = sched.find("graph.fft_passes", at + 1)) {
+    ++stages;
+  }
+  EXPECT_EQ(stages, 6u) << sched;
+  EXPECT_NE(sched.find("first = 0, inverse = false, last = 3, n = 4096"), std::string::npos) << sched;  // 64 x 64
+  auto exe = schedule::compile_executable(m, "f", test_options());
+  for (std::int64_t batch : {1, 5}) {
+    const std::vector<Tensor> args = {complex_sample({batch, 4096}, DType::complex64, 41),
+                                      complex_sample({3, 1000}, DType::complex128, 42),
+                                      complex_sample({2, 3, 2048}, DType::complex64, 43),
+                                      complex_sample({2, 997}, DType::complex64, 44),
+                                      real_sample({2, 512}, default_policy(DType::fp32), 45),
+                                      complex_sample({512, 2}, DType::complex64, 46)};
+    expect_reference_bits(*exe, m, args, "two stages, batch " + std::to_string(batch));
+  }
 }
 
 TEST(ScheduleFft, PassGroupsOfEverySizeMatchReferenceBitwise) {

@@ -99,25 +99,30 @@ def test_eager_ffts_on_the_gpu_run_compiled_kernels():
             assert np.array_equal(_bits(got), _bits(want)), shape
 
 
-def test_lines_longer_than_shared_memory_work_in_global_scratch_with_the_cpu_bits():
-    # 32768 complex64 points need 512 KiB of shared arrays, a Bluestein 10007 (M = 20160) 315 KiB:
-    # past the 227 KiB a block may take, so their groups work in global scratch.
+def test_lines_longer_than_shared_memory_run_in_stages_or_global_scratch_with_the_cpu_bits(monkeypatch):
+    # 32768 complex64 points need 512 KiB of shared arrays, past the 227 KiB a block may take: the
+    # line runs in two stages of 256 and 128 points (docs/design/0034-fft-stages.md), or with
+    # TESSERA_FFT_STAGES=0 in global scratch, as a Bluestein 10007 (M = 20160, 315 KiB) always does.
+    # The CPU runs each line whole.
     rng = np.random.default_rng(25)
-    x = _c(rng, (3, 32768), np.complex64)
-    p = _c(rng, (2, 10007), np.complex64)
-    f = tessera.jit(lambda a, b: (ops.fft(a), ops.ifft(b)))
-    want = [t.numpy() for t in f(tessera.tensor(x), tessera.tensor(p))]
-    got = [t.to("cpu").numpy() for t in f(tessera.tensor(x).to("cuda:0"), tessera.tensor(p).to("cuda:0"))]
-    for g, w in zip(got, want):
-        assert np.array_equal(_bits(g), _bits(w))
-    np.testing.assert_allclose(want[0], np.fft.fft(x.astype(np.complex128)), rtol=1e-4, atol=1e-2)
-    # and inside a CUDA graph, replayed with new inputs
-    g = tessera.jit(lambda a: ops.fft(a), capture_graph=True)
-    for _ in range(2):
+    for stages in ("1", "0"):
+        monkeypatch.setenv("TESSERA_FFT_STAGES", stages)
         x = _c(rng, (3, 32768), np.complex64)
-        got = g(tessera.tensor(x).to("cuda:0")).to("cpu").numpy()
-        assert np.array_equal(_bits(got), _bits(f(tessera.tensor(x), tessera.tensor(p))[0].numpy()))
-
+        y = _c(rng, (2, 2, 65536), np.complex64)
+        p = _c(rng, (2, 10007), np.complex64)
+        f = tessera.jit(lambda a, c, b: (ops.fft(a), ops.ifft(c, norm="ortho"), ops.ifft(b)))
+        want = [t.numpy() for t in f(tessera.tensor(x), tessera.tensor(y), tessera.tensor(p))]
+        got = [t.to("cpu").numpy() for t in f(tessera.tensor(x).to("cuda:0"), tessera.tensor(y).to("cuda:0"),
+                                                tessera.tensor(p).to("cuda:0"))]
+        for g, w in zip(got, want):
+            assert np.array_equal(_bits(g), _bits(w)), f"TESSERA_FFT_STAGES={stages}"
+        np.testing.assert_allclose(want[0], np.fft.fft(x.astype(np.complex128)), rtol=1e-4, atol=1e-2)
+        # and inside a CUDA graph, replayed with new inputs
+        g = tessera.jit(lambda a: ops.fft(a), capture_graph=True)
+        for _ in range(2):
+            x = _c(rng, (3, 32768), np.complex64)
+            got = g(tessera.tensor(x).to("cuda:0")).to("cpu").numpy()
+            assert np.array_equal(_bits(got), _bits(f(tessera.tensor(x), tessera.tensor(y), tessera.tensor(p))[0].numpy()))
 
 
 def test_sin_cos_and_complex_exp_on_the_gpu_give_the_cpu_bits():

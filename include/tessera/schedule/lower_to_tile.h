@@ -129,6 +129,9 @@ struct TileKernel {
   // lines) divide it by that.
   bool group_per_row = false;
   std::int64_t rows_per_group = 1;
+  // Groups' lines per row of `rows_of` (an FFT stage's sub-lines of each
+  // line: docs/design/0034): the row count times this.
+  std::int64_t lines_per_row = 1;
   // Lanes that each take a strip of this many adjacent elements along the
   // domain's last axis (the CPU's spmm): numel(domain) / C * ceil(C / strip)
   // lanes, C = the last dim, instead of one per element.

@@ -107,6 +107,20 @@ void plan_buffers(ir::Operation& func);
 // many products it rewrote.
 int split_fp32_products(ir::Operation& func);
 
+// The shared memory an FFT line may take before it works in stages or in
+// global scratch: $TESSERA_FFT_SHARED_BYTES on any target (so the CPU tests
+// those forms), else 227 KiB on CUDA; none on the CPU (its lines live in
+// heap memory).
+std::optional<std::int64_t> fft_shared_limit(bool cuda);
+// Whether long FFT lines split into stages ($TESSERA_FFT_STAGES, 1 by
+// default; 0 keeps them in global scratch, to compare and to test that form).
+bool fft_stages_enabled();
+// split-long-ffts (passes/split_long_ffts.cpp), before partitioning: a c2c
+// graph.fft along the last axis whose line passes fft_shared_limit becomes
+// two graph.fft_passes whose sub-lines fit, the same bits. Returns how many
+// transforms it split.
+int split_long_ffts(ir::Operation& func, bool cuda);
+
 // split-complex-parts (passes/split_complex_parts.cpp): sum and mean of a
 // complex operand as complex(sum(real), sum(imag)), the reference's
 // part-by-part order, so they compile as real reductions; concat,

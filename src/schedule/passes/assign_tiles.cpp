@@ -171,10 +171,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_FFT_LANES: the most lanes an FFT group shares a line with (any
   // target, so the CPU tests CUDA's cooperative form too).
   const std::optional<std::int64_t> fft_lanes_env = lanes_from_env("TESSERA_FFT_LANES", 1024);
-  // $TESSERA_FFT_SHARED_BYTES: the most shared memory an FFT line takes
-  // before it works in global scratch (any target, so the CPU tests the
-  // scratch form too; CUDA's default 227 KiB).
-  const std::optional<std::int64_t> fft_shared_env = lanes_from_env("TESSERA_FFT_SHARED_BYTES", std::int64_t{1} << 30);
+  // The most shared memory an FFT line takes before it works in global
+  // scratch (fft_shared_limit).
+  const std::optional<std::int64_t> fft_shared = fft_shared_limit(cuda);
   // $TESSERA_FFT_POINTS: the most points a lane holds in registers while it
   // runs a group of Stockham passes (any target; CUDA's default 16, the
   // template's 4; 1 runs each pass on its own).
@@ -307,13 +306,20 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       // 3.0 ms for fft [256, 1024] on one core).
       k->attrs().set("fft_points", fft_points_env ? *fft_points_env : std::int64_t{16});
     }
-    if (f == Family::fft && (fft_shared_env || cuda)) {
-      k->attrs().set("fft_shared_bytes", fft_shared_env ? *fft_shared_env : std::int64_t{227 * 1024});
-    }
+    if (f == Family::fft && fft_shared) k->attrs().set("fft_shared_bytes", *fft_shared);
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
 }
+
+std::optional<std::int64_t> fft_shared_limit(bool cuda) {
+  const std::optional<std::int64_t> env = lanes_from_env("TESSERA_FFT_SHARED_BYTES", std::int64_t{1} << 30);
+  if (env) return env;
+  if (cuda) return std::int64_t{227 * 1024};  // Hopper's most shared memory per block
+  return std::nullopt;
+}
+
+bool fft_stages_enabled() { return switch_from_env("TESSERA_FFT_STAGES").value_or(true); }
 
 std::string target_knob_key() {
   static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED",   "TESSERA_ATTENTION_TILE",
@@ -326,7 +332,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
-                                       "TESSERA_FFT_POINTS"};
+                                       "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

@@ -59,17 +59,56 @@ constexpr std::int64_t kCpuLineBytes = std::int64_t{1} << 28;
 // Global scratch a line may take (CUDA lines past shared memory).
 constexpr std::int64_t kScratchLineBytes = std::int64_t{1} << 30;
 
+// graph.fft's kind; graph.fft_passes (a stage of a c2c transform) is c2c.
+std::string kind_of(const ir::Operation& root) {
+  return root.name() == "graph.fft_passes" ? "c2c" : root.attrs().get_string("kind");
+}
+
 // The part type of a transform: the complex side's accumulation type.
 DType part_type(const ir::Operation& root) {
-  const bool c2r = root.attrs().get_string("kind") == "c2r";
+  const bool c2r = kind_of(root) == "c2r";
   return c2r ? root.operand(0)->type().policy.accum : root.result(0)->type().policy.accum;
 }
 
-// The points a line holds while it is transformed: n (n/2 where a real side
-// splits, graph/fft_plan.h), or Bluestein's M.
-std::int64_t line_points(const ir::Operation& root) {
+// A graph.fft_passes stage of an n-point line along the last axis, split
+// after pass a into N1 = the span of passes [0, a) and N2 = n / N1
+// (graph/fft_ops.cpp). Its arrays hold, for each line, the Stockham array
+// between the stages, y[u N1 + k] = the N1-point DFT of x[u + c N2]:
+// - the first stage (passes [0, a)) transforms N2 sub-lines u of N1 points,
+//   reading x[u + c N2] and writing y[u N1 + k];
+// - the second (passes [a, p)) transforms N1 sub-lines t of N2 points,
+//   y[t + c N1] to X[t + m N1]: a pass with span S keeps every point in its
+//   residue class mod N1 (S and its Ns are multiples of N1), so sub-line t
+//   runs the pass on its own points as a pass of span S / N1, with the
+//   whole line's twiddles w(S, (t + N1 j) r) (j: the butterfly's index mod
+//   Ns / N1).
+// Both are lines along another axis (points N2 or N1 apart), so a group
+// takes adjacent sub-lines across its lanes; each keeps the reference's
+// arithmetic, so the two stages give graph.fft's bits.
+struct Stage {
+  bool first = false;
+  std::int64_t n1 = 1, n2 = 1;
+  std::int64_t points() const { return first ? n1 : n2; }        // a sub-line's points
+  std::int64_t sub_lines() const { return first ? n2 : n1; }     // sub-lines per line
+};
+std::optional<Stage> stage_of(const ir::Operation& root) {
+  if (root.name() != "graph.fft_passes") return std::nullopt;
   const std::int64_t n = root.attrs().get_int("n");
-  if (root.attrs().get_string("kind") != "c2c" && graph::fft::splits_real(n)) return n / 2;
+  const std::int64_t first = root.attrs().get_int("first"), last = root.attrs().get_int("last");
+  const std::vector<int> radices = graph::fft::stockham_radices(n);
+  Stage st;
+  st.first = first == 0;
+  for (std::int64_t i = 0; i < (st.first ? last : first); ++i) st.n1 *= radices[static_cast<std::size_t>(i)];
+  st.n2 = n / st.n1;
+  return st;
+}
+
+// The points a line holds while it is transformed: n (n/2 where a real side
+// splits, graph/fft_plan.h; a stage's sub-line), or Bluestein's M.
+std::int64_t line_points(const ir::Operation& root) {
+  if (const auto st = stage_of(root)) return st->points();
+  const std::int64_t n = root.attrs().get_int("n");
+  if (kind_of(root) != "c2c" && graph::fft::splits_real(n)) return n / 2;
   if (n <= 1 || !graph::fft::stockham_radices(n).empty()) return n;
   return graph::fft::smooth_at_least(2 * n - 1);
 }
@@ -81,7 +120,7 @@ std::int64_t padded_points(std::int64_t points) { return points + points / kBank
 
 // Shared bytes per line: two arrays of the line's points, two parts each.
 std::int64_t line_bytes(const ir::Operation& root) {
-  return 2 * 2 * padded_points(line_points(root)) * storage_bytes(part_type(root));
+  return fft_line_bytes(line_points(root), static_cast<std::int64_t>(storage_bytes(part_type(root))));
 }
 
 // Whether the line works in global scratch: its arrays pass the kernel's
@@ -138,7 +177,8 @@ class FftBuilder {
   TileKernel build_typed() {
     const ir::Type& x = root_.operand(0)->type();
     const ir::Type& y = root_.result(0)->type();
-    const std::string& kind = root_.attrs().get_string("kind");
+    const std::string kind = kind_of(root_);
+    stage_ = stage_of(root_);
     const std::int64_t axis = graph::normalize_axis(root_.attrs().get_int("axis"), x.rank());
     n_ = root_.attrs().get_int("n");
     const bool inverse = root_.attrs().get_bool("inverse");
@@ -153,8 +193,8 @@ class FftBuilder {
     split_ = kind == "r2c" && graph::fft::splits_real(n_);
     unsplit_ = c2r_ && graph::fft::splits_real(n_);
     last_axis_ = axis + 1 == static_cast<std::int64_t>(x.rank());
-    len_ = split_ || unsplit_ ? n_ / 2 : n_;
-    const graph::fft::Plan<T> plan(len_, inverse);
+    len_ = split_ || unsplit_ ? n_ / 2 : stage_ ? stage_->points() : n_;
+    const graph::fft::Plan<T> plan(stage_ ? n_ : len_, inverse);
     m_ = plan.bluestein_length();
     const std::int64_t points = m_ > 0 ? m_ : len_;
     points_ = points;
@@ -191,7 +231,21 @@ class FftBuilder {
       }
       return out;
     };
-    if (m_ == 0) {
+    if (stage_ && stage_->first) {
+      // Passes [0, a): the N1-point transform's own passes.
+      const auto& all = plan.passes();
+      passes = plan_passes(std::vector(all.begin(), all.begin() + root_.attrs().get_int("last")));
+    } else if (stage_) {
+      // Passes [a, p) on the residue classes mod N1 (stage_of), reading the
+      // whole line's twiddles.
+      const auto& all = plan.passes();
+      for (auto i = static_cast<std::size_t>(root_.attrs().get_int("first")); i < all.size(); ++i) {
+        PassPlan pp{all[i].radix, all[i - 1].span / stage_->n1, all[i].span / stage_->n1, append(all[i].outer), {}};
+        pp.residue_scale = stage_->n1;
+        for (const auto& w : all[i].inner) pp.inner.push_back({static_cast<double>(w.re), static_cast<double>(w.im)});
+        passes.push_back(std::move(pp));
+      }
+    } else if (m_ == 0) {
       passes = plan_passes(plan.passes());
     } else {
       forward = plan_passes(plan.forward_m());
@@ -217,6 +271,7 @@ class FftBuilder {
     add_inner_dims(x, axis, params, result);
     fused_points_ = cheapest_points(m_ == 0 ? passes : forward, points);
     pack_lines(x, axis, global, sizeof(T), points, line_lanes(m_ == 0 ? passes : forward, points));
+    if (stage_) result.lines_per_row = stage_->sub_lines();
     part_words_ = padded_points(points);
     line_words_ = line_words_for(points, lines_);
     // The two shared arrays, each rounded up to the shared alignment.
@@ -233,7 +288,6 @@ class FftBuilder {
     out_buffer_ = fb.argument(1);
     table_ = has_table ? fb.argument(2) : nullptr;
     Value* inner = inner_stride(b, fb, first_scalar, result.scalars.size());
-    inner_ = inner;
     Value* g = tile::build(b, "tile.group_id", {});
     // Lines across the group's lanes (pack_lines): lane l works on line
     // g lines + l mod lines as lane l / lines of that line's lanes (lines
@@ -250,10 +304,23 @@ class FftBuilder {
       lane_ = op2(b, "rem", id, integer(b, lanes_));
     }
     Value* line = lines_ == 1 ? g : index_op(b, "add", index_op(b, "mul", g, integer(b, lines_)), column);
-    Value* o = op2(b, "div", line, inner);
-    Value* i = op2(b, "rem", line, inner);
-    in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
-    out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
+    in_stride_ = out_stride_ = inner;
+    if (stage_) {
+      // Sub-line u (first stage) or t (second) of line o (stage_of).
+      Value* o = op2(b, "div", line, integer(b, stage_->sub_lines()));
+      Value* u = op2(b, "rem", line, integer(b, stage_->sub_lines()));
+      Value* start = index_op(b, "mul", o, integer(b, n_));
+      in_base_ = index_op(b, "add", start, u);
+      in_stride_ = integer(b, stage_->first ? stage_->n2 : stage_->n1);
+      out_base_ = stage_->first ? index_op(b, "add", start, index_op(b, "mul", u, integer(b, stage_->n1))) : in_base_;
+      out_stride_ = stage_->first ? integer(b, 1) : in_stride_;
+      residue_ = u;
+    } else {
+      Value* o = op2(b, "div", line, inner);
+      Value* i = op2(b, "rem", line, inner);
+      in_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, in_len_)), inner), i);
+      out_base_ = index_op(b, "add", index_op(b, "mul", index_op(b, "mul", o, integer(b, out_len_)), inner), i);
+    }
     // A line of one group of passes (no Bluestein) never needs the arrays.
     // Where every group between the first and the last gives each lane one
     // item, those groups work in place (read, barrier, write): one array,
@@ -277,7 +344,10 @@ class FftBuilder {
       arrays[0] = {shared_array(b, t_, lines_ * line_words_), at, part_words_, lanes_ > 1};
       arrays[1] = in_place ? arrays[0] : Array{shared_array(b, t_, lines_ * line_words_), at, part_words_, lanes_ > 1};
     }
-    const T norm = static_cast<T>(graph::fft::norm_factor(root_.attrs().get_string("norm"), n_, inverse));
+    // A first stage leaves the normalization to the second.
+    const T norm = stage_ && stage_->first
+                       ? T(1)
+                       : static_cast<T>(graph::fft::norm_factor(root_.attrs().get_string("norm"), n_, inverse));
     bluestein_scale_ = static_cast<double>(plan.bluestein_scale());
     norm_ = static_cast<double>(norm);
     int cur = 0;
@@ -307,6 +377,8 @@ class FftBuilder {
       });
     } else if (direct) {
       run_groups(passes, len_, true, true);
+    } else if (stage_) {
+      raise(ErrorCode::Internal, "fft: a stage of passes needs the direct form");
     } else {
       load_line(b, arrays[0], points);
       b.create("tile.barrier", {});
@@ -339,6 +411,10 @@ class FftBuilder {
     std::int64_t span;      // ns * radix
     std::int64_t table_at;  // where w(span, q) starts in the table (in parts)
     std::vector<std::pair<double, double>> inner;  // w(radix, q)
+    // A second stage's pass (stage_of): the twiddle of index j mod Ns is the
+    // whole line's w(span residue_scale, (t + residue_scale j) r), t the
+    // sub-line's residue. 0 elsewhere.
+    std::int64_t residue_scale = 0;
   };
 
   // Lanes a line wants: the `fft_lanes` knob (CUDA) caps them; enough for
@@ -422,7 +498,13 @@ class FftBuilder {
       if (x.shape[d].is_symbolic()) count = 0;
       if (d != static_cast<std::size_t>(axis)) count *= x.shape[d].size;
     }
-    const bool last_axis = static_cast<std::size_t>(axis) + 1 == x.shape.size();
+    bool last_axis = static_cast<std::size_t>(axis) + 1 == x.shape.size();
+    if (stage_) {
+      // Sub-lines have their points apart; their count is a multiple of the
+      // sub-lines of one line (whatever the batch).
+      last_axis = false;
+      count = global ? 0 : stage_->sub_lines();
+    }
     const std::int64_t across = 32 / (2 * static_cast<std::int64_t>(part_bytes));
     if (!last_axis && count > 0 && count % across == 0 && wanted * across <= kMostGroupLanes && fits(across)) {
       lines_ = across;
@@ -532,7 +614,7 @@ class FftBuilder {
   // Point k of the operand's line, rounded to T: a complex element, or a
   // real one with imaginary part 0.
   Cx operand_point(ir::OpBuilder& b, Value* k) {
-    Value* at = index_op(b, "add", in_base_, index_op(b, "mul", k, inner_));
+    Value* at = index_op(b, "add", in_base_, index_op(b, "mul", k, in_stride_));
     if (!complex_in_) return {cast(b, tile::build(b, "tile.load_elem", {in_, at}), t_), real(b, 0.0)};
     // Both parts in one access (8 or 16 bytes on a GPU).
     const auto parts = b.create("tile.load_vector", {in_, part_at(b, at, 0)}, {{"count", std::int64_t{2}}})->results();
@@ -655,18 +737,24 @@ class FftBuilder {
     const std::size_t per = values.size() / static_cast<std::size_t>(R);
     Value* jm = p.ns == 1 ? integer(b, 0) : op2(b, "rem", t, integer(b, p.ns));
     Value* jd = p.ns == 1 ? t : op2(b, "div", t, integer(b, p.ns));
-    // q = jm r is 0 for every r exactly when jm is 0: then no twiddle.
-    Value* untwiddled = p.ns == 1 ? nullptr : cmp(b, "eq", jm, integer(b, 0));
+    // The twiddle index is jm r (a second stage's: (t + N1 jm) r), 0 for
+    // every r exactly when its factor is 0: then no twiddle.
+    const bool twiddled = p.ns > 1 || p.residue_scale > 0;
+    Value* factor =
+        p.residue_scale > 0 ? index_op(b, "add", residue_, index_op(b, "mul", jm, integer(b, p.residue_scale))) : jm;
+    Value* untwiddled = twiddled ? cmp(b, "eq", factor, integer(b, 0)) : nullptr;
     std::vector<Cx> twiddles(static_cast<std::size_t>(R));
-    if (p.ns > 1) {
-      for (int r = 1; r < R; ++r) twiddles[static_cast<std::size_t>(r)] = table_point(b, p.table_at, index_op(b, "mul", jm, integer(b, r)));
+    if (twiddled) {
+      for (int r = 1; r < R; ++r) {
+        twiddles[static_cast<std::size_t>(r)] = table_point(b, p.table_at, index_op(b, "mul", factor, integer(b, r)));
+      }
     }
     std::vector<std::vector<Cx>> outs(static_cast<std::size_t>(R), std::vector<Cx>(per));
     for (std::size_t a = 0; a < per; ++a) {
       std::vector<Cx> v;
       for (int r = 0; r < R; ++r) {
         const Cx in = values[a + static_cast<std::size_t>(r) * per];
-        v.push_back(r == 0 || p.ns == 1 ? in : pick(b, untwiddled, in, mul(b, in, twiddles[static_cast<std::size_t>(r)])));
+        v.push_back(r == 0 || !twiddled ? in : pick(b, untwiddled, in, mul(b, in, twiddles[static_cast<std::size_t>(r)])));
       }
       for (int k = 0; k < R; ++k) {
         Cx acc = v[0];
@@ -692,7 +780,7 @@ class FftBuilder {
   // Bin k (k < out_len) of the transformed line to the result: Bluestein's
   // last chirp and 1/M, hermitian weights, the normalization.
   void store_bin(ir::OpBuilder& b, Value* k, Cx v) {
-    const bool weights = root_.attrs().get_bool("hermitian_weights");
+    const bool weights = root_.attrs().has("hermitian_weights") && root_.attrs().get_bool("hermitian_weights");
     if (m_ > 0) {
       const Cx c = mul(b, v, table_point(b, chirp_at_, k));
       Value* s = real(b, bluestein_scale_);
@@ -710,18 +798,18 @@ class FftBuilder {
     if (unsplit_) {
       // Point k holds x_2k and x_2k+1: adjacent along the last axis.
       Value* even = index_op(b, "mul", k, integer(b, 2));
-      Value* at = index_op(b, "add", out_base_, index_op(b, "mul", even, inner_));
+      Value* at = index_op(b, "add", out_base_, index_op(b, "mul", even, out_stride_));
       Value* re = cast(b, v.re, out_policy_);
       Value* im = cast(b, v.im, out_policy_);
       if (last_axis_) {
         b.create("tile.store_vector", {out_buffer_, at, re, im});
       } else {
         b.create("tile.store_elem", {out_buffer_, at, re});
-        b.create("tile.store_elem", {out_buffer_, index_op(b, "add", at, inner_), im});
+        b.create("tile.store_elem", {out_buffer_, index_op(b, "add", at, out_stride_), im});
       }
       return;
     }
-    Value* at = index_op(b, "add", out_base_, index_op(b, "mul", k, inner_));
+    Value* at = index_op(b, "add", out_base_, index_op(b, "mul", k, out_stride_));
     if (c2r_) {
       b.create("tile.store_elem", {out_buffer_, at, cast(b, v.re, out_policy_)});
     } else {
@@ -747,7 +835,11 @@ class FftBuilder {
   bool lines_across_ = false;    // lines across the lanes (pack_lines)
   std::int64_t line_words_ = 0;  // a line's words in a shared array
   bool c2r_ = false, complex_in_ = false;
-  Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr, *inner_ = nullptr;
+  Value *in_ = nullptr, *out_buffer_ = nullptr, *table_ = nullptr, *lane_ = nullptr;
+  // Where a line's points are: operand point k at in_base_ + k in_stride_,
+  // result point k at out_base_ + k out_stride_; a second stage's residue.
+  Value *in_stride_ = nullptr, *out_stride_ = nullptr, *residue_ = nullptr;
+  std::optional<Stage> stage_;
   Value *in_base_ = nullptr, *out_base_ = nullptr;
 };
 
@@ -811,6 +903,10 @@ TileKernel lower_resize(const ir::Operation& kernel, ir::Module& out, const std:
 
 }  // namespace
 
+std::int64_t fft_line_bytes(std::int64_t points, std::int64_t part_bytes) {
+  return 2 * 2 * padded_points(points) * part_bytes;
+}
+
 bool fft_covers(const ir::Operation& kernel, std::string* why) {
   const ir::Operation& root = kernel_root_op(kernel);
   auto fail = [&](std::string reason) {
@@ -818,7 +914,20 @@ bool fft_covers(const ir::Operation& kernel, std::string* why) {
     return false;
   };
   if (auto bad = part_policies_unsupported(root)) return fail(*bad);
-  if (root.name() == "graph.fft") {
+  if (root.name() == "graph.fft_passes") {
+    const std::int64_t n = root.attrs().get_int("n");
+    const auto passes = static_cast<std::int64_t>(graph::fft::stockham_radices(n).size());
+    const std::int64_t first = root.attrs().get_int("first"), last = root.attrs().get_int("last");
+    const ir::Type& x = root.operand(0)->type();
+    if (first > 0 && last < passes) {
+      return fail("graph.fft_passes [" + std::to_string(first) + ", " + std::to_string(last) + ") of " +
+                  std::to_string(passes) + " passes: only a first stage (from pass 0) or a last one (to the end) compiles");
+    }
+    if (graph::normalize_axis(root.attrs().get_int("axis"), x.rank()) + 1 != static_cast<std::int64_t>(x.rank())) {
+      return fail("graph.fft_passes compiles along the last axis only");
+    }
+  }
+  if (root.name() != "graph.fft_resize") {
     const std::int64_t bytes = line_bytes(root);
     const bool scratch = in_scratch(root, kernel);
     const std::int64_t most = scratch ? kScratchLineBytes : kCpuLineBytes;

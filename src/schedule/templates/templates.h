@@ -30,6 +30,9 @@ bool sparse_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_sparse(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
 bool fft_covers(const ir::Operation& kernel, std::string* why);
+// The shared memory a line of `points` complex points takes in an FFT
+// kernel (two arrays, padded against bank conflicts), parts of `part_bytes`.
+std::int64_t fft_line_bytes(std::int64_t points, std::int64_t part_bytes);
 TileKernel lower_fft(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
 bool complex_parts_covers(const ir::Operation& kernel, std::string* why);
