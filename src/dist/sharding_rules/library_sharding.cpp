@@ -9,7 +9,7 @@
 //   operand and result; heads, sequence and head dims are made whole. With
 //   dropout everything is whole: the mask draws from each entry's global
 //   index in [B, Hq, Sq, Sk], which a shard does not know.
-// - graph.fft, graph.fft_resize: every line along the transformed axis is
+// - graph.fft, graph.fft_resize, graph.fft_passes: every line along the transformed axis is
 //   one transform, so that axis is made whole (gathered when it arrives
 //   split) and every other dim keeps the operand's split, in the result too.
 //   A pending sum is settled first: the transforms are linear, but rounding
@@ -55,6 +55,7 @@ ShardingPlan fft_plan(const ShardingQuery& q) {
 void register_library_sharding() {
   register_sharding_rule("graph.fft", fft_plan);
   register_sharding_rule("graph.fft_resize", fft_plan);
+  register_sharding_rule("graph.fft_passes", fft_plan);
   register_sharding_rule("graph.spmm", replicate_all);
   register_sharding_rule("graph.sddmm", replicate_all);
   register_sharding_rule("graph.flash_attn", attention_plan);
