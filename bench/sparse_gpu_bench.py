@@ -1,10 +1,11 @@
 """CSR spmm on a CUDA device next to cuSPARSE (through torch.sparse), in the same run.
 
-    python bench/sparse_gpu_bench.py [--m 16384] [--k 16384] [--n 64 256] [--density 0.001 0.01] [--runs 10]
+    python bench/sparse_gpu_bench.py [--m 16384] [--k 16384] [--n 64 256] [--density 0.001 0.01]
+                                     [--dtype fp32 bf16] [--runs 10]
 
-C = A @ B with A a random [M, K] CSR matrix and B a dense [K, N] fp32 matrix,
-both on cuda:0. Tessera runs the eager op (its compiled sparse kernel through
-the CUDA backend: a lane per output element, each output's terms summed in
+C = A @ B with A a random [M, K] CSR matrix and B a dense [K, N] matrix (fp32, or bf16 with fp32
+accumulation), both on cuda:0. Tessera runs the eager op (its compiled sparse kernel through
+the CUDA backend: a lane per run of 16 bytes of outputs, each output's terms summed in
 the row's order, docs/design/0013-sparse.md); torch runs torch.sparse.mm on a
 sparse_csr tensor, which calls cuSPARSE's SpMM. GFLOP/s counts 2 * nnz * N
 flops for both. Each time is the median of --runs calls after a warm-up,
@@ -27,35 +28,50 @@ def main():
     ap.add_argument("--k", type=int, default=16384)
     ap.add_argument("--n", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--density", type=float, nargs="+", default=[0.001, 0.01])
+    ap.add_argument("--dtype", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     ap.add_argument("--runs", type=int, default=10)
     args = ap.parse_args()
     import torch
 
     sync = torch.cuda.synchronize
     rng = np.random.default_rng(0)
-    print(f"spmm fp32 [{args.m}, {args.k}] x [{args.k}, N] on {torch.cuda.get_device_name(0)}")
+    for dtype in args.dtype:
+        run(args, dtype, torch, sync, rng)
+
+
+def run(args, dtype, torch, sync, rng):
+    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    print(f"spmm {dtype} [{args.m}, {args.k}] x [{args.k}, N] on {torch.cuda.get_device_name(0)}")
     print(f"{'density':>8} {'N':>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
           f"{'cusparse GF/s':>14} {'ratio':>6}")
     for density in args.density:
         A = sp.random(args.m, args.k, density=density, format="csr", random_state=1, dtype=np.float32)
         A.sort_indices()
-        a = tessera.sparse.from_scipy(A, dtype="fp32").to("cuda:0")
+        a = tessera.sparse.from_scipy(A, dtype=dtype).to("cuda:0")
+        # The values as Tessera stores them (bf16 rounds them), for the check and for torch.
+        values = a.values.to("cpu").numpy().astype(np.float32)
         ta = torch.sparse_csr_tensor(torch.tensor(A.indptr, dtype=torch.int64), torch.tensor(A.indices, dtype=torch.int64),
-                                     torch.tensor(A.data), size=A.shape, device="cuda:0")
+                                     torch.tensor(values).to(tdtype), size=A.shape, device="cuda:0")
+        A64 = sp.csr_matrix((values.astype(np.float64), A.indices, A.indptr), shape=A.shape)
         for n in args.n:
-            B = rng.standard_normal((args.k, n)).astype(np.float32)
-            b = tessera.tensor(B).to("cuda:0")
-            tb = torch.tensor(B, device="cuda:0")
+            b = tessera.tensor(rng.standard_normal((args.k, n)).astype(np.float32), dtype=dtype).to("cuda:0")
+            B = b.to("cpu").numpy().astype(np.float32)
+            tb = torch.tensor(B, device="cuda:0").to(tdtype)
             got = tessera.ops.spmm(a, b).to("cpu").numpy().astype(np.float64)
-            want = A.astype(np.float64) @ B.astype(np.float64)
-            bound = abs(A).astype(np.float64) @ np.abs(B.astype(np.float64))
-            assert np.all(np.abs(got - want) <= 1e-5 * bound + 1e-30), f"spmm density {density} N {n}: wrong result"
+            want = A64 @ B.astype(np.float64)
+            bound = abs(A64) @ np.abs(B.astype(np.float64))
+            # Both accumulate in fp32 on the stored (rounded) inputs; a bf16 result rounds once more.
+            out_tol = 1e-5 if dtype == "fp32" else 2.0 ** -8
+            assert np.all(np.abs(got - want) <= out_tol * bound + 1e-30), f"spmm density {density} N {n}: wrong result"
             t = median_seconds(lambda: tessera.ops.spmm(a, b), args.runs, sync)
-            c = median_seconds(lambda: torch.sparse.mm(ta, tb), args.runs, sync)
+            try:
+                c = median_seconds(lambda: torch.sparse.mm(ta, tb), args.runs, sync)
+            except RuntimeError as e:  # a torch build without this dtype's sparse kernel
+                print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f}   cuSPARSE not run: {e}", flush=True)
+                continue
             flops = 2.0 * A.nnz * n
             print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
                   f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
-
 
 if __name__ == "__main__":
     main()

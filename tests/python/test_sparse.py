@@ -164,13 +164,19 @@ def test_spmm_spmv_sddmm_against_scipy(density, dtype):
     assert s.pattern is a.pattern
 
 
+@pytest.mark.parametrize("runs", [None, "4"])
 @pytest.mark.parametrize("n", [1, 9, 64, 150])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp64"])
-def test_compiled_kernels_equal_the_reference_executor(dtype, n, monkeypatch):
+def test_compiled_kernels_equal_the_reference_executor(dtype, n, runs, monkeypatch):
     # n: one column (spmv's case: the row's chain in one register), one
     # short strip of spmm's 64 columns per lane on the CPU, one full strip,
     # and two full strips and a short one; 200 rows make several groups of
-    # strips (the grid holds the rows' strips, not every element).
+    # strips (the grid holds the rows' strips, not every element). With
+    # TESSERA_SPMM_VECTOR=4, CUDA's form: a lane per run of 4 outputs in
+    # registers, b's 4 values one vector load, a short last run (9, 150)
+    # element by element.
+    if runs:
+        monkeypatch.setenv("TESSERA_SPMM_VECTOR", runs)
     A = random_csr(200, 60, 0.1, salt=20)
     a = tessera.sparse.from_scipy(A, dtype=dtype)
     b = tessera.tensor(rng(21).standard_normal((60, n)), dtype=dtype)
@@ -294,14 +300,17 @@ def test_bitwise_determinism_over_ten_runs():
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_gpu_equals_cpu_bitwise(dtype):
+    # 32 columns: whole runs of 16 bytes of b per lane (4 fp32, 8 bf16); 37: a short last run.
     A = random_csr(200, 300, 0.05, salt=80)
     a = tessera.sparse.from_scipy(A, dtype=dtype)
-    b = tessera.tensor(rng(81).standard_normal((300, 32)), dtype=dtype)
-    cpu = tessera.ops.spmm(a, b).numpy()
-    gpu = tessera.ops.spmm(a.to("cuda:0"), b.to("cuda:0"))
-    assert gpu.device == "cuda:0"
-    runs = {gpu.numpy().tobytes()} | {tessera.ops.spmm(a.to("cuda:0"), b.to("cuda:0")).numpy().tobytes() for _ in range(9)}
-    assert runs == {cpu.tobytes()}
+    for n in (32, 37):
+        b = tessera.tensor(rng(81).standard_normal((300, n)), dtype=dtype)
+        cpu = tessera.ops.spmm(a, b).numpy()
+        gpu = tessera.ops.spmm(a.to("cuda:0"), b.to("cuda:0"))
+        assert gpu.device == "cuda:0"
+        runs = {gpu.numpy().tobytes()} | {tessera.ops.spmm(a.to("cuda:0"), b.to("cuda:0")).numpy().tobytes()
+                                          for _ in range(9)}
+        assert runs == {cpu.tobytes()}, n
     X = tessera.tensor(rng(82).standard_normal((200, 16)), dtype=dtype)
     Y = tessera.tensor(rng(83).standard_normal((16, 300)), dtype=dtype)
     s_cpu = tessera.ops.sddmm(X, Y, a).values.numpy()

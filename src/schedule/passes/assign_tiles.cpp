@@ -178,6 +178,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // runs a group of Stockham passes (any target; CUDA's default 16, the
   // template's 4; 1 runs each pass on its own).
   const std::optional<std::int64_t> fft_points_env = lanes_from_env("TESSERA_FFT_POINTS", 64);
+  // $TESSERA_SPMM_VECTOR: outputs per lane of a register-run spmm (any
+  // target; CUDA's default 16 bytes of b).
+  const std::optional<std::int64_t> spmm_vector_env = lanes_from_env("TESSERA_SPMM_VECTOR", 16);
   const std::int64_t row_lanes = lanes_env ? *lanes_env : (cuda ? kCudaRowLanes : 1);
   // $TESSERA_LANE_ELEMENTS: elements per lane of elementwise kernels (any
   // target, so the CPU tests that form too; CUDA's default kCudaLaneElements).
@@ -263,9 +266,14 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::gemm && (gemm_vector_env || cuda)) {
       k->attrs().set("gemm_vector", gemm_vector_env ? *gemm_vector_env : cuda_narrowest_run(*k));
     }
-    // spmm: a lane per output element on CUDA, the form its GPU tests ran
-    // (strips of 16 outputs are the CPU's default, sparse.cpp).
+    // spmm: no shared-memory strips on CUDA (the CPU's default, sparse.cpp),
+    // but a lane per run of outputs whose b values are one 16-byte vector
+    // (at most 8 elements; $TESSERA_SPMM_VECTOR sets it on any target).
     if (cuda && f == Family::sparse && !k->attrs().has("spmm_strip")) k->attrs().set("spmm_strip", std::int64_t{1});
+    if (f == Family::sparse && kernel_root_op(*k).name() == "graph.spmm" && (spmm_vector_env || cuda)) {
+      const auto b_bytes = static_cast<std::int64_t>(std::max<std::size_t>(storage_bytes(kernel_root_op(*k).operand(1)->type().policy.storage), 1));
+      k->attrs().set("spmm_vector", spmm_vector_env ? *spmm_vector_env : std::clamp<std::int64_t>(16 / b_bytes, 1, 8));
+    }
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
     if (f == Family::normalization && row_held_env.value_or(false) && !k->attrs().has("row_lanes")) {
       k->attrs().set("row_lanes", kCudaRowLanes);
@@ -332,7 +340,8 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
-                                       "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES"};
+                                       "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
+                                       "TESSERA_SPMM_VECTOR"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

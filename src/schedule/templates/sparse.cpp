@@ -13,8 +13,13 @@
 //          taking strip i mod ceil(N / S) of row i / ceil(N / S); the
 //          grid holds the rows' strips (TileKernel::last_axis_strip). With
 //          N = 1 (spmv) the lane keeps its row's chain in one register.
-//          Each element still adds its terms in the same order, so the
-//          strip width never shows in the bits.
+//          On CUDA (the `spmm_vector` knob, V) a lane takes a run of V
+//          adjacent outputs of a row instead, its accumulators in
+//          registers, and reads each nonzero's V values of b as one vector
+//          (16 bytes): the row's indices and values once per V outputs and a
+//          quarter (fp32) of the load instructions. A run past N takes the
+//          element path. Each element still adds its terms in the same
+//          order, so neither width ever shows in the bits.
 //   sddmm  one lane per slot j: its row m is found by binary search over
 //          start (the largest m with start[m] <= j; empty rows share their
 //          start with the next row, so that m's row is never empty), then
@@ -78,7 +83,10 @@ class SparseBuilder {
             kernel_.location());
     }
     acc_ = default_policy(p.accum);
-    const bool strips = spmm && strip > 1;
+    const std::int64_t vector = kernel_.attrs().has("spmm_vector") ? kernel_.attrs().get_int("spmm_vector") : 1;
+    // Runs read b as vectors: b must be a kernel input (not a splat).
+    const bool runs = spmm && vector > 1 && argument_of(root_.operand(1)).has_value();
+    const bool strips = spmm && strip > 1 && !runs;
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     if (strips) options.shared_bytes = lanes * strip * (bit_width(acc_.storage) / 8);
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
@@ -96,7 +104,29 @@ class SparseBuilder {
 
     Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    if (strips) {
+    if (runs) {
+      // Lane i: run s = i mod ceil(N / V) of row m = i / ceil(N / V); the
+      // grid holds the rows' runs (last_axis_strip).
+      Value* N = dim_values[0];
+      Value* count = op2(b, "div", index_op(b, "add", N, tile::build_int(b, vector - 1)), tile::build_int(b, vector));
+      Value* m = op2(b, "div", i, count);
+      Value* n0 = index_op(b, "mul", op2(b, "rem", i, count), tile::build_int(b, vector));
+      if_then(b, cmp(b, "lt", m, op2(b, "div", n, N)), [&](ir::OpBuilder& t) {
+        if_then(
+            t, cmp(t, "le", index_op(t, "add", n0, tile::build_int(t, vector)), N),
+            [&](ir::OpBuilder& rb) { spmm_run(rb, out_buffer, m, n0, N, vector); },
+            [&](ir::OpBuilder& eb) {
+              // The row's last, short run: element by element.
+              Value* first = index_op(eb, "add", index_op(eb, "mul", m, N), n0);
+              tile::build_for(eb, tile::build_int(eb, 0), op2(eb, "sub", N, n0), tile::build_int(eb, 1), {},
+                              [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                Value* e = index_op(lb, "add", first, a[0]);
+                                lb.create("tile.store_elem", {out_buffer, e, cast(lb, spmm_lane(lb, e, N), buffer_policy(result_))});
+                                return std::vector<Value*>{};
+                              });
+            });
+      });
+    } else if (strips) {
       // Each lane's strip accumulators: `strip` elements of the group's
       // shared array at the accumulation type.
       Value* accs = tile::build(b, "tile.smem_alloc", {},
@@ -127,8 +157,9 @@ class SparseBuilder {
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
-    // A lane per strip: the grid holds the rows' strips, not every element.
+    // A lane per strip or run: the grid holds the rows' strips, not every element.
     if (strips) result.last_axis_strip = strip;
+    if (runs) result.last_axis_strip = vector;
     return result;
   }
 
@@ -221,6 +252,31 @@ class SparseBuilder {
       Value* acc = tile::build(lb, "tile.load_elem", {accs, index_op(lb, "add", first, w)});
       lb.create("tile.store_elem", {out, index_op(lb, "add", row, w), cast(lb, acc, buffer_policy(result_))});
     });
+  }
+
+  // Row m's outputs n0 .. n0 + V - 1 (inside the row), each accumulated as
+  // spmm_lane does, in V registers carried by the loop over the nonzeros;
+  // each nonzero's V values of b are one vector load.
+  void spmm_run(ir::OpBuilder& b, Value* out, Value* m, Value* n0, Value* N, std::int64_t V) {
+    Value* b_buffer = buffer_of(1);
+    std::vector<Value*> zeros(static_cast<std::size_t>(V), tile::build_real(b, 0.0, acc_));
+    ir::Operation* loop = tile::build_for(
+        b, index(b, 2, m), index(b, 3, m), tile::build_int(b, 1), zeros, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+          Value* j = a[0];
+          Value* value = at_acc(lb, element(lb, 0, j));  // widened once
+          Value* at = index_op(lb, "add", index_op(lb, "mul", index(lb, 4, j), N), n0);
+          const auto row = lb.create("tile.load_vector", {b_buffer, at}, {{"count", V}})->results();
+          std::vector<Value*> accs;
+          for (std::int64_t w = 0; w < V; ++w) {
+            accs.push_back(fma(lb, value, row[static_cast<std::size_t>(w)], a[1 + static_cast<std::size_t>(w)]));
+          }
+          return accs;
+        });
+    std::vector<Value*> operands = {out, index_op(b, "add", index_op(b, "mul", m, N), n0)};
+    for (std::size_t w = 0; w < static_cast<std::size_t>(V); ++w) {
+      operands.push_back(cast(b, loop->result(w), buffer_policy(result_)));
+    }
+    b.create("tile.store_vector", operands);
   }
 
   // Operands: 0 x [M, D], 1 y [D, K], 2 start, 3 end, 4 col.
