@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
@@ -142,9 +144,36 @@ bool infers(const ir::OpDef& def, std::span<const Tensor> inputs, const std::vec
   }
 }
 
+std::vector<ir::Shape> search_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
+
 // Equal sizes share a symbol; then each occurrence is split off into a
-// fresh symbol wherever the op's shape rules still accept the pattern.
+// fresh symbol wherever the op's shape rules still accept the pattern. The
+// search runs the shape rules once per dim, and each rejection is a thrown
+// error (about 20 us): an spmm's ten operands cost 0.25 ms a call. So the
+// pattern is remembered per op, operand shapes and policies, and attributes
+// (what the search reads), up to kPatternMemo of them.
+constexpr std::size_t kPatternMemo = 4096;
 std::vector<ir::Shape> general_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  std::string key = def.name + " " + ir::print_attr_map(attrs);
+  for (const Tensor& t : inputs) {
+    key += " [";
+    for (std::int64_t n : t.shape()) key += std::to_string(n) + ",";
+    key += "] " + print_policy(t.policy());
+  }
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::vector<ir::Shape>> memo;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  std::vector<ir::Shape> shapes = search_pattern(def, inputs, attrs);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (memo.size() >= kPatternMemo) memo.clear();
+  memo.emplace(std::move(key), shapes);
+  return shapes;
+}
+
+std::vector<ir::Shape> search_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   std::vector<ir::Shape> shapes;
   for (const Tensor& t : inputs) {
     ir::Shape s;
