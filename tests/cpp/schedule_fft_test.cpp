@@ -88,6 +88,12 @@ std::vector<Tensor> case_inputs(std::int64_t batch) {
           complex_sample({batch, 1000}, DType::complex64, 12)};
 }
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
 // The executable's results on `args` against the reference executor's, bit
 // for bit.
 void expect_reference_bits(const schedule::Executable& exe, const ir::Module& m, const std::vector<Tensor>& args,
@@ -151,11 +157,7 @@ TEST(ScheduleFft, LongLinesInTwoStagesMatchReferenceBitwise) {
       "  return %0, %1, %2, %3, %4, %5\n}\n";
   ir::Module m = ir::parse_module(text);
   const std::string sched = ir::print_module(schedule::schedule_module(m, "f", /*cuda=*/false));
-  std::size_t stages = 0;
-  for (std::size_t at = sched.find("graph.fft_passes"); at != std::string::npos; at = sched.find("graph.fft_passes", at + 1)) {
-    ++stages;
-  }
-  EXPECT_EQ(stages, 6u) << sched;
+  EXPECT_EQ(occurrences(sched, "graph.fft_passes"), 6u) << sched;
   EXPECT_NE(sched.find("first = 0, inverse = false, last = 3, n = 4096"), std::string::npos) << sched;  // 64 x 64
   auto exe = schedule::compile_executable(m, "f", test_options());
   for (std::int64_t batch : {1, 5}) {
@@ -266,9 +268,7 @@ TEST(ScheduleFft, CudaPassGroupsFollowTheLaneCost) {
     const schedule::TileKernel k = schedule::lower_kernel(*schedule::kernels_of(*sched.lookup("f")).at(0), tile, "f_k0");
     EXPECT_EQ(k.lanes_per_group, lanes) << n;
     const std::string ir = ir::print_module(tile);
-    std::size_t count = 0;
-    for (std::size_t at = ir.find("tile.barrier"); at != std::string::npos; at = ir.find("tile.barrier", at + 1)) ++count;
-    EXPECT_EQ(count, static_cast<std::size_t>(barriers)) << n << "\n" << ir;
+    EXPECT_EQ(occurrences(ir, "tile.barrier"), static_cast<std::size_t>(barriers)) << n << "\n" << ir;
   }
 }
 
