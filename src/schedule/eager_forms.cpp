@@ -144,35 +144,8 @@ bool infers(const ir::OpDef& def, std::span<const Tensor> inputs, const std::vec
   }
 }
 
-std::vector<ir::Shape> search_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs);
-
 // Equal sizes share a symbol; then each occurrence is split off into a
-// fresh symbol wherever the op's shape rules still accept the pattern. The
-// search runs the shape rules once per dim, and each rejection is a thrown
-// error (about 20 us): an spmm's ten operands cost 0.25 ms a call. So the
-// pattern is remembered per op, operand shapes and policies, and attributes
-// (what the search reads), up to kPatternMemo of them.
-constexpr std::size_t kPatternMemo = 4096;
-std::vector<ir::Shape> general_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
-  std::string key = def.name + " " + ir::print_attr_map(attrs);
-  for (const Tensor& t : inputs) {
-    key += " [";
-    for (std::int64_t n : t.shape()) key += std::to_string(n) + ",";
-    key += "] " + print_policy(t.policy());
-  }
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::vector<ir::Shape>> memo;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = memo.find(key); it != memo.end()) return it->second;
-  }
-  std::vector<ir::Shape> shapes = search_pattern(def, inputs, attrs);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (memo.size() >= kPatternMemo) memo.clear();
-  memo.emplace(std::move(key), shapes);
-  return shapes;
-}
-
+// fresh symbol wherever the op's shape rules still accept the pattern.
 std::vector<ir::Shape> search_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   std::vector<ir::Shape> shapes;
   for (const Tensor& t : inputs) {
@@ -198,6 +171,33 @@ std::vector<ir::Shape> search_pattern(const ir::OpDef& def, std::span<const Tens
   renumber(shapes);
   return shapes;
 }
+
+// search_pattern, remembered: the search runs the shape rules once per
+// dim, and each rejection is a thrown error (about 20 us), so an spmm's ten
+// operands cost 0.25 ms a call. The key is what the search reads: the op,
+// the operand shapes and policies, and the attributes; up to kPatternMemo
+// of them.
+constexpr std::size_t kPatternMemo = 4096;
+std::vector<ir::Shape> general_pattern(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  std::string key = def.name + " " + ir::print_attr_map(attrs);
+  for (const Tensor& t : inputs) {
+    key += " [";
+    for (std::int64_t n : t.shape()) key += std::to_string(n) + ",";
+    key += "] " + print_policy(t.policy());
+  }
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::vector<ir::Shape>> memo;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  std::vector<ir::Shape> shapes = search_pattern(def, inputs, attrs);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (memo.size() >= kPatternMemo) memo.clear();
+  memo.emplace(std::move(key), shapes);
+  return shapes;
+}
+
 
 EagerForm plain(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   EagerForm f{std::vector<Tensor>(inputs.begin(), inputs.end()), attrs, {}, {}};

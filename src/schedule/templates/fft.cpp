@@ -31,6 +31,7 @@
 // of a complex64 tensor is parts 2k (real) and 2k + 1 (imaginary).
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "graph/fft_plan.h"
 #include "graph/shape_rules.h"
@@ -197,7 +198,6 @@ class FftBuilder {
     const graph::fft::Plan<T> plan(stage_ ? n_ : len_, inverse);
     m_ = plan.bluestein_length();
     const std::int64_t points = m_ > 0 ? m_ : len_;
-    points_ = points;
     if (kernel_.attrs().has("fft_points")) fused_points_ = kernel_.attrs().get_int("fft_points");
 
     TileKernel result;
@@ -217,33 +217,35 @@ class FftBuilder {
       }
       return at;
     };
+    using Pass = typename graph::fft::Plan<T>::Pass;
     std::vector<PassPlan> passes, forward, inverse_m;
-    auto plan_passes = [&](const auto& from) {
+    // Plan pass p for a line on which the spans `ns` are done; residue_scale
+    // as PassPlan's (0, or a second stage's N1, which divides the spans).
+    auto plan_pass = [&](const Pass& p, std::int64_t ns, std::int64_t residue_scale) {
+      PassPlan pp{p.radix, ns, residue_scale > 0 ? p.span / residue_scale : p.span, 0, {}, residue_scale};
+      // A pass with Ns = 1 and no residue has every twiddle 1: never read.
+      if (ns > 1 || residue_scale > 0) pp.table_at = append(p.outer);
+      for (const auto& w : p.inner) pp.inner.push_back({static_cast<double>(w.re), static_cast<double>(w.im)});
+      return pp;
+    };
+    auto plan_passes = [&](std::span<const Pass> from) {
       std::vector<PassPlan> out;
       std::int64_t ns = 1;
-      for (const auto& p : from) {
-        PassPlan pp{p.radix, ns, p.span, 0, {}};
-        // The first pass's twiddles are all 1 (Ns = 1): never read.
-        if (ns > 1) pp.table_at = append(p.outer);
-        for (const auto& w : p.inner) pp.inner.push_back({static_cast<double>(w.re), static_cast<double>(w.im)});
-        out.push_back(std::move(pp));
+      for (const Pass& p : from) {
+        out.push_back(plan_pass(p, ns, 0));
         ns = p.span;
       }
       return out;
     };
     if (stage_ && stage_->first) {
       // Passes [0, a): the N1-point transform's own passes.
-      const auto& all = plan.passes();
-      passes = plan_passes(std::vector(all.begin(), all.begin() + root_.attrs().get_int("last")));
+      passes = plan_passes(std::span(plan.passes()).first(static_cast<std::size_t>(root_.attrs().get_int("last"))));
     } else if (stage_) {
       // Passes [a, p) on the residue classes mod N1 (stage_of), reading the
       // whole line's twiddles.
       const auto& all = plan.passes();
       for (auto i = static_cast<std::size_t>(root_.attrs().get_int("first")); i < all.size(); ++i) {
-        PassPlan pp{all[i].radix, all[i - 1].span / stage_->n1, all[i].span / stage_->n1, append(all[i].outer), {}};
-        pp.residue_scale = stage_->n1;
-        for (const auto& w : all[i].inner) pp.inner.push_back({static_cast<double>(w.re), static_cast<double>(w.im)});
-        passes.push_back(std::move(pp));
+        passes.push_back(plan_pass(all[i], all[i - 1].span / stage_->n1, stage_->n1));
       }
     } else if (m_ == 0) {
       passes = plan_passes(plan.passes());
@@ -269,8 +271,9 @@ class FftBuilder {
     }
     const std::size_t first_scalar = 2 + (has_table ? 1 : 0) + (global ? 1 : 0);
     add_inner_dims(x, axis, params, result);
-    fused_points_ = cheapest_points(m_ == 0 ? passes : forward, points);
-    pack_lines(x, axis, global, sizeof(T), points, line_lanes(m_ == 0 ? passes : forward, points));
+    const std::vector<PassPlan>& line_passes = m_ == 0 ? passes : forward;
+    fused_points_ = cheapest_points(line_passes, points);
+    pack_lines(x, axis, global, sizeof(T), points, line_lanes(line_passes, points, fused_points_));
     if (stage_) result.lines_per_row = stage_->sub_lines();
     part_words_ = padded_points(points);
     line_words_ = line_words_for(points, lines_);
@@ -326,7 +329,7 @@ class FftBuilder {
     // item, those groups work in place (read, barrier, write): one array,
     // half the shared memory, so more groups fit on a multiprocessor.
     const bool direct = m_ == 0 && !passes.empty();
-    const auto direct_groups = direct ? pass_groups(passes) : std::vector<std::pair<std::size_t, std::size_t>>{};
+    const auto direct_groups = direct ? pass_groups(passes, fused_points_) : std::vector<std::pair<std::size_t, std::size_t>>{};
     const bool arrays_used = !direct || direct_groups.size() > 1 || split_;
     bool in_place = direct && !global;
     for (std::size_t k = 1; k + (split_ ? 0 : 1) < direct_groups.size(); ++k) {
@@ -355,7 +358,7 @@ class FftBuilder {
     // Without Bluestein, the first group reads the operand and the last
     // stores the result: the line touches shared memory only between groups.
     auto run_groups = [&](const std::vector<PassPlan>& ps, std::int64_t length, bool from_operand, bool to_result) {
-      const auto groups = pass_groups(ps);
+      const auto groups = pass_groups(ps, fused_points_);
       for (std::size_t k = 0; k < groups.size(); ++k) {
         const bool first = from_operand && k == 0;
         const bool last = to_result && k + 1 == groups.size();
@@ -421,11 +424,12 @@ class FftBuilder {
   // one item each in its pass groups between the first and the last (which
   // then work in place), or in every group of a line with fewer than three.
   // A last group with more items loops (1024 points: 64, 64 and 256 items,
-  // 64 lanes). One lane where the knob is absent (the CPU).
-  std::int64_t line_lanes(const std::vector<PassPlan>& ps, std::int64_t points) const {
+  // 64 lanes). One lane where the knob is absent (the CPU). `cap`: the
+  // groups' most points (pass_groups).
+  std::int64_t line_lanes(const std::vector<PassPlan>& ps, std::int64_t points, std::int64_t cap) const {
     if (!kernel_.attrs().has("fft_lanes")) return 1;
     const std::int64_t most = kernel_.attrs().get_int("fft_lanes");
-    const auto groups = pass_groups(ps);
+    const auto groups = pass_groups(ps, cap);
     std::int64_t items = 1;
     for (std::size_t k = 0; k < groups.size(); ++k) {
       const bool middle = k > 0 && k + 1 < groups.size();
@@ -448,16 +452,15 @@ class FftBuilder {
   // powers of two from 512 up keep 16 (as measured in 0033). Bluestein lines
   // (measured 0.50x -> 0.47x with smaller groups) and the CPU (one lane a
   // line) keep the knob.
-  std::int64_t cheapest_points(const std::vector<PassPlan>& ps, std::int64_t points) {
+  std::int64_t cheapest_points(const std::vector<PassPlan>& ps, std::int64_t points) const {
     constexpr std::int64_t kExchangeCost = 4;
-    if (!kernel_.attrs().has("fft_lanes") || m_ > 0) return fused_points_;
     const std::int64_t knob = fused_points_;
+    if (!kernel_.attrs().has("fft_lanes") || m_ > 0) return knob;
     std::int64_t best = knob, best_cost = 0;
     for (std::int64_t cap = knob; cap >= 4; cap /= 2) {
-      fused_points_ = cap;
-      const std::int64_t lanes = line_lanes(ps, points);
+      const std::int64_t lanes = line_lanes(ps, points, cap);
       std::int64_t per_lane = 0;
-      for (const auto& g : pass_groups(ps)) {
+      for (const auto& g : pass_groups(ps, cap)) {
         const std::int64_t p = group_points(ps, g);
         per_lane += (points / p + lanes - 1) / lanes * p + kExchangeCost;
       }
@@ -466,7 +469,6 @@ class FftBuilder {
         best_cost = lanes * per_lane;
       }
     }
-    fused_points_ = knob;
     return best;
   }
 
@@ -493,18 +495,15 @@ class FftBuilder {
              2 * line_words_for(points, lines) * lines * static_cast<std::int64_t>(part_bytes) <=
                  kernel_.attrs().get_int("fft_shared_bytes");
     };
-    std::int64_t count = global ? 0 : 1;
-    for (std::size_t d = 0; d < x.shape.size() && count > 0; ++d) {
+    // The line count (0 where unknown or the lines are in scratch). A
+    // stage's sub-lines have their points apart, and their count is a
+    // multiple of one line's sub-lines whatever the batch.
+    std::int64_t count = global ? 0 : stage_ ? stage_->sub_lines() : 1;
+    for (std::size_t d = 0; d < x.shape.size() && count > 0 && !stage_; ++d) {
       if (x.shape[d].is_symbolic()) count = 0;
       if (d != static_cast<std::size_t>(axis)) count *= x.shape[d].size;
     }
-    bool last_axis = static_cast<std::size_t>(axis) + 1 == x.shape.size();
-    if (stage_) {
-      // Sub-lines have their points apart; their count is a multiple of the
-      // sub-lines of one line (whatever the batch).
-      last_axis = false;
-      count = global ? 0 : stage_->sub_lines();
-    }
+    const bool last_axis = last_axis_ && !stage_;
     const std::int64_t across = 32 / (2 * static_cast<std::int64_t>(part_bytes));
     if (!last_axis && count > 0 && count % across == 0 && wanted * across <= kMostGroupLanes && fits(across)) {
       lines_ = across;
@@ -660,14 +659,15 @@ class FftBuilder {
     }
   }
 
-  // Consecutive passes whose radices multiply to at most `fused_points_`
-  // form a group (a pass wider than that is a group of its own): [from, to).
-  std::vector<std::pair<std::size_t, std::size_t>> pass_groups(const std::vector<PassPlan>& ps) const {
+  // Consecutive passes whose radices multiply to at most `cap` (the line's
+  // fused_points_) form a group (a pass wider than that is a group of its
+  // own): [from, to).
+  static std::vector<std::pair<std::size_t, std::size_t>> pass_groups(const std::vector<PassPlan>& ps, std::int64_t cap) {
     std::vector<std::pair<std::size_t, std::size_t>> groups;
     for (std::size_t from = 0; from < ps.size();) {
       std::size_t to = from + 1;
       std::int64_t points = ps[from].radix;
-      while (to < ps.size() && points * ps[to].radix <= fused_points_) points *= ps[to++].radix;
+      while (to < ps.size() && points * ps[to].radix <= cap) points *= ps[to++].radix;
       groups.emplace_back(from, to);
       from = to;
     }
@@ -822,7 +822,7 @@ class FftBuilder {
   ir::Module& out_;
   std::string name_;
   NumericsPolicy t_, out_policy_;
-  std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1, points_ = 0;
+  std::int64_t n_ = 0, m_ = 0, in_len_ = 0, out_len_ = 0, lanes_ = 1;
   std::int64_t chirp_at_ = 0, kernel_at_ = 0, split_at_ = 0;
   std::int64_t len_ = 0;  // the complex line's points: n, or n/2 when real input splits
   bool split_ = false, unsplit_ = false;
