@@ -188,12 +188,15 @@ std::vector<Tensor> run_typed(const KernelCall& call) {
       }
       plan.execute(line);
       for (std::int64_t k = 0; k < out_len; ++k) {
-        fft::Cx<T> v = line[static_cast<std::size_t>(split ? k / 2 : k)];
+        fft::Cx<T> v;
         if (split && kind == "c2r") {
-          v = {k % 2 == 0 ? v.re : v.im, T(0)};  // x_2j and x_2j+1 are z_j's parts
+          const fft::Cx<T> z = line[static_cast<std::size_t>(k / 2)];
+          v = {k % 2 == 0 ? z.re : z.im, T(0)};  // x_2j and x_2j+1 are z_j's parts
         } else if (split) {
           v = fft::split_real(line[static_cast<std::size_t>(k % h)], line[static_cast<std::size_t>((h - k) % h)],
                               split_w[static_cast<std::size_t>(k)]);
+        } else {
+          v = line[static_cast<std::size_t>(k)];
         }
         if (weights && k > 0 && 2 * k < n) v = {static_cast<T>(v.re + v.re), static_cast<T>(v.im + v.im)};
         if (scale != T(1)) v = {static_cast<T>(v.re * scale), static_cast<T>(v.im * scale)};

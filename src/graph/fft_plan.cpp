@@ -79,7 +79,7 @@ void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::
                        std::int64_t n, std::size_t from, std::size_t to) const {
   y.resize(static_cast<std::size_t>(n));
   to = std::min(to, passes.size());
-  std::int64_t Ns = from == 0 || from > passes.size() ? 1 : passes[from - 1].span;
+  std::int64_t Ns = from == 0 ? 1 : passes[from - 1].span;
   for (std::size_t i = from; i < to; ++i) {
     const Pass& p = passes[i];
     const int R = p.radix;
