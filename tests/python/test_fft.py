@@ -411,3 +411,11 @@ def test_jit_grad_of_a_spectral_layer_with_complex_weights_matches_jax():
     want = jax.grad(lambda a, k: loss(None, a, k), argnums=(0, 1))(x, w)
     for gt, wt in zip(got, want):
         np.testing.assert_allclose(gt.numpy(), np.asarray(wt), rtol=1e-12, atol=1e-12)
+
+
+def test_a_bad_stage_knob_is_an_error_on_every_target(monkeypatch):
+    # TESSERA_FFT_STAGES is read whenever an executable compiles, on the CPU too (where lines stay
+    # whole), so a mistyped value is never accepted and ignored.
+    monkeypatch.setenv("TESSERA_FFT_STAGES", "2")
+    with pytest.raises(ArgumentError, match="TESSERA_FFT_STAGES is '2'; expected 0 or 1"):
+        tessera.jit(lambda a: ops.fft(a))(tessera.tensor(np.ones((2, 8), np.complex64)))

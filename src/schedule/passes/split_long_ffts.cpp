@@ -43,8 +43,10 @@ std::size_t split_point(std::int64_t n, std::int64_t part_bytes, std::int64_t li
 }  // namespace
 
 int split_long_ffts(ir::Operation& func, bool cuda) {
+  // Both knobs are read on every target, so a bad value is an error there too.
+  const bool stages = fft_stages_enabled();
   const std::optional<std::int64_t> limit = fft_shared_limit(cuda);
-  if (!limit || !fft_stages_enabled()) return 0;
+  if (!limit || !stages) return 0;
   ir::Block& body = ir::function_body(func);
   std::vector<std::pair<ir::Operation*, std::size_t>> found;
   for (const auto& op : body.ops()) {
