@@ -1,7 +1,8 @@
 """Eager per-op dispatch overhead on a tiny tensor, eager add of 4096 elements
-(a launch of a few groups), and eager add and matmul at 1024^2 (compiled
-kernels, the default), next to numpy in the same run, and the
-time to trace a 1,000-op @jit function from Python.
+(a launch of a few groups), an spmm of a small CSR matrix (an op of ten
+operands: the shape pattern an eager call looks up), and eager add and matmul
+at 1024^2 (compiled kernels, the default), next to numpy (scipy for spmm) in
+the same run, and the time to trace a 1,000-op @jit function from Python.
 
     .venv/bin/python bench/eager_dispatch_bench.py
 
@@ -73,6 +74,14 @@ def main():
     c_np = np.arange(4096, dtype=np.float32)
     c = tessera.tensor(c_np)
     rows.append(("add fp32[4096]", per_call_us(lambda: ops.add(c, c), 5000), per_call_us(lambda: np.add(c_np, c_np), 5000)))
+    import scipy.sparse as sp
+    s_np = sp.random(64, 64, density=0.05, format="csr", random_state=1, dtype=np.float32)
+    s_np.sort_indices()
+    s = tessera.sparse.from_scipy(s_np, dtype="fp32")
+    d_np = np.ones((64, 8), np.float32)
+    d = tessera.tensor(d_np)
+    ops.spmm(s, d)  # load (or compile) the kernel first
+    rows.append(("spmm [64,64]x[64,8]", per_call_us(lambda: ops.spmm(s, d), 2000), per_call_us(lambda: s_np @ d_np, 2000)))
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((1024, 1024)).astype(np.float32)
     y_np = rng.standard_normal((1024, 1024)).astype(np.float32)
