@@ -1,4 +1,5 @@
-// Tile IR async copies and barriers (group-cooperative; docs/design/0003-tile-ir.md).
+// Tile IR async copies, barriers and lane shuffles (group-cooperative;
+// docs/design/0003-tile-ir.md).
 //
 // Each tile.cp_async is one copy group, in flight until a tile.cp_async_wait
 // lets at most `pending` of the most recent groups stay in flight; a barrier
@@ -82,6 +83,29 @@ void register_async_ops(ir::Registry& r) {
       .effect = ir::Effect::state,
       .num_results = 0,
       .infer = [](std::span<const Type>, const AttrMap& a) { return no_results_pending_checked("tile.mma_wait", a); },
+  });
+  // A lane exchange within a group: what a warp shuffle does on CUDA, so a
+  // tree over up to 32 lanes needs no shared memory and no barrier
+  // (docs/design/0035). Group-cooperative: every lane runs it, under
+  // uniform control flow (tile-verify-sync checks that).
+  r.add(OpDef{
+      .name = "tile.lane_shuffle",
+      .summary = "Lane t of the group gets `value` of lane t xor `xor` (linear ids). `xor` is a power of two below 32 "
+                 "(lanes of one warp on CUDA); the group's size must be a multiple of 2 xor.",
+      .operands = {"value"},
+      .attrs = {{.name = "xor", .kind = AttrKind::integer, .required = true}},
+      .effect = ir::Effect::state,
+      .num_results = 1,
+      .infer =
+          [](std::span<const Type> in, const AttrMap& a) {
+            require_kind(in[0], ir::TypeKind::lane, "tile.lane_shuffle", "value");
+            const std::int64_t x = a.get_int("xor");
+            if (x < 1 || x >= 32 || (x & (x - 1)) != 0) {
+              raise(ErrorCode::ArgumentInvalid,
+                    "tile.lane_shuffle attribute 'xor' must be a power of two from 1 to 16, got " + std::to_string(x));
+            }
+            return std::vector<Type>{in[0]};
+          },
   });
   r.add(OpDef{
       .name = "tile.barrier",

@@ -41,7 +41,7 @@ std::int64_t shared_budget(const ir::Operation& func) {
 
 bool is_group_cooperative(const ir::Operation& op) {
   std::string_view n = op.name();
-  return n == "tile.barrier" || n == "tile.cp_async" || n == "tile.cp_async_wait" || n == "tile.mma_wait" ||
+  return n == "tile.barrier" || n == "tile.lane_shuffle" || n == "tile.cp_async" || n == "tile.cp_async_wait" || n == "tile.mma_wait" ||
          n == "tile.smem_alloc" || n == "tile.tile_load" || n == "tile.tile_store" || n == "tile.mma" ||
          n == "tile.transpose" || n == "tile.tile_reduce" || n == "tile.tile_binary";
 }

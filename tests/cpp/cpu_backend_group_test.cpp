@@ -99,6 +99,53 @@ TEST(CpuBackendGroup, GroupSumWithBarrierSharedMemoryAndReduceSum) {
   }
 }
 
+// tile.lane_shuffle: lane t of a group gets the value of lane t ^ xor, for
+// every xor up to 16, lane values of three types, and a uniform operand;
+// a group whose size is not a multiple of 2 xor is a compile error.
+ir::Operation* shuffle_kernel(ir::Module& m, std::int64_t group, std::int64_t x) {
+  ir::Operation* k = tile::build_kernel(m, "shuffle",
+                                        {{"f", gmem({Dim::named("n")}, DType::fp32, true)},
+                                         {"i", gmem({Dim::named("n")}, DType::int64, true)},
+                                         {"c", gmem({Dim::named("n")}, DType::int64, true)}},
+                                        {.group_shape = std::vector<std::int64_t>{group}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* lid = op(b, "tile.linear_id", {});
+  Value* i = op(b, "tile.add", {op(b, "tile.mul", {op(b, "tile.group_id", {}), i64(b, group)}), lid});
+  Value* as_f = op(b, "tile.cast", {i}, {{"to", pol(DType::fp32)}});
+  const ir::AttrMap xor_attr{{"xor", x}};
+  stmt(b, "tile.store_elem", {body.argument(0), i, op(b, "tile.lane_shuffle", {as_f}, xor_attr)});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.lane_shuffle", {i}, xor_attr)});
+  stmt(b, "tile.store_elem", {body.argument(2), i, op(b, "tile.lane_shuffle", {i64(b, 7)}, xor_attr)});
+  return k;
+}
+
+TEST(CpuBackendGroup, LaneShuffleTakesTheValueOfTheXorLane) {
+  for (const std::int64_t x : {1, 2, 4, 8, 16}) {
+    SCOPED_TRACE("xor " + std::to_string(x));
+    ir::Module m;
+    cpu::CompiledKernel ck = compile(*shuffle_kernel(m, 64, x));
+    const std::int64_t n = 3 * 64;
+    Tensor f = Tensor::zeros({n}, pol(DType::fp32)), iv = Tensor::zeros({n}, pol(DType::int64)),
+           c = Tensor::zeros({n}, pol(DType::int64));
+    cpu::launch(ck, 3, {f, iv, c});
+    const auto fs = f.to_values(), is = iv.to_values(), cs = c.to_values();
+    for (std::int64_t e = 0; e < n; ++e) {
+      const auto want = static_cast<double>((e / 64) * 64 + ((e % 64) ^ x));
+      ASSERT_EQ(fs[static_cast<std::size_t>(e)], want) << "element " << e;
+      ASSERT_EQ(is[static_cast<std::size_t>(e)], want) << "element " << e;
+      ASSERT_EQ(cs[static_cast<std::size_t>(e)], 7.0) << "element " << e;
+    }
+  }
+  ir::Module m;
+  try {
+    compile(*shuffle_kernel(m, 24, 16));
+    FAIL() << "a shuffle 16 lanes apart in a group of 24 compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CpuBackendGroup, ResultsAreIdenticalForEveryThreadCount) {
   ir::Module m;
   cpu::CompiledKernel ck = compile(*group_sum_kernel(m));

@@ -227,6 +227,50 @@ func @strip(%x: gmem<[n] fp32>, %y: gmem<[m] fp32 mut>) -> () attributes {group_
   }
 }
 
+// tile.lane_shuffle is a warp shuffle: the whole warp's mask in a group of
+// a warp or more, the group's lanes in a smaller one (bools travel as
+// ints); the source compiles under NVRTC. A group whose size is not a
+// multiple of 2 xor is a CompileError naming the op.
+TEST(CudaCodegen, LaneShuffleIsAWarpShuffle) {
+  auto kernel = [](int lanes, int x) {
+    return tessera::ir::parse_module(R"(
+func @swap(%y: gmem<[n] fp32 mut>, %z: gmem<[n] int64 mut>) -> () attributes {group_shape = [)" +
+                                     std::to_string(lanes) + R"(], kernel = true} {
+  %0 = tile.linear_id : lane<int64>
+  %1 = tile.cast %0 {to = policy<fp32>} : lane<fp32>
+  %2 = tile.lane_shuffle %1 {xor = )" + std::to_string(x) + R"(} : lane<fp32>
+  tile.store_elem %y, %0, %2
+  %3 = tile.const {policy = policy<int64>, value = 2} : lane<int64>
+  %4 = tile.cmp %0, %3 {pred = "lt"} : lane<bool>
+  %5 = tile.lane_shuffle %4 {xor = 1} : lane<bool>
+  %6 = tile.select %5, %0, %3 : lane<int64>
+  tile.store_elem %z, %0, %6
+  return
+}
+)");
+  };
+  {
+    tessera::ir::Module m = kernel(64, 16);
+    const std::string src = cu::emit_kernel_source(*m.lookup("swap"));
+    EXPECT_NE(src.find("__shfl_xor_sync(0xffffffffu, v"), std::string::npos) << src;
+    EXPECT_NE(src.find("(__shfl_xor_sync(0xffffffffu, (int)"), std::string::npos) << src;
+    if (nvrtc_present()) compile_for(src, "sm_90a");
+  }
+  {
+    tessera::ir::Module m = kernel(8, 4);
+    const std::string src = cu::emit_kernel_source(*m.lookup("swap"));
+    EXPECT_NE(src.find("__shfl_xor_sync(255u, "), std::string::npos) << src;
+  }
+  tessera::ir::Module m = kernel(24, 16);
+  try {
+    cu::emit_kernel_source(*m.lookup("swap"));
+    FAIL() << "expected CompileError";
+  } catch (const tessera::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tile.lane_shuffle"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaCodegenGpu, ScaleMatchesHandComputedValues) {
   if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
   auto spec = lowered("scale.tsr");

@@ -627,10 +627,25 @@ class Emitter {
     if (n == "tile.if") return emit_group_if(op);
     if (n == "tile.while") return emit_group_while(op);
     if (n == "tile.smem_alloc") return emit_smem_alloc(op);
+    if (n == "tile.lane_shuffle") return emit_lane_shuffle(op);
     if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
     std::string result = op.num_results() == 1 ? name_.at(op.result(0)) : std::string();
     if (op.num_results() > 1) unsupported(op, "ops with several results are not supported");
     line(group_stmt(op, group_args(op), result, [this](const ir::Dim& d) { return resolve_dim(d); }));
+  }
+
+  // Group level, so every lane's value exists before any lane reads another's.
+  void emit_lane_shuffle(const ir::Operation& op) {
+    const std::int64_t x = op.attrs().get_int("xor");
+    if (out_.group_size % (2 * x) != 0) {
+      unsupported(op, "a shuffle across lanes " + std::to_string(x) + " apart in a group of " +
+                          std::to_string(out_.group_size) + " lanes (the group's size must be a multiple of " +
+                          std::to_string(2 * x) + ")");
+    }
+    const ir::Value* v = op.operand(0);
+    declare_if_array(op.result(0));
+    const std::string from = storage_.at(v) == Storage::lane_array ? name_.at(v) + "[lane ^ " + std::to_string(x) + "]" : gref(v);
+    line("for (std::int64_t lane = 0; lane < kGroupSize; ++lane) " + name_.at(op.result(0)) + "[lane] = " + from + ";");
   }
 
   void emit_smem_alloc(const ir::Operation& op) {

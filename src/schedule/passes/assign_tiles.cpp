@@ -205,6 +205,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // makes them cooperative too, rather than being ignored.
   const std::optional<bool> row_held_env = switch_from_env("TESSERA_ROW_HELD");
   const bool row_held = row_held_env.value_or(cuda);
+  // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
+  // two would be paired (docs/design/0028), for measuring both forms.
+  const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -278,7 +281,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::normalization && row_held_env.value_or(false) && !k->attrs().has("row_lanes")) {
       k->attrs().set("row_lanes", kCudaRowLanes);
     }
-    if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) k->attrs().set("row_held", true);
+    if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) {
+      k->attrs().set("row_held", true);
+      if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
+    }
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
@@ -340,6 +346,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
+                                       "TESSERA_ROW_HELD_PAIRS",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPMM_VECTOR"};
   std::string key;

@@ -117,7 +117,8 @@ class NormalizationBuilder {
         // fit per multiprocessor where two did. Kernels holding a second
         // row operand keep one strand per lane (their registers would
         // spill).
-        if (blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
+        const bool pairs = !kernel_.attrs().has("row_held_pairs") || kernel_.attrs().get_bool("row_held_pairs");
+        if (pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
         row_lanes_ = blocks * kReductionStrands / held_strands_;
         run_ = 1;
       }
@@ -678,41 +679,50 @@ class NormalizationBuilder {
                return step(lb, a[0], a.subspan(1));
              })->results();
     }
-    // Each lane's values to shared memory, folded in two levels: lane t < W
-    // (W, the largest power of two up to 32 dividing L) folds entries t,
-    // t + W, .. in turn, then lane 0 folds the W results; every lane reads
-    // entry 0. The folds are exact, so any order gives the same values. The
-    // entries a lane folds are independent loads, issued together, and the
-    // group waits at four barriers (a tree over the lanes took log2 L + 1).
-    std::vector<Value*> arrays;
-    for (std::size_t k = 0; k < inits.size(); ++k) {
-      arrays.push_back(shared_array(b, inits[k]->type().policy, row_lanes_));
-      b.create("tile.store_elem", {arrays[k], lid_, lane_values[k]});
-    }
-    b.create("tile.barrier", {});
+    // Folded in two levels: the W lanes of each warp-sized group (W, the
+    // largest power of two up to 32 dividing L) by shuffles (lane_tree),
+    // then the L / W group values through shared memory, in turn. The
+    // folds are exact, so any order gives the same values. With row
+    // scalars to derive (rs), lane 0 folds the group values and derives
+    // them while the group waits at a second barrier; otherwise every lane
+    // folds them itself, so one barrier serves. (The CUDA Tile IR target
+    // has no lane shuffle: its groups fold every lane's value through
+    // shared memory, W = 1.)
     std::int64_t width = 1;
-    while (width < 32 && row_lanes_ % (width * 2) == 0) width *= 2;
+    while (kernel_variant(kernel_) != "tile_ir" && width < 32 && row_lanes_ % (width * 2) == 0) width *= 2;
+    lane_values = lane_tree(b, lid_, lane_values, width, combine);
+    if (row_lanes_ == width) {
+      if (rs && rs->slots) raise(ErrorCode::Internal, "normalization: row scalars of a group within a warp");
+      return lane_values;
+    }
+    const std::int64_t groups = row_lanes_ / width;
+    std::vector<Value*> arrays;
+    for (Value* v : lane_values) arrays.push_back(shared_array(b, v->type().policy, groups));
     const ir::AttrMap proven{{"in_bounds", true}};
-    // Lanes below `lanes` fold `count` entries `stride` apart from their own.
-    auto fold_entries = [&](std::int64_t lanes, std::int64_t count, std::int64_t stride) {
-      if_then(b, cmp(b, "lt", lid_, integer(b, lanes)), [&](ir::OpBuilder& lb) {
-        std::vector<Value*> acc;
-        for (Value* arr : arrays) acc.push_back(tile::build(lb, "tile.load_elem", {arr, lid_}, proven));
-        for (std::int64_t j = 1; j < count; ++j) {
-          Value* at = index_op(lb, "add", lid_, integer(lb, j * stride));
-          std::vector<Value*> theirs;
-          for (Value* arr : arrays) theirs.push_back(tile::build(lb, "tile.load_elem", {arr, at}, proven));
-          acc = combine(lb, acc, theirs);
-        }
-        for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], lid_, acc[k]}, proven);
-        if (lanes == 1 && rs && rs->slots) write_row_scalars(lb, *rs, acc);
-      });
-      b.create("tile.barrier", {});
+    if_then(b, cmp(b, "eq", op2(b, "rem", lid_, integer(b, width)), integer(b, 0)), [&](ir::OpBuilder& wb) {
+      Value* at = op2(wb, "div", lid_, integer(wb, width));
+      for (std::size_t k = 0; k < arrays.size(); ++k) wb.create("tile.store_elem", {arrays[k], at, lane_values[k]}, proven);
+    });
+    b.create("tile.barrier", {});
+    auto fold_groups = [&](ir::OpBuilder& fb) {
+      std::vector<Value*> acc;
+      for (Value* arr : arrays) acc.push_back(tile::build(fb, "tile.load_elem", {arr, integer(fb, 0)}, proven));
+      for (std::int64_t j = 1; j < groups; ++j) {
+        std::vector<Value*> theirs;
+        for (Value* arr : arrays) theirs.push_back(tile::build(fb, "tile.load_elem", {arr, integer(fb, j)}, proven));
+        acc = combine(fb, acc, theirs);
+      }
+      return acc;
     };
-    if (row_lanes_ > width) fold_entries(width, row_lanes_ / width, width);
-    if (width > 1) fold_entries(1, width, 1);
+    if (!(rs && rs->slots)) return fold_groups(b);
+    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+      const std::vector<Value*> acc = fold_groups(lb);
+      for (std::size_t k = 0; k < arrays.size(); ++k) lb.create("tile.store_elem", {arrays[k], integer(lb, 0), acc[k]}, proven);
+      write_row_scalars(lb, *rs, acc);
+    });
+    b.create("tile.barrier", {});
     std::vector<Value*> out;
-    for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, integer(b, 0)}));
+    for (Value* arr : arrays) out.push_back(tile::build(b, "tile.load_elem", {arr, integer(b, 0)}, proven));
     // No barrier after the reads: tile-plan-shared keeps the arrays' space
     // until the next barrier, which every lane reaches after reading.
     return out;
@@ -780,6 +790,42 @@ class NormalizationBuilder {
           [&](ir::OpBuilder& wb, const std::vector<Value*>& r0s) { preload_x(wb, r0s); }, lid_, row_lanes_, run_);
     }
     return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
+  }
+
+  // Several sums of the row (each sum()'s bits): a held row's take one
+  // pass and share their barriers; other rows sum them one by one. Each
+  // rss[k], when given, derives its row scalars from total k.
+  std::vector<Value*> sums(ir::OpBuilder& b, const std::vector<SumStep>& steps, const std::vector<RowScalars*>& rss) {
+    std::vector<Value*> out;
+    if (!held_ || steps.size() == 1) {
+      for (std::size_t k = 0; k < steps.size(); ++k) out.push_back(sum(b, steps[k], rss.at(k)));
+      return out;
+    }
+    AtLaneZeroAll derive = [&](ir::OpBuilder& lb, std::span<Value* const> totals) {
+      for (std::size_t k = 0; k < rss.size(); ++k) {
+        if (rss[k] && rss[k]->slots) write_row_scalars(lb, *rss[k], totals.subspan(k, 1));
+      }
+    };
+    const auto count = static_cast<std::int64_t>(steps.size());
+    return blocked_sums_held(
+        b, acc_, lid_, row_lanes_, count,
+        [&](ir::OpBuilder& sb) {
+          std::vector<Value*> all;
+          for (std::int64_t k = 0; k < held_strands_; ++k) {
+            const std::vector<Value*> zeros(steps.size(), acc_real(sb, 0.0));
+            const std::vector<Value*> strand = over_held(
+                sb, zeros,
+                [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+                  std::vector<Value*> next;
+                  for (std::size_t c = 0; c < steps.size(); ++c) next.push_back(steps[c](eb, r, acc[c]));
+                  return next;
+                },
+                k);
+            all.insert(all.end(), strand.begin(), strand.end());
+          }
+          return all;
+        },
+        derive);
   }
 
   // Operand 1 of softmax_linear and norm_linear (the row's shape, so read at
@@ -922,7 +968,25 @@ class NormalizationBuilder {
           sum(b, [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, term(lb, r)); }, &rs);
       return take(b, rs, {&total, 1}).at(0);
     };
-    Value* m = center ? mean_of(x_at) : nullptr;
+    // With a center, the means of x and of g need nothing of each other:
+    // one pass (sums) gives both.
+    Value* m = nullptr;
+    Value* gm = nullptr;
+    if (center) {
+      RowScalars rs_m = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+        return std::vector<Value*>{mean(db, total[0])};
+      });
+      RowScalars rs_g = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+        return std::vector<Value*>{mean(db, total[0])};
+      });
+      const std::vector<Value*> totals = sums(
+          b,
+          {[&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, x_at(lb, r)); },
+           [&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, second_at(lb, r)); }},
+          {&rs_m, &rs_g});
+      m = take(b, rs_m, {&totals[0], 1}).at(0);
+      gm = take(b, rs_g, {&totals[1], 1}).at(0);
+    }
     auto xc_at = [&](ir::OpBuilder& lb, Value* r) { return center ? op2(lb, "sub", x_at(lb, r), m) : x_at(lb, r); };
     Value* rr = mean_of(
         [&](ir::OpBuilder& lb, Value* r) {
@@ -933,7 +997,6 @@ class NormalizationBuilder {
           return quotient(db, acc_real(db, 1.0), op1(db, "sqrt", to64(db, op2(db, "add", var, acc_real(db, eps)))));
         });
     auto xhat_at = [&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", xc_at(lb, r), rr); };
-    Value* gm = center ? mean_of([&](ir::OpBuilder& lb, Value* r) { return second_at(lb, r); }) : nullptr;
     Value* q = mean_of([&](ir::OpBuilder& lb, Value* r) { return op2(lb, "mul", second_at(lb, r), xhat_at(lb, r)); });
     each_element(b, [&](ir::OpBuilder& lb, Value* r) {
       Value* gc = center ? op2(lb, "sub", second_at(lb, r), gm) : second_at(lb, r);

@@ -307,43 +307,92 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                                  });
 }
 
-Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                        const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
+std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*> values, std::int64_t width,
+                              const FoldCombine& combine) {
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
+    raise(ErrorCode::Internal, "lane_tree over " + std::to_string(width) + " lanes; expected a power of two up to 32");
+  }
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  for (std::int64_t m = 1; m < width; m *= 2) {
+    std::vector<Value*> theirs;
+    for (Value* v : values) theirs.push_back(tile::build(b, "tile.lane_shuffle", {v}, {{"xor", m}}));
+    // This lane's half is the lower one: its values go on the left.
+    Value* lower = cmp(b, "eq", op2(b, "rem", op2(b, "div", lane, integer(b, m)), integer(b, 2)), integer(b, 0));
+    std::vector<Value*> lo, hi;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      lo.push_back(select(b, lower, values[k], theirs[k]));
+      hi.push_back(select(b, lower, theirs[k], values[k]));
+    }
+    values = combine(b, lo, hi);
+  }
+  return values;
+}
+
+std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
+                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZeroAll& at_lane_zero) {
   const std::int64_t S = kReductionStrands;
   const std::vector<Value*> sums = strand_sum(b);
-  const auto strands = static_cast<std::int64_t>(sums.size());  // per lane
+  const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // per lane
   const std::int64_t blocks = lanes * strands / S;
-  if (strands < 1 || lanes % S != 0 || blocks > kReductionBlock) {
-    raise(ErrorCode::Internal, "blocked_sum_held: " + std::to_string(lanes) + " lanes of " + std::to_string(strands) +
-                                   " strands do not hold one superblock");
+  if (strands < 1 || static_cast<std::int64_t>(sums.size()) != strands * count || lanes % S != 0 ||
+      blocks > kReductionBlock) {
+    raise(ErrorCode::Internal, "blocked_sums_held: " + std::to_string(lanes) + " lanes of " + std::to_string(sums.size()) +
+                                   " strand sums of " + std::to_string(count) + " totals do not hold one superblock");
   }
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
-  Value* parts = shared_array(b, acc_policy, lanes * strands);
-  Value* partial = shared_array(b, acc_policy, blocks + 1);  // the block sums, then the total
+  // Per total: its block sums, then the total.
+  std::vector<Value*> partial;
+  for (std::int64_t c = 0; c < count; ++c) partial.push_back(shared_array(b, acc_policy, blocks + 1));
   Value* zero = integer(b, 0);
-  // Strand k of lane t is part t + k L (block t / S + k L / S); the first
-  // goes in with the blocks' combination, the blocks' sums to partial.
-  for (std::int64_t k = 1; k < strands; ++k) {
-    b.create("tile.store_elem", {parts, index_op(b, "add", lane, integer(b, k * lanes)), sums[static_cast<std::size_t>(k)]});
-  }
-  combine_block_parts(b, parts, sums[0], lane, zero, zero, integer(b, blocks), blocks, S, partial);
-  // Lane 0 adds the block sums in order (one superblock), unrolled: the
-  // loads are independent, only the adds wait on each other.
+  // Strand k of lane t is strand t mod 16 of block (t + k L) / 16: the 16
+  // lanes of a block combine their strands by the canonical tree
+  // (lane_tree: shuffles, no barrier), and the block's first lane writes
+  // its sums.
+  const std::vector<Value*> block_sums =
+      lane_tree(b, lane, sums, S, [](ir::OpBuilder& cb, std::span<Value* const> lo, std::span<Value* const> hi) {
+        std::vector<Value*> out;
+        for (std::size_t k = 0; k < lo.size(); ++k) out.push_back(op2(cb, "add", lo[k], hi[k]));
+        return out;
+      });
   const ir::AttrMap proven{{"in_bounds", true}};
-  if_then(b, cmp(b, "eq", lane, zero), [&](ir::OpBuilder& lb) {
-    Value* super = acc_real(lb, 0.0);
-    for (std::int64_t j = 0; j < blocks; ++j) {
-      super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {partial, integer(lb, j)}, proven));
+  if_then(b, cmp(b, "eq", op2(b, "rem", lane, integer(b, S)), zero), [&](ir::OpBuilder& wb) {
+    for (std::int64_t k = 0; k < strands; ++k) {
+      Value* block = op2(wb, "div", index_op(wb, "add", lane, integer(wb, k * lanes)), integer(wb, S));
+      for (std::int64_t c = 0; c < count; ++c) {
+        wb.create("tile.store_elem", {partial[static_cast<std::size_t>(c)], block, block_sums[static_cast<std::size_t>(k * count + c)]},
+                  proven);
+      }
     }
-    Value* total = op2(lb, "add", acc_real(lb, 0.0), super);
-    lb.create("tile.store_elem", {partial, integer(lb, blocks), total}, proven);
-    if (at_lane_zero) at_lane_zero(lb, total);
   });
   b.create("tile.barrier", {});
-  // No barrier after the read: tile-plan-shared keeps the arrays' space
+  // Lane 0 adds each total's block sums in order (one superblock),
+  // unrolled: the loads are independent, only the adds wait on each other.
+  if_then(b, cmp(b, "eq", lane, zero), [&](ir::OpBuilder& lb) {
+    std::vector<Value*> totals;
+    for (Value* p : partial) {
+      Value* super = acc_real(lb, 0.0);
+      for (std::int64_t j = 0; j < blocks; ++j) {
+        super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {p, integer(lb, j)}, proven));
+      }
+      totals.push_back(op2(lb, "add", acc_real(lb, 0.0), super));
+      lb.create("tile.store_elem", {p, integer(lb, blocks), totals.back()}, proven);
+    }
+    if (at_lane_zero) at_lane_zero(lb, totals);
+  });
+  b.create("tile.barrier", {});
+  // No barrier after the reads: tile-plan-shared keeps the arrays' space
   // until the next barrier.
-  return tile::build(b, "tile.load_elem", {partial, integer(b, blocks)}, proven);
+  std::vector<Value*> out;
+  for (Value* p : partial) out.push_back(tile::build(b, "tile.load_elem", {p, integer(b, blocks)}, proven));
+  return out;
+}
+
+Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
+                        const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
+  AtLaneZeroAll all;
+  if (at_lane_zero) all = [&](ir::OpBuilder& lb, std::span<Value* const> totals) { at_lane_zero(lb, totals[0]); };
+  return blocked_sums_held(b, acc_policy, lane, lanes, 1, strand_sum, all).at(0);
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,

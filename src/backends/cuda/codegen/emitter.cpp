@@ -666,6 +666,7 @@ class Emitter {
     }
     if (n == "tile.load_vector") return emit_load_vector(op);
     if (n == "tile.store_vector") return emit_store_vector(op);
+    if (n == "tile.lane_shuffle") return emit_lane_shuffle(op);
     // A CPU-side hint: a GPU hides memory latency with its other warps.
     if (n == "tile.prefetch") return line("// tile.prefetch: no code on the GPU");
     if (is_lane_value_op(op)) return define(op.result(0), lane_expr(op, args_of(op), lane_context()));
@@ -682,6 +683,25 @@ class Emitter {
     line(type_of(op.result(0)) + " " + run + "[" + count + "];");
     line("tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", " + run + ", W);");
     for (std::size_t k = 0; k < op.num_results(); ++k) name_[op.result(k)] = run + "[" + std::to_string(k) + "]";
+  }
+  // A warp shuffle: the group is the block, whose threads are its lanes in
+  // linear order, so lanes t and t ^ xor share a warp (xor < 32) and the
+  // block (its size a multiple of 2 xor). A block under a warp names its
+  // threads in the mask.
+  void emit_lane_shuffle(const ir::Operation& op) {
+    const std::int64_t x = op.attrs().get_int("xor");
+    const std::int64_t threads = out_.block_threads;
+    if (threads % (2 * x) != 0) {
+      unsupported(op, "a shuffle across lanes " + std::to_string(x) + " apart in a group of " + std::to_string(threads) +
+                          " lanes (the group's size must be a multiple of " + std::to_string(2 * x) + ")");
+    }
+    const std::string mask = threads >= 32 ? "0xffffffffu" : std::to_string((1ull << threads) - 1) + "u";
+    const std::string v = name_.at(op.operand(0));
+    const DType d = op.operand(0)->type().dtype();
+    // Bools travel as ints (no bool overload).
+    const std::string expr = d == DType::bool_ ? "(__shfl_xor_sync(" + mask + ", (int)" + v + ", " + std::to_string(x) + ") != 0)"
+                                               : "__shfl_xor_sync(" + mask + ", " + v + ", " + std::to_string(x) + ")";
+    define(op.result(0), expr);
   }
   void emit_store_vector(const ir::Operation& op) {
     const std::vector<std::string> a = args_of(op);
