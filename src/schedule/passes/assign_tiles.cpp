@@ -208,6 +208,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
   // two would be paired (docs/design/0028), for measuring both forms.
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
+  // $TESSERA_ROW_HELD_THREADS: the threads of held rows a multiprocessor
+  // should hold at once (registers are capped to fit them), for measuring.
+  const std::optional<std::int64_t> held_threads_env = lanes_from_env("TESSERA_ROW_HELD_THREADS", 2048);
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -284,6 +287,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
+      if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
     }
     if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
@@ -346,7 +350,7 @@ std::string target_knob_key() {
                                        "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
-                                       "TESSERA_ROW_HELD_PAIRS",
+                                       "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPMM_VECTOR"};
   std::string key;

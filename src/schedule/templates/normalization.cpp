@@ -160,8 +160,14 @@ class NormalizationBuilder {
       options.shared_bytes = std::max<std::int64_t>(
           kCoopSharedBytes, 8 * (6 * (lanes + 1) + held_strands_ * lanes + kReductionBlock + 1 + 3 * kLaneZeroValues));
       // Registers for half the multiprocessor's threads (2048 / L / 2
-      // groups); with paired strands, for three groups of L lanes.
-      options.resident_groups = std::max<std::int64_t>(1, (held_strands_ == 2 ? 768 : 1024) / lanes);
+      // groups). With paired strands, rmsnorm's forward ran fastest with
+      // registers for 768 threads (80 each), layernorm's and softmax's with
+      // 1024 (64 each), after their folds took shuffles (docs/design/0035).
+      const bool rmsnorm = root_.name() == "graph.rmsnorm_safe";
+      const std::int64_t threads = kernel_.attrs().has("row_held_threads") ? kernel_.attrs().get_int("row_held_threads")
+                                   : held_strands_ == 2 && rmsnorm          ? 768
+                                                                            : 1024;
+      options.resident_groups = std::max<std::int64_t>(1, threads / lanes);
     } else if (coop_) {
       options.shared_bytes = kCoopSharedBytes;
       // Rows in runs keep several runs in flight per lane; with enough
