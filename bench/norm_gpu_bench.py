@@ -2,7 +2,10 @@
 an elementwise chain in bf16 @accum(fp32) on one GPU, against a device-to-device
 copy, PyTorch eager and torch.compile of the same function, in one run.
 
-    python bench/norm_gpu_bench.py [--rows 16384] [--cols 8192] [--runs 20] [--no-compile]
+    python bench/norm_gpu_bench.py [--rows 16384] [--cols 8192] [--runs 20] [--no-compile] [--eager]
+
+--eager times Tessera's calls as written (eager ops, each a cached
+shape-generic kernel; the gradient op by op) instead of their jit.
 
 Rows (x is [rows, cols] bf16; each function computes in fp32 and stores bf16):
 - rmsnorm_safe, layernorm_safe, softmax_safe over the last axis;
@@ -78,6 +81,7 @@ def main():
     ap.add_argument("--cols", type=int, default=8192)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile column")
+    ap.add_argument("--eager", action="store_true", help="time Tessera's eager calls (no jit)")
     ap.add_argument("--only", nargs="*", default=["rmsnorm", "layernorm", "softmax", "chain", "add"])
     args = ap.parse_args()
     import torch
@@ -112,9 +116,11 @@ def main():
         f_p = torch_fns(torch, name)
         ours_in = (tx, tb, tr) if chain else (tx, tr) if name == "add" else (tx,)
         theirs_in = (px, pb, pr) if chain else (px, pr) if name == "add" else (px,)
-        fwd = tessera.jit(f_t)
         argnums = (0, 1) if chain else 0
-        bwd = tessera.jit(tessera.grad(lambda *a: ops.sum(f_t(*a[:-1]) * a[-1]), argnums=argnums))
+        grad = tessera.grad(lambda *a: ops.sum(f_t(*a[:-1]) * a[-1]), argnums=argnums)
+        # --eager: the calls as written, each op an eager shape-generic kernel.
+        fwd = f_t if args.eager else tessera.jit(f_t)
+        bwd = grad if args.eager else tessera.jit(grad)
 
         # Correctness first: against torch in fp32 (one bf16 rounding of y apart).
         want = f_p(*(t.float() for t in theirs_in)).float()

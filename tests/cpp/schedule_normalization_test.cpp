@@ -213,11 +213,17 @@ func @inner(%x: tensor<[3, 40, 6] fp32>) -> (tensor<[3, 40, 6] fp32>, tensor<[3,
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", "1");
     lane_per_row = schedule::compile_executable(m, "c", test_options())->run(long_args);
   }
-  for (const char* lanes : {"3", "32", "256"}) {
-    SCOPED_TRACE(std::string("row lanes ") + lanes);
+  // Lanes of a block or a warp combine by tile.lane_shuffle, except with
+  // TESSERA_LANE_SHUFFLES=0 (the CUDA Tile IR target's form: shared memory).
+  const std::pair<const char*, const char*> forms[] = {{"3", "1"}, {"32", "1"}, {"256", "1"}, {"32", "0"}};
+  for (const auto& [lanes, shuffles] : forms) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes + ", shuffles " + shuffles);
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
+    schedule_test::ScopedEnv env_shuffles("TESSERA_LANE_SHUFFLES", shuffles);
     auto exe = check_against_reference(text, "c", {special_rows(18, 200, kF32, 13), sample({200}, kF32, 14, false)});
     EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
+    EXPECT_EQ(exe->tile_ir().find("tile.lane_shuffle") != std::string::npos,
+              std::string(shuffles) == "1" && std::string(lanes) != "3");
     check_against_reference(text, "inner", {sample({3, 40, 6}, kF32, 15)});
     const auto got = exe->run(long_args);
     for (std::size_t k = 0; k < got.size(); ++k) {

@@ -211,6 +211,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_THREADS: the threads of held rows a multiprocessor
   // should hold at once (registers are capped to fit them), for measuring.
   const std::optional<std::int64_t> held_threads_env = lanes_from_env("TESSERA_ROW_HELD_THREADS", 2048);
+  // $TESSERA_LANE_SHUFFLES: 0 makes the cooperative rows of normalization
+  // and reduction kernels exchange lane values through shared memory, as
+  // on the CUDA Tile IR target (docs/design/0035), for measuring and for
+  // testing that form on any target.
+  const std::optional<bool> lane_shuffles_env = switch_from_env("TESSERA_LANE_SHUFFLES");
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
@@ -281,6 +286,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("spmm_vector", spmm_vector_env ? *spmm_vector_env : std::clamp<std::int64_t>(16 / b_bytes, 1, 8));
     }
     if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if ((f == Family::normalization || f == Family::reduction) && lane_shuffles_env) {
+      k->attrs().set("lane_shuffles", *lane_shuffles_env);
+    }
     if (f == Family::normalization && row_held_env.value_or(false) && !k->attrs().has("row_lanes")) {
       k->attrs().set("row_lanes", kCudaRowLanes);
     }
@@ -351,6 +359,7 @@ std::string target_knob_key() {
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
                                        "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",
+                                       "TESSERA_LANE_SHUFFLES",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPMM_VECTOR"};
   std::string key;

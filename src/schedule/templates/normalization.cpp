@@ -255,6 +255,10 @@ class NormalizationBuilder {
  private:
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
+  // Whether lanes exchange values by tile.lane_shuffle (docs/design/0035):
+  // the CUDA Tile IR target has no lowering for it, and the `lane_shuffles`
+  // knob can turn it off (a held row's sums take shuffles regardless).
+  bool shuffles() const { return lane_shuffles(kernel_); }
   bool pairs_strands() const {
     return root_.name() == "graph.rmsnorm_safe" || root_.name() == "graph.layernorm_safe" ||
            (root_.name() == "graph.softmax_safe" && !linear_);
@@ -695,7 +699,7 @@ class NormalizationBuilder {
     // has no lane shuffle: its groups fold every lane's value through
     // shared memory, W = 1.)
     std::int64_t width = 1;
-    while (kernel_variant(kernel_) != "tile_ir" && width < 32 && row_lanes_ % (width * 2) == 0) width *= 2;
+    while (shuffles() && width < 32 && row_lanes_ % (width * 2) == 0) width *= 2;
     lane_values = lane_tree(b, lid_, lane_values, width, combine);
     if (row_lanes_ == width) {
       if (rs && rs->slots) raise(ErrorCode::Internal, "normalization: row scalars of a group within a warp");
@@ -793,9 +797,10 @@ class NormalizationBuilder {
             run_elements(wb, r0, [&](ir::OpBuilder& eb, Value* r, std::size_t k) { out[k] = step(eb, r, out[k]); });
             return out;
           },
-          [&](ir::OpBuilder& wb, const std::vector<Value*>& r0s) { preload_x(wb, r0s); }, lid_, row_lanes_, run_);
+          [&](ir::OpBuilder& wb, const std::vector<Value*>& r0s) { preload_x(wb, r0s); }, lid_, row_lanes_, run_,
+          kRunsAhead, shuffles());
     }
-    return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_);
+    return blocked_sum_cooperative(b, length_, acc_, step, lid_, row_lanes_, shuffles());
   }
 
   // Several sums of the row (each sum()'s bits): a held row's take one

@@ -399,7 +399,7 @@ class ReductionBuilder {
   Value* blocked_sum(ir::OpBuilder& b) {
     const NumericsPolicy acc_policy = sum_policy();
     const SumStep step = sum_step(acc_policy);
-    if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_);
+    if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_, lane_shuffles(kernel_));
     return templates::blocked_sum(b, length_, acc_policy, step);
   }
 

@@ -5,6 +5,7 @@
 
 #include "schedule/templates/lane_program.h"
 #include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
 
 namespace tessera::schedule::templates {
@@ -252,10 +253,29 @@ void combine_block_parts(ir::OpBuilder& cb, Value* parts, Value* part, Value* la
   cb.create("tile.barrier", {});
 }
 
+// combine_block_parts by lane shuffles (docs/design/0035): the `per_block`
+// lanes of a block (consecutive, aligned) combine their parts by the
+// canonical tree's upper levels, and the block's first lane writes its sum
+// to partial[c0 + lane / per_block - b_lo]. No barrier: each block sum has
+// its own entry, which the superblock's barrier publishes.
+void shuffle_block_parts(ir::OpBuilder& cb, Value* part, Value* lane, Value* c0, Value* b_hi, Value* b_lo,
+                         std::int64_t per_block, Value* partial) {
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  Value* sum = lane_tree(cb, lane, {part}, per_block, [](ir::OpBuilder& ab, std::span<Value* const> lo, std::span<Value* const> hi) {
+                 return std::vector<Value*>{op2(ab, "add", lo[0], hi[0])};
+               }).at(0);
+  Value* my_block = index_op(cb, "add", c0, op2(cb, "div", lane, integer(cb, per_block)));
+  Value* writes = op2(cb, "and", cmp(cb, "eq", op2(cb, "rem", lane, integer(cb, per_block)), integer(cb, 0)),
+                      cmp(cb, "lt", my_block, b_hi));
+  if_then(cb, writes, [&](ir::OpBuilder& tb) {
+    tb.create("tile.store_elem", {partial, index_op(tb, "sub", my_block, b_lo), sum});
+  });
+}
+
 }  // namespace
 
 Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy, const SumStep& step,
-                             Value* lane, std::int64_t lanes) {
+                             Value* lane, std::int64_t lanes, bool shuffles) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
   const Superblocks plan = plan_superblocks(b, length, acc_policy);
@@ -268,7 +288,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
   // takes whole blocks. Both give block_sum's bits.
   const std::int64_t S = kReductionStrands;
   const bool strand_lanes = lanes >= S && lanes % S == 0;
-  Value* strand_part = strand_lanes ? shared_array(b, acc_policy, lanes) : nullptr;
+  Value* strand_part = strand_lanes && !shuffles ? shared_array(b, acc_policy, lanes) : nullptr;
   auto block_sums_by_strands = [&](ir::OpBuilder& sb, Value* b_lo, Value* b_hi) {
     const std::int64_t per_chunk = lanes / S;
     Value* my_block_offset = op2(sb, "div", lane, integer(sb, S));
@@ -286,7 +306,11 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
             return std::vector<Value*>{strand->result(0)};
           },
           [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
-      combine_block_parts(cb, strand_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, S, partial);
+      if (shuffles) {
+        shuffle_block_parts(cb, part->result(0), lane, c[0], b_hi, b_lo, S, partial);
+      } else {
+        combine_block_parts(cb, strand_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, S, partial);
+      }
       return std::vector<Value*>{};
     });
   };
@@ -305,6 +329,11 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
                                                      return std::vector<Value*>{};
                                                    });
                                  });
+}
+
+bool lane_shuffles(const ir::Operation& kernel) {
+  return kernel_variant(kernel) != "tile_ir" &&
+         (!kernel.attrs().has("lane_shuffles") || kernel.attrs().get_bool("lane_shuffles"));
 }
 
 std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*> values, std::int64_t width,
@@ -397,7 +426,8 @@ Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Valu
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,
                                     const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
-                                    Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead) {
+                                    Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead,
+                                    bool shuffles) {
   const std::int64_t S = kReductionStrands;
   const std::int64_t groups = S / run;  // lanes per block
   if (run < 1 || S % run != 0 || lanes % groups != 0) {
@@ -409,7 +439,7 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
   const Superblocks plan = plan_superblocks(b, length, acc_policy);
   Value* block = plan.block;
   Value* partial = plan.partial;
-  Value* group_part = shared_array(b, acc_policy, lanes);
+  Value* group_part = shuffles ? nullptr : shared_array(b, acc_policy, lanes);
   const std::int64_t per_chunk = lanes / groups;  // blocks at a time
   auto add = [](ir::OpBuilder& ab) { return [&ab](Value* x, Value* y) { return op2(ab, "add", x, y); }; };
   return cooperative_superblocks(
@@ -446,7 +476,11 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
                 return std::vector<Value*>{pairwise_tree(strands->results(), add(ib))};
               },
               [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
-          combine_block_parts(cb, group_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, groups, partial);
+          if (shuffles) {
+            shuffle_block_parts(cb, part->result(0), lane, c[0], b_hi, b_lo, groups, partial);
+          } else {
+            combine_block_parts(cb, group_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, groups, partial);
+          }
           return std::vector<Value*>{};
         });
       });

@@ -61,9 +61,12 @@ ir::Value* blocked_sum(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy
 // and one lane per block combines the strands; otherwise lane t sums the
 // blocks t, t + lanes, ..), and lane 0 adds the block sums in block order,
 // so the result has the bits of blocked_sum. Every lane gets the sum; call
-// it under uniform control flow (it has barriers).
+// it under uniform control flow (it has barriers). With `shuffles` a
+// block's strand lanes combine by lane_tree, without shared memory or
+// barriers of their own (docs/design/0035); the CUDA Tile IR target has no
+// lane shuffle.
 ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
-                                   const SumStep& step, ir::Value* lane, std::int64_t lanes);
+                                   const SumStep& step, ir::Value* lane, std::int64_t lanes, bool shuffles);
 
 // blocked_sum_cooperative for a row read in runs of `run` consecutive
 // elements (a power of two dividing kReductionStrands): a block's strands
@@ -78,9 +81,15 @@ ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const Nu
 // A lane's runs are taken `ahead` at a time (run_loop).
 using RunSumStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::span<ir::Value* const> accs)>;
 using RunPreload = std::function<void(ir::OpBuilder& b, const std::vector<ir::Value*>& r0s)>;
+// `shuffles` as for blocked_sum_cooperative.
+// Whether a kernel's lanes may exchange values by tile.lane_shuffle: not on
+// the CUDA Tile IR target (variant tile_ir), nor with the kernel's
+// `lane_shuffles` knob false ($TESSERA_LANE_SHUFFLES=0).
+bool lane_shuffles(const ir::Operation& kernel);
 ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
                                         const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
-                                        ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead = 4);
+                                        ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead,
+                                        bool shuffles);
 
 // blocked_sum_cooperative for a row held in registers (docs/design/0025):
 // the group's lanes hold the row's strands, 16 per block (at most
