@@ -13,10 +13,10 @@
 //
 // With the `row_lanes` knob L > 1 (CUDA executables), a group of L lanes
 // shares one row instead: max passes split the row over the lanes and fold
-// their results in lane order (max is exact, so any order gives the same
-// value); blocked sums run blocked_sum_cooperative (row_loops.h), which gives
-// the canonical sum bit for bit; output passes are strided over the lanes
-// (coalesced on a GPU).
+// their results, a warp's lanes by shuffles, then the warps' in order (max
+// is exact, so any order gives the same value); blocked sums run
+// blocked_sum_cooperative (row_loops.h), which gives the canonical sum bit
+// for bit; output passes are strided over the lanes (coalesced on a GPU).
 //
 // With the `row_vector` knob V > 1 as well (CUDA executables, rows along the
 // last axis), a lane reads its elements in runs of V consecutive ones

@@ -258,7 +258,7 @@ void combine_block_parts(ir::OpBuilder& cb, Value* parts, Value* part, Value* la
 // canonical tree's upper levels, and the block's first lane writes its sum
 // to partial[c0 + lane / per_block - b_lo]. No barrier: each block sum has
 // its own entry, which the superblock's barrier publishes.
-void shuffle_block_parts(ir::OpBuilder& cb, Value* part, Value* lane, Value* c0, Value* b_hi, Value* b_lo,
+void shuffle_block_parts(ir::OpBuilder& cb, Value* part, Value* lane, Value* c0, Value* b_lo, Value* b_hi,
                          std::int64_t per_block, Value* partial) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   Value* sum = lane_tree(cb, lane, {part}, per_block, [](ir::OpBuilder& ab, std::span<Value* const> lo, std::span<Value* const> hi) {
@@ -307,7 +307,7 @@ Value* blocked_sum_cooperative(ir::OpBuilder& b, Value* length, const NumericsPo
           },
           [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
       if (shuffles) {
-        shuffle_block_parts(cb, part->result(0), lane, c[0], b_hi, b_lo, S, partial);
+        shuffle_block_parts(cb, part->result(0), lane, c[0], b_lo, b_hi, S, partial);
       } else {
         combine_block_parts(cb, strand_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, S, partial);
       }
@@ -477,7 +477,7 @@ Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const Numer
               },
               [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
           if (shuffles) {
-            shuffle_block_parts(cb, part->result(0), lane, c[0], b_hi, b_lo, groups, partial);
+            shuffle_block_parts(cb, part->result(0), lane, c[0], b_lo, b_hi, groups, partial);
           } else {
             combine_block_parts(cb, group_part, part->result(0), lane, c[0], b_lo, b_hi, per_chunk, groups, partial);
           }
