@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,20 @@ std::vector<ir::Value*> call_function(ir::Block& body, const ir::Module& module,
 }
 
 namespace {
+
+// Python's list of result flags as the executors' span of bools (a
+// std::vector<bool> has no contiguous bools to point at).
+class ResultMask {
+ public:
+  explicit ResultMask(const std::vector<bool>& wanted) : n_(wanted.size()), flags_(new bool[wanted.size() + 1]) {
+    for (std::size_t k = 0; k < n_; ++k) flags_[k] = wanted[k];
+  }
+  std::span<const bool> span() const { return {flags_.get(), n_}; }
+
+ private:
+  std::size_t n_;
+  std::unique_ptr<bool[]> flags_;
+};
 
 nb::object attribute_to_python(const ir::Attribute& a) {
   return std::visit(
@@ -324,18 +340,22 @@ void bind_autodiff(nb::module_& m) {
       .def("drop_unreferenced", &drop_unreferenced, nb::arg("names"))
       .def(
           "execute",
-          [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args) {
-            return nb::cast(graph::execute(mod(self), function(self, name), args));
+          [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args,
+             const std::vector<bool>& wanted) {
+            const ResultMask mask(wanted);
+            return nb::cast(graph::execute(mod(self), function(self, name), args, nullptr, mask.span()));
           },
-          nb::arg("name"), nb::arg("args"))
+          nb::arg("name"), nb::arg("args"), nb::arg("wanted") = std::vector<bool>{})
       .def(
           "execute_eager",
-          [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args) {
+          [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args,
+             const std::vector<bool>& wanted) {
             std::vector<std::string> no_kernel;
-            auto results = schedule::execute_eager(mod(self), function(self, name), args, no_kernel);
+            const ResultMask mask(wanted);
+            auto results = schedule::execute_eager(mod(self), function(self, name), args, no_kernel, mask.span());
             return nb::make_tuple(nb::cast(results), nb::cast(no_kernel));
           },
-          nb::arg("name"), nb::arg("args"))
+          nb::arg("name"), nb::arg("args"), nb::arg("wanted") = std::vector<bool>{})
       .def(
           "execute_with_stats",
           [](const IRModule& self, const std::string& name, const std::vector<Tensor>& args) {

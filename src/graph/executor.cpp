@@ -1,6 +1,7 @@
 #include "tessera/graph/executor.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
@@ -89,14 +90,22 @@ class Runner {
 
   // `args_owned`: the arguments count as live bytes of this run (false for a
   // callee, whose arguments the caller holds and has counted).
-  std::vector<Tensor> run(const ir::Operation& func, std::span<const Tensor> args, bool args_owned) {
+  // `wanted` (when not empty): which of the function's results to return;
+  // pure ops that none of them needs are not run.
+  std::vector<Tensor> run(const ir::Operation& func, std::span<const Tensor> args, bool args_owned,
+                          std::span<const bool> wanted = {}) {
     const ir::Block& body = ir::function_body(func);
     SymbolBindings bindings = bind_arguments(func, args);
+    const std::unordered_set<const ir::Operation*> skipped = unneeded_ops(func, wanted);
     // Position of each value's last use (the return counts).
     std::unordered_map<const ir::Value*, std::size_t> last_use;
     std::size_t position = 0;
     for (const auto& op_ptr : body.ops()) {
-      for (ir::Value* v : op_ptr->operands()) last_use[v] = position;
+      if (!skipped.count(op_ptr.get())) {
+        for (std::size_t k = 0; k < op_ptr->num_operands(); ++k) {
+          if (!op_ptr->def().is_terminator || wanted.empty() || wanted[k]) last_use[op_ptr->operand(k)] = position;
+        }
+      }
       ++position;
     }
     std::unordered_map<const ir::Value*, Tensor> env;
@@ -120,9 +129,15 @@ class Runner {
     position = 0;
     for (const auto& op_ptr : body.ops()) {
       const ir::Operation& op = *op_ptr;
+      if (skipped.count(&op)) {
+        ++position;
+        continue;
+      }
       std::vector<Tensor> inputs;
       inputs.reserve(op.num_operands());
-      for (ir::Value* v : op.operands()) inputs.push_back(env.at(v));
+      for (std::size_t k = 0; k < op.num_operands(); ++k) {
+        if (!op.def().is_terminator || wanted.empty() || wanted[k]) inputs.push_back(env.at(op.operand(k)));
+      }
       if (op.def().is_terminator) {
         for (const auto& [v, t] : env) {
           if (counted[v]) add_live(-bytes_of(t));
@@ -140,7 +155,7 @@ class Runner {
         if (!last_use.count(op.result(i))) release(op.result(i));
       }
       for (ir::Value* v : op.operands()) {
-        if (last_use.at(v) == position) release(v);
+        if (auto it = last_use.find(v); it != last_use.end() && it->second == position) release(v);
       }
       ++position;
     }
@@ -198,6 +213,38 @@ class Runner {
     return results;
   }
 
+  // The ops of `func` that no wanted result needs and that have no effect
+  // (pure, not a call): none when `wanted` is empty.
+  static std::unordered_set<const ir::Operation*> unneeded_ops(const ir::Operation& func, std::span<const bool> wanted) {
+    std::unordered_set<const ir::Operation*> skipped;
+    if (wanted.empty()) return skipped;
+    const ir::Block& body = ir::function_body(func);
+    const ir::Operation* ret = body.terminator();
+    if (!ret || ret->num_operands() != wanted.size()) {
+      raise(ErrorCode::ArgumentInvalid, "function '" + ir::function_name(func) + "' returns " +
+                                            std::to_string(ret ? ret->num_operands() : 0) + " results; " +
+                                            std::to_string(wanted.size()) + " were marked wanted or not");
+    }
+    std::unordered_set<const ir::Value*> needed;
+    for (std::size_t k = 0; k < wanted.size(); ++k) {
+      if (wanted[k]) needed.insert(ret->operand(k));
+    }
+    std::vector<const ir::Operation*> ops;
+    for (const auto& op : body.ops()) ops.push_back(op.get());
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+      const ir::Operation* op = *it;
+      if (op->def().is_terminator) continue;
+      bool keep = op->def().effect != ir::Effect::pure || op->name() == "call";
+      for (std::size_t r = 0; r < op->num_results() && !keep; ++r) keep = needed.count(op->result(r)) != 0;
+      if (!keep) {
+        skipped.insert(op);
+        continue;
+      }
+      for (const ir::Value* v : op->operands()) needed.insert(v);
+    }
+    return skipped;
+  }
+
   static std::vector<std::int64_t> sizes_of(const ir::Type& t) {
     std::vector<std::int64_t> out;
     for (const auto& d : t.shape) out.push_back(d.size);
@@ -218,14 +265,14 @@ std::vector<Tensor> execute(const ir::Operation& func, std::span<const Tensor> a
 }
 
 std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                            ExecutionStats* stats) {
+                            ExecutionStats* stats, std::span<const bool> wanted) {
   if (stats) *stats = ExecutionStats{};
-  return Runner(&module, stats).run(func, args, true);
+  return Runner(&module, stats).run(func, args, true, wanted);
 }
 
 std::vector<Tensor> execute_with(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                                 const OpRunner& run_op) {
-  return Runner(&module, nullptr, &run_op).run(func, args, true);
+                                 const OpRunner& run_op, std::span<const bool> wanted) {
+  return Runner(&module, nullptr, &run_op).run(func, args, true, wanted);
 }
 
 std::vector<Tensor> execute_op(std::string_view op_name, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {

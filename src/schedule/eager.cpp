@@ -189,7 +189,7 @@ std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> i
 }
 
 std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                                  std::vector<std::string>& no_kernel) {
+                                  std::vector<std::string>& no_kernel, std::span<const bool> wanted) {
   std::string device = "cpu";
   for (const Tensor& t : args) {
     if (!t.is_cpu()) device = t.device();
@@ -211,7 +211,8 @@ std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation&
                                } catch (const Error& e) {
                                  ir::rethrow_for_op(e, op.name(), op.location());
                                }
-                             });
+                             },
+                             wanted);
 }
 
 std::vector<KernelReport> compile_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {

@@ -17,7 +17,9 @@
 #include "tessera/graph/executor.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/pass.h"
+#include "tessera/ir/text.h"
 #include "tessera/ir/verifier.h"
+#include "tessera/support/error.h"
 
 namespace {
 
@@ -428,6 +430,47 @@ TEST(Canonicalize, FoldsTransposesIntoProducts) {
                          return Values{op(b, "graph.matmul", {tr(b, a[0], {1, 0, 2}), a[1]})};
                        },
                        "canonicalize", {"graph.transpose", "graph.matmul"});
+}
+
+// execute(..., wanted): only the wanted results come back, and the pure ops
+// none of them needs are not run (grad() leaves the loss its staged function
+// computes out this way); a mask of the wrong length is an error naming
+// both counts.
+TEST(GraphExecutor, WantedResultsRunOnlyTheOpsTheyNeed) {
+  const ir::Module m = ir::parse_module(R"(
+func @f(%x: tensor<[3, 4] fp32>) -> (tensor<[] fp32>, tensor<[3, 4] fp32>) {
+  %0 = graph.mul %x, %x : tensor<[3, 4] fp32>
+  %1 = graph.sum %0 {axes = [], keepdims = false} : tensor<[] fp32>
+  %2 = graph.add %x, %x : tensor<[3, 4] fp32>
+  return %1, %2
+}
+)");
+  const ir::Operation& f = *m.functions()[0];
+  const Tensor x = Tensor::from_values(std::vector<double>{1, -2, 3, 0.5, 4, 5, -6, 7, 8, 9, 10, -11}, {3, 4},
+                                       default_policy(DType::fp32));
+  const std::vector<Tensor> args{x};
+  graph::ExecutionStats stats;
+  const auto all = graph::execute(m, f, args, &stats);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(stats.ops_executed, 3);
+  const bool second[] = {false, true};
+  const auto only_second = graph::execute(m, f, args, &stats, second);
+  ASSERT_EQ(only_second.size(), 1u);
+  EXPECT_EQ(stats.ops_executed, 1);
+  EXPECT_EQ(only_second[0].codes(), all[1].codes());
+  const bool first[] = {true, false};
+  const auto only_first = graph::execute(m, f, args, &stats, first);
+  ASSERT_EQ(only_first.size(), 1u);
+  EXPECT_EQ(stats.ops_executed, 2);
+  EXPECT_EQ(only_first[0].codes(), all[0].codes());
+  EXPECT_EQ(only_first[0].to_values()[0], 1 + 4 + 9 + 0.25 + 16 + 25 + 36 + 49 + 64 + 81 + 100 + 121);
+  const bool one[] = {true};
+  try {
+    graph::execute(m, f, args, nullptr, one);
+    FAIL() << "a mask of one flag for two results ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("returns 2 results; 1 were marked"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -206,3 +206,33 @@ def test_erf_matches_math_erf_in_double_and_bf16(rng):
     got = ops.erf(xb).numpy().astype(np.float64)
     np.testing.assert_allclose(got, [math.erf(v) for v in xv], rtol=2.0**-8, atol=0)
     assert np.isnan(ops.erf(tessera.tensor([np.nan], "fp32")).numpy()).all()
+
+
+@pytest.mark.parametrize("backend", ["compiled", "reference"])
+def test_eager_grad_leaves_the_loss_out(monkeypatch, backend):
+    """An eager grad runs its staged value-and-gradient function without the value: the loss (a
+    sum over every element) and the forward ops only it needs are not run, on compiled kernels and
+    on the reference executor. The gradient keeps jit(grad)'s bits; value_and_grad still returns
+    the value."""
+    monkeypatch.setenv("TESSERA_EAGER", backend)
+    from tessera.autodiff import _stage
+
+    rng = np.random.default_rng(5)
+    x = tessera.tensor(rng.standard_normal((6, 40)).astype(np.float32))
+    g = tessera.tensor(rng.standard_normal((6, 40)).astype(np.float32))
+    f = lambda a, w: ops.sum(ops.rmsnorm_safe(a, axis=-1, eps=1e-6) * w)  # noqa: E731
+    calls = []
+    run = _stage._execute
+
+    def spy(module, fname, tensors, wanted=None):
+        calls.append(wanted)
+        return run(module, fname, tensors, wanted)
+
+    monkeypatch.setattr(_stage, "_execute", spy)
+    got = tessera.grad(f)(x, g)
+    assert calls == [[False, True]]
+    np.testing.assert_array_equal(got.codes(), tessera.jit(tessera.grad(f))(x, g).codes())
+    value, again = tessera.value_and_grad(f)(x, g)
+    assert calls[-1] is None
+    np.testing.assert_array_equal(again.codes(), got.codes())
+    np.testing.assert_array_equal(value.codes(), tessera.jit(f)(x, g).codes())

@@ -47,8 +47,12 @@ struct ExecutionStats {
 
 // Like execute(func, args), resolving `call` ops against `module` (the
 // version without a module raises for a call), and filling `stats` when given.
+// `wanted` (when not empty, one flag per result of `func`): only those
+// results are returned, and the pure ops none of them needs are not run (a
+// gradient's staged function computes the loss too; grad() does not want
+// it).
 std::vector<Tensor> execute(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                            ExecutionStats* stats = nullptr);
+                            ExecutionStats* stats = nullptr, std::span<const bool> wanted = {});
 
 // Runs one op of a function (not `call`, not the terminator) on its inputs,
 // given its result types with the call's sizes bound.
@@ -59,7 +63,7 @@ using OpRunner = std::function<std::vector<Tensor>(const ir::Operation& op, std:
 // eager transforms run their staged functions on compiled single-op kernels
 // (tessera/schedule/eager.h).
 std::vector<Tensor> execute_with(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                                 const OpRunner& run_op);
+                                 const OpRunner& run_op, std::span<const bool> wanted = {});
 
 // Runs one op eagerly: attributes are completed and checked, result types
 // inferred from the inputs, then the reference kernel runs.

@@ -52,8 +52,9 @@ std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> i
 // ops without operands (constants, creation ops) are made on the host
 // (creation ops by their eager kernels) and moved there. `no_kernel` receives "op: why" for each host op that ran on
 // the reference executor because no template covers it.
+// `wanted` as for graph::execute: only those results, and only the ops they need.
 std::vector<Tensor> execute_eager(const ir::Module& module, const ir::Operation& func, std::span<const Tensor> args,
-                                  std::vector<std::string>& no_kernel);
+                                  std::vector<std::string>& no_kernel, std::span<const bool> wanted = {});
 // "compiled" or "reference": $TESSERA_EAGER, else $TESSERA_BACKEND, else
 // "compiled". Another value is an ArgumentError.
 std::string eager_backend();

@@ -145,9 +145,12 @@ def stage(fun, args, kwargs=None, name=None, output=None):
     return Staged(module, fname, leaves, in_tree, positions, params, captures, out_tree, out_types)
 
 
-def run(module, fname, inputs):
+def run(module, fname, inputs, wanted=None):
     """Runs function ``fname`` of ``module`` on ``inputs`` (tensors, tracers, numbers): executes it when
-    no trace is active, else splices a copy into the active trace. Returns the list of results."""
+    no trace is active, else splices a copy into the active trace. Returns the list of results.
+    ``wanted`` (one flag per result): an execution computes only those results and the ops they
+    need, and the others come back as None (a trace keeps them all; the compiler drops what
+    nothing reads)."""
     ctx = active()
     if ctx is not None:
         if ctx.builder.module.key != module.key:
@@ -162,10 +165,14 @@ def run(module, fname, inputs):
             from tessera._trace import leaked_tracer_error
             raise leaked_tracer_error(x)
         tensors.append(_convert(x, policy))
-    return _execute(module, fname, tensors)
+    results = _execute(module, fname, tensors, wanted)
+    if wanted is None:
+        return results
+    got = iter(results)
+    return [next(got) if w else None for w in wanted]
 
 
-def _execute(module, fname, tensors):
+def _execute(module, fname, tensors, wanted=None):
     """Runs a staged function outside any trace (eager tessera.grad, vjp, jvp, ...) as eager ops run:
     op by op on cached, shape-generic compiled kernels on the device of its tensors (all on one
     device), the way an eager framework runs autograd; @jit of the transform fuses and compiles the
@@ -174,7 +181,7 @@ def _execute(module, fname, tensors):
     from tessera._tensor import one_device
     device = one_device(((f"input {i}", t) for i, t in enumerate(tensors)), fname)
     if device != "cpu" or _C.eager_backend() == "compiled":
-        results, no_kernel = module.execute_eager(fname, tensors)
+        results, no_kernel = module.execute_eager(fname, tensors, list(wanted or []))
         if no_kernel:
             import warnings
             from tessera.errors import ReferenceExecutorWarning
@@ -182,7 +189,7 @@ def _execute(module, fname, tensors):
                           f"covers {no_kernel[0]} (set TESSERA_EAGER=reference to choose that executor and "
                           "silence this)", ReferenceExecutorWarning, stacklevel=4)
         return list(results)
-    return list(module.execute(fname, tensors))
+    return list(module.execute(fname, tensors, list(wanted or [])))
 
 
 def _convert(x, policy):

@@ -100,6 +100,12 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision=
     of a bf16 layer are bf16 products. ``accumulate={argnum: buffer}``: for parameters annotated
     ``tessera.Region["reduce_sum"]``, each call adds the gradient into ``buffer`` in place (+=) and
     returns the buffer as that argument's gradient."""
+    return _value_and_grad(fun, argnums, has_aux, accumulate, precision, want_value=True)
+
+
+def _value_and_grad(fun, argnums, has_aux, accumulate, precision, want_value):
+    """value_and_grad; without ``want_value`` (grad), an eager call leaves the value out: the loss and
+    the forward ops only it needs are not run. (A traced call keeps it; the compiler drops it.)"""
     name = fun_name(fun)
     _check_precision(precision, "value_and_grad")
 
@@ -127,7 +133,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision=
         wrt = _wrt(st, arg_of, nums)
         if not has_aux:
             g = st.module.value_and_grad(st.name, wrt, st.module.new_name(st.name + "_grad"), precision)
-            res = run(st.module, g, st.inputs)
+            n_results = len(st.module.signature(g)[1])
+            res = run(st.module, g, st.inputs, None if want_value else [False] + [True] * (n_results - 1))
             value, grads = res[0], res[1:]
             aux = None
         else:
@@ -155,7 +162,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision=
 
 def grad(fun, argnums=0, has_aux=False, *, accumulate=None, precision="full"):
     """``grad(f)(*args)`` -> df/dargs[argnums] (``(grads, aux)`` with has_aux); see value_and_grad."""
-    vg = value_and_grad(fun, argnums, has_aux, accumulate=accumulate, precision=precision)
+    vg = _value_and_grad(fun, argnums, has_aux, accumulate, precision, want_value=False)
 
     @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
