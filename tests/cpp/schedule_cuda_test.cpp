@@ -241,6 +241,47 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
   for (const auto& src : sources) EXPECT_FALSE(cu::compile(src, "n.cu", 0, o).cubin.empty());
 }
 
+// TESSERA_ROW_HELD_THREADS sizes CUDA kernels' registers: it sets the held
+// kernels' launch bound there, and on the CPU, where it would be ignored,
+// it is an error that names it; so are the held-pairs and shuffle switches
+// where rows take one lane each.
+TEST(ScheduleCuda, HeldThreadsKnobIsAGpuKnob) {
+  const char* text = R"(
+func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>) -> (tensor<[R, 4096] bf16 @accum(fp32)>) {
+  %0 = graph.rmsnorm_safe %x {axis = -1, eps = 1e-6} : tensor<[R, 4096] bf16 @accum(fp32)>
+  return %0
+}
+)";
+  schedule_test::ScopedEnv env("TESSERA_ROW_HELD_THREADS", "1024");
+  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "n", /*cuda=*/true);
+  schedule::set_target_knobs(*sched.lookup("n"), /*cuda=*/true);
+  ir::Module tile;
+  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("n"))) {
+    const std::string src =
+        cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "n_" + schedule::kernel_name(*k)).func);
+    EXPECT_NE(src.find("__launch_bounds__(128, 8)"), std::string::npos) << src.substr(0, 600);
+  }
+  ir::Module cpu = schedule::schedule_module(ir::parse_module(text), "n", /*cuda=*/false);
+  try {
+    schedule::set_target_knobs(*cpu.lookup("n"), /*cuda=*/false);
+    FAIL() << "TESSERA_ROW_HELD_THREADS was accepted for the CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_ROW_HELD_THREADS"), std::string::npos) << e.what();
+  }
+  // The pairing and shuffle switches need rows shared by lanes: on the
+  // CPU's lane-per-row form they are errors naming themselves too.
+  schedule_test::ScopedEnv no_threads("TESSERA_ROW_HELD_THREADS", "");
+  for (const char* knob : {"TESSERA_ROW_HELD_PAIRS", "TESSERA_LANE_SHUFFLES"}) {
+    schedule_test::ScopedEnv set(knob, "0");
+    try {
+      schedule::set_target_knobs(*cpu.lookup("n"), /*cuda=*/false);
+      FAIL() << knob << " was accepted for rows of one lane";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {
   if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
   ir::Module tile;

@@ -210,12 +210,30 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
   // $TESSERA_ROW_HELD_THREADS: the threads of held rows a multiprocessor
   // should hold at once (registers are capped to fit them), for measuring.
+  // A GPU's register budget: on another target it would be accepted and
+  // ignored, so it is an error there.
   const std::optional<std::int64_t> held_threads_env = lanes_from_env("TESSERA_ROW_HELD_THREADS", 2048);
+  if (held_threads_env && !cuda) {
+    raise(ErrorCode::ArgumentInvalid,
+          "TESSERA_ROW_HELD_THREADS sizes a GPU kernel's registers; this executable's target is the CPU, which has "
+          "no register budget to size (unset it)");
+  }
   // $TESSERA_LANE_SHUFFLES: 0 makes the cooperative rows of normalization
   // and reduction kernels exchange lane values through shared memory, as
   // on the CUDA Tile IR target (docs/design/0035), for measuring and for
   // testing that form on any target.
   const std::optional<bool> lane_shuffles_env = switch_from_env("TESSERA_LANE_SHUFFLES");
+  // Both need lanes sharing a row; where rows take a lane each they would be
+  // accepted and ignored.
+  const bool shared_rows = row_lanes > 1 || row_held_env.value_or(false);
+  if (held_pairs_env && !row_held) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
+                                      "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
+  }
+  if (lane_shuffles_env && !shared_rows) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_LANE_SHUFFLES applies to rows shared by several lanes; here each row "
+                                      "takes one lane (set TESSERA_ROW_LANES or TESSERA_ROW_HELD=1 too, or unset it)");
+  }
   const std::vector<std::int64_t> gemm =
       cuda ? gemm_tile_from_env("TESSERA_CUDA_GEMM_TILE", {32, 32, 32}) : std::vector<std::int64_t>{};
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and

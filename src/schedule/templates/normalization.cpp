@@ -769,26 +769,7 @@ class NormalizationBuilder {
   // total (take()).
   Value* sum(ir::OpBuilder& b, const SumStep& step, RowScalars* rs = nullptr) {
     if (!coop_) return blocked_sum(b, length_, acc_, step);
-    if (held_) {
-      AtLaneZero derive;
-      if (rs && rs->slots) derive = [&](ir::OpBuilder& lb, Value* total) { write_row_scalars(lb, *rs, {&total, 1}); };
-      return blocked_sum_held(
-          b, acc_, lid_, row_lanes_,
-          [&](ir::OpBuilder& sb) {
-            std::vector<Value*> sums;
-            for (std::int64_t k = 0; k < held_strands_; ++k) {
-              sums.push_back(over_held(
-                                 sb, {acc_real(sb, 0.0)},
-                                 [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
-                                   return std::vector<Value*>{step(eb, r, acc[0])};
-                                 },
-                                 k)
-                                 .at(0));
-            }
-            return sums;
-          },
-          derive);
-    }
+    if (held_) return sums(b, {step}, {rs}).at(0);
     if (run_ > 1) {
       return blocked_sum_cooperative_runs(
           b, length_, acc_, step,
@@ -808,11 +789,11 @@ class NormalizationBuilder {
   // rss[k], when given, derives its row scalars from total k.
   std::vector<Value*> sums(ir::OpBuilder& b, const std::vector<SumStep>& steps, const std::vector<RowScalars*>& rss) {
     std::vector<Value*> out;
-    if (!held_ || steps.size() == 1) {
+    if (!held_) {
       for (std::size_t k = 0; k < steps.size(); ++k) out.push_back(sum(b, steps[k], rss.at(k)));
       return out;
     }
-    AtLaneZeroAll derive = [&](ir::OpBuilder& lb, std::span<Value* const> totals) {
+    AtLaneZero derive = [&](ir::OpBuilder& lb, std::span<Value* const> totals) {
       for (std::size_t k = 0; k < rss.size(); ++k) {
         if (rss[k] && rss[k]->slots) write_row_scalars(lb, *rss[k], totals.subspan(k, 1));
       }

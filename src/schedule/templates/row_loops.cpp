@@ -253,6 +253,13 @@ void combine_block_parts(ir::OpBuilder& cb, Value* parts, Value* part, Value* la
   cb.create("tile.barrier", {});
 }
 
+// The sums lo[k] + hi[k] (lane_tree's combine for sums).
+std::vector<Value*> add_each(ir::OpBuilder& b, std::span<Value* const> lo, std::span<Value* const> hi) {
+  std::vector<Value*> out;
+  for (std::size_t k = 0; k < lo.size(); ++k) out.push_back(op2(b, "add", lo[k], hi[k]));
+  return out;
+}
+
 // combine_block_parts by lane shuffles (docs/design/0035): the `per_block`
 // lanes of a block (consecutive, aligned) combine their parts by the
 // canonical tree's upper levels, and the block's first lane writes its sum
@@ -261,9 +268,7 @@ void combine_block_parts(ir::OpBuilder& cb, Value* parts, Value* part, Value* la
 void shuffle_block_parts(ir::OpBuilder& cb, Value* part, Value* lane, Value* c0, Value* b_lo, Value* b_hi,
                          std::int64_t per_block, Value* partial) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-  Value* sum = lane_tree(cb, lane, {part}, per_block, [](ir::OpBuilder& ab, std::span<Value* const> lo, std::span<Value* const> hi) {
-                 return std::vector<Value*>{op2(ab, "add", lo[0], hi[0])};
-               }).at(0);
+  Value* sum = lane_tree(cb, lane, {part}, per_block, add_each).at(0);
   Value* my_block = index_op(cb, "add", c0, op2(cb, "div", lane, integer(cb, per_block)));
   Value* writes = op2(cb, "and", cmp(cb, "eq", op2(cb, "rem", lane, integer(cb, per_block)), integer(cb, 0)),
                       cmp(cb, "lt", my_block, b_hi));
@@ -358,7 +363,7 @@ std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*>
 }
 
 std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZeroAll& at_lane_zero) {
+                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
   const std::int64_t S = kReductionStrands;
   const std::vector<Value*> sums = strand_sum(b);
   const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // per lane
@@ -378,12 +383,7 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
   // lanes of a block combine their strands by the canonical tree
   // (lane_tree: shuffles, no barrier), and the block's first lane writes
   // its sums.
-  const std::vector<Value*> block_sums =
-      lane_tree(b, lane, sums, S, [](ir::OpBuilder& cb, std::span<Value* const> lo, std::span<Value* const> hi) {
-        std::vector<Value*> out;
-        for (std::size_t k = 0; k < lo.size(); ++k) out.push_back(op2(cb, "add", lo[k], hi[k]));
-        return out;
-      });
+  const std::vector<Value*> block_sums = lane_tree(b, lane, sums, S, add_each);
   const ir::AttrMap proven{{"in_bounds", true}};
   if_then(b, cmp(b, "eq", op2(b, "rem", lane, integer(b, S)), zero), [&](ir::OpBuilder& wb) {
     for (std::int64_t k = 0; k < strands; ++k) {
@@ -415,13 +415,6 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
   std::vector<Value*> out;
   for (Value* p : partial) out.push_back(tile::build(b, "tile.load_elem", {p, integer(b, blocks)}, proven));
   return out;
-}
-
-Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                        const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
-  AtLaneZeroAll all;
-  if (at_lane_zero) all = [&](ir::OpBuilder& lb, std::span<Value* const> totals) { at_lane_zero(lb, totals[0]); };
-  return blocked_sums_held(b, acc_policy, lane, lanes, 1, strand_sum, all).at(0);
 }
 
 Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, Value* length, const NumericsPolicy& acc_policy,

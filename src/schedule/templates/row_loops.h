@@ -94,25 +94,21 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 // blocked_sum_cooperative for a row held in registers (docs/design/0025):
 // the group's lanes hold the row's strands, 16 per block (at most
 // kReductionBlock blocks: one superblock): lane t holds strand t mod 16 of
-// block t / 16, and of block t / 16 + lanes / 16 and so on when
-// `strand_sum` returns several sums, each of its strands' elements added
-// left to right from zero (docs/design/0028). The strands combine by the
-// canonical tree (by lane shuffles, docs/design/0035) and lane 0 adds the
-// block sums in order: the bits of blocked_sum. Call it under uniform
-// control flow (it has barriers). `at_lane_zero`, if given,
-// runs in lane 0 with the total before the barrier that publishes it (lane
-// 0 can derive the row's scalars there while the group waits anyway).
+// block t / 16, and of block t / 16 + lanes / 16 and so on (paired
+// strands, docs/design/0028), each strand's elements added left to right
+// from zero. `count` sums of the row come at once, sharing their barriers:
+// `strand_sum` returns, for each of the lane's strands, its `count` sums in
+// order. The strands combine by the canonical tree (by lane shuffles,
+// docs/design/0035) and lane 0 adds each total's block sums in order: the
+// totals, in order, have blocked_sum's bits. Call it under uniform control
+// flow (it has barriers). `at_lane_zero`, if given, runs in lane 0 with the
+// totals before the barrier that publishes them (lane 0 can derive the
+// row's scalars there while the group waits anyway).
 using StrandSum = std::function<std::vector<ir::Value*>(ir::OpBuilder& b)>;
-using AtLaneZero = std::function<void(ir::OpBuilder& b, ir::Value* total)>;
-ir::Value* blocked_sum_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane, std::int64_t lanes,
-                            const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {});
-// `count` such sums of one row at once, sharing their barriers: strand_sum
-// returns, for each of the lane's strands, its `count` sums in order; the
-// totals come back in order, each with blocked_sum's bits.
-using AtLaneZeroAll = std::function<void(ir::OpBuilder& b, std::span<ir::Value* const> totals)>;
+using AtLaneZero = std::function<void(ir::OpBuilder& b, std::span<ir::Value* const> totals)>;
 std::vector<ir::Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane,
                                           std::int64_t lanes, std::int64_t count, const StrandSum& strand_sum,
-                                          const AtLaneZeroAll& at_lane_zero = {});
+                                          const AtLaneZero& at_lane_zero = {});
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of
