@@ -27,6 +27,20 @@
 //
 // Empty reductions: sum over an axis of size 0 is 0; mean, max, min and argmax
 // over an empty axis are a ShapeError naming the op and the axis.
+//
+// Two ops split a long float sum into its canonical order's outer level
+// (schedule pass split-long-sums, docs/design/0036), so a sum to a few
+// outputs spreads over many groups with the same bits:
+// - graph.superblock_sums(x) {axes}: axes adjacent and sorted; the result is
+//   [kept dims.., S] at the operand's accumulation type (its default policy),
+//   S = ceil(reduced length / kSumBlock^2); entry (o, s) is superblock s of
+//   output element o's canonical sum (its blocks summed left to right from
+//   zero, each block's strands and tree).
+// - graph.superblock_total(p) {count, shape, policy}: p's last axis summed
+//   left to right from zero at p's type, divided by `count` when it is
+//   positive (a mean), rounded to `policy`, shaped `shape` (the kept dims,
+//   with any kept ones). canonical_sum's outer loop, so
+//   superblock_total(superblock_sums(x)) is sum(x) (mean(x)) to the bit.
 #include <cmath>
 #include <limits>
 
@@ -241,6 +255,107 @@ void add_argmax(ir::Registry& r) {
   });
 }
 
+// The reduced length of graph.superblock_sums' operand (axes adjacent).
+std::int64_t superblock_count(std::int64_t length) {
+  const std::int64_t super = kSumBlock * kSumBlock;
+  return std::max<std::int64_t>(1, (length + super - 1) / super);
+}
+
+void add_superblock_sums(ir::Registry& r) {
+  const std::string op_name = "graph.superblock_sums";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "Superblock sums of the canonical order over adjacent `axes`: [kept.., superblocks] at the "
+                 "accumulation type.",
+      .operands = {"x"},
+      .attrs = {ints_attr("axes")},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const ir::Type& x = in[0];
+            if (!is_float(x.dtype())) {
+              raise(ErrorCode::DtypeUnsupported,
+                    op_name + " takes a real float operand, got " + std::string(tessera::name(x.dtype())));
+            }
+            auto axes = normalize_axes(attrs.get_ints("axes"), x.rank());
+            if (axes.empty() || axes.back() - axes.front() + 1 != static_cast<std::int64_t>(axes.size())) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " needs adjacent reduced axes, got " +
+                                                    std::to_string(axes.size()) + " axes");
+            }
+            Shape out = reduced_shape(x.shape, axes, false);
+            Shape reduced;
+            for (auto a : axes) reduced.push_back(x.shape[static_cast<std::size_t>(a)]);
+            const auto length = fixed_product(reduced);
+            if (!length) raise(ErrorCode::ShapeMismatch, op_name + " needs the reduced dims' sizes, got " + shape_str(x.shape));
+            out.push_back(Dim::fixed(superblock_count(*length)));
+            return std::vector<ir::Type>{ir::Type::tensor(out, default_policy(x.policy.accum))};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            const Tensor& x = call.inputs[0];
+            auto axes = normalize_axes(call.attrs.get_ints("axes"), x.rank());
+            auto values = x.to_values();
+            auto layout = reduction_layout(x.shape(), axes);
+            const DType accum = x.policy().accum;
+            const std::int64_t super = kSumBlock * kSumBlock;
+            const std::int64_t count = superblock_count(layout.inner);
+            std::vector<double> result(static_cast<std::size_t>(layout.outer * count));
+            for (std::int64_t o = 0; o < layout.outer; ++o) {
+              for (std::int64_t s = 0; s < count; ++s) {
+                const std::int64_t* offs = layout.offsets.data() + o * layout.inner + s * super;
+                const std::int64_t n = std::min(super, layout.inner - s * super);
+                result[static_cast<std::size_t>(o * count + s)] = canonical_sum(n, accum, [&](double a, std::int64_t i) {
+                  return add_rounded(a, values[static_cast<std::size_t>(offs[i])], accum);
+                });
+              }
+            }
+            return std::vector<Tensor>{make_result(result, call.result_types[0])};
+          },
+  });
+}
+
+void add_superblock_total(ir::Registry& r) {
+  const std::string op_name = "graph.superblock_total";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "The last axis summed left to right (graph.superblock_sums' outer level), over `count` when "
+                 "positive, as `policy`, shaped `shape`.",
+      .operands = {"p"},
+      .attrs = {int_attr("count", 0), shape_attr("shape"), policy_attr("policy")},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const ir::Type& p = in[0];
+            if (!is_float(p.dtype()) || p.rank() == 0) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " takes a float tensor of rank >= 1, got " +
+                                                    std::string(tessera::name(p.dtype())) + shape_str(p.shape));
+            }
+            const Shape& shape = attrs.get_shape("shape");
+            const Shape kept(p.shape.begin(), p.shape.end() - 1);
+            const auto a = fixed_product(shape), b = fixed_product(kept);
+            if (!a || !b || *a != *b) {
+              raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " +
+                                                  shape_str(kept) + " rows of " + shape_str(p.shape));
+            }
+            return std::vector<ir::Type>{ir::Type::tensor(shape, attrs.get_policy("policy"))};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            const Tensor& p = call.inputs[0];
+            auto values = p.to_values();
+            const DType accum = p.policy().accum;
+            const std::int64_t count = call.attrs.get_int("count");
+            const std::int64_t n = p.shape().back();
+            std::vector<double> result(values.size() / static_cast<std::size_t>(std::max<std::int64_t>(n, 1)));
+            for (std::size_t o = 0; o < result.size(); ++o) {
+              double acc = 0.0;
+              for (std::int64_t s = 0; s < n; ++s) acc = add_rounded(acc, values[o * static_cast<std::size_t>(n) + s], accum);
+              if (count > 0) acc = round_to(acc / static_cast<double>(count), accum);
+              result[o] = acc;
+            }
+            return std::vector<Tensor>{make_result(result, call.result_types[0])};
+          },
+  });
+}
+
 }  // namespace
 
 void register_reduction_ops(ir::Registry& r) {
@@ -249,6 +364,8 @@ void register_reduction_ops(ir::Registry& r) {
   add_reduction(r, Kind::max, "max", "Maximum over `axes` (all when empty); NaN if any element is NaN.");
   add_reduction(r, Kind::min, "min", "Minimum over `axes` (all when empty); NaN if any element is NaN.");
   add_argmax(r);
+  add_superblock_sums(r);
+  add_superblock_total(r);
 }
 
 }  // namespace tessera::graph

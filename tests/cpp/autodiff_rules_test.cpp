@@ -303,9 +303,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 INSTANTIATE_TEST_SUITE_P(EveryOp, AutodiffRules, ::testing::ValuesIn(cases()), case_name);
 
 // Ops that only the partitioner (docs/design/0007-sharding.md) or the
-// compiled pipeline (graph.lookup, docs/design/0030; graph.fft_passes, 0034)
+// compiled pipeline (graph.lookup, docs/design/0030; graph.fft_passes, 0034;
+// graph.superblock_sums and graph.superblock_total, 0036)
 // writes, after autodiff has run: they have no rules.
-const std::set<std::string> kPartitionerOnly = {"graph.shard_slice", "graph.lookup", "graph.fft_passes"};
+const std::set<std::string> kPartitionerOnly = {"graph.shard_slice", "graph.lookup", "graph.fft_passes",
+                                                  "graph.superblock_sums", "graph.superblock_total"};
 
 // Ops whose gradients this table cannot check, tested elsewhere: attention's
 // VJP takes no cotangent for the logsumexp result (the table sends one for

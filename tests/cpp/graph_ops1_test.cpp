@@ -4,6 +4,8 @@
 // the edge of fp16, and every error case.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -148,6 +150,53 @@ TEST(GraphReduce, FixedSequentialOrderRoundsEveryStep) {
   expect_values(run1("graph.sum", {vals({1, 1, 2048}, {3}, "fp16 @accum(fp16)")}), {2050});
   // fp32 accumulation keeps both ones; 2050 is an fp16 value.
   expect_values(run1("graph.sum", {vals({2048, 1, 1}, {3}, "fp16 @accum(fp32)")}), {2050});
+}
+
+// graph.superblock_sums / graph.superblock_total (split-long-sums): exact
+// integer data gives each superblock's sum directly; on random data their
+// composition is graph.sum's and graph.mean's reference to the bit.
+TEST(GraphReduce, SuperblockSumsAndTheirTotalAreTheSum) {
+  const std::int64_t super = 65536, length = 2 * super + 5;
+  Values v(static_cast<std::size_t>(2 * length));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 7) - 3.0;
+  Tensor x = vals(v, {2, length});
+  const AttrMap rows{{"axes", std::vector<std::int64_t>{1}}};
+  Tensor parts = run1("graph.superblock_sums", {x}, rows);
+  EXPECT_EQ(parts.shape(), (Sizes{2, 3}));
+  Values want;
+  for (std::int64_t o = 0; o < 2; ++o) {
+    for (std::int64_t s = 0; s < 3; ++s) {
+      double sum = 0.0;
+      for (std::int64_t i = s * super; i < std::min(length, (s + 1) * super); ++i) sum += v[static_cast<std::size_t>(o * length + i)];
+      want.push_back(sum);
+    }
+  }
+  expect_values(parts, want);
+  // Random bf16 data, accumulated in fp32: the composition is the sum.
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  for (double& e : v) e = normal(rng);
+  Tensor y = vals(v, {2, length}, "bf16 @accum(fp32)");
+  Tensor p = run1("graph.superblock_sums", {y}, rows);
+  EXPECT_EQ(p.policy(), pol("fp32"));
+  for (const bool mean : {false, true}) {
+    Tensor whole = run1(mean ? "graph.mean" : "graph.sum", {y}, {{"axes", std::vector<std::int64_t>{1}}, {"keepdims", true}});
+    Tensor total = run1("graph.superblock_total", {p},
+                        {{"count", mean ? length : std::int64_t{0}},
+                         {"shape", tessera::ir::fixed_shape({2, 1})},
+                         {"policy", y.policy()}});
+    EXPECT_EQ(total.shape(), (Sizes{2, 1}));
+    EXPECT_EQ(total.policy(), y.policy());
+    expect_values(total, whole.to_values());
+  }
+  // Errors name what is wrong.
+  EXPECT_THROW(run1("graph.superblock_sums", {vals({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2})},
+                    {{"axes", std::vector<std::int64_t>{0, 2}}}),
+               Error);
+  EXPECT_THROW(run1("graph.superblock_sums", {vals({1, 2}, {2}, "int32")}, {{"axes", std::vector<std::int64_t>{0}}}), Error);
+  EXPECT_THROW(run1("graph.superblock_total", {p},
+                    {{"count", std::int64_t{0}}, {"shape", tessera::ir::fixed_shape({3})}, {"policy", pol("fp32")}}),
+               Error);
 }
 
 TEST(GraphReduce, MeanMaxMin) {

@@ -113,6 +113,88 @@ func @h(%x: tensor<[3, L] fp32>) -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[
   for (std::size_t r = 0; r < 3; ++r) expect_bitwise_equal(got[r], want[r], "result " + std::to_string(r));
 }
 
+// A long sum to few outputs (static shapes) splits into superblock sums and
+// their in-order total (split-long-sums, docs/design/0036): the reference's
+// bits and the canonical model's, the unsplit executable's bits, for sums,
+// means, keepdims, several trailing axes, bf16 with a fused consumer,
+// and a last superblock of one element.
+TEST(ScheduleReduction, LongSumsToFewOutputsSplitIntoSuperblocks) {
+  const std::int64_t length = 3 * 65536 + 1;
+  const std::string text = R"(
+func @h(%x: tensor<[3, 196609] fp32>, %y: tensor<[2, 3, 300, 400] bf16 @accum(fp32)>)
+    -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[1, 1] fp32>, tensor<[2, 3, 1, 1] bf16 @accum(fp32)>, tensor<[3] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[3] fp32>
+  %1 = graph.mean %x : tensor<[] fp32>
+  %2 = graph.sum %x {keepdims = true} : tensor<[1, 1] fp32>
+  %3 = graph.mean %y {axes = [2, 3], keepdims = true} : tensor<[2, 3, 1, 1] bf16 @accum(fp32)>
+  %4 = graph.exp %3 : tensor<[2, 3, 1, 1] bf16 @accum(fp32)>
+  %5 = graph.max %x {axes = [1]} : tensor<[3] fp32>
+  return %0, %1, %2, %4, %5
+}
+)";
+  ir::Module m = ir::parse_module(text);
+  const std::vector<Tensor> args{sample({3, length}, kF32, 31, false),
+                                 sample({2, 3, 300, 400}, parse_policy("bf16 @accum(fp32)"), 32, false)};
+  auto exe = check_against_reference(text, "h", args);
+  const std::string ir = exe->schedule_ir();
+  auto count = [&](const std::string& op) {
+    int n = 0;
+    for (std::size_t at = ir.find(op); at != std::string::npos; at = ir.find(op, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("graph.superblock_sums "), 4) << ir;  // every sum and mean; max keeps its kernel
+  EXPECT_EQ(count("graph.superblock_total "), 4);
+  const auto got = exe->run(args);
+  const auto values = args[0].to_values();
+  std::vector<float> all(values.begin(), values.end());
+  for (int row = 0; row < 3; ++row) {
+    std::vector<float> v(all.begin() + row * length, all.begin() + (row + 1) * length);
+    EXPECT_EQ(static_cast<float>(got[0].to_values()[static_cast<std::size_t>(row)]), canonical_sum(v)) << "row " << row;
+  }
+  EXPECT_EQ(static_cast<float>(got[1].to_values()[0]),
+            static_cast<float>(static_cast<double>(canonical_sum(all)) / static_cast<double>(3 * length)));
+  EXPECT_EQ(static_cast<float>(got[2].to_values()[0]), canonical_sum(all));
+  // Unsplit (one group per output element), the same bits.
+  schedule_test::ScopedEnv env("TESSERA_SPLIT_SUMS", "0");
+  auto whole = schedule::compile_executable(m, "h", test_options());
+  EXPECT_EQ(whole->schedule_ir().find("superblock"), std::string::npos);
+  const auto want = whole->run(args);
+  for (std::size_t r = 0; r < got.size(); ++r) expect_bitwise_equal(got[r], want[r], "unsplit, result " + std::to_string(r));
+}
+
+// Sums that stay whole: many outputs, one superblock, scattered or leading
+// axes (the column form), integers.
+TEST(ScheduleReduction, ShortOrWideSumsStayOneKernel) {
+  const std::string text = R"(
+func @w(%x: tensor<[1024, 65537] fp32>, %y: tensor<[3, 65536] fp32>, %z: tensor<[300, 2, 300] fp32>, %i: tensor<[3, 70000] int32>,
+        %c: tensor<[70000, 3] fp32>)
+    -> (tensor<[1024] fp32>, tensor<[3] fp32>, tensor<[2] fp32>, tensor<[3] int32>, tensor<[3] fp32>) {
+  %0 = graph.sum %x {axes = [1]} : tensor<[1024] fp32>
+  %1 = graph.sum %y {axes = [1]} : tensor<[3] fp32>
+  %2 = graph.sum %z {axes = [0, 2]} : tensor<[2] fp32>
+  %3 = graph.sum %i {axes = [1]} : tensor<[3] int32>
+  %4 = graph.sum %c {axes = [0]} : tensor<[3] fp32>
+  return %0, %1, %2, %3, %4
+}
+)";
+  ir::Module m = ir::parse_module(text);
+  const std::string ir = schedule::compile_executable(m, "w", test_options())->schedule_ir();
+  EXPECT_EQ(ir.find("superblock"), std::string::npos) << ir;
+}
+
+// The knob takes 0 or 1 only.
+TEST(ScheduleReduction, SplitSumsKnobIsChecked) {
+  schedule_test::ScopedEnv env("TESSERA_SPLIT_SUMS", "yes");
+  ir::Module m = ir::parse_module("func @f(%x: tensor<[2, 70000] fp32>) -> (tensor<[2] fp32>) {\n"
+                                  "  %0 = graph.sum %x {axes = [1]} : tensor<[2] fp32>\n  return %0\n}\n");
+  try {
+    schedule::compile_executable(m, "f", test_options());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_SPLIT_SUMS is 'yes'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ScheduleReduction, ResultsDoNotDependOnThreadsOrRuns) {
   const std::string text = R"(
 func @t(%x: tensor<[64, 70000] fp32>) -> (tensor<[64] fp32>, tensor<[70000] fp32>) {
@@ -169,9 +251,14 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
     auto exe = check_against_reference(text, "s", {sample({5, 7, 9}, kF32, 22)});
     EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
-    const auto got = schedule::compile_executable(m, "r", test_options())->run(long_args);
-    for (std::size_t k = 0; k < got.size(); ++k) {
-      expect_bitwise_equal(got[k], one_lane[k], "70000-element rows, result " + std::to_string(k));
+    // Whole (one group per row, two superblocks) and split (a group per
+    // superblock, docs/design/0036).
+    for (const char* split : {"0", "1"}) {
+      schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", split);
+      const auto got = schedule::compile_executable(m, "r", test_options())->run(long_args);
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        expect_bitwise_equal(got[k], one_lane[k], std::string("split ") + split + ", 70000-element rows, result " + std::to_string(k));
+      }
     }
   }
 }

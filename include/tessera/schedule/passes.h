@@ -121,6 +121,16 @@ bool fft_stages_enabled();
 // transforms it split.
 int split_long_ffts(ir::Operation& func, bool cuda);
 
+// Whether long sums to few outputs split ($TESSERA_SPLIT_SUMS, 1 by default;
+// 0 keeps them one kernel, to compare).
+bool split_sums_enabled();
+// split-long-sums (passes/split_long_sums.cpp), before partitioning: a float
+// graph.sum or graph.mean over trailing axes, with fewer than 1024 output
+// elements and more than one superblock (kReductionBlock^2 elements) to
+// reduce, becomes graph.superblock_sums and graph.superblock_total, the same
+// bits on more groups (docs/design/0036). Returns how many it split.
+int split_long_sums(ir::Operation& func);
+
 // split-complex-parts (passes/split_complex_parts.cpp): sum and mean of a
 // complex operand as complex(sum(real), sum(imag)), the reference's
 // part-by-part order, so they compile as real reductions; concat,

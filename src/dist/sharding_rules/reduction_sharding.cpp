@@ -8,6 +8,11 @@
 // the count need not be exact there). max and min reduce their parts and
 // combine them with an allreduce of the same op right away: a pending max is
 // no layout. argmax needs its dim whole.
+//
+// graph.superblock_sums and graph.superblock_total are written by the
+// compiled pipeline after partitioning (split-long-sums, docs/design/0036);
+// their rule takes every operand whole, which keeps a graph holding them
+// partitionable.
 #include <algorithm>
 
 #include "dist/sharding_rules/rule_support.h"
@@ -129,6 +134,8 @@ void register_reduction_sharding() {
   register_sharding_rule("graph.mean", [](const ShardingQuery& q) { return sum_plan(q, true); });
   register_sharding_rule("graph.max", [](const ShardingQuery& q) { return extreme_plan(q, "max"); });
   register_sharding_rule("graph.min", [](const ShardingQuery& q) { return extreme_plan(q, "min"); });
+  register_sharding_rule("graph.superblock_sums", replicate_all);
+  register_sharding_rule("graph.superblock_total", replicate_all);
   register_sharding_rule("graph.argmax", [](const ShardingQuery& q) {
     const auto axes = reduced_axes(q.op);
     Sharding in = settled(q.operands[0]);

@@ -379,6 +379,7 @@ std::string target_knob_key() {
                                        "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",
                                        "TESSERA_LANE_SHUFFLES",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
+                                       "TESSERA_SPLIT_SUMS",
                                        "TESSERA_SPMM_VECTOR"};
   std::string key;
   for (const char* k : kKnobs) {

@@ -45,6 +45,7 @@ const NumericsPolicy kF64 = default_policy(DType::fp64);
 
 std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
   const std::size_t rank = op.operand(0)->type().rank();
+  if (op.name() == "graph.superblock_total") return {static_cast<std::int64_t>(rank) - 1};
   if (op.name() == "graph.argmax") return {graph::normalize_axis(op.attrs().get_int("axis"), rank)};
   auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), rank);
   if (axes.empty()) {
@@ -64,7 +65,7 @@ class ReductionBuilder {
 
   TileKernel build() {
     const ir::Shape& domain = kernel_.attrs().get_shape("domain");
-    const bool is_sum = root_.name() == "graph.sum" || root_.name() == "graph.mean";
+    const bool is_sum = root_.name() == "graph.sum" || root_.name() == "graph.mean" || superblocks();
     // Integer sums run the reference's sequential pass (its 2^53 check is
     // order-dependent), one lane per output element.
     const bool float_sum = is_sum && is_float(root_.operand(0)->type().dtype());
@@ -82,7 +83,7 @@ class ReductionBuilder {
     // float sums take the column form on every target (on one CPU core a
     // 4096^2 sum over axis 0 went from 104 to 37 ms: the lanes of a column
     // chunk share cache lines instead of each walking a whole column).
-    bool leading = float_sum && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
+    bool leading = float_sum && !superblocks() && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
     if (columns_) workers_ = column_workers(operand->type());
@@ -112,7 +113,7 @@ class ReductionBuilder {
       params.emplace_back("x" + std::to_string(d), Type::lane(DType::int64));
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
     }
-    if (root_.name() != "graph.sum" && root_.name() != "graph.mean") {
+    if (root_.name() != "graph.sum" && root_.name() != "graph.mean" && !superblocks() && !total()) {
       for (auto a : axes_) result.nonempty_dims.emplace_back(x_index, static_cast<std::size_t>(a));
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
@@ -167,12 +168,12 @@ class ReductionBuilder {
       // A group per output element (the executable launches exactly n): the
       // lanes share the sum under uniform control flow, lane 0 finishes.
       result.group_per_row = true;
-      rows_.emplace(b, x_, xdims_, axes_, o);
+      make_rows(b, o);
       const LaneValue reduced = reduce(b, lanes_of);
       if_then(b, cmp(b, "eq", lid, tile::build_int(b, 0)), [&](ir::OpBuilder& then) { consume(then, reduced); });
     } else {
       if_then(b, cmp(b, "lt", o, n), [&](ir::OpBuilder& then) {
-        rows_.emplace(then, x_, xdims_, axes_, o);
+        make_rows(then, o);
         // Reducing the last axis, the next lane's row follows this one:
         // ask for it now (a CPU hint, see the normalization template).
         if (axes_.size() == 1 && static_cast<std::size_t>(axes_[0]) + 1 == x_rank) {
@@ -188,6 +189,26 @@ class ReductionBuilder {
   }
 
  private:
+  // graph.superblock_sums: output element o is superblock o mod S of the
+  // sum's output element o / S. graph.superblock_total: the sequential
+  // outer level over them.
+  bool superblocks() const { return root_.name() == "graph.superblock_sums"; }
+  bool total() const { return root_.name() == "graph.superblock_total"; }
+
+  // The reduced elements of output element o.
+  void make_rows(ir::OpBuilder& b, Value* o) {
+    if (!superblocks()) {
+      rows_.emplace(b, x_, xdims_, axes_, o);
+      return;
+    }
+    const ir::Shape& out = root_.result(0)->type().shape;
+    Value* per_row = tile::build_int(b, out.back().size);
+    rows_.emplace(b, x_, xdims_, axes_, op2(b, "div", o, per_row));
+    Value* super = tile::build_int(b, kReductionBlock * kReductionBlock);
+    Value* first = index_op(b, "mul", op2(b, "rem", o, per_row), super);
+    rows_->window(b, first, op2(b, "min", super, index_op(b, "sub", rows_->length(), first)));
+  }
+
   // The column form (float sums over leading axes): a group
   // of kColumns x W lanes takes kColumns consecutive outputs, lane t
   // working on column t mod kColumns (a warp reads kColumns consecutive
@@ -288,7 +309,21 @@ class ReductionBuilder {
     const std::string_view op = root_.name();
     length_ = rows_->length();
     if (op == "graph.sum" && !is_float(root_.operand(0)->type().dtype())) return integer_sum(b, lanes_of);
-    if (op == "graph.sum" || op == "graph.mean") {
+    if (total()) {
+      // The superblock sums left to right from zero: blocked_sum's outer loop.
+      const NumericsPolicy acc_policy = sum_policy();
+      ir::Operation* loop = tile::build_for(b, tile::build_int(b, 0), length_, tile::build_int(b, 1),
+                                            {tile::build_real(b, 0.0, acc_policy)},
+                                            [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+                                              return one(sum_step(acc_policy)(lb, a[0], a[1]));
+                                            });
+      Value* x = cast(b, loop->result(0), kF64);
+      if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
+        x = op2(b, "div", x, cast(b, tile::build_int(b, count), kF64));
+      }
+      return finish_root(b, lanes_of, x, p, /*via_accum=*/true);
+    }
+    if (op == "graph.sum" || op == "graph.mean" || superblocks()) {
       Value* acc = blocked_sum(b);
       Value* x = cast(b, acc, kF64);
       if (op == "graph.mean") x = op2(b, "div", x, cast(b, length_, kF64));
@@ -429,8 +464,8 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   };
   const ir::Operation& root = kernel_root_op(kernel);
   const ir::Block& body = kernel_body(kernel);
-  static const std::set<std::string_view> kReductions = {"graph.sum", "graph.mean", "graph.max", "graph.min",
-                                                         "graph.argmax"};
+  static const std::set<std::string_view> kReductions = {
+      "graph.sum", "graph.mean", "graph.max", "graph.min", "graph.argmax", "graph.superblock_sums", "graph.superblock_total"};
   if (!kReductions.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a reduction");
   const Value* x = root.operand(0);
   bool is_argument = false;

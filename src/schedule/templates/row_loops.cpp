@@ -2,6 +2,7 @@
 #include "schedule/templates/row_loops.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "schedule/templates/lane_program.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -34,6 +35,12 @@ RowIndex::RowIndex(ir::OpBuilder& b, Value* x, std::vector<Value*> dims, std::ve
   length_ = tile::build_int(b, 1);
   for (auto a : axes_) length_ = index_op(b, "mul", length_, dims_[static_cast<std::size_t>(a)]);
   adjacent_ = axes_.empty() || axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size());
+}
+
+void RowIndex::window(ir::OpBuilder& b, Value* first, Value* count) {
+  if (!adjacent_ || axes_.empty()) throw std::logic_error("RowIndex::window needs adjacent reduced axes");
+  base_ = index_op(b, "add", base_, index_op(b, "mul", first, strides_[static_cast<std::size_t>(axes_.back())]));
+  length_ = count;
 }
 
 Value* RowIndex::offset(ir::OpBuilder& b, Value* r) const {

@@ -30,6 +30,9 @@ class RowIndex {
   RowIndex(ir::OpBuilder& b, ir::Value* x, std::vector<ir::Value*> dims, std::vector<std::int64_t> axes, ir::Value* o);
 
   ir::Value* length() const { return length_; }
+  // Narrows the row to its elements [first, first + count) (adjacent
+  // reduced axes only): element r becomes element first + r.
+  void window(ir::OpBuilder& b, ir::Value* first, ir::Value* count);
   ir::Value* offset(ir::OpBuilder& b, ir::Value* r) const;
   // Element r as a stored lane (the buffer's policy); `in_bounds` marks the
   // load unchecked, for a caller that knows r is in [0, length()) and the

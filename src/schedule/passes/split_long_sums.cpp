@@ -1,0 +1,93 @@
+// split-long-sums (before partitioning): a float graph.sum or graph.mean
+// with few output elements and a long reduced length becomes
+// graph.superblock_sums over the trailing axes, one entry per superblock of kReductionBlock^2
+// elements of the canonical order, and graph.superblock_total, which adds
+// them left to right (docs/design/0036-superblock-split-sums.md). A sum to
+// one element otherwise runs as one group on one multiprocessor (or one CPU
+// thread); split, its superblocks run as as many groups and the small
+// second kernel adds their sums in the order the canonical sum does, so the
+// result keeps its bits.
+#include "graph/shape_rules.h"
+#include "tessera/ir/builder.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/passes.h"
+
+namespace tessera::schedule {
+namespace {
+
+// Below this many output elements a sum splits: a group per output element
+// leaves most of an H200's 132 multiprocessors idle (or a CPU's threads).
+constexpr std::int64_t kFewOutputs = 1024;
+
+struct Split {
+  ir::Operation* op;
+  std::vector<std::int64_t> axes;
+  std::int64_t length;
+};
+
+std::optional<Split> long_sum(ir::Operation& op) {
+  if (op.name() != "graph.sum" && op.name() != "graph.mean") return std::nullopt;
+  const ir::Type& x = op.operand(0)->type();
+  if (!is_float(x.dtype())) return std::nullopt;  // integer sums run in element order, complex ones part by part
+  auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), x.rank());
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < x.rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
+  }
+  // Trailing axes: a row's superblocks are contiguous. (Sums over leading
+  // axes take the column form, whose lanes read consecutive outputs.)
+  if (axes.empty() || axes.back() - axes.front() + 1 != static_cast<std::int64_t>(axes.size()) ||
+      axes.back() + 1 != static_cast<std::int64_t>(x.rank())) {
+    return std::nullopt;
+  }
+  std::int64_t length = 1, outputs = 1;
+  for (std::size_t d = 0; d < x.rank(); ++d) {
+    const ir::Dim& dim = x.shape[d];
+    if (!dim.symbol.empty()) return std::nullopt;
+    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(d)) != axes.end();
+    (reduced ? length : outputs) *= dim.size;
+  }
+  const std::int64_t super = kReductionBlock * kReductionBlock;
+  if (outputs >= kFewOutputs || length <= super) return std::nullopt;
+  return Split{&op, std::move(axes), length};
+}
+
+}  // namespace
+
+bool split_sums_enabled() {
+  const char* env = std::getenv("TESSERA_SPLIT_SUMS");
+  if (!env || !*env) return true;
+  const std::string value = env;
+  if (value != "0" && value != "1") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_SPLIT_SUMS is '" + value + "'; expected 1 (the default) or 0");
+  }
+  return value == "1";
+}
+
+int split_long_sums(ir::Operation& func) {
+  if (!split_sums_enabled()) return 0;
+  ir::Block& body = ir::function_body(func);
+  std::vector<Split> found;
+  for (const auto& op : body.ops()) {
+    if (auto split = long_sum(*op)) found.push_back(std::move(*split));
+  }
+  for (const Split& split : found) {
+    ir::Operation* op = split.op;
+    ir::OpBuilder builder(body);
+    builder.set_insertion_point(body.find(op));
+    ir::Value* parts =
+        builder.create("graph.superblock_sums", {op->operand(0)}, {{"axes", split.axes}}, op->location())->result(0);
+    const ir::Type& result = op->result(0)->type();
+    ir::Value* total = builder
+                           .create("graph.superblock_total", {parts},
+                                   {{"count", op->name() == "graph.mean" ? split.length : std::int64_t{0}},
+                                    {"shape", result.shape},
+                                    {"policy", result.policy}},
+                                   op->location())
+                           ->result(0);
+    op->result(0)->replace_all_uses_with(total);
+    body.erase(op);
+  }
+  return static_cast<int>(found.size());
+}
+
+}  // namespace tessera::schedule
