@@ -162,6 +162,25 @@ func @h(%x: tensor<[3, 196609] fp32>, %y: tensor<[2, 3, 300, 400] bf16 @accum(fp
   for (std::size_t r = 0; r < got.size(); ++r) expect_bitwise_equal(got[r], want[r], "unsplit, result " + std::to_string(r));
 }
 
+// graph.superblock_total compiled by itself: one lane per row, or a group
+// per row loading chunks of 1024 into shared memory for lane 0 to add in
+// order (3 chunks here); the reference's bits, with a fused consumer.
+TEST(ScheduleReduction, SuperblockTotalsAddInOrderInChunks) {
+  const std::string text = R"(
+func @t(%p: tensor<[3, 3000] fp32>) -> (tensor<[3, 1] bf16 @accum(fp32)>) {
+  %0 = graph.superblock_total %p {count = 7, shape = shape<[3, 1]>, policy = policy<bf16 @accum(fp32)>} : tensor<[3, 1] bf16 @accum(fp32)>
+  %1 = graph.neg %0 : tensor<[3, 1] bf16 @accum(fp32)>
+  return %1
+}
+)";
+  for (const char* lanes : {"1", "128"}) {
+    SCOPED_TRACE(std::string("row lanes ") + lanes);
+    schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
+    auto exe = check_against_reference(text, "t", {sample({3, 3000}, kF32, 41, false)});
+    EXPECT_EQ(exe->tile_ir().find("tile.barrier") != std::string::npos, std::string(lanes) == "128");
+  }
+}
+
 // Sums that stay whole: many outputs, one superblock, scattered or leading
 // axes (the column form), integers.
 TEST(ScheduleReduction, ShortOrWideSumsStayOneKernel) {
@@ -252,12 +271,20 @@ func @s(%x: tensor<[5, 7, 9] fp32>) -> (tensor<[7] fp32>, tensor<[5, 9] fp32>) {
     auto exe = check_against_reference(text, "s", {sample({5, 7, 9}, kF32, 22)});
     EXPECT_NE(exe->tile_ir().find("tile.barrier"), std::string::npos);
     // Whole (one group per row, two superblocks) and split (a group per
-    // superblock, docs/design/0036).
+    // superblock, docs/design/0036); element by element and in runs of 4
+    // (where the lanes make whole strand groups: not for 2 lanes).
     for (const char* split : {"0", "1"}) {
-      schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", split);
-      const auto got = schedule::compile_executable(m, "r", test_options())->run(long_args);
-      for (std::size_t k = 0; k < got.size(); ++k) {
-        expect_bitwise_equal(got[k], one_lane[k], std::string("split ") + split + ", 70000-element rows, result " + std::to_string(k));
+      for (const char* run : {"1", "4"}) {
+        schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", split);
+        schedule_test::ScopedEnv run_env("TESSERA_ROW_VECTOR", run);
+        auto runs_exe = schedule::compile_executable(m, "r", test_options());
+        EXPECT_EQ(runs_exe->tile_ir().find("tile.load_vector") != std::string::npos, std::string(run) == "4" && std::string(lanes) != "2")
+            << "runs " << run;
+        const auto got = runs_exe->run(long_args);
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          expect_bitwise_equal(got[k], one_lane[k],
+                               std::string("split ") + split + ", runs " + run + ", 70000-element rows, result " + std::to_string(k));
+        }
       }
     }
   }

@@ -142,6 +142,31 @@ def test_every_family_on_the_gpu_agrees_with_the_cpu(rng):
 
 
 @needs_gpu
+@pytest.mark.parametrize("split", ["1", "0"])
+def test_long_sums_to_few_outputs_match_the_cpu_split_or_whole(rng, monkeypatch, split):
+    """A loss-like sum to one value and row means of a few long rows: split
+    into a group per superblock (docs/design/0036) or one group per output,
+    the CPU executable's bits, and float64 numpy within the canonical order's
+    error."""
+    monkeypatch.setenv("TESSERA_SPLIT_SUMS", split)
+
+    def f(x):
+        return ops.sum(x * x), ops.mean(x, axis=-1), ops.exp(ops.sum(x, axis=-1) * 1e-3)
+
+    jf = tessera.jit(f)
+    xv = rng.standard_normal((3, 5 * 65536 + 7))
+    x = tessera.tensor(xv, "bf16 @accum(fp32)")
+    want = jf(x)
+    got = jf(x.to("cuda:0"))
+    assert ("graph.superblock_sums" in jf.inspect_ir("schedule")) == (split == "1")
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.numpy().tobytes() == w.numpy().tobytes(), f"result {k}: {g.numpy()} vs {w.numpy()}"
+    xb = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(want[0].numpy().astype(np.float64), (xb * xb).sum(), rtol=2e-2)
+    np.testing.assert_allclose(want[1].numpy().astype(np.float64), xb.mean(axis=-1), rtol=2e-2, atol=1e-2)
+
+
+@needs_gpu
 def test_target_cuda_moves_host_inputs_to_cuda0(rng, monkeypatch):
     # The PTX path's text is checked below: where tileiras is found, the
     # default mapper would send this elementwise kernel to CUDA Tile IR.

@@ -315,7 +315,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
     }
-    if (f == Family::normalization && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
+    if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {

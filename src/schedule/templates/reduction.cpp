@@ -19,12 +19,19 @@
 // With the `row_lanes` knob L > 1 (CUDA executables), a sum or mean takes a
 // group of L lanes per output element: blocked_sum_cooperative gives the
 // same bits, and lane 0 runs the consumers and stores. max, min and argmax
-// keep a lane per output element. Float sums and means over leading axes
-// (the last axis kept) take the column form instead, on every target
-// (column_sum below).
+// keep a lane per output element. With the `row_vector` knob V as well
+// (CUDA executables; rows along the operand's last axis) a lane reads its
+// strands in runs of V elements (blocked_sum_cooperative_runs, the same
+// bits). Float sums and means over leading axes (the last axis kept) take
+// the column form instead, on every target (column_sum below).
+//
+// graph.superblock_sums (split-long-sums, docs/design/0036) is a sum whose
+// output element o is superblock o mod S of a row; graph.superblock_total
+// adds a row of superblock sums left to right, one lane per output.
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "graph/shape_rules.h"
@@ -42,6 +49,8 @@ using ir::Type;
 using ir::Value;
 
 const NumericsPolicy kF64 = default_policy(DType::fp64);
+// Runs a lane has in flight at once (blocked_sum_cooperative_runs).
+constexpr std::int64_t kRunsAhead = 4;
 
 std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
   const std::size_t rank = op.operand(0)->type().rank();
@@ -69,7 +78,7 @@ class ReductionBuilder {
     // Integer sums run the reference's sequential pass (its 2^53 check is
     // order-dependent), one lane per output element.
     const bool float_sum = is_sum && is_float(root_.operand(0)->type().dtype());
-    row_lanes_ = float_sum && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
+    row_lanes_ = (float_sum || total()) && kernel_.attrs().has("row_lanes") ? kernel_.attrs().get_int("row_lanes") : 1;
     const ir::Operation& yield = *body_.terminator();
     const std::size_t num_in = body_.num_arguments();
     const std::size_t num_out = yield.num_operands();
@@ -88,6 +97,13 @@ class ReductionBuilder {
     columns_ = leading;
     if (columns_) workers_ = column_workers(operand->type());
     const bool coop = row_lanes_ > 1 && !columns_;
+    // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
+    // the operand's last axis, in whole strand groups.
+    if (coop && kernel_.attrs().has("row_vector") && axes_.back() + 1 == static_cast<std::int64_t>(x_rank) &&
+        axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size())) {
+      run_ = kernel_.attrs().get_int("row_vector");
+      if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
+    }
     const std::int64_t lanes = columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
@@ -118,7 +134,7 @@ class ReductionBuilder {
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     // Block sums and the slot, and one strand partial per lane (row_loops.h).
-    if (coop) options.shared_bytes = (kReductionBlock + 1 + row_lanes_) * 8;
+    if (coop) options.shared_bytes = (total() ? kTotalChunk : kReductionBlock + 1 + row_lanes_) * 8;
     if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
@@ -207,6 +223,52 @@ class ReductionBuilder {
     Value* super = tile::build_int(b, kReductionBlock * kReductionBlock);
     Value* first = index_op(b, "mul", op2(b, "rem", o, per_row), super);
     rows_->window(b, first, op2(b, "min", super, index_op(b, "sub", rows_->length(), first)));
+  }
+
+  // graph.superblock_total's sum: the row's superblock sums left to right
+  // from zero (blocked_sum's outer loop). A group sharing the row (row_lanes)
+  // loads kTotalChunk of them at a time into shared memory, every lane a few
+  // and all at once, and lane 0 adds them in order: one lane loading each in
+  // turn waited a memory latency per superblock (2048 of them for a sum of
+  // [16384, 8192]). Lane 0's value is the sum.
+  static constexpr std::int64_t kTotalChunk = 1024;
+  Value* superblock_total(ir::OpBuilder& b) {
+    const NumericsPolicy acc_policy = sum_policy();
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    Value* zero = tile::build_real(b, 0.0, acc_policy);
+    if (row_lanes_ == 1) {
+      return tile::build_for(b, integer(b, 0), length_, integer(b, 1), {zero}, [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+               return one(sum_step(acc_policy)(lb, a[0], a[1]));
+             })->result(0);
+    }
+    Value* chunk = shared_array(b, acc_policy, kTotalChunk);
+    Value* first_lane = cmp(b, "eq", lid_, integer(b, 0));
+    return tile::build_for(
+               b, integer(b, 0), length_, integer(b, kTotalChunk), {zero},
+               [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+                 Value* c_hi = op2(cb, "min", length_, index_op(cb, "add", c[0], integer(cb, kTotalChunk)));
+                 tile::build_for(cb, index_op(cb, "add", c[0], lid_), c_hi, integer(cb, row_lanes_), {},
+                                 [&](ir::OpBuilder& lb, std::span<Value* const> r) {
+                                   Value* v = cast(lb, rows_->load(lb, r[0], /*in_bounds=*/true), acc_policy);
+                                   lb.create("tile.store_elem", {chunk, index_op(lb, "sub", r[0], c[0]), v});
+                                   return std::vector<Value*>{};
+                                 });
+                 cb.create("tile.barrier", {});
+                 ir::Operation* folded = tile::build_if(
+                     cb, first_lane, {c[1]},
+                     [&](ir::OpBuilder& fb, std::span<Value* const> init) {
+                       return tile::build_for(fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), {init[0]},
+                                              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+                                                return one(op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {chunk, k[0]})));
+                                              })
+                           ->results();
+                     },
+                     [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
+                 // Lane 0 has read the chunk before the next one is written.
+                 cb.create("tile.barrier", {});
+                 return std::vector<Value*>{folded->result(0)};
+               })
+        ->result(0);
   }
 
   // The column form (float sums over leading axes): a group
@@ -310,14 +372,7 @@ class ReductionBuilder {
     length_ = rows_->length();
     if (op == "graph.sum" && !is_float(root_.operand(0)->type().dtype())) return integer_sum(b, lanes_of);
     if (total()) {
-      // The superblock sums left to right from zero: blocked_sum's outer loop.
-      const NumericsPolicy acc_policy = sum_policy();
-      ir::Operation* loop = tile::build_for(b, tile::build_int(b, 0), length_, tile::build_int(b, 1),
-                                            {tile::build_real(b, 0.0, acc_policy)},
-                                            [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-                                              return one(sum_step(acc_policy)(lb, a[0], a[1]));
-                                            });
-      Value* x = cast(b, loop->result(0), kF64);
+      Value* x = cast(b, superblock_total(b), kF64);
       if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
         x = op2(b, "div", x, cast(b, tile::build_int(b, count), kF64));
       }
@@ -431,9 +486,30 @@ class ReductionBuilder {
   }
 
   // The canonical blocked sum (lower_to_tile.h) at the accumulation type.
+  // With runs, a lane's whole runs load as one tile.load_vector each,
+  // kRunsAhead of them issued together.
   Value* blocked_sum(ir::OpBuilder& b) {
     const NumericsPolicy acc_policy = sum_policy();
     const SumStep step = sum_step(acc_policy);
+    if (row_lanes_ > 1 && run_ > 1) {
+      std::map<Value*, std::vector<Value*>> preloaded;
+      auto load_run = [&](ir::OpBuilder& lb, Value* r0) {
+        return lb.create("tile.load_vector", {x_, rows_->offset(lb, r0)}, {{"count", run_}})->results();
+      };
+      return blocked_sum_cooperative_runs(
+          b, length_, acc_policy, step,
+          [&](ir::OpBuilder& wb, Value* r0, std::span<Value* const> accs) {
+            auto it = preloaded.find(r0);
+            const std::vector<Value*> values = it != preloaded.end() ? it->second : load_run(wb, r0);
+            std::vector<Value*> out;
+            for (std::size_t k = 0; k < accs.size(); ++k) out.push_back(op2(wb, "add", accs[k], cast(wb, values[k], acc_policy)));
+            return out;
+          },
+          [&](ir::OpBuilder& wb, const std::vector<Value*>& r0s) {
+            for (Value* r0 : r0s) preloaded[r0] = load_run(wb, r0);
+          },
+          lid_, row_lanes_, run_, kRunsAhead, lane_shuffles(kernel_));
+    }
     if (row_lanes_ > 1) return blocked_sum_cooperative(b, length_, acc_policy, step, lid_, row_lanes_, lane_shuffles(kernel_));
     return templates::blocked_sum(b, length_, acc_policy, step);
   }
@@ -449,6 +525,7 @@ class ReductionBuilder {
   std::optional<RowIndex> rows_;
   Value* length_ = nullptr;
   std::int64_t row_lanes_ = 1;
+  std::int64_t run_ = 1;  // elements per run of a cooperative row (row_vector)
   bool columns_ = false;
   std::int64_t workers_ = 1;  // per column, in the column form
   Value* lid_ = nullptr;
