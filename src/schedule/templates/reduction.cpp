@@ -51,6 +51,7 @@ using ir::Value;
 const NumericsPolicy kF64 = default_policy(DType::fp64);
 // Runs a lane has in flight at once (blocked_sum_cooperative_runs).
 constexpr std::int64_t kRunsAhead = 4;
+constexpr std::int64_t kResidentThreads = 1024;
 
 std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
   const std::size_t rank = op.operand(0)->type().rank();
@@ -98,8 +99,9 @@ class ReductionBuilder {
     if (columns_) workers_ = column_workers(operand->type());
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
-    // the operand's last axis, in whole strand groups.
-    if (coop && kernel_.attrs().has("row_vector") && axes_.back() + 1 == static_cast<std::int64_t>(x_rank) &&
+    // the operand's last axis, in whole strand groups (sums; a superblock total
+    // reads its row through shared memory).
+    if (coop && !total() && kernel_.attrs().has("row_vector") && axes_.back() + 1 == static_cast<std::int64_t>(x_rank) &&
         axes_.back() - axes_.front() + 1 == static_cast<std::int64_t>(axes_.size())) {
       run_ = kernel_.attrs().get_int("row_vector");
       if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
@@ -135,6 +137,11 @@ class ReductionBuilder {
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
     // Block sums and the slot, and one strand partial per lane (row_loops.h).
     if (coop) options.shared_bytes = (total() ? kTotalChunk : kReductionBlock + 1 + row_lanes_) * 8;
+    // Rows in runs: registers capped for 1024 threads per multiprocessor
+    // (64 each, 8 groups of 128 lanes), more loads in flight than the 7
+    // groups ptxas fit otherwise, and 2048 superblock groups of a
+    // [16384, 8192] sum then fill two whole waves of an H200's 132.
+    if (coop && run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentThreads / row_lanes_);
     if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
@@ -228,9 +235,9 @@ class ReductionBuilder {
   // graph.superblock_total's sum: the row's superblock sums left to right
   // from zero (blocked_sum's outer loop). A group sharing the row (row_lanes)
   // loads kTotalChunk of them at a time into shared memory, every lane a few
-  // and all at once, and lane 0 adds them in order: one lane loading each in
-  // turn waited a memory latency per superblock (2048 of them for a sum of
-  // [16384, 8192]). Lane 0's value is the sum.
+  // and all at once, and lane 0 adds them in order (add_in_order): one lane
+  // loading each in turn waited a memory latency per superblock (2048 of
+  // them for a sum of [16384, 8192]). Lane 0's value is the sum.
   static constexpr std::int64_t kTotalChunk = 1024;
   Value* superblock_total(ir::OpBuilder& b) {
     const NumericsPolicy acc_policy = sum_policy();
@@ -257,11 +264,7 @@ class ReductionBuilder {
                  ir::Operation* folded = tile::build_if(
                      cb, first_lane, {c[1]},
                      [&](ir::OpBuilder& fb, std::span<Value* const> init) {
-                       return tile::build_for(fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), {init[0]},
-                                              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                                                return one(op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {chunk, k[0]})));
-                                              })
-                           ->results();
+                       return one(add_in_order(fb, chunk, index_op(fb, "sub", c_hi, c[0]), init[0]));
                      },
                      [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
                  // Lane 0 has read the chunk before the next one is written.

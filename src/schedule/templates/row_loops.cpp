@@ -125,6 +125,29 @@ void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const Stat
   if (likely) op->attrs().set("likely", *likely);
 }
 
+Value* add_in_order(ir::OpBuilder& b, Value* array, Value* count, Value* init) {
+  auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+  const ir::AttrMap proven{{"in_bounds", true}};  // count is at most the array's length
+  auto one_by_one = [&](ir::OpBuilder& ob, Value* from, Value* acc) {
+    return tile::build_for(ob, from, count, integer(ob, 1), {acc}, [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+             return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {array, k[0]}, proven))};
+           })->result(0);
+  };
+  Value* whole = op2(b, "mul", op2(b, "div", count, integer(b, kFoldBatch)), integer(b, kFoldBatch));
+  ir::Operation* batches = tile::build_for(
+      b, integer(b, 0), whole, integer(b, kFoldBatch), {init}, [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+        std::vector<Value*> loaded;
+        for (std::int64_t j = 0; j < kFoldBatch; ++j) {
+          loaded.push_back(
+              tile::build(kb, "tile.load_elem", {array, j == 0 ? k[0] : index_op(kb, "add", k[0], integer(kb, j))}, proven));
+        }
+        Value* acc = k[1];
+        for (Value* v : loaded) acc = op2(kb, "add", acc, v);
+        return std::vector<Value*>{acc};
+      });
+  return one_by_one(b, whole, batches->result(0));
+}
+
 Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
   return tile::build(b, "tile.smem_alloc", {}, {{"shape", ir::fixed_shape({n})}, {"policy", default_policy(p.storage)}});
 }
@@ -219,13 +242,8 @@ Value* cooperative_superblocks(ir::OpBuilder& b, const NumericsPolicy& acc_polic
         block_sums(sb, b_lo, b_hi);
         sb.create("tile.barrier", {});
         if_then(sb, cmp(sb, "eq", lane, integer(sb, 0)), [&](ir::OpBuilder& lb) {
-          ir::Operation* mid = tile::build_for(
-              lb, integer(lb, 0), index_op(lb, "sub", b_hi, b_lo), integer(lb, 1), {acc_real(lb, 0.0)},
-              [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                Value* part = tile::build(kb, "tile.load_elem", {partial, k[0]});
-                return std::vector<Value*>{op2(kb, "add", k[1], part)};
-              });
-          lb.create("tile.store_elem", {partial, slot, mid->result(0)});
+          Value* mid = add_in_order(lb, partial, index_op(lb, "sub", b_hi, b_lo), acc_real(lb, 0.0));
+          lb.create("tile.store_elem", {partial, slot, mid});
         });
         sb.create("tile.barrier", {});
         Value* super_sum = tile::build(sb, "tile.load_elem", {partial, slot});

@@ -125,6 +125,14 @@ ir::Operation* run_loop(ir::OpBuilder& b, ir::Value* first, ir::Value* end, std:
                         std::int64_t ahead, std::vector<ir::Value*> inits, const RunPreload& preload,
                         const RunBody& whole, const RunBody& part);
 
+// init + a[0] + a[1] + .. + a[count - 1], left to right, in one lane (a an
+// array of values at the accumulation type, in shared memory, of at least
+// `count` entries): the loads
+// go kFoldBatch at a time ahead of their adds, so a long fold waits a load
+// latency per batch rather than per element.
+inline constexpr std::int64_t kFoldBatch = 16;
+ir::Value* add_in_order(ir::OpBuilder& b, ir::Value* array, ir::Value* count, ir::Value* init);
+
 // A shared-memory array of n values of p's storage type.
 ir::Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n);
 
