@@ -674,14 +674,14 @@ class Emitter {
     emit_group_op(op);
   }
 
-  // A lane's run of elements: one array, its elements the op's results
-  // (indexed by constants, so they stay in registers).
+  // A lane's run of elements: its codes as loaded (tsr::LoadedRun), each
+  // result the decode of its element where used (indexed by constants, so
+  // they stay in registers).
   void emit_load_vector(const ir::Operation& op) {
     const std::vector<std::string> a = args_of(op);
     const std::string run = fresh("run");
     const std::string count = std::to_string(op.num_results());
-    line(type_of(op.result(0)) + " " + run + "[" + count + "];");
-    line("tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", " + run + ", W);");
+    line("const auto " + run + " = tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", W);");
     for (std::size_t k = 0; k < op.num_results(); ++k) name_[op.result(k)] = run + "[" + std::to_string(k) + "]";
   }
   // A warp shuffle: the group is the block, whose threads are its lanes in

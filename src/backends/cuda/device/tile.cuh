@@ -511,24 +511,33 @@ struct VectorRun {
     return i >= 0 && i <= v.shape[0] - V && v.strides[0] == 1 && ((unsigned long long)(v.data + i) % kWord) == 0;
   }
 };
+// A run's codes as loaded (tile.load_vector): its elements decode where
+// they are used. Decoded inside the load (or right after its whole-run
+// test's branch joined), each run's data was waited for before the next
+// run's test and load, so a lane's runs loaded ahead were in flight one at
+// a time; as codes, nothing between consecutive loads uses their data.
+template <int D, int V>
+struct LoadedRun {
+  typename VectorRun<D, V>::Bits bits;
+  __device__ __forceinline__ typename Traits<D>::value operator[](int k) const { return decode_s<D>(bits.elems[k]); }
+};
 template <int V, int D>
-__device__ __forceinline__ void load_vector(const GView<D, 1>& v, i64 i, typename Traits<D>::value (&out)[V],
-                                            const Where& w) {
+__device__ __forceinline__ LoadedRun<D, V> load_vector(const GView<D, 1>& v, i64 i, const Where& w) {
   typedef VectorRun<D, V> Run;
+  LoadedRun<D, V> out;
   if (Run::whole(v, i)) {
-    typename Run::Bits bits;
     const typename Run::W* src = reinterpret_cast<const typename Run::W*>(v.data + i);
 #pragma unroll
-    for (int k = 0; k < Run::kWords; ++k) bits.words[k] = src[k];
-#pragma unroll
-    for (int k = 0; k < V; ++k) out[k] = decode_s<D>(bits.elems[k]);
+    for (int k = 0; k < Run::kWords; ++k) out.bits.words[k] = src[k];
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const i64 idx[1] = {i + k};
-      out[k] = load(v, idx, w);
+      // The element's code, or zero's where it faults (the checked load's value).
+      out.bits.elems[k] = in_bounds(idx, v.shape, 0, v.param, w) ? v.data[(i + k) * v.strides[0]] : typename Run::S();
     }
   }
+  return out;
 }
 template <int V, int D>
 __device__ __forceinline__ void store_vector(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
