@@ -117,24 +117,28 @@ func @h(%x: tensor<[3, L] fp32>) -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[
 // their in-order total (split-long-sums, docs/design/0036): the reference's
 // bits and the canonical model's, the unsplit executable's bits, for sums,
 // means, keepdims, several trailing axes, bf16 with a fused consumer,
-// and a last superblock of one element.
+// a last superblock of one element, and leading axes (the column form: 70
+// columns of three superblocks, groups of 32 lanes straddling superblocks).
 TEST(ScheduleReduction, LongSumsToFewOutputsSplitIntoSuperblocks) {
   const std::int64_t length = 3 * 65536 + 1;
   const std::string text = R"(
-func @h(%x: tensor<[3, 196609] fp32>, %y: tensor<[2, 3, 300, 400] bf16 @accum(fp32)>)
-    -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[1, 1] fp32>, tensor<[2, 3, 1, 1] bf16 @accum(fp32)>, tensor<[3] fp32>) {
+func @h(%x: tensor<[3, 196609] fp32>, %y: tensor<[2, 3, 300, 400] bf16 @accum(fp32)>, %c: tensor<[500, 300, 70] fp32>)
+    -> (tensor<[3] fp32>, tensor<[] fp32>, tensor<[1, 1] fp32>, tensor<[2, 3, 1, 1] bf16 @accum(fp32)>, tensor<[3] fp32>,
+        tensor<[1, 1, 70] fp32>) {
   %0 = graph.sum %x {axes = [1]} : tensor<[3] fp32>
   %1 = graph.mean %x : tensor<[] fp32>
   %2 = graph.sum %x {keepdims = true} : tensor<[1, 1] fp32>
   %3 = graph.mean %y {axes = [2, 3], keepdims = true} : tensor<[2, 3, 1, 1] bf16 @accum(fp32)>
   %4 = graph.exp %3 : tensor<[2, 3, 1, 1] bf16 @accum(fp32)>
   %5 = graph.max %x {axes = [1]} : tensor<[3] fp32>
-  return %0, %1, %2, %4, %5
+  %6 = graph.mean %c {axes = [0, 1], keepdims = true} : tensor<[1, 1, 70] fp32>
+  return %0, %1, %2, %4, %5, %6
 }
 )";
   ir::Module m = ir::parse_module(text);
   const std::vector<Tensor> args{sample({3, length}, kF32, 31, false),
-                                 sample({2, 3, 300, 400}, parse_policy("bf16 @accum(fp32)"), 32, false)};
+                                 sample({2, 3, 300, 400}, parse_policy("bf16 @accum(fp32)"), 32, false),
+                                 sample({500, 300, 70}, kF32, 33, false)};
   auto exe = check_against_reference(text, "h", args);
   const std::string ir = exe->schedule_ir();
   auto count = [&](const std::string& op) {
@@ -142,8 +146,8 @@ func @h(%x: tensor<[3, 196609] fp32>, %y: tensor<[2, 3, 300, 400] bf16 @accum(fp
     for (std::size_t at = ir.find(op); at != std::string::npos; at = ir.find(op, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("graph.superblock_sums "), 4) << ir;  // every sum and mean; max keeps its kernel
-  EXPECT_EQ(count("graph.superblock_total "), 4);
+  EXPECT_EQ(count("graph.superblock_sums "), 5) << ir;  // every sum and mean; max keeps its kernel
+  EXPECT_EQ(count("graph.superblock_total "), 5);
   const auto got = exe->run(args);
   const auto values = args[0].to_values();
   std::vector<float> all(values.begin(), values.end());
@@ -181,18 +185,18 @@ func @t(%p: tensor<[3, 3000] fp32>) -> (tensor<[3, 1] bf16 @accum(fp32)>) {
   }
 }
 
-// Sums that stay whole: many outputs, one superblock, scattered or leading
-// axes (the column form), integers.
+// Sums that stay whole: many outputs, one superblock, scattered axes,
+// adjacent axes neither leading nor trailing, integers.
 TEST(ScheduleReduction, ShortOrWideSumsStayOneKernel) {
   const std::string text = R"(
 func @w(%x: tensor<[1024, 65537] fp32>, %y: tensor<[3, 65536] fp32>, %z: tensor<[300, 2, 300] fp32>, %i: tensor<[3, 70000] int32>,
-        %c: tensor<[70000, 3] fp32>)
-    -> (tensor<[1024] fp32>, tensor<[3] fp32>, tensor<[2] fp32>, tensor<[3] int32>, tensor<[3] fp32>) {
+        %c: tensor<[3, 70000, 3] fp32>)
+    -> (tensor<[1024] fp32>, tensor<[3] fp32>, tensor<[2] fp32>, tensor<[3] int32>, tensor<[3, 3] fp32>) {
   %0 = graph.sum %x {axes = [1]} : tensor<[1024] fp32>
   %1 = graph.sum %y {axes = [1]} : tensor<[3] fp32>
   %2 = graph.sum %z {axes = [0, 2]} : tensor<[2] fp32>
   %3 = graph.sum %i {axes = [1]} : tensor<[3] int32>
-  %4 = graph.sum %c {axes = [0]} : tensor<[3] fp32>
+  %4 = graph.sum %c {axes = [1]} : tensor<[3, 3] fp32>
   return %0, %1, %2, %3, %4
 }
 )";
@@ -318,8 +322,15 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
   for (const char* lanes : {"1", "128"}) {
     SCOPED_TRACE(std::string("row lanes ") + lanes);
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
-    auto exe = check_against_reference(text, "c", {sample({70000, 37}, kF32, 31, false)});
-    EXPECT_NE(exe->tile_ir().find("shape<[2048]>"), std::string::npos) << "no column form";
+    // 37 columns of 70000: split into two superblocks per column (the
+    // column form's lanes superblock-major, a group straddling them), and
+    // whole.
+    for (const char* split : {"1", "0"}) {
+      schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", split);
+      auto exe = check_against_reference(text, "c", {sample({70000, 37}, kF32, 31, false)});
+      EXPECT_NE(exe->tile_ir().find("shape<[2048]>"), std::string::npos) << "no column form";
+      EXPECT_EQ(exe->schedule_ir().find("graph.superblock_sums") != std::string::npos, std::string(split) == "1");
+    }
     check_against_reference(text, "b", {sample({3, 300, 70}, bf16, 32)});
     check_against_reference(text, "e", {sample({0, 5}, kF32, 33)});
   }

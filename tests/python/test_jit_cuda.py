@@ -144,26 +144,30 @@ def test_every_family_on_the_gpu_agrees_with_the_cpu(rng):
 @needs_gpu
 @pytest.mark.parametrize("split", ["1", "0"])
 def test_long_sums_to_few_outputs_match_the_cpu_split_or_whole(rng, monkeypatch, split):
-    """A loss-like sum to one value and row means of a few long rows: split
-    into a group per superblock (docs/design/0036) or one group per output,
-    the CPU executable's bits, and float64 numpy within the canonical order's
+    """A loss-like sum to one value, row means of a few long rows and column
+    sums of a few long columns: split into a group per superblock
+    (docs/design/0036) or one group per output (32 columns), the CPU
+    executable's bits, and float64 numpy within the canonical order's
     error."""
     monkeypatch.setenv("TESSERA_SPLIT_SUMS", split)
 
-    def f(x):
-        return ops.sum(x * x), ops.mean(x, axis=-1), ops.exp(ops.sum(x, axis=-1) * 1e-3)
+    def f(x, c):
+        return ops.sum(x * x), ops.mean(x, axis=-1), ops.exp(ops.sum(x, axis=-1) * 1e-3), ops.sum(c, axis=0)
 
     jf = tessera.jit(f)
     xv = rng.standard_normal((3, 5 * 65536 + 7))
     x = tessera.tensor(xv, "bf16 @accum(fp32)")
-    want = jf(x)
-    got = jf(x.to("cuda:0"))
+    c = tessera.tensor(rng.standard_normal((200001, 37)), "bf16 @accum(fp32)")
+    want = jf(x, c)
+    got = jf(x.to("cuda:0"), c.to("cuda:0"))
     assert ("graph.superblock_sums" in jf.inspect_ir("schedule")) == (split == "1")
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.numpy().tobytes() == w.numpy().tobytes(), f"result {k}: {g.numpy()} vs {w.numpy()}"
     xb = x.numpy().astype(np.float64)
     np.testing.assert_allclose(want[0].numpy().astype(np.float64), (xb * xb).sum(), rtol=2e-2)
     np.testing.assert_allclose(want[1].numpy().astype(np.float64), xb.mean(axis=-1), rtol=2e-2, atol=1e-2)
+    np.testing.assert_allclose(want[3].numpy().astype(np.float64), c.numpy().astype(np.float64).sum(axis=0),
+                               rtol=2e-2, atol=2.0)
 
 
 @needs_gpu

@@ -294,3 +294,33 @@ def test_gemm_tiles_in_bands_cover_every_tile_once(m, n, monkeypatch):
     monkeypatch.setenv("TESSERA_BACKEND", "reference")
     got, want = _both(lambda a, b: tessera.ops.matmul(a, b) + 1.0, a, b)
     np.testing.assert_array_equal(got.numpy().view(np.uint32), want.numpy().view(np.uint32))
+
+
+def test_long_sums_to_few_outputs_split_with_the_reference_bits(monkeypatch):
+    """A loss summed to one value and a few long column sums split at the
+    canonical order's superblocks (docs/design/0036): the reference
+    executor's bits, split or not (TESSERA_SPLIT_SUMS=0), and numpy's float64
+    sums within fp32 rounding."""
+    rng = np.random.default_rng(3)
+    x = tessera.tensor(rng.standard_normal((3, 70001)).astype(np.float32))
+    c = tessera.tensor(rng.standard_normal((70001, 3)).astype(np.float32))
+
+    def f(x, c):
+        return tessera.ops.mean(x * x), tessera.ops.sum(c, axis=0) + 1.0
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, x, c)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy().view(np.uint32), w.numpy().view(np.uint32))
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    split = tessera.jit(f)
+    split(x, c)
+    assert "graph.superblock_sums" in split.inspect_ir("schedule")
+    monkeypatch.setenv("TESSERA_SPLIT_SUMS", "0")
+    whole = tessera.jit(f)
+    for g, w in zip(whole(x, c), want):
+        np.testing.assert_array_equal(g.numpy().view(np.uint32), w.numpy().view(np.uint32))
+    assert "superblock" not in whole.inspect_ir("schedule")
+    xn, cn = x.numpy().astype(np.float64), c.numpy().astype(np.float64)
+    np.testing.assert_allclose(got[0].numpy(), (xn * xn).mean(), rtol=1e-5)
+    np.testing.assert_allclose(got[1].numpy(), cn.sum(axis=0) + 1.0, rtol=1e-4, atol=1e-3)

@@ -125,7 +125,7 @@ int split_long_ffts(ir::Operation& func, bool cuda);
 // 0 keeps them one kernel, to compare).
 bool split_sums_enabled();
 // split-long-sums (passes/split_long_sums.cpp), before partitioning: a float
-// graph.sum or graph.mean over trailing axes, with fewer than 1024 output
+// graph.sum or graph.mean over trailing or leading axes, with fewer than 1024 output
 // elements and more than one superblock (kReductionBlock^2 elements) to
 // reduce, becomes graph.superblock_sums and graph.superblock_total, the same
 // bits on more groups (docs/design/0036). Returns how many it split.

@@ -1,6 +1,6 @@
 // split-long-sums (before partitioning): a float graph.sum or graph.mean
 // with few output elements and a long reduced length becomes
-// graph.superblock_sums over the trailing axes, one entry per superblock of kReductionBlock^2
+// graph.superblock_sums over the trailing or leading axes, one entry per superblock of kReductionBlock^2
 // elements of the canonical order, and graph.superblock_total, which adds
 // them left to right (docs/design/0036-superblock-split-sums.md). A sum to
 // one element otherwise runs as one group on one multiprocessor (or one CPU
@@ -33,12 +33,12 @@ std::optional<Split> long_sum(ir::Operation& op) {
   if (axes.empty()) {
     for (std::size_t d = 0; d < x.rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
   }
-  // Trailing axes: a row's superblocks are contiguous. (Sums over leading
-  // axes take the column form, whose lanes read consecutive outputs.)
-  if (axes.empty() || axes.back() - axes.front() + 1 != static_cast<std::int64_t>(axes.size()) ||
-      axes.back() + 1 != static_cast<std::int64_t>(x.rank())) {
-    return std::nullopt;
-  }
+  // Trailing axes (a row's superblocks are contiguous) or leading ones (the
+  // column form's lanes read consecutive columns of a superblock); other
+  // adjacent axes would read strided rows.
+  const bool adjacent = !axes.empty() && axes.back() - axes.front() + 1 == static_cast<std::int64_t>(axes.size());
+  const bool trailing = adjacent && axes.back() + 1 == static_cast<std::int64_t>(x.rank());
+  if (!trailing && !(adjacent && axes.front() == 0)) return std::nullopt;
   std::int64_t length = 1, outputs = 1;
   for (std::size_t d = 0; d < x.rank(); ++d) {
     const ir::Dim& dim = x.shape[d];

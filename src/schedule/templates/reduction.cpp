@@ -26,8 +26,9 @@
 // the column form instead, on every target (column_sum below).
 //
 // graph.superblock_sums (split-long-sums, docs/design/0036) is a sum whose
-// output element o is superblock o mod S of a row; graph.superblock_total
-// adds a row of superblock sums left to right, one lane per output.
+// output element o is superblock o mod S of a row (over leading axes, the
+// column form's lanes take them superblock-major); graph.superblock_total
+// adds a row of superblock sums left to right.
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -93,7 +94,7 @@ class ReductionBuilder {
     // float sums take the column form on every target (on one CPU core a
     // 4096^2 sum over axis 0 went from 104 to 37 ms: the lanes of a column
     // chunk share cache lines instead of each walking a whole column).
-    bool leading = float_sum && !superblocks() && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
+    bool leading = float_sum && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
     if (columns_) workers_ = column_workers(operand->type());
@@ -159,8 +160,21 @@ class ReductionBuilder {
                : columns_ ? op2(b, "add", op2(b, "mul", gid, tile::build_int(b, kColumns)),
                                 op2(b, "rem", lid, tile::build_int(b, kColumns)))
                           : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
-    o_ = o;
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    // Superblock sums in the column form: lane index q = s * C + c
+    // (superblock-major, so a warp's lanes read consecutive columns of one
+    // superblock), stored at output element c * S + s.
+    Value* q = o;
+    Value* column = nullptr;
+    Value* super_index = nullptr;
+    if (columns_ && superblocks()) {
+      Value* per_column = tile::build_int(b, root_.result(0)->type().shape.back().size);
+      Value* columns = op2(b, "div", n, per_column);
+      column = op2(b, "rem", q, columns);
+      super_index = op2(b, "div", q, columns);
+      o = op2(b, "add", op2(b, "mul", column, per_column), super_index);
+    }
+    o_ = o;
     LaneProgram lanes_of(domain, o, dims);
     for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
     auto consume = [&](ir::OpBuilder& then, LaneValue reduced) {
@@ -177,9 +191,14 @@ class ReductionBuilder {
     if (columns_) {
       // kColumns outputs per group; the lanes of a column share its sum
       // under uniform control flow, and its first lane finishes.
-      rows_.emplace(b, x_, xdims_, axes_, o);
+      if (superblocks()) {
+        rows_.emplace(b, x_, xdims_, axes_, column);
+        window_superblock(b, super_index);
+      } else {
+        rows_.emplace(b, x_, xdims_, axes_, o);
+      }
       length_ = rows_->length();
-      Value* valid = cmp(b, "lt", o, n);
+      Value* valid = cmp(b, "lt", q, n);
       Value* sum = column_sum(b, valid);
       Value* first = cmp(b, "lt", lid, tile::build_int(b, kColumns));
       if_then(b, op2(b, "and", first, valid), [&](ir::OpBuilder& then) {
@@ -227,8 +246,12 @@ class ReductionBuilder {
     const ir::Shape& out = root_.result(0)->type().shape;
     Value* per_row = tile::build_int(b, out.back().size);
     rows_.emplace(b, x_, xdims_, axes_, op2(b, "div", o, per_row));
+    window_superblock(b, op2(b, "rem", o, per_row));
+  }
+  // Narrows rows_ to its superblock s.
+  void window_superblock(ir::OpBuilder& b, Value* s) {
     Value* super = tile::build_int(b, kReductionBlock * kReductionBlock);
-    Value* first = index_op(b, "mul", op2(b, "rem", o, per_row), super);
+    Value* first = index_op(b, "mul", s, super);
     rows_->window(b, first, op2(b, "min", super, index_op(b, "sub", rows_->length(), first)));
   }
 
@@ -315,11 +338,15 @@ class ReductionBuilder {
     Value* block = integer(b, kReductionBlock);
     auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
     Value* num_blocks = ceil_div(length_);
-    Value* num_super = ceil_div(num_blocks);
+    // A superblock sum's lanes may hold different superblocks (the last one
+    // shorter) or none: the loops with barriers run one whole superblock's
+    // chunks in every lane, each lane's blocks bounded by its own window.
+    Value* num_super = superblocks() ? integer(b, 1) : ceil_div(num_blocks);
     ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), {zero(b)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
       Value* b_lo = index_op(sb, "mul", s[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
-      ir::Operation* chunks = tile::build_for(sb, b_lo, b_hi, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+      Value* b_end = superblocks() ? index_op(sb, "add", b_lo, block) : b_hi;
+      ir::Operation* chunks = tile::build_for(sb, b_lo, b_end, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
         Value* c_hi = op2(cb, "min", b_hi, index_op(cb, "add", c[0], integer(cb, kColumnChunk)));
         if_then(cb, valid, [&](ir::OpBuilder& vb) {
           tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, workers_), {},
