@@ -255,7 +255,7 @@ void add_argmax(ir::Registry& r) {
   });
 }
 
-// The reduced length of graph.superblock_sums' operand (axes adjacent).
+// The superblocks of a reduced length (one for an empty one).
 std::int64_t superblock_count(std::int64_t length) {
   const std::int64_t super = kSumBlock * kSumBlock;
   return std::max<std::int64_t>(1, (length + super - 1) / super);

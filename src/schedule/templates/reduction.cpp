@@ -50,10 +50,12 @@ using ir::Type;
 using ir::Value;
 
 const NumericsPolicy kF64 = default_policy(DType::fp64);
-// Runs a lane has in flight at once (blocked_sum_cooperative_runs): 8 of
-// 16 bytes fit 64 registers without spills now that runs stay codes until
-// used (tsr::LoadedRun; at 4, a [16384, 8192] sum read 2.7 TB/s).
-constexpr std::int64_t kRunsAhead = 8;
+// Runs a lane has in flight at once (blocked_sum_cooperative_runs). 8 fit
+// 64 registers without spills too (runs stay codes until used,
+// tsr::LoadedRun), but a [16384, 8192] sum to one value read 2631 GB/s
+// with 8 against 2746 with 4 on an H200 (means of 8 rows: 2827 against
+// 2922); one group alone (TESSERA_SPLIT_SUMS=0) gained from 8.
+constexpr std::int64_t kRunsAhead = 4;
 constexpr std::int64_t kResidentThreads = 1024;
 
 std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
