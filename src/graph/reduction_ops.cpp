@@ -31,16 +31,19 @@
 // Two ops split a long float sum into its canonical order's outer level
 // (schedule pass split-long-sums, docs/design/0036), so a sum to a few
 // outputs spreads over many groups with the same bits:
-// - graph.superblock_sums(x) {axes}: axes adjacent and sorted; the result is
-//   [kept dims.., S] at the operand's accumulation type (its default policy),
-//   S = ceil(reduced length / kSumBlock^2); entry (o, s) is superblock s of
-//   output element o's canonical sum (its blocks summed left to right from
-//   zero, each block's strands and tree).
+// - graph.superblock_sums(x) {axes, superblocks}: axes adjacent; the result
+//   is [kept dims.., S] at the operand's accumulation type (its default
+//   policy), S = ceil(reduced length / kSumBlock^2); entry (o, s) is
+//   superblock s of output element o's canonical sum (its blocks summed left
+//   to right from zero, each block's strands and tree). `superblocks` gives
+//   S where the reduced dims are symbols (an eager shape pattern), and must
+//   match it where they are sizes; 0 derives it.
 // - graph.superblock_total(p) {count, shape, policy}: p's last axis summed
 //   left to right from zero at p's type, divided by `count` when it is
 //   positive (a mean), rounded to `policy`, shaped `shape` (the kept dims,
-//   with any kept ones). canonical_sum's outer loop, so
-//   superblock_total(superblock_sums(x)) is sum(x) (mean(x)) to the bit.
+//   with any kept ones; absent: p's dims but the last). canonical_sum's
+//   outer loop, so superblock_total(superblock_sums(x)) is sum(x) (mean(x))
+//   to the bit.
 #include <cmath>
 #include <limits>
 
@@ -268,10 +271,11 @@ void add_superblock_sums(ir::Registry& r) {
       .summary = "Superblock sums of the canonical order over adjacent `axes`: [kept.., superblocks] at the "
                  "accumulation type.",
       .operands = {"x"},
-      .attrs = {ints_attr("axes")},
+      .attrs = {ints_attr("axes"), int_attr("superblocks", 0)},
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& x = in[0];
+            const std::int64_t given = attrs.get_int("superblocks");
             if (!is_float(x.dtype())) {
               raise(ErrorCode::DtypeUnsupported,
                     op_name + " takes a real float operand, got " + std::string(tessera::name(x.dtype())));
@@ -285,8 +289,16 @@ void add_superblock_sums(ir::Registry& r) {
             Shape reduced;
             for (auto a : axes) reduced.push_back(x.shape[static_cast<std::size_t>(a)]);
             const auto length = fixed_product(reduced);
-            if (!length) raise(ErrorCode::ShapeMismatch, op_name + " needs the reduced dims' sizes, got " + shape_str(x.shape));
-            out.push_back(Dim::fixed(superblock_count(*length)));
+            if (!length && given <= 0) {
+              raise(ErrorCode::ShapeMismatch, op_name + " needs the reduced dims' sizes or `superblocks`, got " +
+                                                  shape_str(x.shape));
+            }
+            if (length && given > 0 && given != superblock_count(*length)) {
+              raise(ErrorCode::ShapeMismatch, op_name + " of " + shape_str(x.shape) + " has " +
+                                                  std::to_string(superblock_count(*length)) + " superblocks, not " +
+                                                  std::to_string(given));
+            }
+            out.push_back(Dim::fixed(length ? superblock_count(*length) : given));
             return std::vector<ir::Type>{ir::Type::tensor(out, default_policy(x.policy.accum))};
           },
       .reference =
@@ -320,7 +332,9 @@ void add_superblock_total(ir::Registry& r) {
       .summary = "The last axis summed left to right (graph.superblock_sums' outer level), over `count` when "
                  "positive, as `policy`, shaped `shape`.",
       .operands = {"p"},
-      .attrs = {int_attr("count", 0), shape_attr("shape"), policy_attr("policy")},
+      .attrs = {int_attr("count", 0),
+                ir::AttrSpec{.name = "shape", .kind = ir::AttrKind::shape, .required = false},
+                policy_attr("policy")},
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& p = in[0];
@@ -328,8 +342,9 @@ void add_superblock_total(ir::Registry& r) {
               raise(ErrorCode::ArgumentInvalid, op_name + " takes a float tensor of rank >= 1, got " +
                                                     std::string(tessera::name(p.dtype())) + shape_str(p.shape));
             }
-            const Shape& shape = attrs.get_shape("shape");
             const Shape kept(p.shape.begin(), p.shape.end() - 1);
+            if (!attrs.has("shape")) return std::vector<ir::Type>{ir::Type::tensor(kept, attrs.get_policy("policy"))};
+            const Shape& shape = attrs.get_shape("shape");
             const auto a = fixed_product(shape), b = fixed_product(kept);
             if (!a || !b || *a != *b) {
               raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " +

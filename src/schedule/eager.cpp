@@ -2,7 +2,9 @@
 #include "tessera/schedule/eager.h"
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <unordered_map>
 
@@ -168,7 +170,54 @@ std::size_t eager_cache_size() {
   return n;
 }
 
+// A long float sum or mean to few outputs, split as split-long-sums splits
+// one in a jit (docs/design/0036): the operand viewed as [outputs, length]
+// (or [length, outputs] over leading axes), graph.superblock_sums with the
+// superblock count as an attribute (the eager pattern has the length as a
+// symbol: one compile per superblock count, not per shape), then
+// graph.superblock_total, and the sum's shape. A mean's count would be an
+// attribute of the total (a compile per length), so a mean divides the
+// total's sum as the reference does instead, by ops taking the count as a
+// tensor: the sum at the accumulation type, as fp64, over the count (one
+// fp64 division, as the reference's), rounded to the accumulation type and
+// then to the result's policy. `run` runs each op; nullopt where the sum
+// does not split (and for stochastically rounded means).
+namespace {
+using RunOp = std::function<std::vector<Tensor>(const ir::OpDef&, std::span<const Tensor>, const ir::AttrMap&)>;
+std::optional<std::vector<Tensor>> run_split_sum(const ir::OpDef& def, std::span<const Tensor> inputs,
+                                                 const ir::AttrMap& attrs, const RunOp& run) {
+  if ((def.name != "graph.sum" && def.name != "graph.mean") || inputs.size() != 1 || !split_sums_enabled()) return std::nullopt;
+  const Tensor& x = inputs[0];
+  const ir::AttrMap full = ir::complete_attrs(def, attrs);
+  const ir::Type type = ir::Type::tensor(ir::fixed_shape(x.shape()), x.policy());
+  const auto split = long_sum_split(def.name, type, full.get_ints("axes"));
+  if (!split) return std::nullopt;
+  const NumericsPolicy result = ir::infer_result_types(def, std::vector<ir::Type>{type}, full, {}).at(0).policy;
+  const bool mean = def.name == "graph.mean";
+  if (mean && result.rounding == Rounding::stochastic) return std::nullopt;
+  const std::vector<std::int64_t> result_shape = *ir::static_sizes(
+      ir::infer_result_types(def, std::vector<ir::Type>{type}, full, {}).at(0).shape);
+  const Tensor flat = split->leading ? x.reshape({split->length, split->outputs}) : x.reshape({split->outputs, split->length});
+  const ir::Registry& registry = ir::Registry::global();
+  auto one = [&](const char* op, std::vector<Tensor> in, const ir::AttrMap& a) { return run(registry.get(op), in, a).at(0); };
+  const Tensor parts = one("graph.superblock_sums", {flat},
+                           {{"axes", std::vector<std::int64_t>{split->leading ? 0 : 1}}, {"superblocks", split->superblocks}});
+  const NumericsPolicy acc = parts.policy();
+  Tensor total = one("graph.superblock_total", {parts}, {{"count", std::int64_t{0}}, {"policy", mean ? acc : result}});
+  if (mean) {
+    const NumericsPolicy f64 = default_policy(DType::fp64);
+    const double count = static_cast<double>(split->length);
+    const Tensor n = Tensor::from_values(std::span<const double>(&count, 1), {}, f64);
+    total = one("graph.div", {one("graph.cast", {total}, {{"policy", f64}}), n}, {});
+    total = one("graph.cast", {total}, {{"policy", acc}});
+    if (result != acc) total = one("graph.cast", {total}, {{"policy", result}});
+  }
+  return std::vector<Tensor>{total.reshape(result_shape)};
+}
+}  // namespace
+
 std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
+  if (auto split = run_split_sum(def, inputs, attrs, run_op_compiled)) return *split;
   const Prepared p = prepare(def, inputs, attrs);
   if (!p.entry->executable) {
     // Compiling names the kernel, its family, why and the op (a CompileError).
@@ -182,6 +231,8 @@ std::vector<Tensor> run_op_compiled(const ir::OpDef& def, std::span<const Tensor
 
 std::vector<Tensor> run_op_eager(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs,
                                  std::string& no_kernel) {
+  auto run = [&](const ir::OpDef& d, std::span<const Tensor> in, const ir::AttrMap& a) { return run_op_eager(d, in, a, no_kernel); };
+  if (auto split = run_split_sum(def, inputs, attrs, run)) return *split;
   const Prepared p = prepare(def, inputs, attrs);
   if (p.entry->executable) return run_prepared(p);
   no_kernel = p.entry->no_kernel;

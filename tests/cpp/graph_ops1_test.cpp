@@ -194,6 +194,13 @@ TEST(GraphReduce, SuperblockSumsAndTheirTotalAreTheSum) {
                     {{"axes", std::vector<std::int64_t>{0, 2}}}),
                Error);
   EXPECT_THROW(run1("graph.superblock_sums", {vals({1, 2}, {2}, "int32")}, {{"axes", std::vector<std::int64_t>{0}}}), Error);
+  // A given superblock count must be the operand's (eager calls give it).
+  EXPECT_THROW(run1("graph.superblock_sums", {x}, {{"axes", std::vector<std::int64_t>{1}}, {"superblocks", std::int64_t{5}}}),
+               Error);
+  EXPECT_EQ(run1("graph.superblock_sums", {x}, {{"axes", std::vector<std::int64_t>{1}}, {"superblocks", std::int64_t{3}}}).shape(),
+            (Sizes{2, 3}));
+  // Without `shape`, the total keeps p's dims but the last.
+  EXPECT_EQ(run1("graph.superblock_total", {p}, {{"policy", pol("fp32")}}).shape(), Sizes{2});
   EXPECT_THROW(run1("graph.superblock_total", {p},
                     {{"count", std::int64_t{0}}, {"shape", tessera::ir::fixed_shape({3})}, {"policy", pol("fp32")}}),
                Error);

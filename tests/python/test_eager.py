@@ -236,3 +236,29 @@ def test_eager_grad_leaves_the_loss_out(monkeypatch, backend):
     assert calls[-1] is None
     np.testing.assert_array_equal(again.codes(), got.codes())
     np.testing.assert_array_equal(value.codes(), tessera.jit(f)(x, g).codes())
+
+
+def test_long_eager_sums_split_with_one_compile_per_superblock_count(compiled, monkeypatch):
+    """An eager sum or mean of a long float tensor to few outputs splits as a
+    jit's does (docs/design/0036): superblock sums with the count as an
+    attribute, then their in-order total, the reference's bits. Lengths with
+    the same superblock count share the kernels; another count compiles the
+    superblock sums again (the total's pattern is shared)."""
+    rng = np.random.default_rng(11)
+    x, c = _t(rng, (3, 70001)), _t(rng, (70001, 5), "bf16 @accum(fp32)")
+    got = [ops.sum(x), ops.mean(x, axis=-1, keepdims=True), ops.sum(c, axis=0), ops.mean(c, axis=0)]
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    want = [ops.sum(x), ops.mean(x, axis=-1, keepdims=True), ops.sum(c, axis=0), ops.mean(c, axis=0)]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.policy == w.policy
+        assert np.asarray(g.codes()).tobytes() == np.asarray(w.codes()).tobytes()
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    before = tessera._C._eager_cache_size()
+    ops.mean(_t(rng, (4, 80000)), axis=-1)           # rows of two superblocks, as 70001: shared
+    assert tessera._C._eager_cache_size() == before
+    ops.mean(_t(rng, (4, 140000)), axis=-1)          # three: the superblock sums compile again
+    assert tessera._C._eager_cache_size() == before + 1
+    monkeypatch.setenv("TESSERA_SPLIT_SUMS", "0")    # whole: the mean's own kernel
+    ops.mean(_t(rng, (4, 140000)), axis=-1)
+    assert tessera._C._eager_cache_size() == before + 2
+    np.testing.assert_allclose(got[0].numpy(), x.numpy().astype(np.float64).sum(), rtol=1e-5)

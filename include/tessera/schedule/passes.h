@@ -11,7 +11,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tessera/ir/ir.h"
 
@@ -124,6 +127,19 @@ int split_long_ffts(ir::Operation& func, bool cuda);
 // Whether long sums to few outputs split ($TESSERA_SPLIT_SUMS, 1 by default;
 // 0 keeps them one kernel, to compare).
 bool split_sums_enabled();
+// How split-long-sums splits `op` (graph.sum or graph.mean) of an operand of
+// type `x` over `axes` (as the op's attribute: empty for every axis), or
+// nullopt where it does not: a float operand of static shape, trailing or
+// leading reduced axes, fewer than 1024 outputs and more than one
+// superblock. Eager sums split by the same rule (eager.cpp).
+struct SumSplit {
+  std::vector<std::int64_t> axes;  // normalized, sorted
+  std::int64_t length = 1;         // reduced elements per output
+  std::int64_t outputs = 1;
+  std::int64_t superblocks = 0;    // per output
+  bool leading = false;            // the reduced axes lead (the kept ones trail)
+};
+std::optional<SumSplit> long_sum_split(std::string_view op, const ir::Type& x, const std::vector<std::int64_t>& axes);
 // split-long-sums (passes/split_long_sums.cpp), before partitioning: a float
 // graph.sum or graph.mean over trailing or leading axes, with fewer than 1024 output
 // elements and more than one superblock (kReductionBlock^2 elements) to

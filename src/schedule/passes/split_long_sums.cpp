@@ -19,17 +19,12 @@ namespace {
 // leaves most of an H200's 132 multiprocessors idle (or a CPU's threads).
 constexpr std::int64_t kFewOutputs = 1024;
 
-struct Split {
-  ir::Operation* op;
-  std::vector<std::int64_t> axes;
-  std::int64_t length;
-};
+}  // namespace
 
-std::optional<Split> long_sum(ir::Operation& op) {
-  if (op.name() != "graph.sum" && op.name() != "graph.mean") return std::nullopt;
-  const ir::Type& x = op.operand(0)->type();
+std::optional<SumSplit> long_sum_split(std::string_view op, const ir::Type& x, const std::vector<std::int64_t>& given_axes) {
+  if (op != "graph.sum" && op != "graph.mean") return std::nullopt;
   if (!is_float(x.dtype())) return std::nullopt;  // integer sums run in element order, complex ones part by part
-  auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), x.rank());
+  auto axes = graph::normalize_axes(given_axes, x.rank());
   if (axes.empty()) {
     for (std::size_t d = 0; d < x.rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
   }
@@ -39,19 +34,18 @@ std::optional<Split> long_sum(ir::Operation& op) {
   const bool adjacent = !axes.empty() && axes.back() - axes.front() + 1 == static_cast<std::int64_t>(axes.size());
   const bool trailing = adjacent && axes.back() + 1 == static_cast<std::int64_t>(x.rank());
   if (!trailing && !(adjacent && axes.front() == 0)) return std::nullopt;
-  std::int64_t length = 1, outputs = 1;
+  SumSplit split{axes, 1, 1, 0, !trailing};
   for (std::size_t d = 0; d < x.rank(); ++d) {
     const ir::Dim& dim = x.shape[d];
     if (!dim.symbol.empty()) return std::nullopt;
     const bool reduced = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(d)) != axes.end();
-    (reduced ? length : outputs) *= dim.size;
+    (reduced ? split.length : split.outputs) *= dim.size;
   }
   const std::int64_t super = kReductionBlock * kReductionBlock;
-  if (outputs >= kFewOutputs || length <= super) return std::nullopt;
-  return Split{&op, std::move(axes), length};
+  if (split.outputs >= kFewOutputs || split.length <= super) return std::nullopt;
+  split.superblocks = (split.length + super - 1) / super;
+  return split;
 }
-
-}  // namespace
 
 bool split_sums_enabled() {
   const char* env = std::getenv("TESSERA_SPLIT_SUMS");
@@ -66,12 +60,14 @@ bool split_sums_enabled() {
 int split_long_sums(ir::Operation& func) {
   if (!split_sums_enabled()) return 0;
   ir::Block& body = ir::function_body(func);
-  std::vector<Split> found;
+  std::vector<std::pair<ir::Operation*, SumSplit>> found;
   for (const auto& op : body.ops()) {
-    if (auto split = long_sum(*op)) found.push_back(std::move(*split));
+    if (op->name() != "graph.sum" && op->name() != "graph.mean") continue;
+    if (auto split = long_sum_split(op->name(), op->operand(0)->type(), op->attrs().get_ints("axes"))) {
+      found.emplace_back(op.get(), std::move(*split));
+    }
   }
-  for (const Split& split : found) {
-    ir::Operation* op = split.op;
+  for (const auto& [op, split] : found) {
     ir::OpBuilder builder(body);
     builder.set_insertion_point(body.find(op));
     ir::Value* parts =
