@@ -71,7 +71,10 @@ int split_long_sums(ir::Operation& func) {
     ir::OpBuilder builder(body);
     builder.set_insertion_point(body.find(op));
     ir::Value* parts =
-        builder.create("graph.superblock_sums", {op->operand(0)}, {{"axes", split.axes}}, op->location())->result(0);
+        builder
+            .create("graph.superblock_sums", {op->operand(0)}, {{"axes", split.axes}, {"superblocks", split.superblocks}},
+                    op->location())
+            ->result(0);
     const ir::Type& result = op->result(0)->type();
     ir::Value* total = builder
                            .create("graph.superblock_total", {parts},

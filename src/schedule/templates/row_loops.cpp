@@ -2,7 +2,6 @@
 #include "schedule/templates/row_loops.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "schedule/templates/lane_program.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -38,7 +37,7 @@ RowIndex::RowIndex(ir::OpBuilder& b, Value* x, std::vector<Value*> dims, std::ve
 }
 
 void RowIndex::window(ir::OpBuilder& b, Value* first, Value* count) {
-  if (!adjacent_ || axes_.empty()) throw std::logic_error("RowIndex::window needs adjacent reduced axes");
+  if (!adjacent_ || axes_.empty()) raise(ErrorCode::Internal, "RowIndex::window needs adjacent reduced axes");
   base_ = index_op(b, "add", base_, index_op(b, "mul", first, strides_[static_cast<std::size_t>(axes_.back())]));
   length_ = count;
 }
