@@ -171,6 +171,25 @@ def test_long_sums_to_few_outputs_match_the_cpu_split_or_whole(rng, monkeypatch,
 
 
 @needs_gpu
+def test_eager_long_sums_on_the_gpu_match_the_cpu(rng):
+    """Eager sums and means to few outputs split on a cuda tensor as on the
+    CPU (docs/design/0036: superblock sums with their count as an attribute,
+    the total, and a mean's division by its count as a tensor): the CPU's
+    eager bits."""
+    x = tessera.tensor(rng.standard_normal((3, 3 * 65536 + 5)), "bf16 @accum(fp32)")
+    c = tessera.tensor(rng.standard_normal((140001, 6)), "bf16 @accum(fp32)")
+
+    def calls(x, c):
+        return [ops.sum(x), ops.mean(x, axis=-1, keepdims=True), ops.sum(c, axis=0), ops.mean(c, axis=0)]
+
+    want = calls(x, c)
+    got = calls(x.to("cuda:0"), c.to("cuda:0"))
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.device == "cuda:0" and g.shape == w.shape, k
+        assert g.numpy().tobytes() == w.numpy().tobytes(), f"call {k}: {g.numpy()} vs {w.numpy()}"
+
+
+@needs_gpu
 def test_target_cuda_moves_host_inputs_to_cuda0(rng, monkeypatch):
     # The PTX path's text is checked below: where tileiras is found, the
     # default mapper would send this elementwise kernel to CUDA Tile IR.
