@@ -97,13 +97,15 @@ class Runner {
     const ir::Block& body = ir::function_body(func);
     SymbolBindings bindings = bind_arguments(func, args);
     const std::unordered_set<const ir::Operation*> skipped = unneeded_ops(func, wanted);
+    // Operand k of `op` is read: any op's, and the return's wanted ones.
+    auto reads = [&](const ir::Operation& op, std::size_t k) { return !op.def().is_terminator || wanted.empty() || wanted[k]; };
     // Position of each value's last use (the return counts).
     std::unordered_map<const ir::Value*, std::size_t> last_use;
     std::size_t position = 0;
     for (const auto& op_ptr : body.ops()) {
       if (!skipped.count(op_ptr.get())) {
         for (std::size_t k = 0; k < op_ptr->num_operands(); ++k) {
-          if (!op_ptr->def().is_terminator || wanted.empty() || wanted[k]) last_use[op_ptr->operand(k)] = position;
+          if (reads(*op_ptr, k)) last_use[op_ptr->operand(k)] = position;
         }
       }
       ++position;
@@ -136,7 +138,7 @@ class Runner {
       std::vector<Tensor> inputs;
       inputs.reserve(op.num_operands());
       for (std::size_t k = 0; k < op.num_operands(); ++k) {
-        if (!op.def().is_terminator || wanted.empty() || wanted[k]) inputs.push_back(env.at(op.operand(k)));
+        if (reads(op, k)) inputs.push_back(env.at(op.operand(k)));
       }
       if (op.def().is_terminator) {
         for (const auto& [v, t] : env) {

@@ -192,11 +192,11 @@ std::optional<std::vector<Tensor>> run_split_sum(const ir::OpDef& def, std::span
   const ir::Type type = ir::Type::tensor(ir::fixed_shape(x.shape()), x.policy());
   const auto split = long_sum_split(def.name, type, full.get_ints("axes"));
   if (!split) return std::nullopt;
-  const NumericsPolicy result = ir::infer_result_types(def, std::vector<ir::Type>{type}, full, {}).at(0).policy;
+  const ir::Type result_type = ir::infer_result_types(def, std::vector<ir::Type>{type}, full, {}).at(0);
+  const NumericsPolicy& result = result_type.policy;
   const bool mean = def.name == "graph.mean";
   if (mean && result.rounding == Rounding::stochastic) return std::nullopt;
-  const std::vector<std::int64_t> result_shape = *ir::static_sizes(
-      ir::infer_result_types(def, std::vector<ir::Type>{type}, full, {}).at(0).shape);
+  const std::vector<std::int64_t> result_shape = *ir::static_sizes(result_type.shape);
   const Tensor flat = split->leading ? x.reshape({split->length, split->outputs}) : x.reshape({split->outputs, split->length});
   const ir::Registry& registry = ir::Registry::global();
   auto one = [&](const char* op, std::vector<Tensor> in, const ir::AttrMap& a) { return run(registry.get(op), in, a).at(0); };

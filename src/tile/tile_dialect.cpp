@@ -46,6 +46,13 @@ bool is_group_cooperative(const ir::Operation& op) {
          n == "tile.transpose" || n == "tile.tile_reduce" || n == "tile.tile_binary";
 }
 
+std::string lane_shuffle_group_error(const ir::Operation& shuffle, std::int64_t group_size) {
+  const std::int64_t x = shuffle.attrs().get_int("xor");
+  if (group_size % (2 * x) == 0) return "";
+  return "a shuffle across lanes " + std::to_string(x) + " apart in a group of " + std::to_string(group_size) +
+         " lanes (the group's size must be a multiple of " + std::to_string(2 * x) + ")";
+}
+
 bool is_control_flow(const ir::Operation& op) {
   std::string_view n = op.name();
   return n == "tile.for" || n == "tile.if" || n == "tile.while" || n == "tile.strands";

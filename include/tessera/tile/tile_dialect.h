@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "tessera/ir/dialect.h"
@@ -29,6 +30,10 @@ std::int64_t shared_budget(const ir::Operation& func);
 // barrier, cp_async, cp_async_wait, smem_alloc, tile_load, tile_store, mma,
 // transpose (a backend may exchange a tile's elements through shared memory).
 bool is_group_cooperative(const ir::Operation& op);
+// Why a tile.lane_shuffle cannot run in a group of `group_size` lanes (the
+// size must be a multiple of 2 xor), or "" where it can: the backends'
+// shared check.
+std::string lane_shuffle_group_error(const ir::Operation& shuffle, std::int64_t group_size);
 // The structured control-flow ops: tile.for, tile.if, tile.while.
 bool is_control_flow(const ir::Operation& op);
 // The buffer an op reads or writes (operand 0 of load_elem, store_elem,

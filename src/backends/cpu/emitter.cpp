@@ -637,11 +637,7 @@ class Emitter {
   // Group level, so every lane's value exists before any lane reads another's.
   void emit_lane_shuffle(const ir::Operation& op) {
     const std::int64_t x = op.attrs().get_int("xor");
-    if (out_.group_size % (2 * x) != 0) {
-      unsupported(op, "a shuffle across lanes " + std::to_string(x) + " apart in a group of " +
-                          std::to_string(out_.group_size) + " lanes (the group's size must be a multiple of " +
-                          std::to_string(2 * x) + ")");
-    }
+    if (const std::string why = tile::lane_shuffle_group_error(op, out_.group_size); !why.empty()) unsupported(op, why);
     const ir::Value* v = op.operand(0);
     declare_if_array(op.result(0));
     const std::string from = storage_.at(v) == Storage::lane_array ? name_.at(v) + "[lane ^ " + std::to_string(x) + "]" : gref(v);

@@ -965,12 +965,11 @@ class NormalizationBuilder {
     Value* m = nullptr;
     Value* gm = nullptr;
     if (center) {
-      RowScalars rs_m = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+      auto to_mean = [&](ir::OpBuilder& db, std::span<Value* const> total) {
         return std::vector<Value*>{mean(db, total[0])};
-      });
-      RowScalars rs_g = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
-        return std::vector<Value*>{mean(db, total[0])};
-      });
+      };
+      RowScalars rs_m = row_scalars(b, to_mean);
+      RowScalars rs_g = row_scalars(b, to_mean);
       const std::vector<Value*> totals = sums(
           b,
           {[&](ir::OpBuilder& lb, Value* r, Value* acc) { return op2(lb, "add", acc, x_at(lb, r)); },

@@ -85,10 +85,6 @@ ir::Value* blocked_sum_cooperative(ir::OpBuilder& b, ir::Value* length, const Nu
 using RunSumStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Value* r0, std::span<ir::Value* const> accs)>;
 using RunPreload = std::function<void(ir::OpBuilder& b, const std::vector<ir::Value*>& r0s)>;
 // `shuffles` as for blocked_sum_cooperative.
-// Whether a kernel's lanes may exchange values by tile.lane_shuffle: not on
-// the CUDA Tile IR target (variant tile_ir), nor with the kernel's
-// `lane_shuffles` knob false ($TESSERA_LANE_SHUFFLES=0).
-bool lane_shuffles(const ir::Operation& kernel);
 ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, const NumericsPolicy& acc_policy,
                                         const SumStep& step, const RunSumStep& run_step, const RunPreload& preload,
                                         ir::Value* lane, std::int64_t lanes, std::int64_t run, std::int64_t ahead,
@@ -127,9 +123,8 @@ ir::Operation* run_loop(ir::OpBuilder& b, ir::Value* first, ir::Value* end, std:
 
 // init + a[0] + a[1] + .. + a[count - 1], left to right, in one lane (a an
 // array of values at the accumulation type, in shared memory, of at least
-// `count` entries): the loads
-// go kFoldBatch at a time ahead of their adds, so a long fold waits a load
-// latency per batch rather than per element.
+// `count` entries): the loads go kFoldBatch at a time ahead of their adds,
+// so a long fold waits a load latency per batch rather than per element.
 inline constexpr std::int64_t kFoldBatch = 16;
 ir::Value* add_in_order(ir::OpBuilder& b, ir::Value* array, ir::Value* count, ir::Value* init);
 
@@ -147,6 +142,11 @@ using FoldCombine = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, std:
                                                           std::span<ir::Value* const> theirs)>;
 std::vector<ir::Value*> strand_fold(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, std::vector<ir::Value*> inits,
                                     const PassStep& step, const FoldCombine& combine);
+
+// Whether a kernel's lanes may exchange values by tile.lane_shuffle: not on
+// the CUDA Tile IR target (variant tile_ir), nor with the kernel's
+// `lane_shuffles` knob false ($TESSERA_LANE_SHUFFLES=0).
+bool lane_shuffles(const ir::Operation& kernel);
 
 // The pairwise tree over each aligned group of `width` consecutive lanes
 // (a power of two up to 32, dividing the group's size) by tile.lane_shuffle:

@@ -691,10 +691,7 @@ class Emitter {
   void emit_lane_shuffle(const ir::Operation& op) {
     const std::int64_t x = op.attrs().get_int("xor");
     const std::int64_t threads = out_.block_threads;
-    if (threads % (2 * x) != 0) {
-      unsupported(op, "a shuffle across lanes " + std::to_string(x) + " apart in a group of " + std::to_string(threads) +
-                          " lanes (the group's size must be a multiple of " + std::to_string(2 * x) + ")");
-    }
+    if (const std::string why = tile::lane_shuffle_group_error(op, threads); !why.empty()) unsupported(op, why);
     const std::string mask = threads >= 32 ? "0xffffffffu" : std::to_string((1ull << threads) - 1) + "u";
     const std::string v = name_.at(op.operand(0));
     const DType d = op.operand(0)->type().dtype();
