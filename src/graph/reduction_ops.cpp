@@ -276,6 +276,10 @@ void add_superblock_sums(ir::Registry& r) {
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& x = in[0];
             const std::int64_t given = attrs.get_int("superblocks");
+            if (given < 0) {
+              raise(ErrorCode::ArgumentInvalid,
+                    op_name + " attribute 'superblocks' must be 0 (derived) or positive, got " + std::to_string(given));
+            }
             if (!is_float(x.dtype())) {
               raise(ErrorCode::DtypeUnsupported,
                     op_name + " takes a real float operand, got " + std::string(tessera::name(x.dtype())));
@@ -341,6 +345,10 @@ void add_superblock_total(ir::Registry& r) {
             if (!is_float(p.dtype()) || p.rank() == 0) {
               raise(ErrorCode::ArgumentInvalid, op_name + " takes a float tensor of rank >= 1, got " +
                                                     std::string(tessera::name(p.dtype())) + shape_str(p.shape));
+            }
+            if (attrs.get_int("count") < 0) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " attribute 'count' must be 0 (a sum) or a mean's positive count, got " +
+                                                    std::to_string(attrs.get_int("count")));
             }
             const Shape kept(p.shape.begin(), p.shape.end() - 1);
             if (!attrs.has("shape")) return std::vector<ir::Type>{ir::Type::tensor(kept, attrs.get_policy("policy"))};

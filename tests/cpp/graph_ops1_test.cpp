@@ -199,6 +199,10 @@ TEST(GraphReduce, SuperblockSumsAndTheirTotalAreTheSum) {
                Error);
   EXPECT_EQ(run1("graph.superblock_sums", {x}, {{"axes", std::vector<std::int64_t>{1}}, {"superblocks", std::int64_t{3}}}).shape(),
             (Sizes{2, 3}));
+  // Negative counts are errors, not sums.
+  EXPECT_THROW(run1("graph.superblock_sums", {x}, {{"axes", std::vector<std::int64_t>{1}}, {"superblocks", std::int64_t{-1}}}),
+               Error);
+  EXPECT_THROW(run1("graph.superblock_total", {p}, {{"count", std::int64_t{-3}}, {"policy", pol("fp32")}}), Error);
   // Without `shape`, the total keeps p's dims but the last.
   EXPECT_EQ(run1("graph.superblock_total", {p}, {{"policy", pol("fp32")}}).shape(), Sizes{2});
   EXPECT_THROW(run1("graph.superblock_total", {p},
