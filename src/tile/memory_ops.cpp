@@ -182,6 +182,13 @@ void register_memory_ops(ir::Registry& r) {
       .summary = "A hint that elements [start, start + count) of a 1-D gmem buffer will be read soon. It reads "
                  "nothing and never faults (a range outside the buffer is ignored); a backend may drop it.",
       .operands = {"buffer", "start", "count"},
+      // `bulk = true`: one lane asks for a long range (a row another group
+      // reads soon), which a GPU fetches into its L2 with one bulk request
+      // (docs/design/0037); without it, CUDA drops the hint.
+      .attrs = {{.name = "bulk",
+                 .kind = AttrKind::boolean,
+                 .required = false,
+                 .doc = "a long range one lane asks for: a GPU fetches it into L2 in one bulk request"}},
       .effect = ir::Effect::state,
       .num_results = 0,
       .infer =

@@ -698,6 +698,33 @@ def test_rows_held_in_registers_on_the_gpu_match_the_cpu(rng):
 
 
 @needs_gpu
+@pytest.mark.parametrize("ahead", ["", "1"])
+def test_held_rows_prefetching_rows_ahead_match_the_cpu(rng, monkeypatch, ahead):
+    """Held rmsnorm and layernorm rows and the rmsnorm gradient ask the L2
+    for the row 256 rows further on (TESSERA_ROW_PREFETCH, docs/design/0037):
+    with 700 rows, most of those requests lie inside the tensor and the last
+    ones past its end (clipped); with 1, each asks for its neighbour. The
+    results are the CPU executable's bits either way."""
+    if ahead:
+        monkeypatch.setenv("TESSERA_ROW_PREFETCH", ahead)
+    policy = "bf16 @accum(fp32)"
+    X = tessera.tensor((rng.standard_normal((700, 1024)) * 3).astype(np.float32), policy)
+    T = tessera.tensor(rng.standard_normal((700, 1024)).astype(np.float32), policy)
+    for k, fn in enumerate((lambda a, t: ops.rmsnorm_safe(a, axis=-1, eps=1e-6),
+                            lambda a, t: ops.layernorm_safe(a, axis=-1, eps=1e-5),
+                            tessera.grad(lambda a, t: ops.sum(ops.rmsnorm_safe(a, axis=-1, eps=1e-6) * t)))):
+        j = tessera.jit(fn)
+        got = j(X.to("cuda:0"), T.to("cuda:0")).to("cpu")
+        if not ahead:
+            assert "prefetch_l2" in j.inspect_ir("target"), f"function {k}"
+        monkeypatch.delenv("TESSERA_ROW_PREFETCH", raising=False)  # the CPU has no held rows to prefetch
+        want = j(X, T)
+        if ahead:
+            monkeypatch.setenv("TESSERA_ROW_PREFETCH", ahead)
+        np.testing.assert_array_equal(got.codes(), want.codes(), err_msg=f"function {k}, rows ahead {ahead or 256}")
+
+
+@needs_gpu
 def test_tabulated_chains_on_the_gpu_match_the_cpu_bit_for_bit():
     """gelu(x + b) + r in bf16 and its jit(grad), GELU and GELU' read from
     tables (graph.lookup, tile.code): every code of bf16 through GELU, and

@@ -106,8 +106,8 @@ std::optional<bool> switch_from_env(const char* name) {
   return std::string(env) == "1";
 }
 
-// A lane count from the environment variable `name`, in [1, most]; nullopt when unset.
-std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) {
+// A count from the environment variable `name`, in [least, most]; nullopt when unset.
+std::optional<std::int64_t> count_from_env(const char* name, std::int64_t least, std::int64_t most) {
   const char* env = std::getenv(name);
   if (!env || !*env) return std::nullopt;
   std::int64_t v = 0;
@@ -118,17 +118,30 @@ std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) 
   } catch (const std::exception&) {
     v = 0;
   }
-  if (v < 1 || v > most) {
+  if (v < least || v > most) {
     raise(ErrorCode::ArgumentInvalid,
-          std::string(name) + " is '" + env + "'; expected 1 to " + std::to_string(most));
+          std::string(name) + " is '" + env + "'; expected " + std::to_string(least) + " to " + std::to_string(most));
   }
   return v;
 }
+
+// A lane count from the environment variable `name`, in [1, most]; nullopt when unset.
+std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) { return count_from_env(name, 1, most); }
 
 // Elements per lane of a CUDA elementwise kernel (elementwise.cpp) without
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
+// Rows ahead a held normalization row asks L2 for (docs/design/0037), and
+// the kernels that do: on an H200, rmsnorm's and layernorm's rows and their
+// gradients' ran 0.71 -> 0.78x (forward) and 0.56-0.62 -> 0.69-0.70x
+// (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
+// softmax's rows ran a few percent slower at any distance.
+constexpr std::int64_t kCudaRowPrefetch = 256;
+bool prefetches_rows(const ir::Operation& root) {
+  return root.name() == "graph.rmsnorm_safe" || root.name() == "graph.layernorm_safe" ||
+         root.name() == "graph.norm_linear";
+}
 constexpr std::int64_t kCudaLaneElements = 4;
 // Runs per lane of a CUDA elementwise kernel that reads a table
 // (graph.lookup, design 0030): each element's table read waits on its own
@@ -208,6 +221,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
   // two would be paired (docs/design/0028), for measuring both forms.
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
+  // $TESSERA_ROW_PREFETCH: how many rows ahead a held row's group asks the
+  // GPU's L2 for the row another group reads later (docs/design/0037; 0: no
+  // prefetch). CUDA's default is kCudaRowPrefetch.
+  const std::optional<std::int64_t> row_prefetch_env = count_from_env("TESSERA_ROW_PREFETCH", 0, 1 << 20);
   // $TESSERA_ROW_HELD_THREADS: the threads of held rows a multiprocessor
   // should hold at once (registers are capped to fit them), for measuring.
   // A GPU's register budget: on another target it would be accepted and
@@ -226,6 +243,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // Both need lanes sharing a row; where rows take a lane each they would be
   // accepted and ignored.
   const bool shared_rows = row_lanes > 1 || row_held_env.value_or(false);
+  if (row_prefetch_env && !row_held) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_PREFETCH applies to rows held in registers, which this target "
+                                      "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
+  }
   if (held_pairs_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
                                       "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
@@ -314,6 +335,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
+      if (row_prefetch_env) {
+        k->attrs().set("row_prefetch", *row_prefetch_env);
+      } else if (cuda && prefetches_rows(kernel_root_op(*k))) {
+        k->attrs().set("row_prefetch", kCudaRowPrefetch);
+      }
     }
     if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
@@ -377,7 +403,7 @@ std::string target_knob_key() {
                                        "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
                                        "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
                                        "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",
-                                       "TESSERA_LANE_SHUFFLES",
+                                       "TESSERA_LANE_SHUFFLES",       "TESSERA_ROW_PREFETCH",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPLIT_SUMS",
                                        "TESSERA_SPMM_VECTOR"};

@@ -212,7 +212,10 @@ class NormalizationBuilder {
     auto body = [&](ir::OpBuilder& then) {
       row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
       length_ = row_->length();
-      if (held_) hold_row(then);
+      if (held_) {
+        prefetch_rows_ahead(then);
+        hold_row(then);
+      }
       // One lane per row over the last axis: the next lane's row follows this
       // one in memory. Asking for it now lets it arrive while this row's
       // passes run on cached data (a CPU hint; the CUDA emitter drops it).
@@ -348,12 +351,7 @@ class NormalizationBuilder {
     const bool whole_blocks = static_length_ % kReductionBlock == 0;
     const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (static_length_ + S - 1) / S);
     Value* last = integer(b, static_length_ - 1);
-    // x, and the second operand of softmax_linear, norm_linear and a fused
-    // softmax gradient (second_at), which every pass reads at the same slots.
-    std::vector<Value*> row_buffers{x_buffer_};
-    if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
-      row_buffers.push_back(params_.at(0));
-    }
+    const std::vector<Value*> row_buffers = held_buffers();
     for (std::int64_t k = 0; k < slots * held_strands_; ++k) {
       const std::int64_t i = k % slots;
       const std::int64_t from_first = k / slots * row_lanes_ / S * kReductionBlock + i * S;  // from `first`
@@ -369,6 +367,28 @@ class NormalizationBuilder {
         held_loads_[{buffer, r}] = tile::build(b, "tile.load_elem", {buffer, offset}, {{"in_bounds", true}});
       }
     }
+  }
+  // x, and the second operand of softmax_linear, norm_linear and a fused
+  // softmax gradient (second_at), which every pass reads at the same slots.
+  std::vector<Value*> held_buffers() {
+    std::vector<Value*> buffers{x_buffer_};
+    if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
+      buffers.push_back(params_.at(0));
+    }
+    return buffers;
+  }
+  // Lane 0 asks for the row `row_prefetch` rows further on (a bulk L2
+  // prefetch on a GPU, docs/design/0037): the group that reads it starts
+  // about a wave later and finds the row in L2, so a row's lifetime waits
+  // on L2 rather than DRAM latency. Held rows are contiguous rows of the
+  // last axis, so that row starts `row_prefetch` row lengths on.
+  void prefetch_rows_ahead(ir::OpBuilder& b) {
+    const std::int64_t ahead = kernel_.attrs().has("row_prefetch") ? kernel_.attrs().get_int("row_prefetch") : 0;
+    if (ahead <= 0) return;
+    Value* start = op2(b, "add", row_->offset(b, integer(b, 0)), op2(b, "mul", integer(b, ahead), length_));
+    if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
+      for (Value* buffer : held_buffers()) lb.create("tile.prefetch", {buffer, start, length_}, {{"bulk", true}});
+    });
   }
   // `each` for every slot in the row (or of strand `strand` alone), in slot
   // order, carrying values.

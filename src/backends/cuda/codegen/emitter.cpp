@@ -668,7 +668,15 @@ class Emitter {
     if (n == "tile.store_vector") return emit_store_vector(op);
     if (n == "tile.lane_shuffle") return emit_lane_shuffle(op);
     // A CPU-side hint: a GPU hides memory latency with its other warps.
-    if (n == "tile.prefetch") return line("// tile.prefetch: no code on the GPU");
+    if (n == "tile.prefetch") {
+      // A bulk hint goes to the L2 (Hopper's bulk prefetch); a lane's small
+      // hint has no use on a GPU, whose warps hide latency themselves.
+      if (op.attrs().has("bulk") && op.attrs().get_bool("bulk")) {
+        const std::vector<std::string> a = args_of(op);
+        return line("tsr::prefetch_l2(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
+      }
+      return line("// tile.prefetch: no code on the GPU");
+    }
     if (is_lane_value_op(op)) return define(op.result(0), lane_expr(op, args_of(op), lane_context()));
     if (op.num_regions() != 0) unsupported(op, "unknown control-flow op");
     emit_group_op(op);

@@ -539,6 +539,27 @@ __device__ __forceinline__ LoadedRun<D, V> load_vector(const GView<D, 1>& v, i64
   }
   return out;
 }
+// tile.prefetch {bulk}: elements [start, start + count) of a contiguous 1-D
+// buffer, clipped to the buffer and to 16-byte boundaries, fetched into L2
+// by one bulk request (sm_90; a hint: nothing elsewhere, nothing for an
+// empty or strided range). Reads nothing into the thread and never faults.
+template <int D>
+__device__ __forceinline__ void prefetch_l2(const GView<D, 1>& v, i64 start, i64 count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const i64 lo = start < 0 ? 0 : start;
+  const i64 hi = start + count > v.shape[0] ? v.shape[0] : start + count;
+  if (v.strides[0] != 1 || hi <= lo) return;
+  const unsigned long long first = ((unsigned long long)(v.data + lo) + 15ull) & ~15ull;
+  unsigned long long last = (unsigned long long)(v.data + hi) & ~15ull;
+  if (last <= first) return;
+  if (last - first > (1ull << 30)) last = first + (1ull << 30);  // the request's size is 32 bits
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(first), "r"((unsigned)(last - first)) : "memory");
+#else
+  (void)v;
+  (void)start;
+  (void)count;
+#endif
+}
 template <int V, int D>
 __device__ __forceinline__ void store_vector(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
                                              int ov, const Where& w) {
