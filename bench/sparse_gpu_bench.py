@@ -1,4 +1,4 @@
-"""CSR spmm on a CUDA device next to cuSPARSE (through torch.sparse), in the same run.
+"""CSR spmm and sddmm on a CUDA device next to cuSPARSE (through torch.sparse), in the same run.
 
     python bench/sparse_gpu_bench.py [--m 16384] [--k 16384] [--n 64 256] [--density 0.001 0.01]
                                      [--dtype fp32 bf16] [--runs 10]
@@ -11,6 +11,11 @@ sparse_csr tensor, which calls cuSPARSE's SpMM. GFLOP/s counts 2 * nnz * N
 flops for both. Each time is the median of --runs calls after a warm-up,
 ended by a device synchronization; results are checked against scipy (fp64)
 first. The ratio is cuSPARSE's time over Tessera's (above 1: Tessera is faster).
+
+sddmm: S = (X @ Y) sampled at A's pattern, X [M, D] and Y [D, K] dense (D = --n values),
+against torch.sparse.sampled_addmm (alpha 1, beta 0: cuSPARSE's SDDMM). Tessera runs one
+lane per stored slot, its D products summed in order; GFLOP/s counts 2 * nnz * D. Results
+are checked against numpy (fp64) on the stored inputs first.
 """
 
 import argparse
@@ -71,6 +76,42 @@ def run(args, dtype, torch, sync, rng):
                 continue
             flops = 2.0 * A.nnz * n
             print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
+                  f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
+    run_sddmm(args, dtype, torch, sync, rng, tdtype)
+
+
+def run_sddmm(args, dtype, torch, sync, rng, tdtype):
+    print(f"sddmm {dtype} ([{args.m}, D] x [D, {args.k}]) at a [{args.m}, {args.k}] pattern")
+    print(f"{'density':>8} {'D':>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
+          f"{'cusparse GF/s':>14} {'ratio':>6}")
+    for density in args.density:
+        A = sp.random(args.m, args.k, density=density, format="csr", random_state=2, dtype=np.float32)
+        A.sort_indices()
+        a = tessera.sparse.from_scipy(A, dtype=dtype).to("cuda:0")
+        rows = np.repeat(np.arange(args.m), np.diff(A.indptr))
+        pattern = torch.sparse_csr_tensor(torch.tensor(A.indptr, dtype=torch.int64),
+                                          torch.tensor(A.indices, dtype=torch.int64),
+                                          torch.zeros(A.nnz, dtype=tdtype), size=A.shape, device="cuda:0")
+        for d in args.n:
+            x = tessera.tensor(rng.standard_normal((args.m, d)).astype(np.float32), dtype=dtype).to("cuda:0")
+            y = tessera.tensor(rng.standard_normal((d, args.k)).astype(np.float32), dtype=dtype).to("cuda:0")
+            X = x.to("cpu").numpy().astype(np.float64)
+            Y = y.to("cpu").numpy().astype(np.float64)
+            got = tessera.ops.sddmm(x, y, a).values.to("cpu").numpy().astype(np.float64)
+            want = np.einsum("ij,ji->i", X[rows], Y[:, A.indices])
+            bound = np.einsum("ij,ji->i", np.abs(X[rows]), np.abs(Y[:, A.indices]))
+            out_tol = 1e-5 if dtype == "fp32" else 2.0 ** -8
+            assert np.all(np.abs(got - want) <= out_tol * bound + 1e-30), f"sddmm density {density} D {d}: wrong result"
+            t = median_seconds(lambda: tessera.ops.sddmm(x, y, a), args.runs, sync)
+            tx = torch.tensor(X.astype(np.float32), device="cuda:0").to(tdtype)
+            ty = torch.tensor(Y.astype(np.float32), device="cuda:0").to(tdtype)
+            try:
+                c = median_seconds(lambda: torch.sparse.sampled_addmm(pattern, tx, ty, beta=0.0, alpha=1.0), args.runs, sync)
+            except RuntimeError as e:  # a torch build without this dtype's SDDMM
+                print(f"{density:>8} {d:>5} {A.nnz:>9} {t * 1e3:>11.3f}   cuSPARSE not run: {e}", flush=True)
+                continue
+            flops = 2.0 * A.nnz * d
+            print(f"{density:>8} {d:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
                   f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
 
 if __name__ == "__main__":

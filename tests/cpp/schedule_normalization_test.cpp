@@ -367,18 +367,21 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
   }
 }
 
-// A held row's lane 0 asks for the row TESSERA_ROW_PREFETCH rows further on
-// (docs/design/0037; a GPU's bulk L2 prefetch, a CPU's cache hint): a hint,
-// so every op keeps the reference's bits, with rows ahead inside the
-// tensor, past its end, and one row ahead.
-TEST(ScheduleNormalization, HeldRowsAskingForRowsAheadKeepTheReferenceBits) {
+// A cooperative row's lane 0 asks for the row TESSERA_ROW_PREFETCH rows
+// further on (docs/design/0037; a GPU's bulk L2 prefetch, a CPU's cache
+// hint): a hint, so every op keeps the reference's bits, held or not, with
+// rows ahead inside the tensor, past its end, and one row ahead.
+TEST(ScheduleNormalization, RowsAskingForRowsAheadKeepTheReferenceBits) {
   std::string text = kEveryRowOp;
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[9, 1000]"}, {"[R]", "[9]"}, {"[N]", "[1000]"}}) {
     for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
   }
-  schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
-  for (const char* ahead : {"1", "300"}) {
-    SCOPED_TRACE(std::string("rows ahead: ") + ahead);
+  // Held rows, and cooperative rows read in each pass (in runs of 4).
+  for (const auto& [held_rows, ahead] : {std::pair<const char*, const char*>{"1", "1"}, {"1", "300"}, {"0", "2"}}) {
+    SCOPED_TRACE(std::string("held: ") + held_rows + ", rows ahead: " + ahead);
+    schedule_test::ScopedEnv held("TESSERA_ROW_HELD", held_rows);
+    schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "64");
+    schedule_test::ScopedEnv runs("TESSERA_ROW_VECTOR", std::string(held_rows) == "1" ? "" : "4");
     schedule_test::ScopedEnv prefetch("TESSERA_ROW_PREFETCH", ahead);
     auto exe = check_against_reference(text, "c", {special_rows(9, 1000, kF32, 46), sample({1000}, kF32, 47, false)});
     EXPECT_NE(exe->tile_ir().find("{bulk = true}"), std::string::npos) << exe->tile_ir();

@@ -132,7 +132,7 @@ std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) 
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
-// Rows ahead a held normalization row asks L2 for (docs/design/0037), and
+// Rows ahead a cooperative normalization row asks L2 for (docs/design/0037), and
 // the kernels that do: on an H200, rmsnorm's and layernorm's rows and their
 // gradients' ran 0.71 -> 0.78x (forward) and 0.56-0.62 -> 0.69-0.70x
 // (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
@@ -221,9 +221,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
   // two would be paired (docs/design/0028), for measuring both forms.
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
-  // $TESSERA_ROW_PREFETCH: how many rows ahead a held row's group asks the
-  // GPU's L2 for the row another group reads later (docs/design/0037; 0: no
-  // prefetch). CUDA's default is kCudaRowPrefetch.
+  // $TESSERA_ROW_PREFETCH: how many rows ahead a cooperative normalization
+  // row's group asks the GPU's L2 for the row another group reads later
+  // (docs/design/0037; 0: no prefetch). CUDA's default is kCudaRowPrefetch.
   const std::optional<std::int64_t> row_prefetch_env = count_from_env("TESSERA_ROW_PREFETCH", 0, 1 << 20);
   // $TESSERA_ROW_HELD_THREADS: the threads of held rows a multiprocessor
   // should hold at once (registers are capped to fit them), for measuring.
@@ -243,13 +243,13 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // Both need lanes sharing a row; where rows take a lane each they would be
   // accepted and ignored.
   const bool shared_rows = row_lanes > 1 || row_held_env.value_or(false);
-  if (row_prefetch_env && !row_held) {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_PREFETCH applies to rows held in registers, which this target "
-                                      "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
-  }
   if (held_pairs_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
                                       "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
+  }
+  if (row_prefetch_env && !shared_rows) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_PREFETCH applies to rows shared by several lanes; here each row "
+                                      "takes one lane (set TESSERA_ROW_LANES or TESSERA_ROW_HELD=1 too, or unset it)");
   }
   if (lane_shuffles_env && !shared_rows) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_LANE_SHUFFLES applies to rows shared by several lanes; here each row "
@@ -335,6 +335,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
+    }
+    if (f == Family::normalization && k->attrs().has("row_lanes")) {
       if (row_prefetch_env) {
         k->attrs().set("row_prefetch", *row_prefetch_env);
       } else if (cuda && prefetches_rows(kernel_root_op(*k))) {

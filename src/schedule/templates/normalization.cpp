@@ -212,10 +212,10 @@ class NormalizationBuilder {
     auto body = [&](ir::OpBuilder& then) {
       row_.emplace(then, fb.argument(x_index), dims, std::vector<std::int64_t>{axis_}, o);
       length_ = row_->length();
-      if (held_) {
-        prefetch_rows_ahead(then);
-        hold_row(then);
-      }
+      // Cooperative rows along the last axis (held, or read in each pass)
+      // ask for the rows ahead.
+      if (coop_ && static_cast<std::size_t>(axis_) + 1 == rank) prefetch_rows_ahead(then);
+      if (held_) hold_row(then);
       // One lane per row over the last axis: the next lane's row follows this
       // one in memory. Asking for it now lets it arrive while this row's
       // passes run on cached data (a CPU hint; the CUDA emitter drops it).
@@ -380,8 +380,8 @@ class NormalizationBuilder {
   // Lane 0 asks for the row `row_prefetch` rows further on (a bulk L2
   // prefetch on a GPU, docs/design/0037): the group that reads it starts
   // about a wave later and finds the row in L2, so a row's lifetime waits
-  // on L2 rather than DRAM latency. Held rows are contiguous rows of the
-  // last axis, so that row starts `row_prefetch` row lengths on.
+  // on L2 rather than DRAM latency. Rows along the last axis are
+  // contiguous, so that row starts `row_prefetch` row lengths on.
   void prefetch_rows_ahead(ir::OpBuilder& b) {
     const std::int64_t ahead = kernel_.attrs().has("row_prefetch") ? kernel_.attrs().get_int("row_prefetch") : 0;
     if (ahead <= 0) return;
