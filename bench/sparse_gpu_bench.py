@@ -45,11 +45,28 @@ def main():
         run(args, dtype, torch, sync, rng)
 
 
+def print_header(width):
+    print(f"{'density':>8} {width:>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
+          f"{'cusparse GF/s':>14} {'ratio':>6}")
+
+
+def time_row(density, width, nnz, ours, theirs, runs, sync):
+    """Times both calls (medians of `runs`) and prints the row; 2 * nnz * width flops."""
+    t = median_seconds(ours, runs, sync)
+    try:
+        c = median_seconds(theirs, runs, sync)
+    except RuntimeError as e:  # a torch build without this dtype's sparse kernel
+        print(f"{density:>8} {width:>5} {nnz:>9} {t * 1e3:>11.3f}   cuSPARSE not run: {e}", flush=True)
+        return
+    flops = 2.0 * nnz * width
+    print(f"{density:>8} {width:>5} {nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
+          f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
+
+
 def run(args, dtype, torch, sync, rng):
     tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     print(f"spmm {dtype} [{args.m}, {args.k}] x [{args.k}, N] on {torch.cuda.get_device_name(0)}")
-    print(f"{'density':>8} {'N':>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
-          f"{'cusparse GF/s':>14} {'ratio':>6}")
+    print_header("N")
     for density in args.density:
         A = sp.random(args.m, args.k, density=density, format="csr", random_state=1, dtype=np.float32)
         A.sort_indices()
@@ -69,22 +86,13 @@ def run(args, dtype, torch, sync, rng):
             # Both accumulate in fp32 on the stored (rounded) inputs; a bf16 result rounds once more.
             out_tol = 1e-5 if dtype == "fp32" else 2.0 ** -8
             assert np.all(np.abs(got - want) <= out_tol * bound + 1e-30), f"spmm density {density} N {n}: wrong result"
-            t = median_seconds(lambda: tessera.ops.spmm(a, b), args.runs, sync)
-            try:
-                c = median_seconds(lambda: torch.sparse.mm(ta, tb), args.runs, sync)
-            except RuntimeError as e:  # a torch build without this dtype's sparse kernel
-                print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f}   cuSPARSE not run: {e}", flush=True)
-                continue
-            flops = 2.0 * A.nnz * n
-            print(f"{density:>8} {n:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
-                  f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
+            time_row(density, n, A.nnz, lambda: tessera.ops.spmm(a, b), lambda: torch.sparse.mm(ta, tb), args.runs, sync)
     run_sddmm(args, dtype, torch, sync, rng, tdtype)
 
 
 def run_sddmm(args, dtype, torch, sync, rng, tdtype):
     print(f"sddmm {dtype} ([{args.m}, D] x [D, {args.k}]) at a [{args.m}, {args.k}] pattern")
-    print(f"{'density':>8} {'D':>5} {'nnz':>9} {'tessera ms':>11} {'cusparse ms':>12} {'tessera GF/s':>13} "
-          f"{'cusparse GF/s':>14} {'ratio':>6}")
+    print_header("D")
     for density in args.density:
         A = sp.random(args.m, args.k, density=density, format="csr", random_state=2, dtype=np.float32)
         A.sort_indices()
@@ -105,17 +113,11 @@ def run_sddmm(args, dtype, torch, sync, rng, tdtype):
             bound = np.einsum("ij,ji->i", np.abs(X[rows[at]]), np.abs(Y[:, A.indices[at]]))
             out_tol = 1e-5 if dtype == "fp32" else 2.0 ** -8
             assert np.all(np.abs(got[at] - want) <= out_tol * bound + 1e-30), f"sddmm density {density} D {d}: wrong result"
-            t = median_seconds(lambda: tessera.ops.sddmm(x, y, a), args.runs, sync)
             tx = torch.tensor(X.astype(np.float32), device="cuda:0").to(tdtype)
             ty = torch.tensor(Y.astype(np.float32), device="cuda:0").to(tdtype)
-            try:
-                c = median_seconds(lambda: torch.sparse.sampled_addmm(pattern, tx, ty, beta=0.0, alpha=1.0), args.runs, sync)
-            except RuntimeError as e:  # a torch build without this dtype's SDDMM
-                print(f"{density:>8} {d:>5} {A.nnz:>9} {t * 1e3:>11.3f}   cuSPARSE not run: {e}", flush=True)
-                continue
-            flops = 2.0 * A.nnz * d
-            print(f"{density:>8} {d:>5} {A.nnz:>9} {t * 1e3:>11.3f} {c * 1e3:>12.3f} {flops / t / 1e9:>13.1f} "
-                  f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
+            time_row(density, d, A.nnz, lambda: tessera.ops.sddmm(x, y, a),
+                     lambda: torch.sparse.sampled_addmm(pattern, tx, ty, beta=0.0, alpha=1.0), args.runs, sync)
+
 
 if __name__ == "__main__":
     main()
