@@ -63,14 +63,19 @@ def time_row(density, width, nnz, ours, theirs, runs, sync):
           f"{flops / c / 1e9:>14.1f} {c / t:>6.2f}", flush=True)
 
 
+def random_matrix(args, density, seed, dtype):
+    """A random [m, k] scipy CSR matrix (sorted indices) and Tessera's copy of it on cuda:0."""
+    A = sp.random(args.m, args.k, density=density, format="csr", random_state=seed, dtype=np.float32)
+    A.sort_indices()
+    return A, tessera.sparse.from_scipy(A, dtype=dtype).to("cuda:0")
+
+
 def run(args, dtype, torch, sync, rng):
     tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     print(f"spmm {dtype} [{args.m}, {args.k}] x [{args.k}, N] on {torch.cuda.get_device_name(0)}")
     print_header("N")
     for density in args.density:
-        A = sp.random(args.m, args.k, density=density, format="csr", random_state=1, dtype=np.float32)
-        A.sort_indices()
-        a = tessera.sparse.from_scipy(A, dtype=dtype).to("cuda:0")
+        A, a = random_matrix(args, density, 1, dtype)
         # The values as Tessera stores them (bf16 rounds them), for the check and for torch.
         values = a.values.to("cpu").numpy().astype(np.float32)
         ta = torch.sparse_csr_tensor(torch.tensor(A.indptr, dtype=torch.int64), torch.tensor(A.indices, dtype=torch.int64),
@@ -94,9 +99,7 @@ def run_sddmm(args, dtype, torch, sync, rng, tdtype):
     print(f"sddmm {dtype} ([{args.m}, D] x [D, {args.k}]) at a [{args.m}, {args.k}] pattern")
     print_header("D")
     for density in args.density:
-        A = sp.random(args.m, args.k, density=density, format="csr", random_state=2, dtype=np.float32)
-        A.sort_indices()
-        a = tessera.sparse.from_scipy(A, dtype=dtype).to("cuda:0")
+        A, a = random_matrix(args, density, 2, dtype)
         rows = np.repeat(np.arange(args.m), np.diff(A.indptr))
         pattern = torch.sparse_csr_tensor(torch.tensor(A.indptr, dtype=torch.int64),
                                           torch.tensor(A.indices, dtype=torch.int64),
