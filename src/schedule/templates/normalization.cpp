@@ -351,7 +351,7 @@ class NormalizationBuilder {
     const bool whole_blocks = static_length_ % kReductionBlock == 0;
     const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (static_length_ + S - 1) / S);
     Value* last = integer(b, static_length_ - 1);
-    const std::vector<Value*> row_buffers = held_buffers();
+    const std::vector<Value*> row_buffers = row_operands();
     for (std::int64_t k = 0; k < slots * held_strands_; ++k) {
       const std::int64_t i = k % slots;
       const std::int64_t from_first = k / slots * row_lanes_ / S * kReductionBlock + i * S;  // from `first`
@@ -368,9 +368,10 @@ class NormalizationBuilder {
       }
     }
   }
-  // x, and the second operand of softmax_linear, norm_linear and a fused
-  // softmax gradient (second_at), which every pass reads at the same slots.
-  std::vector<Value*> held_buffers() {
+  // The row's operands: x, and the second operand of softmax_linear,
+  // norm_linear and a fused softmax gradient (second_at), which every pass
+  // reads at the same offsets (a held row's slots).
+  std::vector<Value*> row_operands() {
     std::vector<Value*> buffers{x_buffer_};
     if (root_.name() == "graph.softmax_linear" || root_.name() == "graph.norm_linear" || linear_) {
       buffers.push_back(params_.at(0));
@@ -387,7 +388,7 @@ class NormalizationBuilder {
     if (ahead <= 0) return;
     Value* start = op2(b, "add", row_->offset(b, integer(b, 0)), op2(b, "mul", integer(b, ahead), length_));
     if_then(b, cmp(b, "eq", lid_, integer(b, 0)), [&](ir::OpBuilder& lb) {
-      for (Value* buffer : held_buffers()) lb.create("tile.prefetch", {buffer, start, length_}, {{"bulk", true}});
+      for (Value* buffer : row_operands()) lb.create("tile.prefetch", {buffer, start, length_}, {{"bulk", true}});
     });
   }
   // `each` for every slot in the row (or of strand `strand` alone), in slot

@@ -667,10 +667,9 @@ class Emitter {
     if (n == "tile.load_vector") return emit_load_vector(op);
     if (n == "tile.store_vector") return emit_store_vector(op);
     if (n == "tile.lane_shuffle") return emit_lane_shuffle(op);
-    // A CPU-side hint: a GPU hides memory latency with its other warps.
+    // A lane's hint is a CPU's: a GPU hides memory latency with its other
+    // warps. A bulk hint (a row another group reads soon) goes to the L2.
     if (n == "tile.prefetch") {
-      // A bulk hint goes to the L2 (Hopper's bulk prefetch); a lane's small
-      // hint has no use on a GPU, whose warps hide latency themselves.
       if (op.attrs().has("bulk") && op.attrs().get_bool("bulk")) {
         const std::vector<std::string> a = args_of(op);
         return line("tsr::prefetch_l2(" + a[0] + ", " + a[1] + ", " + a[2] + ");");
