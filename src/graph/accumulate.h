@@ -69,12 +69,19 @@ inline double fma_rounded(double acc, double a, double b, DType dtype) {
 // (add_rounded or fma_rounded).
 inline constexpr std::int64_t kSumBlock = 256;
 inline constexpr std::int64_t kSumStrands = 16;
+inline constexpr std::int64_t kSumSuperblock = kSumBlock * kSumBlock;
+
+// The superblocks of a reduced length (one for an empty one): the entries of
+// graph.superblock_sums per output, and the pieces split-long-sums spreads.
+inline std::int64_t superblock_count(std::int64_t length) {
+  return std::max<std::int64_t>(1, (length + kSumSuperblock - 1) / kSumSuperblock);
+}
 
 template <class Step>
 double canonical_sum(std::int64_t n, DType accum, const Step& step) {
   double total = 0.0;
-  for (std::int64_t super_lo = 0; super_lo < n; super_lo += kSumBlock * kSumBlock) {
-    const std::int64_t super_hi = std::min(n, super_lo + kSumBlock * kSumBlock);
+  for (std::int64_t super_lo = 0; super_lo < n; super_lo += kSumSuperblock) {
+    const std::int64_t super_hi = std::min(n, super_lo + kSumSuperblock);
     double super = 0.0;
     for (std::int64_t lo = super_lo; lo < super_hi; lo += kSumBlock) {
       const std::int64_t hi = std::min(n, lo + kSumBlock);

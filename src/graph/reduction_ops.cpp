@@ -258,12 +258,6 @@ void add_argmax(ir::Registry& r) {
   });
 }
 
-// The superblocks of a reduced length (one for an empty one).
-std::int64_t superblock_count(std::int64_t length) {
-  const std::int64_t super = kSumBlock * kSumBlock;
-  return std::max<std::int64_t>(1, (length + super - 1) / super);
-}
-
 void add_superblock_sums(ir::Registry& r) {
   const std::string op_name = "graph.superblock_sums";
   r.add(OpDef{
@@ -312,7 +306,7 @@ void add_superblock_sums(ir::Registry& r) {
             auto values = x.to_values();
             auto layout = reduction_layout(x.shape(), axes);
             const DType accum = x.policy().accum;
-            const std::int64_t super = kSumBlock * kSumBlock;
+            const std::int64_t super = kSumSuperblock;
             const std::int64_t count = superblock_count(layout.inner);
             std::vector<double> result(static_cast<std::size_t>(layout.outer * count));
             for (std::int64_t o = 0; o < layout.outer; ++o) {

@@ -7,9 +7,9 @@
 // thread); split, its superblocks run as as many groups and the small
 // second kernel adds their sums in the order the canonical sum does, so the
 // result keeps its bits.
+#include "graph/accumulate.h"
 #include "graph/shape_rules.h"
 #include "tessera/ir/builder.h"
-#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
 
 namespace tessera::schedule {
@@ -41,9 +41,8 @@ std::optional<SumSplit> long_sum_split(std::string_view op, const ir::Type& x, c
     const bool reduced = std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(d)) != axes.end();
     (reduced ? split.length : split.outputs) *= dim.size;
   }
-  const std::int64_t super = kReductionBlock * kReductionBlock;
-  if (split.outputs >= kFewOutputs || split.length <= super) return std::nullopt;
-  split.superblocks = (split.length + super - 1) / super;
+  split.superblocks = graph::superblock_count(split.length);
+  if (split.outputs >= kFewOutputs || split.superblocks < 2) return std::nullopt;
   return split;
 }
 

@@ -195,12 +195,8 @@ class ReductionBuilder {
     if (columns_) {
       // kColumns outputs per group; the lanes of a column share its sum
       // under uniform control flow, and its first lane finishes.
-      if (superblocks()) {
-        rows_.emplace(b, x_, xdims_, axes_, column);
-        window_superblock(b, super_index);
-      } else {
-        rows_.emplace(b, x_, xdims_, axes_, o);
-      }
+      rows_.emplace(b, x_, xdims_, axes_, superblocks() ? column : o);
+      if (superblocks()) window_superblock(b, super_index);
       length_ = rows_->length();
       Value* valid = cmp(b, "lt", q, n);
       Value* sum = column_sum(b, valid);

@@ -127,11 +127,6 @@ void if_then(ir::OpBuilder& b, Value* cond, const StatementsFn& then, const Stat
 Value* add_in_order(ir::OpBuilder& b, Value* array, Value* count, Value* init) {
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   const ir::AttrMap proven{{"in_bounds", true}};  // count is at most the array's length
-  auto one_by_one = [&](ir::OpBuilder& ob, Value* from, Value* acc) {
-    return tile::build_for(ob, from, count, integer(ob, 1), {acc}, [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-             return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {array, k[0]}, proven))};
-           })->result(0);
-  };
   Value* whole = op2(b, "mul", op2(b, "div", count, integer(b, kFoldBatch)), integer(b, kFoldBatch));
   ir::Operation* batches = tile::build_for(
       b, integer(b, 0), whole, integer(b, kFoldBatch), {init}, [&](ir::OpBuilder& kb, std::span<Value* const> k) {
@@ -144,7 +139,10 @@ Value* add_in_order(ir::OpBuilder& b, Value* array, Value* count, Value* init) {
         for (Value* v : loaded) acc = op2(kb, "add", acc, v);
         return std::vector<Value*>{acc};
       });
-  return one_by_one(b, whole, batches->result(0));
+  // The last count mod kFoldBatch one by one.
+  return tile::build_for(b, whole, count, integer(b, 1), {batches->result(0)}, [&](ir::OpBuilder& kb, std::span<Value* const> k) {
+           return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {array, k[0]}, proven))};
+         })->result(0);
 }
 
 Value* shared_array(ir::OpBuilder& b, const NumericsPolicy& p, std::int64_t n) {
