@@ -55,6 +55,21 @@ bool exact_widening_cast(const ir::Operation& cast) {
   return to.storage == DType::fp32 && from.storage != DType::fp32 && templates::fp32_exact(from.storage);
 }
 
+bool normalization_epilogue_cast(const ir::Operation& cast) {
+  if (cast.name() != "graph.cast") return false;
+  const ir::Value* v = cast.operand(0);
+  const ir::Operation* root = v->defining_op();
+  if (!root || v->uses().size() != 1) return false;
+  const std::string_view name = root->name();
+  if (name != "graph.rmsnorm_safe" && name != "graph.layernorm_safe" && name != "graph.softmax_safe" &&
+      name != "graph.softmax_linear" && name != "graph.norm_linear") {
+    return false;
+  }
+  const NumericsPolicy& to = cast.result(0)->type().policy;
+  return v->type().policy == default_policy(DType::fp32) && (to.storage == DType::bf16 || to.storage == DType::fp16) &&
+         to.accum == DType::fp32 && to.rounding == Rounding::nearest_even && to.overflow == Overflow::inf_nan;
+}
+
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {
   const ir::Operation* cast = v->defining_op();
   if (!cast || !exact_widening_cast(*cast)) return v;

@@ -148,6 +148,93 @@ def test_storage_precision_calls_a_custom_vjp_with_its_full_precision_cotangents
     np.testing.assert_allclose(np.asarray(g.numpy(), np.float64), 3.0 * xd, rtol=2.0 ** -8)
 
 
+def norm_reference(kind, x, g, gamma, beta, eps):
+    """float64 gradients of sum(f(x, gamma, beta) * g) along the last axis: x's, then gamma's and beta's."""
+    gg = g * gamma if gamma is not None else g
+    if kind == "softmax":
+        y = np.exp(x - x.max(-1, keepdims=True))
+        y /= y.sum(-1, keepdims=True)
+        return [y * (g - (g * y).sum(-1, keepdims=True))]
+    xc = x - x.mean(-1, keepdims=True) if kind == "layernorm" else x
+    r = 1.0 / np.sqrt((xc * xc).mean(-1, keepdims=True) + eps)
+    xhat = xc * r
+    gc = gg - gg.mean(-1, keepdims=True) if kind == "layernorm" else gg
+    out = [r * (gc - xhat * (gg * xhat).mean(-1, keepdims=True))]
+    if gamma is not None:
+        out.append((g * xhat).sum(0))
+    if beta is not None:
+        out.append(g.sum(0))
+    return out
+
+
+def norm_case(rng, kind, cols, affine):
+    x, xd = bf16_pair(rng, (6, cols), 2.0)
+    g, gd = bf16_pair(rng, (6, cols))
+    params, values = [], []
+    if affine and kind != "softmax":
+        gamma, gammad = bf16_pair(rng, (cols,))
+        params.append(gamma)
+        values.append(gammad)
+        if kind == "layernorm":
+            beta, betad = bf16_pair(rng, (cols,))
+            params.append(beta)
+            values.append(betad)
+    eps = 1e-5 if kind == "layernorm" else 1e-6
+
+    def loss(x, *p):
+        if kind == "softmax":
+            y = ops.softmax_safe(x, axis=-1)
+        elif kind == "rmsnorm":
+            y = ops.rmsnorm_safe(x, *p, axis=-1, eps=eps)
+        else:
+            y = ops.layernorm_safe(x, *p, axis=-1, eps=eps)
+        return ops.sum(ops.mul(y, g))
+
+    want = norm_reference(kind, xd, gd, values[0] if values else None, values[1] if len(values) > 1 else None, eps)
+    return loss, [x, *params], want
+
+
+# Normalizations under storage precision: the rules widen the bf16 cotangent to the fp32 their row
+# ops compute at (norm_linear and softmax_linear take two operands of one type), and the compiled
+# kernel stores the bf16 gradient itself. Rows of 300 (a short block) and 2048 elements.
+@pytest.mark.parametrize("cols", [300, 2048])
+@pytest.mark.parametrize("kind,affine", [("rmsnorm", False), ("rmsnorm", True), ("layernorm", False),
+                                         ("layernorm", True), ("softmax", False)])
+def test_storage_precision_norm_gradients_match_float64_and_round_the_full_ones(rng, kind, affine, cols):
+    loss, args, want = norm_case(rng, kind, cols, affine)
+    argnums = tuple(range(len(args)))
+    f = tessera.jit(tessera.grad(loss, argnums=argnums, precision="storage"))
+    grads = f(*args)
+    grads = grads if isinstance(grads, (tuple, list)) else (grads,)
+    for k, (got, w) in enumerate(zip(grads, want)):
+        assert str(got.policy) == BF16, f"gradient {k} is {got.policy}"
+        assert_bf16_close(got, w, f"{kind} gradient {k}")
+    # x's gradient is the full-precision one rounded once to bf16: the same fp32 row computation,
+    # the same cotangent values (g's widening is exact), then the kernel's bf16 store.
+    full = tessera.jit(tessera.grad(loss, argnums=argnums))(*args)
+    full = full if isinstance(full, (tuple, list)) else (full,)
+    rounded = np.asarray(full[0].numpy(), np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.asarray(grads[0].numpy(), np.float32).tobytes() == rounded.tobytes()
+    if kind != "softmax" and not affine:
+        # One row kernel (g, captured, is a constant): no cast kernel before or after it.
+        kernels = [line for line in f.inspect_ir("schedule").splitlines()
+                   if "schedule.kernel" in line and 'family = "constant"' not in line]
+        assert len(kernels) == 1 and 'family = "normalization"' in kernels[0], "\n".join(kernels)
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm", "softmax"])
+def test_storage_precision_norm_gradients_compiled_equal_the_reference_executor(rng, kind, monkeypatch):
+    loss, args, _ = norm_case(rng, kind, 300, kind != "softmax")
+    argnums = tuple(range(len(args)))
+    compiled = tessera.jit(tessera.grad(loss, argnums=argnums, precision="storage"))(*args)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    reference = tessera.grad(loss, argnums=argnums, precision="storage")(*args)
+    compiled = compiled if isinstance(compiled, (tuple, list)) else (compiled,)
+    reference = reference if isinstance(reference, (tuple, list)) else (reference,)
+    for c, r in zip(compiled, reference):
+        assert np.asarray(c.numpy()).tobytes() == np.asarray(r.numpy()).tobytes()
+
+
 @pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp"])
 def test_an_unknown_precision_is_an_error_that_names_the_choices(transform):
     x = tessera.tensor(np.ones(3))

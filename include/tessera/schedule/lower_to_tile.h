@@ -180,6 +180,15 @@ bool softmax_gradient_fusible(const ir::Operation& softmax, const ir::Operation&
 // operand, whose values are the same (docs/design/0025).
 bool exact_widening_cast(const ir::Operation& cast);
 
+// Whether graph.cast `cast` can end the normalization kernel computing its
+// operand (an epilogue): the operand is the result of rmsnorm_safe,
+// layernorm_safe, softmax_safe, softmax_linear or norm_linear at a plain
+// fp32 policy, read by the cast alone, and the cast rounds it to nearest
+// into bf16 or fp16 (accumulating in fp32). The kernel stores the root's
+// fp32 values rounded once to the cast's format, which is what the cast
+// computes (a storage-precision gradient's last step: docs/design/0038).
+bool normalization_epilogue_cast(const ir::Operation& cast);
+
 // v, or the operand of the exact widening cast computing v when `reader` is
 // its only user (a cast that partitioning brings into the reader's kernel).
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader);

@@ -71,9 +71,16 @@ Norm norm_of(RuleContext& c, ir::Operation& op) {
   return n;
 }
 
+// `t` at the policy of `like`: under TangentPrecision::storage a bf16 or fp16
+// cotangent reaches these rules at its storage format, while the primal
+// they pair it with computes at fp32, and the row ops below take two
+// operands of one type. The widening is exact and fuses into the row kernel.
+Value* like_primal(RuleContext& c, Value* t, Value* like) { return c.cast_to(t, like->type().policy); }
+
 // project() as one graph.norm_linear op (one row kernel when compiled).
 Value* norm_linear(RuleContext& c, ir::Operation& op, Value* g) {
-  return c.op("graph.norm_linear", {c.primal(op.operand(0)), g},
+  Value* x = c.primal(op.operand(0));
+  return c.op("graph.norm_linear", {x, like_primal(c, g, x)},
               ir::AttrMap{{"axis", axis_of(op)}, {"eps", op.attrs().get_real("eps")},
                           {"center", op.name() == "graph.layernorm_safe"}});
 }
@@ -102,7 +109,7 @@ Values norm_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
 
 // y (t - sum(t y)): one graph.softmax_linear op, which compiles to one row kernel.
 Value* softmax_linear(RuleContext& c, Value* y, Value* t, std::int64_t axis) {
-  return c.op("graph.softmax_linear", {y, t}, ir::AttrMap{{"axis", axis}});
+  return c.op("graph.softmax_linear", {y, like_primal(c, t, y)}, ir::AttrMap{{"axis", axis}});
 }
 
 Value* softmax_map(RuleContext& c, ir::Operation& op, Value* t) {
@@ -174,7 +181,8 @@ void register_normalization_rules() {
     return Values{y_bar, softmax_linear(c, y, ct[0], axis)};
   });
   auto relinear = [](RuleContext& c, ir::Operation& op, Value* g) {
-    return c.op("graph.norm_linear", {c.primal(op.operand(0)), g}, op.attrs());
+    Value* x = c.primal(op.operand(0));
+    return c.op("graph.norm_linear", {x, like_primal(c, g, x)}, op.attrs());
   };
   register_builtin_jvp("graph.norm_linear", [relinear](RuleContext& c, ir::Operation& op, const Values& t) {
     Value* out = nullptr;

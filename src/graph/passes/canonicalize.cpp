@@ -12,7 +12,8 @@
 //   operand's own type -> x. These ops move encodings without decoding them
 //   (shape_ops.cpp), so composing or dropping them moves the same bits.
 // - Arithmetic identities: neg(neg(x)) -> x, mul(x, 1) -> x, x - (+0) -> x,
-//   x + (-0) -> x, cast(x) to x's own policy -> x (the constant also when
+//   x + (-0) -> x, cast(x) to x's own policy -> x, cast(cast(x, w), x's
+//   policy) -> x when w holds every value of x's format (the constant also when
 //   reshaped or broadcast, which keeps every element equal). The reference computes in
 //   double from decoded operands, rounds to the accumulation type and
 //   encodes to storage. -(-v), v * 1, v - (+0) and v + (-0) equal v in
@@ -157,8 +158,25 @@ bool fold_identity_operand(ir::Operation& op, double identity, bool commutes) {
   return false;
 }
 
+// Whether a cast of a `from` value to `to` keeps the value: every storage
+// value of `from` decodes exactly, rounds exactly to to's accumulation type
+// and encodes exactly in to's storage.
+bool widens_exactly(const ir::Type& from, const NumericsPolicy& to) {
+  const DType s = from.policy.storage;
+  return arithmetic_is_exact(from) && is_float(s) && !is_complex(s) && represents_exactly(to.storage, s) &&
+         (!is_float(to.accum) || represents_exactly(to.accum, s));
+}
+
 bool fold_cast(ir::Block&, Pos, ir::Operation& op) {
-  return arithmetic_is_exact(op.operand(0)->type()) && replace_with(op, op.operand(0));
+  if (arithmetic_is_exact(op.operand(0)->type()) && replace_with(op, op.operand(0))) return true;
+  // cast(cast(x, wide), x's policy) -> x when the first cast keeps x's
+  // value: the second then rounds a value of x's format, which is x again
+  // (what autodiff makes of a bf16 cotangent a rule widened and the engine
+  // fitted back to bf16).
+  ir::Operation* inner = producer(op.operand(0), "graph.cast");
+  if (!inner) return false;
+  ir::Value* x = inner->operand(0);
+  return widens_exactly(x->type(), op.operand(0)->type().policy) && replace_with(op, x);
 }
 
 // mul(m(x), c) -> m(mul(x, c)) for data movement m and a one-element constant c.

@@ -5,8 +5,9 @@
 // chains, GEMM epilogues, reduction consumers) and joining keeps the group
 // graph acyclic: none of the op's other operands may come from a group that
 // itself depends on the joined group. A softmax's gradient (softmax_linear
-// of a softmax_safe) joins that softmax's kernel. Every other op starts a
-// group.
+// of a softmax_safe) joins that softmax's kernel, and a cast rounding a
+// normalization's fp32 result to bf16 or fp16 joins the normalization's.
+// Every other op starts a group.
 // Constants are not grouped: a splat constant is copied into each group
 // that reads it (the template makes it a literal); any other constant, or a
 // splat one the function returns or a non-fusing kernel reads, becomes a
@@ -69,7 +70,8 @@ class Partitioner {
       const Family family = family_of(*op);
       const bool siblings = family == Family::elementwise && lane_fusible(*op);
       if (siblings) merge_sibling_operands(*op);
-      int g = family == Family::elementwise ? joinable_group(*op) : softmax_gradient_group(*op);
+      int g = family == Family::elementwise ? epilogue_group(*op) : softmax_gradient_group(*op);
+      if (g < 0 && family == Family::elementwise) g = joinable_group(*op);
       if (g < 0 && siblings) g = sibling_group(*op);
       if (g < 0) {
         g = static_cast<int>(groups_.size());
@@ -136,6 +138,21 @@ class Partitioner {
     // the kernel too (pull_widening_casts), whatever group it sits in now.
     const int h = group_of(widened_source(op.operand(1), op));
     if (h == g || (h >= 0 && groups_[static_cast<std::size_t>(h)].deps.count(g))) return -1;
+    return g;
+  }
+
+  // A narrowing cast of a normalization's result ends that normalization's
+  // kernel (normalization_epilogue_cast) when the kernel holds the
+  // normalization alone, with its operands' casts: the kernel stores the
+  // narrow values instead of a cast kernel reading the wide ones.
+  int epilogue_group(const ir::Operation& op) const {
+    if (!normalization_epilogue_cast(op)) return -1;
+    const ir::Operation* root = op.operand(0)->defining_op();
+    const int g = group_of(op.operand(0));
+    if (g < 0 || groups_[static_cast<std::size_t>(g)].family != Family::normalization) return -1;
+    for (const ir::Operation* member : groups_[static_cast<std::size_t>(g)].ops) {
+      if (member != root && !exact_widening_cast(*member)) return -1;
+    }
     return g;
   }
 

@@ -143,7 +143,7 @@ class NormalizationBuilder {
                                                                   /*is_mut=*/true));
       }
     } else {
-      params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(root_.result(0)->type().policy), /*is_mut=*/true));
+      params.emplace_back("out", Type::gmem({ir::Dim::named("n")}, buffer_policy(out_policy()), /*is_mut=*/true));
     }
     TileKernel result;
     const std::size_t x_index = index_of(x);
@@ -256,6 +256,15 @@ class NormalizationBuilder {
   }
 
  private:
+  // The stored result's policy: the root's, or that of the narrowing cast
+  // the kernel ends with (normalization_epilogue_cast), which rounds the
+  // root's value once more, as its own kernel would.
+  const NumericsPolicy& out_policy() const {
+    for (const auto& op : body_.ops()) {
+      if (op->name() == "graph.cast" && op->operand(0) == root_.result(0)) return op->result(0)->type().policy;
+    }
+    return root_.result(0)->type().policy;
+  }
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
   // Whether lanes exchange values by tile.lane_shuffle (docs/design/0035):
@@ -664,7 +673,7 @@ class NormalizationBuilder {
   bool fp32_math() const { return acc_ == default_policy(DType::fp32); }
 
   void store(ir::OpBuilder& b, Value* index, Value* acc_value) {
-    store_to(b, out_buffer_, root_.result(0)->type().policy, index, acc_value);
+    store_to(b, out_buffer_, out_policy(), index, acc_value);
   }
   void store_to(ir::OpBuilder& b, Value* buffer, const NumericsPolicy& p, Value* index, Value* acc_value) {
     if (p.rounding == Rounding::nearest_even && p.overflow == Overflow::inf_nan && p.storage == acc_.storage &&
@@ -1051,7 +1060,7 @@ class NormalizationBuilder {
     // parks each e in the result (exactly) and the last pass reads it back
     // instead of computing exp again. Normalization results never share a
     // buffer with their input (plan_buffers), so x stays readable.
-    const bool keep_e = root_.result(0)->type().policy.storage == acc_.storage;
+    const bool keep_e = out_policy().storage == acc_.storage;
     // A held row of whole blocks keeps each e of the sum pass in its
     // register (the steps run at the kernel's top level): where the row
     // needed no exact redo, those are the exact e, and the output needs no
@@ -1628,6 +1637,9 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
       linear = op.get();
       continue;
     }
+    // A narrowing cast of the root's result that ends the kernel
+    // (out_policy(): the store rounds to its format).
+    if (!linear && normalization_epilogue_cast(*op) && op->operand(0) == root.result(0)) continue;
     // The cast of y that the fused gradient reads (softmax_gradient_y).
     if (op->result(0)->uses().size() == 1 && op->result(0)->uses().front().user->name() == "graph.softmax_linear" &&
         softmax_gradient_y(*op->result(0)->uses().front().user) == root.result(0)) {
