@@ -13,8 +13,10 @@ Rows (x is [rows, cols] bf16; each function computes in fp32 and stores bf16):
 - add: x + r, the plainest elementwise kernel (what every bf16 op pays).
 Forward is y = f(x). Backward is the gradient of sum(f(x) * g) with respect to
 x (and b for the chain): Tessera's jit(grad) of that loss, whatever it
-recomputes; for torch, forward + autograd backward minus the forward. Tessera
-returns gradients at fp32 (its autodiff's convention); torch returns bf16.
+recomputes; for torch, forward + autograd backward minus the forward. With
+--precision storage (the default) Tessera's gradients are bf16, as torch's are
+(grad(..., precision="storage")); with --precision full they are fp32 (its
+autodiff's default), which writes twice the bytes of dx the GB/s count.
 
 GB/s counts the bytes a kernel must move at least, the same for every column:
 forward reads the inputs and writes y in bf16; backward reads x, g (and r's
@@ -82,6 +84,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile column")
     ap.add_argument("--eager", action="store_true", help="time Tessera's eager calls (no jit)")
+    ap.add_argument("--precision", choices=["storage", "full"], default="storage",
+                    help="Tessera's gradient precision (storage: bf16 gradients, as torch's)")
     ap.add_argument("--only", nargs="*", default=["rmsnorm", "layernorm", "softmax", "chain", "add"])
     args = ap.parse_args()
     import torch
@@ -108,6 +112,7 @@ def main():
         n = nbytes // 2 // 2  # bf16 elements: half the bytes are read, half written
         return pace(lambda: dst[:n].copy_(src[:n]), sync, args.runs)
 
+    print(f"gradients at {args.precision} precision")
     print(f"{'row':<26} {'GB/s':>8} {'copy':>8} {'vs copy':>8} {'eager':>8} {'vs eager':>9} {'compile':>8} {'vs compile':>10}")
     summary = []
     for name in args.only:
@@ -117,7 +122,7 @@ def main():
         ours_in = (tx, tb, tr) if chain else (tx, tr) if name == "add" else (tx,)
         theirs_in = (px, pb, pr) if chain else (px, pr) if name == "add" else (px,)
         argnums = (0, 1) if chain else 0
-        grad = tessera.grad(lambda *a: ops.sum(f_t(*a[:-1]) * a[-1]), argnums=argnums)
+        grad = tessera.grad(lambda *a: ops.sum(f_t(*a[:-1]) * a[-1]), argnums=argnums, precision=args.precision)
         # --eager: the calls as written, each op an eager shape-generic kernel.
         fwd = f_t if args.eager else tessera.jit(f_t)
         bwd = grad if args.eager else tessera.jit(grad)

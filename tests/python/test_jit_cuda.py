@@ -725,6 +725,37 @@ def test_held_rows_prefetching_rows_ahead_match_the_cpu(rng, monkeypatch, ahead)
 
 
 @needs_gpu
+def test_storage_precision_norm_gradients_match_the_cpu(rng):
+    """jit(grad(..., precision="storage")) of rmsnorm, layernorm (with gamma
+    and beta) and softmax on bf16 rows of 1024 (held on the GPU) and 1000
+    (read in passes): the row kernels store the bf16 gradient themselves
+    (docs/design/0038). The GPU gives the CPU executable's bits, over 10 runs."""
+    policy = "bf16 @accum(fp32)"
+    for cols in (1024, 1000):
+        X = tessera.tensor((rng.standard_normal((300, cols)) * 3).astype(np.float32), policy)
+        T = tessera.tensor(rng.standard_normal((300, cols)).astype(np.float32), policy)
+        W = tessera.tensor(rng.standard_normal(cols).astype(np.float32), policy)
+        B = tessera.tensor(rng.standard_normal(cols).astype(np.float32), policy)
+        cases = (
+            (lambda a, t, w, b: ops.sum(ops.rmsnorm_safe(a, axis=-1, eps=1e-6) * t), (0,)),
+            (lambda a, t, w, b: ops.sum(ops.layernorm_safe(a, w, b, axis=-1, eps=1e-5) * t), (0, 2, 3)),
+            (lambda a, t, w, b: ops.sum(ops.softmax_safe(a, axis=-1) * t), (0,)),
+        )
+        for k, (loss, argnums) in enumerate(cases):
+            j = tessera.jit(tessera.grad(loss, argnums=argnums, precision="storage"))
+            want = j(X, T, W, B)
+            want = want if isinstance(want, (tuple, list)) else (want,)
+            dev = [v.to("cuda:0") for v in (X, T, W, B)]
+            for run in range(10):
+                got = j(*dev)
+                got = got if isinstance(got, (tuple, list)) else (got,)
+                for n, (g, w) in enumerate(zip(got, want)):
+                    assert str(g.policy) == policy
+                    np.testing.assert_array_equal(g.to("cpu").codes(), w.codes(),
+                                                  err_msg=f"cols {cols}, function {k}, gradient {n}, run {run}")
+
+
+@needs_gpu
 def test_tabulated_chains_on_the_gpu_match_the_cpu_bit_for_bit():
     """gelu(x + b) + r in bf16 and its jit(grad), GELU and GELU' read from
     tables (graph.lookup, tile.code): every code of bf16 through GELU, and
