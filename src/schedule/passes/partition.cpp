@@ -22,6 +22,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "tessera/graph/promotion.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -145,13 +146,19 @@ class Partitioner {
   // kernel (normalization_epilogue_cast) when the kernel holds the
   // normalization alone, with its operands' casts: the kernel stores the
   // narrow values instead of a cast kernel reading the wide ones.
+  // A softmax fused with its gradient takes the gradient's cast when the
+  // cast's format holds y (the kernel keeps y in the gradient's buffer).
   int epilogue_group(const ir::Operation& op) const {
     if (!normalization_epilogue_cast(op)) return -1;
     const ir::Operation* root = op.operand(0)->defining_op();
     const int g = group_of(op.operand(0));
     if (g < 0 || groups_[static_cast<std::size_t>(g)].family != Family::normalization) return -1;
     for (const ir::Operation* member : groups_[static_cast<std::size_t>(g)].ops) {
-      if (member != root && !exact_widening_cast(*member)) return -1;
+      if (member == root || exact_widening_cast(*member)) continue;
+      const bool fused_softmax = root->name() == "graph.softmax_linear" && member->name() == "graph.softmax_safe" &&
+                                 softmax_gradient_y(*root) == member->result(0) &&
+                                 graph::represents_exactly(op.result(0)->type().dtype(), member->result(0)->type().dtype());
+      if (!fused_softmax) return -1;
     }
     return g;
   }

@@ -41,6 +41,7 @@
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
+#include "tessera/graph/promotion.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -193,7 +194,8 @@ class NormalizationBuilder {
     if (linear_) {
       for (std::size_t j = 0; j < num_out; ++j) {
         if (yield.operand(j) == root_.result(0)) y_buffer_ = fb.argument(num_in + j);
-        if (yield.operand(j) == linear_->result(0)) out_buffer_ = fb.argument(num_in + j);
+        const ir::Operation* epilogue = epilogue_of(linear_->result(0));
+        if (yield.operand(j) == (epilogue ? epilogue->result(0) : linear_->result(0))) out_buffer_ = fb.argument(num_in + j);
       }
       params_.push_back(fb.argument(index_of(linear_->operand(1))));
     }
@@ -260,10 +262,16 @@ class NormalizationBuilder {
   // the kernel ends with (normalization_epilogue_cast), which rounds the
   // root's value once more, as its own kernel would.
   const NumericsPolicy& out_policy() const {
+    const ir::Value* last = linear_ ? linear_->result(0) : root_.result(0);
+    if (const ir::Operation* cast = epilogue_of(last)) return cast->result(0)->type().policy;
+    return last->type().policy;
+  }
+  // The epilogue cast reading v, if the kernel has one.
+  const ir::Operation* epilogue_of(const ir::Value* v) const {
     for (const auto& op : body_.ops()) {
-      if (op->name() == "graph.cast" && op->operand(0) == root_.result(0)) return op->result(0)->type().policy;
+      if (op->name() == "graph.cast" && op->operand(0) == v && normalization_epilogue_cast(*op)) return op.get();
     }
-    return root_.result(0)->type().policy;
+    return nullptr;
   }
   // Every result has x's shape (logsumexp's has the rows' shape).
   bool results_have_x_shape() const { return root_.name() != "graph.logsumexp"; }
@@ -1143,18 +1151,22 @@ class NormalizationBuilder {
     const SoftmaxRow row = softmax_row(b);
     Value* m_is_inf = row.m_is_inf;
     Value* m_acc = row.m_acc;
-    const NumericsPolicy& dx_policy = linear_->result(0)->type().policy;
+    const NumericsPolicy& dx_policy = out_policy();
     const NumericsPolicy& y_policy = root_.result(0)->type().policy;
     // A held row of whole blocks keeps each e of the fast sum pass in its
     // register, as softmax() does: where the row needs no exact redo, y and
     // the gradient follow from the registers and e never goes to memory.
-    // The redo (reread_) parks the exact e as the other forms do.
+    // The redo (reread_) parks the exact e as the other forms do, in the
+    // gradient's buffer when that holds the accumulation type; a gradient
+    // narrowed by an epilogue cast cannot hold e, and its passes compute the
+    // exact e again from x instead (the values parking would have kept).
     const bool held_e = gradient_keeps_e();
+    const bool park_e = dx_policy.storage == acc_.storage;
     KeptE kept;
     Value* s = exp_sum(
         b, m_acc, op2(b, "or", row.bad, m_is_inf),
         [&](ir::OpBuilder& eb, Value* r, Value* e, Value* acc) {
-          if (!held_e || reread_) store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
+          if (park_e && (!held_e || reread_)) store_to(eb, out_buffer_, dx_policy, row_->offset(eb, r), e);
           return op2(eb, "add", acc, e);
         },
         held_e ? &kept : nullptr);
@@ -1200,7 +1212,8 @@ class NormalizationBuilder {
         [&](ir::OpBuilder& cb) {
           auto from_parked_e = [&](ir::OpBuilder& pb) {
             linear_passes(pb, [&](ir::OpBuilder& lb, Value* r) {
-              Value* e = to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)));
+              Value* e = park_e ? to_acc(lb, LaneProgram::decode(lb, row_elem(lb, out_buffer_, r)))
+                                : shifted_exp(lb, r, m_acc);
               return op2(lb, "div", e, s);
             });
           };
@@ -1616,6 +1629,7 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
                                                   "graph.layernorm_safe", "graph.rmsnorm_safe", "graph.norm_linear"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a normalization");
   const ir::Operation* linear = nullptr;
+  const ir::Operation* epilogue = nullptr;
   auto is_argument = [&](const Value* v) {
     for (std::size_t k = 0; k < body.num_arguments(); ++k) {
       if (body.argument(k) == v) return true;
@@ -1637,15 +1651,26 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
       linear = op.get();
       continue;
     }
-    // A narrowing cast of the root's result that ends the kernel
-    // (out_policy(): the store rounds to its format).
-    if (!linear && normalization_epilogue_cast(*op) && op->operand(0) == root.result(0)) continue;
+    // A narrowing cast of the root's result (or the fused gradient's) that
+    // ends the kernel (out_policy(): the store rounds to its format).
+    if (normalization_epilogue_cast(*op) && op->operand(0)->defining_op() &&
+        (op->operand(0) == root.result(0) || softmax_gradient_fusible(root, *op->operand(0)->defining_op()))) {
+      epilogue = op.get();
+      continue;
+    }
     // The cast of y that the fused gradient reads (softmax_gradient_y).
     if (op->result(0)->uses().size() == 1 && op->result(0)->uses().front().user->name() == "graph.softmax_linear" &&
         softmax_gradient_y(*op->result(0)->uses().front().user) == root.result(0)) {
       continue;
     }
     return fail("'" + std::string(op->name()) + "' is fused with a normalization");
+  }
+  // A narrowed softmax gradient's buffer holds y between its passes
+  // (softmax_gradient): y's format must fit in it.
+  if (linear && epilogue &&
+      !graph::represents_exactly(epilogue->result(0)->type().dtype(), root.result(0)->type().dtype())) {
+    return fail("a softmax gradient narrowed to " + std::string(name(epilogue->result(0)->type().dtype())) +
+                " cannot hold y in " + std::string(name(root.result(0)->type().dtype())));
   }
   const DType accum = root.result(0)->type().policy.accum;
   if (!is_float(accum) || bit_width(accum) < 16) {
