@@ -96,6 +96,8 @@ def main():
          2 * elem, True),
         ("rmsnorm loss value+grad", vg, (tx, tg), None, 3 * 2 * elem, True),
         # Many outputs: no split (split and whole are the same kernel).
+        (f"column sums of {C} columns", lambda x, g: ops.sum(x, axis=0), (tx, tg),
+         lambda: px.sum(0, dtype=torch.float32), 2 * elem, False),
         (f"sums of {R} rows", lambda x, g: ops.sum(x, axis=-1), (tx, tg), lambda: px.sum(-1, dtype=torch.float32),
          2 * elem, False),
     ]

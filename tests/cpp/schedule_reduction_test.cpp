@@ -336,6 +336,69 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
   }
 }
 
+// TESSERA_COLUMN_VECTOR (CUDA's default: a 4-byte word of columns per
+// lane) and TESSERA_COLUMN_STRANDS (CUDA's default: a lane per strand of two
+// blocks at a time): each lane of the column form sums 2 or 4 adjacent columns, loading
+// a row's elements of them as one vector, each column with its own strands.
+// The reference's bits: 70000 rows of 40 fp32 columns (two superblocks per
+// column, whole and split), 300 rows of 64 bf16 columns with a consumer,
+// and 38 columns, which 4 does not divide (one column per lane there).
+TEST(ScheduleReduction, ColumnSumsTakeAdjacentColumnsPerLane) {
+  const std::string text = R"(
+func @c(%x: tensor<[70000, 40] fp32>) -> (tensor<[40] fp32>, tensor<[40] fp32>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[40] fp32>
+  %1 = graph.mean %x {axes = [0]} : tensor<[40] fp32>
+  return %0, %1
+}
+func @b(%x: tensor<[300, 64] bf16 @accum(fp32)>) -> (tensor<[64] bf16 @accum(fp32)>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[64] bf16 @accum(fp32)>
+  %c = graph.constant {policy = policy<bf16 @accum(fp32)>, shape = shape<[]>, value = dense<[0.5]>} : tensor<[] bf16 @accum(fp32)>
+  %1 = graph.mul %0, %c : tensor<[64] bf16 @accum(fp32)>
+  return %1
+}
+func @o(%x: tensor<[500, 38] bf16 @accum(fp32)>) -> (tensor<[38] bf16 @accum(fp32)>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[38] bf16 @accum(fp32)>
+  return %0
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  for (const char* columns : {"2", "4"}) {
+    SCOPED_TRACE(std::string("columns per lane ") + columns);
+    schedule_test::ScopedEnv env("TESSERA_COLUMN_VECTOR", columns);
+    {
+      schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", "0");
+      auto exe = check_against_reference(text, "c", {sample({70000, 40}, kF32, 41, false)});
+      EXPECT_NE(exe->tile_ir().find("tile.load_vector"), std::string::npos) << "no vector of columns";
+    }
+    check_against_reference(text, "c", {sample({70000, 40}, kF32, 42, false)});
+    auto exe = check_against_reference(text, "b", {sample({300, 64}, bf16, 43)});
+    EXPECT_NE(exe->tile_ir().find("tile.load_vector"), std::string::npos) << "no vector of columns";
+    auto odd = check_against_reference(text, "o", {sample({500, 38}, bf16, 44)});
+    EXPECT_EQ(odd->tile_ir().find("tile.load_vector") != std::string::npos, std::string(columns) == "2");
+  }
+  // A lane per strand (TESSERA_COLUMN_STRANDS, CUDA's default), with one,
+  // two and four columns per lane: the same bits, a ragged last block (500
+  // and 300 rows) and two superblocks (70000) included.
+  for (const char* columns : {"1", "2", "4"}) {
+    SCOPED_TRACE(std::string("strand lanes, columns per lane ") + columns);
+    schedule_test::ScopedEnv env("TESSERA_COLUMN_VECTOR", columns);
+    schedule_test::ScopedEnv strands("TESSERA_COLUMN_STRANDS", "1");
+    schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", "0");
+    auto exe = check_against_reference(text, "c", {sample({70000, 40}, kF32, 45, false)});
+    EXPECT_NE(exe->schedule_ir().find("column_strands = true"), std::string::npos);
+    check_against_reference(text, "b", {sample({300, 64}, bf16, 46)});
+    check_against_reference(text, "o", {sample({500, 38}, bf16, 47)});
+  }
+  schedule_test::ScopedEnv bad("TESSERA_COLUMN_VECTOR", "3");
+  ir::Module m = ir::parse_module(text, "c.tir");
+  try {
+    schedule::compile_executable(m, "b", test_options());
+    FAIL() << "expected an ArgumentError";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_COLUMN_VECTOR is '3'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ScheduleReduction, EmptyAxes) {
   const std::string text = R"(
 func @e(%x: tensor<[4, N] fp32>) -> (tensor<[4] fp32>) {

@@ -152,8 +152,10 @@ FAULTS = {
     "fail": r"CollectiveError: .*member cpu:2 \(rank 2, MPI process 1\) failed: ValueError: member failed on purpose",
     "exit": r"CollectiveError: .*member cpu:2 \(rank 2, MPI process 1\) is gone: its MPI process 1 exited without "
             r"taking part",
-    "mismatch": r"members disagree on the operation \(allreduce vs all_gather\): cpu:0 called allreduce of \[3, 5\] "
-                r"fp32 \(sum\), cpu:2 called all_gather of \[3, 5\] fp32 \(dim 0\)",
+    # Whichever member of each process meets the other first is named: process 0 holds cpu:0 and cpu:1,
+    # process 1 cpu:2 and cpu:3.
+    "mismatch": r"members disagree on the operation \(allreduce vs all_gather\): cpu:[01] called allreduce of \[3, 5\] "
+                r"fp32 \(sum\), cpu:[23] called all_gather of \[3, 5\] fp32 \(dim 0\)",
 }
 
 

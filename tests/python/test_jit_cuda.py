@@ -171,6 +171,28 @@ def test_long_sums_to_few_outputs_match_the_cpu_split_or_whole(rng, monkeypatch,
 
 
 @needs_gpu
+def test_column_sums_of_adjacent_columns_match_the_cpu(rng, monkeypatch):
+    """Column sums on CUDA take two adjacent bf16 columns per lane, one
+    4-byte load for both (TESSERA_COLUMN_VECTOR's default, docs/design/0038):
+    a bias gradient's [3000, 4096], an even [700, 38] and [70000, 40]
+    (two superblocks a column, whole), the CPU executable's bits (which takes
+    a column per lane)."""
+    monkeypatch.setenv("TESSERA_SPLIT_SUMS", "0")
+
+    def f(c):
+        return ops.sum(c, axis=0), ops.mean(c, axis=0)
+
+    for shape in ((3000, 4096), (700, 38), (70000, 40)):
+        jf = tessera.jit(f)
+        c = tessera.tensor(rng.standard_normal(shape), "bf16 @accum(fp32)")
+        want = jf(c)
+        got = jf(c.to("cuda:0"))
+        assert "load_vector<2>" in jf.inspect_ir("target"), shape
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.numpy().tobytes() == w.numpy().tobytes(), f"{shape} result {k}"
+
+
+@needs_gpu
 def test_eager_long_sums_on_the_gpu_match_the_cpu(rng):
     """Eager sums and means to few outputs split on a cuda tensor as on the
     CPU (docs/design/0036: superblock sums with their count as an attribute,

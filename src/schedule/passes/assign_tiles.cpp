@@ -138,6 +138,12 @@ constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
 // (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
 // softmax's rows ran a few percent slower at any distance.
 constexpr std::int64_t kCudaRowPrefetch = 256;
+// Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
+// the summed operand (2 for bf16 and fp16, 1 for fp32).
+std::int64_t cuda_column_vector(const ir::Operation& root) {
+  const auto bytes = static_cast<std::int64_t>(storage_bytes(root.operand(0)->type().policy.storage));
+  return bytes >= 1 && bytes < 4 ? 4 / bytes : 1;
+}
 bool prefetches_rows(const ir::Operation& root) {
   return root.name() == "graph.rmsnorm_safe" || root.name() == "graph.layernorm_safe" ||
          root.name() == "graph.norm_linear";
@@ -211,6 +217,19 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_VECTOR is '" + std::to_string(*row_vector_env) +
                                           "'; expected a power of two from 1 to 16");
   }
+  // $TESSERA_COLUMN_VECTOR: adjacent columns each lane of a column sum
+  // takes (1, 2 or 4; reduction.cpp's column form). CUDA's default makes a
+  // lane's load one 4-byte word (two bf16 columns), so a warp reads 128
+  // contiguous bytes of a row (docs/design/0038).
+  const std::optional<std::int64_t> column_vector_env = lanes_from_env("TESSERA_COLUMN_VECTOR", 4);
+  if (column_vector_env && (*column_vector_env & (*column_vector_env - 1)) != 0) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_VECTOR is '" + std::to_string(*column_vector_env) +
+                                          "'; expected 1, 2 or 4");
+  }
+  // $TESSERA_COLUMN_STRANDS: 1 gives column sums a lane per strand (two
+  // blocks of the columns' rows at a time; reduction.cpp), 0 a lane per
+  // column walking its blocks' strands in turn. CUDA's default is 1.
+  const std::optional<bool> column_strands_env = switch_from_env("TESSERA_COLUMN_STRANDS");
   // $TESSERA_ROW_HELD: 1 holds normalization rows of a known length in
   // registers (docs/design/0025; CUDA's default), 0 reads them in each pass;
   // any target, so the CPU tests both forms. Held rows are cooperative: on
@@ -346,6 +365,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
+    if (f == Family::reduction && (column_vector_env || cuda)) {
+      const std::int64_t columns = column_vector_env ? *column_vector_env : cuda_column_vector(kernel_root_op(*k));
+      if (columns > 1) k->attrs().set("column_vector", columns);
+    }
+    if (f == Family::reduction && column_strands_env.value_or(cuda)) k->attrs().set("column_strands", true);
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_narrowest_run(*k));
     }

@@ -102,6 +102,20 @@ class ReductionBuilder {
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
     if (columns_) workers_ = column_workers(operand->type());
+    // Adjacent columns per lane (the `column_vector` knob): only where every
+    // lane's columns exist, so a lane's vector never crosses into the next
+    // row (the output count known and a multiple of it).
+    if (columns_ && !superblocks() && kernel_.attrs().has("column_vector")) {
+      const std::int64_t v = kernel_.attrs().get_int("column_vector");
+      const auto sizes = ir::static_sizes(domain);
+      std::int64_t outputs = 1;
+      for (std::int64_t d : sizes ? *sizes : std::vector<std::int64_t>{}) outputs *= d;
+      if (v > 1 && sizes && outputs % v == 0) column_vector_ = v;
+    }
+    // Lanes per strand (the `column_strands` knob): kColumnStrandBlocks
+    // blocks of a column's row at a time, a lane per (block, strand, column).
+    strand_lanes_ = columns_ && !superblocks() && kernel_.attrs().has("column_strands") &&
+                    kernel_.attrs().get_bool("column_strands");
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
     // the operand's last axis, in whole strand groups (sums; a superblock total
@@ -111,7 +125,8 @@ class ReductionBuilder {
       run_ = kernel_.attrs().get_int("row_vector");
       if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
     }
-    const std::int64_t lanes = columns_ ? kColumns * workers_
+    const std::int64_t lanes = strand_lanes_ ? kColumns * kReductionStrands * kColumnStrandBlocks
+                               : columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
 
@@ -147,7 +162,8 @@ class ReductionBuilder {
     // groups ptxas fit otherwise, and 2048 superblock groups of a
     // [16384, 8192] sum then fill two whole waves of an H200's 132.
     if (coop && run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentThreads / row_lanes_);
-    if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
+    if (columns_) options.shared_bytes = kColumnChunk * kColumns * column_vector_ * 8;
+    if (strand_lanes_) options.shared_bytes = kColumnStrandBlocks * kReductionStrands * kColumns * column_vector_ * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -161,8 +177,9 @@ class ReductionBuilder {
     Value* lid = tile::build(b, "tile.linear_id", {});
     lid_ = lid;
     Value* o = coop       ? gid
-               : columns_ ? op2(b, "add", op2(b, "mul", gid, tile::build_int(b, kColumns)),
-                                op2(b, "rem", lid, tile::build_int(b, kColumns)))
+               : columns_ ? op2(b, "add", op2(b, "mul", gid, tile::build_int(b, kColumns * column_vector_)),
+                                op2(b, "mul", op2(b, "rem", lid, tile::build_int(b, kColumns)),
+                                    tile::build_int(b, column_vector_)))
                           : op2(b, "add", op2(b, "mul", gid, tile::build_int(b, lanes)), lid);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     // Superblock sums in the column form: lane index q = s * C + c
@@ -181,17 +198,18 @@ class ReductionBuilder {
     o_ = o;
     LaneProgram lanes_of(domain, o, dims);
     for (std::size_t k = 0; k < num_in; ++k) lanes_of.bind_input(body_.argument(k), fb.argument(k));
-    auto consume = [&](ir::OpBuilder& then, LaneValue reduced) {
-      lanes_of.bind_value(root_.result(0), reduced);
+    auto consume_at = [&](ir::OpBuilder& then, LaneProgram& program, Value* at, LaneValue reduced) {
+      program.bind_value(root_.result(0), reduced);
       // Splat constants copied in before the root feed the consumers.
       for (const auto& op : body_.ops()) {
         if (op.get() == body_.terminator()) break;
-        if (op.get() != &root_) lanes_of.lower_op(then, *op);
+        if (op.get() != &root_) program.lower_op(then, *op);
       }
       for (std::size_t j = 0; j < num_out; ++j) {
-        then.create("tile.store_elem", {fb.argument(num_in + j), o, lanes_of.value(then, yield.operand(j)).stored});
+        then.create("tile.store_elem", {fb.argument(num_in + j), at, program.value(then, yield.operand(j)).stored});
       }
     };
+    auto consume = [&](ir::OpBuilder& then, LaneValue reduced) { consume_at(then, lanes_of, o, reduced); };
     if (columns_) {
       // kColumns outputs per group; the lanes of a column share its sum
       // under uniform control flow, and its first lane finishes.
@@ -199,12 +217,21 @@ class ReductionBuilder {
       if (superblocks()) window_superblock(b, super_index);
       length_ = rows_->length();
       Value* valid = cmp(b, "lt", q, n);
-      Value* sum = column_sum(b, valid);
+      const std::vector<Value*> sums = strand_lanes_ ? strand_lane_column_sum(b, valid) : column_sum(b, valid);
       Value* first = cmp(b, "lt", lid, tile::build_int(b, kColumns));
       if_then(b, op2(b, "and", first, valid), [&](ir::OpBuilder& then) {
-        Value* x = cast(then, sum, kF64);
-        if (root_.name() == "graph.mean") x = op2(then, "div", x, cast(then, length_, kF64));
-        consume(then, finish_root(then, lanes_of, x, root_.result(0)->type().policy, /*via_accum=*/true));
+        for (std::size_t c = 0; c < sums.size(); ++c) {
+          // Column o + c: its own lane program (consumers, stochastic draws).
+          Value* oc = c == 0 ? o : op2(then, "add", o, tile::build_int(then, static_cast<std::int64_t>(c)));
+          LaneProgram lanes_c(domain, oc, dims);
+          for (std::size_t k = 0; k < num_in; ++k) lanes_c.bind_input(body_.argument(k), fb.argument(k));
+          LaneProgram& lp = c == 0 ? lanes_of : lanes_c;
+          o_ = oc;
+          Value* x = cast(then, sums[c], kF64);
+          if (root_.name() == "graph.mean") x = op2(then, "div", x, cast(then, length_, kF64));
+          consume_at(then, lp, oc, finish_root(then, lp, x, root_.result(0)->type().policy, /*via_accum=*/true));
+        }
+        o_ = o;
       });
     } else if (coop) {
       // A group per output element (the executable launches exactly n): the
@@ -226,7 +253,7 @@ class ReductionBuilder {
     }
     tile::finish_kernel(*func);
     result.func = func;
-    result.lanes_per_group = columns_ ? kColumns : lanes;
+    result.lanes_per_group = columns_ ? kColumns * column_vector_ : lanes;
     return result;
   }
 
@@ -326,15 +353,39 @@ class ReductionBuilder {
     return workers;
   }
 
-  Value* column_sum(ir::OpBuilder& b, Value* valid) {
+  // The column sums of the lane's column_vector_ adjacent columns (one
+  // with the knob unset). With several, a strand step loads the columns'
+  // elements of a row as one vector and keeps one accumulator per column:
+  // each column's adds are those of the one-column form, in its order.
+  std::vector<Value*> column_sum(ir::OpBuilder& b, Value* valid) {
     const NumericsPolicy acc_policy = sum_policy();
+    const std::int64_t cols = column_vector_;
+    const auto ncols = static_cast<std::size_t>(cols);
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-    auto zero = [&](ir::OpBuilder& ib) { return tile::build_real(ib, 0.0, acc_policy); };
+    auto zeros = [&](ir::OpBuilder& ib) { return std::vector<Value*>(ncols, tile::build_real(ib, 0.0, acc_policy)); };
     const SumStep step = sum_step(acc_policy);
+    // Block sums of rows [r_lo, r_hi) of the lane's columns.
+    auto block_sums = [&](ir::OpBuilder& kb, Value* r_lo, Value* r_hi) {
+      if (cols == 1) return std::vector<Value*>{block_sum(kb, r_lo, r_hi, zeros(kb)[0], step)};
+      ir::Operation* strands = tile::build_strands(
+          kb, r_lo, r_hi, kReductionStrands, zeros(kb), [&](ir::OpBuilder& lb, std::span<Value* const> a) {
+            ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, a[0])}, {{"count", cols}});
+            std::vector<Value*> out;
+            for (std::size_t c = 0; c < ncols; ++c) out.push_back(op2(lb, "add", a[1 + c], cast(lb, run->result(c), acc_policy)));
+            return out;
+          });
+      std::vector<Value*> out;
+      for (std::size_t c = 0; c < ncols; ++c) {
+        std::vector<Value*> level;
+        for (std::size_t k = 0; k < static_cast<std::size_t>(kReductionStrands); ++k) level.push_back(strands->result(k * ncols + c));
+        out.push_back(pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(kb, "add", x, y); }));
+      }
+      return out;
+    };
     Value* column = op2(b, "rem", lid_, integer(b, kColumns));
     Value* worker = op2(b, "div", lid_, integer(b, kColumns));
     Value* first = cmp(b, "eq", worker, integer(b, 0));
-    Value* partial = shared_array(b, acc_policy, kColumnChunk * kColumns);
+    Value* partial = shared_array(b, acc_policy, kColumnChunk * kColumns * cols);
     Value* block = integer(b, kReductionBlock);
     auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
     Value* num_blocks = ceil_div(length_);
@@ -342,42 +393,169 @@ class ReductionBuilder {
     // shorter) or none: the loops with barriers run one whole superblock's
     // chunks in every lane, each lane's blocks bounded by its own window.
     Value* num_super = superblocks() ? integer(b, 1) : ceil_div(num_blocks);
-    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), {zero(b)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+    // Slot of column c of chunk block k: ((k - chunk start) * kColumns + column) * cols + c.
+    auto slot = [&](ir::OpBuilder& sb, Value* k, std::size_t c) {
+      Value* cell = index_op(sb, "add", index_op(sb, "mul", k, integer(sb, kColumns)), column);
+      return index_op(sb, "add", index_op(sb, "mul", cell, integer(sb, cols)), integer(sb, static_cast<std::int64_t>(c)));
+    };
+    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> s) {
       Value* b_lo = index_op(sb, "mul", s[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
       Value* b_end = superblocks() ? index_op(sb, "add", b_lo, block) : b_hi;
-      ir::Operation* chunks = tile::build_for(sb, b_lo, b_end, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+      ir::Operation* chunks = tile::build_for(sb, b_lo, b_end, integer(sb, kColumnChunk), zeros(sb), [&](ir::OpBuilder& cb, std::span<Value* const> c) {
         Value* c_hi = op2(cb, "min", b_hi, index_op(cb, "add", c[0], integer(cb, kColumnChunk)));
         if_then(cb, valid, [&](ir::OpBuilder& vb) {
           tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, workers_), {},
                           [&](ir::OpBuilder& kb, std::span<Value* const> k) {
                             Value* r_lo = index_op(kb, "mul", k[0], block);
                             Value* r_hi = op2(kb, "min", length_, index_op(kb, "add", r_lo, block));
-                            Value* at = index_op(kb, "add", index_op(kb, "mul", index_op(kb, "sub", k[0], c[0]), integer(kb, kColumns)), column);
-                            kb.create("tile.store_elem", {partial, at, block_sum(kb, r_lo, r_hi, zero(kb), step)});
+                            const std::vector<Value*> sums = block_sums(kb, r_lo, r_hi);
+                            Value* local = index_op(kb, "sub", k[0], c[0]);
+                            for (std::size_t col = 0; col < ncols; ++col) kb.create("tile.store_elem", {partial, slot(kb, local, col), sums[col]});
                             return std::vector<Value*>{};
                           });
         });
         cb.create("tile.barrier", {});
+        const std::vector<Value*> before(c.begin() + 1, c.end());
         ir::Operation* folded = tile::build_if(
-            cb, op2(cb, "and", first, valid), {c[1]},
+            cb, op2(cb, "and", first, valid), before,
             [&](ir::OpBuilder& fb, std::span<Value* const> init) {
               ir::Operation* fold = tile::build_for(
-                  fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), {init[0]},
+                  fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), std::vector<Value*>(init.begin(), init.end()),
                   [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                    Value* at = index_op(kb, "add", index_op(kb, "mul", k[0], integer(kb, kColumns)), column);
-                    return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {partial, at}))};
+                    std::vector<Value*> out;
+                    for (std::size_t col = 0; col < ncols; ++col) {
+                      out.push_back(op2(kb, "add", k[1 + col], tile::build(kb, "tile.load_elem", {partial, slot(kb, k[0], col)})));
+                    }
+                    return out;
                   });
-              return std::vector<Value*>{fold->result(0)};
+              return fold->results();
             },
-            [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>{init[0]}; });
+            [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>(init.begin(), init.end()); });
         // The first lanes have read the chunk before the next one is written.
         cb.create("tile.barrier", {});
-        return std::vector<Value*>{folded->result(0)};
+        return folded->results();
       });
-      return std::vector<Value*>{op2(sb, "add", s[1], chunks->result(0))};
+      std::vector<Value*> out;
+      for (std::size_t col = 0; col < ncols; ++col) out.push_back(op2(sb, "add", s[1 + col], chunks->result(col)));
+      return out;
     });
-    return outer->result(0);
+    return outer->results();
+  }
+
+  // The column form with a lane per strand (`column_strands`, CUDA's
+  // default): a group of kColumns x kReductionStrands x kColumnStrandBlocks
+  // lanes takes kColumnStrandBlocks blocks of its columns' rows at a time;
+  // lane (j, s, c) sums strand s of block j of its columns (rows s, s + 16,
+  // .. of the block, left to right from zero), its 16 loads written out in
+  // line so they are in flight together. The first warp then combines each
+  // block's strands by the pairwise tree and adds the block sums in block
+  // order onto the superblock's sum, and the superblock sums onto the
+  // total: the bits of blocked_sum, as in column_sum.
+  static constexpr std::int64_t kColumnStrandBlocks = 2;
+  std::vector<Value*> strand_lane_column_sum(ir::OpBuilder& b, Value* valid) {
+    const NumericsPolicy acc_policy = sum_policy();
+    const std::int64_t cols = column_vector_;
+    const auto ncols = static_cast<std::size_t>(cols);
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    auto zeros = [&](ir::OpBuilder& ib) { return std::vector<Value*>(ncols, tile::build_real(ib, 0.0, acc_policy)); };
+    Value* column = op2(b, "rem", lid_, integer(b, kColumns));
+    Value* strand = op2(b, "rem", op2(b, "div", lid_, integer(b, kColumns)), integer(b, kReductionStrands));
+    Value* slot_block = op2(b, "div", lid_, integer(b, kColumns * kReductionStrands));
+    Value* first = cmp(b, "lt", lid_, integer(b, kColumns));
+    Value* parts = shared_array(b, acc_policy, kColumnStrandBlocks * kReductionStrands * kColumns * cols);
+    auto part = [&](ir::OpBuilder& ib, Value* j, Value* st, std::size_t c) {
+      Value* cell = index_op(ib, "add", index_op(ib, "mul", index_op(ib, "add", index_op(ib, "mul", j, integer(ib, kReductionStrands)), st),
+                                                 integer(ib, kColumns)),
+                             column);
+      return index_op(ib, "add", index_op(ib, "mul", cell, integer(ib, cols)), integer(ib, static_cast<std::int64_t>(c)));
+    };
+    Value* block = integer(b, kReductionBlock);
+    auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
+    Value* num_blocks = ceil_div(length_);
+    Value* num_super = ceil_div(num_blocks);
+    Value* last_row = index_op(b, "sub", length_, integer(b, 1));
+    // Whole blocks only (a known length, a multiple of the block): no row
+    // of a strand needs its bounds test.
+    std::int64_t reduced = 1;
+    for (std::int64_t a : axes_) {
+      const ir::Dim& d = root_.operand(0)->type().shape[static_cast<std::size_t>(a)];
+      reduced = d.is_symbolic() || reduced < 0 ? -1 : reduced * d.size;
+    }
+    const bool whole_blocks = reduced > 0 && reduced % kReductionBlock == 0;
+    // Lane's strand of block k: its elements' sums, one per column.
+    auto strand_sums = [&](ir::OpBuilder& lb, Value* k) {
+      Value* r_lo = index_op(lb, "add", index_op(lb, "mul", k, block), strand);
+      Value* r_hi = op2(lb, "min", length_, index_op(lb, "add", index_op(lb, "mul", k, block), block));
+      std::vector<std::vector<Value*>> loaded;
+      std::vector<Value*> in_row;
+      for (std::int64_t i = 0; i < kReductionBlock / kReductionStrands; ++i) {
+        Value* r = index_op(lb, "add", r_lo, integer(lb, i * kReductionStrands));
+        if (!whole_blocks) {
+          in_row.push_back(cmp(lb, "lt", r, r_hi));
+          r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
+        }
+        if (cols == 1) {
+          loaded.push_back({rows_->load(lb, r, /*in_bounds=*/true)});
+        } else {
+          ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, r)}, {{"count", cols}});
+          loaded.push_back(run->results());
+        }
+      }
+      std::vector<Value*> acc = zeros(lb);
+      for (std::size_t i = 0; i < loaded.size(); ++i) {
+        for (std::size_t c = 0; c < ncols; ++c) {
+          Value* next = op2(lb, "add", acc[c], cast(lb, loaded[i][c], acc_policy));
+          acc[c] = whole_blocks ? next : select(lb, in_row[i], next, acc[c]);
+        }
+      }
+      return acc;
+    };
+    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> sup) {
+      Value* b_lo = index_op(sb, "mul", sup[0], block);
+      Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
+      ir::Operation* passes = tile::build_for(sb, b_lo, b_hi, integer(sb, kColumnStrandBlocks), zeros(sb), [&](ir::OpBuilder& pb, std::span<Value* const> k0) {
+        Value* k = index_op(pb, "add", k0[0], slot_block);
+        if_then(pb, op2(pb, "and", valid, cmp(pb, "lt", k, b_hi)), [&](ir::OpBuilder& vb) {
+          const std::vector<Value*> sums = strand_sums(vb, k);
+          for (std::size_t c = 0; c < ncols; ++c) vb.create("tile.store_elem", {parts, part(vb, slot_block, strand, c), sums[c]});
+        });
+        pb.create("tile.barrier", {});
+        // The first warp: each block's tree, then its sum onto the superblock's.
+        ir::Operation* folded = tile::build_if(
+            pb, op2(pb, "and", first, valid), std::vector<Value*>(k0.begin() + 1, k0.end()),
+            [&](ir::OpBuilder& fb, std::span<Value* const> running) {
+              std::vector<Value*> acc(running.begin(), running.end());
+              for (std::int64_t j = 0; j < kColumnStrandBlocks; ++j) {
+                ir::Operation* added = tile::build_if(
+                    fb, cmp(fb, "lt", index_op(fb, "add", k0[0], integer(fb, j)), b_hi), acc,
+                    [&](ir::OpBuilder& tb, std::span<Value* const> before) {
+                      std::vector<Value*> out;
+                      for (std::size_t c = 0; c < ncols; ++c) {
+                        std::vector<Value*> level;
+                        for (std::int64_t st = 0; st < kReductionStrands; ++st) {
+                          level.push_back(tile::build(tb, "tile.load_elem", {parts, part(tb, integer(tb, j), integer(tb, st), c)}));
+                        }
+                        Value* block_total = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
+                        out.push_back(op2(tb, "add", before[c], block_total));
+                      }
+                      return out;
+                    },
+                    [](ir::OpBuilder&, std::span<Value* const> before) { return std::vector<Value*>(before.begin(), before.end()); });
+                acc = added->results();
+              }
+              return acc;
+            },
+            [](ir::OpBuilder&, std::span<Value* const> running) { return std::vector<Value*>(running.begin(), running.end()); });
+        // The first warp has read the pass's strands before the next pass writes them.
+        pb.create("tile.barrier", {});
+        return folded->results();
+      });
+      std::vector<Value*> out;
+      for (std::size_t c = 0; c < ncols; ++c) out.push_back(op2(sb, "add", sup[1 + c], passes->result(c)));
+      return out;
+    });
+    return outer->results();
   }
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
@@ -558,6 +736,8 @@ class ReductionBuilder {
   std::int64_t run_ = 1;  // elements per run of a cooperative row (row_vector)
   bool columns_ = false;
   std::int64_t workers_ = 1;  // per column, in the column form
+  std::int64_t column_vector_ = 1;  // adjacent columns per lane, in the column form
+  bool strand_lanes_ = false;       // the column form with a lane per strand
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
