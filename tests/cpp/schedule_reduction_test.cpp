@@ -376,18 +376,21 @@ func @o(%x: tensor<[500, 38] bf16 @accum(fp32)>) -> (tensor<[38] bf16 @accum(fp3
     auto odd = check_against_reference(text, "o", {sample({500, 38}, bf16, 44)});
     EXPECT_EQ(odd->tile_ir().find("tile.load_vector") != std::string::npos, std::string(columns) == "2");
   }
-  // A lane per strand (TESSERA_COLUMN_STRANDS, CUDA's default), with one,
-  // two and four columns per lane: the same bits, a ragged last block (500
-  // and 300 rows) and two superblocks (70000) included.
+  // A lane per strand (TESSERA_COLUMN_STRANDS = blocks per pass, CUDA's
+  // default 2), with one, two and four columns per lane: the same bits, a
+  // ragged last block (500 and 300 rows) and two superblocks (70000)
+  // included.
+  for (const char* blocks : {"1", "2"}) {
   for (const char* columns : {"1", "2", "4"}) {
-    SCOPED_TRACE(std::string("strand lanes, columns per lane ") + columns);
+    SCOPED_TRACE(std::string("strand lanes, blocks per pass ") + blocks + ", columns per lane " + columns);
     schedule_test::ScopedEnv env("TESSERA_COLUMN_VECTOR", columns);
-    schedule_test::ScopedEnv strands("TESSERA_COLUMN_STRANDS", "1");
+    schedule_test::ScopedEnv strands("TESSERA_COLUMN_STRANDS", blocks);
     schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", "0");
     auto exe = check_against_reference(text, "c", {sample({70000, 40}, kF32, 45, false)});
-    EXPECT_NE(exe->schedule_ir().find("column_strands = true"), std::string::npos);
+    EXPECT_NE(exe->schedule_ir().find(std::string("column_strands = ") + blocks), std::string::npos);
     check_against_reference(text, "b", {sample({300, 64}, bf16, 46)});
     check_against_reference(text, "o", {sample({500, 38}, bf16, 47)});
+  }
   }
   schedule_test::ScopedEnv bad("TESSERA_COLUMN_VECTOR", "3");
   ir::Module m = ir::parse_module(text, "c.tir");

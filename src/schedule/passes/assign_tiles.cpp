@@ -226,10 +226,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_VECTOR is '" + std::to_string(*column_vector_env) +
                                           "'; expected 1, 2 or 4");
   }
-  // $TESSERA_COLUMN_STRANDS: 1 gives column sums a lane per strand (two
-  // blocks of the columns' rows at a time; reduction.cpp), 0 a lane per
-  // column walking its blocks' strands in turn. CUDA's default is 1.
-  const std::optional<bool> column_strands_env = switch_from_env("TESSERA_COLUMN_STRANDS");
+  // $TESSERA_COLUMN_STRANDS = B (1 or 2) gives column sums a lane per
+  // strand, B blocks of the columns' rows at a time (reduction.cpp); 0 a
+  // lane per column walking its blocks' strands in turn. CUDA's default is 2.
+  const std::optional<std::int64_t> column_strands_env = count_from_env("TESSERA_COLUMN_STRANDS", 0, 2);
   // $TESSERA_ROW_HELD: 1 holds normalization rows of a known length in
   // registers (docs/design/0025; CUDA's default), 0 reads them in each pass;
   // any target, so the CPU tests both forms. Held rows are cooperative: on
@@ -369,7 +369,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const std::int64_t columns = column_vector_env ? *column_vector_env : cuda_column_vector(kernel_root_op(*k));
       if (columns > 1) k->attrs().set("column_vector", columns);
     }
-    if (f == Family::reduction && column_strands_env.value_or(cuda)) k->attrs().set("column_strands", true);
+    if (f == Family::reduction && column_strands_env.value_or(cuda ? 2 : 0) > 0) {
+      k->attrs().set("column_strands", column_strands_env.value_or(2));
+    }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_narrowest_run(*k));
     }

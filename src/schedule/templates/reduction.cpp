@@ -112,10 +112,12 @@ class ReductionBuilder {
       for (std::int64_t d : sizes ? *sizes : std::vector<std::int64_t>{}) outputs *= d;
       if (v > 1 && sizes && outputs % v == 0) column_vector_ = v;
     }
-    // Lanes per strand (the `column_strands` knob): kColumnStrandBlocks
-    // blocks of a column's row at a time, a lane per (block, strand, column).
-    strand_lanes_ = columns_ && !superblocks() && kernel_.attrs().has("column_strands") &&
-                    kernel_.attrs().get_bool("column_strands");
+    // Lanes per strand (the `column_strands` knob, B = 1 or 2): B blocks of
+    // a column's row at a time, a lane per (block, strand, column).
+    if (columns_ && !superblocks() && kernel_.attrs().has("column_strands")) {
+      strand_blocks_ = std::clamp<std::int64_t>(kernel_.attrs().get_int("column_strands"), 0, 2);
+    }
+    strand_lanes_ = strand_blocks_ > 0;
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
     // the operand's last axis, in whole strand groups (sums; a superblock total
@@ -125,7 +127,7 @@ class ReductionBuilder {
       run_ = kernel_.attrs().get_int("row_vector");
       if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
     }
-    const std::int64_t lanes = strand_lanes_ ? kColumns * kReductionStrands * kColumnStrandBlocks
+    const std::int64_t lanes = strand_lanes_ ? kColumns * kReductionStrands * strand_blocks_
                                : columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
@@ -163,7 +165,7 @@ class ReductionBuilder {
     // [16384, 8192] sum then fill two whole waves of an H200's 132.
     if (coop && run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentThreads / row_lanes_);
     if (columns_) options.shared_bytes = kColumnChunk * kColumns * column_vector_ * 8;
-    if (strand_lanes_) options.shared_bytes = kColumnStrandBlocks * kReductionStrands * kColumns * column_vector_ * 8;
+    if (strand_lanes_) options.shared_bytes = strand_blocks_ * kReductionStrands * kColumns * column_vector_ * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -443,16 +445,15 @@ class ReductionBuilder {
     return outer->results();
   }
 
-  // The column form with a lane per strand (`column_strands`, CUDA's
-  // default): a group of kColumns x kReductionStrands x kColumnStrandBlocks
-  // lanes takes kColumnStrandBlocks blocks of its columns' rows at a time;
+  // The column form with a lane per strand (`column_strands` = B, CUDA's
+  // default 2): a group of kColumns x kReductionStrands x B lanes takes B
+  // blocks of its columns' rows at a time;
   // lane (j, s, c) sums strand s of block j of its columns (rows s, s + 16,
   // .. of the block, left to right from zero), its 16 loads written out in
   // line so they are in flight together. The first warp then combines each
   // block's strands by the pairwise tree and adds the block sums in block
   // order onto the superblock's sum, and the superblock sums onto the
   // total: the bits of blocked_sum, as in column_sum.
-  static constexpr std::int64_t kColumnStrandBlocks = 2;
   std::vector<Value*> strand_lane_column_sum(ir::OpBuilder& b, Value* valid) {
     const NumericsPolicy acc_policy = sum_policy();
     const std::int64_t cols = column_vector_;
@@ -463,7 +464,7 @@ class ReductionBuilder {
     Value* strand = op2(b, "rem", op2(b, "div", lid_, integer(b, kColumns)), integer(b, kReductionStrands));
     Value* slot_block = op2(b, "div", lid_, integer(b, kColumns * kReductionStrands));
     Value* first = cmp(b, "lt", lid_, integer(b, kColumns));
-    Value* parts = shared_array(b, acc_policy, kColumnStrandBlocks * kReductionStrands * kColumns * cols);
+    Value* parts = shared_array(b, acc_policy, strand_blocks_ * kReductionStrands * kColumns * cols);
     auto part = [&](ir::OpBuilder& ib, Value* j, Value* st, std::size_t c) {
       Value* cell = index_op(ib, "add", index_op(ib, "mul", index_op(ib, "add", index_op(ib, "mul", j, integer(ib, kReductionStrands)), st),
                                                  integer(ib, kColumns)),
@@ -514,7 +515,7 @@ class ReductionBuilder {
     ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> sup) {
       Value* b_lo = index_op(sb, "mul", sup[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
-      ir::Operation* passes = tile::build_for(sb, b_lo, b_hi, integer(sb, kColumnStrandBlocks), zeros(sb), [&](ir::OpBuilder& pb, std::span<Value* const> k0) {
+      ir::Operation* passes = tile::build_for(sb, b_lo, b_hi, integer(sb, strand_blocks_), zeros(sb), [&](ir::OpBuilder& pb, std::span<Value* const> k0) {
         Value* k = index_op(pb, "add", k0[0], slot_block);
         if_then(pb, op2(pb, "and", valid, cmp(pb, "lt", k, b_hi)), [&](ir::OpBuilder& vb) {
           const std::vector<Value*> sums = strand_sums(vb, k);
@@ -526,7 +527,7 @@ class ReductionBuilder {
             pb, op2(pb, "and", first, valid), std::vector<Value*>(k0.begin() + 1, k0.end()),
             [&](ir::OpBuilder& fb, std::span<Value* const> running) {
               std::vector<Value*> acc(running.begin(), running.end());
-              for (std::int64_t j = 0; j < kColumnStrandBlocks; ++j) {
+              for (std::int64_t j = 0; j < strand_blocks_; ++j) {
                 ir::Operation* added = tile::build_if(
                     fb, cmp(fb, "lt", index_op(fb, "add", k0[0], integer(fb, j)), b_hi), acc,
                     [&](ir::OpBuilder& tb, std::span<Value* const> before) {
@@ -738,6 +739,7 @@ class ReductionBuilder {
   std::int64_t workers_ = 1;  // per column, in the column form
   std::int64_t column_vector_ = 1;  // adjacent columns per lane, in the column form
   bool strand_lanes_ = false;       // the column form with a lane per strand
+  std::int64_t strand_blocks_ = 0;  // blocks per pass of that form
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
