@@ -355,6 +355,21 @@ class ReductionBuilder {
     return workers;
   }
 
+  // One zero accumulator per column of a lane.
+  std::vector<Value*> column_zeros(ir::OpBuilder& b, const NumericsPolicy& acc_policy) const {
+    return std::vector<Value*>(static_cast<std::size_t>(column_vector_), tile::build_real(b, 0.0, acc_policy));
+  }
+  // An if's branch that passes its values through.
+  static std::vector<Value*> unchanged(ir::OpBuilder&, std::span<Value* const> values) {
+    return std::vector<Value*>(values.begin(), values.end());
+  }
+  // running[c] + op's result c, for each c: a level's sums onto the next's.
+  static std::vector<Value*> added(ir::OpBuilder& b, std::span<Value* const> running, const ir::Operation& op) {
+    std::vector<Value*> out;
+    for (std::size_t c = 0; c < running.size(); ++c) out.push_back(op2(b, "add", running[c], op.result(c)));
+    return out;
+  }
+
   // The column sums of the lane's column_vector_ adjacent columns (one
   // with the knob unset). With several, a strand step loads the columns'
   // elements of a row as one vector and keeps one accumulator per column:
@@ -364,7 +379,7 @@ class ReductionBuilder {
     const std::int64_t cols = column_vector_;
     const auto ncols = static_cast<std::size_t>(cols);
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-    auto zeros = [&](ir::OpBuilder& ib) { return std::vector<Value*>(ncols, tile::build_real(ib, 0.0, acc_policy)); };
+    auto zeros = [&](ir::OpBuilder& ib) { return column_zeros(ib, acc_policy); };
     const SumStep step = sum_step(acc_policy);
     // Block sums of rows [r_lo, r_hi) of the lane's columns.
     auto block_sums = [&](ir::OpBuilder& kb, Value* r_lo, Value* r_hi) {
@@ -433,14 +448,12 @@ class ReductionBuilder {
                   });
               return fold->results();
             },
-            [](ir::OpBuilder&, std::span<Value* const> init) { return std::vector<Value*>(init.begin(), init.end()); });
+            unchanged);
         // The first lanes have read the chunk before the next one is written.
         cb.create("tile.barrier", {});
         return folded->results();
       });
-      std::vector<Value*> out;
-      for (std::size_t col = 0; col < ncols; ++col) out.push_back(op2(sb, "add", s[1 + col], chunks->result(col)));
-      return out;
+      return added(sb, s.subspan(1), *chunks);
     });
     return outer->results();
   }
@@ -459,7 +472,7 @@ class ReductionBuilder {
     const std::int64_t cols = column_vector_;
     const auto ncols = static_cast<std::size_t>(cols);
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-    auto zeros = [&](ir::OpBuilder& ib) { return std::vector<Value*>(ncols, tile::build_real(ib, 0.0, acc_policy)); };
+    auto zeros = [&](ir::OpBuilder& ib) { return column_zeros(ib, acc_policy); };
     Value* column = op2(b, "rem", lid_, integer(b, kColumns));
     Value* strand = op2(b, "rem", op2(b, "div", lid_, integer(b, kColumns)), integer(b, kReductionStrands));
     Value* slot_block = op2(b, "div", lid_, integer(b, kColumns * kReductionStrands));
@@ -542,19 +555,17 @@ class ReductionBuilder {
                       }
                       return out;
                     },
-                    [](ir::OpBuilder&, std::span<Value* const> before) { return std::vector<Value*>(before.begin(), before.end()); });
+                    unchanged);
                 acc = added->results();
               }
               return acc;
             },
-            [](ir::OpBuilder&, std::span<Value* const> running) { return std::vector<Value*>(running.begin(), running.end()); });
+            unchanged);
         // The first warp has read the pass's strands before the next pass writes them.
         pb.create("tile.barrier", {});
         return folded->results();
       });
-      std::vector<Value*> out;
-      for (std::size_t c = 0; c < ncols; ++c) out.push_back(op2(sb, "add", sup[1 + c], passes->result(c)));
-      return out;
+      return added(sb, sup.subspan(1), *passes);
     });
     return outer->results();
   }
