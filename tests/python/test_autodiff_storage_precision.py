@@ -222,17 +222,52 @@ def test_storage_precision_norm_gradients_match_float64_and_round_the_full_ones(
         assert len(kernels) == 1 and 'family = "normalization"' in kernels[0], "\n".join(kernels)
 
 
+@pytest.mark.parametrize("held", ["", "1"])
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm", "softmax"])
-def test_storage_precision_norm_gradients_compiled_equal_the_reference_executor(rng, kind, monkeypatch):
-    loss, args, _ = norm_case(rng, kind, 300, kind != "softmax")
+def test_storage_precision_norm_gradients_compiled_equal_the_reference_executor(rng, kind, held, monkeypatch):
+    # TESSERA_ROW_HELD=1: rows held as on a GPU (a held softmax gradient keeps e in registers and,
+    # narrowed to bf16, recomputes it in its rare rows instead of parking it).
+    if held:
+        monkeypatch.setenv("TESSERA_ROW_HELD", held)
+    loss, args, _ = norm_case(rng, kind, 512 if held else 300, kind != "softmax")
+    if kind == "softmax":
+        # Rows the fast exp sum cannot finish: +inf, NaN, all -inf (each redone from x).
+        xs = np.asarray(args[0].numpy(), np.float32).copy()
+        xs[0, 3], xs[1, 5], xs[2, :] = np.inf, np.nan, -np.inf
+        args[0] = tessera.tensor(xs, dtype=BF16)
     argnums = tuple(range(len(args)))
     compiled = tessera.jit(tessera.grad(loss, argnums=argnums, precision="storage"))(*args)
+    monkeypatch.delenv("TESSERA_ROW_HELD", raising=False)
     monkeypatch.setenv("TESSERA_EAGER", "reference")
     reference = tessera.grad(loss, argnums=argnums, precision="storage")(*args)
     compiled = compiled if isinstance(compiled, (tuple, list)) else (compiled,)
     reference = reference if isinstance(reference, (tuple, list)) else (reference,)
     for c, r in zip(compiled, reference):
         assert np.asarray(c.numpy()).tobytes() == np.asarray(r.numpy()).tobytes()
+
+
+@pytest.mark.parametrize("held", ["", "1"])
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm", "softmax"])
+def test_a_normalization_cast_to_bf16_is_one_kernel_with_the_cast_bits(rng, kind, held, monkeypatch):
+    """cast(f(x) at fp32, bf16) compiles to one row kernel storing bf16 (the cast joins as an
+    epilogue): the fp32 result rounded once to bf16, and the reference executor's bits. With
+    TESSERA_ROW_HELD=1 the rows are held as on a GPU (1024 columns: whole blocks)."""
+    if held:
+        monkeypatch.setenv("TESSERA_ROW_HELD", held)
+    x = tessera.tensor(rng.standard_normal((5, 1024 if held else 700)) * 3.0, dtype="fp32")
+    f = {"rmsnorm": lambda v: ops.rmsnorm_safe(v, axis=-1), "layernorm": lambda v: ops.layernorm_safe(v, axis=-1),
+         "softmax": lambda v: ops.softmax_safe(v, axis=-1)}[kind]
+    narrowed = tessera.jit(lambda v: ops.cast(f(v), BF16))
+    got = narrowed(x)
+    kernels = [line for line in narrowed.inspect_ir("schedule").splitlines() if "schedule.kernel" in line]
+    assert len(kernels) == 1 and 'family = "normalization"' in kernels[0], "\n".join(kernels)
+    wide = np.asarray(tessera.jit(f)(x).numpy(), np.float32)
+    want = wide.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.asarray(got.numpy(), np.float32).tobytes() == want.tobytes()
+    monkeypatch.delenv("TESSERA_ROW_HELD", raising=False)
+    monkeypatch.setenv("TESSERA_EAGER", "reference")
+    reference = ops.cast(f(x), BF16)
+    assert np.asarray(reference.numpy(), np.float32).tobytes() == want.tobytes()
 
 
 def transformer_block_case(rng, batch=2, seq=64, heads=2, dim=64, vocab=50):

@@ -41,9 +41,9 @@
 
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
-#include "tessera/graph/promotion.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
+#include "tessera/graph/promotion.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
