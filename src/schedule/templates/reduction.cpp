@@ -102,15 +102,16 @@ class ReductionBuilder {
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
     if (columns_) workers_ = column_workers(operand->type());
-    // Adjacent columns per lane (the `column_vector` knob): only where every
-    // lane's columns exist, so a lane's vector never crosses into the next
-    // row (the output count known and a multiple of it).
+    // Adjacent columns per lane (the `column_vector` knob: the most): the
+    // largest power of two up to it that divides the output count, which
+    // must be known, so a lane's vector never crosses into the next row.
     if (columns_ && !superblocks() && kernel_.attrs().has("column_vector")) {
-      const std::int64_t v = kernel_.attrs().get_int("column_vector");
       const auto sizes = ir::static_sizes(domain);
       std::int64_t outputs = 1;
       for (std::int64_t d : sizes ? *sizes : std::vector<std::int64_t>{}) outputs *= d;
-      if (v > 1 && sizes && outputs % v == 0) column_vector_ = v;
+      for (std::int64_t v = kernel_.attrs().get_int("column_vector"); sizes && v > 1 && column_vector_ == 1; v /= 2) {
+        if (outputs % v == 0) column_vector_ = v;
+      }
     }
     // Lanes per strand (the `column_strands` knob, B = 1 or 2): B blocks of
     // a column's row at a time, a lane per (block, strand, column).
