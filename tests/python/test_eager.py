@@ -262,3 +262,21 @@ def test_long_eager_sums_split_with_one_compile_per_superblock_count(compiled, m
     ops.mean(_t(rng, (4, 140000)), axis=-1)
     assert tessera._C._eager_cache_size() == before + 2
     np.testing.assert_allclose(got[0].numpy(), x.numpy().astype(np.float64).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("knob", ["TESSERA_COLUMN_STRANDS", "TESSERA_COLUMN_VECTOR"])
+def test_eager_column_sums_compile_again_under_another_column_knob(compiled, monkeypatch, knob):
+    """The column-sum knobs (docs/design/0038) are part of the eager kernel cache's key: a call under
+    another setting compiles its own kernel (the same bits: every form keeps the canonical order), and
+    a bad value is an error naming the knob rather than a cached kernel run quietly."""
+    rng = np.random.default_rng(12)
+    c = _t(rng, (600, 64), "bf16 @accum(fp32)")
+    first = ops.sum(c, axis=0)
+    before = tessera._C._eager_cache_size()
+    monkeypatch.setenv(knob, "1")
+    again = ops.sum(c, axis=0)
+    assert tessera._C._eager_cache_size() == before + 1
+    assert np.asarray(again.codes()).tobytes() == np.asarray(first.codes()).tobytes()
+    monkeypatch.setenv(knob, "3")
+    with pytest.raises(tessera.errors.ArgumentError, match=knob + " is '3'"):
+        ops.sum(c, axis=0)
