@@ -6,6 +6,7 @@
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
 #include "schedule/views.h"
+#include "tessera/graph/promotion.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/support/error.h"
 
@@ -68,6 +69,10 @@ bool normalization_epilogue_cast(const ir::Operation& cast) {
   const NumericsPolicy& to = cast.result(0)->type().policy;
   return v->type().policy == default_policy(DType::fp32) && (to.storage == DType::bf16 || to.storage == DType::fp16) &&
          to.accum == DType::fp32 && to.rounding == Rounding::nearest_even && to.overflow == Overflow::inf_nan;
+}
+
+bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& softmax) {
+  return graph::represents_exactly(cast.result(0)->type().dtype(), softmax.result(0)->type().dtype());
 }
 
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {

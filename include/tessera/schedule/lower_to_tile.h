@@ -189,6 +189,11 @@ bool exact_widening_cast(const ir::Operation& cast);
 // computes (a storage-precision gradient's last step: docs/design/0038).
 bool normalization_epilogue_cast(const ir::Operation& cast);
 
+// Whether such a cast of a softmax's fused gradient can end their kernel:
+// the kernel keeps the softmax's y in the gradient's buffer between passes,
+// so the cast's format must hold y's.
+bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& softmax);
+
 // v, or the operand of the exact widening cast computing v when `reader` is
 // its only user (a cast that partitioning brings into the reader's kernel).
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader);

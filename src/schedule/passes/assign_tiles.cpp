@@ -128,6 +128,16 @@ std::optional<std::int64_t> count_from_env(const char* name, std::int64_t least,
 // A lane count from the environment variable `name`, in [1, most]; nullopt when unset.
 std::optional<std::int64_t> lanes_from_env(const char* name, std::int64_t most) { return count_from_env(name, 1, most); }
 
+// A power of two from the environment variable `name`, 1 to `most`; nullopt when unset.
+std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t most) {
+  const std::optional<std::int64_t> v = lanes_from_env(name, most);
+  if (v && (*v & (*v - 1)) != 0) {
+    raise(ErrorCode::ArgumentInvalid,
+          std::string(name) + " is '" + std::to_string(*v) + "'; expected a power of two from 1 to " + std::to_string(most));
+  }
+  return v;
+}
+
 // Elements per lane of a CUDA elementwise kernel (elementwise.cpp) without
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
@@ -216,27 +226,23 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<std::int64_t> gemm_vector_env = lanes_from_env("TESSERA_GEMM_VECTOR", 16);
   // $TESSERA_ROW_VECTOR: elements per run of normalization rows shared by
   // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
-  const std::optional<std::int64_t> row_vector_env = lanes_from_env("TESSERA_ROW_VECTOR", 16);
-  if (row_vector_env && (*row_vector_env & (*row_vector_env - 1)) != 0) {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_VECTOR is '" + std::to_string(*row_vector_env) +
-                                          "'; expected a power of two from 1 to 16");
-  }
+  const std::optional<std::int64_t> row_vector_env = power_of_two_from_env("TESSERA_ROW_VECTOR", 16);
   // $TESSERA_COLUMN_VECTOR: the most adjacent columns each lane of a column
   // sum takes (1, 2 or 4; reduction.cpp's column form). CUDA's default makes
   // a lane's load one 4-byte word (two bf16 columns), so a warp reads 128
   // contiguous bytes of a row; the CPU's is 4 (its lanes run in turn, and
   // four columns a lane ran a [4096, 4096] sum over axis 0 in 17 ms against
   // 31 with one; docs/design/0038).
-  const std::optional<std::int64_t> column_vector_env = lanes_from_env("TESSERA_COLUMN_VECTOR", 4);
-  if (column_vector_env && (*column_vector_env & (*column_vector_env - 1)) != 0) {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_VECTOR is '" + std::to_string(*column_vector_env) +
-                                          "'; expected 1, 2 or 4");
-  }
+  const std::optional<std::int64_t> column_vector_env = power_of_two_from_env("TESSERA_COLUMN_VECTOR", 4);
   // $TESSERA_COLUMN_STRANDS = B (1 or 2) gives column sums a lane per
   // strand, B blocks of the columns' rows at a time (reduction.cpp); 0 a
   // lane per column walking its blocks' strands in turn. The default is 2
   // on every target.
   const std::optional<std::int64_t> column_strands_env = count_from_env("TESSERA_COLUMN_STRANDS", 0, 2);
+  if (column_strands_env == 0 && column_vector_env.value_or(1) > 1) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_VECTOR applies to column sums with a lane per strand, which "
+                                      "TESSERA_COLUMN_STRANDS=0 turns off (a lane per column takes one column)");
+  }
   // $TESSERA_ROW_HELD: 1 holds normalization rows of a known length in
   // registers (docs/design/0025; CUDA's default), 0 reads them in each pass;
   // any target, so the CPU tests both forms. Held rows are cooperative: on
@@ -372,12 +378,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
-    if (f == Family::reduction) {
+    if (f == Family::reduction && column_strands_env.value_or(kColumnStrandBlocks) > 0) {
+      k->attrs().set("column_strands", column_strands_env.value_or(kColumnStrandBlocks));
       const std::int64_t columns =
           column_vector_env ? *column_vector_env : cuda ? cuda_column_vector(kernel_root_op(*k)) : kCpuColumnVector;
       if (columns > 1) k->attrs().set("column_vector", columns);
-      const std::int64_t strands = column_strands_env.value_or(kColumnStrandBlocks);
-      if (strands > 0) k->attrs().set("column_strands", strands);
     }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {
       k->attrs().set("lane_vector", lane_vector_env ? *lane_vector_env : cuda_narrowest_run(*k));

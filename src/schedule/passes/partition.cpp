@@ -22,7 +22,6 @@
 #include <set>
 #include <unordered_map>
 
-#include "tessera/graph/promotion.h"
 #include "tessera/ir/builder.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -156,8 +155,7 @@ class Partitioner {
     for (const ir::Operation* member : groups_[static_cast<std::size_t>(g)].ops) {
       if (member == root || exact_widening_cast(*member)) continue;
       const bool fused_softmax = root->name() == "graph.softmax_linear" && member->name() == "graph.softmax_safe" &&
-                                 softmax_gradient_y(*root) == member->result(0) &&
-                                 graph::represents_exactly(op.result(0)->type().dtype(), member->result(0)->type().dtype());
+                                 softmax_gradient_y(*root) == member->result(0) && narrowed_gradient_holds_y(op, *member);
       if (!fused_softmax) return -1;
     }
     return g;

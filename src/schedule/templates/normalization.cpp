@@ -43,7 +43,6 @@
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/row_loops.h"
 #include "schedule/templates/templates.h"
-#include "tessera/graph/promotion.h"
 #include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/schedule_dialect.h"
 #include "tessera/tile/tile_builder.h"
@@ -108,6 +107,7 @@ class NormalizationBuilder {
     for (const auto& op : body_.ops()) {
       if (op->name() == "graph.softmax_linear" && softmax_gradient_y(*op) == root_.result(0)) linear_ = op.get();
     }
+    epilogue_ = epilogue_of(linear_ ? linear_->result(0) : root_.result(0));
     if (may_hold && coop_ && static_cast<std::size_t>(axis_) + 1 == rank && !row_dim.is_symbolic() && row_dim.size > 0) {
       const std::int64_t blocks = (row_dim.size + kReductionBlock - 1) / kReductionBlock;
       if (blocks * kReductionStrands <= kMaxHeldLanes) {
@@ -194,8 +194,7 @@ class NormalizationBuilder {
     if (linear_) {
       for (std::size_t j = 0; j < num_out; ++j) {
         if (yield.operand(j) == root_.result(0)) y_buffer_ = fb.argument(num_in + j);
-        const ir::Operation* epilogue = epilogue_of(linear_->result(0));
-        if (yield.operand(j) == (epilogue ? epilogue->result(0) : linear_->result(0))) out_buffer_ = fb.argument(num_in + j);
+        if (yield.operand(j) == (epilogue_ ? epilogue_->result(0) : linear_->result(0))) out_buffer_ = fb.argument(num_in + j);
       }
       params_.push_back(fb.argument(index_of(linear_->operand(1))));
     }
@@ -262,9 +261,8 @@ class NormalizationBuilder {
   // the kernel ends with (normalization_epilogue_cast), which rounds the
   // root's value once more, as its own kernel would.
   const NumericsPolicy& out_policy() const {
-    const ir::Value* last = linear_ ? linear_->result(0) : root_.result(0);
-    if (const ir::Operation* cast = epilogue_of(last)) return cast->result(0)->type().policy;
-    return last->type().policy;
+    if (epilogue_) return epilogue_->result(0)->type().policy;
+    return (linear_ ? linear_->result(0) : root_.result(0))->type().policy;
   }
   // The epilogue cast reading v, if the kernel has one.
   const ir::Operation* epilogue_of(const ir::Value* v) const {
@@ -1604,6 +1602,7 @@ class NormalizationBuilder {
   std::map<std::pair<const Value*, const Value*>, Value*> held_loads_;  // (row buffer, slot's row index) -> element
   Value* lid_ = nullptr;
   Value* length_ = nullptr;
+  const ir::Operation* epilogue_ = nullptr;  // the narrowing cast the kernel ends with, if any
   Value* out_buffer_ = nullptr;     // the result's (fused: the gradient's) buffer
   Value* y_buffer_ = nullptr;       // fused: y's buffer when y is a kernel result
   const ir::Operation* linear_ = nullptr;  // fused: the softmax_linear of the root
@@ -1667,8 +1666,7 @@ bool normalization_covers(const ir::Operation& kernel, std::string* why) {
   }
   // A narrowed softmax gradient's buffer holds y between its passes
   // (softmax_gradient): y's format must fit in it.
-  if (linear && epilogue &&
-      !graph::represents_exactly(epilogue->result(0)->type().dtype(), root.result(0)->type().dtype())) {
+  if (linear && epilogue && !narrowed_gradient_holds_y(*epilogue, root)) {
     return fail("a softmax gradient narrowed to " + std::string(name(epilogue->result(0)->type().dtype())) +
                 " cannot hold y in " + std::string(name(root.result(0)->type().dtype())));
   }

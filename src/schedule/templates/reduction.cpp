@@ -33,6 +33,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "graph/shape_rules.h"
@@ -101,24 +102,29 @@ class ReductionBuilder {
     bool leading = float_sum && !axes_.empty() && static_cast<std::size_t>(axes_.back()) + 1 < x_rank;
     for (std::size_t k = 0; leading && k < axes_.size(); ++k) leading = axes_[k] == static_cast<std::int64_t>(k);
     columns_ = leading;
-    if (columns_) workers_ = column_workers(operand->type());
-    // Adjacent columns per lane (the `column_vector` knob: the most): the
-    // largest power of two up to it that divides the output count, which
-    // must be known, so a lane's vector never crosses into the next row.
-    if (columns_ && !superblocks() && kernel_.attrs().has("column_vector")) {
+    if (columns_) workers_ = column_workers();
+    // Lanes per strand (the `column_strands` knob, B = 1 or 2): B blocks of
+    // a column's row at a time, a lane per (block, strand, column). Their
+    // adjacent columns (the `column_vector` knob: the most): the largest
+    // power of two up to it that divides the output count, which must be
+    // known, so a lane's vector never crosses into the next row.
+    const std::int64_t strands_knob = kernel_.attrs().has("column_strands") ? kernel_.attrs().get_int("column_strands") : 0;
+    const std::int64_t columns_knob = kernel_.attrs().has("column_vector") ? kernel_.attrs().get_int("column_vector") : 1;
+    if (strands_knob < 0 || strands_knob > 2 || (columns_knob != 1 && columns_knob != 2 && columns_knob != 4)) {
+      raise(ErrorCode::ArgumentInvalid, "reduction kernel with column_strands " + std::to_string(strands_knob) +
+                                            " and column_vector " + std::to_string(columns_knob) +
+                                            "; expected 0 to 2 and 1, 2 or 4",
+            kernel_.location());
+    }
+    if (columns_ && !superblocks()) strand_blocks_ = strands_knob;
+    if (strand_lanes()) {
       const auto sizes = ir::static_sizes(domain);
       std::int64_t outputs = 1;
       for (std::int64_t d : sizes ? *sizes : std::vector<std::int64_t>{}) outputs *= d;
-      for (std::int64_t v = kernel_.attrs().get_int("column_vector"); sizes && v > 1 && column_vector_ == 1; v /= 2) {
+      for (std::int64_t v = columns_knob; sizes && v > 1 && column_vector_ == 1; v /= 2) {
         if (outputs % v == 0) column_vector_ = v;
       }
     }
-    // Lanes per strand (the `column_strands` knob, B = 1 or 2): B blocks of
-    // a column's row at a time, a lane per (block, strand, column).
-    if (columns_ && !superblocks() && kernel_.attrs().has("column_strands")) {
-      strand_blocks_ = std::clamp<std::int64_t>(kernel_.attrs().get_int("column_strands"), 0, 2);
-    }
-    strand_lanes_ = strand_blocks_ > 0;
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
     // the operand's last axis, in whole strand groups (sums; a superblock total
@@ -128,7 +134,7 @@ class ReductionBuilder {
       run_ = kernel_.attrs().get_int("row_vector");
       if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
     }
-    const std::int64_t lanes = strand_lanes_ ? kColumns * kReductionStrands * strand_blocks_
+    const std::int64_t lanes = strand_lanes() ? kColumns * kReductionStrands * strand_blocks_
                                : columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
@@ -165,8 +171,8 @@ class ReductionBuilder {
     // groups ptxas fit otherwise, and 2048 superblock groups of a
     // [16384, 8192] sum then fill two whole waves of an H200's 132.
     if (coop && run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentThreads / row_lanes_);
-    if (columns_) options.shared_bytes = kColumnChunk * kColumns * column_vector_ * 8;
-    if (strand_lanes_) options.shared_bytes = strand_blocks_ * kReductionStrands * kColumns * column_vector_ * 8;
+    if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
+    if (strand_lanes()) options.shared_bytes = strand_blocks_ * kReductionStrands * kColumns * column_vector_ * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -220,7 +226,8 @@ class ReductionBuilder {
       if (superblocks()) window_superblock(b, super_index);
       length_ = rows_->length();
       Value* valid = cmp(b, "lt", q, n);
-      const std::vector<Value*> sums = strand_lanes_ ? strand_lane_column_sum(b, valid) : column_sum(b, valid);
+      const std::vector<Value*> sums =
+          strand_lanes() ? strand_lane_column_sum(b, valid) : std::vector<Value*>{column_sum(b, valid)};
       Value* first = cmp(b, "lt", lid, tile::build_int(b, kColumns));
       if_then(b, op2(b, "and", first, valid), [&](ir::OpBuilder& then) {
         for (std::size_t c = 0; c < sums.size(); ++c) {
@@ -343,19 +350,26 @@ class ReductionBuilder {
   // known, a power of two up to 32 (1024 lanes): an H200 needs that many
   // loads in flight, and a bias gradient of [8192, 4096] has only 128
   // groups (8 workers per column read at 280 GB/s there).
-  std::int64_t column_workers(const Type& x) const {
-    std::int64_t reduced = 1;
-    for (std::int64_t a : axes_) {
-      const ir::Dim& d = x.shape[static_cast<std::size_t>(a)];
-      if (!d.symbol.empty()) return 32;
-      reduced *= d.size;
-    }
-    const std::int64_t blocks = (reduced + kReductionBlock - 1) / kReductionBlock;
+  std::int64_t column_workers() const {
+    const std::optional<std::int64_t> reduced = static_reduced_length();
+    if (!reduced) return 32;
+    const std::int64_t blocks = (*reduced + kReductionBlock - 1) / kReductionBlock;
     std::int64_t workers = 1;
     while (workers < 32 && workers < blocks) workers *= 2;
     return workers;
   }
 
+  bool strand_lanes() const { return strand_blocks_ > 0; }
+  // The reduced length when every reduced dim is known.
+  std::optional<std::int64_t> static_reduced_length() const {
+    std::int64_t reduced = 1;
+    for (std::int64_t a : axes_) {
+      const ir::Dim& d = root_.operand(0)->type().shape[static_cast<std::size_t>(a)];
+      if (d.is_symbolic()) return std::nullopt;
+      reduced *= d.size;
+    }
+    return reduced;
+  }
   // One zero accumulator per column of a lane.
   std::vector<Value*> column_zeros(ir::OpBuilder& b, const NumericsPolicy& acc_policy) const {
     return std::vector<Value*>(static_cast<std::size_t>(column_vector_), tile::build_real(b, 0.0, acc_policy));
@@ -371,39 +385,15 @@ class ReductionBuilder {
     return out;
   }
 
-  // The column sums of the lane's column_vector_ adjacent columns (one
-  // with the knob unset). With several, a strand step loads the columns'
-  // elements of a row as one vector and keeps one accumulator per column:
-  // each column's adds are those of the one-column form, in its order.
-  std::vector<Value*> column_sum(ir::OpBuilder& b, Value* valid) {
+  Value* column_sum(ir::OpBuilder& b, Value* valid) {
     const NumericsPolicy acc_policy = sum_policy();
-    const std::int64_t cols = column_vector_;
-    const auto ncols = static_cast<std::size_t>(cols);
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-    auto zeros = [&](ir::OpBuilder& ib) { return column_zeros(ib, acc_policy); };
+    auto zero = [&](ir::OpBuilder& ib) { return tile::build_real(ib, 0.0, acc_policy); };
     const SumStep step = sum_step(acc_policy);
-    // Block sums of rows [r_lo, r_hi) of the lane's columns.
-    auto block_sums = [&](ir::OpBuilder& kb, Value* r_lo, Value* r_hi) {
-      if (cols == 1) return std::vector<Value*>{block_sum(kb, r_lo, r_hi, zeros(kb)[0], step)};
-      ir::Operation* strands = tile::build_strands(
-          kb, r_lo, r_hi, kReductionStrands, zeros(kb), [&](ir::OpBuilder& lb, std::span<Value* const> a) {
-            ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, a[0])}, {{"count", cols}});
-            std::vector<Value*> out;
-            for (std::size_t c = 0; c < ncols; ++c) out.push_back(op2(lb, "add", a[1 + c], cast(lb, run->result(c), acc_policy)));
-            return out;
-          });
-      std::vector<Value*> out;
-      for (std::size_t c = 0; c < ncols; ++c) {
-        std::vector<Value*> level;
-        for (std::size_t k = 0; k < static_cast<std::size_t>(kReductionStrands); ++k) level.push_back(strands->result(k * ncols + c));
-        out.push_back(pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(kb, "add", x, y); }));
-      }
-      return out;
-    };
     Value* column = op2(b, "rem", lid_, integer(b, kColumns));
     Value* worker = op2(b, "div", lid_, integer(b, kColumns));
     Value* first = cmp(b, "eq", worker, integer(b, 0));
-    Value* partial = shared_array(b, acc_policy, kColumnChunk * kColumns * cols);
+    Value* partial = shared_array(b, acc_policy, kColumnChunk * kColumns);
     Value* block = integer(b, kReductionBlock);
     auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
     Value* num_blocks = ceil_div(length_);
@@ -411,52 +401,42 @@ class ReductionBuilder {
     // shorter) or none: the loops with barriers run one whole superblock's
     // chunks in every lane, each lane's blocks bounded by its own window.
     Value* num_super = superblocks() ? integer(b, 1) : ceil_div(num_blocks);
-    // Slot of column c of chunk block k: ((k - chunk start) * kColumns + column) * cols + c.
-    auto slot = [&](ir::OpBuilder& sb, Value* k, std::size_t c) {
-      Value* cell = index_op(sb, "add", index_op(sb, "mul", k, integer(sb, kColumns)), column);
-      return index_op(sb, "add", index_op(sb, "mul", cell, integer(sb, cols)), integer(sb, static_cast<std::int64_t>(c)));
-    };
-    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), {zero(b)}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
       Value* b_lo = index_op(sb, "mul", s[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
       Value* b_end = superblocks() ? index_op(sb, "add", b_lo, block) : b_hi;
-      ir::Operation* chunks = tile::build_for(sb, b_lo, b_end, integer(sb, kColumnChunk), zeros(sb), [&](ir::OpBuilder& cb, std::span<Value* const> c) {
+      ir::Operation* chunks = tile::build_for(sb, b_lo, b_end, integer(sb, kColumnChunk), {zero(sb)}, [&](ir::OpBuilder& cb, std::span<Value* const> c) {
         Value* c_hi = op2(cb, "min", b_hi, index_op(cb, "add", c[0], integer(cb, kColumnChunk)));
         if_then(cb, valid, [&](ir::OpBuilder& vb) {
           tile::build_for(vb, index_op(vb, "add", c[0], worker), c_hi, integer(vb, workers_), {},
                           [&](ir::OpBuilder& kb, std::span<Value* const> k) {
                             Value* r_lo = index_op(kb, "mul", k[0], block);
                             Value* r_hi = op2(kb, "min", length_, index_op(kb, "add", r_lo, block));
-                            const std::vector<Value*> sums = block_sums(kb, r_lo, r_hi);
-                            Value* local = index_op(kb, "sub", k[0], c[0]);
-                            for (std::size_t col = 0; col < ncols; ++col) kb.create("tile.store_elem", {partial, slot(kb, local, col), sums[col]});
+                            Value* at = index_op(kb, "add", index_op(kb, "mul", index_op(kb, "sub", k[0], c[0]), integer(kb, kColumns)), column);
+                            kb.create("tile.store_elem", {partial, at, block_sum(kb, r_lo, r_hi, zero(kb), step)});
                             return std::vector<Value*>{};
                           });
         });
         cb.create("tile.barrier", {});
-        const std::vector<Value*> before(c.begin() + 1, c.end());
         ir::Operation* folded = tile::build_if(
-            cb, op2(cb, "and", first, valid), before,
+            cb, op2(cb, "and", first, valid), {c[1]},
             [&](ir::OpBuilder& fb, std::span<Value* const> init) {
               ir::Operation* fold = tile::build_for(
-                  fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), std::vector<Value*>(init.begin(), init.end()),
+                  fb, integer(fb, 0), index_op(fb, "sub", c_hi, c[0]), integer(fb, 1), {init[0]},
                   [&](ir::OpBuilder& kb, std::span<Value* const> k) {
-                    std::vector<Value*> out;
-                    for (std::size_t col = 0; col < ncols; ++col) {
-                      out.push_back(op2(kb, "add", k[1 + col], tile::build(kb, "tile.load_elem", {partial, slot(kb, k[0], col)})));
-                    }
-                    return out;
+                    Value* at = index_op(kb, "add", index_op(kb, "mul", k[0], integer(kb, kColumns)), column);
+                    return std::vector<Value*>{op2(kb, "add", k[1], tile::build(kb, "tile.load_elem", {partial, at}))};
                   });
-              return fold->results();
+              return std::vector<Value*>{fold->result(0)};
             },
             unchanged);
         // The first lanes have read the chunk before the next one is written.
         cb.create("tile.barrier", {});
-        return folded->results();
+        return std::vector<Value*>{folded->result(0)};
       });
-      return added(sb, s.subspan(1), *chunks);
+      return std::vector<Value*>{op2(sb, "add", s[1], chunks->result(0))};
     });
-    return outer->results();
+    return outer->result(0);
   }
 
   // The column form with a lane per strand (`column_strands` = B, CUDA's
@@ -492,12 +472,8 @@ class ReductionBuilder {
     Value* last_row = index_op(b, "sub", length_, integer(b, 1));
     // Whole blocks only (a known length, a multiple of the block): no row
     // of a strand needs its bounds test.
-    std::int64_t reduced = 1;
-    for (std::int64_t a : axes_) {
-      const ir::Dim& d = root_.operand(0)->type().shape[static_cast<std::size_t>(a)];
-      reduced = d.is_symbolic() || reduced < 0 ? -1 : reduced * d.size;
-    }
-    const bool whole_blocks = reduced > 0 && reduced % kReductionBlock == 0;
+    const std::optional<std::int64_t> reduced = static_reduced_length();
+    const bool whole_blocks = reduced && *reduced > 0 && *reduced % kReductionBlock == 0;
     // Lane's strand of block k: its elements' sums, one per column.
     auto strand_sums = [&](ir::OpBuilder& lb, Value* k) {
       Value* r_lo = index_op(lb, "add", index_op(lb, "mul", k, block), strand);
@@ -749,9 +725,8 @@ class ReductionBuilder {
   std::int64_t run_ = 1;  // elements per run of a cooperative row (row_vector)
   bool columns_ = false;
   std::int64_t workers_ = 1;  // per column, in the column form
-  std::int64_t column_vector_ = 1;  // adjacent columns per lane, in the column form
-  bool strand_lanes_ = false;       // the column form with a lane per strand
-  std::int64_t strand_blocks_ = 0;  // blocks per pass of that form
+  std::int64_t column_vector_ = 1;  // adjacent columns per lane, in the strand-lane column form
+  std::int64_t strand_blocks_ = 0;  // blocks per pass of the column form with a lane per strand (0: not that form)
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
 };
