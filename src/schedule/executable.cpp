@@ -468,7 +468,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.add("dce");
     pm.run(copy);
   }
-  lower_to_schedule(copy);
+  lower_to_schedule(copy, default_variant_chooser(), cuda);
   ir::verify(copy);
   return copy;
 }

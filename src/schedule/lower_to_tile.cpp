@@ -75,6 +75,13 @@ bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& s
   return graph::represents_exactly(cast.result(0)->type().dtype(), softmax.result(0)->type().dtype());
 }
 
+bool column_sum_prologue_fusible(const ir::Operation& sum) {
+  if (sum.name() != "graph.sum" && sum.name() != "graph.mean") return false;
+  const ir::Type& x = sum.operand(0)->type();
+  if (!is_float(x.dtype()) || x.rank() != 2 || templates::unsupported_policy(x.policy)) return false;
+  return graph::normalize_axes(sum.attrs().get_ints("axes"), 2) == std::vector<std::int64_t>{0};
+}
+
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {
   const ir::Operation* cast = v->defining_op();
   if (!cast || !exact_widening_cast(*cast)) return v;

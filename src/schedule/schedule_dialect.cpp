@@ -144,6 +144,14 @@ const ir::Operation& kernel_root_op(const ir::Operation& kernel) {
   // A normalization kernel's casts are prologues of its operands
   // (exact_widening_cast): its root is the normalization.
   const bool normalization = kernel.attrs().has("family") && kernel.attrs().get_string("family") == "normalization";
+  // A reduction kernel's elementwise ops before its reduction are a prologue
+  // computing the reduced operand (column_sum_prologue): its root is the
+  // reduction.
+  if (kernel.attrs().has("family") && kernel.attrs().get_string("family") == "reduction") {
+    for (const auto& op : body.ops()) {
+      if (op.get() != body.terminator() && family_of(*op) == Family::reduction) return *op;
+    }
+  }
   for (const auto& op : body.ops()) {
     if (op->name() == "graph.constant" || (normalization && op->name() == "graph.cast")) continue;
     return *op;

@@ -193,6 +193,38 @@ def test_column_sums_of_adjacent_columns_match_the_cpu(rng, monkeypatch):
 
 
 @needs_gpu
+@pytest.mark.parametrize("knobs", ["", "TESSERA_COLUMN_STRANDS=1", "TESSERA_COLUMN_VECTOR=1",
+                                   "TESSERA_COLUMN_STRANDS=0 TESSERA_COLUMN_VECTOR=1"])
+def test_bias_gradients_with_their_prologue_match_the_cpu(rng, monkeypatch, knobs):
+    """A bias gradient on CUDA is one kernel: the column sum computes the
+    elementwise gradient it sums as its prologue and stores it too
+    (docs/design/0039). The gelu chain's x and b gradients at storage
+    precision, [3000, 4096] (partial blocks), [700, 38] and [512, 64]: the
+    CPU executable's bits (two kernels there), for each column form, over 10
+    runs."""
+    for pair in knobs.split():
+        monkeypatch.setenv(*pair.split("="))
+
+    def loss(x, b, r, g):
+        return ops.sum((ops.gelu(x + b) + r) * g)
+
+    for rows, cols in ((3000, 4096), (700, 38), (512, 64)):
+        args = [tessera.tensor(rng.standard_normal(s) * 2.0, "bf16 @accum(fp32)")
+                for s in ((rows, cols), (cols,), (rows, cols), (rows, cols))]
+        jf = tessera.jit(tessera.grad(loss, argnums=(0, 1), precision="storage"))
+        want = jf(*args)
+        dev = [a.to("cuda:0") for a in args]
+        got = jf(*dev)
+        kernels = [line for line in jf.inspect_ir("schedule").splitlines()
+                   if "schedule.kernel" in line and '"constant"' not in line]
+        assert len(kernels) == 1 and 'family = "reduction"' in kernels[0], "\n".join(kernels)
+        for run in range(10):
+            got = jf(*dev) if run else got
+            for k, (g, w) in enumerate(zip(got, want)):
+                assert g.numpy().tobytes() == w.numpy().tobytes(), f"[{rows}, {cols}] gradient {k}, run {run}"
+
+
+@needs_gpu
 def test_eager_long_sums_on_the_gpu_match_the_cpu(rng):
     """Eager sums and means to few outputs split on a cuda tensor as on the
     CPU (docs/design/0036: superblock sums with their count as an attribute,

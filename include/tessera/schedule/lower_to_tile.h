@@ -194,6 +194,15 @@ bool normalization_epilogue_cast(const ir::Operation& cast);
 // so the cast's format must hold y's.
 bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& softmax);
 
+// Whether graph.sum or graph.mean `sum` can compute its operand in its own
+// kernel: a float sum or mean over axis 0 of a rank-2 operand (a bias
+// gradient), which the reduction template's column forms read element by
+// element. Partitioning then joins the elementwise group computing the
+// operand into the sum's kernel as its prologue: each element is computed
+// once, where the sum reads it, and the prologue's other outputs are stored
+// there (docs/design/0039).
+bool column_sum_prologue_fusible(const ir::Operation& sum);
+
 // v, or the operand of the exact widening cast computing v when `reader` is
 // its only user (a cast that partitioning brings into the reader's kernel).
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader);

@@ -24,13 +24,15 @@ namespace tessera::schedule {
 // - elementwise chains over one domain (producers from outside the group are
 //   read through broadcasting);
 // - a GEMM with its elementwise epilogue over the GEMM's result domain;
-// - a reduction with its elementwise consumers over the reduced domain;
+// - a reduction with its elementwise consumers over the reduced domain, and
+//   with `column_prologues` a column sum with the elementwise group computing
+//   its operand before it (column_sum_prologue_fusible);
 // - each normalization op (softmax_safe, logsumexp, layernorm_safe,
 //   rmsnorm_safe) alone;
 // - views (reshape, stop_gradient) as kernels of family "view";
 // - every other op alone.
 // A group never takes an operand that depends on the group itself.
-void partition(ir::Operation& func);
+void partition(ir::Operation& func, bool column_prologues = true);
 
 // Chooses each kernel's implementation. One interface, so that the Mapper
 // (distribution) can own the choice later; the default chooser picks the
@@ -124,6 +126,14 @@ bool fft_stages_enabled();
 // transforms it split.
 int split_long_ffts(ir::Operation& func, bool cuda);
 
+// Whether a column sum takes the elementwise ops computing its operand as a
+// prologue: $TESSERA_COLUMN_PROLOGUE (1 or 0) on any target, else on CUDA
+// only. On one CPU core the gelu chain's gradient ([4096, 1024] bf16) ran
+// 41-49 ms fused against 28-29 ms as two kernels (its elementwise kernel
+// vectorizes along a row; the column form's lanes evaluate the prologue
+// row by row), and compiled in 7 s against 3.
+bool column_prologues_enabled(bool cuda);
+
 // Whether long sums to few outputs split ($TESSERA_SPLIT_SUMS, 1 by default;
 // 0 keeps them one kernel, to compare).
 bool split_sums_enabled();
@@ -162,7 +172,9 @@ int split_complex_parts(ir::Operation& func);
 int tabulate_functions(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.
-void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());
+// `cuda`: the executable's target (column prologues are on by default on
+// CUDA only: column_prologues_enabled).
+void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser(), bool cuda = true);
 
 void register_schedule_passes();
 

@@ -446,7 +446,8 @@ std::string target_knob_key() {
                                        "TESSERA_LANE_SHUFFLES",       "TESSERA_ROW_PREFETCH",
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",
-                                       "TESSERA_COLUMN_STRANDS",      "TESSERA_SPMM_VECTOR"};
+                                       "TESSERA_COLUMN_STRANDS",      "TESSERA_SPMM_VECTOR",
+                                       "TESSERA_COLUMN_PROLOGUE"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

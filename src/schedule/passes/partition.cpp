@@ -6,8 +6,9 @@
 // graph acyclic: none of the op's other operands may come from a group that
 // itself depends on the joined group. A softmax's gradient (softmax_linear
 // of a softmax_safe) joins that softmax's kernel, and a cast rounding a
-// normalization's fp32 result to bf16 or fp16 joins the normalization's.
-// Every other op starts a group.
+// normalization's fp32 result to bf16 or fp16 joins the normalization's,
+// and a column sum joins the elementwise group computing its operand, as its
+// prologue (column_sum_prologue_fusible). Every other op starts a group.
 // Constants are not grouped: a splat constant is copied into each group
 // that reads it (the template makes it a literal); any other constant, or a
 // splat one the function returns or a non-fusing kernel reads, becomes a
@@ -18,6 +19,7 @@
 // dependence is kept; groups with effects (random, collective, opaque) are
 // chained in program order so their effects keep their order too.
 #include <algorithm>
+#include <cstdlib>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -39,6 +41,7 @@ struct Group {
   std::size_t first_position = 0;
   int effect_predecessor = -1;  // the previous group with effects (their order is kept)
   bool lane_fusible = true;     // every op computes per lane in any template (sibling fusion)
+  bool prologue = false;        // a reduction whose elementwise ops before it compute its operand
 };
 
 bool fuses_elementwise(Family f) {
@@ -51,7 +54,7 @@ bool has_effect(const ir::Operation& op) {
 
 class Partitioner {
  public:
-  explicit Partitioner(ir::Operation& func) : body_(ir::function_body(func)) {}
+  Partitioner(ir::Operation& func, bool column_prologues) : body_(ir::function_body(func)), prologues_(column_prologues) {}
 
   void run() {
     for (const auto& op : body_.ops()) {
@@ -72,6 +75,7 @@ class Partitioner {
       if (siblings) merge_sibling_operands(*op);
       int g = family == Family::elementwise ? epilogue_group(*op) : softmax_gradient_group(*op);
       if (g < 0 && family == Family::elementwise) g = joinable_group(*op);
+      if (g < 0 && family == Family::reduction) g = prologue_group(*op);
       if (g < 0 && siblings) g = sibling_group(*op);
       if (g < 0) {
         g = static_cast<int>(groups_.size());
@@ -158,6 +162,33 @@ class Partitioner {
                                  softmax_gradient_y(*root) == member->result(0) && narrowed_gradient_holds_y(op, *member);
       if (!fused_softmax) return -1;
     }
+    return g;
+  }
+
+  // A column sum (column_sum_prologue_fusible) joins the open elementwise
+  // group computing its operand, which becomes the sum's prologue: the group
+  // turns into a reduction over the sum's domain, so consumers of the sum
+  // join it after. The template reads the operand's dims from an input of
+  // the operand's shape, so the group must read one.
+  int prologue_group(const ir::Operation& op) {
+    if (!prologues_ || !column_sum_prologue_fusible(op)) return -1;
+    const ir::Value* x = op.operand(0);
+    const int g = group_of(x);
+    if (g < 0 || !is_open_elementwise(g, x->type().shape)) return -1;
+    Group& group = groups_[static_cast<std::size_t>(g)];
+    bool dims_input = false;
+    for (const ir::Operation* member : group.ops) {
+      if (has_effect(*member)) return -1;
+      for (const ir::Value* v : member->operands()) {
+        const ir::Operation* d = v->defining_op();
+        const bool outside = !d || (group_of(v) != g && d->name() != "graph.constant");
+        dims_input = dims_input || (outside && v->type().shape == x->type().shape);
+      }
+    }
+    if (!dims_input) return -1;
+    group.family = Family::reduction;
+    group.domain = op.result(0)->type().shape;
+    group.prologue = true;
     return g;
   }
 
@@ -280,7 +311,8 @@ class Partitioner {
   // their roundings are the same, so the bits are.
   void sink_tails() {
     for (std::size_t g = 0; g < groups_.size(); ++g) {
-      if (!fuses_elementwise(groups_[g].family) || groups_[g].ops.size() < 2) continue;
+      // A prologue's ops compute the reduced operand: they stay.
+      if (!fuses_elementwise(groups_[g].family) || groups_[g].ops.size() < 2 || groups_[g].prologue) continue;
       int reader = -1;
       const std::set<const ir::Operation*> tail = tail_of(static_cast<int>(g), reader);
       if (tail.empty() || !sinking_pays(static_cast<int>(g), reader, tail)) continue;
@@ -507,6 +539,7 @@ class Partitioner {
   }
 
   ir::Block& body_;
+  const bool prologues_;
   std::vector<Group> groups_;
   std::unordered_map<const ir::Operation*, int> group_;
   std::unordered_map<const ir::Operation*, std::size_t> position_;
@@ -516,7 +549,17 @@ class Partitioner {
 
 }  // namespace
 
-void partition(ir::Operation& func) {
+bool column_prologues_enabled(bool cuda) {
+  const char* env = std::getenv("TESSERA_COLUMN_PROLOGUE");
+  if (!env || !*env) return cuda;
+  const std::string value = env;
+  if (value != "0" && value != "1") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_PROLOGUE is '" + value + "'; expected 1 (the default) or 0");
+  }
+  return value == "1";
+}
+
+void partition(ir::Operation& func, bool column_prologues) {
   // Schedule IR is made from Graph IR only: a Tile IR kernel (or a function
   // already partitioned) is a clear error, not a walk over ops it does not know.
   for (const auto& op : ir::function_body(func).ops()) {
@@ -528,7 +571,7 @@ void partition(ir::Operation& func) {
               "directly, e.g. through the kernel language)",
           op->location());
   }
-  Partitioner(func).run();
+  Partitioner(func, column_prologues).run();
 }
 
 }  // namespace tessera::schedule

@@ -16,9 +16,10 @@ void for_each_graph_function(ir::Module& m, const std::function<void(ir::Operati
 
 }  // namespace
 
-void lower_to_schedule(ir::Module& module, const VariantChooser& chooser) {
+void lower_to_schedule(ir::Module& module, const VariantChooser& chooser, bool cuda) {
+  const bool prologues = column_prologues_enabled(cuda);
   for_each_graph_function(module, [&](ir::Operation& f) {
-    partition(f);
+    partition(f, prologues);
     choose_variants(f, chooser);
     assign_tiles(f);
     plan_buffers(f);
@@ -29,7 +30,10 @@ void register_schedule_passes() {
   ir::register_pass(ir::PassInfo{"schedule-partition",
                                  "Partitions Graph IR functions into schedule.kernel fusion groups (elementwise chains, "
                                  "GEMM epilogues, reductions with their consumers, one kernel per normalization op).",
-                                 [](ir::Module& m) { for_each_graph_function(m, partition); }});
+                                 [](ir::Module& m) {
+                                   const bool prologues = column_prologues_enabled(/*cuda=*/true);
+                                   for_each_graph_function(m, [&](ir::Operation& f) { partition(f, prologues); });
+                                 }});
   ir::register_pass(ir::PassInfo{
       "schedule-choose-variants", "Records each kernel's implementation (tile, view, constant or none).",
       [](ir::Module& m) { for_each_graph_function(m, [](ir::Operation& f) { choose_variants(f); }); }});

@@ -163,7 +163,8 @@ const LaneValue& LaneProgram::value(ir::OpBuilder& b, const ir::Value* v) {
   // A kernel input: read at its broadcast offset, decode.
   auto in = inputs_.find(v);
   if (in == inputs_.end()) raise(ErrorCode::Internal, "lane program: a value is neither computed nor an input");
-  ir::Value* stored = tile::build(b, "tile.load_elem", {in->second, offset_of(b, v->type().shape)});
+  ir::Value* stored = tile::build(b, "tile.load_elem", {in->second, offset_of(b, v->type().shape)},
+                                  in_bounds_ ? ir::AttrMap{{"in_bounds", true}} : ir::AttrMap{});
   return values_[v] = LaneValue{stored, decode(b, stored)};
 }
 

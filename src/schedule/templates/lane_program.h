@@ -75,6 +75,10 @@ class LaneProgram {
   // row and column): broadcast operands are then addressed without dividing i.
   void set_index(std::vector<ir::Value*> index) { index_ = std::move(index); }
 
+  // Input reads proven inside their buffers (a template that evaluates the
+  // program only at elements that exist): loads marked in_bounds.
+  void set_in_bounds(bool in_bounds) { in_bounds_ = in_bounds; }
+
   // `v` is read from gmem `buffer` (flat, row-major) at its broadcast offset.
   void bind_input(const ir::Value* v, ir::Value* buffer) { inputs_[v] = buffer; }
   void bind_value(const ir::Value* v, LaneValue lane) { values_[v] = lane; }
@@ -109,6 +113,7 @@ class LaneProgram {
   ir::Value* i_;
   std::vector<ir::Value*> dims_;
   std::vector<ir::Value*> index_;
+  bool in_bounds_ = false;
   std::unordered_map<const ir::Value*, ir::Value*> inputs_;
   std::unordered_map<const ir::Value*, LaneValue> values_;
 };

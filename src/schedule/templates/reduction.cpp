@@ -90,8 +90,18 @@ class ReductionBuilder {
     const std::size_t num_in = body_.num_arguments();
     const std::size_t num_out = yield.num_operands();
     const Value* operand = root_.operand(0);
+    for (const auto& op : body_.ops()) {
+      if (op.get() == &root_) break;
+      if (op->name() != "graph.constant") prologue_.insert(op.get());
+    }
+    for (std::size_t j = 0; j < num_out; ++j) {
+      if (prologue_.count(yield.operand(j)->defining_op())) prologue_outputs_.push_back(j);
+    }
+    // The operand buffer, or with a prologue an input of the operand's shape
+    // (reduction_covers): its dims are the operand's.
     std::size_t x_index = 0;
-    while (body_.argument(x_index) != operand) ++x_index;
+    auto is_x = [&](const Value* a) { return prologue_.empty() ? a == operand : a->type().shape == operand->type().shape; };
+    while (!is_x(body_.argument(x_index))) ++x_index;
     const std::size_t x_rank = operand->type().rank();
     axes_ = reduced_axes(root_);
     // Reduced axes that lead the operand's dims and leave the last one: the
@@ -148,8 +158,10 @@ class ReductionBuilder {
       if (k != x_index) any_broadcast = any_broadcast || broadcasts(body_.argument(k), domain);
     }
     for (std::size_t j = 0; j < num_out; ++j) {
+      // A prologue's output has the operand's elements, not the n outputs.
+      const std::string count = prologue_output(j) ? "p" + std::to_string(j) : "n";
       params.emplace_back("out" + std::to_string(j),
-                          Type::gmem({ir::Dim::named("n")}, buffer_policy(yield.operand(j)->type().policy), /*is_mut=*/true));
+                          Type::gmem({ir::Dim::named(count)}, buffer_policy(yield.operand(j)->type().policy), /*is_mut=*/true));
     }
     TileKernel result;
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) {
@@ -181,6 +193,7 @@ class ReductionBuilder {
     for (std::size_t d = 0; any_broadcast && d < domain.size(); ++d) dims.push_back(fb.argument(next++));
     for (std::size_t d = 0; d < x_rank; ++d) xdims_.push_back(fb.argument(next++));
     x_ = fb.argument(x_index);
+    for (std::size_t k = 0; k < num_in + num_out; ++k) args_.push_back(fb.argument(k));
 
     Value* gid = tile::build(b, "tile.group_id", {});
     Value* lid = tile::build(b, "tile.linear_id", {});
@@ -212,9 +225,10 @@ class ReductionBuilder {
       // Splat constants copied in before the root feed the consumers.
       for (const auto& op : body_.ops()) {
         if (op.get() == body_.terminator()) break;
-        if (op.get() != &root_) program.lower_op(then, *op);
+        if (op.get() != &root_ && !prologue_.count(op.get())) program.lower_op(then, *op);
       }
       for (std::size_t j = 0; j < num_out; ++j) {
+        if (prologue_output(j)) continue;
         then.create("tile.store_elem", {fb.argument(num_in + j), at, program.value(then, yield.operand(j)).stored});
       }
     };
@@ -486,8 +500,12 @@ class ReductionBuilder {
           in_row.push_back(cmp(lb, "lt", r, r_hi));
           r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
         }
-        if (cols == 1) {
-          loaded.push_back({rows_->load(lb, r, /*in_bounds=*/true)});
+        if (!prologue_.empty()) {
+          std::vector<Value*> run;
+          for (std::size_t c = 0; c < ncols; ++c) run.push_back(element(lb, r, c));
+          loaded.push_back(std::move(run));
+        } else if (cols == 1) {
+          loaded.push_back({element(lb, r, 0)});
         } else {
           ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, r)}, {{"count", cols}});
           loaded.push_back(run->results());
@@ -549,6 +567,36 @@ class ReductionBuilder {
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
 
+  bool prologue_output(std::size_t j) const {
+    return std::find(prologue_outputs_.begin(), prologue_outputs_.end(), j) != prologue_outputs_.end();
+  }
+
+  // Element r of column o_ + c of the reduced operand (a float sum's, whose
+  // forms read every element once), as stored: loaded, or computed by the
+  // prologue, which stores its outputs' elements there. The prologue reads
+  // its inputs at the element's (row, column), which exists.
+  Value* element(ir::OpBuilder& b, Value* r, std::size_t c) {
+    if (prologue_.empty()) return rows_->load(b, r, /*in_bounds=*/true);
+    const auto shift = static_cast<std::int64_t>(c);
+    Value* column = c == 0 ? o_ : index_op(b, "add", o_, tile::build_int(b, shift));
+    Value* at = rows_->offset(b, r);
+    if (c > 0) at = index_op(b, "add", at, tile::build_int(b, shift));
+    LaneProgram program(root_.operand(0)->type().shape, at, xdims_);
+    program.set_index({r, column});
+    program.set_in_bounds(true);
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) program.bind_input(body_.argument(k), args_[k]);
+    for (const auto& op : body_.ops()) {
+      if (op.get() == &root_) break;
+      program.lower_op(b, *op);
+    }
+    const ir::Operation& yield = *body_.terminator();
+    for (std::size_t j : prologue_outputs_) {
+      b.create("tile.store_elem", {args_[body_.num_arguments() + j], at, program.value(b, yield.operand(j)).stored},
+               {{"in_bounds", true}});
+    }
+    return program.value(b, root_.operand(0)).stored;
+  }
+
   // A float sum's accumulator, and its step: element r added at it.
   NumericsPolicy sum_policy() const { return default_policy(root_.operand(0)->type().policy.accum); }
   // Its loads are unchecked: every sum form calls the step for r in a block
@@ -559,7 +607,7 @@ class ReductionBuilder {
   // column sum read 0.5 TB/s on an H200).
   SumStep sum_step(const NumericsPolicy& acc_policy) {
     return [this, acc_policy](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, cast(eb, rows_->load(eb, r, /*in_bounds=*/true), acc_policy));
+      return op2(eb, "add", acc, cast(eb, element(eb, r, 0), acc_policy));
     };
   }
 
@@ -729,6 +777,9 @@ class ReductionBuilder {
   std::int64_t strand_blocks_ = 0;  // blocks per pass of the column form with a lane per strand (0: not that form)
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
+  std::set<const ir::Operation*> prologue_;   // elementwise ops computing the operand (column sums)
+  std::vector<std::size_t> prologue_outputs_;  // yielded values the prologue computes
+  std::vector<Value*> args_;                   // the kernel's input and output buffers
 };
 
 }  // namespace
@@ -744,9 +795,27 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
       "graph.sum", "graph.mean", "graph.max", "graph.min", "graph.argmax", "graph.superblock_sums", "graph.superblock_total"};
   if (!kReductions.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a reduction");
   const Value* x = root.operand(0);
-  bool is_argument = false;
-  for (std::size_t k = 0; k < body.num_arguments(); ++k) is_argument = is_argument || body.argument(k) == x;
-  if (!is_argument) return fail("the reduced operand is not a kernel input");
+  bool is_argument = false, dims_input = false;
+  for (std::size_t k = 0; k < body.num_arguments(); ++k) {
+    is_argument = is_argument || body.argument(k) == x;
+    dims_input = dims_input || body.argument(k)->type().shape == x->type().shape;
+  }
+  // Ops before the root: splat constants, and a column sum's prologue
+  // (column_sum_prologue_fusible): elementwise ops over the operand's shape
+  // computing it, with an input of that shape to give its dims.
+  bool prologue = false;
+  for (const auto& op : body.ops()) {
+    if (op.get() == &root) break;
+    if (is_splat_constant(*op)) continue;
+    prologue = true;
+    if (!column_sum_prologue_fusible(root) || op->result(0)->type().shape != x->type().shape) {
+      return fail("'" + std::string(op->name()) + "' precedes the reduction");
+    }
+    if (!lane_op_covered(op->name())) return fail("'" + std::string(op->name()) + "' has no per-lane lowering");
+    if (auto bad = unsupported_policy(op->result(0)->type().policy)) return fail("'" + std::string(op->name()) + "' has " + *bad);
+  }
+  if (prologue && (is_argument || !dims_input)) return fail("the prologue does not compute the reduced operand from an input of its shape");
+  if (!prologue && !is_argument) return fail("the reduced operand is not a kernel input");
   if (auto bad = unsupported_policy(buffer_policy(x->type().policy))) return fail("the reduced operand has " + *bad);
   if (auto bad = unsupported_policy(root.result(0)->type().policy, /*stochastic=*/true)) return fail("the result has " + *bad);
   const DType xd = x->type().dtype();
@@ -754,15 +823,11 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
       root.name() != "graph.argmax") {
     return fail("an integer " + std::string(root.name()));
   }
-  // Every op after the root is a per-lane consumer; constants may precede it.
+  // Every op after the root is a per-lane consumer.
   std::size_t index = 0, root_index = 0;
   for (const auto& op : body.ops()) {
     if (op.get() == &root) root_index = index;
     ++index;
-  }
-  for (const auto& op : body.ops()) {
-    if (op.get() == &root) break;
-    if (!is_splat_constant(*op)) return fail("'" + std::string(op->name()) + "' precedes the reduction");
   }
   if (auto bad = lane_ops_unsupported(body, root_index + 1, /*stochastic=*/true)) return fail(*bad);
   return true;
