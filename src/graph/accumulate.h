@@ -77,26 +77,39 @@ inline std::int64_t superblock_count(std::int64_t length) {
   return std::max<std::int64_t>(1, (length + kSumSuperblock - 1) / kSumSuperblock);
 }
 
+// One block of the canonical order, elements [lo, hi): kSumStrands strands
+// from zero, then their pairwise tree.
 template <class Step>
-double canonical_sum(std::int64_t n, DType accum, const Step& step) {
+double canonical_block_sum(std::int64_t lo, std::int64_t hi, DType accum, const Step& step) {
+  double strand[kSumStrands] = {};
+  for (std::int64_t i = lo; i < hi; ++i) {
+    double& s = strand[(i - lo) % kSumStrands];
+    s = step(s, i);
+  }
+  for (std::int64_t width = kSumStrands; width > 1; width /= 2)
+    for (std::int64_t k = 0; k < width / 2; ++k) strand[k] = add_rounded(strand[2 * k], strand[2 * k + 1], accum);
+  return strand[0];
+}
+
+// The canonical order's outer levels over `blocks` block sums (block(b) the
+// sum of block b): superblocks of kSumBlock blocks, each summed left to
+// right from zero, and their sums left to right from zero.
+template <class Block>
+double canonical_block_total(std::int64_t blocks, DType accum, const Block& block) {
   double total = 0.0;
-  for (std::int64_t super_lo = 0; super_lo < n; super_lo += kSumSuperblock) {
-    const std::int64_t super_hi = std::min(n, super_lo + kSumSuperblock);
+  for (std::int64_t super_lo = 0; super_lo < blocks; super_lo += kSumBlock) {
     double super = 0.0;
-    for (std::int64_t lo = super_lo; lo < super_hi; lo += kSumBlock) {
-      const std::int64_t hi = std::min(n, lo + kSumBlock);
-      double strand[kSumStrands] = {};
-      for (std::int64_t i = lo; i < hi; ++i) {
-        double& s = strand[(i - lo) % kSumStrands];
-        s = step(s, i);
-      }
-      for (std::int64_t width = kSumStrands; width > 1; width /= 2)
-        for (std::int64_t k = 0; k < width / 2; ++k) strand[k] = add_rounded(strand[2 * k], strand[2 * k + 1], accum);
-      super = add_rounded(super, strand[0], accum);
-    }
+    for (std::int64_t b = super_lo; b < std::min(blocks, super_lo + kSumBlock); ++b) super = add_rounded(super, block(b), accum);
     total = add_rounded(total, super, accum);
   }
   return total;
+}
+
+template <class Step>
+double canonical_sum(std::int64_t n, DType accum, const Step& step) {
+  return canonical_block_total((n + kSumBlock - 1) / kSumBlock, accum, [&](std::int64_t b) {
+    return canonical_block_sum(b * kSumBlock, std::min(n, (b + 1) * kSumBlock), accum, step);
+  });
 }
 
 // x * 2^e rounded to `dtype` (exact unless it leaves the normal range).

@@ -44,6 +44,18 @@
 //   with any kept ones; absent: p's dims but the last). canonical_sum's
 //   outer loop, so superblock_total(superblock_sums(x)) is sum(x) (mean(x))
 //   to the bit.
+//
+// Two more split a float sum over the leading axis of a matrix (a bias
+// gradient) at its blocks (schedule pass split-column-sums, docs/design/0039),
+// so its column sums spread over a group per block:
+// - graph.block_sums(x): x [R, C] float; the result is [ceil(R / kSumBlock), C]
+//   at x's accumulation type, entry (b, c) the canonical sum of block b of
+//   column c (its strands from zero and their tree).
+// - graph.block_total(p) {count, shape, policy}: p [B, C]; each column's
+//   block sums by the canonical order's outer levels (superblocks of
+//   kSumBlock blocks from zero, their sums from zero), divided by `count`
+//   when positive, rounded to `policy`, shaped `shape` (absent: [C]). So
+//   block_total(block_sums(x)) is sum(x, axis=0) (mean) to the bit.
 #include <cmath>
 #include <limits>
 
@@ -373,6 +385,95 @@ void add_superblock_total(ir::Registry& r) {
   });
 }
 
+void add_block_sums(ir::Registry& r) {
+  const std::string op_name = "graph.block_sums";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "Block sums of the canonical order down the columns of a matrix: [blocks, columns] at the "
+                 "accumulation type.",
+      .operands = {"x"},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap&) {
+            const ir::Type& x = in[0];
+            if (!is_float(x.dtype()) || x.rank() != 2 || x.shape[0].is_symbolic()) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " takes a real float matrix with a known row count, got " +
+                                                    std::string(tessera::name(x.dtype())) + shape_str(x.shape));
+            }
+            const std::int64_t blocks = (x.shape[0].size + kSumBlock - 1) / kSumBlock;
+            return std::vector<ir::Type>{ir::Type::tensor({Dim::fixed(blocks), x.shape[1]}, default_policy(x.policy.accum))};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            const Tensor& x = call.inputs[0];
+            auto values = x.to_values();
+            const DType accum = x.policy().accum;
+            const std::int64_t rows = x.shape()[0], cols = x.shape()[1];
+            const std::int64_t blocks = (rows + kSumBlock - 1) / kSumBlock;
+            std::vector<double> result(static_cast<std::size_t>(blocks * cols));
+            for (std::int64_t b = 0; b < blocks; ++b) {
+              for (std::int64_t c = 0; c < cols; ++c) {
+                result[static_cast<std::size_t>(b * cols + c)] = canonical_block_sum(
+                    b * kSumBlock, std::min(rows, (b + 1) * kSumBlock), accum, [&](double a, std::int64_t i) {
+                      return add_rounded(a, values[static_cast<std::size_t>(i * cols + c)], accum);
+                    });
+              }
+            }
+            return std::vector<Tensor>{make_result(result, call.result_types[0])};
+          },
+  });
+}
+
+void add_block_total(ir::Registry& r) {
+  const std::string op_name = "graph.block_total";
+  r.add(OpDef{
+      .name = op_name,
+      .summary = "Each column of block sums by the canonical order's outer levels (graph.block_sums' total), over "
+                 "`count` when positive, as `policy`, shaped `shape`.",
+      .operands = {"p"},
+      .attrs = {int_attr("count", 0),
+                ir::AttrSpec{.name = "shape", .kind = ir::AttrKind::shape, .required = false},
+                policy_attr("policy")},
+      .infer =
+          [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
+            const ir::Type& p = in[0];
+            if (!is_float(p.dtype()) || p.rank() != 2) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " takes a float matrix of block sums, got " +
+                                                    std::string(tessera::name(p.dtype())) + shape_str(p.shape));
+            }
+            if (attrs.get_int("count") < 0) {
+              raise(ErrorCode::ArgumentInvalid, op_name + " attribute 'count' must be 0 (a sum) or a mean's positive count, got " +
+                                                    std::to_string(attrs.get_int("count")));
+            }
+            const Shape kept{p.shape[1]};
+            if (!attrs.has("shape")) return std::vector<ir::Type>{ir::Type::tensor(kept, attrs.get_policy("policy"))};
+            const Shape& shape = attrs.get_shape("shape");
+            const auto a = fixed_product(shape), b = fixed_product(kept);
+            if (!a || !b || *a != *b) {
+              raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " +
+                                                  shape_str(kept) + " columns of " + shape_str(p.shape));
+            }
+            return std::vector<ir::Type>{ir::Type::tensor(shape, attrs.get_policy("policy"))};
+          },
+      .reference =
+          [](const KernelCall& call) {
+            const Tensor& p = call.inputs[0];
+            auto values = p.to_values();
+            const DType accum = p.policy().accum;
+            const std::int64_t count = call.attrs.get_int("count");
+            const std::int64_t blocks = p.shape()[0], cols = p.shape()[1];
+            std::vector<double> result(static_cast<std::size_t>(cols));
+            for (std::int64_t c = 0; c < cols; ++c) {
+              double acc = canonical_block_total(blocks, accum, [&](std::int64_t b) {
+                return values[static_cast<std::size_t>(b * cols + c)];
+              });
+              if (count > 0) acc = round_to(acc / static_cast<double>(count), accum);
+              result[static_cast<std::size_t>(c)] = acc;
+            }
+            return std::vector<Tensor>{make_result(result, call.result_types[0])};
+          },
+  });
+}
+
 }  // namespace
 
 void register_reduction_ops(ir::Registry& r) {
@@ -383,6 +484,8 @@ void register_reduction_ops(ir::Registry& r) {
   add_argmax(r);
   add_superblock_sums(r);
   add_superblock_total(r);
+  add_block_sums(r);
+  add_block_total(r);
 }
 
 }  // namespace tessera::graph

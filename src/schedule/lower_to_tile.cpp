@@ -76,10 +76,7 @@ bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& s
 }
 
 bool column_sum_prologue_fusible(const ir::Operation& sum) {
-  if (sum.name() != "graph.sum" && sum.name() != "graph.mean") return false;
-  const ir::Type& x = sum.operand(0)->type();
-  if (!is_float(x.dtype()) || x.rank() != 2 || templates::unsupported_policy(x.policy)) return false;
-  return graph::normalize_axes(sum.attrs().get_ints("axes"), 2) == std::vector<std::int64_t>{0};
+  return sum.name() == "graph.block_sums" && !templates::unsupported_policy(sum.operand(0)->type().policy);
 }
 
 const ir::Value* widened_source(const ir::Value* v, const ir::Operation& reader) {

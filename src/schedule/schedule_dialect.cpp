@@ -82,7 +82,7 @@ Family family_of(const ir::Operation& graph_op) {
                           "silu", "gelu", "erf", "where", "cast", "broadcast_to", "lookup"}) {
       m[std::string("graph.") + n] = Family::elementwise;
     }
-    for (const char* n : {"sum", "mean", "max", "min", "argmax", "superblock_sums", "superblock_total"}) m[std::string("graph.") + n] = Family::reduction;
+    for (const char* n : {"sum", "mean", "max", "min", "argmax", "superblock_sums", "superblock_total", "block_sums", "block_total"}) m[std::string("graph.") + n] = Family::reduction;
     for (const char* n : {"matmul", "gemm"}) m[std::string("graph.") + n] = Family::gemm;
     for (const char* n : {"softmax_safe", "softmax_linear", "logsumexp", "layernorm_safe", "rmsnorm_safe",
                           "norm_linear"}) {

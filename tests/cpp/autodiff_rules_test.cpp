@@ -304,10 +304,12 @@ INSTANTIATE_TEST_SUITE_P(EveryOp, AutodiffRules, ::testing::ValuesIn(cases()), c
 
 // Ops that only the partitioner (docs/design/0007-sharding.md) or the
 // compiled pipeline (graph.lookup, docs/design/0030; graph.fft_passes, 0034;
-// graph.superblock_sums and graph.superblock_total, 0036)
-// writes, after autodiff has run: they have no rules.
-const std::set<std::string> kPartitionerOnly = {"graph.shard_slice", "graph.lookup", "graph.fft_passes",
-                                                  "graph.superblock_sums", "graph.superblock_total"};
+// graph.superblock_sums and graph.superblock_total, 0036; graph.block_sums
+// and graph.block_total, 0039) writes, after autodiff has run: they have no
+// rules.
+const std::set<std::string> kPartitionerOnly = {"graph.shard_slice",      "graph.lookup",          "graph.fft_passes",
+                                                  "graph.superblock_sums", "graph.superblock_total", "graph.block_sums",
+                                                  "graph.block_total"};
 
 // Ops whose gradients this table cannot check, tested elsewhere: attention's
 // VJP takes no cotangent for the logsumexp result (the table sends one for

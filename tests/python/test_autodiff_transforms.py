@@ -251,10 +251,10 @@ def test_every_graph_op_has_both_rules():
     """Differentiating an op without a rule is an error naming the op (C++ tests cover the message);
     every Graph IR op has both rules, and ops of other dialects have none. graph.shard_slice is written
     only by the partitioner, after autodiff ran on the global program, and graph.lookup and
-    graph.fft_passes, graph.superblock_sums and graph.superblock_total only by the compiled pipeline
-    (docs/design/0030, 0034, 0036): they have none."""
+    graph.fft_passes, graph.superblock_sums, graph.superblock_total, graph.block_sums and
+    graph.block_total only by the compiled pipeline (docs/design/0030, 0034, 0036, 0039): they have none."""
     after_autodiff = ("graph.shard_slice", "graph.lookup", "graph.fft_passes", "graph.superblock_sums",
-                      "graph.superblock_total")
+                      "graph.superblock_total", "graph.block_sums", "graph.block_total")
     graph_ops = [n for n in tessera._C.op_names() if n.startswith("graph.") and n not in after_autodiff]
     for n in after_autodiff:
         assert not tessera.autodiff.has_vjp(n)

@@ -324,3 +324,50 @@ def test_long_sums_to_few_outputs_split_with_the_reference_bits(monkeypatch):
     xn, cn = x.numpy().astype(np.float64), c.numpy().astype(np.float64)
     np.testing.assert_allclose(got[0].numpy(), (xn * xn).mean(), rtol=1e-5)
     np.testing.assert_allclose(got[1].numpy(), cn.sum(axis=0) + 1.0, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [(300, 64), (4096, 1000), (257, 7), (1024, 96)])
+@pytest.mark.parametrize("policy", ["fp32", "bf16 @accum(fp32)", "fp16 @accum(fp32)"])
+def test_column_sums_split_at_blocks_with_their_prologue_keep_the_reference_bits(monkeypatch, shape, policy):
+    """Column sums split at their blocks (graph.block_sums, a group per block of
+    rows, then graph.block_total; docs/design/0039), the elementwise ops computing
+    the summed operand fused into the block sums as their prologue, which stores
+    the values the function also returns: the reference executor's bits for sums,
+    means and a consumer, against the unsplit column form, and numpy's float64
+    sums. TESSERA_COLUMN_BLOCKS and TESSERA_COLUMN_PROLOGUE turn the forms on
+    for the CPU (CUDA's default)."""
+    rng = np.random.default_rng(shape[0] * shape[1])
+    x = tessera.tensor((rng.standard_normal(shape) * 3.0).astype(np.float32), policy)
+    b = tessera.tensor(rng.standard_normal(shape[1:]).astype(np.float32), policy)
+
+    def f(x, b):
+        d = x * b + x
+        return d, tessera.ops.sum(d, axis=0), tessera.ops.mean(x, axis=0, keepdims=True), tessera.ops.sum(x, axis=0) * 2.0
+
+    monkeypatch.setenv("TESSERA_BACKEND", "reference")
+    got, want = _both(f, x, b)
+    for g, w in zip(got, want):
+        assert g.numpy().tobytes() == w.numpy().tobytes()
+    monkeypatch.setenv("TESSERA_BACKEND", "compiled")
+    monkeypatch.setenv("TESSERA_COLUMN_BLOCKS", "1")
+    monkeypatch.setenv("TESSERA_COLUMN_PROLOGUE", "1")
+    split = tessera.jit(f)
+    for k, (g, w) in enumerate(zip(split(x, b), want)):
+        assert g.numpy().tobytes() == w.numpy().tobytes(), f"result {k}"
+    sched = split.inspect_ir("schedule")
+    kernels = [line for line in sched.splitlines() if "schedule.kernel" in line]
+    # Each sum is a block-sums kernel and a total; d is computed and stored in its sum's first kernel.
+    assert sched.count("graph.block_sums") == 3 and sched.count("graph.block_total") == 3, sched
+    assert len(kernels) == 6, "\n".join(kernels)
+    assert not any('"elementwise"' in line for line in kernels), "d is computed in its block sums' kernel"
+    xd = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(np.asarray(got[2].numpy(), np.float64)[0], xd.mean(axis=0), rtol=2e-2, atol=1e-2)
+
+
+def test_column_block_knobs_reject_bad_values(monkeypatch):
+    x = tessera.tensor(np.ones((300, 4), np.float32))
+    for knob in ("TESSERA_COLUMN_BLOCKS", "TESSERA_COLUMN_PROLOGUE"):
+        monkeypatch.setenv(knob, "2")
+        with pytest.raises(tessera.ArgumentError, match=f"{knob} is '2'; expected 1"):
+            tessera.jit(lambda x: tessera.ops.sum(x * 2.0, axis=0))(x)
+        monkeypatch.delenv(knob)

@@ -194,13 +194,12 @@ bool normalization_epilogue_cast(const ir::Operation& cast);
 // so the cast's format must hold y's.
 bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& softmax);
 
-// Whether graph.sum or graph.mean `sum` can compute its operand in its own
-// kernel: a float sum or mean over axis 0 of a rank-2 operand (a bias
-// gradient), which the reduction template's column forms read element by
-// element. Partitioning then joins the elementwise group computing the
-// operand into the sum's kernel as its prologue: each element is computed
-// once, where the sum reads it, and the prologue's other outputs are stored
-// there (docs/design/0039).
+// Whether `sum` can compute its operand in its own kernel: graph.block_sums
+// (a column sum split at its blocks: a bias gradient), which the reduction
+// template reads element by element. Partitioning then joins the
+// elementwise group computing the operand into the sum's kernel as its
+// prologue: each element is computed once, where the sum reads it, and the
+// prologue's other outputs are stored there (docs/design/0039).
 bool column_sum_prologue_fusible(const ir::Operation& sum);
 
 // v, or the operand of the exact widening cast computing v when `reader` is

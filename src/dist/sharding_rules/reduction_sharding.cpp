@@ -136,6 +136,8 @@ void register_reduction_sharding() {
   register_sharding_rule("graph.min", [](const ShardingQuery& q) { return extreme_plan(q, "min"); });
   register_sharding_rule("graph.superblock_sums", replicate_all);
   register_sharding_rule("graph.superblock_total", replicate_all);
+  register_sharding_rule("graph.block_sums", replicate_all);
+  register_sharding_rule("graph.block_total", replicate_all);
   register_sharding_rule("graph.argmax", [](const ShardingQuery& q) {
     const auto axes = reduced_axes(q.op);
     Sharding in = settled(q.operands[0]);

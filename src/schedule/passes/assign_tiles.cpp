@@ -447,7 +447,7 @@ std::string target_knob_key() {
                                        "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
                                        "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",
                                        "TESSERA_COLUMN_STRANDS",      "TESSERA_SPMM_VECTOR",
-                                       "TESSERA_COLUMN_PROLOGUE"};
+                                       "TESSERA_COLUMN_PROLOGUE",     "TESSERA_COLUMN_BLOCKS"};
   std::string key;
   for (const char* k : kKnobs) {
     if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;

@@ -7,6 +7,8 @@
 // thread); split, its superblocks run as as many groups and the small
 // second kernel adds their sums in the order the canonical sum does, so the
 // result keeps its bits.
+#include <cstdlib>
+
 #include "graph/accumulate.h"
 #include "graph/shape_rules.h"
 #include "tessera/ir/builder.h"
@@ -78,6 +80,54 @@ int split_long_sums(ir::Operation& func) {
     ir::Value* total = builder
                            .create("graph.superblock_total", {parts},
                                    {{"count", op->name() == "graph.mean" ? split.length : std::int64_t{0}},
+                                    {"shape", result.shape},
+                                    {"policy", result.policy}},
+                                   op->location())
+                           ->result(0);
+    op->result(0)->replace_all_uses_with(total);
+    body.erase(op);
+  }
+  return static_cast<int>(found.size());
+}
+
+bool column_blocks_enabled(bool cuda) {
+  const char* env = std::getenv("TESSERA_COLUMN_BLOCKS");
+  if (!env || !*env) return cuda;
+  const std::string value = env;
+  if (value != "0" && value != "1") {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_BLOCKS is '" + value + "'; expected 1 or 0");
+  }
+  return value == "1";
+}
+
+// split-column-sums: a float graph.sum or graph.mean over axis 0 of a matrix
+// of more than one block of rows becomes graph.block_sums, a group per
+// block of rows and run of columns, and graph.block_total, a lane per column
+// adding the block sums in the canonical order (docs/design/0039). The
+// column form otherwise runs a group per run of 64 columns down every row:
+// 128 groups for 8192 columns, one per multiprocessor of an H200, too few
+// for the elementwise gradient a bias gradient's sum computes as its
+// prologue (partition.cpp).
+int split_column_sums(ir::Operation& func, bool cuda) {
+  if (!column_blocks_enabled(cuda)) return 0;
+  ir::Block& body = ir::function_body(func);
+  std::vector<ir::Operation*> found;
+  for (const auto& op : body.ops()) {
+    if (op->name() != "graph.sum" && op->name() != "graph.mean") continue;
+    const ir::Type& x = op->operand(0)->type();
+    if (!is_float(x.dtype()) || x.rank() != 2 || x.shape[0].is_symbolic() || x.shape[0].size <= graph::kSumBlock) continue;
+    if (graph::normalize_axes(op->attrs().get_ints("axes"), 2) != std::vector<std::int64_t>{0}) continue;
+    found.push_back(op.get());
+  }
+  for (ir::Operation* op : found) {
+    ir::OpBuilder builder(body);
+    builder.set_insertion_point(body.find(op));
+    ir::Value* parts = builder.create("graph.block_sums", {op->operand(0)}, {}, op->location())->result(0);
+    const ir::Type& result = op->result(0)->type();
+    const std::int64_t rows = op->operand(0)->type().shape[0].size;
+    ir::Value* total = builder
+                           .create("graph.block_total", {parts},
+                                   {{"count", op->name() == "graph.mean" ? rows : std::int64_t{0}},
                                     {"shape", result.shape},
                                     {"policy", result.policy}},
                                    op->location())

@@ -62,6 +62,7 @@ constexpr std::int64_t kResidentThreads = 1024;
 std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
   const std::size_t rank = op.operand(0)->type().rank();
   if (op.name() == "graph.superblock_total") return {static_cast<std::int64_t>(rank) - 1};
+  if (op.name() == "graph.block_sums" || op.name() == "graph.block_total") return {0};
   if (op.name() == "graph.argmax") return {graph::normalize_axis(op.attrs().get_int("axis"), rank)};
   auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), rank);
   if (axes.empty()) {
@@ -135,6 +136,13 @@ class ReductionBuilder {
         if (outputs % v == 0) column_vector_ = v;
       }
     }
+    // Block sums: a lane takes the largest power of two up to the knob of
+    // adjacent columns that divides the row, so its vector stays in the row.
+    if (block_sums() && domain.back().symbol.empty()) {
+      for (std::int64_t v = columns_knob; v > 1 && column_vector_ == 1; v /= 2) {
+        if (domain.back().size % v == 0) column_vector_ = v;
+      }
+    }
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
     // the operand's last axis, in whole strand groups (sums; a superblock total
@@ -144,7 +152,8 @@ class ReductionBuilder {
       run_ = kernel_.attrs().get_int("row_vector");
       if (kReductionStrands % run_ != 0 || row_lanes_ % (kReductionStrands / run_) != 0) run_ = 1;
     }
-    const std::int64_t lanes = strand_lanes() ? kColumns * kReductionStrands * strand_blocks_
+    const std::int64_t lanes = block_sums()      ? kColumns * kReductionStrands
+                               : strand_lanes() ? kColumns * kReductionStrands * strand_blocks_
                                : columns_ ? kColumns * workers_
                                : coop   ? row_lanes_
                                         : (kernel_.attrs().has("tile") ? kernel_.attrs().get_ints("tile").at(0) : 64);
@@ -172,7 +181,8 @@ class ReductionBuilder {
       params.emplace_back("x" + std::to_string(d), Type::lane(DType::int64));
       result.scalars.push_back(KernelScalar{KernelScalar::Kind::input_dim, d, x_index});
     }
-    if (root_.name() != "graph.sum" && root_.name() != "graph.mean" && !superblocks() && !total()) {
+    if (root_.name() != "graph.sum" && root_.name() != "graph.mean" && !superblocks() && !total() && !block_total() &&
+        !block_sums()) {
       for (auto a : axes_) result.nonempty_dims.emplace_back(x_index, static_cast<std::size_t>(a));
     }
     tile::KernelOptions options{.group_shape = std::vector<std::int64_t>{lanes}};
@@ -185,6 +195,7 @@ class ReductionBuilder {
     if (coop && run_ > 1) options.resident_groups = std::max<std::int64_t>(1, kResidentThreads / row_lanes_);
     if (columns_) options.shared_bytes = kColumnChunk * kColumns * 8;
     if (strand_lanes()) options.shared_bytes = strand_blocks_ * kReductionStrands * kColumns * column_vector_ * 8;
+    if (block_sums()) options.shared_bytes = kReductionStrands * kColumns * column_vector_ * 8;
     ir::Operation* func = tile::build_kernel(out_, name_, params, options, kernel_.location());
     ir::Block& fb = ir::function_body(*func);
     ir::OpBuilder b(fb);
@@ -233,7 +244,10 @@ class ReductionBuilder {
       }
     };
     auto consume = [&](ir::OpBuilder& then, LaneValue reduced) { consume_at(then, lanes_of, o, reduced); };
-    if (columns_) {
+    if (block_sums()) {
+      result.row_tiled = true;
+      block_sums_form(b);
+    } else if (columns_) {
       // kColumns outputs per group; the lanes of a column share its sum
       // under uniform control flow, and its first lane finishes.
       rows_.emplace(b, x_, xdims_, axes_, superblocks() ? column : o);
@@ -277,7 +291,7 @@ class ReductionBuilder {
     }
     tile::finish_kernel(*func);
     result.func = func;
-    result.lanes_per_group = columns_ ? kColumns * column_vector_ : lanes;
+    result.lanes_per_group = columns_ || block_sums() ? kColumns * column_vector_ : lanes;
     return result;
   }
 
@@ -287,6 +301,77 @@ class ReductionBuilder {
   // outer level over them.
   bool superblocks() const { return root_.name() == "graph.superblock_sums"; }
   bool total() const { return root_.name() == "graph.superblock_total"; }
+  bool block_sums() const { return root_.name() == "graph.block_sums"; }
+  bool block_total() const { return root_.name() == "graph.block_total"; }
+
+  // graph.block_sums (docs/design/0039): a group per block of rows and run
+  // of kColumns x column_vector_ columns (row-tiled over the [blocks,
+  // columns] result); lane (s, c) sums strand s of the block's rows of its
+  // columns (strand_sum), and the first warp combines each column's strands
+  // by the pairwise tree and stores the block sum.
+  void block_sums_form(ir::OpBuilder& b) {
+    const NumericsPolicy acc_policy = sum_policy();
+    const std::int64_t cv = column_vector_;
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    Value* gid = tile::build(b, "tile.group_id", {});
+    Value* cols = xdims_.at(1);
+    Value* run = integer(b, kColumns * cv);
+    Value* chunks = op2(b, "div", index_op(b, "add", cols, integer(b, kColumns * cv - 1)), run);
+    Value* blk = op2(b, "div", gid, chunks);
+    Value* column = op2(b, "rem", lid_, integer(b, kColumns));
+    Value* col0 = index_op(b, "add", index_op(b, "mul", op2(b, "rem", gid, chunks), run), index_op(b, "mul", column, integer(b, cv)));
+    Value* strand = op2(b, "div", lid_, integer(b, kColumns));
+    o_ = col0;
+    rows_.emplace(b, x_, xdims_, axes_, col0);
+    length_ = rows_->length();
+    Value* valid = cmp(b, "lt", col0, cols);
+    Value* parts = shared_array(b, acc_policy, kReductionStrands * kColumns * cv);
+    auto part = [&](ir::OpBuilder& ib, Value* st, std::int64_t c) {
+      Value* cell = index_op(ib, "add", index_op(ib, "mul", st, integer(ib, kColumns)), column);
+      return index_op(ib, "add", index_op(ib, "mul", cell, integer(ib, cv)), integer(ib, c));
+    };
+    if_then(b, valid, [&](ir::OpBuilder& vb) {
+      const std::vector<Value*> sums = strand_sum(vb, blk, strand);
+      for (std::int64_t c = 0; c < cv; ++c) vb.create("tile.store_elem", {parts, part(vb, strand, c), sums[static_cast<std::size_t>(c)]});
+    });
+    b.create("tile.barrier", {});
+    const ir::Operation& yield = *body_.terminator();
+    std::size_t j = 0;
+    while (yield.operand(j) != root_.result(0)) ++j;
+    Value* out = args_.at(body_.num_arguments() + j);
+    if_then(b, op2(b, "and", cmp(b, "lt", lid_, integer(b, kColumns)), valid), [&](ir::OpBuilder& fb) {
+      Value* at = index_op(fb, "add", index_op(fb, "mul", blk, cols), col0);
+      for (std::int64_t c = 0; c < cv; ++c) {
+        std::vector<Value*> level;
+        for (std::int64_t st = 0; st < kReductionStrands; ++st) {
+          level.push_back(tile::build(fb, "tile.load_elem", {parts, part(fb, integer(fb, st), c)}));
+        }
+        Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(fb, "add", x, y); });
+        fb.create("tile.store_elem", {out, c == 0 ? at : index_op(fb, "add", at, integer(fb, c)), sum}, {{"in_bounds", true}});
+      }
+    });
+  }
+
+  // graph.block_total: the lane's column of block sums by the canonical
+  // order's outer levels, superblocks of kReductionBlock blocks from zero
+  // and their sums from zero.
+  Value* column_block_total(ir::OpBuilder& b) {
+    const NumericsPolicy acc_policy = sum_policy();
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    Value* zero = tile::build_real(b, 0.0, acc_policy);
+    Value* block = integer(b, kReductionBlock);
+    Value* num_super = op2(b, "div", index_op(b, "add", length_, integer(b, kReductionBlock - 1)), block);
+    ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), {zero}, [&](ir::OpBuilder& sb, std::span<Value* const> s) {
+      Value* lo = index_op(sb, "mul", s[0], block);
+      Value* hi = op2(sb, "min", length_, index_op(sb, "add", lo, block));
+      ir::Operation* inner = tile::build_for(sb, lo, hi, integer(sb, 1), {tile::build_real(sb, 0.0, acc_policy)},
+                                             [&](ir::OpBuilder& lb, std::span<Value* const> k) {
+                                               return one(op2(lb, "add", k[1], cast(lb, rows_->load(lb, k[0], /*in_bounds=*/true), acc_policy)));
+                                             });
+      return one(op2(sb, "add", s[1], inner->result(0)));
+    });
+    return outer->result(0);
+  }
 
   // The reduced elements of output element o.
   void make_rows(ir::OpBuilder& b, Value* o) {
@@ -483,43 +568,7 @@ class ReductionBuilder {
     auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
     Value* num_blocks = ceil_div(length_);
     Value* num_super = ceil_div(num_blocks);
-    Value* last_row = index_op(b, "sub", length_, integer(b, 1));
-    // Whole blocks only (a known length, a multiple of the block): no row
-    // of a strand needs its bounds test.
-    const std::optional<std::int64_t> reduced = static_reduced_length();
-    const bool whole_blocks = reduced && *reduced > 0 && *reduced % kReductionBlock == 0;
-    // Lane's strand of block k: its elements' sums, one per column.
-    auto strand_sums = [&](ir::OpBuilder& lb, Value* k) {
-      Value* r_lo = index_op(lb, "add", index_op(lb, "mul", k, block), strand);
-      Value* r_hi = op2(lb, "min", length_, index_op(lb, "add", index_op(lb, "mul", k, block), block));
-      std::vector<std::vector<Value*>> loaded;
-      std::vector<Value*> in_row;
-      for (std::int64_t i = 0; i < kReductionBlock / kReductionStrands; ++i) {
-        Value* r = index_op(lb, "add", r_lo, integer(lb, i * kReductionStrands));
-        if (!whole_blocks) {
-          in_row.push_back(cmp(lb, "lt", r, r_hi));
-          r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
-        }
-        if (!prologue_.empty()) {
-          std::vector<Value*> run;
-          for (std::size_t c = 0; c < ncols; ++c) run.push_back(element(lb, r, c));
-          loaded.push_back(std::move(run));
-        } else if (cols == 1) {
-          loaded.push_back({element(lb, r, 0)});
-        } else {
-          ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, r)}, {{"count", cols}});
-          loaded.push_back(run->results());
-        }
-      }
-      std::vector<Value*> acc = zeros(lb);
-      for (std::size_t i = 0; i < loaded.size(); ++i) {
-        for (std::size_t c = 0; c < ncols; ++c) {
-          Value* next = op2(lb, "add", acc[c], cast(lb, loaded[i][c], acc_policy));
-          acc[c] = whole_blocks ? next : select(lb, in_row[i], next, acc[c]);
-        }
-      }
-      return acc;
-    };
+    auto strand_sums = [&](ir::OpBuilder& lb, Value* k) { return strand_sum(lb, k, strand); };
     ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> sup) {
       Value* b_lo = index_op(sb, "mul", sup[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
@@ -563,6 +612,52 @@ class ReductionBuilder {
       return added(sb, sup.subspan(1), *passes);
     });
     return outer->results();
+  }
+
+  // Strand `strand` of block k of the lane's columns (column_vector_ of
+  // them from o_): rows k * kReductionBlock + strand, + kReductionStrands, ..
+  // summed left to right from zero, one sum per column, the block's
+  // loads (or prologue elements) written out in line so they are in flight
+  // together.
+  std::vector<Value*> strand_sum(ir::OpBuilder& lb, Value* k, Value* strand) {
+    const NumericsPolicy acc_policy = sum_policy();
+    const auto ncols = static_cast<std::size_t>(column_vector_);
+    auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
+    Value* block = integer(lb, kReductionBlock);
+    // Whole blocks only (a known length, a multiple of the block): no row
+    // of a strand needs its bounds test.
+    const std::optional<std::int64_t> reduced = static_reduced_length();
+    const bool whole_blocks = reduced && *reduced > 0 && *reduced % kReductionBlock == 0;
+    Value* r_lo = index_op(lb, "add", index_op(lb, "mul", k, block), strand);
+    Value* r_hi = op2(lb, "min", length_, index_op(lb, "add", index_op(lb, "mul", k, block), block));
+    Value* last_row = index_op(lb, "sub", length_, integer(lb, 1));
+    std::vector<std::vector<Value*>> loaded;
+    std::vector<Value*> in_row;
+    for (std::int64_t i = 0; i < kReductionBlock / kReductionStrands; ++i) {
+      Value* r = index_op(lb, "add", r_lo, integer(lb, i * kReductionStrands));
+      if (!whole_blocks) {
+        in_row.push_back(cmp(lb, "lt", r, r_hi));
+        r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
+      }
+      if (!prologue_.empty()) {
+        std::vector<Value*> run;
+        for (std::size_t c = 0; c < ncols; ++c) run.push_back(element(lb, r, c));
+        loaded.push_back(std::move(run));
+      } else if (ncols == 1) {
+        loaded.push_back({element(lb, r, 0)});
+      } else {
+        ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, r)}, {{"count", column_vector_}});
+        loaded.push_back(run->results());
+      }
+    }
+    std::vector<Value*> acc = column_zeros(lb, acc_policy);
+    for (std::size_t i = 0; i < loaded.size(); ++i) {
+      for (std::size_t c = 0; c < ncols; ++c) {
+        Value* next = op2(lb, "add", acc[c], cast(lb, loaded[i][c], acc_policy));
+        acc[c] = whole_blocks ? next : select(lb, in_row[i], next, acc[c]);
+      }
+    }
+    return acc;
   }
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
@@ -616,6 +711,13 @@ class ReductionBuilder {
     const std::string_view op = root_.name();
     length_ = rows_->length();
     if (op == "graph.sum" && !is_float(root_.operand(0)->type().dtype())) return integer_sum(b, lanes_of);
+    if (block_total()) {
+      Value* x = cast(b, column_block_total(b), kF64);
+      if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
+        x = op2(b, "div", x, cast(b, tile::build_int(b, count), kF64));
+      }
+      return finish_root(b, lanes_of, x, p, /*via_accum=*/true);
+    }
     if (total()) {
       Value* x = cast(b, superblock_total(b), kF64);
       if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
@@ -792,7 +894,8 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   const ir::Operation& root = kernel_root_op(kernel);
   const ir::Block& body = kernel_body(kernel);
   static const std::set<std::string_view> kReductions = {
-      "graph.sum", "graph.mean", "graph.max", "graph.min", "graph.argmax", "graph.superblock_sums", "graph.superblock_total"};
+      "graph.sum",        "graph.mean",          "graph.max",       "graph.min",        "graph.argmax",
+      "graph.superblock_sums", "graph.superblock_total", "graph.block_sums", "graph.block_total"};
   if (!kReductions.count(root.name())) return fail("'" + std::string(root.name()) + "' is not a reduction");
   const Value* x = root.operand(0);
   bool is_argument = false, dims_input = false;
@@ -823,12 +926,14 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
       root.name() != "graph.argmax") {
     return fail("an integer " + std::string(root.name()));
   }
-  // Every op after the root is a per-lane consumer.
+  // Every op after the root is a per-lane consumer; block sums have none
+  // (they go to graph.block_total).
   std::size_t index = 0, root_index = 0;
   for (const auto& op : body.ops()) {
     if (op.get() == &root) root_index = index;
     ++index;
   }
+  if (root.name() == "graph.block_sums" && root_index + 2 != index) return fail("ops follow graph.block_sums in its kernel");
   if (auto bad = lane_ops_unsupported(body, root_index + 1, /*stochastic=*/true)) return fail(*bad);
   return true;
 }
