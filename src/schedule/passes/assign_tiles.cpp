@@ -154,8 +154,11 @@ constexpr std::int64_t kColumnStrandBlocks = 2;
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
 // the summed operand (2 for bf16 and fp16, 1 for fp32).
+// Block sums (graph.block_sums, docs/design/0039) take 16 bytes a lane, at
+// most 8 columns: a lane's strand holds 16 rows of them in flight.
 std::int64_t cuda_column_vector(const ir::Operation& root) {
   const auto bytes = static_cast<std::int64_t>(storage_bytes(root.operand(0)->type().policy.storage));
+  if (root.name() == "graph.block_sums") return bytes >= 1 ? std::min<std::int64_t>(8, std::max<std::int64_t>(1, 16 / bytes)) : 1;
   return bytes >= 1 && bytes < 4 ? 4 / bytes : 1;
 }
 bool prefetches_rows(const ir::Operation& root) {
@@ -228,12 +231,12 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
   const std::optional<std::int64_t> row_vector_env = power_of_two_from_env("TESSERA_ROW_VECTOR", 16);
   // $TESSERA_COLUMN_VECTOR: the most adjacent columns each lane of a column
-  // sum takes (1, 2 or 4; reduction.cpp's column form). CUDA's default makes
+  // sum takes (1, 2, 4 or 8; reduction.cpp's column and block forms). CUDA's default makes
   // a lane's load one 4-byte word (two bf16 columns), so a warp reads 128
   // contiguous bytes of a row; the CPU's is 4 (its lanes run in turn, and
   // four columns a lane ran a [4096, 4096] sum over axis 0 in 17 ms against
   // 31 with one; docs/design/0038).
-  const std::optional<std::int64_t> column_vector_env = power_of_two_from_env("TESSERA_COLUMN_VECTOR", 4);
+  const std::optional<std::int64_t> column_vector_env = power_of_two_from_env("TESSERA_COLUMN_VECTOR", 8);
   // $TESSERA_COLUMN_STRANDS = B (1 or 2) gives column sums a lane per
   // strand, B blocks of the columns' rows at a time (reduction.cpp); 0 a
   // lane per column walking its blocks' strands in turn. The default is 2

@@ -121,10 +121,10 @@ class ReductionBuilder {
     // known, so a lane's vector never crosses into the next row.
     const std::int64_t strands_knob = kernel_.attrs().has("column_strands") ? kernel_.attrs().get_int("column_strands") : 0;
     const std::int64_t columns_knob = kernel_.attrs().has("column_vector") ? kernel_.attrs().get_int("column_vector") : 1;
-    if (strands_knob < 0 || strands_knob > 2 || (columns_knob != 1 && columns_knob != 2 && columns_knob != 4)) {
+    if (strands_knob < 0 || strands_knob > 2 || (columns_knob != 1 && columns_knob != 2 && columns_knob != 4 && columns_knob != 8)) {
       raise(ErrorCode::ArgumentInvalid, "reduction kernel with column_strands " + std::to_string(strands_knob) +
                                             " and column_vector " + std::to_string(columns_knob) +
-                                            "; expected 0 to 2 and 1, 2 or 4",
+                                            "; expected 0 to 2 and 1, 2, 4 or 8",
             kernel_.location());
     }
     if (columns_ && !superblocks()) strand_blocks_ = strands_knob;
@@ -640,9 +640,7 @@ class ReductionBuilder {
         r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
       }
       if (!prologue_.empty()) {
-        std::vector<Value*> run;
-        for (std::size_t c = 0; c < ncols; ++c) run.push_back(element(lb, r, c));
-        loaded.push_back(std::move(run));
+        loaded.push_back(element_run(lb, r));
       } else if (ncols == 1) {
         loaded.push_back({element(lb, r, 0)});
       } else {
@@ -661,6 +659,58 @@ class ReductionBuilder {
   }
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
+
+  // Elements r of the lane's column_vector_ columns from o_ computed by the
+  // prologue (a run inside the row: the vector divides it): inputs laid out
+  // along the row (the operand's shape, or a bias over its columns) read
+  // with one tile.load_vector each, the prologue's outputs stored with one
+  // tile.store_vector each, as the elementwise template's runs do.
+  std::vector<Value*> element_run(ir::OpBuilder& b, Value* r) {
+    if (column_vector_ == 1) return {element(b, r, 0)};
+    const ir::Shape& shape = root_.operand(0)->type().shape;
+    Value* at = rows_->offset(b, r);
+    LaneProgram first(shape, at, xdims_);
+    first.set_index({r, o_});
+    std::vector<std::vector<Value*>> loaded(body_.num_arguments());
+    for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+      const ir::Shape& in = body_.argument(k)->type().shape;
+      const bool along = in == shape || (in.size() == 1 && in.back() == shape.back());
+      if (!along || lookup_table(body_.argument(k))) continue;  // read per element
+      loaded[k] = b.create("tile.load_vector", {args_[k], first.offset_of(b, in)}, {{"count", column_vector_}})->results();
+    }
+    const ir::Operation& yield = *body_.terminator();
+    std::vector<std::vector<Value*>> stored(prologue_outputs_.size());
+    std::vector<Value*> values;
+    for (std::int64_t c = 0; c < column_vector_; ++c) {
+      Value* at_c = c == 0 ? at : index_op(b, "add", at, tile::build_int(b, c));
+      Value* column = c == 0 ? o_ : index_op(b, "add", o_, tile::build_int(b, c));
+      LaneProgram program(shape, at_c, xdims_);
+      program.set_index({r, column});
+      program.set_in_bounds(true);
+      for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
+        if (loaded[k].empty()) {
+          program.bind_input(body_.argument(k), args_[k]);
+        } else {
+          Value* v = loaded[k][static_cast<std::size_t>(c)];
+          program.bind_value(body_.argument(k), LaneValue{v, LaneProgram::decode(b, v)});
+        }
+      }
+      for (const auto& op : body_.ops()) {
+        if (op.get() == &root_) break;
+        program.lower_op(b, *op);
+      }
+      for (std::size_t j = 0; j < prologue_outputs_.size(); ++j) {
+        stored[j].push_back(program.value(b, yield.operand(prologue_outputs_[j])).stored);
+      }
+      values.push_back(program.value(b, root_.operand(0)).stored);
+    }
+    for (std::size_t j = 0; j < prologue_outputs_.size(); ++j) {
+      std::vector<Value*> operands{args_[body_.num_arguments() + prologue_outputs_[j]], at};
+      operands.insert(operands.end(), stored[j].begin(), stored[j].end());
+      b.create("tile.store_vector", operands);
+    }
+    return values;
+  }
 
   bool prologue_output(std::size_t j) const {
     return std::find(prologue_outputs_.begin(), prologue_outputs_.end(), j) != prologue_outputs_.end();
