@@ -469,7 +469,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.add("dce");
     pm.run(copy);
   }
-  lower_to_schedule(copy, default_variant_chooser(), cuda);
+  lower_to_schedule(copy);
   ir::verify(copy);
   return copy;
 }

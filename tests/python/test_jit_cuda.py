@@ -178,6 +178,7 @@ def test_column_sums_of_adjacent_columns_match_the_cpu(rng, monkeypatch):
     (two superblocks a column, whole), the CPU executable's bits (which takes
     a column per lane)."""
     monkeypatch.setenv("TESSERA_SPLIT_SUMS", "0")
+    monkeypatch.setenv("TESSERA_COLUMN_BLOCKS", "0")  # the column form (the blocks' test is below)
 
     def f(c):
         return ops.sum(c, axis=0), ops.mean(c, axis=0)
@@ -193,15 +194,17 @@ def test_column_sums_of_adjacent_columns_match_the_cpu(rng, monkeypatch):
 
 
 @needs_gpu
-@pytest.mark.parametrize("knobs", ["", "TESSERA_COLUMN_VECTOR=1", "TESSERA_COLUMN_PROLOGUE=0", "TESSERA_COLUMN_BLOCKS=0"])
+@pytest.mark.parametrize("knobs", ["", "TESSERA_COLUMN_VECTOR=2", "TESSERA_COLUMN_PROLOGUE=1",
+                                   "TESSERA_COLUMN_PROLOGUE=1 TESSERA_COLUMN_VECTOR=2", "TESSERA_COLUMN_BLOCKS=0"])
 def test_bias_gradients_split_at_blocks_match_the_cpu(rng, monkeypatch, knobs):
     """A bias gradient on CUDA splits at its blocks (graph.block_sums, a group
-    per block of rows, then graph.block_total), and the block sums compute the
-    elementwise gradient they sum as their prologue and store it too
-    (docs/design/0039): two kernels. The gelu chain's x and b gradients at
-    storage precision, [3000, 4096] (a partial block), [700, 38] and
-    [512, 64]: the CPU executable's bits (the column form and an elementwise
-    kernel there), for each knob, over 10 runs."""
+    per block of rows reading 16 bytes a lane, then graph.block_total;
+    docs/design/0039); with TESSERA_COLUMN_PROLOGUE=1 the block sums compute
+    the elementwise gradient they sum as their prologue and store it too. The
+    gelu chain's x and b gradients at storage precision, [3000, 4096] (a
+    partial block), [700, 38] and [512, 64]: the CPU executable's bits (the
+    column form and an elementwise kernel there), for each knob, over 10
+    runs."""
     for pair in knobs.split():
         monkeypatch.setenv(*pair.split("="))
 
@@ -217,8 +220,9 @@ def test_bias_gradients_split_at_blocks_match_the_cpu(rng, monkeypatch, knobs):
         got = jf(*dev)
         sched = jf.inspect_ir("schedule")
         kernels = [line for line in sched.splitlines() if "schedule.kernel" in line and '"constant"' not in line]
-        if not knobs:
-            assert len(kernels) == 2 and "graph.block_sums" in sched, "\n".join(kernels)
+        if "BLOCKS" not in knobs:
+            fused = "PROLOGUE" in knobs
+            assert len(kernels) == (2 if fused else 3) and "graph.block_sums" in sched, "\n".join(kernels)
         for run in range(10):
             got = jf(*dev) if run else got
             for k, (g, w) in enumerate(zip(got, want)):

@@ -32,7 +32,7 @@ namespace tessera::schedule {
 // - views (reshape, stop_gradient) as kernels of family "view";
 // - every other op alone.
 // A group never takes an operand that depends on the group itself.
-void partition(ir::Operation& func, bool column_prologues = true);
+void partition(ir::Operation& func, bool column_prologues = false);
 
 // Chooses each kernel's implementation. One interface, so that the Mapper
 // (distribution) can own the choice later; the default chooser picks the
@@ -126,13 +126,13 @@ bool fft_stages_enabled();
 // transforms it split.
 int split_long_ffts(ir::Operation& func, bool cuda);
 
-// Whether a column sum takes the elementwise ops computing its operand as a
-// prologue: $TESSERA_COLUMN_PROLOGUE (1 or 0) on any target, else on CUDA
-// only. On one CPU core the gelu chain's gradient ([4096, 1024] bf16) ran
-// 41-49 ms fused against 28-29 ms as two kernels (its elementwise kernel
-// vectorizes along a row; the column form's lanes evaluate the prologue
-// row by row), and compiled in 7 s against 3.
-bool column_prologues_enabled(bool cuda);
+// Whether block sums take the elementwise ops computing their operand as a
+// prologue ($TESSERA_COLUMN_PROLOGUE=1; off by default on every target).
+// Measured slower everywhere so far (docs/design/0039): the gelu chain's
+// gradient ([16384, 8192] bf16) on an H200 ran at 0.18-0.33x a copy fused
+// against 0.56x as an elementwise kernel and the block sums, and on one CPU
+// core 41-49 ms against 28-29 ms.
+bool column_prologues_enabled();
 
 // Whether column sums split at their blocks: $TESSERA_COLUMN_BLOCKS (1 or
 // 0) on any target, else on CUDA only (the CPU's column form keeps its
@@ -182,9 +182,7 @@ int split_complex_parts(ir::Operation& func);
 int tabulate_functions(ir::Operation& func);
 
 // All four passes on `module`'s Graph IR functions.
-// `cuda`: the executable's target (column prologues are on by default on
-// CUDA only: column_prologues_enabled).
-void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser(), bool cuda = true);
+void lower_to_schedule(ir::Module& module, const VariantChooser& chooser = default_variant_chooser());
 
 void register_schedule_passes();
 

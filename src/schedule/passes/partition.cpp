@@ -549,9 +549,9 @@ class Partitioner {
 
 }  // namespace
 
-bool column_prologues_enabled(bool cuda) {
+bool column_prologues_enabled() {
   const char* env = std::getenv("TESSERA_COLUMN_PROLOGUE");
-  if (!env || !*env) return cuda;
+  if (!env || !*env) return false;
   const std::string value = env;
   if (value != "0" && value != "1") {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_PROLOGUE is '" + value + "'; expected 1 (the default) or 0");

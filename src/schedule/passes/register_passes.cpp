@@ -16,8 +16,8 @@ void for_each_graph_function(ir::Module& m, const std::function<void(ir::Operati
 
 }  // namespace
 
-void lower_to_schedule(ir::Module& module, const VariantChooser& chooser, bool cuda) {
-  const bool prologues = column_prologues_enabled(cuda);
+void lower_to_schedule(ir::Module& module, const VariantChooser& chooser) {
+  const bool prologues = column_prologues_enabled();
   for_each_graph_function(module, [&](ir::Operation& f) {
     partition(f, prologues);
     choose_variants(f, chooser);
@@ -31,7 +31,7 @@ void register_schedule_passes() {
                                  "Partitions Graph IR functions into schedule.kernel fusion groups (elementwise chains, "
                                  "GEMM epilogues, reductions with their consumers, one kernel per normalization op).",
                                  [](ir::Module& m) {
-                                   const bool prologues = column_prologues_enabled(/*cuda=*/true);
+                                   const bool prologues = column_prologues_enabled();
                                    for_each_graph_function(m, [&](ir::Operation& f) { partition(f, prologues); });
                                  }});
   ir::register_pass(ir::PassInfo{
