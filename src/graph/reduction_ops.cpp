@@ -335,6 +335,29 @@ void add_superblock_sums(ir::Registry& r) {
   });
 }
 
+// The result type of a total of partial sums (graph.superblock_total,
+// graph.block_total): `count` 0 or a mean's positive count, the `kept` dims
+// of the partials p, reshaped to `shape` when given, at `policy`.
+std::vector<ir::Type> total_type(const std::string& op_name, const Shape& kept, const ir::Type& p, const AttrMap& attrs) {
+  if (attrs.get_int("count") < 0) {
+    raise(ErrorCode::ArgumentInvalid, op_name + " attribute 'count' must be 0 (a sum) or a mean's positive count, got " +
+                                          std::to_string(attrs.get_int("count")));
+  }
+  if (!attrs.has("shape")) return {ir::Type::tensor(kept, attrs.get_policy("policy"))};
+  const Shape& shape = attrs.get_shape("shape");
+  const auto a = fixed_product(shape), b = fixed_product(kept);
+  if (!a || !b || *a != *b) {
+    raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " + shape_str(kept) +
+                                        " outputs of " + shape_str(p.shape));
+  }
+  return {ir::Type::tensor(shape, attrs.get_policy("policy"))};
+}
+
+std::vector<ir::AttrSpec> total_attrs() {
+  return {int_attr("count", 0), ir::AttrSpec{.name = "shape", .kind = ir::AttrKind::shape, .required = false},
+          policy_attr("policy")};
+}
+
 void add_superblock_total(ir::Registry& r) {
   const std::string op_name = "graph.superblock_total";
   r.add(OpDef{
@@ -342,9 +365,7 @@ void add_superblock_total(ir::Registry& r) {
       .summary = "The last axis summed left to right (graph.superblock_sums' outer level), over `count` when "
                  "positive, as `policy`, shaped `shape`.",
       .operands = {"p"},
-      .attrs = {int_attr("count", 0),
-                ir::AttrSpec{.name = "shape", .kind = ir::AttrKind::shape, .required = false},
-                policy_attr("policy")},
+      .attrs = total_attrs(),
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& p = in[0];
@@ -352,19 +373,7 @@ void add_superblock_total(ir::Registry& r) {
               raise(ErrorCode::ArgumentInvalid, op_name + " takes a float tensor of rank >= 1, got " +
                                                     std::string(tessera::name(p.dtype())) + shape_str(p.shape));
             }
-            if (attrs.get_int("count") < 0) {
-              raise(ErrorCode::ArgumentInvalid, op_name + " attribute 'count' must be 0 (a sum) or a mean's positive count, got " +
-                                                    std::to_string(attrs.get_int("count")));
-            }
-            const Shape kept(p.shape.begin(), p.shape.end() - 1);
-            if (!attrs.has("shape")) return std::vector<ir::Type>{ir::Type::tensor(kept, attrs.get_policy("policy"))};
-            const Shape& shape = attrs.get_shape("shape");
-            const auto a = fixed_product(shape), b = fixed_product(kept);
-            if (!a || !b || *a != *b) {
-              raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " +
-                                                  shape_str(kept) + " rows of " + shape_str(p.shape));
-            }
-            return std::vector<ir::Type>{ir::Type::tensor(shape, attrs.get_policy("policy"))};
+            return total_type(op_name, Shape(p.shape.begin(), p.shape.end() - 1), p, attrs);
           },
       .reference =
           [](const KernelCall& call) {
@@ -430,9 +439,7 @@ void add_block_total(ir::Registry& r) {
       .summary = "Each column of block sums by the canonical order's outer levels (graph.block_sums' total), over "
                  "`count` when positive, as `policy`, shaped `shape`.",
       .operands = {"p"},
-      .attrs = {int_attr("count", 0),
-                ir::AttrSpec{.name = "shape", .kind = ir::AttrKind::shape, .required = false},
-                policy_attr("policy")},
+      .attrs = total_attrs(),
       .infer =
           [op_name](std::span<const ir::Type> in, const AttrMap& attrs) {
             const ir::Type& p = in[0];
@@ -440,19 +447,7 @@ void add_block_total(ir::Registry& r) {
               raise(ErrorCode::ArgumentInvalid, op_name + " takes a float matrix of block sums, got " +
                                                     std::string(tessera::name(p.dtype())) + shape_str(p.shape));
             }
-            if (attrs.get_int("count") < 0) {
-              raise(ErrorCode::ArgumentInvalid, op_name + " attribute 'count' must be 0 (a sum) or a mean's positive count, got " +
-                                                    std::to_string(attrs.get_int("count")));
-            }
-            const Shape kept{p.shape[1]};
-            if (!attrs.has("shape")) return std::vector<ir::Type>{ir::Type::tensor(kept, attrs.get_policy("policy"))};
-            const Shape& shape = attrs.get_shape("shape");
-            const auto a = fixed_product(shape), b = fixed_product(kept);
-            if (!a || !b || *a != *b) {
-              raise(ErrorCode::ShapeMismatch, op_name + " shape " + shape_str(shape) + " does not hold the " +
-                                                  shape_str(kept) + " columns of " + shape_str(p.shape));
-            }
-            return std::vector<ir::Type>{ir::Type::tensor(shape, attrs.get_policy("policy"))};
+            return total_type(op_name, Shape{p.shape[1]}, p, attrs);
           },
       .reference =
           [](const KernelCall& call) {

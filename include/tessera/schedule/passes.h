@@ -144,6 +144,10 @@ bool column_blocks_enabled(bool cuda);
 // bits (docs/design/0039). Returns how many it split.
 int split_column_sums(ir::Operation& func, bool cuda);
 
+// An on/off knob from the environment: "1" or "0", `fallback` when unset,
+// anything else an ArgumentError naming the variable.
+bool binary_knob(const char* name, bool fallback);
+
 // Whether long sums to few outputs split ($TESSERA_SPLIT_SUMS, 1 by default;
 // 0 keeps them one kernel, to compare).
 bool split_sums_enabled();

@@ -154,12 +154,19 @@ constexpr std::int64_t kColumnStrandBlocks = 2;
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
 // the summed operand (2 for bf16 and fp16, 1 for fp32).
-// Block sums (graph.block_sums, docs/design/0039) take 16 bytes a lane, at
-// most 8 columns: a lane's strand holds 16 rows of them in flight.
-std::int64_t cuda_column_vector(const ir::Operation& root) {
+// Block sums (graph.block_sums, docs/design/0039) read 16 bytes a lane, at
+// most 8 columns: a lane's strand holds 16 rows of them in flight. With a
+// prologue, whose 16 rows of inputs and outputs a lane holds at once, 4
+// bytes (two bf16 columns: 128 registers, no spills; 8 columns spilled 2.9
+// KB a thread).
+std::int64_t cuda_column_vector(const ir::Operation& kernel) {
+  const ir::Operation& root = kernel_root_op(kernel);
   const auto bytes = static_cast<std::int64_t>(storage_bytes(root.operand(0)->type().policy.storage));
-  if (root.name() == "graph.block_sums") return bytes >= 1 ? std::min<std::int64_t>(8, std::max<std::int64_t>(1, 16 / bytes)) : 1;
-  return bytes >= 1 && bytes < 4 ? 4 / bytes : 1;
+  if (bytes < 1) return 1;
+  bool prologue = true;
+  for (std::size_t k = 0; k < kernel_body(kernel).num_arguments(); ++k) prologue = prologue && kernel_body(kernel).argument(k) != root.operand(0);
+  if (root.name() == "graph.block_sums" && !prologue) return std::min<std::int64_t>(8, std::max<std::int64_t>(1, 16 / bytes));
+  return bytes < 4 ? 4 / bytes : 1;
 }
 bool prefetches_rows(const ir::Operation& root) {
   return root.name() == "graph.rmsnorm_safe" || root.name() == "graph.layernorm_safe" ||
@@ -384,7 +391,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::reduction && column_strands_env.value_or(kColumnStrandBlocks) > 0) {
       k->attrs().set("column_strands", column_strands_env.value_or(kColumnStrandBlocks));
       const std::int64_t columns =
-          column_vector_env ? *column_vector_env : cuda ? cuda_column_vector(kernel_root_op(*k)) : kCpuColumnVector;
+          column_vector_env ? *column_vector_env : cuda ? cuda_column_vector(*k) : kCpuColumnVector;
       if (columns > 1) k->attrs().set("column_vector", columns);
     }
     if (f == Family::elementwise && (lane_vector_env || cuda)) {

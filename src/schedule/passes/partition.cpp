@@ -19,7 +19,6 @@
 // dependence is kept; groups with effects (random, collective, opaque) are
 // chained in program order so their effects keep their order too.
 #include <algorithm>
-#include <cstdlib>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -549,15 +548,7 @@ class Partitioner {
 
 }  // namespace
 
-bool column_prologues_enabled() {
-  const char* env = std::getenv("TESSERA_COLUMN_PROLOGUE");
-  if (!env || !*env) return false;
-  const std::string value = env;
-  if (value != "0" && value != "1") {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_PROLOGUE is '" + value + "'; expected 1 (the default) or 0");
-  }
-  return value == "1";
-}
+bool column_prologues_enabled() { return binary_knob("TESSERA_COLUMN_PROLOGUE", false); }
 
 void partition(ir::Operation& func, bool column_prologues) {
   // Schedule IR is made from Graph IR only: a Tile IR kernel (or a function

@@ -48,15 +48,38 @@ std::optional<SumSplit> long_sum_split(std::string_view op, const ir::Type& x, c
   return split;
 }
 
-bool split_sums_enabled() {
-  const char* env = std::getenv("TESSERA_SPLIT_SUMS");
-  if (!env || !*env) return true;
+bool binary_knob(const char* name, bool fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
   const std::string value = env;
   if (value != "0" && value != "1") {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_SPLIT_SUMS is '" + value + "'; expected 1 (the default) or 0");
+    raise(ErrorCode::ArgumentInvalid, std::string(name) + " is '" + value + "'; expected 1 or 0");
   }
   return value == "1";
 }
+
+bool split_sums_enabled() { return binary_knob("TESSERA_SPLIT_SUMS", true); }
+
+namespace {
+
+// Replaces sum or mean `op` of `length` reduced elements by `total_op` (a
+// total with count, shape and policy attributes) of partial sums `parts`,
+// built at op.
+void replace_by_total(ir::Block& body, ir::OpBuilder& builder, ir::Operation* op, const char* total_op, ir::Value* parts,
+                      std::int64_t length) {
+  const ir::Type& result = op->result(0)->type();
+  ir::Value* total = builder
+                         .create(total_op, {parts},
+                                 {{"count", op->name() == "graph.mean" ? length : std::int64_t{0}},
+                                  {"shape", result.shape},
+                                  {"policy", result.policy}},
+                                 op->location())
+                         ->result(0);
+  op->result(0)->replace_all_uses_with(total);
+  body.erase(op);
+}
+
+}  // namespace
 
 int split_long_sums(ir::Operation& func) {
   if (!split_sums_enabled()) return 0;
@@ -76,38 +99,20 @@ int split_long_sums(ir::Operation& func) {
             .create("graph.superblock_sums", {op->operand(0)}, {{"axes", split.axes}, {"superblocks", split.superblocks}},
                     op->location())
             ->result(0);
-    const ir::Type& result = op->result(0)->type();
-    ir::Value* total = builder
-                           .create("graph.superblock_total", {parts},
-                                   {{"count", op->name() == "graph.mean" ? split.length : std::int64_t{0}},
-                                    {"shape", result.shape},
-                                    {"policy", result.policy}},
-                                   op->location())
-                           ->result(0);
-    op->result(0)->replace_all_uses_with(total);
-    body.erase(op);
+    replace_by_total(body, builder, op, "graph.superblock_total", parts, split.length);
   }
   return static_cast<int>(found.size());
 }
 
-bool column_blocks_enabled(bool cuda) {
-  const char* env = std::getenv("TESSERA_COLUMN_BLOCKS");
-  if (!env || !*env) return cuda;
-  const std::string value = env;
-  if (value != "0" && value != "1") {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_BLOCKS is '" + value + "'; expected 1 or 0");
-  }
-  return value == "1";
-}
+bool column_blocks_enabled(bool cuda) { return binary_knob("TESSERA_COLUMN_BLOCKS", cuda); }
 
 // split-column-sums: a float graph.sum or graph.mean over axis 0 of a matrix
 // of more than one block of rows becomes graph.block_sums, a group per
 // block of rows and run of columns, and graph.block_total, a lane per column
 // adding the block sums in the canonical order (docs/design/0039). The
-// column form otherwise runs a group per run of 64 columns down every row:
-// 128 groups for 8192 columns, one per multiprocessor of an H200, too few
-// for the elementwise gradient a bias gradient's sum computes as its
-// prologue (partition.cpp).
+// column form otherwise runs a group per run of 64 columns down every row
+// (128 groups for 8192 columns, one per multiprocessor of an H200), 4 bytes
+// a lane; block sums read 16.
 int split_column_sums(ir::Operation& func, bool cuda) {
   if (!column_blocks_enabled(cuda)) return 0;
   ir::Block& body = ir::function_body(func);
@@ -123,17 +128,7 @@ int split_column_sums(ir::Operation& func, bool cuda) {
     ir::OpBuilder builder(body);
     builder.set_insertion_point(body.find(op));
     ir::Value* parts = builder.create("graph.block_sums", {op->operand(0)}, {}, op->location())->result(0);
-    const ir::Type& result = op->result(0)->type();
-    const std::int64_t rows = op->operand(0)->type().shape[0].size;
-    ir::Value* total = builder
-                           .create("graph.block_total", {parts},
-                                   {{"count", op->name() == "graph.mean" ? rows : std::int64_t{0}},
-                                    {"shape", result.shape},
-                                    {"policy", result.policy}},
-                                   op->location())
-                           ->result(0);
-    op->result(0)->replace_all_uses_with(total);
-    body.erase(op);
+    replace_by_total(body, builder, op, "graph.block_total", parts, op->operand(0)->type().shape[0].size);
   }
   return static_cast<int>(found.size());
 }

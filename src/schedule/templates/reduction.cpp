@@ -633,6 +633,7 @@ class ReductionBuilder {
     Value* last_row = index_op(lb, "sub", length_, integer(lb, 1));
     std::vector<std::vector<Value*>> loaded;
     std::vector<Value*> in_row;
+    std::vector<PrologueRun> runs;
     for (std::int64_t i = 0; i < kReductionBlock / kReductionStrands; ++i) {
       Value* r = index_op(lb, "add", r_lo, integer(lb, i * kReductionStrands));
       if (!whole_blocks) {
@@ -640,14 +641,16 @@ class ReductionBuilder {
         r = op2(lb, "min", r, last_row);  // a row that exists; its value is not added
       }
       if (!prologue_.empty()) {
-        loaded.push_back(element_run(lb, r));
+        runs.push_back(prologue_loads(lb, r));
       } else if (ncols == 1) {
-        loaded.push_back({element(lb, r, 0)});
+        loaded.push_back({rows_->load(lb, r, /*in_bounds=*/true)});
       } else {
         ir::Operation* run = lb.create("tile.load_vector", {x_, rows_->offset(lb, r)}, {{"count", column_vector_}});
         loaded.push_back(run->results());
       }
     }
+    for (PrologueRun& run : runs) loaded.push_back(prologue_values(lb, run));
+    for (const PrologueRun& run : runs) prologue_stores(lb, run);
     std::vector<Value*> acc = column_zeros(lb, acc_policy);
     for (std::size_t i = 0; i < loaded.size(); ++i) {
       for (std::size_t c = 0; c < ncols; ++c) {
@@ -660,38 +663,54 @@ class ReductionBuilder {
 
   Value* load(ir::OpBuilder& b, Value* r) { return rows_->load(b, r); }
 
-  // Elements r of the lane's column_vector_ columns from o_ computed by the
-  // prologue (a run inside the row: the vector divides it): inputs laid out
-  // along the row (the operand's shape, or a bias over its columns) read
-  // with one tile.load_vector each, the prologue's outputs stored with one
-  // tile.store_vector each, as the elementwise template's runs do.
-  std::vector<Value*> element_run(ir::OpBuilder& b, Value* r) {
-    if (column_vector_ == 1) return {element(b, r, 0)};
+  // A block-sums prologue (docs/design/0039) at row r of the lane's
+  // column_vector_ columns from o_ (a run inside the row: the vector divides
+  // it), in three phases that strand_sum runs for all of a strand's rows in
+  // turn: every row's loads, then every row's values, then every row's
+  // stores. Stores first would hold later loads behind them (the compiler
+  // cannot tell the buffers apart), leaving one row's loads in flight.
+  struct PrologueRun {
+    Value* r = nullptr;
+    Value* at = nullptr;                        // the flat offset of the run's first element
+    std::vector<std::vector<Value*>> loaded;     // per input: its run, or empty (read per element)
+    std::vector<std::vector<Value*>> stored;     // per prologue output: the run's stored values
+  };
+  // Inputs laid out along the row (the operand's shape, or a bias over its
+  // columns) are read with one tile.load_vector each; others per element.
+  PrologueRun prologue_loads(ir::OpBuilder& b, Value* r) {
     const ir::Shape& shape = root_.operand(0)->type().shape;
-    Value* at = rows_->offset(b, r);
-    LaneProgram first(shape, at, xdims_);
+    PrologueRun run{r, rows_->offset(b, r), std::vector<std::vector<Value*>>(body_.num_arguments()), {}};
+    LaneProgram first(shape, run.at, xdims_);
     first.set_index({r, o_});
-    std::vector<std::vector<Value*>> loaded(body_.num_arguments());
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
       const ir::Shape& in = body_.argument(k)->type().shape;
       const bool along = in == shape || (in.size() == 1 && in.back() == shape.back());
-      if (!along || lookup_table(body_.argument(k))) continue;  // read per element
-      loaded[k] = b.create("tile.load_vector", {args_[k], first.offset_of(b, in)}, {{"count", column_vector_}})->results();
+      if (!along || lookup_table(body_.argument(k))) continue;
+      Value* offset = first.offset_of(b, in);
+      run.loaded[k] = column_vector_ == 1
+                          ? std::vector<Value*>{tile::build(b, "tile.load_elem", {args_[k], offset}, {{"in_bounds", true}})}
+                          : b.create("tile.load_vector", {args_[k], offset}, {{"count", column_vector_}})->results();
     }
+    return run;
+  }
+  // The operand's stored values of the run (the prologue's outputs kept for
+  // prologue_stores).
+  std::vector<Value*> prologue_values(ir::OpBuilder& b, PrologueRun& run) {
+    const ir::Shape& shape = root_.operand(0)->type().shape;
     const ir::Operation& yield = *body_.terminator();
-    std::vector<std::vector<Value*>> stored(prologue_outputs_.size());
+    run.stored.assign(prologue_outputs_.size(), {});
     std::vector<Value*> values;
     for (std::int64_t c = 0; c < column_vector_; ++c) {
-      Value* at_c = c == 0 ? at : index_op(b, "add", at, tile::build_int(b, c));
+      Value* at_c = c == 0 ? run.at : index_op(b, "add", run.at, tile::build_int(b, c));
       Value* column = c == 0 ? o_ : index_op(b, "add", o_, tile::build_int(b, c));
       LaneProgram program(shape, at_c, xdims_);
-      program.set_index({r, column});
+      program.set_index({run.r, column});
       program.set_in_bounds(true);
       for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
-        if (loaded[k].empty()) {
+        if (run.loaded[k].empty()) {
           program.bind_input(body_.argument(k), args_[k]);
         } else {
-          Value* v = loaded[k][static_cast<std::size_t>(c)];
+          Value* v = run.loaded[k][static_cast<std::size_t>(c)];
           program.bind_value(body_.argument(k), LaneValue{v, LaneProgram::decode(b, v)});
         }
       }
@@ -700,46 +719,27 @@ class ReductionBuilder {
         program.lower_op(b, *op);
       }
       for (std::size_t j = 0; j < prologue_outputs_.size(); ++j) {
-        stored[j].push_back(program.value(b, yield.operand(prologue_outputs_[j])).stored);
+        run.stored[j].push_back(program.value(b, yield.operand(prologue_outputs_[j])).stored);
       }
       values.push_back(program.value(b, root_.operand(0)).stored);
     }
+    return values;
+  }
+  void prologue_stores(ir::OpBuilder& b, const PrologueRun& run) {
     for (std::size_t j = 0; j < prologue_outputs_.size(); ++j) {
-      std::vector<Value*> operands{args_[body_.num_arguments() + prologue_outputs_[j]], at};
-      operands.insert(operands.end(), stored[j].begin(), stored[j].end());
+      Value* out = args_[body_.num_arguments() + prologue_outputs_[j]];
+      if (column_vector_ == 1) {
+        b.create("tile.store_elem", {out, run.at, run.stored[j][0]}, {{"in_bounds", true}});
+        continue;
+      }
+      std::vector<Value*> operands{out, run.at};
+      operands.insert(operands.end(), run.stored[j].begin(), run.stored[j].end());
       b.create("tile.store_vector", operands);
     }
-    return values;
   }
 
   bool prologue_output(std::size_t j) const {
     return std::find(prologue_outputs_.begin(), prologue_outputs_.end(), j) != prologue_outputs_.end();
-  }
-
-  // Element r of column o_ + c of the reduced operand (a float sum's, whose
-  // forms read every element once), as stored: loaded, or computed by the
-  // prologue, which stores its outputs' elements there. The prologue reads
-  // its inputs at the element's (row, column), which exists.
-  Value* element(ir::OpBuilder& b, Value* r, std::size_t c) {
-    if (prologue_.empty()) return rows_->load(b, r, /*in_bounds=*/true);
-    const auto shift = static_cast<std::int64_t>(c);
-    Value* column = c == 0 ? o_ : index_op(b, "add", o_, tile::build_int(b, shift));
-    Value* at = rows_->offset(b, r);
-    if (c > 0) at = index_op(b, "add", at, tile::build_int(b, shift));
-    LaneProgram program(root_.operand(0)->type().shape, at, xdims_);
-    program.set_index({r, column});
-    program.set_in_bounds(true);
-    for (std::size_t k = 0; k < body_.num_arguments(); ++k) program.bind_input(body_.argument(k), args_[k]);
-    for (const auto& op : body_.ops()) {
-      if (op.get() == &root_) break;
-      program.lower_op(b, *op);
-    }
-    const ir::Operation& yield = *body_.terminator();
-    for (std::size_t j : prologue_outputs_) {
-      b.create("tile.store_elem", {args_[body_.num_arguments() + j], at, program.value(b, yield.operand(j)).stored},
-               {{"in_bounds", true}});
-    }
-    return program.value(b, root_.operand(0)).stored;
   }
 
   // A float sum's accumulator, and its step: element r added at it.
@@ -752,7 +752,7 @@ class ReductionBuilder {
   // column sum read 0.5 TB/s on an H200).
   SumStep sum_step(const NumericsPolicy& acc_policy) {
     return [this, acc_policy](ir::OpBuilder& eb, Value* r, Value* acc) {
-      return op2(eb, "add", acc, cast(eb, element(eb, r, 0), acc_policy));
+      return op2(eb, "add", acc, cast(eb, rows_->load(eb, r, /*in_bounds=*/true), acc_policy));
     };
   }
 
