@@ -462,7 +462,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   }
   split_long_ffts(*copy.lookup(function), cuda);
   split_long_sums(*copy.lookup(function));
-  split_column_sums(*copy.lookup(function), cuda);
+  split_column_sums(*copy.lookup(function));
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
     ir::PassManager pm;
     pm.add("cse");

@@ -155,6 +155,48 @@ TEST(GraphReduce, FixedSequentialOrderRoundsEveryStep) {
 // graph.superblock_sums / graph.superblock_total (split-long-sums): exact
 // integer data gives each superblock's sum directly; on random data their
 // composition is graph.sum's and graph.mean's reference to the bit.
+// graph.block_sums and graph.block_total (docs/design/0039): block b of
+// column c is the sum of its rows (exact for small integers), and on random
+// bf16 data the composition is the sum and the mean over axis 0 to the bit,
+// with more than one superblock of blocks (70000 rows: 274 blocks).
+TEST(GraphReduce, BlockSumsAndTheirTotalAreTheColumnSum) {
+  const std::int64_t rows = 70000, cols = 3, block = 256;
+  Values v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 5) - 2.0;
+  Tensor x = vals(v, {rows, cols});
+  Tensor parts = run1("graph.block_sums", {x}, {});
+  const std::int64_t blocks = (rows + block - 1) / block;
+  EXPECT_EQ(parts.shape(), (Sizes{blocks, cols}));
+  Values want;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      double sum = 0.0;
+      for (std::int64_t r = b * block; r < std::min(rows, (b + 1) * block); ++r) sum += v[static_cast<std::size_t>(r * cols + c)];
+      want.push_back(sum);
+    }
+  }
+  expect_values(parts, want);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  for (double& e : v) e = normal(rng);
+  Tensor y = vals(v, {rows, cols}, "bf16 @accum(fp32)");
+  Tensor p = run1("graph.block_sums", {y}, {});
+  EXPECT_EQ(p.policy(), pol("fp32"));
+  for (const bool mean : {false, true}) {
+    Tensor whole = run1(mean ? "graph.mean" : "graph.sum", {y}, {{"axes", std::vector<std::int64_t>{0}}, {"keepdims", true}});
+    Tensor total = run1("graph.block_total", {p},
+                        {{"count", mean ? rows : std::int64_t{0}}, {"shape", tessera::ir::fixed_shape({1, cols})}, {"policy", y.policy()}});
+    EXPECT_EQ(total.shape(), (Sizes{1, cols}));
+    EXPECT_EQ(total.to_values(), whole.to_values());
+  }
+  // Errors name what is wrong: not a float matrix, a negative count, a shape that does not hold the columns.
+  EXPECT_THROW(run1("graph.block_sums", {vals({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2})}, {}), Error);
+  EXPECT_THROW(run1("graph.block_sums", {vals({1, 2}, {2, 1}, "int32")}, {}), Error);
+  EXPECT_THROW(run1("graph.block_total", {p}, {{"count", std::int64_t{-3}}, {"policy", pol("fp32")}}), Error);
+  EXPECT_EQ(run1("graph.block_total", {p}, {{"policy", pol("fp32")}}).shape(), Sizes{cols});
+  EXPECT_THROW(run1("graph.block_total", {p}, {{"shape", tessera::ir::fixed_shape({2, 2})}, {"policy", pol("fp32")}}), Error);
+}
+
 TEST(GraphReduce, SuperblockSumsAndTheirTotalAreTheSum) {
   const std::int64_t super = 65536, length = 2 * super + 5;
   Values v(static_cast<std::size_t>(2 * length));

@@ -319,6 +319,7 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
 }
 )";
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv no_block_split("TESSERA_COLUMN_BLOCKS", "0");  // the column form (block sums: below)
   for (const char* lanes : {"1", "128"}) {
     SCOPED_TRACE(std::string("row lanes ") + lanes);
     schedule_test::ScopedEnv env("TESSERA_ROW_LANES", lanes);
@@ -340,6 +341,37 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
   }
 }
 
+// Sums and means over axis 0 of a matrix of more than one block of rows
+// split at their blocks by default (graph.block_sums, a group per block of
+// rows, then graph.block_total; docs/design/0039): the reference's bits for
+// fp32 with a ragged last block and a consumer, bf16 of whole blocks, a
+// column count no vector divides, and 1, 2, 4 and 8 columns a lane.
+TEST(ScheduleReduction, ColumnSumsSplitAtTheirBlocks) {
+  const std::string text = R"(
+func @c(%x: tensor<[1000, 37] fp32>) -> (tensor<[37] fp32>, tensor<[1, 37] fp32>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[37] fp32>
+  %c = graph.constant {policy = policy<fp32>, shape = shape<[]>, value = dense<[0.5]>} : tensor<[] fp32>
+  %1 = graph.mul %0, %c : tensor<[37] fp32>
+  %2 = graph.mean %x {axes = [0], keepdims = true} : tensor<[1, 37] fp32>
+  return %1, %2
+}
+func @b(%x: tensor<[512, 64] bf16 @accum(fp32)>) -> (tensor<[64] bf16 @accum(fp32)>) {
+  %0 = graph.sum %x {axes = [0]} : tensor<[64] bf16 @accum(fp32)>
+  return %0
+}
+)";
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv split_env("TESSERA_SPLIT_SUMS", "0");
+  for (const char* columns : {"1", "2", "4", "8"}) {
+    SCOPED_TRACE(std::string("columns a lane ") + columns);
+    schedule_test::ScopedEnv env("TESSERA_COLUMN_VECTOR", columns);
+    auto exe = check_against_reference(text, "c", {sample({1000, 37}, kF32, 41, false)});
+    EXPECT_NE(exe->schedule_ir().find("graph.block_sums"), std::string::npos);
+    EXPECT_NE(exe->schedule_ir().find("graph.block_total"), std::string::npos);
+    check_against_reference(text, "b", {sample({512, 64}, bf16, 42)});
+  }
+}
+
 // TESSERA_COLUMN_VECTOR (CUDA's default: a 4-byte word of columns per
 // lane) and TESSERA_COLUMN_STRANDS (CUDA's default: a lane per strand of two
 // blocks at a time): each lane of the column form sums 2 or 4 adjacent columns, loading
@@ -348,6 +380,7 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
 // column, whole and split), 300 rows of 64 bf16 columns with a consumer,
 // and 38 columns, which 4 does not divide (two columns per lane there).
 TEST(ScheduleReduction, ColumnSumsTakeAdjacentColumnsPerLane) {
+  schedule_test::ScopedEnv no_block_split("TESSERA_COLUMN_BLOCKS", "0");  // the column form
   const std::string text = R"(
 func @c(%x: tensor<[70000, 40] fp32>) -> (tensor<[40] fp32>, tensor<[40] fp32>) {
   %0 = graph.sum %x {axes = [0]} : tensor<[40] fp32>

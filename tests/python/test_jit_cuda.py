@@ -202,9 +202,8 @@ def test_bias_gradients_split_at_blocks_match_the_cpu(rng, monkeypatch, knobs):
     docs/design/0039); with TESSERA_COLUMN_PROLOGUE=1 the block sums compute
     the elementwise gradient they sum as their prologue and store it too. The
     gelu chain's x and b gradients at storage precision, [3000, 4096] (a
-    partial block), [700, 38] and [512, 64]: the CPU executable's bits (the
-    column form and an elementwise kernel there), for each knob, over 10
-    runs."""
+    partial block), [700, 38] and [512, 64]: the CPU executable's bits (under
+    the same knob), for each knob, over 10 runs."""
     for pair in knobs.split():
         monkeypatch.setenv(*pair.split("="))
 

@@ -334,8 +334,7 @@ def test_column_sums_split_at_blocks_with_their_prologue_keep_the_reference_bits
     the summed operand fused into the block sums as their prologue, which stores
     the values the function also returns: the reference executor's bits for sums,
     means and a consumer, against the unsplit column form, and numpy's float64
-    sums. TESSERA_COLUMN_BLOCKS and TESSERA_COLUMN_PROLOGUE turn the forms on
-    for the CPU (CUDA's default)."""
+    sums. TESSERA_COLUMN_PROLOGUE=1 turns the prologue on (off by default)."""
     rng = np.random.default_rng(shape[0] * shape[1])
     x = tessera.tensor((rng.standard_normal(shape) * 3.0).astype(np.float32), policy)
     b = tessera.tensor(rng.standard_normal(shape[1:]).astype(np.float32), policy)
@@ -349,7 +348,15 @@ def test_column_sums_split_at_blocks_with_their_prologue_keep_the_reference_bits
     for g, w in zip(got, want):
         assert g.numpy().tobytes() == w.numpy().tobytes()
     monkeypatch.setenv("TESSERA_BACKEND", "compiled")
-    monkeypatch.setenv("TESSERA_COLUMN_BLOCKS", "1")
+    default = tessera.jit(f)
+    default(x, b)
+    assert "graph.block_sums" in default.inspect_ir("schedule")  # split by default
+    monkeypatch.setenv("TESSERA_COLUMN_BLOCKS", "0")
+    whole = tessera.jit(f)
+    for k, (g, w) in enumerate(zip(whole(x, b), want)):
+        assert g.numpy().tobytes() == w.numpy().tobytes(), f"column form, result {k}"
+    assert "graph.block_sums" not in whole.inspect_ir("schedule")
+    monkeypatch.delenv("TESSERA_COLUMN_BLOCKS")
     monkeypatch.setenv("TESSERA_COLUMN_PROLOGUE", "1")
     split = tessera.jit(f)
     for k, (g, w) in enumerate(zip(split(x, b), want)):

@@ -134,15 +134,14 @@ int split_long_ffts(ir::Operation& func, bool cuda);
 // core 41-49 ms against 28-29 ms.
 bool column_prologues_enabled();
 
-// Whether column sums split at their blocks: $TESSERA_COLUMN_BLOCKS (1 or
-// 0) on any target, else on CUDA only (the CPU's column form keeps its
-// threads busy with a group per run of columns).
-bool column_blocks_enabled(bool cuda);
+// Whether column sums split at their blocks ($TESSERA_COLUMN_BLOCKS, 1 by
+// default; 0 keeps the column form, to compare).
+bool column_blocks_enabled();
 // split-column-sums (passes/split_long_sums.cpp), before partitioning: a
 // float graph.sum or graph.mean over axis 0 of a matrix of more than one
 // block of rows becomes graph.block_sums and graph.block_total, the same
 // bits (docs/design/0039). Returns how many it split.
-int split_column_sums(ir::Operation& func, bool cuda);
+int split_column_sums(ir::Operation& func);
 
 // An on/off knob from the environment: "1" or "0", `fallback` when unset,
 // anything else an ArgumentError naming the variable.
