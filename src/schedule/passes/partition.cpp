@@ -6,9 +6,10 @@
 // graph acyclic: none of the op's other operands may come from a group that
 // itself depends on the joined group. A softmax's gradient (softmax_linear
 // of a softmax_safe) joins that softmax's kernel, and a cast rounding a
-// normalization's fp32 result to bf16 or fp16 joins the normalization's,
-// and a column sum joins the elementwise group computing its operand, as its
-// prologue (column_sum_prologue_fusible). Every other op starts a group.
+// normalization's fp32 result to bf16 or fp16 joins the normalization's.
+// With column prologues ($TESSERA_COLUMN_PROLOGUE=1), block sums join the
+// elementwise group computing their operand, as its prologue
+// (column_sum_prologue_fusible). Every other op starts a group.
 // Constants are not grouped: a splat constant is copied into each group
 // that reads it (the template makes it a literal); any other constant, or a
 // splat one the function returns or a non-fusing kernel reads, becomes a
@@ -164,10 +165,9 @@ class Partitioner {
     return g;
   }
 
-  // A column sum (column_sum_prologue_fusible) joins the open elementwise
-  // group computing its operand, which becomes the sum's prologue: the group
-  // turns into a reduction over the sum's domain, so consumers of the sum
-  // join it after. The template reads the operand's dims from an input of
+  // Block sums (column_sum_prologue_fusible) join the open elementwise
+  // group computing their operand, which becomes their prologue: the group
+  // turns into a reduction over the block sums' domain. The template reads the operand's dims from an input of
   // the operand's shape, so the group must read one.
   int prologue_group(const ir::Operation& op) {
     if (!prologues_ || !column_sum_prologue_fusible(op)) return -1;

@@ -29,6 +29,13 @@
 // output element o is superblock o mod S of a row (over leading axes, the
 // column form's lanes take them superblock-major); graph.superblock_total
 // adds a row of superblock sums left to right.
+//
+// graph.block_sums (split-column-sums, docs/design/0039) takes a group per
+// block of rows and run of columns (block_sums_form), and may compute its
+// operand in a prologue: the elementwise ops before it in the kernel,
+// evaluated at each element it reads, their other results stored there
+// (prologue_loads / prologue_values / prologue_stores). graph.block_total
+// adds a column's block sums by the canonical order's outer levels.
 #include <algorithm>
 #include <functional>
 #include <limits>
