@@ -13,7 +13,9 @@
 // @jit functions instead: --emit schedule prints each function's Schedule
 // IR (partitioned, variants chosen, tiled, buffers planned), --emit tile the
 // Tile IR kernel each template makes of it, and --emit target those kernels'
-// CPU (or CUDA) C++. Nothing is compiled.
+// CPU (or CUDA) C++. Nothing is compiled. A Schedule IR file (what --emit
+// schedule prints) goes on from its kernels as written, knobs included, so
+// a knob can be edited in the text and its kernels printed.
 #include "tools/cli_compile.h"
 
 #include <algorithm>
@@ -196,11 +198,16 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
     std::string result;
     for (const auto& f : module.functions()) {
       const std::string& name = ir::function_name(*f);
+      // Schedule IR (what --emit schedule prints, its knobs perhaps edited)
+      // compiles as written.
+      bool schedule_input = false;
+      for (const auto& op : ir::function_body(*f).ops()) schedule_input = schedule_input || op->name() == "schedule.kernel";
       // As a GPU run schedules it (CUDA executables split fp32 products).
-      ir::Module scheduled = schedule::schedule_module(module, name, a.target != "cpu");
+      ir::Module scheduled =
+          schedule_input ? ir::parse_module(text.str(), a.file) : schedule::schedule_module(module, name, a.target != "cpu");
       // The knobs @jit sets for the target (GEMM tiles, lanes per row), so
       // the printed kernels are the ones a GPU run compiles.
-      schedule::set_target_knobs(*scheduled.lookup(name), a.target != "cpu");
+      if (!schedule_input) schedule::set_target_knobs(*scheduled.lookup(name), a.target != "cpu");
       if (a.target == "cuda_tile") {
         // Every kernel as the "tile_ir" variant compiles it, with that
         // target's knobs (tensor-core GEMMs: 128x128x64 tiles, one K loop).
