@@ -75,7 +75,7 @@ bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& s
   return graph::represents_exactly(cast.result(0)->type().dtype(), softmax.result(0)->type().dtype());
 }
 
-bool column_sum_prologue_fusible(const ir::Operation& sum) {
+bool block_sums_prologue_fusible(const ir::Operation& sum) {
   return sum.name() == "graph.block_sums" && !templates::unsupported_policy(sum.operand(0)->type().policy);
 }
 

@@ -145,7 +145,7 @@ const ir::Operation& kernel_root_op(const ir::Operation& kernel) {
   // (exact_widening_cast): its root is the normalization.
   const bool normalization = kernel.attrs().has("family") && kernel.attrs().get_string("family") == "normalization";
   // A reduction kernel's elementwise ops before its reduction are a prologue
-  // computing the reduced operand (column_sum_prologue_fusible): its root is the
+  // computing the reduced operand (block_sums_prologue_fusible): its root is the
   // reduction.
   if (kernel.attrs().has("family") && kernel.attrs().get_string("family") == "reduction") {
     for (const auto& op : body.ops()) {

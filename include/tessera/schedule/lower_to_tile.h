@@ -200,7 +200,7 @@ bool narrowed_gradient_holds_y(const ir::Operation& cast, const ir::Operation& s
 // elementwise group computing the operand into the sum's kernel as its
 // prologue: each element is computed once, where the sum reads it, and the
 // prologue's other outputs are stored there (docs/design/0039).
-bool column_sum_prologue_fusible(const ir::Operation& sum);
+bool block_sums_prologue_fusible(const ir::Operation& sum);
 
 // v, or the operand of the exact widening cast computing v when `reader` is
 // its only user (a cast that partitioning brings into the reader's kernel).

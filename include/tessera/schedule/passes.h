@@ -25,8 +25,8 @@ namespace tessera::schedule {
 //   read through broadcasting);
 // - a GEMM with its elementwise epilogue over the GEMM's result domain;
 // - a reduction with its elementwise consumers over the reduced domain, and
-//   with `column_prologues` a column sum with the elementwise group computing
-//   its operand before it (column_sum_prologue_fusible);
+//   with `column_prologues` block sums with the elementwise group computing
+//   their operand before them (block_sums_prologue_fusible);
 // - each normalization op (softmax_safe, logsumexp, layernorm_safe,
 //   rmsnorm_safe) alone;
 // - views (reshape, stop_gradient) as kernels of family "view";

@@ -153,18 +153,17 @@ constexpr std::int64_t kCudaRowPrefetch = 256;
 constexpr std::int64_t kColumnStrandBlocks = 2;
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
-// the summed operand (2 for bf16 and fp16, 1 for fp32).
-// Block sums (graph.block_sums, docs/design/0039) read 16 bytes a lane, at
-// most 8 columns: a lane's strand holds 16 rows of them in flight. With a
-// prologue, whose 16 rows of inputs and outputs a lane holds at once, 4
-// bytes (two bf16 columns: 128 registers, no spills; 8 columns spilled 2.9
-// KB a thread).
+// the summed operand (2 for bf16 and fp16, 1 for fp32). Block sums
+// (graph.block_sums, docs/design/0039) read 16 bytes a lane, at most 8
+// columns: a lane's strand holds 16 rows of them in flight. With a prologue
+// (the operand computed in the kernel, not a kernel input), whose 16 rows of
+// inputs and outputs a lane holds at once, 4 bytes again (two bf16 columns:
+// 128 registers, no spills; 8 columns spilled 2.9 KB a thread).
 std::int64_t cuda_column_vector(const ir::Operation& kernel) {
   const ir::Operation& root = kernel_root_op(kernel);
   const auto bytes = static_cast<std::int64_t>(storage_bytes(root.operand(0)->type().policy.storage));
   if (bytes < 1) return 1;
-  bool prologue = true;
-  for (std::size_t k = 0; k < kernel_body(kernel).num_arguments(); ++k) prologue = prologue && kernel_body(kernel).argument(k) != root.operand(0);
+  const bool prologue = root.operand(0)->defining_op() != nullptr;
   if (root.name() == "graph.block_sums" && !prologue) return std::min<std::int64_t>(8, std::max<std::int64_t>(1, 16 / bytes));
   return bytes < 4 ? 4 / bytes : 1;
 }
@@ -238,9 +237,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // several lanes (a power of two up to 16; CUDA's default cuda_row_vector).
   const std::optional<std::int64_t> row_vector_env = power_of_two_from_env("TESSERA_ROW_VECTOR", 16);
   // $TESSERA_COLUMN_VECTOR: the most adjacent columns each lane of a column
-  // sum takes (1, 2, 4 or 8; reduction.cpp's column and block forms). CUDA's default makes
-  // a lane's load one 4-byte word (two bf16 columns), so a warp reads 128
-  // contiguous bytes of a row; the CPU's is 4 (its lanes run in turn, and
+  // sum takes (1, 2, 4 or 8; reduction.cpp's column and block forms). CUDA's
+  // default (cuda_column_vector) makes a column form's load one 4-byte word
+  // (two bf16 columns), so a warp reads 128 contiguous bytes of a row, and a
+  // block sum's 16 bytes; the CPU's is 4 (its lanes run in turn, and
   // four columns a lane ran a [4096, 4096] sum over axis 0 in 17 ms against
   // 31 with one; docs/design/0038).
   const std::optional<std::int64_t> column_vector_env = power_of_two_from_env("TESSERA_COLUMN_VECTOR", 8);

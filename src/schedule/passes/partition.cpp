@@ -9,7 +9,7 @@
 // normalization's fp32 result to bf16 or fp16 joins the normalization's.
 // With column prologues ($TESSERA_COLUMN_PROLOGUE=1), block sums join the
 // elementwise group computing their operand, as its prologue
-// (column_sum_prologue_fusible). Every other op starts a group.
+// (block_sums_prologue_fusible). Every other op starts a group.
 // Constants are not grouped: a splat constant is copied into each group
 // that reads it (the template makes it a literal); any other constant, or a
 // splat one the function returns or a non-fusing kernel reads, becomes a
@@ -165,12 +165,12 @@ class Partitioner {
     return g;
   }
 
-  // Block sums (column_sum_prologue_fusible) join the open elementwise
+  // Block sums (block_sums_prologue_fusible) join the open elementwise
   // group computing their operand, which becomes their prologue: the group
   // turns into a reduction over the block sums' domain. The template reads the operand's dims from an input of
   // the operand's shape, so the group must read one.
   int prologue_group(const ir::Operation& op) {
-    if (!prologues_ || !column_sum_prologue_fusible(op)) return -1;
+    if (!prologues_ || !block_sums_prologue_fusible(op)) return -1;
     const ir::Value* x = op.operand(0);
     const int g = group_of(x);
     if (g < 0 || !is_open_elementwise(g, x->type().shape)) return -1;

@@ -82,6 +82,14 @@ std::vector<Value*> one(Value* v) {
   return {v};
 }
 
+// The largest power of two up to `most` that divides `n`: the adjacent
+// columns a lane takes, so that its vector never crosses into the next row.
+std::int64_t widest_vector(std::int64_t most, std::int64_t n) {
+  std::int64_t v = most;
+  while (v > 1 && n % v != 0) v /= 2;
+  return std::max<std::int64_t>(v, 1);
+}
+
 class ReductionBuilder {
  public:
   ReductionBuilder(const ir::Operation& kernel, ir::Module& out, const std::string& name)
@@ -135,21 +143,15 @@ class ReductionBuilder {
             kernel_.location());
     }
     if (columns_ && !superblocks()) strand_blocks_ = strands_knob;
+    // Strand lanes divide the output count, block sums the row.
     if (strand_lanes()) {
-      const auto sizes = ir::static_sizes(domain);
-      std::int64_t outputs = 1;
-      for (std::int64_t d : sizes ? *sizes : std::vector<std::int64_t>{}) outputs *= d;
-      for (std::int64_t v = columns_knob; sizes && v > 1 && column_vector_ == 1; v /= 2) {
-        if (outputs % v == 0) column_vector_ = v;
+      if (const auto sizes = ir::static_sizes(domain)) {
+        std::int64_t outputs = 1;
+        for (std::int64_t d : *sizes) outputs *= d;
+        column_vector_ = widest_vector(columns_knob, outputs);
       }
     }
-    // Block sums: a lane takes the largest power of two up to the knob of
-    // adjacent columns that divides the row, so its vector stays in the row.
-    if (block_sums() && domain.back().symbol.empty()) {
-      for (std::int64_t v = columns_knob; v > 1 && column_vector_ == 1; v /= 2) {
-        if (domain.back().size % v == 0) column_vector_ = v;
-      }
-    }
+    if (block_sums() && !domain.back().is_symbolic()) column_vector_ = widest_vector(columns_knob, domain.back().size);
     const bool coop = row_lanes_ > 1 && !columns_;
     // Runs (the `row_vector` knob, docs/design/0018): a cooperative row along
     // the operand's last axis, in whole strand groups (sums; a superblock total
@@ -253,7 +255,7 @@ class ReductionBuilder {
     auto consume = [&](ir::OpBuilder& then, LaneValue reduced) { consume_at(then, lanes_of, o, reduced); };
     if (block_sums()) {
       result.row_tiled = true;
-      block_sums_form(b);
+      block_sums_form(b, gid);
     } else if (columns_) {
       // kColumns outputs per group; the lanes of a column share its sum
       // under uniform control flow, and its first lane finishes.
@@ -316,11 +318,10 @@ class ReductionBuilder {
   // columns] result); lane (s, c) sums strand s of the block's rows of its
   // columns (strand_sum), and the first warp combines each column's strands
   // by the pairwise tree and stores the block sum.
-  void block_sums_form(ir::OpBuilder& b) {
+  void block_sums_form(ir::OpBuilder& b, Value* gid) {
     const NumericsPolicy acc_policy = sum_policy();
     const std::int64_t cv = column_vector_;
     auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
-    Value* gid = tile::build(b, "tile.group_id", {});
     Value* cols = xdims_.at(1);
     Value* run = integer(b, kColumns * cv);
     Value* chunks = op2(b, "div", index_op(b, "add", cols, integer(b, kColumns * cv - 1)), run);
@@ -337,6 +338,9 @@ class ReductionBuilder {
       Value* cell = index_op(ib, "add", index_op(ib, "mul", st, integer(ib, kColumns)), column);
       return index_op(ib, "add", index_op(ib, "mul", cell, integer(ib, cv)), integer(ib, c));
     };
+    auto part_of_strand = [&](std::int64_t c) {
+      return [&, c](ir::OpBuilder& ib, std::int64_t st) { return part(ib, integer(ib, st), c); };
+    };
     if_then(b, valid, [&](ir::OpBuilder& vb) {
       const std::vector<Value*> sums = strand_sum(vb, blk, strand);
       for (std::int64_t c = 0; c < cv; ++c) vb.create("tile.store_elem", {parts, part(vb, strand, c), sums[static_cast<std::size_t>(c)]});
@@ -349,11 +353,7 @@ class ReductionBuilder {
     if_then(b, op2(b, "and", cmp(b, "lt", lid_, integer(b, kColumns)), valid), [&](ir::OpBuilder& fb) {
       Value* at = index_op(fb, "add", index_op(fb, "mul", blk, cols), col0);
       for (std::int64_t c = 0; c < cv; ++c) {
-        std::vector<Value*> level;
-        for (std::int64_t st = 0; st < kReductionStrands; ++st) {
-          level.push_back(tile::build(fb, "tile.load_elem", {parts, part(fb, integer(fb, st), c)}));
-        }
-        Value* sum = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(fb, "add", x, y); });
+        Value* sum = strands_tree(fb, parts, part_of_strand(c));
         fb.create("tile.store_elem", {out, c == 0 ? at : index_op(fb, "add", at, integer(fb, c)), sum}, {{"in_bounds", true}});
       }
     });
@@ -480,6 +480,14 @@ class ReductionBuilder {
   std::vector<Value*> column_zeros(ir::OpBuilder& b, const NumericsPolicy& acc_policy) const {
     return std::vector<Value*>(static_cast<std::size_t>(column_vector_), tile::build_real(b, 0.0, acc_policy));
   }
+  // A block's sum from its kReductionStrands strand sums in shared array
+  // `parts` (strand st at cell(b, st)): the canonical pairwise tree.
+  static Value* strands_tree(ir::OpBuilder& b, Value* parts,
+                             const std::function<Value*(ir::OpBuilder&, std::int64_t)>& cell) {
+    std::vector<Value*> level;
+    for (std::int64_t st = 0; st < kReductionStrands; ++st) level.push_back(tile::build(b, "tile.load_elem", {parts, cell(b, st)}));
+    return pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(b, "add", x, y); });
+  }
   // An if's branch that passes its values through.
   static std::vector<Value*> unchanged(ir::OpBuilder&, std::span<Value* const> values) {
     return std::vector<Value*>(values.begin(), values.end());
@@ -575,14 +583,13 @@ class ReductionBuilder {
     auto ceil_div = [&](Value* a) { return op2(b, "div", index_op(b, "add", a, integer(b, kReductionBlock - 1)), block); };
     Value* num_blocks = ceil_div(length_);
     Value* num_super = ceil_div(num_blocks);
-    auto strand_sums = [&](ir::OpBuilder& lb, Value* k) { return strand_sum(lb, k, strand); };
     ir::Operation* outer = tile::build_for(b, integer(b, 0), num_super, integer(b, 1), zeros(b), [&](ir::OpBuilder& sb, std::span<Value* const> sup) {
       Value* b_lo = index_op(sb, "mul", sup[0], block);
       Value* b_hi = op2(sb, "min", num_blocks, index_op(sb, "add", b_lo, block));
       ir::Operation* passes = tile::build_for(sb, b_lo, b_hi, integer(sb, strand_blocks_), zeros(sb), [&](ir::OpBuilder& pb, std::span<Value* const> k0) {
         Value* k = index_op(pb, "add", k0[0], slot_block);
         if_then(pb, op2(pb, "and", valid, cmp(pb, "lt", k, b_hi)), [&](ir::OpBuilder& vb) {
-          const std::vector<Value*> sums = strand_sums(vb, k);
+          const std::vector<Value*> sums = strand_sum(vb, k, strand);
           for (std::size_t c = 0; c < ncols; ++c) vb.create("tile.store_elem", {parts, part(vb, slot_block, strand, c), sums[c]});
         });
         pb.create("tile.barrier", {});
@@ -597,11 +604,9 @@ class ReductionBuilder {
                     [&](ir::OpBuilder& tb, std::span<Value* const> before) {
                       std::vector<Value*> out;
                       for (std::size_t c = 0; c < ncols; ++c) {
-                        std::vector<Value*> level;
-                        for (std::int64_t st = 0; st < kReductionStrands; ++st) {
-                          level.push_back(tile::build(tb, "tile.load_elem", {parts, part(tb, integer(tb, j), integer(tb, st), c)}));
-                        }
-                        Value* block_total = pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(tb, "add", x, y); });
+                        Value* block_total = strands_tree(tb, parts, [&](ir::OpBuilder& ib, std::int64_t st) {
+                          return part(ib, integer(ib, j), integer(ib, st), c);
+                        });
                         out.push_back(op2(tb, "add", before[c], block_total));
                       }
                       return out;
@@ -768,15 +773,8 @@ class ReductionBuilder {
     const std::string_view op = root_.name();
     length_ = rows_->length();
     if (op == "graph.sum" && !is_float(root_.operand(0)->type().dtype())) return integer_sum(b, lanes_of);
-    if (block_total()) {
-      Value* x = cast(b, column_block_total(b), kF64);
-      if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
-        x = op2(b, "div", x, cast(b, tile::build_int(b, count), kF64));
-      }
-      return finish_root(b, lanes_of, x, p, /*via_accum=*/true);
-    }
-    if (total()) {
-      Value* x = cast(b, superblock_total(b), kF64);
+    if (total() || block_total()) {
+      Value* x = cast(b, total() ? superblock_total(b) : column_block_total(b), kF64);
       if (const std::int64_t count = root_.attrs().get_int("count"); count > 0) {
         x = op2(b, "div", x, cast(b, tile::build_int(b, count), kF64));
       }
@@ -932,11 +930,11 @@ class ReductionBuilder {
   std::int64_t run_ = 1;  // elements per run of a cooperative row (row_vector)
   bool columns_ = false;
   std::int64_t workers_ = 1;  // per column, in the column form
-  std::int64_t column_vector_ = 1;  // adjacent columns per lane, in the strand-lane column form
+  std::int64_t column_vector_ = 1;  // adjacent columns per lane: the strand-lane column form, block sums
   std::int64_t strand_blocks_ = 0;  // blocks per pass of the column form with a lane per strand (0: not that form)
   Value* lid_ = nullptr;
   Value* o_ = nullptr;  // the output element
-  std::set<const ir::Operation*> prologue_;   // elementwise ops computing the operand (column sums)
+  std::set<const ir::Operation*> prologue_;   // elementwise ops computing the operand (block sums)
   std::vector<std::size_t> prologue_outputs_;  // yielded values the prologue computes
   std::vector<Value*> args_;                   // the kernel's input and output buffers
 };
@@ -960,15 +958,15 @@ bool reduction_covers(const ir::Operation& kernel, std::string* why) {
     is_argument = is_argument || body.argument(k) == x;
     dims_input = dims_input || body.argument(k)->type().shape == x->type().shape;
   }
-  // Ops before the root: splat constants, and a column sum's prologue
-  // (column_sum_prologue_fusible): elementwise ops over the operand's shape
+  // Ops before the root: splat constants, and block sums' prologue
+  // (block_sums_prologue_fusible): elementwise ops over the operand's shape
   // computing it, with an input of that shape to give its dims.
   bool prologue = false;
   for (const auto& op : body.ops()) {
     if (op.get() == &root) break;
     if (is_splat_constant(*op)) continue;
     prologue = true;
-    if (!column_sum_prologue_fusible(root) || op->result(0)->type().shape != x->type().shape) {
+    if (!block_sums_prologue_fusible(root) || op->result(0)->type().shape != x->type().shape) {
       return fail("'" + std::string(op->name()) + "' precedes the reduction");
     }
     if (!lane_op_covered(op->name())) return fail("'" + std::string(op->name()) + "' has no per-lane lowering");
