@@ -2,6 +2,7 @@
 // family classification of Graph IR ops (tessera/schedule/schedule_dialect.h).
 #include "tessera/schedule/schedule_dialect.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -29,9 +30,55 @@ std::vector<Type> operand_types(const ir::Operation& op) {
   return out;
 }
 
+// The families whose templates read each target knob (assign-tiles sets a
+// knob only on them): on any other kernel a knob would be accepted and then
+// ignored, so a Schedule IR file that puts one there is an error.
+struct KnobFamilies {
+  std::string_view knob;
+  std::vector<Family> families;
+};
+const std::vector<KnobFamilies>& knob_families() {
+  static const std::vector<KnobFamilies> table = {
+      {"lane_elements", {Family::elementwise}},
+      {"lane_vector", {Family::elementwise}},
+      {"row_lanes", {Family::reduction, Family::normalization}},
+      {"row_vector", {Family::reduction, Family::normalization}},
+      {"lane_shuffles", {Family::reduction, Family::normalization}},
+      {"row_held", {Family::normalization}},
+      {"row_held_pairs", {Family::normalization}},
+      {"row_held_threads", {Family::normalization}},
+      {"row_prefetch", {Family::normalization}},
+      {"column_strands", {Family::reduction}},
+      {"column_vector", {Family::reduction}},
+      {"gemm_lanes", {Family::gemm}},
+      {"gemm_vector", {Family::gemm}},
+      {"gemm_stages", {Family::gemm}},
+      {"mma_flat", {Family::gemm}},
+      {"mma_staged", {Family::gemm}},
+      {"spmm_strip", {Family::sparse}},
+      {"spmm_vector", {Family::sparse}},
+      {"fft_lanes", {Family::fft}},
+      {"fft_points", {Family::fft}},
+      {"fft_shared_bytes", {Family::fft}},
+      {"attn_blocked", {Family::attention}},
+      {"attn_tile", {Family::attention}},
+  };
+  return table;
+}
+
 void verify_kernel(const ir::Operation& op) {
   tile::require_regions(op, 1);
-  parse_family(op.attrs().get_string("family"));
+  const Family family = parse_family(op.attrs().get_string("family"));
+  for (const KnobFamilies& entry : knob_families()) {
+    if (!op.attrs().has(entry.knob) ||
+        std::find(entry.families.begin(), entry.families.end(), family) != entry.families.end()) {
+      continue;
+    }
+    std::string owners;
+    for (Family f : entry.families) owners += (owners.empty() ? "" : " or ") + std::string(family_name(f));
+    raise(ErrorCode::ArgumentInvalid, "attribute '" + std::string(entry.knob) + "' is a knob of " + owners +
+                                          " kernels, not of a " + std::string(family_name(family)) + " kernel");
+  }
   if (const ir::Attribute* v = op.attrs().find("variant")) {
     const auto& name = std::get<std::string>(*v);
     bool known = false;
