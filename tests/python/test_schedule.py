@@ -378,3 +378,8 @@ def test_column_block_knobs_reject_bad_values(monkeypatch):
         with pytest.raises(tessera.ArgumentError, match=f"{knob} is '2'; expected 1"):
             tessera.jit(lambda x: tessera.ops.sum(x * 2.0, axis=0))(x)
         monkeypatch.delenv(knob)
+    # A prologue needs the block sums it fuses into: asking for both off and on is an error, not ignored.
+    monkeypatch.setenv("TESSERA_COLUMN_BLOCKS", "0")
+    monkeypatch.setenv("TESSERA_COLUMN_PROLOGUE", "1")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_COLUMN_BLOCKS=0 turns off"):
+        tessera.jit(lambda x: tessera.ops.sum(x * 2.0, axis=0))(x)

@@ -548,7 +548,14 @@ class Partitioner {
 
 }  // namespace
 
-bool column_prologues_enabled() { return binary_knob("TESSERA_COLUMN_PROLOGUE", false); }
+bool column_prologues_enabled() {
+  const bool on = binary_knob("TESSERA_COLUMN_PROLOGUE", false);
+  if (on && !column_blocks_enabled()) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_COLUMN_PROLOGUE=1 fuses into block sums, which TESSERA_COLUMN_BLOCKS=0 "
+                                      "turns off (column sums stay whole and take no prologue)");
+  }
+  return on;
+}
 
 void partition(ir::Operation& func, bool column_prologues) {
   // Schedule IR is made from Graph IR only: a Tile IR kernel (or a function
