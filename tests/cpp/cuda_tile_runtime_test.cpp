@@ -9,9 +9,14 @@
 #include <fstream>
 #include <string>
 
+#include "tessera/backends/cuda_tile/cubin_resources.h"
 #include "tessera/backends/cuda_tile/runtime.h"
 #include "tessera/backends/cuda_tile/toolchain.h"
+#include "tessera/ir/text.h"
 #include "tessera/runtime/kernel.h"
+#include "tessera/schedule/executable.h"
+#include "tessera/schedule/lower_to_tile.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/support/error.h"
 
 namespace ct = tessera::cuda_tile;
@@ -97,4 +102,41 @@ TEST_F(CudaTileCache, UnlistedArchitectureIsACompileError) {
     EXPECT_NE(what.find("does not target sm_75"), std::string::npos) << what;
     EXPECT_NE(what.find("sm_90"), std::string::npos) << what;
   }
+}
+
+// The D = 128 attention forward asks for two blocks per SM; the kernel the
+// loop's own latency hint gives does not fit them (tileiras 13.5: 115816
+// bytes of shared memory), so build_cubin assembles another lowering that
+// does, and a cache hit shows that lowering's text, not the first one's.
+TEST_F(CudaTileCache, OccupancyHintIsMetAndACacheHitKeepsTheKeptLowering) {
+  const tessera::ir::Module graph = tessera::ir::parse_module(R"(
+func @attn(%q: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, %k: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, %v: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>) -> (tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>) {
+  %0:2 = graph.flash_attn %q, %k, %v {causal = false, dropout = 0.0, offset = 0, scale = 0.125, seed = 0, v_scale = 1.0} : tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, tensor<[1, 8, 8192] fp32 @accum(fp32)>
+  return %0#0
+}
+)", "attn.tir");
+  tessera::ir::Module scheduled = tessera::schedule::schedule_module(graph, "attn", /*cuda=*/true);
+  tessera::ir::Operation& f = *scheduled.lookup("attn");
+  tessera::schedule::set_target_knobs(f, /*cuda=*/true);
+  for (const auto& op : tessera::ir::function_body(f).ops()) {
+    if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
+      op->attrs().set("variant", std::string("tile_ir"));
+    }
+  }
+  tessera::schedule::set_tile_ir_knobs(f);
+  tessera::ir::Module tile;
+  const tessera::ir::Operation* kernel = nullptr;
+  for (const auto& op : tessera::ir::function_body(f).ops()) {
+    if (op->name() == "schedule.kernel") kernel = tessera::schedule::lower_kernel(*op, tile, "attn_k").func;
+  }
+  ASSERT_NE(kernel, nullptr);
+  const ct::Cubin first = ct::build_cubin(*kernel, "sm_90", dir_.string(), true, /*assume_aligned=*/true);
+  const auto r = ct::read_cubin_resources(first.bytes, first.name);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(ct::blocks_per_multiprocessor(*r, "sm_90"), 2) << r->shared_bytes << " bytes of shared memory";
+  EXPECT_EQ(first.text.rfind("// occupancy 2 on sm_90: latency ", 0), 0u) << first.text.substr(0, 200);
+  const ct::Cubin second = ct::build_cubin(*kernel, "sm_90", dir_.string(), true, /*assume_aligned=*/true);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.bytes, first.bytes);
+  EXPECT_EQ(second.text, first.text);
 }

@@ -53,3 +53,17 @@ config.substitutions.append(("%tessera", tessera))
 lit_config.note("tessera: " + tessera)
 lit_config.note("tessera-opt: " + tessera_opt)
 lit_config.note("FileCheck: " + filecheck)
+
+# `REQUIRES: tileiras`: tests that assemble CUDA Tile IR (no GPU needed) run
+# where `tessera info` finds tileiras; $TESSERA_TILEIRAS passes through.
+import subprocess
+
+if os.environ.get("TESSERA_TILEIRAS"):
+    config.environment["TESSERA_TILEIRAS"] = os.environ["TESSERA_TILEIRAS"]
+try:
+    info = subprocess.run([tessera, "info"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **config.environment}).stdout
+except (OSError, subprocess.SubprocessError):
+    info = ""
+if any(line.split()[:2] == ["tileiras:", "found"] for line in info.splitlines()):
+    config.available_features.add("tileiras")

@@ -3,6 +3,7 @@
 target_sources(tessera PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/bytecode.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/toolchain.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/cubin_resources.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_lanes.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda_tile/lower_math.cpp

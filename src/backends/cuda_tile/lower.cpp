@@ -148,11 +148,7 @@ LoweredKernel Lowering::run() {
   // "<lambda>"; tileiras's code generator rejects such a name).
   const std::string entry = codegen::c_identifier(ir::function_name(func_));
   b_ = &m_.begin_entry(entry, types, names);
-  std::optional<int> occupancy = options_.occupancy;
-  if (const ir::Attribute* o = func_.attrs().find("occupancy"); !occupancy && o && ir::kind_of(*o) == ir::AttrKind::integer) {
-    occupancy = static_cast<int>(std::clamp<std::int64_t>(std::get<std::int64_t>(*o), 1, 32));
-  }
-  if (occupancy) m_.entry_hints(options_.arch, *occupancy);
+  if (const std::optional<int> occupancy = entry_occupancy(func_, options_)) m_.entry_hints(options_.arch, *occupancy);
   std::size_t slot = 0;
   for (std::size_t i = 0; i < body.num_arguments(); ++i) {
     const ir::Value* a = body.argument(i);
@@ -623,6 +619,14 @@ void Lowering::lower_block(const ir::Block& block) {
 }
 
 }  // namespace detail
+
+std::optional<int> entry_occupancy(const ir::Operation& kernel_func, const LowerOptions& options) {
+  if (options.occupancy) return options.occupancy;
+  if (const ir::Attribute* o = kernel_func.attrs().find("occupancy"); o && ir::kind_of(*o) == ir::AttrKind::integer) {
+    return static_cast<int>(std::clamp<std::int64_t>(std::get<std::int64_t>(*o), 1, 32));
+  }
+  return std::nullopt;
+}
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options) {
   if (!tile::contains_op(kernel_func, "tile.narrow_unary")) return detail::Lowering(kernel_func, options).run();

@@ -83,4 +83,9 @@ struct LowerOptions {
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options = {});
 
+// The blocks per multiprocessor the entry's occupancy hint asks for:
+// options.occupancy, else the kernel function's `occupancy` attribute
+// (clamped to 1-32), else none.
+std::optional<int> entry_occupancy(const ir::Operation& kernel_func, const LowerOptions& options);
+
 }  // namespace tessera::cuda_tile
