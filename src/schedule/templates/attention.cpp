@@ -298,11 +298,16 @@ class AttentionBuilder {
   // The block of BM query rows group `gid` (counted from the first dq or
   // forward group) owns: its first row in the head, its first row of q's
   // [rows, D] matrix, and the first row of its kv head in k's and v's.
+  // Under a causal mask a head's last query blocks see the most keys, so
+  // they go to the lowest group ids: the GPU starts the longest blocks
+  // first and the last wave holds the shortest, not the longest.
   struct QueryBlock { Value *q0, *qrow, *krow; };
   QueryBlock query_block(ir::OpBuilder& b, Value* gid) {
     const std::int64_t nqb = root_.operand(0)->type().shape[2].size / BM_;
     Value* bh = op2(b, "div", gid, i64(b, nqb));
-    Value* q0 = mul(b, op2(b, "rem", gid, i64(b, nqb)), i64(b, BM_));
+    Value* index = op2(b, "rem", gid, i64(b, nqb));
+    if (causal_) index = op2(b, "sub", i64(b, nqb - 1), index);
+    Value* q0 = mul(b, index, i64(b, BM_));
     Value* hk = op2(b, "div", op2(b, "rem", bh, i64(b, Hq_)), i64(b, Hq_ / Hkv_));
     Value* bi = op2(b, "div", bh, i64(b, Hq_));
     return {q0, add(b, mul(b, bh, Sq_), q0), mul(b, add(b, mul(b, bi, i64(b, Hkv_)), hk), Sk_)};
