@@ -3,7 +3,8 @@
 //
 //   flash_attn(q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, D])
 //       -> o [B, Hq, Sq, D], lse [B, Hq, Sq] (at the accumulation type)
-//   flash_attn_bwd(q, k, v, o, lse, do) -> dq, dk, dv
+//   flash_attn_bwd(q, k, v, delta, lse, do) -> dq, dk, dv
+//       delta [B, Hq, Sq] (at the accumulation type) = rowsum(do * o)
 //
 // Attributes: scale (real, the caller's default is 1/sqrt(D)), causal, and
 // dropout (the probability pd of dropping a probability, default 0) with the
@@ -33,7 +34,8 @@
 //     m = m'
 //   o[d] = a[d] / l (then * v_scale when it is not 1), lse = m + log(l).
 //
-//   backward: delta_i = do_i . o_i (fma over d), and for each visible (i, j)
+//   backward: delta_i is given (the VJP computes rowsum(do * o) with
+//   graph.sum, once per query row), and for each visible (i, j)
 //     p = exp(q_i . k_j * scale - lse_i)   dp = do_i . v_j   ds = p * (dp - delta_i)
 //   (with dropout, the forward's p * v is pk * v and the backward's dp is dpm: below)
 //   dq_i[d] = scale * sum over j (increasing) of ds * k_j[d]
@@ -51,7 +53,7 @@
 // random_ops.cpp). With kp = 1 - pd rounded to acc, the forward accumulates
 // pk = keep ? p / kp : 0 in place of p (the normalizer l keeps every p, and
 // lse is the undropped one); the backward uses pk for dv and
-// dpm = keep ? dp / kp : 0 in place of dp (delta = do . o still holds). So
+// dpm = keep ? dp / kp : 0 in place of dp (delta = rowsum(do * o) still holds). So
 // the mask is a pure function of (seed, offset, n): the backward redraws it,
 // and the op stays deterministic (and pure) given its attributes.
 #include <cmath>
@@ -275,7 +277,7 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
   const auto q = call.inputs[0].to_values();
   const auto k = call.inputs[1].to_values();
   const auto v = call.inputs[2].to_values();
-  const auto o = call.inputs[3].to_values();
+  const auto delta_of = call.inputs[3].to_values();  // one per query row
   const auto lse = call.inputs[4].to_values();
   const auto dout = call.inputs[5].to_values();
   const DType acc = call.result_types[0].policy.accum;
@@ -296,7 +298,7 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
     for (std::int64_t h = 0; h < g.Hq; ++h) {
       for (std::int64_t i = 0; i < g.Sq; ++i) {
         const std::size_t qi = g.q_row(b, h, i);
-        const double delta = st.dot(&dout[qi], &o[qi], g.D);
+        const double delta = delta_of[qi / D];
         std::fill(acc_q.begin(), acc_q.end(), 0.0);
         for (std::int64_t j = 0; j < g.key_end(i); ++j) {
           double pk, ds;
@@ -314,7 +316,7 @@ std::vector<Tensor> run_backward(const KernelCall& call) {
         for (std::int64_t h = hk * g.G; h < (hk + 1) * g.G; ++h) {
           for (std::int64_t i = g.query_begin(j); i < g.Sq; ++i) {
             const std::size_t qi = g.q_row(b, h, i);
-            const double delta = st.dot(&dout[qi], &o[qi], g.D);
+            const double delta = delta_of[qi / D];
             double pk, ds;
             pair(b, h, i, j, delta, pk, ds);
             for (std::size_t d = 0; d < D; ++d) {
@@ -360,27 +362,30 @@ void register_attention_ops(ir::Registry& r) {
   });
   r.add(OpDef{
       .name = "graph.flash_attn_bwd",
-      .summary = "dq, dk, dv of graph.flash_attn from q, k, v, its o and lse, and do; fixed-order sums, no atomics.",
-      .operands = {"q", "k", "v", "o", "lse", "do"},
+      .summary = "dq, dk, dv of graph.flash_attn from q, k, v, delta = rowsum(do * o), its lse, and do; fixed-order "
+                 "sums, no atomics.",
+      .operands = {"q", "k", "v", "delta", "lse", "do"},
       .attrs = backward_attrs(),
       .num_results = 3,
       .infer =
           [](std::span<const ir::Type> in, const AttrMap& attrs) {
             const std::string op = "graph.flash_attn_bwd";
             if (in.size() != 6) {
-              raise(ErrorCode::ArgumentInvalid, op + " takes q, k, v, o, lse and do, got " + std::to_string(in.size()) + " operands");
+              raise(ErrorCode::ArgumentInvalid, op + " takes q, k, v, delta, lse and do, got " + std::to_string(in.size()) + " operands");
             }
             const NumericsPolicy p = check_qkv(in, attrs, op);
-            for (std::size_t i : {3, 5}) {
-              if (in[i].shape != in[0].shape || !(in[i].policy == p)) {
-                raise(ErrorCode::ShapeMismatch, op + ": " + (i == 3 ? "o" : "do") + " must be q's type " +
-                                                    ir::print_type(ir::Type::tensor(in[0].shape, p)) + ", got " +
-                                                    ir::print_type(in[i]));
-              }
+            if (in[5].shape != in[0].shape || !(in[5].policy == p)) {
+              raise(ErrorCode::ShapeMismatch, op + ": do must be q's type " +
+                                                  ir::print_type(ir::Type::tensor(in[0].shape, p)) + ", got " +
+                                                  ir::print_type(in[5]));
             }
-            const ir::Type lse = lse_type(in[0], p);
-            if (in[4].shape != lse.shape || in[4].policy.storage != lse.policy.storage) {
-              raise(ErrorCode::ShapeMismatch, op + ": lse must be " + ir::print_type(lse) + ", got " + ir::print_type(in[4]));
+            // delta and lse: one value per query row, at the accumulation type.
+            const ir::Type rows = lse_type(in[0], p);
+            for (std::size_t i : {3, 4}) {
+              if (in[i].shape != rows.shape || in[i].policy.storage != rows.policy.storage) {
+                raise(ErrorCode::ShapeMismatch, op + ": " + (i == 3 ? "delta" : "lse") + " must be " +
+                                                    ir::print_type(rows) + ", got " + ir::print_type(in[i]));
+              }
             }
             // The gradients' policy: `out` when given (the VJP of bf16/fp16 attention asks for the
             // fp32 tangents while the operands stay at their storage), else q's.

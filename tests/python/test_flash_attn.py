@@ -466,10 +466,10 @@ def test_jit_of_attention_gradients_on_the_gpu_equals_the_cpu():
 
 CUDA_TIR = """
 func @f(%q: tensor<[B, 4, S, 64] bf16>, %k: tensor<[B, 2, T, 64] bf16>, %v: tensor<[B, 2, T, 64] bf16>,
-        %do: tensor<[B, 4, S, 64] bf16>) -> (tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S, 64] bf16>,
+        %do: tensor<[B, 4, S, 64] bf16>, %delta: tensor<[B, 4, S] fp32>) -> (tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S, 64] bf16>,
         tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>) {
   %a:2 = graph.flash_attn %q, %k, %v {causal = true, dropout = 0.25, scale = 0.125, seed = 5} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 4, S] fp32>
-  %g:3 = graph.flash_attn_bwd %q, %k, %v, %a#0, %a#1, %do {causal = true, dropout = 0.25, scale = 0.125, seed = 5} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>
+  %g:3 = graph.flash_attn_bwd %q, %k, %v, %delta, %a#1, %do {causal = true, dropout = 0.25, scale = 0.125, seed = 5} : tensor<[B, 4, S, 64] bf16>, tensor<[B, 2, T, 64] bf16>, tensor<[B, 2, T, 64] bf16>
   return %a#0, %g#0, %g#1, %g#2
 }
 """  # with dropout: the kernels draw Philox bits

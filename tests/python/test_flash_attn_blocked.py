@@ -132,8 +132,16 @@ def test_blocked_backward_is_the_blocked_tile_program_and_repeats(blocked):
         assert [t.numpy().tobytes() for t in g(*args)] == first
     attention = [f for f in g.inspect_ir("tile").split("func @")[1:] if "tile.mma" in f]
     assert len(attention) == 2  # the forward and the backward, both blocked: no scalar lanes
-    assert all("tile.load_elem" not in f and "tile.tile_reduce" in f for f in attention)
-    assert "out = policy<fp32" in g.inspect_ir("graph")  # bf16 operands, fp32 gradients
+    assert all("tile.load_elem" not in f for f in attention)
+    # The forward reduces its score tiles by rows; the backward reads delta = rowsum(do * o),
+    # a graph.sum before it, and reduces nothing itself.
+    forward, backward = sorted(attention, key=lambda f: "tile.tile_reduce" in f, reverse=True)
+    assert "tile.tile_reduce" in forward and "tile.tile_reduce" not in backward
+    graph = g.inspect_ir("graph")
+    assert "out = policy<fp32" in graph  # bf16 operands, fp32 gradients
+    bwd = [ln for ln in graph.splitlines() if "graph.flash_attn_bwd" in ln][0]
+    delta = bwd.split("graph.flash_attn_bwd ")[1].split(", ")[3]
+    assert any(ln.strip().startswith(delta + " = graph.sum") for ln in graph.splitlines()), graph
 
 
 def test_bf16_vjp_keeps_operands_at_their_storage():

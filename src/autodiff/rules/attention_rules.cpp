@@ -1,8 +1,12 @@
 // JVP and VJP rules of graph.flash_attn (graph/attention_ops.cpp).
 //
-// VJP: the backward is its own op, graph.flash_attn_bwd (q, k, v, the
-// forward's o and lse, and o's cotangent -> dq, dk, dv), which compiles to
-// its own kernel with fixed-order sums. A cotangent of the logsumexp result
+// VJP: the backward is its own op, graph.flash_attn_bwd (q, k, v,
+// delta = rowsum(do * o), the forward's lse, and o's cotangent do -> dq, dk,
+// dv), which compiles to its own kernel with fixed-order sums. delta is a
+// graph.sum of the products at the accumulation type, computed once per
+// query row before the backward: inside it, every key block would recompute
+// it (on an H200 the blocked kernel's tile reduction of do * o held 214
+// registers at D = 128 and kept CUDA Tile IR from specializing its warps). A cotangent of the logsumexp result
 // is not supported: tessera.ops.flash_attn returns o alone, so user code
 // never reaches it, and a rule that met one raises rather than drop it.
 // For bf16/fp16 inputs the backward reads the primals at their storage and
@@ -48,6 +52,14 @@ void check_differentiable(const ir::Operation& op, const char* mode) {
   }
 }
 
+// delta = rowsum(do * o) [B, Hq, Sq], the products and their sum at the
+// accumulation type (bf16 products are exact there).
+Value* row_dot(RuleContext& c, const ir::Operation& op, Value* dout, Value* o) {
+  const NumericsPolicy acc = default_policy(op.operand(0)->type().policy.accum);
+  return c.op("graph.sum", {mul(c, c.cast_to(dout, acc), c.cast_to(o, acc))},
+              ir::AttrMap{{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", false}});
+}
+
 Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
   check_differentiable(op, "VJP");
   if (ct.size() > 1 && ct[1]) {
@@ -63,9 +75,9 @@ Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
     Value* o = op.result(0);
     ir::AttrMap attrs = attn_attrs(op);
     attrs.set("out", *autodiff::tangent_policy(op.operand(0)->type()));
+    Value* dout = c.cast_to(ct[0], o->type().policy);
     return c.ops("graph.flash_attn_bwd",
-                 {op.operand(0), op.operand(1), op.operand(2), o, op.result(1), c.cast_to(ct[0], o->type().policy)},
-                 attrs);
+                 {op.operand(0), op.operand(1), op.operand(2), row_dot(c, op, dout, o), op.result(1), dout}, attrs);
   }
   Value* q = c.primal(op.operand(0));
   Value* k = c.primal(op.operand(1));
@@ -73,7 +85,7 @@ Values flash_attn_vjp(RuleContext& c, ir::Operation& op, const Values& ct) {
   Value* o = c.primal(op.result(0));
   Value* lse = c.primal(op.result(1));
   Value* dout = c.cast_to(ct[0], o->type().policy);
-  return c.ops("graph.flash_attn_bwd", {q, k, v, o, lse, dout}, attn_attrs(op));
+  return c.ops("graph.flash_attn_bwd", {q, k, v, row_dot(c, op, dout, o), lse, dout}, attn_attrs(op));
 }
 
 struct Decomposition {

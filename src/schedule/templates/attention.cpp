@@ -19,7 +19,8 @@
 //
 // The cost of the lane forms: scalar lanes, no shared-memory tiles or mma;
 // the backward recomputes each (query row, key) score twice (once for dq,
-// once for dk/dv) and delta once per key row. They are the correctness
+// once for dk/dv); delta = rowsum(do * o) is an operand, summed once per
+// query row before the kernel (autodiff/rules/attention_rules.cpp). They are the correctness
 // baseline, bit for bit the reference.
 //
 // The blocked forward (the `attn_blocked` knob, where blocked_attention_applies):
@@ -174,7 +175,7 @@ class AttentionBuilder {
   // query heads, then the query blocks that see the keys). Every output
   // element is one group's sum in a fixed order: no atomics.
   //   P = exp(Q K^T scale - lse), dP = dO V^T, dS = P (dP - delta),
-  //   delta = rowsum(dO o), dq = scale dS K, dk = scale dS^T Q, dv = P^T dO,
+  //   delta = rowsum(dO o) (an operand), dq = scale dS K, dk = scale dS^T Q, dv = P^T dO,
   // with P and dS rounded to the inputs' dtype before their products.
   TileKernel build_blocked_backward() {
     TileKernel result;
@@ -202,7 +203,7 @@ class AttentionBuilder {
           const QueryBlock qb = query_block(tb, gid);
           Value* qt = load_rows(tb, 0, qb.qrow, BM_);
           Value* dot = load_rows(tb, 5, qb.qrow, BM_);
-          const RowTerms rt = row_terms(tb, qb.qrow, dot);
+          const RowTerms rt = row_terms(tb, qb.qrow);
           const auto [free, end] = key_range(tb, qb.q0);
           auto step = [&](bool masked) {
             return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
@@ -246,7 +247,7 @@ class AttentionBuilder {
                     Value* qrow = add(lb, qbase, a[0]);
                     Value* qt = load_rows(lb, 0, qrow, BM_);
                     Value* dot = load_rows(lb, 5, qrow, BM_);
-                    const Pair pr = pair(lb, qt, dot, row_terms(lb, qrow, dot), kt, vt, a[0], j0, masked);
+                    const Pair pr = pair(lb, qt, dot, row_terms(lb, qrow), kt, vt, a[0], j0, masked);
                     Value* dk = mma_(lb, transpose_(lb, as_inputs(lb, pr.ds)), qt, a[1]);
                     Value* dv = mma_(lb, transpose_(lb, as_inputs(lb, pr.p)), dot, a[2]);
                     return std::vector<Value*>{dk, dv};
@@ -360,15 +361,17 @@ class AttentionBuilder {
     return tile::build(b, "tile.tile_causal_fill", {x, q0, j0, diag_}, {{"value", -std::numeric_limits<double>::infinity()}});
   }
 
-  // delta = rowsum(do * o) and the logsumexp, [BM, 1] each, of the query block at qrow.
+  // The logsumexp and delta = rowsum(do * o) (operands 4 and 3, rows of BM),
+  // [BM, 1] each, of the query block at qrow.
   struct RowTerms { Value *lse, *delta; };
-  RowTerms row_terms(ir::OpBuilder& b, Value* qrow, Value* dot) {
-    Value* d = as_acc(b, dot);
-    Value* o = as_acc(b, load_rows(b, 3, qrow, BM_));
-    Value* delta = reduce_(b, "sum", bin_(b, "mul", d, o));
-    Value* lse = tile::build(b, "tile.tile_load", {fb_->argument(arg(4)), op2(b, "div", qrow, i64(b, BM_)), i64(b, 0)},
-                             {{"shape", ir::fixed_shape({1, BM_})}});
-    return {transpose_(b, lse), delta};
+  RowTerms row_terms(ir::OpBuilder& b, Value* qrow) {
+    auto column = [&](std::size_t operand) {
+      Value* row = tile::build(b, "tile.tile_load", {fb_->argument(arg(operand)), op2(b, "div", qrow, i64(b, BM_)), i64(b, 0)},
+                               {{"shape", ir::fixed_shape({1, BM_})}});
+      return transpose_(b, row);
+    };
+    Value* lse = column(4);
+    return {lse, column(3)};
   }
 
   // `rows` rows of root operand `operand` (a [rows, D] matrix) from `row`.
@@ -378,8 +381,8 @@ class AttentionBuilder {
   }
 
   // The blocked kernels' shape facts and parameters: every tensor as a
-  // [rows, cols] matrix, cols = D, except the logsumexp (the forward's
-  // result 1, the backward's operand 4), stored as rows of BM: 16-byte rows,
+  // [rows, cols] matrix, cols = D, except the per-row values (the forward's
+  // logsumexp result, the backward's delta and lse), stored as rows of BM: 16-byte rows,
   // so the CUDA Tile IR target's aligned form applies (a [rows, 1] view has
   // 4-byte rows and sent every launch to the plain form).
   std::vector<std::pair<std::string, Type>> blocked_params(TileKernel& result) {
@@ -395,7 +398,8 @@ class AttentionBuilder {
       params.emplace_back(name, Type::gmem({ir::Dim::named(name + "r"), ir::Dim::fixed(cols)}, buffer_policy(p), mut));
     };
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
-      const std::int64_t cols = !forward && body_.argument(k) == root_.operand(4) ? BM_ : D_;
+      const bool per_row = !forward && (body_.argument(k) == root_.operand(3) || body_.argument(k) == root_.operand(4));
+      const std::int64_t cols = per_row ? BM_ : D_;
       matrix("in" + std::to_string(k), cols, body_.argument(k)->type().policy, false);
       result.matrix_inputs.emplace_back(k, cols);
     }
@@ -555,7 +559,7 @@ class AttentionBuilder {
     return z;
   }
 
-  // Operands: 0 q, 1 k, 2 v, 3 o, 4 lse, 5 do. Lane t owns query row t of dq, then key rows
+  // Operands: 0 q, 1 k, 2 v, 3 delta, 4 lse, 5 do. Lane t owns query row t of dq, then key rows
   // t, t + rows_q, ... of dk and dv.
   void backward_lane(ir::OpBuilder& b, Value* row, Value* rows_q) {
     const std::int64_t G = Hq_ / Hkv_;
@@ -566,7 +570,7 @@ class AttentionBuilder {
       Value* bi = op2(b, "div", bh, i64(b, Hq_));
       Value* hk = op2(b, "div", op2(b, "rem", bh, i64(b, Hq_)), i64(b, G));
       Value* qbase = mul(b, row, i64(b, D_));
-      Value* delta = dot(b, 5, qbase, 3, qbase);
+      Value* delta = load(b, 3, row);
       ir::Operation* loop = tile::build_for(
           b, i64(b, 0), key_end(b, i), i64(b, 1), zeros(b, D_), [&](ir::OpBuilder& lb, std::span<Value* const> a) {
             Value* kbase = k_row(lb, bi, hk, a[0]);
@@ -600,7 +604,7 @@ class AttentionBuilder {
                 hb, first, Sq_, i64(hb, 1), carried, [&](ir::OpBuilder& rb, std::span<Value* const> ra) {
                   Value* qbase = q_row(rb, bi, h, ra[0]);
                   Value* qrow = op2(rb, "div", qbase, i64(rb, D_));
-                  Value* delta = dot(rb, 5, qbase, 3, qbase);
+                  Value* delta = load(rb, 3, qrow);
                   auto [p, ds] = pair(rb, qbase, qrow, kbase, j, delta);
                   std::vector<Value*> next(2 * D);
                   for (std::size_t d = 0; d < D; ++d) {
@@ -705,11 +709,11 @@ bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
     return fail("the inputs are not bf16 or fp16 accumulating in fp32");
   }
   if (!forward) {
-    // o and do feed the tensor cores beside q: one dtype; lse at fp32.
-    if (root.operand(3)->type().policy.storage != p.storage || root.operand(5)->type().policy.storage != p.storage) {
-      return fail("o or do is not of the inputs' dtype");
+    // do feeds the tensor cores beside q: one dtype; delta and lse at fp32.
+    if (root.operand(5)->type().policy.storage != p.storage) return fail("do is not of the inputs' dtype");
+    if (root.operand(3)->type().dtype() != DType::fp32 || root.operand(4)->type().dtype() != DType::fp32) {
+      return fail("delta or the logsumexp is not fp32");
     }
-    if (root.operand(4)->type().dtype() != DType::fp32) return fail("the logsumexp is not fp32");
   }
   if (root.attrs().get_real("dropout") != 0.0) return fail("dropout draws per key (the lane form's)");
   const auto& qs = root.operand(0)->type().shape;
