@@ -286,12 +286,11 @@ class AttentionBuilder {
     // Blocks per SM on the CUDA Tile IR target. Two: on an H100 (bf16,
     // H = 8, D = 128, S = 8192) 376 against 333 TFLOP/s without the hint, and
     // the causal form 218 against 109 (docs/design/0015, "The blocked
-    // forward"). Three for the forward at D <= 64: on an H200 (S = 8192)
+    // forward"). Three at D <= 64: on an H200 (S = 8192) the forward
     // 301-322 against 280 TFLOP/s, causal 194-239 against 152; the backward
-    // at three lost (209 against 276, causal 174 against 219).
-    const bool forward = root_.name() == "graph.flash_attn";
+    // (delta an operand) 241 against 242, causal 196 against 159.
     const std::int64_t d = root_.operand(0)->type().shape[3].size;
-    func->attrs().set("occupancy", std::int64_t{forward && d <= 64 ? 3 : 2});
+    func->attrs().set("occupancy", std::int64_t{d <= 64 ? 3 : 2});
     fb_ = &ir::function_body(*func);
     ir::OpBuilder b(*fb_);
     Sq_ = i64(b, root_.operand(0)->type().shape[2].size);
