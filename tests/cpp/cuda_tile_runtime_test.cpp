@@ -13,6 +13,7 @@
 #include "tessera/backends/cuda_tile/runtime.h"
 #include "tessera/backends/cuda_tile/toolchain.h"
 #include "tessera/ir/text.h"
+#include "tessera/runtime/cuda.h"
 #include "tessera/runtime/kernel.h"
 #include "tessera/schedule/executable.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -104,31 +105,47 @@ TEST_F(CudaTileCache, UnlistedArchitectureIsACompileError) {
   }
 }
 
+namespace {
+
+// One attention op's kernel as a GPU executable compiles it for CUDA Tile
+// IR (the "tile_ir" variant with its knobs), lowered into `tile`.
+const tessera::ir::Operation* attention_kernel(tessera::ir::Module& tile, std::int64_t d, bool backward) {
+  const std::string t = "tensor<[1, 8, 8192, " + std::to_string(d) + "] bf16 @accum(fp32)>";
+  const std::string f = "tensor<[1, 8, 8192, " + std::to_string(d) + "] fp32 @accum(fp32)>";
+  const std::string rows = "tensor<[1, 8, 8192] fp32 @accum(fp32)>";
+  const std::string text =
+      backward ? "func @attn(%q: " + t + ", %k: " + t + ", %v: " + t + ", %do: " + t + ", %delta: " + rows + ", %lse: " +
+                     rows + ") -> (" + f + ", " + f + ", " + f + ") {\n  %0:3 = graph.flash_attn_bwd %q, %k, %v, %delta, " +
+                     "%lse, %do {causal = false, out = policy<fp32 @accum(fp32)>, scale = 0.125} : " + f + ", " + f +
+                     ", " + f + "\n  return %0#0, %0#1, %0#2\n}\n"
+               : "func @attn(%q: " + t + ", %k: " + t + ", %v: " + t + ") -> (" + t + ") {\n  %0:2 = graph.flash_attn " +
+                     "%q, %k, %v {causal = false, scale = 0.125} : " + t + ", " + rows + "\n  return %0#0\n}\n";
+  const tessera::ir::Module graph = tessera::ir::parse_module(text, "attn.tir");
+  tessera::ir::Module scheduled = tessera::schedule::schedule_module(graph, "attn", /*cuda=*/true);
+  tessera::ir::Operation& fn = *scheduled.lookup("attn");
+  tessera::schedule::set_target_knobs(fn, /*cuda=*/true);
+  for (const auto& op : tessera::ir::function_body(fn).ops()) {
+    if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
+      op->attrs().set("variant", std::string("tile_ir"));
+    }
+  }
+  tessera::schedule::set_tile_ir_knobs(fn);
+  const tessera::ir::Operation* kernel = nullptr;
+  for (const auto& op : tessera::ir::function_body(fn).ops()) {
+    if (op->name() == "schedule.kernel") kernel = tessera::schedule::lower_kernel(*op, tile, "attn_k").func;
+  }
+  return kernel;
+}
+
+}  // namespace
+
 // The D = 128 attention forward asks for two blocks per SM; the kernel the
 // loop's own latency hint gives does not fit them (tileiras 13.5: 115816
 // bytes of shared memory), so build_cubin assembles another lowering that
 // does, and a cache hit shows that lowering's text, not the first one's.
 TEST_F(CudaTileCache, OccupancyHintIsMetAndACacheHitKeepsTheKeptLowering) {
-  const tessera::ir::Module graph = tessera::ir::parse_module(R"(
-func @attn(%q: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, %k: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, %v: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>) -> (tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>) {
-  %0:2 = graph.flash_attn %q, %k, %v {causal = false, dropout = 0.0, offset = 0, scale = 0.125, seed = 0, v_scale = 1.0} : tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, tensor<[1, 8, 8192] fp32 @accum(fp32)>
-  return %0#0
-}
-)", "attn.tir");
-  tessera::ir::Module scheduled = tessera::schedule::schedule_module(graph, "attn", /*cuda=*/true);
-  tessera::ir::Operation& f = *scheduled.lookup("attn");
-  tessera::schedule::set_target_knobs(f, /*cuda=*/true);
-  for (const auto& op : tessera::ir::function_body(f).ops()) {
-    if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
-      op->attrs().set("variant", std::string("tile_ir"));
-    }
-  }
-  tessera::schedule::set_tile_ir_knobs(f);
   tessera::ir::Module tile;
-  const tessera::ir::Operation* kernel = nullptr;
-  for (const auto& op : tessera::ir::function_body(f).ops()) {
-    if (op->name() == "schedule.kernel") kernel = tessera::schedule::lower_kernel(*op, tile, "attn_k").func;
-  }
+  const tessera::ir::Operation* kernel = attention_kernel(tile, 128, /*backward=*/false);
   ASSERT_NE(kernel, nullptr);
   const ct::Cubin first = ct::build_cubin(*kernel, "sm_90", dir_.string(), true, /*assume_aligned=*/true);
   const auto r = ct::read_cubin_resources(first.bytes, first.name);
@@ -139,4 +156,29 @@ func @attn(%q: tensor<[1, 8, 8192, 128] bf16 @accum(fp32)>, %k: tensor<[1, 8, 81
   EXPECT_TRUE(second.cache_hit);
   EXPECT_EQ(second.bytes, first.bytes);
   EXPECT_EQ(second.text, first.text);
+}
+
+// On a GPU: the blocks per SM worked out from a cubin (cubin_resources.h)
+// are the driver's (cuOccupancyMaxActiveBlocksPerMultiprocessor), and reach
+// each attention kernel's hint.
+TEST_F(CudaTileCache, BlocksPerMultiprocessorAreTheDriversOnTheGpu) {
+  if (!tessera::cuda::available() || tessera::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string arch = ct::device_arch(0);
+  struct Case { std::int64_t d; bool backward; int hint; };
+  for (const Case c : {Case{64, false, 3}, Case{128, false, 2}, Case{64, true, 3}, Case{128, true, 2}}) {
+    SCOPED_TRACE("D = " + std::to_string(c.d) + (c.backward ? " backward" : " forward"));
+    tessera::ir::Module tile;
+    const tessera::ir::Operation* kernel = attention_kernel(tile, c.d, c.backward);
+    ASSERT_NE(kernel, nullptr);
+    const ct::Cubin cubin = ct::build_cubin(*kernel, arch, dir_.string(), true, /*assume_aligned=*/true);
+    const auto r = ct::read_cubin_resources(cubin.bytes, cubin.name);
+    ASSERT_TRUE(r.has_value());
+    const std::optional<int> ours = ct::blocks_per_multiprocessor(*r, arch);
+    if (!ours) GTEST_SKIP() << arch << " has no limits table";
+    const tessera::cuda::Module module = tessera::cuda::Module::load_image(0, cubin.bytes.data());
+    const int drivers = module.function(cubin.name).active_blocks_per_multiprocessor(static_cast<int>(r->threads));
+    EXPECT_EQ(*ours, drivers) << r->threads << " threads, " << r->registers << " registers, " << r->shared_bytes
+                              << " bytes of shared memory";
+    EXPECT_GE(drivers, c.hint);
+  }
 }

@@ -280,6 +280,9 @@ class Function {
  public:
   // Lets launches ask for more than 48 KiB of dynamic shared memory.
   void set_max_dynamic_shared(int bytes) const;
+  // The driver's count of this kernel's blocks of `block_threads` threads
+  // that fit on one multiprocessor together.
+  int active_blocks_per_multiprocessor(int block_threads, std::size_t dynamic_shared = 0) const;
   void* handle() const { return handle_; }
   const std::string& name() const { return name_; }
   int device() const { return device_; }

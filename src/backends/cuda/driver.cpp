@@ -91,6 +91,8 @@ LoadedDriver& loaded() {
     resolve(library, a.cuModuleUnload, {"cuModuleUnload"}, missing);
     resolve(library, a.cuModuleGetFunction, {"cuModuleGetFunction"}, missing);
     resolve(library, a.cuFuncSetAttribute, {"cuFuncSetAttribute"}, missing);
+    resolve(library, a.cuOccupancyMaxActiveBlocksPerMultiprocessor, {"cuOccupancyMaxActiveBlocksPerMultiprocessor"},
+            missing);
     resolve(library, a.cuLaunchKernel, {"cuLaunchKernel"}, missing);
     resolve(library, a.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"}, missing);
     resolve(library, a.cuStreamEndCapture, {"cuStreamEndCapture"}, missing);

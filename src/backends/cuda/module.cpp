@@ -63,6 +63,16 @@ void Function::set_max_dynamic_shared(int bytes) const {
             .c_str());
 }
 
+int Function::active_blocks_per_multiprocessor(int block_threads, std::size_t dynamic_shared) const {
+  if (!handle_) raise(ErrorCode::ArgumentInvalid, "active_blocks_per_multiprocessor on an empty Function");
+  use_device(device_);
+  int blocks = 0;
+  check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, static_cast<CUfunction>(handle_), block_threads,
+                                                              dynamic_shared),
+        ("cuOccupancyMaxActiveBlocksPerMultiprocessor for '" + name_ + "'").c_str());
+  return blocks;
+}
+
 void Function::launch(const LaunchConfig& c, void** args) const {
   if (!handle_) raise(ErrorCode::ArgumentInvalid, "launch of an empty Function");
   if (c.stream && c.stream->device() != device_) {
