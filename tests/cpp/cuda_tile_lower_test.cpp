@@ -40,10 +40,13 @@ TEST(CudaTileLower, GlobalTileGemmBecomesViewsLoopAndMmaf) {
   }
   const ct::Toolchain& t = ct::toolchain();
   if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
-  const std::string disasm = ct::disassemble(k.bytecode);
-  EXPECT_NE(disasm.find("mmaf"), std::string::npos) << disasm;
   const std::vector<std::uint8_t> cubin = ct::run_tileiras(k.bytecode, "sm_90");
   EXPECT_GT(cubin.size(), 4u);
+  // tileirdisasm ships beside tileiras in the pip package, not in every
+  // installation (the GPU machines' bundle has tileiras alone).
+  const std::string disasm = ct::disassemble(k.bytecode);
+  if (disasm.empty()) GTEST_SKIP() << "no tileirdisasm beside " << t.tileiras;
+  EXPECT_NE(disasm.find("mmaf"), std::string::npos) << disasm;
 }
 
 // Assembles `k` for sm_90 where tileiras is installed (the target's own
