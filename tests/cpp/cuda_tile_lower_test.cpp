@@ -212,6 +212,8 @@ def mm(A: bf16[M, K], B: bf16[K, N], C: mut f32[M, N]):
   EXPECT_EQ(narrowings(k.text), narrowings(plain) + 9) << k.text;
   const ct::Toolchain& t = ct::toolchain();
   if (!t.found || !t.reason.empty()) GTEST_SKIP() << (t.found ? t.reason : std::string("tileiras not found"));
-  EXPECT_NE(ct::disassemble(k.bytecode).find("assume"), std::string::npos);
   EXPECT_GT(ct::run_tileiras(k.bytecode, "sm_90").size(), 4u);
+  const std::string disasm = ct::disassemble(k.bytecode);
+  if (disasm.empty()) GTEST_SKIP() << "no tileirdisasm beside " << t.tileiras;
+  EXPECT_NE(disasm.find("assume"), std::string::npos);
 }
