@@ -211,12 +211,7 @@ int emit_graph_file(const CompileArgs& a, std::ostream& out, std::ostream& err) 
       if (a.target == "cuda_tile") {
         // Every kernel as the "tile_ir" variant compiles it, with that
         // target's knobs (tensor-core GEMMs: 128x128x64 tiles, one K loop).
-        for (const auto& op : ir::function_body(*scheduled.lookup(name)).ops()) {
-          if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
-            op->attrs().set("variant", std::string("tile_ir"));
-          }
-        }
-        schedule::set_tile_ir_knobs(*scheduled.lookup(name));
+        schedule::use_tile_ir(*scheduled.lookup(name));
       }
       if (a.emit == "schedule") {
         result += ir::print_module(scheduled);

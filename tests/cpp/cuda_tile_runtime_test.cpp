@@ -124,12 +124,7 @@ const tessera::ir::Operation* attention_kernel(tessera::ir::Module& tile, std::i
   tessera::ir::Module scheduled = tessera::schedule::schedule_module(graph, "attn", /*cuda=*/true);
   tessera::ir::Operation& fn = *scheduled.lookup("attn");
   tessera::schedule::set_target_knobs(fn, /*cuda=*/true);
-  for (const auto& op : tessera::ir::function_body(fn).ops()) {
-    if (op->name() == "schedule.kernel" && op->attrs().get_string("variant") == "tile") {
-      op->attrs().set("variant", std::string("tile_ir"));
-    }
-  }
-  tessera::schedule::set_tile_ir_knobs(fn);
+  tessera::schedule::use_tile_ir(fn);
   const tessera::ir::Operation* kernel = nullptr;
   for (const auto& op : tessera::ir::function_body(fn).ops()) {
     if (op->name() == "schedule.kernel") kernel = tessera::schedule::lower_kernel(*op, tile, "attn_k").func;

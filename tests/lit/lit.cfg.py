@@ -11,6 +11,7 @@
 import glob
 import os
 import shutil
+import subprocess
 
 import lit.formats
 
@@ -56,8 +57,6 @@ lit_config.note("FileCheck: " + filecheck)
 
 # `REQUIRES: tileiras`: tests that assemble CUDA Tile IR (no GPU needed) run
 # where `tessera info` finds tileiras; $TESSERA_TILEIRAS passes through.
-import subprocess
-
 if os.environ.get("TESSERA_TILEIRAS"):
     config.environment["TESSERA_TILEIRAS"] = os.environ["TESSERA_TILEIRAS"]
 try:

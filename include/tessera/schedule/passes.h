@@ -93,6 +93,10 @@ std::string target_knob_key();
 // cost the target its software pipeline; the order still depends on the
 // shape alone, so results repeat bit for bit.
 void set_tile_ir_knobs(ir::Operation& func);
+// Every kernel of variant "tile" becomes "tile_ir", then set_tile_ir_knobs:
+// the kernels as the CUDA Tile IR target compiles them when a Mapper asks
+// for it everywhere (`tessera compile --target cuda_tile`).
+void use_tile_ir(ir::Operation& func);
 // Whether a gemm kernel's product runs on tensor cores where it can: both
 // operands bf16, fp16 or fp8, accumulating in fp32.
 bool tensor_core_gemm(const ir::Operation& kernel);

@@ -512,6 +512,13 @@ bool tensor_core_gemm(const ir::Operation& kernel) {
          root.result(0)->type().policy.accum == DType::fp32;
 }
 
+void use_tile_ir(ir::Operation& func) {
+  for (ir::Operation* k : kernels_of(func)) {
+    if (kernel_variant(*k) == "tile") k->attrs().set("variant", std::string("tile_ir"));
+  }
+  set_tile_ir_knobs(func);
+}
+
 void set_tile_ir_knobs(ir::Operation& func) {
   const std::vector<std::int64_t> tile = gemm_tile_from_env("TESSERA_CUDA_TILE_GEMM_TILE", {128, 128, 64});
   for (ir::Operation* k : kernels_of(func)) {

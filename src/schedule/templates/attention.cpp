@@ -369,8 +369,7 @@ class AttentionBuilder {
                                {{"shape", ir::fixed_shape({1, BM_})}});
       return transpose_(b, row);
     };
-    Value* lse = column(4);
-    return {lse, column(3)};
+    return {column(4), column(3)};  // a braced list builds lse's ops first
   }
 
   // `rows` rows of root operand `operand` (a [rows, D] matrix) from `row`.
