@@ -46,17 +46,13 @@ Cx<T> add(Cx<T> a, Cx<T> b) {
   return {static_cast<T>(a.re + b.re), static_cast<T>(a.im + b.im)};
 }
 
-// a times a radix-R twiddle: a quarter turn (-1, -i or i, exact) is a
-// negation or a swap, not a product; any other twiddle a product.
+// radix_butterfly's part arithmetic on host values, each result rounded to T.
 template <class T>
-Cx<T> times_inner(Cx<T> a, Cx<T> w) {
-  switch (quarter_turn(w.re, w.im)) {
-    case QuarterTurn::minus_one: return {static_cast<T>(-a.re), static_cast<T>(-a.im)};
-    case QuarterTurn::minus_i: return {a.im, static_cast<T>(-a.re)};
-    case QuarterTurn::plus_i: return {static_cast<T>(-a.im), a.re};
-    default: return mul(a, w);
-  }
-}
+struct HostParts {
+  T add(T x, T y) const { return static_cast<T>(x + y); }
+  T sub(T x, T y) const { return static_cast<T>(x - y); }
+  T scale(T x, double c) const { return static_cast<T>(static_cast<T>(c) * x); }
+};
 
 }  // namespace
 
@@ -84,7 +80,12 @@ void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::
     const Pass& p = passes[i];
     const int R = p.radix;
     const std::int64_t stride = n / R;
-    Cx<T> v[8];
+    const auto inner = [&](int q) {
+      const Cx<T> w = p.inner[static_cast<std::size_t>(q)];
+      return std::pair<double, double>{w.re, w.im};
+    };
+    HostParts<T> parts;
+    Cx<T> v[8], out[8];
     for (std::int64_t j = 0; j < stride; ++j) {
       const std::int64_t jm = j % Ns;
       for (int r = 0; r < R; ++r) {
@@ -92,15 +93,9 @@ void Plan<T>::stockham(std::vector<Cx<T>>& x, std::vector<Cx<T>>& y, const std::
         const std::int64_t q = jm * r;
         v[r] = q == 0 ? a : mul(a, p.outer[static_cast<std::size_t>(q)]);
       }
+      radix_butterfly(R, v, out, inner, parts);
       const std::int64_t base = (j / Ns) * p.span + jm;
-      for (int k = 0; k < R; ++k) {
-        Cx<T> acc = v[0];
-        for (int r = 1; r < R; ++r) {
-          const int q = (r * k) % R;
-          acc = add(acc, q == 0 ? v[r] : times_inner(v[r], p.inner[static_cast<std::size_t>(q)]));
-        }
-        y[static_cast<std::size_t>(base + k * Ns)] = acc;
-      }
+      for (int k = 0; k < R; ++k) y[static_cast<std::size_t>(base + k * Ns)] = out[k];
     }
     x.swap(y);
     Ns = p.span;
@@ -171,6 +166,10 @@ void Plan<T>::execute(std::vector<Cx<T>>& x) const {
 
 template class Plan<float>;
 template class Plan<double>;
+
+void unsupported_radix(int radix) {
+  raise(ErrorCode::Internal, "fft: no butterfly for radix " + std::to_string(radix) + " (the passes take 2, 3, 4, 5 and 7)");
+}
 
 std::vector<int> stockham_radices(std::int64_t n) {
   std::vector<int> out;

@@ -9,11 +9,11 @@
 // outputs:
 //
 //   v[r]  = x[j + r n/R] * w(Ns R, (j mod Ns) r)          r = 0 .. R-1
-//   out k = sum over r = 0 .. R-1, left to right, of v[r] * w(R, r k)
+//   out k = sum over r = 0 .. R-1 of v[r] * w(R, r k)     (radix_butterfly)
 //   y[(j / Ns) Ns R + (j mod Ns) + k Ns] = out k
 //
-// where a radix twiddle w(R, q) that is a quarter turn (-1, -i or i: radix
-// 2 and 4) is applied as a negation or a swap of parts, not as a product,
+// where the butterfly's sums run in radix_butterfly's order below, which
+// pairs r with R - r so that each radix twiddle costs real products only,
 // with w(N, q) = exp(-2 pi i q / N) (the conjugate for the inverse),
 // computed in fp64 from q mod N and rounded once to the part type (exact
 // 1, -i, -1, i where the angle is a multiple of pi / 2). Every
@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::graph::fft {
@@ -43,14 +44,72 @@ struct Cx {
   T re, im;
 };
 
-// Which quarter turn a twiddle is, if any (the radix-2 and radix-4 twiddles
-// that the passes apply without a product; schedule/templates/fft.cpp too).
-enum class QuarterTurn { none, minus_one, minus_i, plus_i };
-constexpr QuarterTurn quarter_turn(double re, double im) {
-  if (im == 0 && re == -1) return QuarterTurn::minus_one;
-  if (re == 0 && im == -1) return QuarterTurn::minus_i;
-  if (re == 0 && im == 1) return QuarterTurn::plus_i;
-  return QuarterTurn::none;
+[[noreturn]] void unsupported_radix(int radix);
+
+// One radix-R butterfly, out[k] = sum over r of v[r] w(R, r k), in the one
+// order of arithmetic every backend follows: the reference's Plan and the
+// compiled kernels (schedule/templates/fft.cpp) both build it here, so they
+// cannot drift apart. `inner(q)` gives w(R, q) as (re, im); `ar` does part
+// arithmetic, each result rounded to the part type: ar.add(x, y),
+// ar.sub(x, y), and ar.scale(x, c), x times a part c of a radix twiddle.
+//
+// R = 2:  out0 = v0 + v1, out1 = v0 - v1.
+// R = 4:  out0 = (v0 + v2) + (v1 + v3), out2 = (v0 + v2) - (v1 + v3),
+//         out1, out3 = (v0 - v2) -+ s i (v1 - v3), s = Im w(4, 1) (-1
+//         forward, 1 inverse): the radix-4 twiddles are quarter turns, so
+//         no products.
+// R odd:  with m = (R - 1) / 2 and, for r = 1 .. m, s_r = v_r + v_(R-r) and
+//         d_r = v_r - v_(R-r) (w(R, q (R - r)) is conj w(R, q r)):
+//           out0 = v0 + s_1 + ... + s_m
+//           A_k  = v0 + c_k1 s_1 + ... + c_km s_m      (c_kr = Re w(R, rk))
+//           B_k  = e_k1 d_1 + ... + e_km d_m          (e_kr = Im w(R, rk))
+//           out k = A_k + i B_k, out (R - k) = A_k - i B_k   (k = 1 .. m)
+//         each sum left to right: 4 m^2 real products where the DFT's sum
+//         takes 4 (R - 1)^2.
+template <class V, class InnerAt, class Arith>
+void radix_butterfly(int R, const V* v, V* out, const InnerAt& inner, Arith& ar) {
+  auto add = [&](const V& x, const V& y) { return V{ar.add(x.re, y.re), ar.add(x.im, y.im)}; };
+  auto sub = [&](const V& x, const V& y) { return V{ar.sub(x.re, y.re), ar.sub(x.im, y.im)}; };
+  if (R == 2) {
+    out[0] = add(v[0], v[1]);
+    out[1] = sub(v[0], v[1]);
+    return;
+  }
+  if (R == 4) {
+    const V s02 = add(v[0], v[2]), d02 = sub(v[0], v[2]), s13 = add(v[1], v[3]), d13 = sub(v[1], v[3]);
+    out[0] = add(s02, s13);
+    out[2] = sub(s02, s13);
+    // -i d = (d.im, -d.re) and i d = (-d.im, d.re): additions and
+    // subtractions of parts, exact where a product by the twiddle would be.
+    const V minus_i{ar.add(d02.re, d13.im), ar.sub(d02.im, d13.re)};
+    const V plus_i{ar.sub(d02.re, d13.im), ar.add(d02.im, d13.re)};
+    const bool forward = inner(1).second < 0;
+    out[1] = forward ? minus_i : plus_i;
+    out[3] = forward ? plus_i : minus_i;
+    return;
+  }
+  if (R % 2 == 0 || R < 3 || R > 15) unsupported_radix(R);
+  const int m = (R - 1) / 2;
+  V s[8], d[8];
+  for (int r = 1; r <= m; ++r) {
+    s[r] = add(v[r], v[R - r]);
+    d[r] = sub(v[r], v[R - r]);
+  }
+  V total = v[0];
+  for (int r = 1; r <= m; ++r) total = add(total, s[r]);
+  out[0] = total;
+  for (int k = 1; k <= m; ++k) {
+    V a = v[0], e{};
+    for (int r = 1; r <= m; ++r) {
+      const auto w = inner((r * k) % R);
+      a = add(a, V{ar.scale(s[r].re, w.first), ar.scale(s[r].im, w.first)});
+      const V term{ar.scale(d[r].re, w.second), ar.scale(d[r].im, w.second)};
+      e = r == 1 ? term : add(e, term);
+    }
+    // i e = (-e.im, e.re).
+    out[k] = V{ar.sub(a.re, e.im), ar.add(a.im, e.re)};
+    out[R - k] = V{ar.add(a.re, e.im), ar.sub(a.im, e.re)};
+  }
 }
 
 // The radices of the Stockham passes of n (empty for n = 1), or none when n

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "graph/fft_plan.h"
 #include "tessera/graph/executor.h"
 #include "tessera/support/error.h"
 
@@ -156,6 +157,50 @@ TEST(Fft, PassRangesOutsideThePlanAreErrors) {
   EXPECT_THROW(fft_passes(r, 8, 0, 1), Error);  // real operand
   const Tensor q = Tensor::from_complex_values(random_values(11, 1), {11}, default_policy(DType::complex64));
   EXPECT_THROW(fft_passes(q, 11, 0, 1), Error);  // Bluestein length: no passes
+}
+
+// The butterfly every backend builds (graph::fft::radix_butterfly) is a DFT
+// of its radix, forward and inverse, and takes 4 m^2 real products for an
+// odd radix R = 2m + 1 (the direct sum would take 4 (R - 1)^2) and none for
+// 2 and 4.
+struct CountingParts {
+  int products = 0;
+  double add(double x, double y) const { return x + y; }
+  double sub(double x, double y) const { return x - y; }
+  double scale(double x, double c) {
+    ++products;
+    return c * x;
+  }
+};
+
+TEST(Fft, RadixButterfliesAreDftsWithFewProducts) {
+  struct V {
+    double re, im;
+  };
+  for (int R : {2, 3, 4, 5, 7}) {
+    for (bool inverse : {false, true}) {
+      const std::vector<C> x = random_values(static_cast<std::size_t>(R), 40u + static_cast<unsigned>(R));
+      const std::vector<C> want = direct_dft(x, inverse);
+      V v[8], out[8];
+      for (int r = 0; r < R; ++r) v[r] = {x[static_cast<std::size_t>(r)].real(), x[static_cast<std::size_t>(r)].imag()};
+      const auto inner = [&](int q) {
+        const long double angle = (inverse ? 2 : -2) * std::numbers::pi_v<long double> * q / R;
+        return std::pair<double, double>{static_cast<double>(std::cos(angle)), static_cast<double>(std::sin(angle))};
+      };
+      CountingParts parts;
+      graph::fft::radix_butterfly(R, v, out, inner, parts);
+      for (int k = 0; k < R; ++k) {
+        EXPECT_NEAR(out[k].re, want[static_cast<std::size_t>(k)].real(), 1e-14) << "R " << R << " k " << k;
+        EXPECT_NEAR(out[k].im, want[static_cast<std::size_t>(k)].imag(), 1e-14) << "R " << R << " k " << k;
+      }
+      const int m = (R - 1) / 2;
+      EXPECT_EQ(parts.products, R % 2 == 1 ? 4 * m * m : 0) << "R " << R;
+    }
+  }
+  V v[8]{}, out[8];
+  CountingParts parts;
+  EXPECT_THROW(graph::fft::radix_butterfly(6, v, out, [](int) { return std::pair<double, double>{1, 0}; }, parts),
+               Error);
 }
 
 }  // namespace

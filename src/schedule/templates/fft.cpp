@@ -581,16 +581,14 @@ class FftBuilder {
     Value* bc = op2(b, "mul", a.im, w.re);
     return {op2(b, "sub", ac, bd), op2(b, "add", ad, bc)};
   }
-  // The reference's product by a radix twiddle (fft_plan.cpp): a quarter
-  // turn is a negation or a swap of parts.
-  Cx times_inner(ir::OpBuilder& b, Cx a, std::pair<double, double> w) {
-    switch (graph::fft::quarter_turn(w.first, w.second)) {
-      case graph::fft::QuarterTurn::minus_one: return {op1(b, "neg", a.re), op1(b, "neg", a.im)};
-      case graph::fft::QuarterTurn::minus_i: return {a.im, op1(b, "neg", a.re)};
-      case graph::fft::QuarterTurn::plus_i: return {op1(b, "neg", a.im), a.re};
-      default: return mul(b, a, {real(b, w.first), real(b, w.second)});
-    }
-  }
+  // radix_butterfly's part arithmetic (graph/fft_plan.h) as tile ops.
+  struct PartOps {
+    const FftBuilder& k;
+    ir::OpBuilder& b;
+    Value* add(Value* x, Value* y) const { return op2(b, "add", x, y); }
+    Value* sub(Value* x, Value* y) const { return op2(b, "sub", x, y); }
+    Value* scale(Value* x, double c) const { return op2(b, "mul", k.real(b, c), x); }
+  };
   Cx add(ir::OpBuilder& b, Cx a, Cx c) { return {op2(b, "add", a.re, c.re), op2(b, "add", a.im, c.im)}; }
   // The split pass's X_k from a = Z_k mod h, c = Z_(h-k) mod h and w_k, in
   // graph::fft::split_real's order.
@@ -756,15 +754,11 @@ class FftBuilder {
         const Cx in = values[a + static_cast<std::size_t>(r) * per];
         v.push_back(r == 0 || !twiddled ? in : pick(b, untwiddled, in, mul(b, in, twiddles[static_cast<std::size_t>(r)])));
       }
-      for (int k = 0; k < R; ++k) {
-        Cx acc = v[0];
-        for (int r = 1; r < R; ++r) {
-          const int q = (r * k) % R;
-          const auto& w = p.inner[static_cast<std::size_t>(q)];
-          acc = add(b, acc, q == 0 ? v[static_cast<std::size_t>(r)] : times_inner(b, v[static_cast<std::size_t>(r)], w));
-        }
-        outs[static_cast<std::size_t>(k)][a] = acc;
-      }
+      std::vector<Cx> out(static_cast<std::size_t>(R));
+      PartOps parts{*this, b};
+      graph::fft::radix_butterfly(R, v.data(), out.data(), [&](int q) { return p.inner[static_cast<std::size_t>(q)]; },
+                                  parts);
+      for (int k = 0; k < R; ++k) outs[static_cast<std::size_t>(k)][a] = out[static_cast<std::size_t>(k)];
     }
     Value* base = index_op(b, "add", index_op(b, "mul", jd, integer(b, p.span)), jm);
     for (int k = 0; k < R; ++k) {
