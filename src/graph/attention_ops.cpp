@@ -21,6 +21,17 @@
 // key. Sq > Sk with causal would leave the first Sq - Sk rows without any
 // key, a mask that cannot apply: it is an error.
 //
+// Padded problems (valid_queries, valid_keys; 0, the default, means all):
+// the Schedule IR pass pad-ragged-attention pads ragged lengths up to whole
+// blocks for the blocked kernels and writes these. Keys j >= valid_keys are
+// seen by no query row (their dk and dv are 0), and the causal mask aligns
+// the valid corner: row i sees keys j <= i + (valid_keys - valid_queries).
+// Query rows past valid_queries are ordinary rows (they see every valid
+// key); the pass zero-pads do, delta and lse, so in the backward they add
+// nothing. With them the op's results on the valid rows are the unpadded
+// op's. They are written after autodiff, so the autodiff rules refuse them,
+// and they cannot combine with dropout, whose counters count the padding.
+//
 // Arithmetic, in the accumulation type `acc` (fp32 for bf16/fp16 and fp32
 // storage, fp64 for fp64), each step rounded once, in this order; the
 // compiled kernels (schedule/templates/attention.cpp) do exactly this, so
@@ -121,17 +132,34 @@ NumericsPolicy check_qkv(std::span<const ir::Type> in, const AttrMap& attrs, con
   if (attrs.get_int("seed") < 0 || attrs.get_int("offset") < 0) {
     raise(ErrorCode::ArgumentInvalid, op + ": the dropout stream needs seed >= 0 and offset >= 0");
   }
-  if (attrs.get_bool("causal") && !q[2].is_symbolic() && !k[2].is_symbolic() && q[2].size > k[2].size) {
-    raise(ErrorCode::ShapeMismatch, op + ": a causal mask aligned bottom-right cannot apply with Sq = " + q[2].str() +
-                                        " > Sk = " + k[2].str() + ": the first " +
-                                        std::to_string(q[2].size - k[2].size) + " query rows would see no key");
+  // The valid corner of a padded problem (0: the whole length).
+  const std::int64_t vq = attrs.get_int("valid_queries"), vk = attrs.get_int("valid_keys");
+  const auto check_valid = [&](std::int64_t valid, const Dim& dim, const char* what) {
+    if (valid == 0) return;
+    if (dim.is_symbolic() || valid < 0 || valid > dim.size) {
+      raise(ErrorCode::ArgumentInvalid, op + ": " + what + " is " + std::to_string(valid) +
+                                            "; it must be in [1, " + dim.str() + "] of a static length (0: all)");
+    }
+    if (pd != 0.0) {
+      raise(ErrorCode::ArgumentInvalid, op + ": " + what + " cannot combine with dropout (the mask's counters would "
+                                            "count the padding)");
+    }
+  };
+  check_valid(vq, q[2], "valid_queries");
+  check_valid(vk, k[2], "valid_keys");
+  const std::int64_t sq = vq > 0 ? vq : q[2].size, sk = vk > 0 ? vk : k[2].size;
+  if (attrs.get_bool("causal") && (vq > 0 || !q[2].is_symbolic()) && (vk > 0 || !k[2].is_symbolic()) && sq > sk) {
+    raise(ErrorCode::ShapeMismatch, op + ": a causal mask aligned bottom-right cannot apply with Sq = " +
+                                        std::to_string(sq) + " > Sk = " + std::to_string(sk) + ": the first " +
+                                        std::to_string(sq - sk) + " query rows would see no key");
   }
   return in[0].policy;
 }
 
 std::vector<ir::AttrSpec> attn_attrs() {
-  return {real_attr("scale"), bool_attr("causal", false), real_attr("dropout", 0.0), int_attr("seed", 0),
-          int_attr("offset", 0)};
+  return {real_attr("scale"),     bool_attr("causal", false), real_attr("dropout", 0.0),
+          int_attr("seed", 0),    int_attr("offset", 0),      int_attr("valid_queries", 0),
+          int_attr("valid_keys", 0)};
 }
 
 // The forward's: attn_attrs(), v_scale and the optional result policy.
@@ -168,13 +196,19 @@ NumericsPolicy result_policy(const NumericsPolicy& q, const AttrMap& attrs, cons
   return attrs.has("out") ? out_policy(attrs, op) : q;
 }
 
-// One (batch, head) problem's geometry, in elements.
+// One (batch, head) problem's geometry, in elements; VQ and VK the valid
+// corner (Sq and Sk unless padded).
 struct Geometry {
   std::int64_t B, Hq, Hkv, G, Sq, Sk, D;
   bool causal;
-  std::int64_t off() const { return Sk - Sq; }  // query row i sees keys j <= i + off (causal)
-  std::int64_t key_end(std::int64_t i) const { return causal ? std::min(Sk, i + off() + 1) : Sk; }
-  std::int64_t query_begin(std::int64_t j) const { return causal ? std::max<std::int64_t>(0, j - off()) : 0; }
+  std::int64_t VQ, VK;
+  std::int64_t off() const { return VK - VQ; }  // query row i sees keys j <= i + off (causal)
+  std::int64_t key_end(std::int64_t i) const { return causal ? std::min(VK, i + off() + 1) : VK; }
+  // The first query row that sees key j (Sq: none).
+  std::int64_t query_begin(std::int64_t j) const {
+    if (j >= VK) return Sq;
+    return causal ? std::max<std::int64_t>(0, j - off()) : 0;
+  }
   std::size_t q_row(std::int64_t b, std::int64_t h, std::int64_t i) const {
     return static_cast<std::size_t>(((b * Hq + h) * Sq + i) * D);
   }
@@ -190,11 +224,13 @@ struct Geometry {
 Geometry geometry(const KernelCall& call) {
   const auto& q = call.inputs[0].shape();
   const auto& k = call.inputs[1].shape();
-  if (call.attrs.get_bool("causal") && q[2] > k[2]) {
+  const std::int64_t vq = call.attrs.get_int("valid_queries") > 0 ? call.attrs.get_int("valid_queries") : q[2];
+  const std::int64_t vk = call.attrs.get_int("valid_keys") > 0 ? call.attrs.get_int("valid_keys") : k[2];
+  if (call.attrs.get_bool("causal") && vq > vk) {
     raise(ErrorCode::ShapeMismatch, "graph.flash_attn: a causal mask aligned bottom-right cannot apply with Sq = " +
-                                        std::to_string(q[2]) + " > Sk = " + std::to_string(k[2]));
+                                        std::to_string(vq) + " > Sk = " + std::to_string(vk));
   }
-  return Geometry{q[0], q[1], k[1], q[1] / k[1], q[2], k[2], q[3], call.attrs.get_bool("causal")};
+  return Geometry{q[0], q[1], k[1], q[1] / k[1], q[2], k[2], q[3], call.attrs.get_bool("causal"), vq, vk};
 }
 
 // The steps of the header's recipe, each rounded once to `acc`.

@@ -11,6 +11,7 @@
 #include "graph/shape_rules.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/ir/builder.h"
 #include "tessera/support/error.h"
 
@@ -280,16 +281,19 @@ EagerForm row_normalization_form(const ir::OpDef& def, std::span<const Tensor> i
 }
 
 // graph.flash_attn(_bwd) on bf16/fp16 with Sq and Sk multiples of the
-// default blocks (128 query rows, 64 keys): Sq and Sk stay static, so the
-// blocked tensor-core kernels (templates/attention.cpp, which need whole
-// blocks of a known length) can apply; one kernel per (Sq, Sk) pair then,
-// the price of tensor cores. Other calls are shape-generic in B, Sq and Sk.
+// default blocks (64 query rows, 64 keys), or of any length where the
+// target pads ragged lengths for the blocked kernels (attention_blocks_wanted,
+// pad-ragged-attention): Sq and Sk stay static, so the blocked tensor-core
+// kernels (templates/attention.cpp, which need whole blocks of a known
+// length) can apply; one kernel per (Sq, Sk) pair then, the price of tensor
+// cores. Other calls are shape-generic in B, Sq and Sk.
 EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, const ir::AttrMap& attrs) {
   EagerForm f = plain(def, inputs, attrs);
   const DType d = inputs[0].policy().storage;
   const std::int64_t sq = inputs[0].shape()[2], sk = inputs[1].shape()[2];
-  if ((d != DType::bf16 && d != DType::fp16) || sq % templates::kAttentionBlockRows != 0 ||
-      sk % templates::kAttentionBlockKeys != 0 || sq == 0 || sk == 0) {
+  const bool whole = sq % templates::kAttentionBlockRows == 0 && sk % templates::kAttentionBlockKeys == 0;
+  if ((d != DType::bf16 && d != DType::fp16) || sq == 0 || sk == 0 ||
+      (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu()))) {
     return f;
   }
   // q, k, v, and for the backward o, lse and do: Sq is dim 2 of q, o, lse

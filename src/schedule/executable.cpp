@@ -461,6 +461,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.run(copy);
   }
   split_long_ffts(*copy.lookup(function), cuda);
+  pad_ragged_attention(*copy.lookup(function), cuda);
   split_long_sums(*copy.lookup(function));
   split_column_sums(*copy.lookup(function));
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {

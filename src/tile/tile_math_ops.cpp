@@ -141,9 +141,11 @@ void register_tile_math_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "tile.tile_causal_fill",
       .summary = "x with every element (r, c) where col0 + c > row0 + r + diag replaced by `value` (a causal "
-                 "mask aligned by diag; the offsets are lane index values equal in every lane).",
+                 "mask aligned by diag; the offsets are lane index values equal in every lane). With rows = false "
+                 "the row drops out: columns col0 + c > row0 + diag (padding keys).",
       .operands = {"x", "row0", "col0", "diag"},
-      .attrs = {{.name = "value", .kind = AttrKind::real, .required = true}},
+      .attrs = {{.name = "value", .kind = AttrKind::real, .required = true},
+                {.name = "rows", .kind = AttrKind::boolean, .default_value = ir::Attribute(true)}},
       .infer =
           [](std::span<const Type> in, const AttrMap&) {
             require_float_tile(in[0], "tile.tile_causal_fill", "x");

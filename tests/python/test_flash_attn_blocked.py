@@ -166,6 +166,81 @@ def test_the_knob_takes_only_0_or_1(monkeypatch):
         run(q, k, v, "bf16")
 
 
+# ---- ragged lengths: padded to whole blocks (schedule/passes/pad_ragged_attention.cpp) -----------
+
+# Lengths that are not multiples of the 64 x 64 blocks: both ragged, a decode-like Sq < Sk, one
+# block plus a row, a length under one block, GQA and D = 128.
+RAGGED = [(1, 2, 1, 100, 77, 64), (2, 4, 2, 70, 130, 128), (1, 2, 2, 65, 65, 64), (1, 2, 1, 33, 500, 64)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", RAGGED)
+def test_ragged_lengths_run_the_blocked_forward(blocked, case, causal):
+    b, hq, hkv, sq, sk, d = case
+    if causal and sq > sk:
+        pytest.skip("the causal rule needs Sq <= Sk")
+    q, k, v = inputs(*case, "bf16", salt=(SEED + 41) % 1000)
+
+    @tessera.jit
+    def f(q, k, v):
+        return tessera.ops.flash_attn(q, k, v, causal=causal)
+
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    got = f(*args).numpy()
+    assert got.shape == (b, hq, sq, d)
+    check(got, q, k, v, causal, "bf16")
+    schedule = f.inspect_ir("schedule")
+    assert "graph.slice_embed" in schedule and f"valid_queries = {sq}" in schedule and f"valid_keys = {sk}" in schedule
+    attention = [fn for fn in f.inspect_ir("tile").split("func @")[1:] if "tile.mma" in fn]
+    assert len(attention) == 1 and "tile.load_elem" not in attention[0]  # blocked, no scalar lanes
+
+
+def test_ragged_lengths_stay_on_the_lane_kernels_without_the_blocked_form():
+    # The CPU's default (lane kernels, the reference's bits): nothing to pad.
+    q, k, v = inputs(1, 2, 1, 100, 77, 64, "bf16", salt=42)
+
+    @tessera.jit
+    def f(q, k, v):
+        return tessera.ops.flash_attn(q, k, v)
+
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    lane = f(*args).numpy()
+    assert "graph.slice_embed" not in f.inspect_ir("schedule")
+    assert lane.tobytes() == run(q, k, v, "bf16").numpy().tobytes()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", RAGGED[:3])
+def test_ragged_backward_against_jax(blocked, case, causal):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from test_flash_attn import attention_jax
+
+    if causal and case[3] > case[4]:
+        pytest.skip("the causal rule needs Sq <= Sk")
+    q, k, v = inputs(*case, "bf16", salt=(SEED + 43) % 1000)
+    w = bf16_weights(q.shape, 44)
+
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * w)
+
+    g = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2)))
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    got = g(*args)
+    for _ in range(2):
+        assert [t.numpy().tobytes() for t in g(*args)] == [t.numpy().tobytes() for t in got]
+    kernels = [fn for fn in g.inspect_ir("tile").split("func @")[1:] if "tile.mma" in fn]
+    assert len(kernels) == 2  # the forward and the backward, both blocked
+    wn = w.numpy().astype(np.float64)
+    want = jax.grad(lambda q, k, v: jnp.sum(attention_jax(jnp, q, k, v, causal, case[-1] ** -0.5) * wn),
+                    argnums=(0, 1, 2))(*(jnp.asarray(x) for x in (q, k, v)))
+    for name, t, r in zip(("dq", "dk", "dv"), got, want):
+        r = np.asarray(r, dtype=np.float64)
+        assert t.shape == r.shape
+        err = np.abs(t.numpy().astype(np.float64) - r)
+        assert np.all(err <= 2.0 ** -6 * np.abs(r).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 from tessera import _C  # noqa: E402
@@ -243,6 +318,33 @@ def test_blocked_backward_on_the_gpu(monkeypatch, variant):
     finally:
         tessera.runtime.set_mapper(tessera.Mapper())
     for name, got, c in zip(("dq", "dk", "dv"), first, cpu):
+        c = c.numpy().astype(np.float64)
+        err = np.abs(got.astype(np.float64) - c)
+        assert np.all(err <= 2.0 ** -7 * np.abs(c).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
+
+
+@pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
+@pytest.mark.parametrize("causal", [False, True])
+def test_ragged_lengths_on_hopper(monkeypatch, causal):
+    # The default mapper pads ragged lengths for the blocked CUDA Tile IR kernels: the forward
+    # against float64 numpy, bitwise over 10 runs; the gradients against the CPU's blocked ones.
+    case = (1, 4, 2, 1000, 1100, 128)
+    q, k, v = inputs(*case, "bf16", salt=(SEED + 45) % 1000)
+    f = gpu_forward_check(q, k, v, causal, "bf16")
+    kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
+    assert kernels and all(kk["variant"] == "tile_ir" for kk in kernels), kernels
+    w = bf16_weights(q.shape, 46)
+
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * w.to(q.device))
+
+    g = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2)))
+    gpu = [t.to("cpu").numpy() for t in g(*(tessera.tensor(x, dtype="bf16").to("cuda:0") for x in (q, k, v)))]
+    kinds = {kk["variant"] for kk in g.executable().kernels if kk["family"] == "attention"}
+    assert kinds == {"tile_ir"}, kinds
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "1")
+    cpu = tessera.jit(tessera.grad(loss, argnums=(0, 1, 2)))(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v)))
+    for name, got, c in zip(("dq", "dk", "dv"), gpu, cpu):
         c = c.numpy().astype(np.float64)
         err = np.abs(got.astype(np.float64) - c)
         assert np.all(err <= 2.0 ** -7 * np.abs(c).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"

@@ -121,6 +121,21 @@ int split_fp32_products(ir::Operation& func);
 // those forms), else 227 KiB on CUDA; none on the CPU (its lines live in
 // heap memory).
 std::optional<std::int64_t> fft_shared_limit(bool cuda);
+// $TESSERA_ATTENTION_TILE = "BM,BN": the blocked attention kernels' query
+// and key blocks (powers of two from 16 to 256); nullopt when unset.
+std::optional<std::vector<std::int64_t>> attention_tile_from_env();
+// Whether attention on this target takes the blocked kernels where they
+// apply, so ragged lengths are worth padding: $TESSERA_ATTENTION_BLOCKED
+// when set, else a CUDA target whose CUDA Tile IR toolchain is usable (the
+// default mapper's choice there).
+bool attention_blocks_wanted(bool cuda);
+// pad-ragged-attention (passes/pad_ragged_attention.cpp), before
+// partitioning, where attention_blocks_wanted: a graph.flash_attn or
+// graph.flash_attn_bwd that the blocked kernels would take but for sequence
+// lengths that are not multiples of the blocks gets its operands
+// zero-padded to whole blocks (graph.slice_embed), valid_queries and
+// valid_keys, and its results sliced back. Returns how many it padded.
+int pad_ragged_attention(ir::Operation& func, bool cuda);
 // Whether long FFT lines split into stages ($TESSERA_FFT_STAGES, 1 by
 // default; 0 keeps them in global scratch, to compare and to test that form).
 bool fft_stages_enabled();

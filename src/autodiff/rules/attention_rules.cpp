@@ -45,6 +45,12 @@ ir::AttrMap attn_attrs(const ir::Operation& op) {
 // has no backward: graph.flash_attn_bwd computes at q's policy with v as is.
 void check_differentiable(const ir::Operation& op, const char* mode) {
   const ir::AttrMap& a = op.attrs();
+  // Padded problems are written by a Schedule IR pass, after autodiff.
+  if (a.get_int("valid_queries") != 0 || a.get_int("valid_keys") != 0) {
+    raise(ErrorCode::ArgumentInvalid,
+          std::string("graph.flash_attn: a padded problem (valid_queries, valid_keys) is a form the Schedule IR writes "
+                      "after autodiff; its ") + mode + " rule is not built (differentiate the unpadded op)");
+  }
   if ((a.has("v_scale") && a.get_real("v_scale") != 1.0) || a.has("out")) {
     raise(ErrorCode::ArgumentInvalid,
           std::string("graph.flash_attn: a forward with descales or a result dtype of its own (fp8 attention) is "

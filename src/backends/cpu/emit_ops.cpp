@@ -358,8 +358,9 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     if (n == "tile_full") {
       return "auto " + result + " = tsr::tile_full<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + v + ");";
     }
+    const bool rows = !op.attrs().has("rows") || op.attrs().get_bool("rows");
     return "auto " + result + " = tsr::tile_causal_fill(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + a[3] + ", " + v +
-           ");";
+           (rows ? "" : ", false") + ");";
   }
   if (n == "tile_binary" || n == "tile_unary" || n == "tile_reduce") {
     const std::string fn = "tsr::TileFn::" + op.attrs().get_string("fn");

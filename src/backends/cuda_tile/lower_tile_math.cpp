@@ -85,8 +85,10 @@ bool Lowering::lower_tile_math(const ir::Operation& op) {
                                                                           : std::vector<std::int64_t>{1, len}),
                                              i));
     };
-    const Value rows = index(0), cols = index(1);
-    const Value masked = b_->cmp(b_->binary("subi", cols, rows), splat(limit, shape), Cmp::gt);
+    // Without `rows` the row drops out: a mask of columns (padding keys).
+    const Value cols = index(1);
+    const bool by_row = !op.attrs().has("rows") || op.attrs().get_bool("rows");
+    const Value masked = b_->cmp(by_row ? b_->binary("subi", cols, index(0)) : cols, splat(limit, shape), Cmp::gt);
     values_[op.result()] = b_->select(masked, b_->constant_float(type, op.attrs().get_real("value")), x);
   }
   return true;

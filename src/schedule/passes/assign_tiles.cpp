@@ -304,19 +304,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // 0 keeps the lane form even where the CUDA Tile IR target would take the
   // blocked one.
   const std::optional<bool> attention_blocked = switch_from_env("TESSERA_ATTENTION_BLOCKED");
-  // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked kernels' query and key
-  // block sizes (powers of two from 16 to 256; default 64,64).
-  std::optional<std::vector<std::int64_t>> attention_tile;
-  if (const char* e = std::getenv("TESSERA_ATTENTION_TILE"); e != nullptr && *e != '\0') {
-    int bm = 0, bn = 0;
-    char tail = 0;
-    auto pow2 = [](int x) { return x >= 16 && x <= 256 && (x & (x - 1)) == 0; };
-    if (std::sscanf(e, "%d,%d%c", &bm, &bn, &tail) != 2 || !pow2(bm) || !pow2(bn)) {
-      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ATTENTION_TILE is '") + e +
-                                            "'; expected BM,BN, powers of two from 16 to 256, such as 128,64");
-    }
-    attention_tile = std::vector<std::int64_t>{bm, bn};
-  }
+  const std::optional<std::vector<std::int64_t>> attention_tile = attention_tile_from_env();
   // $TESSERA_CUDA_GEMM_STAGED = 0 keeps CUDA's bf16/fp16 GEMMs in the
   // blocked form (operands loaded from global memory per chunk) instead of
   // the staged one (gemm.cpp).
@@ -430,6 +418,19 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
   }
+}
+
+std::optional<std::vector<std::int64_t>> attention_tile_from_env() {
+  const char* e = std::getenv("TESSERA_ATTENTION_TILE");
+  if (e == nullptr || *e == '\0') return std::nullopt;
+  int bm = 0, bn = 0;
+  char tail = 0;
+  auto pow2 = [](int x) { return x >= 16 && x <= 256 && (x & (x - 1)) == 0; };
+  if (std::sscanf(e, "%d,%d%c", &bm, &bn, &tail) != 2 || !pow2(bm) || !pow2(bn)) {
+    raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_ATTENTION_TILE is '") + e +
+                                          "'; expected BM,BN, powers of two from 16 to 256, such as 128,64");
+  }
+  return std::vector<std::int64_t>{bm, bn};
 }
 
 std::optional<std::int64_t> fft_shared_limit(bool cuda) {

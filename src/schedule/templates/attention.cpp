@@ -85,6 +85,7 @@ class AttentionBuilder {
     B_ = fb.argument(first_dim);
     Sq_ = fb.argument(first_dim + 1);
     Sk_ = fb.argument(first_dim + 2);
+    set_valid_corner(b);
     const auto& qs = root_.operand(0)->type().shape;
     const auto& ks = root_.operand(1)->type().shape;
     Hq_ = qs[1].size;
@@ -135,7 +136,7 @@ class AttentionBuilder {
         // One op per statement: the ops' order in the kernel is the measured one.
         Value* row = add(lb, qb.krow, a[0]);
         Value* kt = load_rows(lb, 1, row, BN_);
-        Value* x = scores(lb, q, kt, qb.q0, a[0], masked);
+        Value* x = scores(lb, q, kt, qb.q0, a[0], masked, masked);
         Value* mn = bin_(lb, "max", a[1], reduce_(lb, "max", x));
         Value* alpha = un_(lb, "exp", bin_(lb, "sub", a[1], mn));
         Value* p = un_(lb, "exp", bin_(lb, "sub", x, mn));
@@ -187,8 +188,8 @@ class AttentionBuilder {
     // P, and dS, of a query block against a key block.
     struct Pair { Value* p; Value* ds; };
     auto pair = [&](ir::OpBuilder& lb, Value* qt, Value* dot, const RowTerms& rt, Value* kt, Value* vt, Value* q0,
-                    Value* j0, bool masked) {
-      Value* p = un_(lb, "exp", bin_(lb, "sub", scores(lb, qt, kt, q0, j0, masked), rt.lse));
+                    Value* j0, bool masked, bool padded) {
+      Value* p = un_(lb, "exp", bin_(lb, "sub", scores(lb, qt, kt, q0, j0, masked, padded), rt.lse));
       Value* vt_t = transpose_(lb, vt);
       Value* dp = mma_(lb, dot, vt_t, zeros_(lb, BM_, BN_));
       return Pair{p, bin_(lb, "mul", p, bin_(lb, "sub", dp, rt.delta))};
@@ -209,7 +210,7 @@ class AttentionBuilder {
             return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
               Value* kt = load_rows(lb, 1, add(lb, qb.krow, a[0]), BN_);
               Value* vt = load_rows(lb, 2, add(lb, qb.krow, a[0]), BN_);
-              const Pair pr = pair(lb, qt, dot, rt, kt, vt, qb.q0, a[0], masked);
+              const Pair pr = pair(lb, qt, dot, rt, kt, vt, qb.q0, a[0], masked, masked);
               return std::vector<Value*>{mma_(lb, as_inputs(lb, pr.ds), kt, a[1])};
             };
           };
@@ -237,6 +238,13 @@ class AttentionBuilder {
             Value* all = add(eb, op2(eb, "sub", j0, diag_), i64(eb, BN_ - 1 + BM_ - 1));
             mid = op2(eb, "min", Sq_, op2(eb, "max", first, mul(eb, op2(eb, "div", all, i64(eb, BM_)), i64(eb, BM_))));
           }
+          // A block of padding keys alone (valid_keys) is seen by no row.
+          Value* qend = Sq_;
+          if (keys_padded_) {
+            qend = select(eb, cmp(eb, "lt", j0, VK_), Sq_, i64(eb, 0));
+            first = op2(eb, "min", first, qend);
+            mid = op2(eb, "min", mid, qend);
+          }
           ir::Operation* heads = tile::build_for(
               eb, i64(eb, 0), i64(eb, G), i64(eb, 1), {zeros_(eb, BN_, D_), zeros_(eb, BN_, D_)},
               [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
@@ -247,13 +255,14 @@ class AttentionBuilder {
                     Value* qrow = add(lb, qbase, a[0]);
                     Value* qt = load_rows(lb, 0, qrow, BM_);
                     Value* dot = load_rows(lb, 5, qrow, BM_);
-                    const Pair pr = pair(lb, qt, dot, row_terms(lb, qrow), kt, vt, a[0], j0, masked);
+                    // The group's keys are one block: padding columns masked in every step.
+                    const Pair pr = pair(lb, qt, dot, row_terms(lb, qrow), kt, vt, a[0], j0, masked, true);
                     Value* dk = mma_(lb, transpose_(lb, as_inputs(lb, pr.ds)), qt, a[1]);
                     Value* dv = mma_(lb, transpose_(lb, as_inputs(lb, pr.p)), dot, a[2]);
                     return std::vector<Value*>{dk, dv};
                   };
                 };
-                return masked_loops(hb, first, mid, Sq_, BM_, {ha[1], ha[2]}, step, true);
+                return masked_loops(hb, first, mid, qend, BM_, {ha[1], ha[2]}, step, true);
               });
           if (out(1)) store_tile(eb, 1, krow, bin_(eb, "mul", heads->result(0), scale_tile_));
           if (out(2)) store_tile(eb, 2, krow, heads->result(1));
@@ -295,7 +304,14 @@ class AttentionBuilder {
     ir::OpBuilder b(*fb_);
     Sq_ = i64(b, root_.operand(0)->type().shape[2].size);
     Sk_ = i64(b, root_.operand(1)->type().shape[2].size);
-    diag_ = op2(b, "sub", Sk_, Sq_);
+    set_valid_corner(b);
+    diag_ = op2(b, "sub", VK_, VQ_);
+    // Keys from here on share their block with padding: their steps mask
+    // the padding's columns (a whole block of padding is never visited).
+    const std::int64_t vk = root_.attrs().get_int("valid_keys");
+    ragged_keys_ = vk > 0 && vk % BN_ != 0;
+    key_blocks_end_ = vk > 0 ? (vk + BN_ - 1) / BN_ * BN_ : root_.operand(1)->type().shape[2].size;
+    key_blocks_full_ = ragged_keys_ ? vk / BN_ * BN_ : key_blocks_end_;
     scale_tile_ = full_(b, 1, 1, root_.attrs().get_real("scale"));
     return func;
   }
@@ -320,17 +336,21 @@ class AttentionBuilder {
 
   // The key blocks the query block at q0 sees: [0, free) by every row,
   // [free, end) on the causal diagonal (without a mask both are Sk).
+  // Padding keys (valid_keys) move the end to the valid keys' last block,
+  // masked from the block they share with padding on.
   std::pair<Value*, Value*> key_range(ir::OpBuilder& b, Value* q0) {
-    if (!causal_) return {Sk_, Sk_};
-    Value* end = op2(b, "min", Sk_, add(b, add(b, q0, i64(b, BM_)), diag_));
+    if (!causal_) return {i64(b, key_blocks_full_), i64(b, key_blocks_end_)};
+    Value* end = op2(b, "min", VK_, add(b, add(b, q0, i64(b, BM_)), diag_));
     end = mul(b, op2(b, "div", add(b, end, i64(b, BN_ - 1)), i64(b, BN_)), i64(b, BN_));
     Value* free = op2(b, "min", end, mul(b, op2(b, "div", add(b, add(b, q0, diag_), i64(b, 1)), i64(b, BN_)), i64(b, BN_)));
+    if (ragged_keys_) free = op2(b, "min", free, i64(b, key_blocks_full_));
     return {free, end};
   }
 
   // The loop [lo, mid) then [mid, hi) in steps of `step`, carrying `init`:
   // the masked body in the first part when `masked_first`, else in the
-  // second; without a causal mask only the unmasked loop over [lo, hi).
+  // second; without a causal mask only the unmasked loop over [lo, hi),
+  // unless padding keys share a block (key_range's [free, end)).
   template <class Step>
   std::vector<Value*> masked_loops(ir::OpBuilder& b, Value* lo, Value* mid, Value* hi, std::int64_t step,
                                    std::vector<Value*> init, const Step& body, bool masked_first) {
@@ -338,7 +358,7 @@ class AttentionBuilder {
       ir::Operation* loop = tile::build_for(b, from, to, i64(b, step), init, body(masked), /*prefetch=*/2);
       for (std::size_t r = 0; r < init.size(); ++r) init[r] = loop->result(r);
     };
-    if (!causal_) {
+    if (!causal_ && !(ragged_keys_ && !masked_first)) {
       run(masked_first ? mid : lo, hi, false);
     } else if (masked_first) {
       run(lo, mid, true);
@@ -351,13 +371,20 @@ class AttentionBuilder {
   }
 
   // x = Q K^T scale of a query block (first row q0 in its head) against a key
-  // block (j0), the scores a causal mask hides -inf when `masked`.
-  Value* scores(ir::OpBuilder& b, Value* qt, Value* kt, Value* q0, Value* j0, bool masked) {
+  // block (j0), the scores a causal mask hides -inf when `masked`, and
+  // padding keys' scores -inf when `padded` (with ragged keys).
+  Value* scores(ir::OpBuilder& b, Value* qt, Value* kt, Value* q0, Value* j0, bool masked, bool padded) {
     Value* kt_t = transpose_(b, kt);
     Value* s = mma_(b, qt, kt_t, zeros_(b, BM_, BN_));
     Value* x = bin_(b, "mul", s, scale_tile_);
-    if (!masked) return x;
-    return tile::build(b, "tile.tile_causal_fill", {x, q0, j0, diag_}, {{"value", -std::numeric_limits<double>::infinity()}});
+    const double hidden = -std::numeric_limits<double>::infinity();
+    if (masked && causal_) x = tile::build(b, "tile.tile_causal_fill", {x, q0, j0, diag_}, {{"value", hidden}});
+    if (padded && ragged_keys_) {
+      // Columns j0 + c > VK - 1, whatever the row.
+      x = tile::build(b, "tile.tile_causal_fill", {x, i64(b, 0), j0, op2(b, "sub", VK_, i64(b, 1))},
+                      {{"value", hidden}, {"rows", false}});
+    }
+    return x;
   }
 
   // The logsumexp and delta = rowsum(do * o) (operands 4 and 3, rows of BM),
@@ -497,9 +524,18 @@ class AttentionBuilder {
 
   // One past the last key query row i sees.
   Value* key_end(ir::OpBuilder& b, Value* i) {
-    if (!causal_) return Sk_;
-    Value* last = add(b, i, op2(b, "sub", Sk_, Sq_));
-    return op2(b, "min", Sk_, add(b, last, i64(b, 1)));
+    if (!causal_) return VK_;
+    Value* last = add(b, i, op2(b, "sub", VK_, VQ_));
+    return op2(b, "min", VK_, add(b, last, i64(b, 1)));
+  }
+
+  // The valid corner (graph/attention_ops.cpp, padded problems): VQ_ and VK_
+  // are the attributes where set, else Sq_ and Sk_.
+  void set_valid_corner(ir::OpBuilder& b) {
+    const std::int64_t vq = root_.attrs().get_int("valid_queries"), vk = root_.attrs().get_int("valid_keys");
+    VQ_ = vq > 0 ? i64(b, vq) : Sq_;
+    VK_ = vk > 0 ? i64(b, vk) : Sk_;
+    keys_padded_ = vk > 0;
   }
 
   // Lane t owns query row t (of B * Hq * Sq): its scores, and all D outputs.
@@ -592,7 +628,9 @@ class AttentionBuilder {
       Value* hk = op2(eb, "rem", bhk, i64(eb, Hkv_));
       Value* bi = op2(eb, "div", bhk, i64(eb, Hkv_));
       Value* kbase = mul(eb, krow, i64(eb, D_));
-      Value* first = causal_ ? op2(eb, "max", i64(eb, 0), op2(eb, "sub", j, op2(eb, "sub", Sk_, Sq_))) : i64(eb, 0);
+      Value* first = causal_ ? op2(eb, "max", i64(eb, 0), op2(eb, "sub", j, op2(eb, "sub", VK_, VQ_))) : i64(eb, 0);
+      // A padding key is seen by no row: its dk and dv stay 0.
+      if (keys_padded_) first = select(eb, cmp(eb, "lt", j, VK_), first, Sq_);
       // Loop values: dk accumulators [0, D), then dv accumulators [D, 2D).
       ir::Operation* heads = tile::build_for(
           eb, i64(eb, 0), i64(eb, G), i64(eb, 1), zeros(eb, 2 * D_), [&](ir::OpBuilder& hb, std::span<Value* const> ha) {
@@ -637,6 +675,12 @@ class AttentionBuilder {
   double pd_ = 0.0;
   std::int64_t seed_ = 0, offset_ = 0;
   Value *B_ = nullptr, *Sq_ = nullptr, *Sk_ = nullptr;
+  Value *VQ_ = nullptr, *VK_ = nullptr;  // the valid corner (set_valid_corner)
+  bool keys_padded_ = false;             // valid_keys is set
+  // Blocked kernels: valid_keys is not a multiple of BN; the end of the key
+  // blocks with a valid key, and of those without padding.
+  bool ragged_keys_ = false;
+  std::int64_t key_blocks_end_ = 0, key_blocks_full_ = 0;
   // The blocked kernels' blocks, Sk - Sq and the scale as a [1, 1] tile.
   std::int64_t BM_ = 128, BN_ = 64;
   Value* diag_ = nullptr;
@@ -700,6 +744,24 @@ bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
     return false;
   };
   const ir::Operation& root = kernel_root_op(kernel);
+  if (!blocked_attention_fits(root, why)) return false;
+  const auto& qs = root.operand(0)->type().shape;
+  const auto& ks = root.operand(1)->type().shape;
+  const std::vector<std::int64_t> tile = attention_tile(kernel);
+  if (tile.size() != 2 || tile[0] <= 0 || tile[1] <= 0) return fail("attn_tile is not [BM, BN]");
+  // Whole blocks only: a ragged block of rows or keys would read the next
+  // head's (pad-ragged-attention pads such lengths before partitioning).
+  if (qs[2].is_symbolic() || qs[2].size % tile[0] != 0) return fail("Sq is not a known multiple of BM");
+  if (ks[2].is_symbolic() || ks[2].size % tile[1] != 0) return fail("Sk is not a known multiple of BN");
+  if (kernel_body(kernel).num_arguments() != root.num_operands()) return fail("the kernel has inputs besides the op's");
+  return true;
+}
+
+bool blocked_attention_fits(const ir::Operation& root, std::string* why) {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
   const bool forward = root.name() == "graph.flash_attn";
   if (!forward && root.name() != "graph.flash_attn_bwd") return fail("not an attention op");
   const NumericsPolicy& p = root.operand(0)->type().policy;
@@ -715,14 +777,7 @@ bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
   }
   if (root.attrs().get_real("dropout") != 0.0) return fail("dropout draws per key (the lane form's)");
   const auto& qs = root.operand(0)->type().shape;
-  const auto& ks = root.operand(1)->type().shape;
   if (!qs[3].is_fixed(64) && !qs[3].is_fixed(128)) return fail("D is not 64 or 128");
-  const std::vector<std::int64_t> tile = attention_tile(kernel);
-  if (tile.size() != 2 || tile[0] <= 0 || tile[1] <= 0) return fail("attn_tile is not [BM, BN]");
-  // Whole blocks only: a ragged block of rows or keys would read the next head's.
-  if (qs[2].is_symbolic() || qs[2].size % tile[0] != 0) return fail("Sq is not a known multiple of BM");
-  if (ks[2].is_symbolic() || ks[2].size % tile[1] != 0) return fail("Sk is not a known multiple of BN");
-  if (kernel_body(kernel).num_arguments() != root.num_operands()) return fail("the kernel has inputs besides the op's");
   return true;
 }
 

@@ -48,6 +48,9 @@ TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const s
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
 // The same without the knob: whether the blocked form covers the kernel.
 bool blocked_attention_covers(const ir::Operation& kernel, std::string* why = nullptr);
+// The part of blocked_attention_covers about the op alone, not its lengths:
+// dtypes, dropout and D (what pad-ragged-attention asks before padding).
+bool blocked_attention_fits(const ir::Operation& root, std::string* why = nullptr);
 // The default blocks: BM query rows against BN keys. 64 x 64 beat 128 x 64
 // in every forward and backward case timed on an H100 (docs/design/0015).
 inline constexpr std::int64_t kAttentionBlockRows = 64, kAttentionBlockKeys = 64;

@@ -1266,10 +1266,11 @@ class Emitter {
     }
     if (n == "tile_causal_fill") {
       const ir::Type& t = op.result(0)->type();
+      const bool rows = !op.attrs().has("rows") || op.attrs().get_bool("rows");
       return define(op.result(0), "tsr::tile_causal_fill(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + a[3] + ", " +
                                       cu_literal(op.attrs().get_real("value"), t.dtype(), Overflow::inf_nan,
                                                  Rounding::nearest_even) +
-                                      ", tid)");
+                                      ", tid" + (rows ? "" : ", false") + ")");
     }
     if (n == "tile_binary") {
       const std::string fn = "tsr::kFn_" + op.attrs().get_string("fn");

@@ -184,13 +184,13 @@ __device__ __forceinline__ void tile_reduce(Tile<D, R, C, L>& t, const V& src, i
 
 template <int D, int R, int C, class L>
 __device__ __forceinline__ Tile<D, R, C, L> tile_causal_fill(const Tile<D, R, C, L>& x, i64 row0, i64 col0, i64 diag,
-                                                           typename Traits<D>::value fill, int tid) {
+                                                           typename Traits<D>::value fill, int tid, bool rows = true) {
   Tile<D, R, C, L> o;
 #pragma unroll
   for (int s = 0; s < L::kSlots; ++s) {
     int r, c;
     L::coord(tid, s, r, c);
-    o.v[s] = col0 + c > row0 + r + diag ? fill : x.v[s];
+    o.v[s] = col0 + c > row0 + (rows ? r : 0) + diag ? fill : x.v[s];
   }
   return o;
 }
