@@ -461,7 +461,13 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.run(copy);
   }
   split_long_ffts(*copy.lookup(function), cuda);
-  pad_ragged_attention(*copy.lookup(function), cuda);
+  if (pad_ragged_attention(*copy.lookup(function), cuda) > 0) {
+    // A gradient's forward and backward pad the same q, k and v.
+    ir::PassManager pm;
+    pm.add("cse");
+    pm.add("dce");
+    pm.run(copy);
+  }
   split_long_sums(*copy.lookup(function));
   split_column_sums(*copy.lookup(function));
   if (cuda && split_fp32_products(*copy.lookup(function)) > 0) {
