@@ -552,9 +552,12 @@ void register_shape_ops(ir::Registry& r) {
   r.add(OpDef{
       .name = "graph.slice",
       .summary = "Numpy basic slice per axis, starts[i]:stops[i]:steps[i] (steps > 0, default 1; negative "
-                 "bounds count from the end, then clamp; a stop >= 2^62 means to the end).",
+                 "bounds count from the end, then clamp; a stop >= 2^62 means to the end). A strided view of x, "
+                 "or with copy = true a contiguous result a copy kernel writes (what a GPU consumer or a CUDA "
+                 "graph needs: a view is gathered through the host there).",
       .operands = {"x"},
-      .attrs = {ints_attr("starts"), ints_attr("stops"), ints_attr("steps", std::vector<std::int64_t>{})},
+      .attrs = {ints_attr("starts"), ints_attr("stops"), ints_attr("steps", std::vector<std::int64_t>{}),
+                ir::AttrSpec{.name = "copy", .kind = ir::AttrKind::boolean, .required = false}},
       .infer = infer_slice,
       .reference = moving_parts_of_complex128(run_slice),
   });

@@ -161,6 +161,10 @@ Family family_of(const ir::Operation& graph_op) {
     for (const ir::Value* v : graph_op.operands()) complex = complex || is_complex(v->type().dtype());
     if (complex) return Family::complex;
   }
+  // A slice with copy = true is written by a copy kernel, not taken as a view.
+  if (graph_op.name() == "graph.slice" && graph_op.attrs().has("copy") && graph_op.attrs().get_bool("copy")) {
+    return Family::copy;
+  }
   auto it = families.find(graph_op.name());
   return it == families.end() ? Family::opaque : it->second;
 }

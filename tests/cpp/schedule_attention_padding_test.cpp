@@ -147,12 +147,15 @@ func @f(%q: tensor<[1, 2, 100, 64] bf16>, %k: tensor<[1, 2, 77, 64] bf16>, %v: t
   {
     ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");
     EXPECT_EQ(count("graph.slice_embed"), 3);  // q to 128 rows, k and v to 128 keys
-    EXPECT_EQ(count("graph.gather"), 2);       // o and lse cut back by kernels
-    EXPECT_EQ(count("graph.slice"), 0);        // not by strided views
+    EXPECT_EQ(count("graph.slice"), 2);        // o and lse cut back
     ir::Module m = ir::parse_module(text);
     schedule::pad_ragged_attention(*m.lookup("f"), false);
     ir::verify(m);
     for (const auto& o : ir::function_body(*m.lookup("f")).ops()) {
+      // By copy kernels: a strided view would be gathered through the host on a GPU.
+      if (o->name() == "graph.slice") {
+        EXPECT_TRUE(o->attrs().get_bool("copy"));
+      }
       if (o->name() != "graph.flash_attn") continue;
       EXPECT_EQ(o->attrs().get_int("valid_queries"), 100);
       EXPECT_EQ(o->attrs().get_int("valid_keys"), 77);

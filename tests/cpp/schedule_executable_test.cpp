@@ -283,6 +283,25 @@ func @v(%x: tensor<[6, 12] fp32>) -> (tensor<[12, 6] fp32>, tensor<[6, 2] fp32>,
   EXPECT_EQ(kernels, 3) << exe->schedule_ir();  // exp, neg, mul: every shape op is a view
 }
 
+// graph.slice {copy = true} is a copy kernel writing a contiguous result
+// (what a GPU consumer needs) with the view's values: steps, negative starts
+// and a symbolic full axis.
+TEST(ScheduleExecutable, CopyingSliceIsAKernelWithTheViewsValues) {
+  const std::string text = R"(
+func @c(%x: tensor<[B, 12, 9] bf16>) -> (tensor<[B, 6, 3] bf16>, tensor<[B, 2, 9] bf16>) {
+  %0 = graph.slice %x {copy = true, starts = [0, 1, 0], stops = [9223372036854775807, 12, 9], steps = [1, 2, 3]} : tensor<[B, 6, 3] bf16>
+  %1 = graph.slice %x {copy = true, starts = [0, -2, 0], stops = [9223372036854775807, 12, 9]} : tensor<[B, 2, 9] bf16>
+  return %0, %1
+}
+)";
+  auto exe = check_against_reference(text, "c", {sample({5, 12, 9}, default_policy(DType::bf16), 52)});
+  ASSERT_EQ(exe->kernels().size(), 2u);
+  for (const auto& k : exe->kernels()) EXPECT_EQ(k.family, "copy") << exe->schedule_ir();
+  for (const Tensor& t : exe->run(std::vector<Tensor>{sample({5, 12, 9}, default_policy(DType::bf16), 53)})) {
+    EXPECT_TRUE(t.is_contiguous());
+  }
+}
+
 TEST(ScheduleExecutable, ResultsDoNotDependOnThreadCount) {
   const std::string text = R"(
 func @t(%x: tensor<[4096] fp32>) -> (tensor<[4096] fp32>) {

@@ -134,9 +134,9 @@ bool attention_blocks_wanted(bool cuda);
 // graph.flash_attn_bwd that the blocked kernels would take but for sequence
 // lengths that are not multiples of the blocks gets its operands
 // zero-padded to whole blocks (graph.slice_embed), valid_queries and
-// valid_keys, and its results cut back (graph.gather of the first rows, a
-// kernel: a slice's strided view would be gathered through the host on a
-// GPU). Returns how many it padded.
+// valid_keys, and its results cut back (graph.slice {copy = true}, a
+// kernel: a plain slice's strided view would be gathered through the host
+// on a GPU). Returns how many it padded.
 int pad_ragged_attention(ir::Operation& func, bool cuda);
 // Whether long FFT lines split into stages ($TESSERA_FFT_STAGES, 1 by
 // default; 0 keeps them in global scratch, to compare and to test that form).

@@ -7,7 +7,7 @@
 //
 //   forward   q, k, v zero-padded along S to whole blocks (graph.slice_embed);
 //             graph.flash_attn {valid_queries = Sq, valid_keys = Sk}; o and
-//             lse cut back to Sq rows (graph.gather of the first rows).
+//             lse cut back to Sq rows (graph.slice {copy = true}: a kernel).
 //   backward  q, k, v, delta, lse and do zero-padded the same way;
 //             graph.flash_attn_bwd with the same attributes; dq, dk, dv
 //             cut back the same way.
@@ -36,19 +36,16 @@ ir::Value* padded(ir::OpBuilder& b, ir::Value* x, std::size_t axis, std::int64_t
   return b.create("graph.slice_embed", {x}, {{"shape", to}, {"starts", starts}, {"stops", stops}}, at)->result(0);
 }
 
-// The first `length` entries of x along `axis`, as a kernel (graph.gather
-// of iota's indices) rather than a graph.slice: a slice is a strided view,
-// which a GPU consumer would gather through the host and a CUDA graph could
-// not capture.
+// The first `length` entries of x along `axis`, written by a copy kernel
+// (graph.slice {copy = true}): a plain slice is a strided view, which a GPU
+// consumer would gather through the host and a CUDA graph could not capture.
 ir::Value* sliced(ir::OpBuilder& b, ir::Value* x, std::size_t axis, std::int64_t length, const SourceLocation& at) {
-  if (x->type().shape[axis].size == length) return x;
-  ir::Value* indices = b.create("graph.iota", {},
-                                {{"shape", ir::Shape{ir::Dim::fixed(length)}},
-                                 {"axis", std::int64_t{0}},
-                                 {"policy", default_policy(DType::int64)}},
-                                at)
-                           ->result(0);
-  return b.create("graph.gather", {x, indices}, {{"axis", static_cast<std::int64_t>(axis)}}, at)->result(0);
+  const ir::Shape& shape = x->type().shape;
+  if (shape[axis].size == length) return x;
+  std::vector<std::int64_t> starts(shape.size(), 0), stops;
+  for (const ir::Dim& d : shape) stops.push_back(d.size);
+  stops[axis] = length;
+  return b.create("graph.slice", {x}, {{"starts", starts}, {"stops", stops}, {"copy", true}}, at)->result(0);
 }
 
 std::int64_t round_up(std::int64_t n, std::int64_t block) { return (n + block - 1) / block * block; }

@@ -1,5 +1,5 @@
 // The copy template: graph.concat, graph.gather, graph.slice_embed,
-// graph.iota and graph.scatter_add -> one Tile IR kernel with one lane per
+// graph.slice {copy = true}, graph.iota and graph.scatter_add -> one Tile IR kernel with one lane per
 // result element, which finds its source by index arithmetic on the result's
 // multi-index (result dims d0.. are kernel scalars).
 //
@@ -7,6 +7,7 @@
 //   gather:      x at (pre, wrap(indices[j]), post); the executable checks the
 //                indices' range on the host first (a clear IndexError)
 //   slice_embed: x where the index lies on the slice's lattice, else 0
+//   slice:       x at start + index * step along each axis
 //   iota:        the index along the axis
 //   scatter_add: the sum, in increasing j, of the updates whose index is
 //                this element's; the executable passes the inverse index
@@ -40,7 +41,7 @@ bool moves_codes(const ir::Operation& root) {
   const std::string_view n = root.name();
   const DType d = root.result(0)->type().dtype();
   if (is_packed(d)) return false;
-  return n == "graph.concat" || n == "graph.gather" || n == "graph.slice_embed";
+  return n == "graph.concat" || n == "graph.gather" || n == "graph.slice_embed" || n == "graph.slice";
 }
 
 
@@ -123,6 +124,7 @@ class CopyBuilder {
           if (op == "graph.concat") stored = concat(then);
           else if (op == "graph.gather") stored = gather(then, result);
           else if (op == "graph.slice_embed") stored = slice_embed(then);
+          else if (op == "graph.slice") stored = slice(then);
           else if (op == "graph.iota") stored = iota(then);
           else stored = scatter_add(then, result);
           then.create("tile.store_elem", {out_buffer_, i, stored});
@@ -241,6 +243,24 @@ class CopyBuilder {
     return branch->result(0);
   }
 
+  Value* slice(ir::OpBuilder& b) {
+    const auto& starts = root_.attrs().get_ints("starts");
+    const auto& stops = root_.attrs().get_ints("stops");
+    std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
+    if (steps.empty()) steps.assign(rank_, 1);
+    const ir::Shape& shape = root_.operand(0)->type().shape;
+    std::vector<Value*> at(rank_);
+    for (std::size_t a = 0; a < rank_; ++a) {
+      if (shape[a].is_symbolic()) {  // a full slice (shape inference guarantees it)
+        at[a] = idx_[a];
+        continue;
+      }
+      const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
+      at[a] = op2(b, "add", integer(b, s.start), op2(b, "mul", idx_[a], integer(b, s.step)));
+    }
+    return load(b, 0, offset(b, at, operand_dims_[0]));
+  }
+
   Value* iota(ir::OpBuilder& b) {
     const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
     return LaneProgram::finish(b, cast(b, idx_[axis], kF64), root_.result(0)->type().policy).stored;
@@ -292,8 +312,8 @@ bool copy_covers(const ir::Operation& kernel, std::string* why) {
   };
   const ir::Operation& root = kernel_root_op(kernel);
   const ir::Block& body = kernel_body(kernel);
-  static const std::set<std::string_view> kOps = {"graph.concat", "graph.gather", "graph.slice_embed", "graph.iota",
-                                                  "graph.scatter_add"};
+  static const std::set<std::string_view> kOps = {"graph.concat", "graph.gather", "graph.slice_embed", "graph.slice",
+                                                  "graph.iota", "graph.scatter_add"};
   if (!kOps.count(root.name())) return fail("'" + std::string(root.name()) + "' has no copy lowering");
   for (const auto& op : body.ops()) {
     if (op.get() != &root && op.get() != body.terminator()) {
