@@ -107,6 +107,14 @@ class CopyBuilder {
       operand_dims_.push_back(dims);
     }
 
+    if (const std::int64_t run = row_run(); run > 1) {
+      build_runs(b, lanes, run);
+      tile::finish_kernel(*func);
+      result.func = func;
+      result.lanes_per_group = lanes;
+      result.last_axis_strip = run;
+      return result;
+    }
     Value* i = global_lane(b, lanes);
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     tile::build_if(
@@ -138,6 +146,72 @@ class CopyBuilder {
   }
 
  private:
+  // Elements per lane where a slice or a padding (slice_embed) keeps the
+  // last axis whole: each row moves contiguous on both sides, so a lane
+  // moves a run of 16 bytes of codes (one wide access on a GPU) instead of
+  // one element with its own index arithmetic. 1 elsewhere.
+  std::int64_t row_run() const {
+    const std::string_view n = root_.name();
+    if ((n != "graph.slice" && n != "graph.slice_embed") || rank_ == 0 || !moves_codes(root_)) return 1;
+    const NumericsPolicy& p = root_.result(0)->type().policy;
+    if (is_complex(p.storage)) return 1;
+    const std::size_t last = rank_ - 1;
+    const ir::Dim& out = root_.result(0)->type().shape[last];
+    const ir::Dim& in = root_.operand(0)->type().shape[last];
+    if (out.is_symbolic() || in.is_symbolic() || out.size != in.size) return 1;
+    std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
+    if (!steps.empty() && steps[last] != 1) return 1;
+    const graph::AxisSlice s = graph::resolve_slice(root_.attrs().get_ints("starts")[last],
+                                                    root_.attrs().get_ints("stops")[last], 1, out.size);
+    if (s.start != 0 || s.size != out.size) return 1;
+    const std::int64_t run = 16 / static_cast<std::int64_t>(storage_bytes(code_dtype(p.storage)));
+    return run >= 2 && out.size % run == 0 ? run : 1;
+  }
+
+  // The run form (row_run): lane i moves result elements [i run, i run + run).
+  void build_runs(ir::OpBuilder& b, std::int64_t lanes, std::int64_t run) {
+    Value* first = op2(b, "mul", global_lane(b, lanes), integer(b, run));
+    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
+    tile::build_if(
+        b, cmp(b, "lt", first, n), {},
+        [&](ir::OpBuilder& then, std::span<Value* const>) {
+          idx_.assign(rank_, nullptr);
+          Value* rest = first;
+          for (std::size_t d = rank_; d-- > 0;) {
+            idx_[d] = op2(then, "rem", rest, dims_[d]);
+            rest = op2(then, "div", rest, dims_[d]);
+          }
+          Value* inside = nullptr;
+          const std::vector<Value*> at = root_.name() == "graph.slice" ? slice_source(then) : embed_source(then, inside);
+          auto copy = [&](ir::OpBuilder& cb) {
+            const auto values = cb.create("tile.load_vector", {operands_[0], offset(cb, at, operand_dims_[0])},
+                                          {{"count", run}})->results();
+            std::vector<Value*> operands = {out_buffer_, first};
+            operands.insert(operands.end(), values.begin(), values.end());
+            cb.create("tile.store_vector", operands);
+          };
+          if (!inside) {
+            copy(then);
+            return none();
+          }
+          tile::build_if(
+              then, inside, {},
+              [&](ir::OpBuilder& tb, std::span<Value* const>) {
+                copy(tb);
+                return none();
+              },
+              [&](ir::OpBuilder& eb, std::span<Value* const>) {
+                Value* zero = tile::build_int(eb, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
+                std::vector<Value*> operands = {out_buffer_, first};
+                operands.insert(operands.end(), static_cast<std::size_t>(run), zero);
+                eb.create("tile.store_vector", operands);
+                return none();
+              });
+          return none();
+        },
+        [](ir::OpBuilder&, std::span<Value* const>) { return none(); });
+  }
+
   std::size_t index_of(const Value* v) const {
     for (std::size_t k = 0; k < body_.num_arguments(); ++k) {
       if (body_.argument(k) == v) return k;
@@ -211,13 +285,15 @@ class CopyBuilder {
     return load(b, 0, at);
   }
 
-  Value* slice_embed(ir::OpBuilder& b) {
+  // The operand's multi-index of the result element at idx_, and whether
+  // it lies on the slice's lattice (`inside`; null when every element does).
+  std::vector<Value*> embed_source(ir::OpBuilder& b, Value*& inside) {
     const auto& starts = root_.attrs().get_ints("starts");
     const auto& stops = root_.attrs().get_ints("stops");
     std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
     if (steps.empty()) steps.assign(rank_, 1);
     const ir::Shape& shape = root_.result(0)->type().shape;
-    Value* inside = tile::build_bool(b, true);
+    inside = nullptr;
     std::vector<Value*> at(rank_);
     for (std::size_t a = 0; a < rank_; ++a) {
       if (shape[a].is_symbolic()) {  // a full slice (shape inference guarantees it)
@@ -225,14 +301,25 @@ class CopyBuilder {
         continue;
       }
       const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
+      if (s.start == 0 && s.step == 1 && s.size == shape[a].size) {  // a whole axis
+        at[a] = idx_[a];
+        continue;
+      }
       Value* rel = op2(b, "sub", idx_[a], integer(b, s.start));
       Value* q = op2(b, "div", rel, integer(b, s.step));
       Value* ok = op2(b, "and", cmp(b, "ge", rel, integer(b, 0)),
                       op2(b, "and", cmp(b, "eq", op2(b, "rem", rel, integer(b, s.step)), integer(b, 0)),
                           cmp(b, "lt", q, integer(b, s.size))));
-      inside = op2(b, "and", inside, ok);
+      inside = inside ? op2(b, "and", inside, ok) : ok;
       at[a] = q;
     }
+    return at;
+  }
+
+  Value* slice_embed(ir::OpBuilder& b) {
+    Value* inside = nullptr;
+    const std::vector<Value*> at = embed_source(b, inside);
+    if (!inside) inside = tile::build_bool(b, true);
     Value* zero = tile::build_int(b, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
     ir::Operation* branch = tile::build_if(
         b, inside, {zero},
@@ -243,7 +330,8 @@ class CopyBuilder {
     return branch->result(0);
   }
 
-  Value* slice(ir::OpBuilder& b) {
+  // The operand's multi-index of the result element at idx_.
+  std::vector<Value*> slice_source(ir::OpBuilder& b) {
     const auto& starts = root_.attrs().get_ints("starts");
     const auto& stops = root_.attrs().get_ints("stops");
     std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
@@ -258,8 +346,10 @@ class CopyBuilder {
       const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
       at[a] = op2(b, "add", integer(b, s.start), op2(b, "mul", idx_[a], integer(b, s.step)));
     }
-    return load(b, 0, offset(b, at, operand_dims_[0]));
+    return at;
   }
+
+  Value* slice(ir::OpBuilder& b) { return load(b, 0, offset(b, slice_source(b), operand_dims_[0])); }
 
   Value* iota(ir::OpBuilder& b) {
     const auto axis = static_cast<std::size_t>(graph::normalize_axis(root_.attrs().get_int("axis"), rank_));
