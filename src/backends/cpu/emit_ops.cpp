@@ -358,9 +358,17 @@ std::string group_stmt(const ir::Operation& op, const std::vector<std::string>& 
     if (n == "tile_full") {
       return "auto " + result + " = tsr::tile_full<" + cpp_dtype(t.dtype()) + ", " + tile_dims(t) + ">(" + v + ");";
     }
-    const bool rows = !op.attrs().has("rows") || op.attrs().get_bool("rows");
+    if (op.attrs().has("rows") && !op.attrs().get_bool("rows")) {
+      // Without the row: columns col0 + c > row0 + diag. Written in line
+      // rather than in the runtime headers, whose hash keys every cached
+      // kernel.
+      const std::string rows = std::to_string(t.shape.at(0).size), cols = std::to_string(t.shape.at(1).size);
+      return "auto " + result + " = " + a[0] + ";\n  for (int c_ = 0; c_ < " + cols + "; ++c_) {\n    if (" + a[2] +
+             " + c_ > " + a[1] + " + " + a[3] + ") {\n      for (int r_ = 0; r_ < " + rows + "; ++r_) " + result +
+             ".v()[r_][c_] = " + v + ";\n    }\n  }";
+    }
     return "auto " + result + " = tsr::tile_causal_fill(" + a[0] + ", " + a[1] + ", " + a[2] + ", " + a[3] + ", " + v +
-           (rows ? "" : ", false") + ");";
+           ");";
   }
   if (n == "tile_binary" || n == "tile_unary" || n == "tile_reduce") {
     const std::string fn = "tsr::TileFn::" + op.attrs().get_string("fn");

@@ -33,6 +33,11 @@
 // rounded to bf16/fp16 for the second product, the tensor cores' order);
 // they depend on the shape and BM, BN alone, so runs repeat bit for bit
 // (docs/design/0015-flash-attention.md, "The blocked forward").
+//
+// Padded problems (valid_queries, valid_keys: docs/design/0041, written by
+// pad-ragged-attention): every form sees keys below valid_keys only, with
+// the causal diagonal valid_keys - valid_queries; the blocked forms mask
+// the padding columns of the key block valid keys share with padding.
 #include "graph/passes/pass_support.h"
 #include "schedule/templates/lane_program.h"
 #include "schedule/templates/templates.h"

@@ -120,13 +120,7 @@ class CopyBuilder {
     tile::build_if(
         b, cmp(b, "lt", i, n), {},
         [&](ir::OpBuilder& then, std::span<Value* const>) {
-          // The result's multi-index.
-          idx_.assign(rank_, nullptr);
-          Value* rest = i;
-          for (std::size_t d = rank_; d-- > 0;) {
-            idx_[d] = op2(then, "rem", rest, dims_[d]);
-            rest = op2(then, "div", rest, dims_[d]);
-          }
+          set_result_index(then, i);
           Value* stored = nullptr;
           const std::string_view op = root_.name();
           if (op == "graph.concat") stored = concat(then);
@@ -175,12 +169,7 @@ class CopyBuilder {
     tile::build_if(
         b, cmp(b, "lt", first, n), {},
         [&](ir::OpBuilder& then, std::span<Value* const>) {
-          idx_.assign(rank_, nullptr);
-          Value* rest = first;
-          for (std::size_t d = rank_; d-- > 0;) {
-            idx_[d] = op2(then, "rem", rest, dims_[d]);
-            rest = op2(then, "div", rest, dims_[d]);
-          }
+          set_result_index(then, first);
           Value* inside = nullptr;
           const std::vector<Value*> at = root_.name() == "graph.slice" ? slice_source(then) : embed_source(then, inside);
           auto copy = [&](ir::OpBuilder& cb) {
@@ -210,6 +199,16 @@ class CopyBuilder {
           return none();
         },
         [](ir::OpBuilder&, std::span<Value* const>) { return none(); });
+  }
+
+  // idx_: the result's multi-index of flat element `flat`.
+  void set_result_index(ir::OpBuilder& b, Value* flat) {
+    idx_.assign(rank_, nullptr);
+    Value* rest = flat;
+    for (std::size_t d = rank_; d-- > 0;) {
+      idx_[d] = op2(b, "rem", rest, dims_[d]);
+      rest = op2(b, "div", rest, dims_[d]);
+    }
   }
 
   std::size_t index_of(const Value* v) const {

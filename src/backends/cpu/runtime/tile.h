@@ -462,15 +462,14 @@ inline Tile<D, AXIS == 1 ? R : 1, AXIS == 1 ? 1 : C> tile_reduce(const Tile<D, R
   return r;
 }
 
-// Elements (r, c) with col0 + c > row0 + r + diag become `fill` (without
-// `rows`, col0 + c > row0 + diag: a mask of columns).
+// Elements (r, c) with col0 + c > row0 + r + diag become `fill`.
 template <DType D, int R, int C>
 inline Tile<D, R, C> tile_causal_fill(const Tile<D, R, C>& x, std::int64_t row0, std::int64_t col0, std::int64_t diag,
-                                      value_t<D> fill, bool rows = true) {
+                                      value_t<D> fill) {
   Tile<D, R, C> r = x;
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < C; ++j) {
-      if (col0 + j > row0 + (rows ? i : 0) + diag) r.v()[i][j] = fill;
+      if (col0 + j > row0 + i + diag) r.v()[i][j] = fill;
     }
   return r;
 }
