@@ -48,15 +48,17 @@ void apply_variant_overrides(ir::Operation& func, const std::map<std::string, st
   }
 }
 
+bool cuda_tile_default_enabled() {
+  if (const char* e = std::getenv("TESSERA_CUDA_TILE_DEFAULT"); e != nullptr && std::strcmp(e, "0") == 0) return false;
+  const cuda_tile::Toolchain& tools = cuda_tile::toolchain();
+  return tools.found && tools.reason.empty();
+}
+
 void choose_default_nvidia_targets(ir::Operation& func, int device) {
-  if (const char* e = std::getenv("TESSERA_CUDA_TILE_DEFAULT"); e != nullptr && std::strcmp(e, "0") == 0) return;
-  if (cuda::device_properties(device).compute_major < 9) return;
+  if (!cuda_tile_default_enabled() || cuda::device_properties(device).compute_major < 9) return;
   const cuda_tile::Toolchain& tools = cuda_tile::toolchain();
   const std::string arch = cuda_tile::device_arch(device);
-  if (!tools.found || !tools.reason.empty() ||
-      std::find(tools.archs.begin(), tools.archs.end(), arch) == tools.archs.end()) {
-    return;
-  }
+  if (std::find(tools.archs.begin(), tools.archs.end(), arch) == tools.archs.end()) return;
   for (ir::Operation* k : kernels_of(func)) {
     // Attention (forward and backward) is a candidate in its blocked
     // tensor-core form; the lane form is no faster here than on the PTX path.

@@ -28,6 +28,10 @@ void apply_variant_overrides(ir::Operation& func, const std::map<std::string, st
 // (bf16, fp16, fp8 at fp32 accumulation); every other kernel stays on the
 // PTX path. TESSERA_CUDA_TILE_DEFAULT=0 keeps every kernel on the PTX path.
 void choose_default_nvidia_targets(ir::Operation& func, int device);
+// Whether the default mapper sends kernels to CUDA Tile IR at all: tileiras
+// found and usable, and TESSERA_CUDA_TILE_DEFAULT not 0 (a device must also
+// be one its tileiras targets: choose_default_nvidia_targets checks that).
+bool cuda_tile_default_enabled();
 
 // The results of `kernel` (its body's yielded values) computed by the
 // reference executor from `inputs` (on any device), placed on `device`.

@@ -121,6 +121,9 @@ int split_fp32_products(ir::Operation& func);
 // those forms), else 227 KiB on CUDA; none on the CPU (its lines live in
 // heap memory).
 std::optional<std::int64_t> fft_shared_limit(bool cuda);
+// A switch from the environment variable `name`: "0" or "1"; nullopt when
+// unset; any other value is an ArgumentError naming the variable.
+std::optional<bool> switch_from_env(const char* name);
 // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked attention kernels' query
 // and key blocks (powers of two from 16 to 256); nullopt when unset.
 std::optional<std::vector<std::int64_t>> attention_tile_from_env();

@@ -18,7 +18,7 @@
 // the valid rows get the unpadded op's values: bit for bit on the lane
 // kernels, and within the blocked kernels' tensor-core numerics there.
 #include "schedule/templates/templates.h"
-#include "tessera/backends/cuda_tile/toolchain.h"
+#include "schedule/variant_overrides.h"
 #include "tessera/ir/builder.h"
 #include "tessera/schedule/passes.h"
 
@@ -53,12 +53,8 @@ std::int64_t round_up(std::int64_t n, std::int64_t block) { return (n + block - 
 }  // namespace
 
 bool attention_blocks_wanted(bool cuda) {
-  const char* env = std::getenv("TESSERA_ATTENTION_BLOCKED");
-  if (env != nullptr && *env != '\0') return std::string(env) == "1";  // assign_tiles rejects other values
-  if (!cuda) return false;
-  if (const char* e = std::getenv("TESSERA_CUDA_TILE_DEFAULT"); e != nullptr && std::string(e) == "0") return false;
-  const cuda_tile::Toolchain& tools = cuda_tile::toolchain();
-  return tools.found && tools.reason.empty();
+  if (const std::optional<bool> knob = switch_from_env("TESSERA_ATTENTION_BLOCKED")) return *knob;
+  return cuda && cuda_tile_default_enabled();
 }
 
 int pad_ragged_attention(ir::Operation& func, bool cuda) {

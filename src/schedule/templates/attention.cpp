@@ -363,7 +363,9 @@ class AttentionBuilder {
       ir::Operation* loop = tile::build_for(b, from, to, i64(b, step), init, body(masked), /*prefetch=*/2);
       for (std::size_t r = 0; r < init.size(); ++r) init[r] = loop->result(r);
     };
-    if (!causal_ && !(ragged_keys_ && !masked_first)) {
+    // Ragged keys give a key loop (masked_first false) a masked last part.
+    const bool masked_part = causal_ || (ragged_keys_ && !masked_first);
+    if (!masked_part) {
       run(masked_first ? mid : lo, hi, false);
     } else if (masked_first) {
       run(lo, mid, true);

@@ -14,6 +14,7 @@
 //                (InverseIndex), so each lane reads only its own updates
 //
 // Moving ops store the loaded value unchanged (same policy in and out).
+#include <optional>
 #include <set>
 
 #include "graph/shape_rules.h"
@@ -150,16 +151,11 @@ class CopyBuilder {
     const NumericsPolicy& p = root_.result(0)->type().policy;
     if (is_complex(p.storage)) return 1;
     const std::size_t last = rank_ - 1;
-    const ir::Dim& out = root_.result(0)->type().shape[last];
-    const ir::Dim& in = root_.operand(0)->type().shape[last];
-    if (out.is_symbolic() || in.is_symbolic() || out.size != in.size) return 1;
-    std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
-    if (!steps.empty() && steps[last] != 1) return 1;
-    const graph::AxisSlice s = graph::resolve_slice(root_.attrs().get_ints("starts")[last],
-                                                    root_.attrs().get_ints("stops")[last], 1, out.size);
-    if (s.start != 0 || s.size != out.size) return 1;
+    const ir::Shape& whole = sliced_shape();
+    const std::optional<graph::AxisSlice> s = axis_slices()[last];
+    if (!s || !whole_axis(*s, whole[last])) return 1;
     const std::int64_t run = 16 / static_cast<std::int64_t>(storage_bytes(code_dtype(p.storage)));
-    return run >= 2 && out.size % run == 0 ? run : 1;
+    return run >= 2 && s->size % run == 0 ? run : 1;
   }
 
   // The run form (row_run): lane i moves result elements [i run, i run + run).
@@ -284,31 +280,47 @@ class CopyBuilder {
     return load(b, 0, at);
   }
 
-  // The operand's multi-index of the result element at idx_, and whether
-  // it lies on the slice's lattice (`inside`; null when every element does).
-  std::vector<Value*> embed_source(ir::OpBuilder& b, Value*& inside) {
+  // The shape a slice or slice_embed slices: the slice's operand, the
+  // embedding's result.
+  const ir::Shape& sliced_shape() const {
+    return root_.name() == "graph.slice" ? root_.operand(0)->type().shape : root_.result(0)->type().shape;
+  }
+  // The op's slice of each axis of sliced_shape(); nullopt where the axis is
+  // symbolic, which shape inference makes a whole axis.
+  std::vector<std::optional<graph::AxisSlice>> axis_slices() const {
     const auto& starts = root_.attrs().get_ints("starts");
     const auto& stops = root_.attrs().get_ints("stops");
     std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
     if (steps.empty()) steps.assign(rank_, 1);
-    const ir::Shape& shape = root_.result(0)->type().shape;
+    const ir::Shape& shape = sliced_shape();
+    std::vector<std::optional<graph::AxisSlice>> out(rank_);
+    for (std::size_t a = 0; a < rank_; ++a) {
+      if (!shape[a].is_symbolic()) out[a] = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
+    }
+    return out;
+  }
+  static bool whole_axis(const graph::AxisSlice& s, const ir::Dim& dim) {
+    return s.start == 0 && s.step == 1 && s.size == dim.size;
+  }
+
+  // The operand's multi-index of the result element at idx_, and whether
+  // it lies on the slice's lattice (`inside`; null when every element does).
+  std::vector<Value*> embed_source(ir::OpBuilder& b, Value*& inside) {
+    const ir::Shape& shape = sliced_shape();
+    const std::vector<std::optional<graph::AxisSlice>> slices = axis_slices();
     inside = nullptr;
     std::vector<Value*> at(rank_);
     for (std::size_t a = 0; a < rank_; ++a) {
-      if (shape[a].is_symbolic()) {  // a full slice (shape inference guarantees it)
+      const std::optional<graph::AxisSlice>& s = slices[a];
+      if (!s || whole_axis(*s, shape[a])) {
         at[a] = idx_[a];
         continue;
       }
-      const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
-      if (s.start == 0 && s.step == 1 && s.size == shape[a].size) {  // a whole axis
-        at[a] = idx_[a];
-        continue;
-      }
-      Value* rel = op2(b, "sub", idx_[a], integer(b, s.start));
-      Value* q = op2(b, "div", rel, integer(b, s.step));
+      Value* rel = op2(b, "sub", idx_[a], integer(b, s->start));
+      Value* q = op2(b, "div", rel, integer(b, s->step));
       Value* ok = op2(b, "and", cmp(b, "ge", rel, integer(b, 0)),
-                      op2(b, "and", cmp(b, "eq", op2(b, "rem", rel, integer(b, s.step)), integer(b, 0)),
-                          cmp(b, "lt", q, integer(b, s.size))));
+                      op2(b, "and", cmp(b, "eq", op2(b, "rem", rel, integer(b, s->step)), integer(b, 0)),
+                          cmp(b, "lt", q, integer(b, s->size))));
       inside = inside ? op2(b, "and", inside, ok) : ok;
       at[a] = q;
     }
@@ -331,19 +343,11 @@ class CopyBuilder {
 
   // The operand's multi-index of the result element at idx_.
   std::vector<Value*> slice_source(ir::OpBuilder& b) {
-    const auto& starts = root_.attrs().get_ints("starts");
-    const auto& stops = root_.attrs().get_ints("stops");
-    std::vector<std::int64_t> steps = root_.attrs().get_ints("steps");
-    if (steps.empty()) steps.assign(rank_, 1);
-    const ir::Shape& shape = root_.operand(0)->type().shape;
+    const std::vector<std::optional<graph::AxisSlice>> slices = axis_slices();
     std::vector<Value*> at(rank_);
     for (std::size_t a = 0; a < rank_; ++a) {
-      if (shape[a].is_symbolic()) {  // a full slice (shape inference guarantees it)
-        at[a] = idx_[a];
-        continue;
-      }
-      const graph::AxisSlice s = graph::resolve_slice(starts[a], stops[a], steps[a], shape[a].size);
-      at[a] = op2(b, "add", integer(b, s.start), op2(b, "mul", idx_[a], integer(b, s.step)));
+      const std::optional<graph::AxisSlice>& s = slices[a];
+      at[a] = s ? op2(b, "add", integer(b, s->start), op2(b, "mul", idx_[a], integer(b, s->step))) : idx_[a];
     }
     return at;
   }
