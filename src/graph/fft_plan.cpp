@@ -109,7 +109,7 @@ Plan<T>::Plan(std::int64_t n, bool inverse) : n_(n) {
     passes_ = passes_of(n, inverse);
     return;
   }
-  m_ = smooth_at_least(2 * n - 1);
+  m_ = fft::bluestein_length(n, static_cast<std::int64_t>(sizeof(Cx<T>)));
   forward_m_ = passes_of(m_, false);
   inverse_m_ = passes_of(m_, true);
   // c_j = exp(-pi i (j^2 mod 2n) / n) = w(2n, j^2 mod 2n); j^2 mod 2n kept
@@ -199,6 +199,14 @@ std::int64_t smooth_at_least(std::int64_t n) {
     }
     if (r == 1) return m;
   }
+}
+
+std::int64_t bluestein_length(std::int64_t n, std::int64_t point_bytes) {
+  const std::int64_t smooth = smooth_at_least(2 * n - 1);
+  std::int64_t pow2 = 1;
+  while (pow2 < 2 * n - 1) pow2 *= 2;
+  constexpr std::int64_t kMaxPow2LineBytes = 64 * 1024;
+  return 4 * pow2 <= 5 * smooth && pow2 * point_bytes <= kMaxPow2LineBytes ? pow2 : smooth;
 }
 
 bool splits_real(std::int64_t n) { return n >= 4 && n % 2 == 0 && !stockham_radices(n / 2).empty(); }

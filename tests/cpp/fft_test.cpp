@@ -159,6 +159,25 @@ TEST(Fft, PassRangesOutsideThePlanAreErrors) {
   EXPECT_THROW(fft_passes(q, 11, 0, 1), Error);  // Bluestein length: no passes
 }
 
+// Bluestein's M: a power of two where it is within 5/4 of the smallest
+// smooth length and its line takes at most 64 KiB, else the smooth length.
+TEST(Fft, BluesteinLengthPrefersNearbyPowersOfTwo) {
+  using graph::fft::bluestein_length;
+  EXPECT_EQ(bluestein_length(997, 8), 2048);    // smooth 2000
+  EXPECT_EQ(bluestein_length(1013, 16), 2048);  // smooth 2025
+  EXPECT_EQ(bluestein_length(97, 8), 196);      // 256 > 5/4 of 196
+  EXPECT_EQ(bluestein_length(3001, 8), 6048);   // 8192 > 5/4 of 6048
+  EXPECT_EQ(bluestein_length(4099, 8), 8232);   // 16384 is twice 8232
+  EXPECT_EQ(bluestein_length(7001, 8), 14112);  // 16384 is near but 128 KiB
+  EXPECT_EQ(bluestein_length(3500, 8), 8192);   // smooth 7000
+  EXPECT_EQ(bluestein_length(3500, 16), 7000);  // 8192 complex128 points take 128 KiB
+  for (std::int64_t n = 2; n < 5000; ++n) {
+    const std::int64_t m = bluestein_length(n, 8);
+    EXPECT_GE(m, 2 * n - 1) << n;
+    EXPECT_FALSE(graph::fft::stockham_radices(m).empty()) << n;
+  }
+}
+
 // The butterfly every backend builds (graph::fft::radix_butterfly) is a DFT
 // of its radix, forward and inverse, and takes 4 m^2 real products for an
 // odd radix R = 2m + 1 (the direct sum would take 4 (R - 1)^2) and none for

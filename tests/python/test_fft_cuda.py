@@ -30,7 +30,7 @@ def _spectral(a, b, c, d, e):
 
 def _inputs(rng):
     return (_c(rng, (8, 4096), np.complex64),       # Stockham, 4096 points per line
-            _c(rng, (5, 97, 3), np.complex128),     # Bluestein (M = 200), lines along axis 1
+            _c(rng, (5, 97, 3), np.complex128),     # Bluestein (M = 196), lines along axis 1
             rng.standard_normal((16, 1000)).astype(np.float32),  # rfft splits: 500 complex points
             _c(rng, (64, 48), np.complex64),        # fft2: 4 adjacent lines per group along axis 0
             _c(rng, (4, 16, 3), np.complex64))      # groups of 4 lines straddle two outer indices

@@ -111,7 +111,7 @@ std::int64_t line_points(const ir::Operation& root) {
   const std::int64_t n = root.attrs().get_int("n");
   if (kind_of(root) != "c2c" && graph::fft::splits_real(n)) return n / 2;
   if (n <= 1 || !graph::fft::stockham_radices(n).empty()) return n;
-  return graph::fft::smooth_at_least(2 * n - 1);
+  return graph::fft::bluestein_length(n, 2 * static_cast<std::int64_t>(storage_bytes(part_type(root))));
 }
 
 // Words a shared array gives each part of `points` points: one word of
