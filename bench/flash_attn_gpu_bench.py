@@ -1,7 +1,7 @@
 """flash_attn on a CUDA device next to torch's scaled_dot_product_attention, in the same run.
 
     python bench/flash_attn_gpu_bench.py [--b 1] [--h 8] [--s 2048 8192] [--d 64 128] [--runs 3]
-                                         [--forms default lane ptx_blocked] [--no-backward]
+                                         [--forms default lane ptx_blocked] [--no-backward] [--fp8]
 
 bf16 q/k/v [B, H, S, D] on cuda:0, causal and not. Tessera runs the eager
 op (its compiled attention kernels through the CUDA backend) and jit(grad)
@@ -26,6 +26,11 @@ Tile IR), `ptx_blocked` (the blocked forward through the PTX path,
 TESSERA_CUDA_TILE_DEFAULT=0 TESSERA_ATTENTION_BLOCKED=1) and `lane` (the
 scalar-lane kernel, TESSERA_ATTENTION_BLOCKED=0). The ratio and the backward
 use the first form.
+
+--fp8 also times the fp8_e4m3 forward of the same values rounded to e4m3
+(descales 1, a bf16 result; checked against torch's math backend on the
+decoded values): its codes decode to bf16 tiles at load, so it runs the bf16
+products (docs/design/0043-fp8-blocked-attention.md).
 """
 
 import os
@@ -120,6 +125,8 @@ def main():
                     help=f"{', '.join(sorted(FORMS))}, or knobs as NAME=VALUE+NAME=VALUE (a sweep)")
     ap.add_argument("--no-backward", action="store_true")
     ap.add_argument("--cutile", action="store_true")
+    ap.add_argument("--fp8", action="store_true",
+                    help="also time the fp8_e4m3 forward (unit descales, bf16 result) of the same values")
     ap.add_argument("--bwd-tile-ir", action="store_true",
                     help="a Mapper sends the attention backward (in its blocked form) through CUDA Tile IR")
     args = ap.parse_args()
@@ -165,6 +172,17 @@ def main():
                     fwd[form] = seconds(lambda: tessera.ops.flash_attn(q, k, v, causal=causal), args.runs, sync)
                 set_form(args.forms[0])
                 first = fwd[args.forms[0]]
+                fp8 = float("nan")
+                if args.fp8:
+                    q8, k8, v8 = (tessera.tensor(x, dtype="fp8_e4m3").to("cuda:0") for x in host[:3])
+                    dec = [torch.tensor(t.to("cpu").numpy().astype(np.float32), device="cuda:0") for t in (q8, k8, v8)]
+                    with sdpa_kernel(SDPBackend.MATH):
+                        want8 = F.scaled_dot_product_attention(*dec, is_causal=causal).cpu().numpy()
+                    got = tessera.ops.flash_attn(q8, k8, v8, causal=causal, descale=(1.0, 1.0, 1.0))
+                    err = np.max(np.abs(got.to("cpu").numpy().astype(np.float32) - want8))
+                    assert err < 2e-2, f"fp8 flash_attn S={s} D={d} causal={causal}: max error {err}"
+                    fp8 = seconds(lambda: tessera.ops.flash_attn(q8, k8, v8, causal=causal, descale=(1.0, 1.0, 1.0)),
+                                  args.runs, sync)
                 ct_tf = float("nan")
                 if cutile:
                     try:
@@ -210,6 +228,8 @@ def main():
                 ours = " ".join(f"{tf(flops, fwd[f]):>11.2f}" for f in args.forms)
                 if args.cutile:
                     ours += f" {ct_tf:>8.2f} cuTile"
+                if args.fp8:
+                    ours += f" {tf(flops, fp8):>8.2f} fp8"
                 print(f"{s:>5} {d:>4} {str(causal):>6} | {ours} "
                       f"{tf(flops, theirs[best][0]):>9.1f} {best:>6} {theirs[best][0] / first:>5.3f}x | "
                       f"{tf(2.5 * flops, bwd):>11.2f} {tf(2.5 * flops, cudnn):>10.1f} {cudnn / bwd:>5.3f}x", flush=True)

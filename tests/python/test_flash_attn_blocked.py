@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tessera
-from test_flash_attn import attention_np, inputs, run
+from test_flash_attn import attention_np, fp8_inputs, inputs, run
 
 SEED = secrets.randbits(32)
 
@@ -241,6 +241,54 @@ def test_ragged_backward_against_jax(blocked, case, causal):
         assert np.all(err <= 2.0 ** -6 * np.abs(r).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
 
 
+# ---- fp8 forwards: codes decoded to bf16 tiles at load (exact), the bf16 products ------------------
+
+FP8_CASES = [(1, 4, 2, 128, 192, 64), (1, 2, 1, 100, 77, 128), (1, 2, 2, 24, 40, 64)]
+
+
+def check_fp8(o, values, causal, scale=0.125):
+    want = attention_np(*values, causal, scale)
+    # P rounded to bf16 before the second product (2^-9 max|v|), the result's own rounding (2^-9 |o|
+    # for bf16): twice both, as check() allows.
+    eps = 2.0 ** -8 if o.dtype == "bf16" else 2.0 ** -9
+    err = np.abs(o.numpy().astype(np.float64) - want)
+    tol = 2 * eps * (np.abs(want) + np.abs(values[2]).max())
+    assert np.all(err <= tol), f"max error {err.max():.3g}, excess {(err - tol).max():.3g} (seed {SEED})"
+
+
+@pytest.mark.parametrize("dtype", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", FP8_CASES)
+def test_blocked_fp8_forward_against_float64_numpy(blocked, case, causal, dtype):
+    b, hq, hkv, sq, sk, d = case
+    if causal and sq > sk:
+        pytest.skip("the causal rule needs Sq <= Sk")
+    scales = (0.5, 0.25, 2.0)
+    (q, qv), (k, kv), (v, vv) = fp8_inputs(dtype, (b, hq, sq, d), (b, hkv, sk, d), scales,
+                                           salt=(SEED + hash(case)) % 1000)
+    scale = d ** -0.5
+    o = tessera.ops.flash_attn(q, k, v, causal=causal, descale=scales)
+    assert o.dtype == "bf16" and o.shape == (b, hq, sq, d)
+    check_fp8(o, (qv, kv, vv), causal, scale)
+    wide = tessera.ops.flash_attn(q, k, v, causal=causal, descale=scales, out_dtype="fp32")
+    check_fp8(wide, (qv, kv, vv), causal, scale)
+
+
+def test_blocked_fp8_forward_is_the_blocked_tile_program(blocked, monkeypatch):
+    scales = (0.5, 0.25, 2.0)
+    (q, _), (k, _), (v, _) = fp8_inputs("fp8_e4m3", (1, 2, 128, 64), (1, 2, 128, 64), scales, salt=43)
+    f = tessera.jit(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=True, descale=scales))
+    fast = f(q, k, v).numpy()
+    attention = [fn for fn in f.inspect_ir("tile").split("func @")[1:] if "tile.mma" in fn]
+    assert len(attention) == 1 and "tile.load_elem" not in attention[0]  # tensor cores, no scalar lanes
+    assert "fp8_e4m3" in attention[0] and "bf16" in attention[0]
+    for _ in range(3):
+        assert f(q, k, v).numpy().tobytes() == fast.tobytes()
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
+    lane = tessera.ops.flash_attn(q, k, v, causal=True, descale=scales).numpy()
+    assert lane.tobytes() != fast.tobytes()  # P rounded to bf16: the knob was not ignored
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 from tessera import _C  # noqa: E402
@@ -268,6 +316,23 @@ def gpu_forward_check(q, k, v, causal, dtype):
 def test_tile_ir_takes_the_blocked_forward_on_hopper(case, causal):
     q, k, v = inputs(*case, "bf16", salt=(SEED + 31) % 1000)
     f = gpu_forward_check(q, k, v, causal, "bf16")
+    kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
+    assert kernels and all(kk["variant"] == "tile_ir" for kk in kernels), kernels
+
+
+@pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
+@pytest.mark.parametrize("dtype", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("case", [(1, 4, 2, 256, 384, 128), (1, 2, 1, 100, 77, 64)])
+def test_tile_ir_takes_the_blocked_fp8_forward_on_hopper(case, dtype):
+    b, hq, hkv, sq, sk, d = case
+    scales = (0.5, 0.25, 2.0)
+    (q, qv), (k, kv), (v, vv) = fp8_inputs(dtype, (b, hq, sq, d), (b, hkv, sk, d), scales, salt=(SEED + 33) % 1000)
+    f = tessera.jit(lambda q, k, v: tessera.ops.flash_attn(q, k, v, descale=scales))
+    args = [x.to("cuda:0") for x in (q, k, v)]
+    first = f(*args).to("cpu")
+    check_fp8(first, (qv, kv, vv), False, d ** -0.5)
+    for _ in range(9):
+        assert f(*args).to("cpu").numpy().tobytes() == first.numpy().tobytes()
     kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
     assert kernels and all(kk["variant"] == "tile_ir" for kk in kernels), kernels
 

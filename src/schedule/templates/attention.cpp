@@ -406,11 +406,21 @@ class AttentionBuilder {
     return {column(4), column(3)};  // a braced list builds lse's ops first
   }
 
-  // `rows` rows of root operand `operand` (a [rows, D] matrix) from `row`.
+  // `rows` rows of root operand `operand` (a [rows, D] matrix) from `row`,
+  // fp8 codes decoded to bf16 (exact: bf16 holds every e4m3 and e5m2 value).
   Value* load_rows(ir::OpBuilder& b, std::size_t operand, Value* row, std::int64_t rows) {
-    return tile::build(b, "tile.tile_load", {fb_->argument(arg(operand)), row, i64(b, 0)},
-                       {{"shape", ir::fixed_shape({rows, D_})}});
+    Value* t = tile::build(b, "tile.tile_load", {fb_->argument(arg(operand)), row, i64(b, 0)},
+                           {{"shape", ir::fixed_shape({rows, D_})}});
+    if (!is_fp8(t->type().dtype())) return t;
+    return tile::build(b, "tile.tile_cast", {t}, {{"to", buffer_policy(mma_policy())}});
   }
+  // The tensor cores' operand type: the inputs' storage, bf16 for fp8 codes.
+  NumericsPolicy mma_policy() const {
+    NumericsPolicy p = root_.operand(0)->type().policy;
+    if (is_fp8(p.storage)) p.storage = DType::bf16;
+    return p;
+  }
+  static bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
   // The blocked kernels' shape facts and parameters: every tensor as a
   // [rows, cols] matrix, cols = D, except the per-row values (the forward's
@@ -468,9 +478,9 @@ class AttentionBuilder {
   static Value* mma_(ir::OpBuilder& b, Value* x, Value* y, Value* acc) { return tile::build(b, "tile.mma", {x, y, acc}); }
   static Value* transpose_(ir::OpBuilder& b, Value* x) { return tile::build(b, "tile.transpose", {x}); }
   Value* as_acc(ir::OpBuilder& b, Value* t) { return tile::build(b, "tile.tile_cast", {t}, {{"to", acc_}}); }
-  // Rounded to the inputs' dtype: the tensor cores' operand.
+  // Rounded to the inputs' dtype (bf16 for fp8 inputs): the tensor cores' operand.
   Value* as_inputs(ir::OpBuilder& b, Value* t) {
-    return tile::build(b, "tile.tile_cast", {t}, {{"to", buffer_policy(root_.operand(0)->type().policy)}});
+    return tile::build(b, "tile.tile_cast", {t}, {{"to", buffer_policy(mma_policy())}});
   }
 
   void store_tile(ir::OpBuilder& b, std::size_t r, Value* row, Value* t) {
@@ -772,8 +782,14 @@ bool blocked_attention_fits(const ir::Operation& root, std::string* why) {
   const bool forward = root.name() == "graph.flash_attn";
   if (!forward && root.name() != "graph.flash_attn_bwd") return fail("not an attention op");
   const NumericsPolicy& p = root.operand(0)->type().policy;
-  if ((p.storage != DType::bf16 && p.storage != DType::fp16) || p.accum != DType::fp32) {
-    return fail("the inputs are not bf16 or fp16 accumulating in fp32");
+  // fp8 forwards decode their codes to bf16 tiles at load (exact), so they
+  // run the bf16 products; there is no fp8 backward.
+  const bool fp8 = forward && (p.storage == DType::fp8_e4m3 || p.storage == DType::fp8_e5m2);
+  if ((p.storage != DType::bf16 && p.storage != DType::fp16 && !fp8) || p.accum != DType::fp32) {
+    return fail("the inputs are not bf16, fp16 or (forward) fp8 accumulating in fp32");
+  }
+  for (std::size_t k : {1, 2}) {
+    if (root.operand(k)->type().policy.storage != p.storage) return fail("k or v is not of q's dtype");
   }
   if (!forward) {
     // do feeds the tensor cores beside q: one dtype; delta and lse at fp32.
