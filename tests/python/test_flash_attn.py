@@ -412,10 +412,13 @@ def test_fp8_attention_is_forward_only_and_checks_its_arguments():
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype,causal,dropout", [("fp32", True, 0.0), ("bf16", True, 0.0), ("bf16", False, 0.0),
                                                   ("fp32", False, 0.25)])
-def test_gpu_equals_cpu_bitwise(dtype, causal, dropout):
+def test_gpu_equals_cpu_bitwise(dtype, causal, dropout, monkeypatch):
     # The attention kernels run the same recipe in the same order on both backends: the forward,
     # the backward (through tessera.grad, eagerly, with a captured CPU tensor moved to the GPU) and
-    # the dropout mask drawn from Philox give the CPU's bits, over 10 GPU runs.
+    # the dropout mask drawn from Philox give the CPU's bits, over 10 GPU runs. The lane kernels:
+    # with tileiras on Hopper, bf16 attention takes the blocked tensor-core form by default, whose
+    # bits are its own (test_flash_attn_blocked.py).
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
     q, k, v = inputs(1, 4, 2, 32, 48, 64, dtype, salt=60)
     w = rng(61).standard_normal(q.shape).astype(np.float32)
     cpu_args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
@@ -440,8 +443,10 @@ def test_gpu_equals_cpu_bitwise(dtype, causal, dropout):
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["fp8_e4m3", "fp8_e5m2"])
-def test_fp8_forward_on_the_gpu_equals_the_cpu_bitwise(dtype):
-    # The same template on both backends: fp8 codes decoded, descales applied, bf16 result.
+def test_fp8_forward_on_the_gpu_equals_the_cpu_bitwise(dtype, monkeypatch):
+    # The same template on both backends: fp8 codes decoded, descales applied, bf16 result (the
+    # lane kernels; the blocked form's are in test_flash_attn_blocked.py).
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
     scales = (0.5, 0.25, 2.0)
     (q, _), (k, _), (v, _) = fp8_inputs(dtype, (1, 4, 24, 64), (1, 2, 40, 64), scales, salt=74)
     cpu = tessera.ops.flash_attn(q, k, v, causal=True, descale=scales).numpy()
@@ -452,7 +457,8 @@ def test_fp8_forward_on_the_gpu_equals_the_cpu_bitwise(dtype):
 
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
-def test_jit_of_attention_gradients_on_the_gpu_equals_the_cpu():
+def test_jit_of_attention_gradients_on_the_gpu_equals_the_cpu(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")  # the lane kernels on both backends
     q, k, v = inputs(2, 2, 1, 17, 17, 128, "bf16", salt=62)
     w = rng(63).standard_normal(q.shape).astype(np.float32)
     step = tessera.jit(tessera.value_and_grad(_loss(True, w), argnums=(0, 1, 2)))
