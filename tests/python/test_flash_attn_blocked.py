@@ -18,11 +18,12 @@ from test_flash_attn import attention_np, fp8_inputs, inputs, run
 
 SEED = secrets.randbits(32)
 
-# (B, Hq, Hkv, Sq, Sk, D): GQA, Sq < Sk (a KV cache), several blocks of each, both D.
+# (B, Hq, Hkv, Sq, Sk, D): GQA, Sq < Sk (a KV cache), several blocks of each, every D.
 CASES = [
     (1, 4, 2, 128, 128, 64),
     (2, 2, 1, 128, 256, 128),
     (1, 2, 2, 256, 192, 64),
+    (1, 2, 1, 64, 128, 256),
 ]
 
 
@@ -97,7 +98,8 @@ def blocked_grads(q, k, v, w, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("case", [(1, 2, 1, 128, 128, 64), (1, 4, 2, 128, 256, 64), (1, 2, 2, 256, 256, 128)])
+@pytest.mark.parametrize("case", [(1, 2, 1, 128, 128, 64), (1, 4, 2, 128, 256, 64), (1, 2, 2, 256, 256, 128),
+                                  (1, 2, 1, 64, 128, 256)])
 def test_blocked_backward_against_jax(blocked, case, causal):
     # The blocked backward (P and dS rounded to bf16 before their products, do rounded to bf16 by
     # the VJP) against float32 JAX on the same bf16 inputs: within 2^-6 of each gradient's largest.
@@ -312,7 +314,7 @@ def gpu_forward_check(q, k, v, causal, dtype):
 
 @pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("case", [(2, 4, 2, 256, 512, 128), (1, 2, 2, 384, 384, 64)])
+@pytest.mark.parametrize("case", [(2, 4, 2, 256, 512, 128), (1, 2, 2, 384, 384, 64), (1, 4, 2, 128, 256, 256)])
 def test_tile_ir_takes_the_blocked_forward_on_hopper(case, causal):
     q, k, v = inputs(*case, "bf16", salt=(SEED + 31) % 1000)
     f = gpu_forward_check(q, k, v, causal, "bf16")
@@ -350,13 +352,14 @@ def test_ptx_path_runs_the_blocked_forward(monkeypatch, dtype):
 
 @pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
 @pytest.mark.parametrize("variant", ["default", "tile_ir", "ptx"])
-def test_blocked_backward_on_the_gpu(monkeypatch, variant):
+@pytest.mark.parametrize("d", [64, 256])
+def test_blocked_backward_on_the_gpu(monkeypatch, variant, d):
     # The blocked backward through CUDA Tile IR (the default mapper's choice on Hopper, or a
     # mapper asking for it) or the PTX path, against the CPU's blocked backward.
     monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "1")
     if variant == "ptx":
         monkeypatch.setenv("TESSERA_CUDA_TILE_DEFAULT", "0")
-    q, k, v = inputs(1, 4, 2, 128, 256, 64, "bf16", salt=(SEED + 33) % 1000)
+    q, k, v = inputs(1, 4, 2, 128, 256, d, "bf16", salt=(SEED + 33) % 1000)
     w = bf16_weights(q.shape, 34)
 
     def loss(q, k, v):

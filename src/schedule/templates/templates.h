@@ -42,8 +42,8 @@ bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the
 // `attn_blocked` knob set, graph.flash_attn or graph.flash_attn_bwd on
-// bf16/fp16 (fp32 accumulation; the backward's o and do of the same dtype)
-// without dropout, D 64 or 128, Sq and Sk known multiples of the
+// bf16/fp16, or fp8 forwards (fp32 accumulation; the backward's o and do of the same dtype)
+// without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 64, 64).
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
 // The same without the knob: whether the blocked form covers the kernel.
