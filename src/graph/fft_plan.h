@@ -121,8 +121,8 @@ std::int64_t smooth_at_least(std::int64_t n);
 // complex128): the power of two at least 2n - 1 where it is at most 5/4 of
 // the smallest smooth length and a line of it takes at most 64 KiB, else
 // that smooth length. Radix-4 passes cost less per point than radix 3, 5
-// and 7 ones (1024 points transform in 0.6x the time of 1000, on a CPU core
-// and on an H200); the 64 KiB bound keeps every line that fitted in a GPU's
+// and 7 ones (1024 points transform in 0.6-0.7x the time of 1000, on a CPU
+// core and on an H200); the 64 KiB bound keeps every line that fitted in a GPU's
 // shared memory with the smooth length fitting. A function of n and the
 // dtype alone, so every target runs the same passes.
 std::int64_t bluestein_length(std::int64_t n, std::int64_t point_bytes);

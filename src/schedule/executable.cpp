@@ -461,6 +461,7 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
     pm.run(copy);
   }
   split_long_ffts(*copy.lookup(function), cuda);
+  decode_fp8_attention(*copy.lookup(function), cuda);
   if (pad_ragged_attention(*copy.lookup(function), cuda) > 0) {
     // A gradient's forward and backward pad the same q, k and v.
     ir::PassManager pm;

@@ -291,6 +291,21 @@ def test_blocked_fp8_forward_is_the_blocked_tile_program(blocked, monkeypatch):
     assert lane.tobytes() != fast.tobytes()  # P rounded to bf16: the knob was not ignored
 
 
+@pytest.mark.parametrize("sq", [128, 100, 256])
+def test_blocked_fp8_forward_is_the_bf16_forward_of_the_decoded_codes(blocked, sq):
+    # Short problems decode fp8 tiles in the kernel; from 256 query rows decode-fp8-attention casts
+    # q, k and v to bf16 ahead. Both run the bf16 kernel's arithmetic on the same (exact) values.
+    scales = (0.5, 0.25, 2.0)
+    (q, _), (k, _), (v, _) = fp8_inputs("fp8_e5m2", (1, 2, sq, 64), (1, 2, 320, 64), scales, salt=44)
+    f = tessera.jit(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=True, descale=scales))
+    got = f(q, k, v).numpy()
+    bf16 = [tessera.ops.cast(x, "bf16") for x in (q, k, v)]
+    want = tessera.ops.flash_attn(*bf16, causal=True, descale=scales, out_dtype="bf16").numpy()
+    assert got.tobytes() == want.tobytes()
+    ahead = "graph.cast" in f.inspect_ir("schedule")
+    assert ahead == (sq >= 256)
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 from tessera import _C  # noqa: E402

@@ -132,6 +132,12 @@ std::optional<std::vector<std::int64_t>> attention_tile_from_env();
 // when set, else a CUDA target whose CUDA Tile IR toolchain is usable (the
 // default mapper's choice there).
 bool attention_blocks_wanted(bool cuda);
+// decode-fp8-attention (passes/decode_fp8_attention.cpp), before
+// pad-ragged-attention, where attention_blocks_wanted: an fp8 graph.flash_attn
+// of 256 query rows or more that the blocked kernels would take gets q, k and v
+// cast to bf16 ahead (exact), so its kernel does not decode each K and V block
+// once per query block. Returns how many it rewrote.
+int decode_fp8_attention(ir::Operation& func, bool cuda);
 // pad-ragged-attention (passes/pad_ragged_attention.cpp), before
 // partitioning, where attention_blocks_wanted: a graph.flash_attn or
 // graph.flash_attn_bwd that the blocked kernels would take but for sequence
