@@ -29,8 +29,8 @@ use the first form.
 
 --fp8 also times the fp8_e4m3 forward of the same values rounded to e4m3
 (descales 1, a bf16 result; checked against torch's math backend on the
-decoded values): its codes decode to bf16 tiles at load, so it runs the bf16
-products (docs/design/0043-fp8-blocked-attention.md).
+decoded values): its codes become bf16 values (exactly), so it runs the bf16
+products (docs/design/0043-fp8-and-d256-blocked-attention.md).
 """
 
 import os
