@@ -280,7 +280,7 @@ EagerForm row_normalization_form(const ir::OpDef& def, std::span<const Tensor> i
   return f;
 }
 
-// graph.flash_attn(_bwd) on bf16/fp16 (or an fp8 forward) with Sq and Sk multiples of the
+// graph.flash_attn(_bwd) on bf16/fp16 (fp32 on the CPU, or an fp8 forward) with Sq and Sk multiples of the
 // default blocks (64 query rows, 64 keys), or of any length where the
 // target pads ragged lengths for the blocked kernels (attention_blocks_wanted,
 // pad-ragged-attention): Sq and Sk stay static, so the blocked tensor-core
@@ -293,7 +293,8 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   const std::int64_t sq = inputs[0].shape()[2], sk = inputs[1].shape()[2];
   const bool whole = sq % templates::kAttentionBlockRows == 0 && sk % templates::kAttentionBlockKeys == 0;
   const bool fp8 = d == DType::fp8_e4m3 || d == DType::fp8_e5m2;
-  if ((d != DType::bf16 && d != DType::fp16 && !fp8) || sq == 0 || sk == 0 ||
+  const bool fp32 = d == DType::fp32 && inputs[0].is_cpu();  // blocked_attention_fits's rule
+  if ((d != DType::bf16 && d != DType::fp16 && !fp8 && !fp32) || sq == 0 || sk == 0 ||
       (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu()))) {
     return f;
   }

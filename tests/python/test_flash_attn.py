@@ -1,7 +1,9 @@
 """tessera.ops.flash_attn (graph.flash_attn / graph.flash_attn_bwd): results against float64 numpy
 attention on fresh random inputs, gradients and tangents against JAX, the compiled kernels against
 the reference executor bit for bit, determinism over 10 runs, errors, and the CUDA kernels' source
-through nvcc.
+through nvcc. These are the lane kernels' tests (the reference's recipe, bit for bit), so every
+test here pins TESSERA_ATTENTION_BLOCKED=0; the blocked kernels, the CPU's default since
+docs/design/0044, are tested in test_flash_attn_blocked.py.
 
 Tolerances (against float64 attention of the same, already rounded, inputs; entries are O(1)):
 - fp32: |o - ref| <= 1e-5: each score is a D-term fp32 fma chain (relative 2^-24 per step), exp
@@ -25,6 +27,11 @@ from tessera import _C
 from tessera.errors import ArgumentError, ShapeError, TesseraError
 
 SEED = secrets.randbits(32)  # fresh inputs every run; the seed is in every failure message
+
+
+@pytest.fixture(autouse=True)
+def lane_kernels(monkeypatch):
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
 
 
 def rng(k=0):

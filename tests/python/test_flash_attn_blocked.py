@@ -1,8 +1,8 @@
 """The blocked tensor-core attention kernels (schedule/templates/attention.cpp, `attn_blocked`):
 the forward (Q blocks against K/V blocks through tile.mma, the online softmax on whole tiles) and
-the backward (dq per query block, dk/dv per key block, fixed-order sums). The CUDA Tile IR
-target takes it by default; TESSERA_ATTENTION_BLOCKED=1 gives it to the CPU here, so these tests
-check its recipe (docs/design/0015-flash-attention.md, "The blocked forward") against float64 numpy.
+the backward (dq per query block, dk/dv per key block, fixed-order sums). The CPU and the CUDA
+Tile IR target take it by default (fp32 too on the CPU, docs/design/0044); the fixture below sets
+TESSERA_ATTENTION_BLOCKED=1 all the same, so these tests check its recipe (docs/design/0015-flash-attention.md, "The blocked forward") against float64 numpy.
 
 Tolerance: P is rounded to the inputs' dtype before the second product (relative error 2^-9 for
 bf16 per probability), so |o - o_exact| <= 2^-9 max|v| from that alone, on top of the result's own
@@ -35,13 +35,13 @@ def blocked(monkeypatch):
 def check(got, q, k, v, causal, dtype):
     want = attention_np(q, k, v, causal, q.shape[-1] ** -0.5)
     vmax = np.abs(v).max()
-    eps = 2.0 ** -8 if dtype == "bf16" else 2.0 ** -11
+    eps = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "fp32": 2.0 ** -19}[dtype]
     err = np.abs(got.astype(np.float64) - want)
     tol = 2 * eps * (np.abs(want) + vmax)
     assert np.all(err <= tol), f"max error {err.max():.3g}, excess {(err - tol).max():.3g} (seed {SEED})"
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("case", CASES)
 def test_blocked_forward_against_float64_numpy(blocked, case, causal, dtype):
@@ -84,6 +84,54 @@ def test_jit_kernel_is_the_blocked_tile_program(blocked):
     for op in ("tile.mma", "tile.tile_reduce", "tile.tile_causal_fill", "tile.tile_unary"):
         assert op in tile, op
     assert "tile.load_elem" not in tile  # no scalar lanes
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_cpu_takes_the_blocked_form_by_default(monkeypatch, dtype):
+    # No knob: the CPU's attention forward and backward are the blocked tile programs (fp32 too, its
+    # products at fp32 there), with their own bits; TESSERA_ATTENTION_BLOCKED=0 gives the lane
+    # kernels, which are the reference's bits.
+    monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED", raising=False)
+    q, k, v = inputs(1, 2, 1, 128, 192, 64, dtype, salt=10)
+    w = tessera.tensor(np.random.default_rng([SEED, 11]).standard_normal(q.shape), dtype=dtype)
+    g = tessera.jit(tessera.value_and_grad(lambda q, k, v: tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=True) * w),
+                                           argnums=(0, 1, 2)))
+    args = [tessera.tensor(x, dtype=dtype) for x in (q, k, v)]
+    fast = [t.numpy() for t in [g(*args)[0], *g(*args)[1]]]
+    attention = [fn for fn in g.inspect_ir("tile").split("func @")[1:] if "tile.mma" in fn]
+    assert len(attention) == 2 and all("tile.load_elem" not in fn for fn in attention)
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
+    lane = tessera.jit(tessera.value_and_grad(lambda q, k, v: tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=True) * w),
+                                              argnums=(0, 1, 2)))
+    slow = [t.numpy() for t in [lane(*args)[0], *lane(*args)[1]]]
+    assert fast[1].tobytes() != slow[1].tobytes()
+    tol = 1e-5 if dtype == "fp32" else 2.0 ** -6
+    for f, s in zip(fast, slow):
+        assert np.abs(f.astype(np.float64) - s).max() <= tol * max(1.0, np.abs(s).max()), f"seed {SEED}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocked_fp32_backward_against_jax(blocked, causal):
+    # fp32 inputs (the CPU only): P and dS stay fp32, so the gradients are within fp32's own error.
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from test_flash_attn import attention_jax
+
+    case = (1, 4, 2, 128, 192, 64)
+    q, k, v = inputs(*case, "fp32", salt=(SEED + 13) % 1000)
+    wn = np.random.default_rng([SEED, 14]).standard_normal(q.shape)
+    w = tessera.tensor(wn.astype(np.float32))
+
+    def loss(q, k, v):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * w)
+    got = tessera.grad(loss, argnums=(0, 1, 2))(*(tessera.tensor(x, dtype="fp32") for x in (q, k, v)))
+    jax.config.update("jax_enable_x64", True)
+    want = jax.grad(lambda q, k, v: jnp.sum(attention_jax(jnp, q, k, v, causal, 0.125) * wn),
+                    argnums=(0, 1, 2))(*(jnp.asarray(x, dtype=jnp.float64) for x in (q, k, v)))
+    for name, g, r in zip(("dq", "dk", "dv"), got, want):
+        r = np.asarray(r, dtype=np.float64)
+        err = np.abs(g.numpy().astype(np.float64) - r)
+        assert np.all(err <= 1e-5 * np.abs(r).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
 
 
 def bf16_weights(shape, salt):
@@ -197,8 +245,9 @@ def test_ragged_lengths_run_the_blocked_forward(blocked, case, causal):
     assert len(attention) == 1 and "tile.load_elem" not in attention[0]  # blocked, no scalar lanes
 
 
-def test_ragged_lengths_stay_on_the_lane_kernels_without_the_blocked_form():
-    # The CPU's default (lane kernels, the reference's bits): nothing to pad.
+def test_ragged_lengths_stay_on_the_lane_kernels_without_the_blocked_form(monkeypatch):
+    # The lane kernels (TESSERA_ATTENTION_BLOCKED=0, the reference's bits): nothing to pad.
+    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
     q, k, v = inputs(1, 2, 1, 100, 77, 64, "bf16", salt=42)
 
     @tessera.jit

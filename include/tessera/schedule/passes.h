@@ -129,8 +129,8 @@ std::optional<bool> switch_from_env(const char* name);
 std::optional<std::vector<std::int64_t>> attention_tile_from_env();
 // Whether attention on this target takes the blocked kernels where they
 // apply, so ragged lengths are worth padding: $TESSERA_ATTENTION_BLOCKED
-// when set, else a CUDA target whose CUDA Tile IR toolchain is usable (the
-// default mapper's choice there).
+// when set, else the CPU, or a CUDA target whose CUDA Tile IR toolchain is
+// usable (the default mapper's choice there).
 bool attention_blocks_wanted(bool cuda);
 // decode-fp8-attention (passes/decode_fp8_attention.cpp), before
 // pad-ragged-attention, where attention_blocks_wanted: an fp8 graph.flash_attn

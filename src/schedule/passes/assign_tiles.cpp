@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "schedule/templates/templates.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/support/error.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -302,7 +303,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ATTENTION_BLOCKED: 1 gives attention kernels (forward and
   // backward) the blocked tensor-core form on any target where it applies,
   // 0 keeps the lane form even where the CUDA Tile IR target would take the
-  // blocked one.
+  // blocked one. Unset, the CPU takes the blocked form (12-26x the lane
+  // kernels' speed there, docs/design/0044) and CUDA leaves the choice to
+  // the CUDA Tile IR default (choose_default_nvidia_targets).
   const std::optional<bool> attention_blocked = switch_from_env("TESSERA_ATTENTION_BLOCKED");
   const std::optional<std::vector<std::int64_t>> attention_tile = attention_tile_from_env();
   // $TESSERA_CUDA_GEMM_STAGED = 0 keeps CUDA's bf16/fp16 GEMMs in the
@@ -415,8 +418,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("fft_points", fft_points_env ? *fft_points_env : std::int64_t{16});
     }
     if (f == Family::fft && fft_shared) k->attrs().set("fft_shared_bytes", *fft_shared);
-    if (f == Family::attention && attention_blocked) k->attrs().set("attn_blocked", *attention_blocked);
     if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
+    if (f == Family::attention && (attention_blocked || !cuda)) {  // after attn_tile: covers reads it
+      const bool wanted = attention_blocked.value_or(true);
+      k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k, cuda));
+    }
   }
 }
 
@@ -524,7 +530,7 @@ void set_tile_ir_knobs(ir::Operation& func) {
   const std::vector<std::int64_t> tile = gemm_tile_from_env("TESSERA_CUDA_TILE_GEMM_TILE", {128, 128, 64});
   for (ir::Operation* k : kernels_of(func)) {
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked")) {
-      k->attrs().set("attn_blocked", true);
+      k->attrs().set("attn_blocked", templates::blocked_attention_covers(*k, /*cuda=*/true));
     }
     // The CUDA Tile IR target runs a group's lanes as one tile already.
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) {

@@ -54,7 +54,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t block) { return (n + block - 
 
 bool attention_blocks_wanted(bool cuda) {
   if (const std::optional<bool> knob = switch_from_env("TESSERA_ATTENTION_BLOCKED")) return *knob;
-  return cuda && cuda_tile_default_enabled();
+  return !cuda || cuda_tile_default_enabled();
 }
 
 int pad_ragged_attention(ir::Operation& func, bool cuda) {
@@ -67,7 +67,7 @@ int pad_ragged_attention(ir::Operation& func, bool cuda) {
   for (const auto& op : body.ops()) {
     const bool forward = op->name() == "graph.flash_attn";
     if (!forward && op->name() != "graph.flash_attn_bwd") continue;
-    if (!templates::blocked_attention_fits(*op)) continue;
+    if (!templates::blocked_attention_fits(*op, cuda)) continue;
     if (op->attrs().get_int("valid_queries") != 0 || op->attrs().get_int("valid_keys") != 0) continue;
     const ir::Dim& sq = op->operand(0)->type().shape[2];
     const ir::Dim& sk = op->operand(1)->type().shape[2];

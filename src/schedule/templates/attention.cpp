@@ -753,16 +753,19 @@ bool blocked_attention_applies(const ir::Operation& kernel, std::string* why) {
     if (why) *why = "the attn_blocked knob is not set";
     return false;
   }
-  return blocked_attention_covers(kernel, why);
+  // The knob's setters (assign_tiles, the CUDA Tile IR default) apply the
+  // target's rule (blocked_attention_covers with cuda); here the CPU's, the
+  // widest.
+  return blocked_attention_covers(kernel, /*cuda=*/false, why);
 }
 
-bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
+bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
   const ir::Operation& root = kernel_root_op(kernel);
-  if (!blocked_attention_fits(root, why)) return false;
+  if (!blocked_attention_fits(root, cuda, why)) return false;
   const auto& qs = root.operand(0)->type().shape;
   const auto& ks = root.operand(1)->type().shape;
   const std::vector<std::int64_t> tile = attention_tile(kernel);
@@ -775,7 +778,7 @@ bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
   return true;
 }
 
-bool blocked_attention_fits(const ir::Operation& root, std::string* why) {
+bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -786,8 +789,12 @@ bool blocked_attention_fits(const ir::Operation& root, std::string* why) {
   // fp8 forwards decode their codes to bf16 tiles at load (exact), so they
   // run the bf16 products; there is no fp8 backward.
   const bool fp8 = forward && (p.storage == DType::fp8_e4m3 || p.storage == DType::fp8_e5m2);
-  if ((p.storage != DType::bf16 && p.storage != DType::fp16 && !fp8) || p.accum != DType::fp32) {
-    return fail("the inputs are not bf16, fp16 or (forward) fp8 accumulating in fp32");
+  // fp32 on the CPU only: its products are fp32 there, where a GPU's tensor
+  // cores would take fp32 operands at tf32 (docs/design/0044).
+  const bool fp32 = !cuda && p.storage == DType::fp32;
+  if ((p.storage != DType::bf16 && p.storage != DType::fp16 && !fp8 && !fp32) || p.accum != DType::fp32) {
+    return fail(cuda ? "the inputs are not bf16, fp16 or (forward) fp8 accumulating in fp32"
+                     : "the inputs are not fp32, bf16, fp16 or (forward) fp8 accumulating in fp32");
   }
   for (std::size_t k : {1, 2}) {
     if (root.operand(k)->type().policy.storage != p.storage) return fail("k or v is not of q's dtype");

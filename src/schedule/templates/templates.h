@@ -41,16 +41,18 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the
-// `attn_blocked` knob set, graph.flash_attn or graph.flash_attn_bwd on
-// bf16/fp16, or fp8 forwards (fp32 accumulation; the backward's o and do of the same dtype)
-// without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
-// `attn_tile` [BM, BN] (default 64, 64).
+// `attn_blocked` knob set (by assign_tiles or the CUDA Tile IR default, which
+// apply their target's rule) and blocked_attention_covers on the CPU's rule.
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
-// The same without the knob: whether the blocked form covers the kernel.
-bool blocked_attention_covers(const ir::Operation& kernel, std::string* why = nullptr);
+// Whether the blocked form covers the kernel on a target (cuda or the CPU):
+// graph.flash_attn or graph.flash_attn_bwd on bf16/fp16, fp32 on the CPU
+// only, or fp8 forwards (fp32 accumulation; the backward's do of the inputs'
+// dtype), without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
+// `attn_tile` [BM, BN] (default 64, 64).
+bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why = nullptr);
 // The part of blocked_attention_covers about the op alone, not its lengths:
 // dtypes, dropout and D (what pad-ragged-attention asks before padding).
-bool blocked_attention_fits(const ir::Operation& root, std::string* why = nullptr);
+bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why = nullptr);
 // The default blocks: BM query rows against BN keys. 64 x 64 beat 128 x 64
 // in every forward and backward case timed on an H100 (docs/design/0015).
 inline constexpr std::int64_t kAttentionBlockRows = 64, kAttentionBlockKeys = 64;
