@@ -126,8 +126,9 @@ TEST(ScheduleAttentionPadding, InvalidCornersAreErrors) {
   }
 }
 
-// The pass pads bf16 problems the blocked kernels would take but for their
-// lengths, and only where the blocked kernels run.
+// The pass pads problems the blocked kernels would take but for their
+// lengths, and only where the blocked kernels run: by default on the CPU
+// (docs/design/0044), fp32 ones on the CPU only.
 TEST(ScheduleAttentionPadding, PassPadsRaggedLengthsWhereTheBlockedKernelsRun) {
   const std::string text = R"(
 func @f(%q: tensor<[1, 2, 100, 64] bf16>, %k: tensor<[1, 2, 77, 64] bf16>, %v: tensor<[1, 2, 77, 64] bf16>)
@@ -136,14 +137,22 @@ func @f(%q: tensor<[1, 2, 100, 64] bf16>, %k: tensor<[1, 2, 77, 64] bf16>, %v: t
   return %a#0
 }
 )";
-  auto count = [&](const char* op) {
-    ir::Module m = ir::parse_module(text);
-    schedule::pad_ragged_attention(*m.lookup("f"), false);
+  auto count_in = [&](const std::string& source, const char* op, bool cuda) {
+    ir::Module m = ir::parse_module(source);
+    schedule::pad_ragged_attention(*m.lookup("f"), cuda);
     int n = 0;
     for (const auto& o : ir::function_body(*m.lookup("f")).ops()) n += o->name() == op;
     return n;
   };
-  EXPECT_EQ(count("graph.slice_embed"), 0);  // the CPU's default: lane kernels, nothing to pad
+  auto count = [&](const char* op) { return count_in(text, op, false); };
+  EXPECT_EQ(count("graph.slice_embed"), 3);  // the CPU's default: the blocked kernels
+  std::string fp32 = text;
+  for (std::size_t at; (at = fp32.find("bf16")) != std::string::npos;) fp32.replace(at, 4, "fp32");
+  EXPECT_EQ(count_in(fp32, "graph.slice_embed", false), 3);
+  {
+    ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");
+    EXPECT_EQ(count_in(fp32, "graph.slice_embed", true), 0);  // GPUs keep fp32 on the lane kernels
+  }
   {
     ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");
     EXPECT_EQ(count("graph.slice_embed"), 3);  // q to 128 rows, k and v to 128 keys
