@@ -34,8 +34,11 @@ def blocked(monkeypatch):
 
 def check(got, q, k, v, causal, dtype):
     want = attention_np(q, k, v, causal, q.shape[-1] ** -0.5)
-    vmax = np.abs(v).max()
-    eps = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "fp32": 2.0 ** -19}[dtype]
+    within(got, want, np.abs(v).max(), {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "fp32": 2.0 ** -19}[dtype])
+
+
+def within(got, want, vmax, eps):
+    """|got - want| <= 2 eps (|want| + max|v|): the result's rounding and P's, twice each."""
     err = np.abs(got.astype(np.float64) - want)
     tol = 2 * eps * (np.abs(want) + vmax)
     assert np.all(err <= tol), f"max error {err.max():.3g}, excess {(err - tol).max():.3g} (seed {SEED})"
@@ -298,13 +301,10 @@ FP8_CASES = [(1, 4, 2, 128, 192, 64), (1, 2, 1, 100, 77, 128), (1, 2, 2, 24, 40,
 
 
 def check_fp8(o, values, causal, scale=0.125):
-    want = attention_np(*values, causal, scale)
     # P rounded to bf16 before the second product (2^-9 max|v|), the result's own rounding (2^-9 |o|
     # for bf16): twice both, as check() allows.
-    eps = 2.0 ** -8 if o.dtype == "bf16" else 2.0 ** -9
-    err = np.abs(o.numpy().astype(np.float64) - want)
-    tol = 2 * eps * (np.abs(want) + np.abs(values[2]).max())
-    assert np.all(err <= tol), f"max error {err.max():.3g}, excess {(err - tol).max():.3g} (seed {SEED})"
+    want = attention_np(*values, causal, scale)
+    within(o.numpy(), want, np.abs(values[2]).max(), 2.0 ** -8 if o.dtype == "bf16" else 2.0 ** -9)
 
 
 @pytest.mark.parametrize("dtype", ["fp8_e4m3", "fp8_e5m2"])
