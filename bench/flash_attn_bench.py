@@ -4,9 +4,12 @@
 
 Forward and backward (dq, dk, dv) of softmax(q k^T / sqrt(D)) v, causal and
 not, fp32 and bf16 inputs, q/k/v [B, H, S, D]. Tessera runs the eager ops,
-which are its compiled attention kernels (docs/design/0015-flash-attention.md):
-one lane per query row, an online softmax over the keys with fp32
-accumulation, the backward its own deterministic kernel. numpy forms the
+which are its compiled attention kernels: by default the blocked ones (64
+query rows against 64 keys through tile.mma, the online softmax on whole
+tiles; docs/design/0044), or with TESSERA_ATTENTION_BLOCKED=0 the lane ones
+(one lane per query row, an online softmax over the keys with fp32
+accumulation; docs/design/0015-flash-attention.md); the backward is its own
+deterministic kernel either way. numpy forms the
 [S, S] score matrix in float32 (np.einsum, then a softmax); JAX (jit, CPU)
 does the same in float32 and differentiates it with jax.vjp. bf16 rows run
 numpy/JAX on the same (rounded) values in fp32.
@@ -68,8 +71,9 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     print(f"flash_attn, B = {args.b}, H = {args.h}, {label()}; GFLOP/s (ms)")
-    # TESSERA_ATTENTION_BLOCKED=1 times the blocked tensor-core kernels (bf16 lengths in blocks).
-    blocked = os.environ.get("TESSERA_ATTENTION_BLOCKED") == "1"
+    # The blocked kernels are the CPU's default (docs/design/0044); TESSERA_ATTENTION_BLOCKED=0
+    # times the lane kernels (the reference's recipe).
+    blocked = os.environ.get("TESSERA_ATTENTION_BLOCKED") != "0"
     print(f"{'S':>5} {'D':>4} {'causal':>6} {'dtype':>5} | {'tessera fwd':>16} {'numpy fwd':>16} {'jax fwd':>16} | "
           f"{'tessera bwd':>16} {'jax bwd':>16}")
     for s in args.s:
