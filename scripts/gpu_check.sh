@@ -344,11 +344,17 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK
       row "python library tests" FAIL "$(tail -1 "$logs/pytest_libraries.log" | tr -d '=')"
     if "$python" -c "import torch" 2>/dev/null && [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
       echo "== flash_attn on the GPU against torch SDPA"
-      PYTHONPATH="$build/pydev:$build/pywheels" timeout 600 "$python" bench/flash_attn_gpu_bench.py --s 2048 --runs 2 2>&1 |
+      PYTHONPATH="$build/pydev:$build/pywheels" timeout 600 "$python" bench/flash_attn_gpu_bench.py --s 2048 --runs 2 --fp8 2>&1 |
         tee "$logs/flash_attn_gpu_bench.log" | tail -8
       rc=${PIPESTATUS[0]}
       [ "$rc" -eq 0 ] && row "flash_attn GPU benchmark" PASS "table above" ||
         row "flash_attn GPU benchmark" FAIL "rc $rc (see $logs/flash_attn_gpu_bench.log)"
+      echo "== decoding attention (a KV cache) on the GPU against torch SDPA"
+      (cd bench && PYTHONPATH="$build/pydev:$build/pywheels" timeout 300 "$python" attention_decode_gpu_bench.py 2>&1 |
+        tee "$logs/attention_decode_gpu_bench.log" | tail -6)
+      rc=$?
+      [ "$rc" -eq 0 ] && row "decode attention GPU benchmark" PASS "table above" ||
+        row "decode attention GPU benchmark" FAIL "rc $rc (see $logs/attention_decode_gpu_bench.log)"
     fi
   fi
 elif ! "$python" -c "import nanobind, numpy" 2>/dev/null; then
