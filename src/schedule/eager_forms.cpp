@@ -292,9 +292,8 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   const DType d = inputs[0].policy().storage;
   const std::int64_t sq = inputs[0].shape()[2], sk = inputs[1].shape()[2];
   const bool whole = sq % templates::kAttentionBlockRows == 0 && sk % templates::kAttentionBlockKeys == 0;
-  const bool fp8 = d == DType::fp8_e4m3 || d == DType::fp8_e5m2;
-  const bool fp32 = d == DType::fp32 && inputs[0].is_cpu();  // blocked_attention_fits's rule
-  if ((d != DType::bf16 && d != DType::fp16 && !fp8 && !fp32) || sq == 0 || sk == 0 ||
+  const bool forward = def.name == "graph.flash_attn";
+  if (!templates::blocked_attention_storage(d, forward, !inputs[0].is_cpu()) || sq == 0 || sk == 0 ||
       (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu()))) {
     return f;
   }

@@ -23,8 +23,6 @@
 namespace tessera::schedule {
 namespace {
 
-bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
-
 // Four query blocks of the default 64 rows: from there each K and V block
 // would be decoded four times or more in the kernel.
 constexpr std::int64_t kDecodeAheadRows = 4 * templates::kAttentionBlockRows;
@@ -36,7 +34,7 @@ int decode_fp8_attention(ir::Operation& func, bool cuda) {
   ir::Block& body = ir::function_body(func);
   std::vector<ir::Operation*> found;
   for (const auto& op : body.ops()) {
-    if (op->name() != "graph.flash_attn" || !is_fp8(op->operand(0)->type().dtype())) continue;
+    if (op->name() != "graph.flash_attn" || !templates::is_fp8(op->operand(0)->type().dtype())) continue;
     if (!templates::blocked_attention_fits(*op, cuda)) continue;
     const ir::Dim& sq = op->operand(0)->type().shape[2];
     if (sq.is_symbolic() || sq.size < kDecodeAheadRows) continue;

@@ -421,7 +421,6 @@ class AttentionBuilder {
     if (is_fp8(p.storage)) p.storage = DType::bf16;
     return p;
   }
-  static bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 
   // The blocked kernels' shape facts and parameters: every tensor as a
   // [rows, cols] matrix, cols = D, except the per-row values (the forward's
@@ -787,12 +786,9 @@ bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* w
   if (!forward && root.name() != "graph.flash_attn_bwd") return fail("not an attention op");
   const NumericsPolicy& p = root.operand(0)->type().policy;
   // fp8 forwards decode their codes to bf16 tiles at load (exact), so they
-  // run the bf16 products; there is no fp8 backward.
-  const bool fp8 = forward && (p.storage == DType::fp8_e4m3 || p.storage == DType::fp8_e5m2);
-  // fp32 on the CPU only: its products are fp32 there, where a GPU's tensor
-  // cores would take fp32 operands at tf32 (docs/design/0044).
-  const bool fp32 = !cuda && p.storage == DType::fp32;
-  if ((p.storage != DType::bf16 && p.storage != DType::fp16 && !fp8 && !fp32) || p.accum != DType::fp32) {
+  // run the bf16 products; there is no fp8 backward. fp32 on the CPU only
+  // (docs/design/0044).
+  if (!blocked_attention_storage(p.storage, forward, cuda) || p.accum != DType::fp32) {
     return fail(cuda ? "the inputs are not bf16, fp16 or (forward) fp8 accumulating in fp32"
                      : "the inputs are not fp32, bf16, fp16 or (forward) fp8 accumulating in fp32");
   }

@@ -14,6 +14,7 @@
 //                (InverseIndex), so each lane reads only its own updates
 //
 // Moving ops store the loaded value unchanged (same policy in and out).
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -108,32 +109,25 @@ class CopyBuilder {
       operand_dims_.push_back(dims);
     }
 
-    if (const std::int64_t run = row_run(); run > 1) {
+    const std::int64_t run = row_run();
+    if (run > 1) {
       build_runs(b, lanes, run);
-      tile::finish_kernel(*func);
-      result.func = func;
-      result.lanes_per_group = lanes;
       result.last_axis_strip = run;
-      return result;
+    } else {
+      Value* i = global_lane(b, lanes);
+      below_n(b, i, [&](ir::OpBuilder& then) {
+        set_result_index(then, i);
+        Value* stored = nullptr;
+        const std::string_view op = root_.name();
+        if (op == "graph.concat") stored = concat(then);
+        else if (op == "graph.gather") stored = gather(then, result);
+        else if (op == "graph.slice_embed") stored = slice_embed(then);
+        else if (op == "graph.slice") stored = slice(then);
+        else if (op == "graph.iota") stored = iota(then);
+        else stored = scatter_add(then, result);
+        then.create("tile.store_elem", {out_buffer_, i, stored});
+      });
     }
-    Value* i = global_lane(b, lanes);
-    Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
-    tile::build_if(
-        b, cmp(b, "lt", i, n), {},
-        [&](ir::OpBuilder& then, std::span<Value* const>) {
-          set_result_index(then, i);
-          Value* stored = nullptr;
-          const std::string_view op = root_.name();
-          if (op == "graph.concat") stored = concat(then);
-          else if (op == "graph.gather") stored = gather(then, result);
-          else if (op == "graph.slice_embed") stored = slice_embed(then);
-          else if (op == "graph.slice") stored = slice(then);
-          else if (op == "graph.iota") stored = iota(then);
-          else stored = scatter_add(then, result);
-          then.create("tile.store_elem", {out_buffer_, i, stored});
-          return none();
-        },
-        [](ir::OpBuilder&, std::span<Value* const>) { return none(); });
     tile::finish_kernel(*func);
     result.func = func;
     result.lanes_per_group = lanes;
@@ -161,37 +155,45 @@ class CopyBuilder {
   // The run form (row_run): lane i moves result elements [i run, i run + run).
   void build_runs(ir::OpBuilder& b, std::int64_t lanes, std::int64_t run) {
     Value* first = op2(b, "mul", global_lane(b, lanes), integer(b, run));
+    below_n(b, first, [&](ir::OpBuilder& then) {
+      set_result_index(then, first);
+      Value* inside = nullptr;
+      const std::vector<Value*> at = root_.name() == "graph.slice" ? slice_source(then) : embed_source(then, inside);
+      auto copy = [&](ir::OpBuilder& cb) {
+        const auto values =
+            cb.create("tile.load_vector", {operands_[0], offset(cb, at, operand_dims_[0])}, {{"count", run}})->results();
+        std::vector<Value*> operands = {out_buffer_, first};
+        operands.insert(operands.end(), values.begin(), values.end());
+        cb.create("tile.store_vector", operands);
+      };
+      if (!inside) {
+        copy(then);
+        return;
+      }
+      tile::build_if(
+          then, inside, {},
+          [&](ir::OpBuilder& tb, std::span<Value* const>) {
+            copy(tb);
+            return none();
+          },
+          [&](ir::OpBuilder& eb, std::span<Value* const>) {
+            Value* zero = tile::build_int(eb, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
+            std::vector<Value*> operands = {out_buffer_, first};
+            operands.insert(operands.end(), static_cast<std::size_t>(run), zero);
+            eb.create("tile.store_vector", operands);
+            return none();
+          });
+    });
+  }
+
+  // `body` under `if (i < n)`, n the result's element count (a lane past
+  // the end does nothing).
+  void below_n(ir::OpBuilder& b, Value* i, const std::function<void(ir::OpBuilder&)>& body) {
     Value* n = tile::build(b, "tile.symbol", {}, {{"name", std::string("n")}});
     tile::build_if(
-        b, cmp(b, "lt", first, n), {},
+        b, cmp(b, "lt", i, n), {},
         [&](ir::OpBuilder& then, std::span<Value* const>) {
-          set_result_index(then, first);
-          Value* inside = nullptr;
-          const std::vector<Value*> at = root_.name() == "graph.slice" ? slice_source(then) : embed_source(then, inside);
-          auto copy = [&](ir::OpBuilder& cb) {
-            const auto values = cb.create("tile.load_vector", {operands_[0], offset(cb, at, operand_dims_[0])},
-                                          {{"count", run}})->results();
-            std::vector<Value*> operands = {out_buffer_, first};
-            operands.insert(operands.end(), values.begin(), values.end());
-            cb.create("tile.store_vector", operands);
-          };
-          if (!inside) {
-            copy(then);
-            return none();
-          }
-          tile::build_if(
-              then, inside, {},
-              [&](ir::OpBuilder& tb, std::span<Value* const>) {
-                copy(tb);
-                return none();
-              },
-              [&](ir::OpBuilder& eb, std::span<Value* const>) {
-                Value* zero = tile::build_int(eb, 0, out_buffer_->type().dtype());  // code 0 is +0 in every format
-                std::vector<Value*> operands = {out_buffer_, first};
-                operands.insert(operands.end(), static_cast<std::size_t>(run), zero);
-                eb.create("tile.store_vector", operands);
-                return none();
-              });
+          body(then);
           return none();
         },
         [](ir::OpBuilder&, std::span<Value* const>) { return none(); });

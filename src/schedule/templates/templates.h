@@ -50,6 +50,15 @@ bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = n
 // dtype), without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 64, 64).
 bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why = nullptr);
+// fp8_e4m3 or fp8_e5m2: codes the blocked forward multiplies as bf16 values.
+inline bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
+// The storage rule of the blocked form: bf16 and fp16; fp8 for forwards
+// (their codes are exactly bf16 values); fp32 on the CPU only, where its
+// products stay fp32 (a GPU's tensor cores would take fp32 at tf32).
+inline bool blocked_attention_storage(DType storage, bool forward, bool cuda) {
+  return storage == DType::bf16 || storage == DType::fp16 || (forward && is_fp8(storage)) ||
+         (!cuda && storage == DType::fp32);
+}
 // The part of blocked_attention_covers about the op alone, not its lengths:
 // dtypes, dropout and D (what pad-ragged-attention asks before padding).
 bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why = nullptr);
