@@ -462,7 +462,8 @@ ir::Module schedule_module(const ir::Module& module, const std::string& function
   }
   split_long_ffts(*copy.lookup(function), cuda);
   decode_fp8_attention(*copy.lookup(function), cuda);
-  if (pad_ragged_attention(*copy.lookup(function), cuda) > 0) {
+  const int split = split_decode_attention(*copy.lookup(function), cuda);
+  if (pad_ragged_attention(*copy.lookup(function), cuda) + split > 0) {
     // A gradient's forward and backward pad the same q, k and v.
     ir::PassManager pm;
     pm.add("cse");

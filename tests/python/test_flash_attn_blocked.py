@@ -355,6 +355,73 @@ def test_blocked_fp8_forward_is_the_bf16_forward_of_the_decoded_codes(blocked, s
     assert ahead == (sq >= 256)
 
 
+# ---- decoding: split-decode-attention (docs/design/0045) -------------------------------------------
+
+# (B, Hq, Hkv, Sq, Sk, D, chunks): grouped heads folded into rows with the keys in 8 chunks of 128;
+# three query rows per head and a ragged chunk (Sk = 1000 in 4 chunks of 250, each padded to 256);
+# no grouping, 5 chunks of 128.
+DECODE = [(1, 8, 2, 1, 1024, 128, 8), (2, 4, 1, 3, 1000, 64, 4), (1, 4, 4, 1, 640, 64, 5)]
+
+
+def decode_attention(causal):
+    return tessera.jit(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=causal))
+
+
+@pytest.mark.parametrize("case", DECODE)
+def test_decode_attention_folds_heads_and_splits_keys(case):
+    # The CPU's default (the blocked form): no fixture needed.
+    b, hq, hkv, sq, sk, d, chunks = case
+    q, k, v = inputs(*case[:6], "bf16", salt=(SEED + 51) % 1000)
+    f = decode_attention(False)
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    got = f(*args).numpy()
+    assert got.shape == (b, hq, sq, d)
+    check(got, q, k, v, False, "bf16")
+    for _ in range(2):
+        assert f(*args).numpy().tobytes() == got.tobytes()
+    schedule = f.inspect_ir("schedule")
+    # One attention op over Hkv * chunks heads of Sk / chunks keys with fp32 partials, then the combine.
+    assert f"tensor<[{b}, {hkv * chunks}, {sk // chunks}, {d}] bf16 @accum(fp32)>" in schedule
+    assert "out = policy<fp32" in schedule and "graph.max" in schedule
+
+
+def test_decode_attention_with_one_causal_row_is_the_unmasked_one():
+    # Bottom-right alignment: the one query row sees every key, so the causal mask hides nothing.
+    q, k, v = inputs(1, 8, 2, 1, 1024, 128, "bf16", salt=(SEED + 52) % 1000)
+    args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
+    assert decode_attention(True)(*args).numpy().tobytes() == decode_attention(False)(*args).numpy().tobytes()
+
+
+def test_decode_attention_off_the_decode_shapes_is_not_split(blocked):
+    # Causal with several query rows (rows of one group would see different keys), and more folded
+    # rows than a query block: the op stays as it was.
+    for causal, case in ((True, (1, 8, 2, 3, 1024, 64)), (False, (1, 8, 1, 16, 1024, 64))):
+        q, k, v = inputs(*case, "bf16", salt=53)
+        f = decode_attention(causal)
+        check(f(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v))).numpy(), q, k, v, causal, "bf16")
+        assert "graph.broadcast_to" not in f.inspect_ir("schedule")
+
+
+def test_decode_attention_gradient_against_jax():
+    # The backward reads the combined logsumexp: a wrong combine shows in every gradient.
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from test_flash_attn import attention_jax
+
+    case = DECODE[0][:6]
+    q, k, v = inputs(*case, "bf16", salt=(SEED + 54) % 1000)
+    w = bf16_weights(q.shape, 55)
+    got = tessera.jit(tessera.grad(lambda q, k, v: tessera.ops.sum(tessera.ops.flash_attn(q, k, v) * w),
+                                   argnums=(0, 1, 2)))(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v)))
+    wn = w.numpy().astype(np.float64)
+    want = jax.grad(lambda q, k, v: jnp.sum(attention_jax(jnp, q, k, v, False, case[-1] ** -0.5) * wn),
+                    argnums=(0, 1, 2))(*(jnp.asarray(x) for x in (q, k, v)))
+    for name, t, r in zip(("dq", "dk", "dv"), got, want):
+        r = np.asarray(r, dtype=np.float64)
+        err = np.abs(t.numpy().astype(np.float64) - r)
+        assert np.all(err <= 2.0 ** -6 * np.abs(r).max()), f"{name}: max error {err.max():.3g} (seed {SEED})"
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 from tessera import _C  # noqa: E402
@@ -401,6 +468,16 @@ def test_tile_ir_takes_the_blocked_fp8_forward_on_hopper(case, dtype):
         assert f(*args).to("cpu").numpy().tobytes() == first.numpy().tobytes()
     kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
     assert kernels and all(kk["variant"] == "tile_ir" for kk in kernels), kernels
+
+
+@pytest.mark.skipif(not _C._cuda_available() or not TILEIRAS_OK, reason="needs a Hopper GPU and tileiras")
+@pytest.mark.parametrize("case", DECODE)
+def test_decode_attention_on_hopper(case):
+    q, k, v = inputs(*case[:6], "bf16", salt=(SEED + 56) % 1000)
+    f = gpu_forward_check(q, k, v, False, "bf16")
+    kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
+    assert len(kernels) == 1 and kernels[0]["variant"] == "tile_ir", kernels
+    assert "graph.broadcast_to" in f.inspect_ir("schedule")
 
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")

@@ -138,6 +138,13 @@ bool attention_blocks_wanted(bool cuda);
 // cast to bf16 ahead (exact), so its kernel does not decode each K and V block
 // once per query block. Returns how many it rewrote.
 int decode_fp8_attention(ir::Operation& func, bool cuda);
+// split-decode-attention (passes/split_decode_attention.cpp), before
+// pad-ragged-attention, where attention_blocks_wanted: a graph.flash_attn
+// forward whose query rows of one key/value head fit one query block (not
+// causal, or one query row) folds its grouped query heads into rows of their
+// key head, and splits the keys into chunks run as heads of their own, merged
+// by a fixed-order logsumexp combine. Returns how many it rewrote.
+int split_decode_attention(ir::Operation& func, bool cuda);
 // pad-ragged-attention (passes/pad_ragged_attention.cpp), before
 // partitioning, where attention_blocks_wanted: a graph.flash_attn or
 // graph.flash_attn_bwd that the blocked kernels would take but for sequence
