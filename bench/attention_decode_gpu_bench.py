@@ -1,7 +1,7 @@
 """Attention for decoding (a few query rows against a long KV cache) on a CUDA device, next to
 torch's scaled_dot_product_attention in the same run.
 
-    python bench/attention_decode_gpu_bench.py [--b 1 8] [--hq 32] [--hkv 8] [--sq 1] [--sk 1024 8192]
+    python bench/attention_decode_gpu_bench.py [--b 1 8] [--hq 32] [--hkv 8] [--sq 1] [--sk 1024 8192 32768]
                                                [--d 128] [--runs 20]
 
 bf16 q [B, Hq, Sq, D] against k, v [B, Hkv, Sk, D] (grouped-query attention), not causal (with
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--hq", type=int, default=32)
     ap.add_argument("--hkv", type=int, default=8)
     ap.add_argument("--sq", type=int, default=1)
-    ap.add_argument("--sk", type=int, nargs="+", default=[1024, 8192])
+    ap.add_argument("--sk", type=int, nargs="+", default=[1024, 8192, 32768])
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()

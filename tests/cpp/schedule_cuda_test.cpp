@@ -241,6 +241,29 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
   for (const auto& src : sources) EXPECT_FALSE(cu::compile(src, "n.cu", 0, o).cubin.empty());
 }
 
+// Sums of rows shorter than a cooperative group (128 lanes) take a lane per
+// output element on CUDA: a sum of 4 partials over a middle axis (the
+// split-decode combine), and one of 100 elements over the last axis. Rows
+// of 128 and more, or of unknown length, keep the cooperative group.
+TEST(ScheduleCuda, ShortSumRowsTakeALanePerOutput) {
+  const char* text = R"(
+func @s(%x: tensor<[8, 8, 4, 4, 128] fp32>, %y: tensor<[64, 100] fp32>, %z: tensor<[64, 128] fp32>,
+        %w: tensor<[64, n] fp32>)
+    -> (tensor<[8, 8, 4, 128] fp32>, tensor<[64] fp32>, tensor<[64] fp32>, tensor<[64] fp32>) {
+  %0 = graph.sum %x {axes = [2]} : tensor<[8, 8, 4, 128] fp32>
+  %1 = graph.mean %y {axes = [1]} : tensor<[64] fp32>
+  %2 = graph.sum %z {axes = [1]} : tensor<[64] fp32>
+  %3 = graph.sum %w {axes = [1]} : tensor<[64] fp32>
+  return %0, %1, %2, %3
+}
+)";
+  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "s", /*cuda=*/true);
+  schedule::set_target_knobs(*sched.lookup("s"), /*cuda=*/true);
+  std::vector<bool> cooperative;
+  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("s"))) cooperative.push_back(k->attrs().has("row_lanes"));
+  EXPECT_EQ(cooperative, (std::vector<bool>{false, false, true, true}));
+}
+
 // TESSERA_ROW_HELD_THREADS sizes CUDA kernels' registers: it sets the held
 // kernels' launch bound there, and on the CPU, where it would be ignored,
 // it is an error that names it; so are the held-pairs and shuffle switches

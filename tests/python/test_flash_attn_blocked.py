@@ -357,10 +357,10 @@ def test_blocked_fp8_forward_is_the_bf16_forward_of_the_decoded_codes(blocked, s
 
 # ---- decoding: split-decode-attention (docs/design/0045) -------------------------------------------
 
-# (B, Hq, Hkv, Sq, Sk, D, chunks): grouped heads folded into rows with the keys in 8 chunks of 128;
-# three query rows per head and a ragged chunk (Sk = 1000 in 4 chunks of 250, each padded to 256);
-# no grouping, 5 chunks of 128.
-DECODE = [(1, 8, 2, 1, 1024, 128, 8), (2, 4, 1, 3, 1000, 64, 4), (1, 4, 4, 1, 640, 64, 5)]
+# (B, Hq, Hkv, Sq, Sk, D, chunks): grouped heads folded into rows with the keys in 32 chunks of 128;
+# three query rows per head and a ragged chunk (Sk = 4100 in 10 chunks of 410, each padded to 448);
+# no grouping, 35 chunks of 128.
+DECODE = [(1, 8, 2, 1, 4096, 128, 32), (2, 4, 1, 3, 4100, 64, 10), (1, 4, 4, 1, 4480, 64, 35)]
 
 
 def decode_attention(causal):
@@ -387,15 +387,23 @@ def test_decode_attention_folds_heads_and_splits_keys(case):
 
 def test_decode_attention_with_one_causal_row_is_the_unmasked_one():
     # Bottom-right alignment: the one query row sees every key, so the causal mask hides nothing.
-    q, k, v = inputs(1, 8, 2, 1, 1024, 128, "bf16", salt=(SEED + 52) % 1000)
+    q, k, v = inputs(1, 8, 2, 1, 4096, 128, "bf16", salt=(SEED + 52) % 1000)
     args = [tessera.tensor(x, dtype="bf16") for x in (q, k, v)]
     assert decode_attention(True)(*args).numpy().tobytes() == decode_attention(False)(*args).numpy().tobytes()
+
+
+def test_decode_attention_with_a_short_cache_folds_heads_without_splitting():
+    q, k, v = inputs(1, 8, 2, 1, 1024, 128, "bf16", salt=(SEED + 57) % 1000)
+    f = decode_attention(False)
+    check(f(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v))).numpy(), q, k, v, False, "bf16")
+    schedule = f.inspect_ir("schedule")
+    assert "shape = shape<[1, 2, 4, 128]>" in schedule and "graph.broadcast_to" not in schedule
 
 
 def test_decode_attention_off_the_decode_shapes_is_not_split(blocked):
     # Causal with several query rows (rows of one group would see different keys), and more folded
     # rows than a query block: the op stays as it was.
-    for causal, case in ((True, (1, 8, 2, 3, 1024, 64)), (False, (1, 8, 1, 16, 1024, 64))):
+    for causal, case in ((True, (1, 8, 2, 3, 4096, 64)), (False, (1, 8, 1, 16, 4096, 64))):
         q, k, v = inputs(*case, "bf16", salt=53)
         f = decode_attention(causal)
         check(f(*(tessera.tensor(x, dtype="bf16") for x in (q, k, v))).numpy(), q, k, v, causal, "bf16")

@@ -143,6 +143,24 @@ std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
+
+// A sum or mean whose rows are known to be shorter than kCudaRowLanes: the
+// cooperative form would give each output element a block of 128 lanes with
+// fewer elements than lanes, so CUDA takes a lane per output element (the
+// same bits: blocked_sum_cooperative is the lane form's order). The
+// split-decode combine's sum of 4 fp32 partials over 32768 outputs took
+// 119 us on an H200 with a block per output.
+bool short_sum_rows(const ir::Operation& kernel) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.name() != "graph.sum" && root.name() != "graph.mean") return false;
+  const ir::Shape& x = root.operand(0)->type().shape;
+  std::int64_t count = 1;
+  for (std::int64_t a : templates::reduced_axes(root)) {
+    if (x[static_cast<std::size_t>(a)].is_symbolic()) return false;
+    count *= x[static_cast<std::size_t>(a)].size;
+  }
+  return count < kCudaRowLanes;
+}
 // Rows ahead a cooperative normalization row asks L2 for (docs/design/0037), and
 // the kernels that do: on an H200, rmsnorm's and layernorm's rows and their
 // gradients' ran 0.71 -> 0.78x (forward) and 0.56-0.62 -> 0.69-0.70x
@@ -357,7 +375,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const auto b_bytes = static_cast<std::int64_t>(std::max<std::size_t>(storage_bytes(kernel_root_op(*k).operand(1)->type().policy.storage), 1));
       k->attrs().set("spmm_vector", spmm_vector_env ? *spmm_vector_env : std::clamp<std::int64_t>(16 / b_bytes, 1, 8));
     }
-    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1) k->attrs().set("row_lanes", row_lanes);
+    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1 && !(cuda && short_sum_rows(*k))) {
+      k->attrs().set("row_lanes", row_lanes);
+    }
     if ((f == Family::normalization || f == Family::reduction) && lane_shuffles_env) {
       k->attrs().set("lane_shuffles", *lane_shuffles_env);
     }

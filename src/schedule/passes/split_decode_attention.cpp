@@ -23,9 +23,10 @@
 // folded rows must fit one query block, and dropout is excluded by
 // blocked_attention_fits. n depends on the shape alone (B, Hkv, Sk), never
 // on the device, so the result's bits are the same on every GPU and run:
-// enough chunks for kSplitTargetBlocks blocks, each of at least
-// kMinSplitKeys keys, n dividing Sk, and a chunk padded to whole key blocks
-// (pad-ragged-attention, after this pass) by at most an eighth.
+// caches of kMinSplitCache keys or more, enough chunks for
+// kSplitTargetBlocks blocks, each of at least kMinSplitKeys keys, n dividing
+// Sk, and a chunk padded to whole key blocks (pad-ragged-attention, after
+// this pass) by at most an eighth.
 #include "schedule/templates/templates.h"
 #include "tessera/ir/builder.h"
 #include "tessera/schedule/passes.h"
@@ -39,6 +40,13 @@ constexpr std::int64_t kSplitTargetBlocks = 256;
 // Two key blocks of 64: a chunk shorter than that spends more on loading
 // its queries and on the combine than on its keys.
 constexpr std::int64_t kMinSplitKeys = 128;
+// Caches shorter than this are not split: the split adds six small kernels
+// (q's broadcast, the cut of lse and the combine), which cost more than the
+// walk they save there. On an H200 (B = 1, Hq = 32, Hkv = 8, D = 128; a
+// call's time, CUDA graph replay) 1024 keys took 143 us split against 65
+// whole, 8192 keys 186 against 190, while the attention kernel itself ran
+// 3x faster split (37 us against 114).
+constexpr std::int64_t kMinSplitCache = 4096;
 
 using ir::Dim;
 using ir::Value;
@@ -68,6 +76,7 @@ Value* reduce_chunks(ir::OpBuilder& b, const char* op, Value* x, bool keepdims, 
 // The number of key chunks for `heads` query blocks over sk keys with key
 // blocks of bn: 1 when splitting does not pay or no chunking fits.
 std::int64_t key_chunks(std::int64_t heads, std::int64_t sk, std::int64_t bn) {
+  if (sk < kMinSplitCache) return 1;
   const std::int64_t wanted = (kSplitTargetBlocks + heads - 1) / heads;
   for (std::int64_t n = std::min(wanted, sk / kMinSplitKeys); n >= 2; --n) {
     if (sk % n != 0) continue;

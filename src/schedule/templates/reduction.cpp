@@ -66,18 +66,6 @@ const NumericsPolicy kF64 = default_policy(DType::fp64);
 constexpr std::int64_t kRunsAhead = 4;
 constexpr std::int64_t kResidentThreads = 1024;
 
-std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
-  const std::size_t rank = op.operand(0)->type().rank();
-  if (op.name() == "graph.superblock_total") return {static_cast<std::int64_t>(rank) - 1};
-  if (op.name() == "graph.block_sums" || op.name() == "graph.block_total") return {0};
-  if (op.name() == "graph.argmax") return {graph::normalize_axis(op.attrs().get_int("axis"), rank)};
-  auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), rank);
-  if (axes.empty()) {
-    for (std::size_t d = 0; d < rank; ++d) axes.push_back(static_cast<std::int64_t>(d));
-  }
-  return axes;
-}
-
 std::vector<Value*> one(Value* v) {
   return {v};
 }
@@ -940,6 +928,19 @@ class ReductionBuilder {
 };
 
 }  // namespace
+
+std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
+  const std::size_t rank = op.operand(0)->type().rank();
+  if (op.name() == "graph.superblock_total") return {static_cast<std::int64_t>(rank) - 1};
+  if (op.name() == "graph.block_sums" || op.name() == "graph.block_total") return {0};
+  if (op.name() == "graph.argmax") return {graph::normalize_axis(op.attrs().get_int("axis"), rank)};
+  auto axes = graph::normalize_axes(op.attrs().get_ints("axes"), rank);
+  if (axes.empty()) {
+    for (std::size_t d = 0; d < rank; ++d) axes.push_back(static_cast<std::int64_t>(d));
+  }
+  return axes;
+}
+
 
 bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   auto fail = [&](const std::string& reason) {

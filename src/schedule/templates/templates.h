@@ -38,6 +38,10 @@ TileKernel lower_fft(const ir::Operation& kernel, ir::Module& out, const std::st
 bool complex_parts_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 
+// The axes a reduction root (graph.sum, mean, max, min, argmax and the
+// split sums' ops) reduces, normalized and ascending.
+std::vector<std::int64_t> reduced_axes(const ir::Operation& root);
+
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the
