@@ -242,6 +242,13 @@ class JitFunction:
         self._cache = {}
         self._last = None
         self.trace_count = 0
+        # The fast call path (_plain_tensors): a function of plain positional parameters, none
+        # annotated, static or a Region, called with one tensor for each.
+        params = list(self.signature.parameters.values())
+        self._plain_names = tuple(p.name for p in params) if (
+            not self.specs and not self.regions and not self.static_argnames and
+            all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is inspect.Parameter.empty
+                for p in params)) else None
 
     # -- call path -------------------------------------------------------
     def _classify(self, args, kwargs):
@@ -305,11 +312,30 @@ class JitFunction:
         except TypeError:
             raise ArgumentError(f"static argument {value!r} is not hashable; jit caches per static value")
 
+    def _plain_tensors(self, args, kwargs):
+        """{name: tensor} when the call takes the fast path: plain parameters (see __init__), each
+        given a host or device tensor positionally; None otherwise. It skips binding the signature
+        (inspect), which cost about as much as running a small compiled function."""
+        if self._plain_names is None or kwargs or len(args) != len(self._plain_names):
+            return None
+        for a in args:
+            if type(a) is not _C.Tensor:
+                return None
+        return dict(zip(self._plain_names, args))
+
     def __call__(self, *args, **kwargs):
         if active() is not None:
             # Called while another trace records (a transform such as tessera.grad traces its
             # function, or an enclosing function is traced): the body records into that trace.
             return self.fn(*args, **kwargs)
+        tensors = self._plain_tensors(args, kwargs)
+        if tensors is not None:
+            # The key _classify's path would compute (no statics), looked up first; a new
+            # signature is traced by the path below.
+            entry = self._cache.get((tuple((n, t.shape, str(t.policy)) for n, t in tensors.items()), ()))
+            if entry is not None:
+                _privileges.wait_for(tensors.values())
+                return self._run_entry(entry, tensors)
         bound, tensors, statics, bindings = self._classify(args, kwargs)
         if self.regions:
             self._check_region_arguments(bound, tensors)
@@ -331,6 +357,10 @@ class JitFunction:
             arg_types = {n: (self.specs[n].dims if n in self.specs else t.shape, t.policy) for n, t in tensors.items()}
             entry = self._trace(bound, arg_types, {d: s for d, (s, _) in bindings.items()})
             self._cache[key] = entry
+        return self._run_entry(entry, tensors)
+
+    def _run_entry(self, entry, tensors):
+        """Runs a traced signature on ``tensors`` (name -> tensor) and rebuilds its results."""
         self._last = entry
         args = [tensors[n] for n in entry.tensor_positions]
         device = self._device_of(tensors)
@@ -414,6 +444,9 @@ class JitFunction:
     def _device_of(self, tensors):
         """The device a call runs on: its tensors' device (all the same), or cuda:0 for
         target="cuda" with host tensors."""
+        devices = {t.device for t in tensors.values()}
+        if len(devices) == 1 and self.options["target"] == "cpu":
+            return next(iter(devices))  # the common case, without labelling each argument
         from tessera._tensor import one_device
         device = one_device(((f"argument '{n}'", t) for n, t in tensors.items()), f"{self.__name__}()")
         if self.options["target"] in ("cuda", "cuda_tile") and device == "cpu":

@@ -28,6 +28,29 @@ def test_second_call_same_signature_does_not_retrace(rng):
     assert f.trace_count == 3, "a new dtype must retrace"
 
 
+def test_positional_keyword_and_array_calls_share_one_trace(rng):
+    # Positional tensors take the fast call path (no signature binding); keywords, numpy arrays
+    # and a default argument take the general one. All must find the same traced signature.
+    @tessera.jit
+    def f(x, y):
+        return x * y + 1.0
+
+    a, b = (rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2))
+    ta, tb = tessera.tensor(a), tessera.tensor(b)
+    want = a * b + np.float32(1.0)
+    for call in (lambda: f(ta, tb), lambda: f(x=ta, y=tb), lambda: f(ta, y=tb), lambda: f(a, b), lambda: f(ta, tb)):
+        np.testing.assert_array_equal(call().numpy(), want)
+    assert f.trace_count == 1 and f.cache_size == 1
+
+    @tessera.jit
+    def g(x, scale=2.0):
+        return x * scale
+
+    np.testing.assert_array_equal(g(ta).numpy(), a * np.float32(2.0))
+    np.testing.assert_array_equal(g(ta, 3.0).numpy(), a * np.float32(3.0))
+    assert g.trace_count == 2  # the static default and 3.0 are two signatures
+
+
 def test_eager_and_jit_agree_bitwise(rng):
     def body(x, w, b):
         h = ops.matmul(x, w) + b
