@@ -64,6 +64,42 @@ TEST(CpuBackendLane, ScaleRoundsTheProductOnceToFp32) {
 }
 
 // for / if / while with iter values, integer ops with C and Python semantics.
+// A symbol bound twice to different sizes, or not bound at all, is an error
+// that says where each value came from (described only then: launches that
+// bind cleanly build no strings).
+TEST(CpuBackendLane, SymbolBindingErrorsNameWhereEachValueCameFrom) {
+  ir::Module m;
+  ir::Operation* k = tile::build_kernel(m, "pair",
+                                        {{"x", gmem({Dim::named("n")}, DType::fp32)},
+                                         {"y", gmem({Dim::named("n")}, DType::fp32, true)},
+                                         {"n", lane(DType::int64)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  stmt(b, "tile.store_elem", {body.argument(1), i, op(b, "tile.load_elem", {body.argument(0), i})});
+  cpu::CompiledKernel ck = compile(*k);
+  Tensor x = f32_tensor({1, 2, 3}, {3});
+  auto message = [&](Tensor y, std::int64_t n) {
+    try {
+      cpu::launch(ck, -1, {x, y, n});
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::ShapeSymbolBinding) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string dims = message(Tensor::zeros({4}, pol(DType::fp32)), 3);
+  EXPECT_NE(dims.find("symbol 'n' is 3 from scalar argument 'n' but 4 from dim 0 of 'y' (shape [4])"), std::string::npos)
+      << dims;
+  const std::string scalar = message(Tensor::zeros({3}, pol(DType::fp32)), 5);
+  EXPECT_NE(scalar.find("symbol 'n' is 5 from scalar argument 'n' but 3 from dim 0 of 'x' (shape [3])"),
+            std::string::npos)
+      << scalar;
+  Tensor y = Tensor::zeros({3}, pol(DType::fp32));
+  cpu::launch(ck, -1, {x, y, std::int64_t{3}});
+  EXPECT_EQ(y.to_values(), x.to_values());
+}
+
 TEST(CpuBackendLane, StructuredControlFlowAndIntegerOps) {
   ir::Module m;
   ir::Operation* k = tile::build_kernel(m, "control", {{"out", gmem({Dim::named("n")}, DType::int64, true)}});

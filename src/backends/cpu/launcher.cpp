@@ -25,64 +25,87 @@
 namespace tessera::cpu {
 namespace {
 
-class Binder {
- public:
-  explicit Binder(const CompiledKernel& k) : k_(k) {
-    for (const auto& [name, value] : k.specialized) values_[name] = {value, "its specialization"};
-  }
-
-  void bind(const std::string& symbol, std::int64_t value, const std::string& from) {
-    auto [it, inserted] = values_.try_emplace(symbol, Bound{value, from});
-    if (!inserted && it->second.value != value) {
-      raise(ErrorCode::ShapeSymbolBinding, "kernel '" + k_.name + "': symbol '" + symbol + "' is " +
-                                               std::to_string(it->second.value) + " from " + it->second.from + " but " +
-                                               std::to_string(value) + " from " + from);
-    }
-  }
-
-  bool has(const std::string& symbol) const { return values_.count(symbol) != 0; }
-
-  // The value of a symbol or of a compound dim (K/tp, N*2); `where` places errors.
-  std::int64_t eval(const std::string& text, const std::string& where) const {
-    const std::size_t op = text.find_first_of("/*");
-    if (op == std::string::npos) return operand(text, text, where);
-    const std::int64_t a = operand(text.substr(0, op), text, where);
-    const std::int64_t b = operand(text.substr(op + 1), text, where);
-    if (text[op] == '*') return a * b;
-    if (b == 0 || a % b != 0) {
-      raise(ErrorCode::ShapeConstraint, "kernel '" + k_.name + "': dim '" + text + "' of " + where + " needs " +
-                                            text.substr(0, op) + " (= " + std::to_string(a) + ") divisible by " +
-                                            text.substr(op + 1) + " (= " + std::to_string(b) + ")");
-    }
-    return a / b;
-  }
-
- private:
-  std::int64_t operand(const std::string& tok, const std::string& dim, const std::string& where) const {
-    if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0])) != 0) return std::stoll(tok);
-    auto it = values_.find(tok);
-    if (it == values_.end()) {
-      raise(ErrorCode::ShapeSymbolBinding,
-            "kernel '" + k_.name + "': symbol '" + tok + "' in dim '" + dim + "' of " + where +
-                " is not bound by any argument's shape; give it by specialization (jit(" + tok +
-                "=...)) or as a scalar argument named '" + tok + "'");
-    }
-    return it->second.value;
-  }
-
-  struct Bound {
-    std::int64_t value;
-    std::string from;
-  };
-  const CompiledKernel& k_;
-  std::map<std::string, Bound> values_;
-};
-
 std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string r = "[";
   for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
 }
+
+// Where a symbol's value came from: a specialization, a scalar argument or a
+// buffer's dim. Described only when an error quotes it: building these
+// strings on every launch was a measurable part of a small kernel's launch.
+struct Origin {
+  const KernelParam* param = nullptr;  // none: the kernel's specialization
+  const Tensor* tensor = nullptr;      // a buffer argument (else a scalar one)
+  std::size_t dim = 0;
+
+  std::string describe() const {
+    if (param == nullptr) return "its specialization";
+    if (tensor == nullptr) return "scalar argument '" + param->name + "'";
+    return "dim " + std::to_string(dim) + " of '" + param->name + "' (shape " + shape_str(tensor->shape()) + ")";
+  }
+};
+
+// Where a dim is evaluated, for errors: a parameter's type, or the kernel body.
+std::string where_text(const KernelParam* param) { return param ? "parameter '" + param->name + "'" : "the kernel body"; }
+
+class Binder {
+ public:
+  explicit Binder(const CompiledKernel& k) : k_(k) {
+    values_.reserve(k.specialized.size() + k.symbols.size());
+    for (const auto& [name, value] : k.specialized) values_.push_back({&name, value, Origin{}});
+  }
+
+  // `symbol` must outlive the binder (a name in the kernel's signature).
+  void bind(const std::string& symbol, std::int64_t value, const Origin& from) {
+    for (const Bound& b : values_) {
+      if (*b.symbol != symbol) continue;
+      if (b.value != value) {
+        raise(ErrorCode::ShapeSymbolBinding, "kernel '" + k_.name + "': symbol '" + symbol + "' is " +
+                                                 std::to_string(b.value) + " from " + b.from.describe() + " but " +
+                                                 std::to_string(value) + " from " + from.describe());
+      }
+      return;
+    }
+    values_.push_back({&symbol, value, from});
+  }
+
+  // The value of a symbol or of a compound dim (K/tp, N*2); `param` places errors.
+  std::int64_t eval(const std::string& text, const KernelParam* param) const {
+    const std::size_t op = text.find_first_of("/*");
+    if (op == std::string::npos) return operand(text, text, param);
+    const std::int64_t a = operand(text.substr(0, op), text, param);
+    const std::int64_t b = operand(text.substr(op + 1), text, param);
+    if (text[op] == '*') return a * b;
+    if (b == 0 || a % b != 0) {
+      raise(ErrorCode::ShapeConstraint, "kernel '" + k_.name + "': dim '" + text + "' of " + where_text(param) +
+                                            " needs " + text.substr(0, op) + " (= " + std::to_string(a) +
+                                            ") divisible by " + text.substr(op + 1) + " (= " + std::to_string(b) + ")");
+    }
+    return a / b;
+  }
+
+ private:
+  std::int64_t operand(const std::string& tok, const std::string& dim, const KernelParam* param) const {
+    if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0])) != 0) return std::stoll(tok);
+    for (const Bound& b : values_) {
+      if (*b.symbol == tok) return b.value;
+    }
+    raise(ErrorCode::ShapeSymbolBinding,
+          "kernel '" + k_.name + "': symbol '" + tok + "' in dim '" + dim + "' of " + where_text(param) +
+              " is not bound by any argument's shape; give it by specialization (jit(" + tok +
+              "=...)) or as a scalar argument named '" + tok + "'");
+  }
+
+  struct Bound {
+    const std::string* symbol;
+    std::int64_t value;
+    Origin from;
+  };
+  const CompiledKernel& k_;
+  std::vector<Bound> values_;  // a kernel has a few symbols: a linear search allocates nothing
+};
+
 
 double scalar_as_double(const KernelArg& a) {
   if (const auto* d = std::get_if<double>(&a.value)) return *d;
@@ -183,7 +206,7 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
     if (p.is_buffer) continue;
     bind_scalar(k, p, args[i], params[i]);
     if (!is_float(p.type.dtype()) && std::find(k.symbols.begin(), k.symbols.end(), p.name) != k.symbols.end()) {
-      binder.bind(p.name, params[i].integer, "scalar argument '" + p.name + "'");
+      binder.bind(p.name, params[i].integer, Origin{&p, nullptr, 0});
     }
   }
   // Fixed and plain symbolic dims.
@@ -193,8 +216,6 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
     const Tensor& t = buffer_arg(k, p, args[i], device);
     for (std::size_t d = 0; d < p.type.rank(); ++d) {
       const ir::Dim& dim = p.type.shape[d];
-      const std::string where =
-          "dim " + std::to_string(d) + " of '" + p.name + "' (shape " + shape_str(t.shape()) + ")";
       if (!dim.is_symbolic()) {
         if (t.shape()[d] != dim.size) {
           raise(ErrorCode::ShapeMismatch, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
@@ -202,7 +223,7 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
                                               shape_str(t.shape()));
         }
       } else if (dim.symbol.find_first_of("/*") == std::string::npos) {
-        binder.bind(dim.symbol, t.shape()[d], where);
+        binder.bind(dim.symbol, t.shape()[d], Origin{&p, &t, d});
       }
     }
     tessera_cpu::BufferArg& b = params[i].buffer;
@@ -222,8 +243,7 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
     for (std::size_t d = 0; d < p.type.rank(); ++d) {
       const ir::Dim& dim = p.type.shape[d];
       if (!dim.is_symbolic()) continue;
-      const std::string where = "parameter '" + p.name + "'";
-      const std::int64_t want = binder.eval(dim.symbol, where);
+      const std::int64_t want = binder.eval(dim.symbol, &p);
       if (want != t.shape()[d]) {
         raise(ErrorCode::ShapeMismatch, "kernel '" + k.name + "' parameter '" + p.name + "' is " +
                                             ir::print_type(p.type) + ": dim " + std::to_string(d) + " ('" + dim.symbol +
@@ -233,7 +253,7 @@ BoundLaunch bind_launch(const CompiledKernel& k, std::int64_t grid, const std::v
     }
   }
   std::vector<std::int64_t> symbols;
-  for (const std::string& s : k.symbols) symbols.push_back(binder.eval(s, "the kernel body"));
+  for (const std::string& s : k.symbols) symbols.push_back(binder.eval(s, nullptr));
   // Generated code writes index arithmetic on extents and group ids as plain
   // integer arithmetic (codegen::IndexBounds), which is exact below 2^48.
   for (std::size_t i = 0; i < symbols.size(); ++i) {
