@@ -244,24 +244,38 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
 // Sums of rows shorter than a cooperative group (128 lanes) take a lane per
 // output element on CUDA: a sum of 4 partials over a middle axis (the
 // split-decode combine), and one of 100 elements over the last axis. Rows
-// of 128 and more, or of unknown length, keep the cooperative group.
+// of 128 and more, or of unknown length, keep the cooperative group. Sums
+// of fewer elements than a block's strands (16) never take strand lanes (the
+// column form's knob, kept off on both targets); longer ones keep them.
 TEST(ScheduleCuda, ShortSumRowsTakeALanePerOutput) {
   const char* text = R"(
 func @s(%x: tensor<[8, 8, 4, 4, 128] fp32>, %y: tensor<[64, 100] fp32>, %z: tensor<[64, 128] fp32>,
-        %w: tensor<[64, n] fp32>)
-    -> (tensor<[8, 8, 4, 128] fp32>, tensor<[64] fp32>, tensor<[64] fp32>, tensor<[64] fp32>) {
+        %w: tensor<[64, n] fp32>, %c: tensor<[4, 8] fp32>, %d: tensor<[300, 8] fp32>)
+    -> (tensor<[8, 8, 4, 128] fp32>, tensor<[64] fp32>, tensor<[64] fp32>, tensor<[64] fp32>, tensor<[8] fp32>,
+        tensor<[8] fp32>) {
   %0 = graph.sum %x {axes = [2]} : tensor<[8, 8, 4, 128] fp32>
   %1 = graph.mean %y {axes = [1]} : tensor<[64] fp32>
   %2 = graph.sum %z {axes = [1]} : tensor<[64] fp32>
   %3 = graph.sum %w {axes = [1]} : tensor<[64] fp32>
-  return %0, %1, %2, %3
+  %4 = graph.sum %c {axes = [0]} : tensor<[8] fp32>
+  %5 = graph.sum %d {axes = [0]} : tensor<[8] fp32>
+  return %0, %1, %2, %3, %4, %5
 }
 )";
-  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "s", /*cuda=*/true);
-  schedule::set_target_knobs(*sched.lookup("s"), /*cuda=*/true);
-  std::vector<bool> cooperative;
-  for (ir::Operation* k : schedule::kernels_of(*sched.lookup("s"))) cooperative.push_back(k->attrs().has("row_lanes"));
-  EXPECT_EQ(cooperative, (std::vector<bool>{false, false, true, true}));
+  for (const bool cuda : {true, false}) {
+    SCOPED_TRACE(cuda ? "cuda" : "cpu");
+    ir::Module sched = schedule::schedule_module(ir::parse_module(text), "s", cuda);
+    schedule::set_target_knobs(*sched.lookup("s"), cuda);
+    std::vector<bool> cooperative, strands;
+    for (ir::Operation* k : schedule::kernels_of(*sched.lookup("s"))) {
+      cooperative.push_back(k->attrs().has("row_lanes"));
+      strands.push_back(k->attrs().has("column_strands"));
+    }
+    // The last sum splits into block sums and their total (split-column-sums): two kernels.
+    const bool c = cuda;  // the CPU has no cooperative rows
+    EXPECT_EQ(cooperative, (std::vector<bool>{false, false, c, c, false, c, c}));
+    EXPECT_EQ(strands, (std::vector<bool>{false, true, true, true, false, true, true}));
+  }
 }
 
 // TESSERA_ROW_HELD_THREADS sizes CUDA kernels' registers: it sets the held

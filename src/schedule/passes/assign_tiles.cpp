@@ -8,6 +8,7 @@
 #include <string>
 
 #include "schedule/templates/templates.h"
+#include "tessera/schedule/lower_to_tile.h"
 #include "tessera/schedule/passes.h"
 #include "tessera/support/error.h"
 #include "tessera/schedule/schedule_dialect.h"
@@ -144,6 +145,20 @@ std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
 
+// The number of elements each output of a sum or mean kernel adds, when
+// every reduced dim is known; nullopt for other kernels.
+std::optional<std::int64_t> static_sum_length(const ir::Operation& kernel) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.name() != "graph.sum" && root.name() != "graph.mean") return std::nullopt;
+  const ir::Shape& x = root.operand(0)->type().shape;
+  std::int64_t count = 1;
+  for (std::int64_t a : templates::reduced_axes(root)) {
+    if (x[static_cast<std::size_t>(a)].is_symbolic()) return std::nullopt;
+    count *= x[static_cast<std::size_t>(a)].size;
+  }
+  return count;
+}
+
 // A sum or mean whose rows are known to be shorter than kCudaRowLanes: the
 // cooperative form would give each output element a block of 128 lanes with
 // fewer elements than lanes, so CUDA takes a lane per output element (the
@@ -151,15 +166,17 @@ constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
 // split-decode combine's sum of 4 fp32 partials over 32768 outputs took
 // 119 us on an H200 with a block per output.
 bool short_sum_rows(const ir::Operation& kernel) {
-  const ir::Operation& root = kernel_root_op(kernel);
-  if (root.name() != "graph.sum" && root.name() != "graph.mean") return false;
-  const ir::Shape& x = root.operand(0)->type().shape;
-  std::int64_t count = 1;
-  for (std::int64_t a : templates::reduced_axes(root)) {
-    if (x[static_cast<std::size_t>(a)].is_symbolic()) return false;
-    count *= x[static_cast<std::size_t>(a)].size;
-  }
-  return count < kCudaRowLanes;
+  const std::optional<std::int64_t> n = static_sum_length(kernel);
+  return n && *n < kCudaRowLanes;
+}
+
+// A column sum whose columns are known to hold fewer elements than a block
+// has strands: a lane per strand would leave most strand lanes empty (1024
+// lanes for a [4, 8] sum over axis 0, which took about 19 us a call on one
+// CPU core), so such sums take the plain column form (the same bits).
+bool short_sum_columns(const ir::Operation& kernel) {
+  const std::optional<std::int64_t> n = static_sum_length(kernel);
+  return n && *n < kReductionStrands;
 }
 // Rows ahead a cooperative normalization row asks L2 for (docs/design/0037), and
 // the kernels that do: on an H200, rmsnorm's and layernorm's rows and their
@@ -399,7 +416,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
-    if (f == Family::reduction && column_strands_env.value_or(kColumnStrandBlocks) > 0) {
+    if (f == Family::reduction && column_strands_env.value_or(short_sum_columns(*k) ? 0 : kColumnStrandBlocks) > 0) {
       k->attrs().set("column_strands", column_strands_env.value_or(kColumnStrandBlocks));
       const std::int64_t columns =
           column_vector_env ? *column_vector_env : cuda ? cuda_column_vector(*k) : kCpuColumnVector;
