@@ -941,7 +941,6 @@ std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
   return axes;
 }
 
-
 bool reduction_covers(const ir::Operation& kernel, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
