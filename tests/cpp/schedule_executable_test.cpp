@@ -6,6 +6,7 @@
 #include <random>
 
 #include "schedule_test_support.h"
+#include "tessera/schedule/passes.h"
 #include "tessera/numerics/convert.h"
 
 namespace tessera {
@@ -341,6 +342,26 @@ func @s(%x: tensor<[4, 8] fp8_e4m3 @accum(fp8_e4m3)>) -> (tensor<[4, 8] fp8_e4m3
     EXPECT_NE(msg.find("TESSERA_BACKEND=reference"), std::string::npos) << msg;
     EXPECT_NE(msg.find("s.tir:3"), std::string::npos) << msg;
   }
+}
+
+// The knob key of the eager kernel cache: every knob set (a non-empty
+// value), in name order whatever the environment's order, and nothing else.
+TEST(ScheduleExecutable, TargetKnobKeyNamesTheKnobsSet) {
+  const std::string before = schedule::target_knob_key();
+  {
+    schedule_test::ScopedEnv split("TESSERA_ATTENTION_SPLIT", "0");
+    schedule_test::ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");
+    schedule_test::ScopedEnv empty("TESSERA_ROW_LANES", "");
+    schedule_test::ScopedEnv other("TESSERA_NOT_A_KNOB", "1");
+    const std::string key = schedule::target_knob_key();
+    const std::size_t b = key.find(" TESSERA_ATTENTION_BLOCKED=1"), sp = key.find(" TESSERA_ATTENTION_SPLIT=0");
+    EXPECT_NE(b, std::string::npos) << key;
+    EXPECT_NE(sp, std::string::npos) << key;
+    EXPECT_LT(b, sp) << key;
+    EXPECT_EQ(key.find("TESSERA_ROW_LANES"), std::string::npos) << key;
+    EXPECT_EQ(key.find("TESSERA_NOT_A_KNOB"), std::string::npos) << key;
+  }
+  EXPECT_EQ(schedule::target_knob_key(), before);
 }
 
 TEST(ScheduleExecutable, WrongArgumentsAreClearErrors) {

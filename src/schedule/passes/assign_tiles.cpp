@@ -1,11 +1,16 @@
 // schedule-tile: the tiling knobs of each kernel, kept as the `tile`
 // attribute for the templates (and, later, autotuning) to read. Knobs never
 // change numerics: reduction orders depend on the shape alone.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "schedule/templates/templates.h"
 #include "tessera/schedule/lower_to_tile.h"
@@ -486,26 +491,31 @@ std::optional<std::int64_t> fft_shared_limit(bool cuda) {
 bool fft_stages_enabled() { return switch_from_env("TESSERA_FFT_STAGES").value_or(true); }
 
 std::string target_knob_key() {
-  static const char* const kKnobs[] = {"TESSERA_ATTENTION_BLOCKED",   "TESSERA_ATTENTION_TILE",
-                                       "TESSERA_ROW_LANES",           "TESSERA_GEMM_LANES",
-                                       "TESSERA_CUDA_GEMM_TILE",      "TESSERA_CUDA_TILE_GEMM_TILE",
-                                       "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
-                                       "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",
-                                       "TESSERA_LANE_ELEMENTS",       "TESSERA_LANE_VECTOR",
-                                       "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
-                                       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",
-                                       "TESSERA_FFT_SHARED_BYTES",     "TESSERA_TABULATE",
-                                       "TESSERA_CUDA_GEMM_STAGES",     "TESSERA_ROW_HELD",
-                                       "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",
-                                       "TESSERA_LANE_SHUFFLES",       "TESSERA_ROW_PREFETCH",
-                                       "TESSERA_FFT_POINTS",           "TESSERA_FFT_STAGES",
-                                       "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",
-                                       "TESSERA_COLUMN_STRANDS",      "TESSERA_SPMM_VECTOR",
-                                       "TESSERA_COLUMN_PROLOGUE",     "TESSERA_COLUMN_BLOCKS"};
-  std::string key;
-  for (const char* k : kKnobs) {
-    if (const char* v = std::getenv(k); v != nullptr && *v != '\0') key += std::string(" ") + k + "=" + v;
+  static const std::set<std::string_view> kKnobs = {
+      "TESSERA_ATTENTION_BLOCKED",   "TESSERA_ATTENTION_TILE",      "TESSERA_ATTENTION_SPLIT",
+      "TESSERA_ROW_LANES",           "TESSERA_GEMM_LANES",          "TESSERA_CUDA_GEMM_TILE",
+      "TESSERA_CUDA_TILE_GEMM_TILE", "TESSERA_CUDA_TILE_DEFAULT",   "TESSERA_CUDA_TILE_OCCUPANCY",
+      "TESSERA_CUDA_TILE_LATENCY",   "TESSERA_CUDA_GEMM_STAGED",    "TESSERA_LANE_ELEMENTS",
+      "TESSERA_LANE_VECTOR",         "TESSERA_ROW_VECTOR",          "TESSERA_GEMM_VECTOR",
+      "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",         "TESSERA_FFT_SHARED_BYTES",
+      "TESSERA_TABULATE",            "TESSERA_CUDA_GEMM_STAGES",    "TESSERA_ROW_HELD",
+      "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",    "TESSERA_LANE_SHUFFLES",
+      "TESSERA_ROW_PREFETCH",        "TESSERA_FFT_POINTS",          "TESSERA_FFT_STAGES",
+      "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",       "TESSERA_COLUMN_STRANDS",
+      "TESSERA_SPMM_VECTOR",         "TESSERA_COLUMN_PROLOGUE",     "TESSERA_COLUMN_BLOCKS"};
+  // One pass over the environment (every eager call asks): a getenv per knob
+  // scanned it once per knob, a few percent of a small eager op.
+  std::vector<std::string_view> set;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;
+    const std::string_view entry(*e);
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || eq + 1 == entry.size()) continue;  // an empty value is unset
+    if (kKnobs.count(entry.substr(0, eq)) != 0) set.push_back(entry);
   }
+  std::sort(set.begin(), set.end());
+  std::string key;
+  for (std::string_view entry : set) key.append(" ").append(entry);
   return key;
 }
 
