@@ -127,6 +127,11 @@ std::optional<bool> switch_from_env(const char* name);
 // $TESSERA_ATTENTION_TILE = "BM,BN": the blocked attention kernels' query
 // and key blocks (powers of two from 16 to 256); nullopt when unset.
 std::optional<std::vector<std::int64_t>> attention_tile_from_env();
+// The blocked attention kernels' query and key blocks for a graph.flash_attn
+// or flash_attn_bwd on a target: $TESSERA_ATTENTION_TILE when set, else 64 x
+// 64, with 16 query rows for a CPU forward of at most 16 rows per head
+// (pad-ragged-attention pads to them; assign_tiles sets them).
+std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda);
 // Whether attention on this target takes the blocked kernels where they
 // apply, so ragged lengths are worth padding: $TESSERA_ATTENTION_BLOCKED
 // when set, else the CPU, or a CUDA target whose CUDA Tile IR toolchain is

@@ -149,6 +149,7 @@ std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
+constexpr std::int64_t kCpuDecodeBlockRows = 16;  // attention_blocks
 
 // The number of elements each output of a sum or mean kernel adds, when
 // every reduced dim is known; nullopt for other kernels.
@@ -460,12 +461,31 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("fft_points", fft_points_env ? *fft_points_env : std::int64_t{16});
     }
     if (f == Family::fft && fft_shared) k->attrs().set("fft_shared_bytes", *fft_shared);
-    if (f == Family::attention && attention_tile) k->attrs().set("attn_tile", *attention_tile);
+    if (f == Family::attention) {
+      const std::vector<std::int64_t> blocks = attention_blocks(kernel_root_op(*k), cuda);
+      const bool default_blocks = blocks[0] == templates::kAttentionBlockRows && blocks[1] == templates::kAttentionBlockKeys;
+      if (attention_tile || !default_blocks) k->attrs().set("attn_tile", blocks);
+    }
     if (f == Family::attention && (attention_blocked || !cuda)) {  // after attn_tile: covers reads it
       const bool wanted = attention_blocked.value_or(true);
       k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k, cuda));
     }
   }
+}
+
+std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
+  if (std::optional<std::vector<std::int64_t>> env = attention_tile_from_env()) return *env;
+  // A CPU forward of at most 16 query rows per head (decoding, with the
+  // grouped heads folded by split-decode-attention) takes blocks of 16 rows:
+  // blocks of 64 computed four times its rows or more in padding. One
+  // sequence of 32 heads over 8192 keys took 44 ms a call against 80 (one
+  // core each, while another build ran). GPUs keep 64, the rows of one
+  // warpgroup's tensor-core tile.
+  const ir::Dim& sq = op.operand(0)->type().shape[2];
+  if (!cuda && op.name() == "graph.flash_attn" && !sq.is_symbolic() && sq.size <= kCpuDecodeBlockRows) {
+    return {kCpuDecodeBlockRows, templates::kAttentionBlockKeys};
+  }
+  return {templates::kAttentionBlockRows, templates::kAttentionBlockKeys};
 }
 
 std::optional<std::vector<std::int64_t>> attention_tile_from_env() {

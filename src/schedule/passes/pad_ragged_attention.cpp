@@ -59,9 +59,6 @@ bool attention_blocks_wanted(bool cuda) {
 
 int pad_ragged_attention(ir::Operation& func, bool cuda) {
   if (!attention_blocks_wanted(cuda)) return 0;
-  const std::vector<std::int64_t> tile =
-      attention_tile_from_env().value_or(std::vector<std::int64_t>{templates::kAttentionBlockRows,
-                                                                   templates::kAttentionBlockKeys});
   ir::Block& body = ir::function_body(func);
   std::vector<ir::Operation*> found;
   for (const auto& op : body.ops()) {
@@ -72,6 +69,7 @@ int pad_ragged_attention(ir::Operation& func, bool cuda) {
     const ir::Dim& sq = op->operand(0)->type().shape[2];
     const ir::Dim& sk = op->operand(1)->type().shape[2];
     if (sq.is_symbolic() || sk.is_symbolic() || sq.size == 0 || sk.size == 0) continue;
+    const std::vector<std::int64_t> tile = attention_blocks(*op, cuda);
     if (sq.size % tile[0] == 0 && sk.size % tile[1] == 0) continue;
     found.push_back(op.get());
   }
@@ -80,6 +78,7 @@ int pad_ragged_attention(ir::Operation& func, bool cuda) {
     b.set_insertion_point(body.find(op));
     const SourceLocation at = op->location();
     const std::int64_t sq = op->operand(0)->type().shape[2].size, sk = op->operand(1)->type().shape[2].size;
+    const std::vector<std::int64_t> tile = attention_blocks(*op, cuda);
     const std::int64_t pq = round_up(sq, tile[0]), pk = round_up(sk, tile[1]);
     std::vector<ir::Value*> operands;
     for (std::size_t i = 0; i < op->num_operands(); ++i) {
