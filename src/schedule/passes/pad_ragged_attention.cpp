@@ -60,7 +60,7 @@ bool attention_blocks_wanted(bool cuda) {
 int pad_ragged_attention(ir::Operation& func, bool cuda) {
   if (!attention_blocks_wanted(cuda)) return 0;
   ir::Block& body = ir::function_body(func);
-  std::vector<ir::Operation*> found;
+  std::vector<std::pair<ir::Operation*, std::vector<std::int64_t>>> found;  // with its blocks
   for (const auto& op : body.ops()) {
     const bool forward = op->name() == "graph.flash_attn";
     if (!forward && op->name() != "graph.flash_attn_bwd") continue;
@@ -71,14 +71,13 @@ int pad_ragged_attention(ir::Operation& func, bool cuda) {
     if (sq.is_symbolic() || sk.is_symbolic() || sq.size == 0 || sk.size == 0) continue;
     const std::vector<std::int64_t> tile = attention_blocks(*op, cuda);
     if (sq.size % tile[0] == 0 && sk.size % tile[1] == 0) continue;
-    found.push_back(op.get());
+    found.emplace_back(op.get(), tile);
   }
-  for (ir::Operation* op : found) {
+  for (const auto& [op, tile] : found) {
     ir::OpBuilder b(body);
     b.set_insertion_point(body.find(op));
     const SourceLocation at = op->location();
     const std::int64_t sq = op->operand(0)->type().shape[2].size, sk = op->operand(1)->type().shape[2].size;
-    const std::vector<std::int64_t> tile = attention_blocks(*op, cuda);
     const std::int64_t pq = round_up(sq, tile[0]), pk = round_up(sk, tile[1]);
     std::vector<ir::Value*> operands;
     for (std::size_t i = 0; i < op->num_operands(); ++i) {

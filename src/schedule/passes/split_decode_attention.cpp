@@ -51,12 +51,6 @@ constexpr std::int64_t kMinSplitCache = 4096;
 using ir::Dim;
 using ir::Value;
 
-ir::Shape fixed_shape(std::initializer_list<std::int64_t> dims) {
-  ir::Shape s;
-  for (std::int64_t d : dims) s.push_back(Dim::fixed(d));
-  return s;
-}
-
 Value* reshape(ir::OpBuilder& b, Value* x, ir::Shape to, const SourceLocation& at) {
   return b.create("graph.reshape", {x}, {{"shape", std::move(to)}}, at)->result(0);
 }
@@ -115,30 +109,36 @@ int split_decode_attention(ir::Operation& func, bool cuda) {
       attention_tile_from_env().value_or(std::vector<std::int64_t>{templates::kAttentionBlockRows,
                                                                    templates::kAttentionBlockKeys});
   ir::Block& body = ir::function_body(func);
-  std::vector<std::pair<ir::Operation*, DecodeShape>> found;
+  struct Found {
+    ir::Operation* op;
+    DecodeShape s;
+    std::int64_t n;  // key chunks
+  };
+  std::vector<Found> found;
   for (const auto& op : body.ops()) {
     const std::optional<DecodeShape> s = decode_shape(*op, cuda, tile[0]);
     if (!s) continue;
-    if (s->g() == 1 && key_chunks(s->B * s->Hkv, s->Sk, tile[1]) == 1) continue;
-    found.emplace_back(op.get(), *s);
+    const std::int64_t n = key_chunks(s->B * s->Hkv, s->Sk, tile[1]);
+    if (s->g() == 1 && n == 1) continue;
+    found.push_back(Found{op.get(), *s, n});
   }
-  for (auto [op, s] : found) {
+  for (auto [op, s, n] : found) {
     ir::OpBuilder b(body);
     b.set_insertion_point(body.find(op));
     const SourceLocation at = op->location();
-    const std::int64_t n = key_chunks(s.B * s.Hkv, s.Sk, tile[1]), r = s.rows(), c = s.Sk / n;
-    Value* q = reshape(b, op->operand(0), fixed_shape({s.B, s.Hkv, r, s.D}), at);
+    const std::int64_t r = s.rows(), c = s.Sk / n;
+    Value* q = reshape(b, op->operand(0), ir::fixed_shape({s.B, s.Hkv, r, s.D}), at);
     Value* k = op->operand(1);
     Value* v = op->operand(2);
     ir::AttrMap attrs = op->attrs();
     attrs.set("causal", false);  // one query row: the bottom-right mask hides nothing
     if (n > 1) {
       // Chunk i of key head h is head h n + i; its query rows are head h's.
-      Value* q1 = reshape(b, q, fixed_shape({s.B, s.Hkv, 1, r, s.D}), at);
-      Value* qn = b.create("graph.broadcast_to", {q1}, {{"shape", fixed_shape({s.B, s.Hkv, n, r, s.D})}}, at)->result(0);
-      q = reshape(b, qn, fixed_shape({s.B, s.Hkv * n, r, s.D}), at);
-      k = reshape(b, k, fixed_shape({s.B, s.Hkv * n, c, s.D}), at);
-      v = reshape(b, v, fixed_shape({s.B, s.Hkv * n, c, s.D}), at);
+      Value* q1 = reshape(b, q, ir::fixed_shape({s.B, s.Hkv, 1, r, s.D}), at);
+      Value* qn = b.create("graph.broadcast_to", {q1}, {{"shape", ir::fixed_shape({s.B, s.Hkv, n, r, s.D})}}, at)->result(0);
+      q = reshape(b, qn, ir::fixed_shape({s.B, s.Hkv * n, r, s.D}), at);
+      k = reshape(b, k, ir::fixed_shape({s.B, s.Hkv * n, c, s.D}), at);
+      v = reshape(b, v, ir::fixed_shape({s.B, s.Hkv * n, c, s.D}), at);
       NumericsPolicy partial = op->result(0)->type().policy;
       partial.storage = DType::fp32;  // the partials keep the accumulator's precision for the combine
       attrs.set("out", partial);
@@ -147,14 +147,14 @@ int split_decode_attention(ir::Operation& func, bool cuda) {
     Value* o = split->result(0);
     Value* lse = split->result(1);
     if (n > 1) {
-      Value* o_parts = reshape(b, o, fixed_shape({s.B, s.Hkv, n, r, s.D}), at);
-      Value* lse_parts = reshape(b, lse, fixed_shape({s.B, s.Hkv, n, r}), at);
+      Value* o_parts = reshape(b, o, ir::fixed_shape({s.B, s.Hkv, n, r, s.D}), at);
+      Value* lse_parts = reshape(b, lse, ir::fixed_shape({s.B, s.Hkv, n, r}), at);
       Value* m = reduce_chunks(b, "graph.max", lse_parts, true, at);                          // [B, Hkv, 1, r]
       Value* w = unary(b, "graph.exp", binary(b, "graph.sub", lse_parts, m, at), at);      // [B, Hkv, n, r]
       Value* total = reduce_chunks(b, "graph.sum", w, true, at);                              // [B, Hkv, 1, r]
-      Value* w5 = reshape(b, w, fixed_shape({s.B, s.Hkv, n, r, 1}), at);
+      Value* w5 = reshape(b, w, ir::fixed_shape({s.B, s.Hkv, n, r, 1}), at);
       Value* weighted = reduce_chunks(b, "graph.sum", binary(b, "graph.mul", o_parts, w5, at), false, at);
-      o = binary(b, "graph.div", weighted, reshape(b, total, fixed_shape({s.B, s.Hkv, r, 1}), at), at);
+      o = binary(b, "graph.div", weighted, reshape(b, total, ir::fixed_shape({s.B, s.Hkv, r, 1}), at), at);
       lse = binary(b, "graph.add", m, unary(b, "graph.log", total, at), at);
       const NumericsPolicy& want = op->result(0)->type().policy;
       if (!(o->type().policy == want)) o = b.create("graph.cast", {o}, {{"policy", want}}, at)->result(0);
