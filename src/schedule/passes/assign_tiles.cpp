@@ -398,7 +398,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const auto b_bytes = static_cast<std::int64_t>(std::max<std::size_t>(storage_bytes(kernel_root_op(*k).operand(1)->type().policy.storage), 1));
       k->attrs().set("spmm_vector", spmm_vector_env ? *spmm_vector_env : std::clamp<std::int64_t>(16 / b_bytes, 1, 8));
     }
-    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1 && !(cuda && short_sum_rows(*k))) {
+    // $TESSERA_ROW_LANES, when set, applies to short rows too.
+    if ((f == Family::normalization || f == Family::reduction) && row_lanes > 1 &&
+        (lanes_env || !(cuda && short_sum_rows(*k)))) {
       k->attrs().set("row_lanes", row_lanes);
     }
     if ((f == Family::normalization || f == Family::reduction) && lane_shuffles_env) {
