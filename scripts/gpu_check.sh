@@ -316,6 +316,12 @@ if [ $have_python -eq 1 ] && [ "${GPU_CHECK_ONLY:-}" != dist ] && [ "${GPU_CHECK
     PYTHONPATH="$build/pydev:$build/pywheels" timeout 300 "$python" bench/schedule_gpu_bench.py 2>&1 | tee "$logs/schedule_gpu_bench.log" | tail -8
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] && row "jit on GPU benchmark" PASS "table above" || row "jit on GPU benchmark" FAIL "rc $rc (see $logs/schedule_gpu_bench.log)"
+    echo "== host cost of launches against raw cuLaunchKernel"
+    PYTHONPATH="$build/pydev:$build/pywheels" timeout 120 "$python" bench/launch_overhead_gpu_bench.py 2>&1 |
+      tee "$logs/launch_overhead_gpu_bench.log" | tail -10
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] && row "launch overhead benchmark" PASS "$(grep -o 'MLP B32 D256 (graph) *[0-9.]*' "$logs/launch_overhead_gpu_bench.log" | awk '{print $NF " us per graph call"}')" ||
+      row "launch overhead benchmark" FAIL "rc $rc (see $logs/launch_overhead_gpu_bench.log)"
     if [ "${GPU_CHECK_SKIP_BENCH:-0}" != 1 ]; then
       # The issue's tables: memory-bound rows against copy and torch (eager, torch.compile), and
       # the GEMMs and the transformer MLP block step against cuBLAS and torch.

@@ -409,17 +409,28 @@ struct Executable::State {
     SourceLocation where;
   };
   std::shared_ptr<const std::vector<FaultSlot>> fault_slots;
+  // The fault record of run() (uncaptured runs), made at the first one and
+  // shared by all: zeroed once, and again after a check has raised its
+  // fault, so each fault is raised once. Kernels record only the first fault
+  // of a record, so a fault of an earlier run (not read back yet) hides a
+  // later run's. One record, and with it one pending check
+  // (defer_check's key), instead of an allocation, a memset and a
+  // device-to-host copy for every run.
+  std::mutex run_record_mutex;
+  std::shared_ptr<void> run_fault_record;
   // CUDA graphs of run_graph, one per argument shapes.
   struct CapturedGraph {
     std::vector<std::vector<std::int64_t>> shapes;
     std::shared_ptr<cuda::KernelGraph> graph;
     // The graph's fault record, zeroed when it is built and kept across
     // replays: the kernel nodes' record address never changes (their
-    // parameters need no update for it), and a fault stays in it, so every
-    // later check raises it again.
+    // parameters need no update for it). A check that raises its fault zeroes
+    // it again, as run()'s.
     std::shared_ptr<void> fault_record;
     // Its collective steps' buffers, in step order (graph_steps.h).
     std::vector<GraphCollective> collectives;
+    // How later calls replay it without walking the steps, when they can.
+    std::optional<DirectReplay> replay;
   };
   std::mutex graphs_mutex;
   std::vector<CapturedGraph> graphs;
@@ -658,8 +669,8 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   // synchronizing. Each writes its first fault (an index out of range, an
   // integer division by zero: no Graph IR op can cause one today, as indices
   // are checked on the host, but a template bug must not pass silently)
-  // into its slot of a per-run record, which a
-  // deferred check reads at the next host read of the device and raises
+  // into its slot of the executable's record (one for run(), one per CUDA
+  // graph), which a deferred check reads at the next host read of the device and raises
   // naming the kernel and its op (tessera/runtime/cuda.h). TESSERA_CUDA_SYNC=1
   // (or TESSERA_TRACE_KERNELS) synchronizes after every launch instead.
   const bool on_gpu = device != "cpu";
@@ -676,7 +687,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   if (on_gpu && !sync_each) {
     // A program that never reads back would pile up checks: past 64, read them (one synchronization).
     if (cuda::pending_checks(ordinal) >= 64) cuda::run_deferred_checks(ordinal);
-    if (!use_graph) fault_slots = new_fault_record();  // a graph's is its own (below)
+    if (!use_graph) {  // a graph's is its own (below)
+      std::lock_guard<std::mutex> lock(state_->run_record_mutex);
+      if (!state_->run_fault_record) state_->run_fault_record = new_fault_record();
+      fault_slots = state_->run_fault_record;
+    }
   }
   cuda::KernelLaunchOptions gpu_options;
   gpu_options.check_faults = sync_each;
@@ -693,6 +708,9 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   Executable::State::CapturedGraph building;
   std::vector<GraphCollective>* collectives = nullptr;
   std::size_t collective_index = 0;
+  const DirectReplay* replay = nullptr;
+  std::vector<RecordedLaunch> recorded;  // a graph being built: its launches,
+  std::vector<Tensor> allocated;         // and the buffers its run allocates
   if (use_graph && !sync_each) {
     graph_lock.lock();  // one run at a time updates a graph's nodes
     for (const Tensor& a : args) building.shapes.push_back(a.shape());
@@ -707,6 +725,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       recorder.graph = g->graph.get();
       fault_slots = g->fault_record;
       collectives = &g->collectives;
+      if (g->replay) replay = &*g->replay;
       break;
     }
     if (recorder.graph == nullptr) {
@@ -715,6 +734,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       building.fault_record = fault_slots = new_fault_record();
       recorder.graph = building.graph.get();
       recorder.building = true;
+      recorder.launches = &recorded;
     }
   }
   std::vector<Tensor> held;  // a graph's scratch buffers, until the graph is launched
@@ -728,8 +748,14 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       if (static_cast<std::size_t>(slot) < slots.size()) slots[static_cast<std::size_t>(slot)] = Tensor();
     }
   };
+  // The function's arguments as the kernels read them (contiguous).
+  std::vector<Tensor> arguments;
+  for (std::size_t i = 0; i < args.size(); ++i) arguments.push_back(values.at(body.argument(i)));
+  std::vector<Tensor> function_results;
+  // A direct replay sets the graph's nodes without walking the steps.
+  if (replay) function_results = replay->update(recorder, arguments);
   std::size_t step_index = 0;
-  for (const Step& step : state_->steps) {
+  for (const Step& step : replay ? std::span<const Step>() : std::span<const Step>(state_->steps)) {
     const std::size_t this_step = step_index++;
     if (this_step > 0) release(state_->steps[this_step - 1]);
     if (fault_slots) {
@@ -817,6 +843,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
         const std::vector<std::int64_t> sizes = concrete_sizes(t, bindings);
         try {
           out = Tensor::empty(sizes, t.policy, device);
+          if (recorder.building) allocated.push_back(out);
         } catch (const std::bad_alloc&) {
           const ir::Operation& first = kernel_root_op(k);
           raise(ErrorCode::OutOfMemory,
@@ -859,8 +886,14 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
   }
+  if (!replay) {
+    for (ir::Value* v : ir::function_results(func)) function_results.push_back(values.at(v));
+  }
   if (recorder.graph) {
     if (recorder.building) {
+      if (!recorder.other_nodes) {
+        building.replay = DirectReplay::make(std::move(recorded), arguments, function_results, allocated, device);
+      }
       recorder.graph->instantiate();
       state_->graphs.push_back(std::move(building));
     }
@@ -885,9 +918,10 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     // kernels and labels (shared with the executable). An executable
     // without GPU kernels (views and collectives only) has nothing to check.
     const std::size_t count = state_->steps.size();
-    cuda::defer_check(ordinal, [ordinal, fault_slots, count, slots = state_->fault_slots] {
+    cuda::defer_check(ordinal, fault_slots.get(), [ordinal, fault_slots, count, slots = state_->fault_slots] {
       std::vector<unsigned char> host(count * cuda::kFaultRecordBytes);
-      cuda::copy_to_host(ordinal, host.data(), reinterpret_cast<cuda::DevicePtr>(fault_slots.get()), host.size());
+      const auto device_record = reinterpret_cast<cuda::DevicePtr>(fault_slots.get());
+      cuda::copy_to_host(ordinal, host.data(), device_record, host.size());
       for (const Executable::State::FaultSlot& s : *slots) {
         const unsigned char* record = host.data() + s.index * cuda::kFaultRecordBytes;
         std::optional<std::pair<ErrorCode, std::string>> bad;
@@ -897,6 +931,8 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
           bad.emplace(f->code, f->message);
         }
         if (bad) {
+          // Raised once: the record's later runs (queued after this read) start from zero.
+          cuda::memset_async(ordinal, device_record, 0, host.size());
           try {
             raise(bad->first, bad->second);
           } catch (const Error& e) {
@@ -906,9 +942,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       }
     });
   }
-  std::vector<Tensor> results;
-  for (ir::Value* v : ir::function_results(func)) results.push_back(values.at(v));
-  return results;
+  return function_results;
 }
 
 std::string Executable::schedule_ir() const {

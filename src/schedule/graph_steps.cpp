@@ -1,6 +1,8 @@
 // Executable steps as CUDA graph nodes (graph_steps.h).
 #include "schedule/graph_steps.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 
 #include "graph/kernel_support.h"
@@ -14,11 +16,13 @@ namespace tessera::schedule {
 
 void GraphRecorder::record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
                            const cuda::KernelLaunchOptions& options) {
+  if (building && launches) launches->push_back({next, &k, nullptr, grid, args, options});
   add(cuda::prepare_launch(k, grid, std::move(args), options));
 }
 
 void GraphRecorder::record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
                            const cuda::KernelLaunchOptions& options) {
+  if (building && launches) launches->push_back({next, nullptr, &k, grid, args, options});
   cuda_tile::LaunchOptions o;
   o.stream = options.stream;
   o.synchronize = false;
@@ -46,6 +50,7 @@ void GraphRecorder::add(const std::optional<cuda::PreparedLaunch>& p) {
 
 void GraphRecorder::copy(const cuda::DeviceCopy& c) {
   if (c.row_bytes == 0 || c.rows == 0) return;
+  other_nodes = other_nodes || building;
   if (building) {
     graph->add_copy(c);
   } else {
@@ -56,12 +61,112 @@ void GraphRecorder::copy(const cuda::DeviceCopy& c) {
 }
 
 void GraphRecorder::work(const cuda::CapturedWork* w) {
+  other_nodes = other_nodes || building;
   if (building) {
     graph->add_work(*w);
   } else {
     check_next("nodes");
   }
   ++next;
+}
+
+namespace {
+
+// Where a tensor's storage starts: tensors sharing it are views of one buffer.
+const std::byte* storage_base(const Tensor& t) {
+  return static_cast<const std::byte*>(t.device_data()) - t.storage_offset() * t.element_bytes();
+}
+
+std::ptrdiff_t bytes_from(const Tensor& t, const Tensor& source) {
+  return static_cast<const std::byte*>(t.device_data()) - static_cast<const std::byte*>(source.device_data());
+}
+
+}  // namespace
+
+std::optional<DirectReplay> DirectReplay::make(std::vector<RecordedLaunch> launches, std::span<const Tensor> args,
+                                               std::span<const Tensor> results, const std::vector<Tensor>& allocated,
+                                               const std::string& device) {
+  const auto plain = [](const Tensor& t) { return t.defined() && !is_packed(t.dtype()) && t.numel() > 0; };
+  DirectReplay r;
+  r.device_ = device;
+  std::vector<const std::byte*> arg_bases;
+  for (const Tensor& a : args) {
+    if (!plain(a)) return std::nullopt;
+    const std::byte* base = storage_base(a);
+    if (std::find(arg_bases.begin(), arg_bases.end(), base) != arg_bases.end()) return std::nullopt;
+    arg_bases.push_back(base);
+  }
+  // The result buffers: each allocated buffer some result lives in, once.
+  std::vector<const Tensor*> buffers;
+  for (const Tensor& res : results) {
+    if (!plain(res)) return std::nullopt;
+    const auto holds = [&](const Tensor& b) { return storage_base(b) == storage_base(res); };
+    const auto in = std::find_if(allocated.begin(), allocated.end(), holds);
+    if (in == allocated.end()) return std::nullopt;
+    auto at = std::find(buffers.begin(), buffers.end(), &*in);
+    if (at == buffers.end()) {
+      buffers.push_back(&*in);
+      r.buffers_.push_back({in->shape(), in->policy()});
+      at = buffers.end() - 1;
+    }
+    const std::size_t b = static_cast<std::size_t>(at - buffers.begin());
+    r.results_.push_back({0, true, b, bytes_from(res, **at), res.shape(), res.strides(), res.policy()});
+  }
+  for (RecordedLaunch& launch : launches) {
+    Node node;
+    for (std::size_t i = 0; i < launch.args.size(); ++i) {
+      Tensor* t = std::get_if<Tensor>(&launch.args[i].value);
+      if (t == nullptr) continue;
+      if (!plain(*t)) return std::nullopt;
+      const std::byte* base = storage_base(*t);
+      std::optional<Rebase> rb;
+      for (std::size_t a = 0; a < args.size() && !rb; ++a) {
+        if (arg_bases[a] == base) rb = Rebase{i, false, a, bytes_from(*t, args[a]), t->shape(), t->strides(), t->policy()};
+      }
+      for (std::size_t b = 0; b < buffers.size() && !rb; ++b) {
+        if (storage_base(*buffers[b]) == base) {
+          rb = Rebase{i, true, b, bytes_from(*t, *buffers[b]), t->shape(), t->strides(), t->policy()};
+        }
+      }
+      if (!rb) continue;  // an intermediate, scratch or table: the node keeps it
+      node.rebases.push_back(std::move(*rb));
+      *t = Tensor();  // the arguments and results of the built call are not held
+    }
+    node.launch = std::move(launch);
+    r.nodes_.push_back(std::move(node));
+  }
+  return r;
+}
+
+Tensor DirectReplay::rebased(const Rebase& r, std::span<const Tensor> args, const std::vector<Tensor>& fresh) const {
+  const Tensor& source = r.result ? fresh[r.source] : args[r.source];
+  std::byte* at = static_cast<std::byte*>(source.device_data()) + r.delta;
+  return Tensor::wrap_device(at, r.shape, r.strides, r.policy, device_, std::make_shared<Tensor>(source));
+}
+
+std::vector<Tensor> DirectReplay::update(GraphRecorder& recorder, std::span<const Tensor> args) const {
+  std::vector<Tensor> fresh;
+  for (const Buffer& b : buffers_) fresh.push_back(Tensor::empty(b.shape, b.policy, device_));
+  for (const Node& n : nodes_) {
+    if (n.rebases.empty()) continue;
+    std::vector<cpu::KernelArg> launch_args = n.launch.args;
+    for (const Rebase& r : n.rebases) launch_args[r.position] = rebased(r, args, fresh);
+    recorder.next = n.launch.node;
+    if (n.launch.kernel) {
+      recorder.record(*n.launch.kernel, n.launch.grid, std::move(launch_args), n.launch.options);
+    } else {
+      recorder.record(*n.launch.tile_kernel, n.launch.grid, std::move(launch_args), n.launch.options);
+    }
+  }
+  recorder.next = recorder.graph->size();
+  std::vector<Tensor> out;
+  for (const Rebase& r : results_) {
+    const Tensor& whole = fresh[r.source];
+    const bool is_whole = r.delta == 0 && r.shape == whole.shape() && r.strides == whole.strides() &&
+                          r.policy == whole.policy();
+    out.push_back(is_whole ? whole : rebased(r, args, fresh));
+  }
+  return out;
 }
 
 namespace {

@@ -34,5 +34,28 @@ TEST(CudaDeferredChecks, RunInOrderAndTheFirstFaultEndsThem) {
   EXPECT_NO_THROW(cuda::run_deferred_checks(device));
 }
 
+TEST(CudaDeferredChecks, AKeyedCheckIsPendingOnce) {
+  // Runs sharing one fault record (an executable's, a graph's) leave one
+  // check of it, however many runs are queued before the next read.
+  const int device = 9;
+  const int record = 0, other = 0;
+  int reads = 0, others = 0, unkeyed = 0;
+  for (int run = 0; run < 5; ++run) {
+    cuda::defer_check(device, &record, [&] { ++reads; });
+    cuda::defer_check(device, &other, [&] { ++others; });
+    cuda::defer_check(device, [&] { ++unkeyed; });
+  }
+  EXPECT_EQ(cuda::pending_checks(device), 7u);  // one per key, and each unkeyed check
+  cuda::run_deferred_checks(device);
+  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(others, 1);
+  EXPECT_EQ(unkeyed, 5);
+  // Once it has run, the key's next check is pending again.
+  cuda::defer_check(device, &record, [&] { ++reads; });
+  EXPECT_EQ(cuda::pending_checks(device), 1u);
+  cuda::run_deferred_checks(device);
+  EXPECT_EQ(reads, 2);
+}
+
 }  // namespace
 }  // namespace tessera

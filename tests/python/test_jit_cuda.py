@@ -111,6 +111,37 @@ def test_mlp_gradients_on_the_gpu_match_the_cpu_executable(rng):
 
 
 @needs_gpu
+def test_graph_replays_write_each_calls_results_from_its_own_arguments(rng):
+    """After the first call of its shapes builds the graph, a replay sets only the
+    nodes that read an argument or write a result: the graph keeps its
+    intermediates, and each call gets fresh result buffers. Every call's
+    results must be its own (earlier results untouched by later calls), from
+    its own arguments: new tensors, one tensor passed twice, a transposed view
+    (copied to a contiguous argument first). `walked` returns an argument, so
+    its replays walk the steps instead; it must agree all the same."""
+    def direct(a, b):
+        h = ops.tanh(a * 0.5 + b)
+        return ops.sum(h, axis=1), ops.reshape(h * 2.0, (-1,))
+
+    def walked(a, b):
+        return a, ops.sum(a * b, axis=1)
+
+    for fn in (direct, walked):
+        on_cpu, graphed = tessera.jit(fn), tessera.jit(fn, capture_graph=True)
+        host = [rng.standard_normal((64, 300)).astype(np.float32) for _ in range(6)]
+        dev = [tessera.tensor(h).to("cuda:0") for h in host]
+        calls = [(dev[0], dev[1]), (dev[2], dev[3]), (dev[4], dev[4]),
+                 (ops.transpose(tessera.tensor(np.ascontiguousarray(host[5].T)).to("cuda:0"), (1, 0)), dev[1])]
+        outs = [graphed(a, b) for a, b in calls]  # all kept: no result may be reused by a later call
+        for (a, b), got in zip(calls, outs):
+            want = on_cpu(a.to("cpu"), b.to("cpu"))
+            for g, w in zip(got, want):
+                assert g.device == "cuda:0"
+                np.testing.assert_array_equal(g.to("cpu").numpy(), w.numpy(), err_msg=fn.__name__)
+        assert graphed.executable().graphs == 1
+
+
+@needs_gpu
 def test_every_family_on_the_gpu_agrees_with_the_cpu(rng):
     def f(x, b, idx):
         e = ops.tanh(x * 0.5 + b)                      # elementwise with a broadcast
@@ -455,6 +486,27 @@ def test_random_draws_are_the_same_bits_on_the_gpu_and_the_cpu():
     for c, g in zip(cpu, gpu):
         assert g.device == "cuda:0"
         np.testing.assert_array_equal(g.numpy().view(np.uint32), c.numpy().view(np.uint32))
+
+
+@needs_gpu
+def test_a_fault_is_raised_once_and_later_runs_read_back_clean():
+    """The runs of an executable, and the replays of its CUDA graph, share one
+    fault record and leave one pending check: a fault (an int32 sum that
+    overflows) is raised at the next read, once, and later runs on good
+    inputs read back without it."""
+    bad = tessera.tensor(np.array([[2**31 - 1, 1]], np.int32)).to("cuda:0")
+    good = tessera.tensor(np.array([[5, 7]], np.int32)).to("cuda:0")
+    for capture in (False, True):
+        f = tessera.jit(lambda v: ops.sum(v, axis=1), capture_graph=capture)
+        assert f(good).to("cpu").numpy().tolist() == [12]
+        for _ in range(3):
+            f(good)
+        f(bad)
+        with pytest.raises(tessera.ArgumentError, match="out of range"):
+            f(good).to("cpu")
+        for _ in range(3):
+            f(good)
+        assert f(good).to("cpu").numpy().tolist() == [12]
 
 
 @needs_gpu

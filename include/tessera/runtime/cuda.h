@@ -184,6 +184,11 @@ void memset_async(int device, DevicePtr dst, unsigned char value, std::size_t by
 // reads its fault records back and raises the first fault it finds.
 
 void defer_check(int device, std::function<void()> check);
+// A check of one fault record that many runs share (an executable's, a CUDA
+// graph's): while a check with the same key is pending, another would read
+// the same record at the same time, so none is added. Its record must stay
+// allocated while the check is pending (the check holds it).
+void defer_check(int device, const void* key, std::function<void()> check);
 // Runs and removes the device's pending checks, oldest first. The first that
 // raises propagates; the checks after it are dropped (they belong to work
 // queued after the fault, whose inputs it may have spoiled).

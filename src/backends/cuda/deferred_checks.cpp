@@ -8,9 +8,14 @@
 namespace tessera::cuda {
 namespace {
 
+struct Check {
+  const void* key;  // nullptr: a check of its own
+  std::function<void()> run;
+};
+
 struct Pending {
   std::mutex mu;
-  std::map<int, std::vector<std::function<void()>>> checks;
+  std::map<int, std::vector<Check>> checks;
 };
 
 // Never destroyed: checks may still be pending at exit.
@@ -22,19 +27,30 @@ Pending& pending() {
 }  // namespace
 
 void defer_check(int device, std::function<void()> check) {
+  defer_check(device, nullptr, std::move(check));
+}
+
+void defer_check(int device, const void* key, std::function<void()> check) {
   std::lock_guard lock(pending().mu);
-  pending().checks[device].push_back(std::move(check));
+  std::vector<Check>& checks = pending().checks[device];
+  if (key != nullptr) {
+    // At most 64 are pending (executables read them back past that): a scan is cheap.
+    for (const Check& c : checks) {
+      if (c.key == key) return;
+    }
+  }
+  checks.push_back({key, std::move(check)});
 }
 
 void run_deferred_checks(int device) {
-  std::vector<std::function<void()>> checks;
+  std::vector<Check> checks;
   {
     std::lock_guard lock(pending().mu);
     auto it = pending().checks.find(device);
     if (it == pending().checks.end()) return;
     checks.swap(it->second);
   }
-  for (auto& check : checks) check();
+  for (Check& check : checks) check.run();
 }
 
 std::size_t pending_checks(int device) {

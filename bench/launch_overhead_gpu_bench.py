@@ -1,0 +1,114 @@
+"""Host cost of launching a compiled executable's kernels on CUDA, against raw
+cuLaunchKernel, in one run.
+
+    python bench/launch_overhead_gpu_bench.py [--runs 200]
+
+Rows (host microseconds per call, `runs` calls queued back to back without
+synchronizing, then divided; per kernel = per call / kernels the executable
+launches):
+- raw cuLaunchKernel of an empty kernel with one pointer parameter, called
+  through ctypes on the driver library, and a ctypes call of cuCtxGetCurrent
+  (the part of the first that is ctypes: the driver's own launch cost is the
+  difference);
+- torch `x * 2 + 1` eager (two launches) on the same tensor, for scale;
+- eager `tessera.ops.add` (one cached single-op executable);
+- `@jit` of `x * 2 + 1` (one fused kernel), plain and with capture_graph=True;
+- `@jit(grad)` of a 2-layer MLP, plain and captured: per call and per kernel.
+"""
+
+import argparse
+import ctypes
+
+import numpy as np
+
+import tessera
+from gpu_timing import host_seconds
+
+ops = tessera.ops
+
+_EMPTY_PTX = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry empty_kernel(.param .u64 p) { ret; }
+"""
+
+
+def raw_launch(runs):
+    """Host seconds per cuLaunchKernel of an empty kernel (the current context: torch's primary one),
+    and per ctypes call of cuCtxGetCurrent (what ctypes alone costs of the first)."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    context = ctypes.c_void_p()
+    floor = host_seconds(lambda: cu.cuCtxGetCurrent(ctypes.byref(context)), runs)
+    module, function = ctypes.c_void_p(), ctypes.c_void_p()
+    for call, args in (("cuModuleLoadData", (ctypes.byref(module), ctypes.c_char_p(_EMPTY_PTX))),
+                       ("cuModuleGetFunction", (ctypes.byref(function), module, b"empty_kernel"))):
+        rc = getattr(cu, call)(*args)
+        if rc != 0:
+            raise RuntimeError(f"{call} failed with CUresult {rc}")
+    pointer = ctypes.c_uint64(0)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(pointer), ctypes.c_void_p))
+    launch = cu.cuLaunchKernel
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
+                                                                  ctypes.c_void_p]
+
+    def once():
+        rc = launch(function, 1, 1, 1, 32, 1, 1, 0, None, params, None)
+        if rc != 0:
+            raise RuntimeError(f"cuLaunchKernel failed with CUresult {rc}")
+
+    return host_seconds(once, runs, sync=lambda: cu.cuCtxSynchronize()), floor
+
+
+def mlp_loss(w1, b1, w2, b2, x, y):
+    h = ops.relu(ops.matmul(x, w1) + b1)
+    return ops.mean(-ops.sum(y * ops.log(ops.softmax_safe(ops.matmul(h, w2) + b2, axis=-1)), axis=-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=200)
+    args = ap.parse_args()
+    import torch
+    dev, sync, runs = "cuda:0", torch.cuda.synchronize, args.runs
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal(4096).astype(np.float32)
+    x, tx = tessera.tensor(xv).to(dev), torch.tensor(xv, device=dev)
+    rows = []  # (name, host seconds per call, kernels per call)
+
+    torch.cuda.init()
+    sync()
+    raw, floor = raw_launch(runs)
+    rows.append(("raw cuLaunchKernel (ctypes)", raw, 1))
+    rows.append(("ctypes call alone", floor, 1))
+    rows.append(("torch x * 2 + 1 (eager)", host_seconds(lambda: tx * 2 + 1, runs, sync), 2))
+    rows.append(("tessera.ops.add (eager)", host_seconds(lambda: ops.add(x, x), runs, sync), 1))
+
+    def affine(v):
+        return v * 2.0 + 1.0
+
+    for capture in (False, True):
+        f = tessera.jit(affine, capture_graph=capture)
+        np.testing.assert_array_equal(f(x).numpy(), xv * np.float32(2) + np.float32(1))
+        kernels = len(f.executable().kernels)
+        rows.append((f"jit x * 2 + 1{' (graph)' if capture else ''}", host_seconds(lambda: f(x), runs, sync), kernels))
+
+    B, D = 32, 256
+    host = [rng.standard_normal(s).astype(np.float32) * 0.05 for s in [(D, D), (D,), (D, 10), (10,), (B, D)]]
+    host.append(np.eye(10, dtype=np.float32)[rng.integers(0, 10, B)])
+    m = [tessera.tensor(h).to(dev) for h in host]
+    for capture in (False, True):
+        step = tessera.jit(tessera.grad(mlp_loss, argnums=(0, 1, 2, 3)), capture_graph=capture)
+        step(*m)
+        kernels = len(step.executable().kernels)
+        rows.append((f"jit(grad) MLP B{B} D{D}{' (graph)' if capture else ''}",
+                     host_seconds(lambda: step(*m), runs, sync), kernels))
+
+    print(f"{'host cost':<32} {'us/call':>8} {'kernels':>8} {'us/kernel':>10} {'vs raw':>7}")
+    for name, seconds, kernels in rows:
+        per_kernel = seconds / kernels
+        print(f"{name:<32} {seconds * 1e6:8.1f} {kernels:8d} {per_kernel * 1e6:10.1f} {per_kernel / raw:6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
