@@ -7,7 +7,8 @@ Rows (host microseconds per call, `runs` calls queued back to back without
 synchronizing, then divided; per kernel = per call / kernels the executable
 launches):
 - raw cuLaunchKernel of an empty kernel with one pointer parameter, called
-  through ctypes on the driver library, and a ctypes call of cuCtxGetCurrent
+  through ctypes on the driver library, the same with a 3136-byte parameter
+  (Tessera's launch ABI), and a ctypes call of cuCtxGetCurrent
   (the part of the first that is ctypes: the driver's own launch cost is the
   difference);
 - torch `x * 2 + 1` eager (two launches) on the same tensor, for scale;
@@ -31,33 +32,40 @@ _EMPTY_PTX = b"""
 .target sm_90
 .address_size 64
 .visible .entry empty_kernel(.param .u64 p) { ret; }
+.visible .entry empty_block_kernel(.param .align 64 .b8 p[3136]) { ret; }
 """
 
 
-def raw_launch(runs):
-    """Host seconds per cuLaunchKernel of an empty kernel (the current context: torch's primary one),
-    and per ctypes call of cuCtxGetCurrent (what ctypes alone costs of the first)."""
+def raw_launches(runs):
+    """Host seconds per cuLaunchKernel of an empty kernel (the current context: torch's primary one)
+    with an 8-byte parameter and with a 3136-byte one (the size of Tessera's parameter block,
+    src/backends/cuda/device/tile.cuh), and per ctypes call of cuCtxGetCurrent (what ctypes alone
+    costs of the others)."""
     cu = ctypes.CDLL("libcuda.so.1")
     context = ctypes.c_void_p()
     floor = host_seconds(lambda: cu.cuCtxGetCurrent(ctypes.byref(context)), runs)
-    module, function = ctypes.c_void_p(), ctypes.c_void_p()
-    for call, args in (("cuModuleLoadData", (ctypes.byref(module), ctypes.c_char_p(_EMPTY_PTX))),
-                       ("cuModuleGetFunction", (ctypes.byref(function), module, b"empty_kernel"))):
-        rc = getattr(cu, call)(*args)
-        if rc != 0:
-            raise RuntimeError(f"{call} failed with CUresult {rc}")
-    pointer = ctypes.c_uint64(0)
-    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(pointer), ctypes.c_void_p))
+    module = ctypes.c_void_p()
+    rc = cu.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(_EMPTY_PTX))
+    if rc != 0:
+        raise RuntimeError(f"cuModuleLoadData failed with CUresult {rc}")
     launch = cu.cuLaunchKernel
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
                                                                   ctypes.c_void_p]
-
-    def once():
-        rc = launch(function, 1, 1, 1, 32, 1, 1, 0, None, params, None)
+    out = []
+    for name, block in ((b"empty_kernel", ctypes.c_uint64(0)), (b"empty_block_kernel", (ctypes.c_uint8 * 3136)())):
+        function = ctypes.c_void_p()
+        rc = cu.cuModuleGetFunction(ctypes.byref(function), module, name)
         if rc != 0:
-            raise RuntimeError(f"cuLaunchKernel failed with CUresult {rc}")
+            raise RuntimeError(f"cuModuleGetFunction failed with CUresult {rc}")
+        params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(block), ctypes.c_void_p))
 
-    return host_seconds(once, runs, sync=lambda: cu.cuCtxSynchronize()), floor
+        def once(function=function, params=params):
+            rc = launch(function, 1, 1, 1, 32, 1, 1, 0, None, params, None)
+            if rc != 0:
+                raise RuntimeError(f"cuLaunchKernel failed with CUresult {rc}")
+
+        out.append(host_seconds(once, runs, sync=lambda: cu.cuCtxSynchronize()))
+    return out[0], out[1], floor
 
 
 def mlp_loss(w1, b1, w2, b2, x, y):
@@ -78,8 +86,9 @@ def main():
 
     torch.cuda.init()
     sync()
-    raw, floor = raw_launch(runs)
+    raw, raw_block, floor = raw_launches(runs)
     rows.append(("raw cuLaunchKernel (ctypes)", raw, 1))
+    rows.append(("raw cuLaunchKernel, 3136 B params", raw_block, 1))
     rows.append(("ctypes call alone", floor, 1))
     rows.append(("torch x * 2 + 1 (eager)", host_seconds(lambda: tx * 2 + 1, runs, sync), 2))
     rows.append(("tessera.ops.add (eager)", host_seconds(lambda: ops.add(x, x), runs, sync), 1))

@@ -319,9 +319,17 @@ Tensor Tensor::from_codes(std::span<const std::uint64_t> codes, std::vector<std:
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous() && offset_ == 0) return *this;
-  // A strided GPU tensor is gathered on the host; device-side gathers come
-  // with the CUDA code generator.
-  if (!is_cpu()) return to("cpu").contiguous().to(device_);
+  if (!is_cpu()) {
+    // Packed (sub-byte) elements share bytes, so a view of them cannot be
+    // gathered element by element in memory: those go through the host.
+    if (is_packed(dtype())) return to("cpu").contiguous().to(device_);
+    // Everything else is gathered on the device, queued on its stream.
+    Tensor t = empty(shape_, policy_, device_);
+    cuda::strided_copy(cuda::parse_device(device_), reinterpret_cast<cuda::DevicePtr>(t.device_data()),
+                       reinterpret_cast<cuda::DevicePtr>(device_data()), static_cast<std::size_t>(element_bytes()),
+                       shape_, strides_);
+    return t;
+  }
   if (is_complex(dtype())) {
     // Elements wider than a 64-bit code: gathered byte for byte.
     Tensor t = empty(shape_, policy_, "cpu");

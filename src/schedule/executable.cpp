@@ -814,17 +814,16 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       }
       continue;
     }
-    // Kernels read their operands contiguous (a view's consumer copies it here).
+    // Kernels read their operands contiguous (a view's consumer copies it
+    // here; on a GPU by a gather kernel, in a graph as one of its nodes).
     for (Tensor& t : inputs) {
       if (t.is_contiguous()) continue;
       if (recorder.graph) {
-        // The copy would run now, before the graph has computed what it copies.
-        const ir::Operation& first = kernel_root_op(k);
-        raise(ErrorCode::ArgumentInvalid,
-              "kernel " + kernel_name(k) + " (" + std::string(first.name()) +
-                  ") reads a non-contiguous view, which is copied outside the kernels and cannot run inside a CUDA "
-                  "graph; call the function without capture_graph",
-              first.location());
+        Tensor gathered = Tensor::empty(t.shape(), t.policy(), device);
+        recorder.gather(t, gathered);
+        held.push_back(gathered);  // until the graph has run
+        t = gathered;
+        continue;
       }
       t = t.contiguous();
     }

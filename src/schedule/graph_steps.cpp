@@ -30,6 +30,20 @@ void GraphRecorder::record(const cuda_tile::CompiledKernel& k, std::int64_t grid
   add(cuda_tile::prepare_launch(k, grid, std::move(args), o));
 }
 
+void GraphRecorder::gather(const Tensor& view, const Tensor& out) {
+  const auto at = [](const Tensor& t) { return reinterpret_cast<cuda::DevicePtr>(t.device_data()); };
+  std::optional<cuda::StridedCopyLaunch> p =
+      cuda::prepare_strided_copy(cuda::parse_device(view.device()), at(out), at(view),
+                                 static_cast<std::size_t>(view.element_bytes()), view.shape(), view.strides());
+  if (!p) return;
+  other_nodes = other_nodes || building;
+  cuda::PreparedLaunch launch;
+  launch.function = p->function;
+  launch.config = p->config;
+  launch.params = std::move(p->param);
+  add(launch);
+}
+
 void GraphRecorder::check_next(const char* what) const {
   if (next >= graph->size()) {
     raise(ErrorCode::Internal, std::string("a graph replay made more ") + what + " than the " +

@@ -36,13 +36,17 @@ struct GraphRecorder {
   bool building = false;
   std::size_t next = 0;
   // When building: where the launches are recorded (DirectReplay), and
-  // whether nodes other than launches (copies, captured work) were added.
+  // whether nodes other than those launches (copies, gathers, captured
+  // work) were added.
   std::vector<RecordedLaunch>* launches = nullptr;
   bool other_nodes = false;
   void record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
               const cuda::KernelLaunchOptions& options);
   void record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
               const cuda::KernelLaunchOptions& options);
+  // A strided view gathered into `out` (contiguous, on the view's device)
+  // by cuda::strided_copy's kernel, as a node.
+  void gather(const Tensor& view, const Tensor& out);
   void add(const std::optional<cuda::PreparedLaunch>& p);
   void copy(const cuda::DeviceCopy& c);  // nothing for zero bytes
   // Captured work when building; on a replay its node runs as it was.

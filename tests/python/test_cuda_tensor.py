@@ -81,3 +81,39 @@ def test_dlpack_with_cupy(rng):
     dev = tessera.tensor(np.arange(12, dtype=np.int32).reshape(3, 4)).to("cuda:0")
     c = cupy.from_dlpack(dev)
     np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(12).reshape(3, 4))
+
+
+def _views(t):
+    """The same strided views of a tessera tensor (cpu or cuda) or of a numpy array."""
+    if isinstance(t, np.ndarray):
+        return [np.transpose(t, (2, 0, 1)), t[:, 1:, ::3], t[:, ::2].T]
+    return [tessera.ops.transpose(t, (2, 0, 1)), t[:, 1:, ::3], t[:, ::2].T]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp64", "int8", "complex64", "complex128"])
+def test_contiguous_gathers_a_device_view_on_the_device(rng, dtype):
+    """A strided view of a GPU tensor made contiguous (1-, 2-, 4-, 8- and
+    16-byte elements) holds the view's values, in row-major order, on the
+    same device: numpy's view of the same values is the reference."""
+    values = rng.standard_normal((6, 5, 7)) * 3
+    if dtype.startswith("complex"):
+        values = values + 1j * rng.standard_normal((6, 5, 7))
+        values = values.astype(np.complex64 if dtype == "complex64" else np.complex128)
+        dev = tessera.tensor(values).to("cuda:0")
+    else:
+        dev = tessera.tensor(values, dtype).to("cuda:0")
+    want_all = dev.to("cpu").numpy()
+    for view, want in zip(_views(dev), _views(want_all)):
+        assert not view.is_contiguous()
+        got = view.contiguous()
+        assert got.device == "cuda:0" and got.is_contiguous() and got.shape == want.shape
+        np.testing.assert_array_equal(got.to("cpu").numpy(), want)
+
+
+@needs_gpu
+def test_contiguous_of_a_large_device_view_covers_every_element(rng):
+    # More elements than one launch's threads (65535 blocks of 256): the grid-stride loop.
+    values = rng.standard_normal((5000, 4000)).astype(np.float32)
+    view = tessera.tensor(values).to("cuda:0").T
+    np.testing.assert_array_equal(view.contiguous().to("cpu").numpy(), values.T)

@@ -895,3 +895,25 @@ def test_tabulated_chains_on_the_gpu_match_the_cpu_bit_for_bit():
         got = jf(x.to("cuda:0"), b.to("cuda:0"), r.to("cuda:0"))
         for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
             np.testing.assert_array_equal(np.asarray(g.to("cpu").codes()), np.asarray(w.codes()))
+
+
+@needs_gpu
+def test_views_inside_a_function_feed_kernels_on_the_device(rng):
+    """The elementwise kernel of f reads a strided view (a transpose, then a
+    slice with a step: two view steps), which is gathered on the device by a
+    kernel, without the host; in a CUDA graph, by a node of the graph, set
+    anew at each replay. The results are the CPU executable's bits and
+    numpy's values, for every call."""
+    def f(x):
+        return ops.transpose(x, (1, 0))[:, ::2] * 2.0 + 1.0
+
+    on_cpu = tessera.jit(f)
+    for capture in (False, True):
+        on_gpu = tessera.jit(f, capture_graph=capture)
+        hosts = [rng.standard_normal((300, 130)).astype(np.float32) for _ in range(3)]
+        outs = [on_gpu(tessera.tensor(h).to("cuda:0")) for h in hosts]
+        for host, got in zip(hosts, outs):
+            assert got.device == "cuda:0"
+            np.testing.assert_array_equal(got.to("cpu").numpy(), on_cpu(tessera.tensor(host)).numpy())
+            np.testing.assert_array_equal(got.to("cpu").numpy(), host.T[:, ::2] * np.float32(2) + np.float32(1))
+        assert on_gpu.executable().graphs == (1 if capture else 0)

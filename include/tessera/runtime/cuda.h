@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -307,6 +309,28 @@ class Function {
   std::string name_;
   int device_ = 0;
 };
+
+// ---- strided views ---------------------------------------------------------------
+
+// Gathers a strided view into contiguous memory at dst, in row-major order,
+// on the device's default stream without the host (a kernel compiled on first
+// use; src/backends/cuda/strided_copy.cpp). `src` is the view's first
+// element, `strides` count elements (any sign); elements of 1, 2, 4, 8 or 16
+// bytes, at most 8 dims once size-1 dims and dims that step as one are
+// merged.
+void strided_copy(int device, DevicePtr dst, DevicePtr src, std::size_t element_bytes,
+                  std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// The same launch prepared, not issued (a CUDA graph's kernel node): the
+// kernel, its configuration and its one by-value parameter. nullopt for an
+// empty view.
+struct StridedCopyLaunch {
+  const Function* function = nullptr;
+  LaunchConfig config;
+  std::vector<unsigned char> param;
+};
+std::optional<StridedCopyLaunch> prepare_strided_copy(int device, DevicePtr dst, DevicePtr src,
+                                                      std::size_t element_bytes, std::span<const std::int64_t> shape,
+                                                      std::span<const std::int64_t> strides);
 
 // ---- CUDA graphs ----------------------------------------------------------------
 

@@ -49,6 +49,7 @@ target_sources(tessera PRIVATE
   ${_tessera_cuda_dir}/module.cpp
   ${_tessera_cuda_dir}/graph_capture.cpp
   ${_tessera_cuda_dir}/kernel_graph.cpp
+  ${_tessera_cuda_dir}/strided_copy.cpp
   ${_tessera_cuda_dir}/cublas.cpp
   ${_tessera_cuda_dir}/cublaslt.cpp
   ${_tessera_cuda_dir}/nccl.cpp

@@ -159,8 +159,8 @@ void KernelGraph::set(std::size_t node, const PreparedLaunch& launch) {
   use_device(handle_->device);
   std::vector<void*> slots;
   const KernelNodeParams n = node_params(launch, slots);
-  check(driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n),
-        ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
+  const CUresult rc = driver().cuGraphExecKernelNodeSetParams(handle_->exec, handle_->nodes[node], &n);
+  if (rc != kCudaSuccess) check(rc, ("cuGraphExecKernelNodeSetParams('" + launch.function->name() + "')").c_str());
   now.launch = launch;
 }
 

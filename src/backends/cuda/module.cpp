@@ -89,9 +89,10 @@ void Function::launch(const LaunchConfig& c, void** args) const {
   }
   use_device(device_);
   CUstream stream = c.stream ? static_cast<CUstream>(c.stream->handle()) : nullptr;
-  check(driver().cuLaunchKernel(static_cast<CUfunction>(handle_), c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
-                                c.block.z, c.shared_bytes, stream, args, nullptr),
-        ("cuLaunchKernel('" + name_ + "')").c_str());
+  const CUresult rc = driver().cuLaunchKernel(static_cast<CUfunction>(handle_), c.grid.x, c.grid.y, c.grid.z,
+                                              c.block.x, c.block.y, c.block.z, c.shared_bytes, stream, args, nullptr);
+  // The message is built on failure only: this is every kernel launch's path.
+  if (rc != kCudaSuccess) check(rc, ("cuLaunchKernel('" + name_ + "')").c_str());
 }
 
 }  // namespace tessera::cuda
