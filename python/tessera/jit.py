@@ -207,6 +207,9 @@ class _Traced:
         call), compiled on first use."""
         device = device or self.device
         key = (device, _mapper.generation())
+        exe = self._executables.get(key)  # compiled already: no lock (every call of a signature asks)
+        if exe is not None:
+            return exe
         with self._lock:
             exe = self._executables.get(key)
             if exe is None:
@@ -444,9 +447,11 @@ class JitFunction:
     def _device_of(self, tensors):
         """The device a call runs on: its tensors' device (all the same), or cuda:0 for
         target="cuda" with host tensors."""
-        devices = {t.device for t in tensors.values()}
-        if len(devices) == 1 and self.options["target"] == "cpu":
-            return next(iter(devices))  # the common case, without labelling each argument
+        if self.options["target"] == "cpu":
+            # The common case, without labelling each argument: every tensor on one device.
+            devices = {t.device for t in tensors.values()}
+            if len(devices) == 1:
+                return devices.pop()
         from tessera._tensor import one_device
         device = one_device(((f"argument '{n}'", t) for n, t in tensors.items()), f"{self.__name__}()")
         if self.options["target"] in ("cuda", "cuda_tile") and device == "cpu":
