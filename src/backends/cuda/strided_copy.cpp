@@ -3,23 +3,24 @@
 // architecture on first use and loaded on each device, so Tensor::contiguous()
 // of a device view never goes through the host.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "backends/cuda/strided_view.h"
 #include "tessera/runtime/cuda.h"
 #include "tessera/support/error.h"
 
 namespace tessera::cuda {
 namespace {
 
-constexpr int kMaxRank = 8;
-
 // One kernel per element width. Each thread walks a grid-stride loop over
 // the destination's elements in order and reads the source element whose
-// coordinates it decodes from its index: a plain copy, with nothing to
-// round or reorder, so the result is the view's bits.
+// coordinates it decodes from its index (strided_view.h: source_offset,
+// the same loop): a plain copy, with nothing to round or reorder, so the
+// result is the view's bits.
 constexpr const char* kSource = R"cuda(
 struct View {
   long long shape[8];
@@ -62,16 +63,12 @@ extern "C" __global__ void tessera_strided_copy_16(const Copy c) { gather<Bytes1
 )cuda";
 
 // The kernels' one parameter, laid out as the device's.
-struct View {
-  long long shape[kMaxRank];
-  long long strides[kMaxRank];
-  int rank;
-};
 struct Copy {
   DevicePtr src, dst;
   long long n;
-  View v;
+  detail::StridedView v;
 };
+static_assert(sizeof(Copy) == 160 && offsetof(Copy, v) == 24, "Copy must match the kernels' parameter (kSource)");
 
 struct Kernels {
   Module module;
@@ -114,26 +111,15 @@ std::optional<StridedCopyLaunch> prepare_strided_copy(int device, DevicePtr dst,
   std::int64_t n = 1;
   for (std::int64_t s : shape) n *= s;
   if (n == 0) return std::nullopt;
-  // Fewer dims, fewer divisions: size-1 dims go, and a dim merges into the
-  // one before it when the two step through memory as one.
-  Copy copy{src, dst, n, {}};
-  View& v = copy.v;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (v.rank > 0 && v.strides[v.rank - 1] == strides[d] * shape[d]) {
-      v.shape[v.rank - 1] *= shape[d];
-      v.strides[v.rank - 1] = strides[d];
-      continue;
-    }
-    if (v.rank == kMaxRank) {
-      raise(ErrorCode::ArgumentInvalid, "strided_copy: a view of rank " + std::to_string(shape.size()) +
-                                            " that stays above " + std::to_string(kMaxRank) +
-                                            " dims after merging (the device copy takes 8)");
-    }
-    v.shape[v.rank] = shape[d];
-    v.strides[v.rank] = strides[d];
-    ++v.rank;
+  // Fewer dims, fewer divisions (strided_view.h).
+  const std::optional<detail::StridedView> view = detail::merge_dims(shape, strides);
+  if (!view) {
+    raise(ErrorCode::ArgumentInvalid, "strided_copy: a view of rank " + std::to_string(shape.size()) +
+                                          " that stays above " + std::to_string(detail::kStridedCopyMaxRank) +
+                                          " dims after merging (the device copy takes " +
+                                          std::to_string(detail::kStridedCopyMaxRank) + ")");
   }
+  const Copy copy{src, dst, n, *view};
   StridedCopyLaunch p;
   p.function = &kernel_for(device, element_bytes);
   constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
