@@ -748,9 +748,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       if (static_cast<std::size_t>(slot) < slots.size()) slots[static_cast<std::size_t>(slot)] = Tensor();
     }
   };
-  // The function's arguments as the kernels read them (contiguous).
+  // A graph's: the function's arguments as the kernels read them (contiguous).
   std::vector<Tensor> arguments;
-  for (std::size_t i = 0; i < args.size(); ++i) arguments.push_back(values.at(body.argument(i)));
+  if (recorder.graph) {
+    for (std::size_t i = 0; i < args.size(); ++i) arguments.push_back(values.at(body.argument(i)));
+  }
   std::vector<Tensor> function_results;
   // A direct replay sets the graph's nodes without walking the steps.
   if (replay) function_results = replay->update(recorder, arguments);

@@ -13,6 +13,11 @@
 #include "tessera/support/error.h"
 
 namespace tessera::schedule {
+namespace {
+
+cuda::DevicePtr address(const Tensor& t) { return reinterpret_cast<cuda::DevicePtr>(t.device_data()); }
+
+}  // namespace
 
 void GraphRecorder::record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
                            const cuda::KernelLaunchOptions& options) {
@@ -31,9 +36,8 @@ void GraphRecorder::record(const cuda_tile::CompiledKernel& k, std::int64_t grid
 }
 
 void GraphRecorder::gather(const Tensor& view, const Tensor& out) {
-  const auto at = [](const Tensor& t) { return reinterpret_cast<cuda::DevicePtr>(t.device_data()); };
   std::optional<cuda::StridedCopyLaunch> p =
-      cuda::prepare_strided_copy(cuda::parse_device(view.device()), at(out), at(view),
+      cuda::prepare_strided_copy(cuda::parse_device(view.device()), address(out), address(view),
                                  static_cast<std::size_t>(view.element_bytes()), view.shape(), view.strides());
   if (!p) return;
   other_nodes = other_nodes || building;
@@ -184,8 +188,6 @@ std::vector<Tensor> DirectReplay::update(GraphRecorder& recorder, std::span<cons
 }
 
 namespace {
-
-cuda::DevicePtr address(const Tensor& t) { return reinterpret_cast<cuda::DevicePtr>(t.device_data()); }
 
 // All of `from` into `to` (contiguous, the same bytes).
 cuda::DeviceCopy whole(const Tensor& to, const Tensor& from) {

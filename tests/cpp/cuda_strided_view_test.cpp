@@ -1,8 +1,9 @@
-// The host side of cuda::strided_copy (src/backends/cuda/strided_view.h):
-// merging a view's dims and decoding each destination element's source
-// offset, as the kernel does, must visit exactly the view's elements in
-// row-major order. Checked against a direct walk of the unmerged view over
-// permuted and sliced views of random shapes. No GPU is needed.
+// cuda::strided_copy without a GPU: merging a view's dims
+// (src/backends/cuda/strided_view.h) and decoding each destination
+// element's source offset (device/strided_view.cuh, the function the kernels
+// call) must visit exactly the view's elements in row-major order, checked
+// against a direct walk of the unmerged view over permuted and sliced views
+// of random shapes; and the kernels' source must compile with NVRTC.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "backends/cuda/strided_view.h"
+#include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
 
-namespace tessera::cuda::detail {
+namespace tessera::strided {
 namespace {
 
 // Offsets of a view's elements, row-major, straight from its shape and strides.
@@ -32,7 +35,7 @@ std::vector<long long> walk(const std::vector<std::int64_t>& shape, const std::v
   return out;
 }
 
-std::vector<long long> decoded(const StridedView& v, std::int64_t n) {
+std::vector<long long> decoded(const View& v, std::int64_t n) {
   std::vector<long long> out;
   for (std::int64_t i = 0; i < n; ++i) out.push_back(source_offset(v, i));
   return out;
@@ -97,5 +100,17 @@ TEST(CudaStridedView, MoreThanEightDimsThatCannotMergeAreRefused) {
   EXPECT_TRUE(merge_dims(padded_shape, padded_strides).has_value());
 }
 
+TEST(CudaStridedView, TheCopyKernelsCompileWithNvrtc) {
+  try {
+    cuda::nvrtc_version();
+  } catch (const Error&) {
+    GTEST_SKIP() << "NVRTC is not installed here";
+  }
+  cuda::CompileOptions options;
+  options.arch = "sm_90";
+  const cuda::CompiledProgram program = cuda::compile(copy_kernels_source(), "tessera_strided_copy.cu", 0, options);
+  EXPECT_FALSE(program.cubin.empty());
+}
+
 }  // namespace
-}  // namespace tessera::cuda::detail
+}  // namespace tessera::strided

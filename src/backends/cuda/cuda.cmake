@@ -6,6 +6,7 @@ set(TESSERA_CUDA_DEVICE_HEADERS
   tile.cuh
   tile_mma.cuh
   tile_tma.cuh
+  strided_view.cuh
 )
 set(_tessera_cuda_dir ${CMAKE_CURRENT_SOURCE_DIR}/backends/cuda)
 # Headers shared with the host (one implementation of each math function),

@@ -3,7 +3,6 @@
 // architecture on first use and loaded on each device, so Tensor::contiguous()
 // of a device view never goes through the host.
 #include <algorithm>
-#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,22 +16,13 @@ namespace tessera::cuda {
 namespace {
 
 // One kernel per element width. Each thread walks a grid-stride loop over
-// the destination's elements in order and reads the source element whose
-// coordinates it decodes from its index (strided_view.h: source_offset,
-// the same loop): a plain copy, with nothing to round or reorder, so the
-// result is the view's bits.
+// the destination's elements in order and reads the source element at
+// source_offset (device/strided_view.cuh, the host's decoding too): a plain
+// copy, with nothing to round or reorder, so the result is the view's bits.
 constexpr const char* kSource = R"cuda(
-struct View {
-  long long shape[8];
-  long long strides[8];
-  int rank;
-};
-struct Copy {
-  const void* src;
-  void* dst;
-  long long n;
-  View v;
-};
+#include "tessera/strided_view.cuh"
+using namespace tessera::strided;
+
 struct Bytes16 {
   unsigned long long lo, hi;
 };
@@ -41,17 +31,9 @@ template <typename T>
 __device__ __forceinline__ void gather(const Copy& c) {
   const T* src = (const T*)c.src;
   T* dst = (T*)c.dst;
-  const View& v = c.v;
-  const long long n = c.n;
   const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
-    long long rest = i, at = 0;
-    for (int d = v.rank - 1; d >= 0; --d) {
-      const long long coord = rest % v.shape[d];
-      rest /= v.shape[d];
-      at += coord * v.strides[d];
-    }
-    dst[i] = src[at];
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < c.n; i += step) {
+    dst[i] = src[source_offset(c.v, i)];
   }
 }
 
@@ -61,14 +43,6 @@ extern "C" __global__ void tessera_strided_copy_4(const Copy c) { gather<unsigne
 extern "C" __global__ void tessera_strided_copy_8(const Copy c) { gather<unsigned long long>(c); }
 extern "C" __global__ void tessera_strided_copy_16(const Copy c) { gather<Bytes16>(c); }
 )cuda";
-
-// The kernels' one parameter, laid out as the device's.
-struct Copy {
-  DevicePtr src, dst;
-  long long n;
-  detail::StridedView v;
-};
-static_assert(sizeof(Copy) == 160 && offsetof(Copy, v) == 24, "Copy must match the kernels' parameter (kSource)");
 
 struct Kernels {
   Module module;
@@ -112,14 +86,14 @@ std::optional<StridedCopyLaunch> prepare_strided_copy(int device, DevicePtr dst,
   for (std::int64_t s : shape) n *= s;
   if (n == 0) return std::nullopt;
   // Fewer dims, fewer divisions (strided_view.h).
-  const std::optional<detail::StridedView> view = detail::merge_dims(shape, strides);
+  const std::optional<strided::View> view = strided::merge_dims(shape, strides);
   if (!view) {
     raise(ErrorCode::ArgumentInvalid, "strided_copy: a view of rank " + std::to_string(shape.size()) +
-                                          " that stays above " + std::to_string(detail::kStridedCopyMaxRank) +
+                                          " that stays above " + std::to_string(strided::kMaxRank) +
                                           " dims after merging (the device copy takes " +
-                                          std::to_string(detail::kStridedCopyMaxRank) + ")");
+                                          std::to_string(strided::kMaxRank) + ")");
   }
-  const Copy copy{src, dst, n, *view};
+  const strided::Copy copy{reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst), n, *view};
   StridedCopyLaunch p;
   p.function = &kernel_for(device, element_bytes);
   constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
@@ -139,3 +113,11 @@ void strided_copy(int device, DevicePtr dst, DevicePtr src, std::size_t element_
 }
 
 }  // namespace tessera::cuda
+
+namespace tessera::strided {
+
+std::string_view copy_kernels_source() {
+  return cuda::kSource;
+}
+
+}  // namespace tessera::strided
