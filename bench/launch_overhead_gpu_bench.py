@@ -18,7 +18,9 @@ launches):
 """
 
 import argparse
+import contextlib
 import ctypes
+import os
 
 import numpy as np
 
@@ -68,6 +70,19 @@ def raw_launches(runs):
     return out[0], out[1], floor
 
 
+@contextlib.contextmanager
+def plans_off(off):
+    """TESSERA_RUN_PLANS=0 inside (every plain run walks the steps) when `off`."""
+    if not off:
+        yield
+        return
+    os.environ["TESSERA_RUN_PLANS"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["TESSERA_RUN_PLANS"]
+
+
 def mlp_loss(w1, b1, w2, b2, x, y):
     h = ops.relu(ops.matmul(x, w1) + b1)
     return ops.mean(-ops.sum(y * ops.log(ops.softmax_safe(ops.matmul(h, w2) + b2, axis=-1)), axis=-1))
@@ -96,22 +111,26 @@ def main():
     def affine(v):
         return v * 2.0 + 1.0
 
-    for capture in (False, True):
+    # "walk": plain calls with run plans off (TESSERA_RUN_PLANS=0), each walking
+    # the executable's steps; "plan": the default (docs/design/0048).
+    modes = [("walk", False), ("plan", False), ("graph", True)]
+    for mode, capture in modes:
         f = tessera.jit(affine, capture_graph=capture)
-        np.testing.assert_array_equal(f(x).numpy(), xv * np.float32(2) + np.float32(1))
-        kernels = len(f.executable().kernels)
-        rows.append((f"jit x * 2 + 1{' (graph)' if capture else ''}", host_seconds(lambda: f(x), runs, sync), kernels))
+        with plans_off(mode == "walk"):
+            np.testing.assert_array_equal(f(x).numpy(), xv * np.float32(2) + np.float32(1))
+            kernels = len(f.executable().kernels)
+            rows.append((f"jit x * 2 + 1 ({mode})", host_seconds(lambda: f(x), runs, sync), kernels))
 
     B, D = 32, 256
     host = [rng.standard_normal(s).astype(np.float32) * 0.05 for s in [(D, D), (D,), (D, 10), (10,), (B, D)]]
     host.append(np.eye(10, dtype=np.float32)[rng.integers(0, 10, B)])
     m = [tessera.tensor(h).to(dev) for h in host]
-    for capture in (False, True):
+    for mode, capture in modes:
         step = tessera.jit(tessera.grad(mlp_loss, argnums=(0, 1, 2, 3)), capture_graph=capture)
-        step(*m)
-        kernels = len(step.executable().kernels)
-        rows.append((f"jit(grad) MLP B{B} D{D}{' (graph)' if capture else ''}",
-                     host_seconds(lambda: step(*m), runs, sync), kernels))
+        with plans_off(mode == "walk"):
+            step(*m)
+            kernels = len(step.executable().kernels)
+            rows.append((f"jit(grad) MLP B{B} D{D} ({mode})", host_seconds(lambda: step(*m), runs, sync), kernels))
 
     print(f"{'host cost':<32} {'us/call':>8} {'kernels':>8} {'us/kernel':>10} {'vs raw':>7}")
     for name, seconds, kernels in rows:

@@ -43,6 +43,10 @@ void bind_schedule(nb::module_& m) {
           "run() through a CUDA graph built on the first call for these argument shapes and replayed, with new "
           "buffer addresses, on later calls (CUDA executables only).")
       .def_prop_ro("graphs", &schedule::Executable::graphs)
+      .def_prop_ro("run_plans", &schedule::Executable::run_plans,
+                   "How many argument signatures run() replays from a recorded run plan, without walking the steps.")
+      .def_prop_ro("plan_refusals", &schedule::Executable::plan_refusals,
+                   "For each argument signature whose runs walk the steps, why it has no run plan.")
       .def("schedule_ir", &schedule::Executable::schedule_ir)
       .def("tile_ir", &schedule::Executable::tile_ir)
       .def("target", &schedule::Executable::target)

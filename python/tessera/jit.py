@@ -252,6 +252,10 @@ class JitFunction:
             not self.specs and not self.regions and not self.static_argnames and
             all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is inspect.Parameter.empty
                 for p in params)) else None
+        # Calls of the fast path whose executable is compiled: (shape, policy, device) of each
+        # argument -> (mapper generation, entry, the executable's run). Such a call goes straight
+        # to the executable (its run plan, docs/design/0048) without labelling its arguments.
+        self._direct = {}
 
     # -- call path -------------------------------------------------------
     def _classify(self, args, kwargs):
@@ -326,11 +330,28 @@ class JitFunction:
                 return None
         return dict(zip(self._plain_names, args))
 
+    def _direct_key(self, args):
+        """The _direct key of a fast-path call (each argument a tessera tensor), else None."""
+        if self._plain_names is None or len(args) != len(self._plain_names):
+            return None
+        for a in args:
+            if type(a) is not _C.Tensor:
+                return None
+        return tuple([(a.shape, str(a.policy), a.device) for a in args])
+
     def __call__(self, *args, **kwargs):
         if active() is not None:
             # Called while another trace records (a transform such as tessera.grad traces its
             # function, or an enclosing function is traced): the body records into that trace.
             return self.fn(*args, **kwargs)
+        if not kwargs and self._direct:
+            key = self._direct_key(args)
+            hit = self._direct.get(key) if key is not None else None
+            if hit is not None and hit[0] == _mapper.generation() and _C.default_backend() == "compiled":
+                _, entry, run = hit
+                _privileges.wait_for(args)
+                self._last = entry
+                return entry.rebuild(run(list(args)))
         tensors = self._plain_tensors(args, kwargs)
         if tensors is not None:
             # The key _classify's path would compute (no statics), looked up first; a new
@@ -377,7 +398,13 @@ class JitFunction:
                 # capture_graph: on a GPU the launches run as one CUDA graph, built on the first call
                 # of these shapes and replayed with new buffer addresses after that; the CPU has no
                 # graphs (its launches are function calls), so there it changes nothing.
-                return exe.run_graph(args) if self.options["capture_graph"] and device != "cpu" else exe.run(args)
+                go = exe.run_graph if self.options["capture_graph"] and device != "cpu" else exe.run
+                if (not self.regions and self._plain_names is not None and
+                        list(entry.tensor_positions) == list(self._plain_names) and
+                        all(a.device == device for a in args)):
+                    key = tuple([(a.shape, str(a.policy), a.device) for a in args])
+                    self._direct[key] = (_mapper.generation(), entry, go)
+                return go(args)
             if device == "cpu":
                 return entry.graph.execute(args)
             # The reference executor (the oracle) runs on the host.

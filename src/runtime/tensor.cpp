@@ -376,6 +376,27 @@ Tensor Tensor::as_strided(std::vector<std::int64_t> shape, std::vector<std::int6
   return t;
 }
 
+Tensor Tensor::view_bytes(std::int64_t byte_offset, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                          const NumericsPolicy& policy) const {
+  check_shape(shape);
+  if (shape.size() != strides.size()) raise(ErrorCode::ShapeMismatch, "view_bytes: shape and strides differ in rank");
+  if (is_packed(dtype()) || is_packed(policy.storage)) {
+    raise(ErrorCode::DtypeUnsupported, "view_bytes: packed sub-byte formats have no byte offsets");
+  }
+  const std::int64_t at = offset_ * storage_bytes(dtype()) + byte_offset;
+  const std::int64_t size = storage_bytes(policy.storage);
+  if (at < 0 || at % size != 0) {
+    raise(ErrorCode::ArgumentInvalid, "view_bytes: byte " + std::to_string(at) + " does not start a " +
+                                          std::string(name(policy.storage)) + " element");
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.policy_ = policy;
+  t.offset_ = at / size;
+  return t;
+}
+
 Tensor Tensor::reshape(const std::vector<std::int64_t>& shape) const {
   check_shape(shape);
   std::int64_t n = 1;

@@ -1,6 +1,7 @@
 // Compiled executables (tessera/schedule/executable.h).
 #include "tessera/schedule/executable.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -8,12 +9,14 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "graph/kernel_support.h"
 #include "schedule/compile_progress.h"
 #include "schedule/graph_steps.h"
+#include "schedule/run_plan.h"
 #include "schedule/variant_overrides.h"
 #include "schedule/views.h"
 #include "tessera/autodiff/autodiff.h"
@@ -190,7 +193,15 @@ struct Launcher {
   // Scratch buffers (TileKernel::scratch) a CUDA graph's kernels use when the
   // graph runs, after every step is recorded: held until then.
   std::vector<Tensor>* held = nullptr;
+  // A plain run being recorded as a run plan (run_plan.h), and the
+  // executable's first step (a launch's step index is its distance from it).
+  PlanRecorder* plan = nullptr;
+  const Step* first_step = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
+    if (plan && !graph) {
+      plan->launch(static_cast<std::size_t>(&step - first_step), step.tile_gpu ? nullptr : step.gpu.get(), grid, args,
+                   *gpu);
+    }
     if (step.tile_gpu && graph) {
       graph->record(*step.tile_gpu, grid, std::move(args), *gpu);
     } else if (step.tile_gpu) {
@@ -224,6 +235,7 @@ void launch_step(const Step& step, const std::vector<Tensor>& inputs, const std:
   if (std::none_of(inputs.begin(), inputs.end(), packed) && std::none_of(outputs.begin(), outputs.end(), packed)) {
     return launch_kernel(step, inputs, outputs, domain, launch);
   }
+  if (launch.plan) launch.plan->refuse("packed sub-byte operands are unpacked around the kernel");
   std::vector<Tensor> in = inputs, out = outputs;
   for (Tensor& t : in) {
     if (packed(t)) t = t.to_byte_codes();
@@ -245,6 +257,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
     raise(ErrorCode::ArgumentInvalid, "it checks its indices through a host copy, which cannot happen inside a CUDA "
                                       "graph; call the function without capture_graph");
   }
+  if (launch.plan && (!tk.index_checks.empty() || tk.inverse)) launch.plan->refuse("indices are read on the host");
   check_indices(tk, inputs, domain);
   std::vector<Tensor> extra;
   if (tk.inverse) extra = inverse_index(inputs.at(tk.inverse->input), domain.at(tk.inverse->dim));
@@ -321,6 +334,7 @@ void launch_kernel(const Step& step, const std::vector<Tensor>& inputs, const st
       scratch = Tensor::empty({std::max<std::int64_t>(grid, 1) * tk.scratch->per_group},
                               default_policy(tk.scratch->dtype), outputs.at(0).device());
       if (launch.graph && launch.held) launch.held->push_back(*scratch);
+      if (launch.plan) launch.plan->allocated(*scratch);
     }
     launch(step, grid, args_for(0, nullptr, nullptr));
     return;
@@ -434,6 +448,17 @@ struct Executable::State {
   };
   std::mutex graphs_mutex;
   std::vector<CapturedGraph> graphs;
+  // Run plans of run(), one per argument signature (run_plan.h): a null
+  // plan marks a signature whose run cannot be planned (it walks).
+  struct PlanEntry {
+    std::vector<std::vector<std::int64_t>> shapes;
+    std::vector<NumericsPolicy> policies;
+    std::shared_ptr<const RunPlan> plan;
+    std::string refusal;  // why a recorded run made no plan
+    bool recording = false;  // a run records it now (one that raises leaves it to the next)
+  };
+  std::mutex plans_mutex;
+  std::vector<PlanEntry> plans;
 };
 
 Executable::Executable(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -645,19 +670,33 @@ std::size_t Executable::graphs() const {
   return state_->graphs.size();
 }
 
+std::size_t Executable::run_plans() const {
+  std::lock_guard<std::mutex> lock(state_->plans_mutex);
+  return static_cast<std::size_t>(std::count_if(state_->plans.begin(), state_->plans.end(),
+                                                [](const State::PlanEntry& e) { return e.plan != nullptr; }));
+}
+
+std::vector<std::string> Executable::plan_refusals() const {
+  std::lock_guard<std::mutex> lock(state_->plans_mutex);
+  std::vector<std::string> out;
+  for (const State::PlanEntry& e : state_->plans) {
+    if (!e.refusal.empty()) out.push_back(e.refusal);
+  }
+  return out;
+}
+
 std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_graph) const {
   const ir::Operation& func = *state_->schedule.lookup(state_->function);
   const ir::Block& body = ir::function_body(func);
-  const graph::SymbolBindings bindings = graph::bind_arguments(func, args);
-  std::unordered_map<const ir::Value*, Tensor> values;
   const std::string& device = state_->device;
+  bool contiguous_args = true;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i].device() != device) {
       raise(ErrorCode::Device, "argument " + std::to_string(i) + " of " + state_->function + " is on " +
                                    args[i].device() + ", but this executable was compiled for " + device +
                                    "; move it with .to(\"" + device + "\")");
     }
-    values[body.argument(i)] = args[i].is_contiguous() ? args[i] : args[i].contiguous();
+    contiguous_args = contiguous_args && args[i].is_contiguous();
   }
   std::vector<Tensor> slots;
   // TESSERA_TRACE_KERNELS=1 prints each kernel's wall time to stderr.
@@ -695,6 +734,69 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   }
   cuda::KernelLaunchOptions gpu_options;
   gpu_options.check_faults = sync_each;
+  // A plain run of a signature seen before replays its run plan (run_plan.h,
+  // docs/design/0048); the first one walks the steps and records it.
+  // TESSERA_RUN_PLANS=0 walks every run. Checked and profiled runs walk.
+  std::shared_ptr<const RunPlan> plan;
+  std::optional<std::size_t> plan_entry;  // the entry a walking run records into
+  const char* plans_env = std::getenv("TESSERA_RUN_PLANS");
+  if (!use_graph && !sync_each && contiguous_args && !profiler::active() &&
+      !(plans_env && std::string_view(plans_env) == "0")) {
+    std::lock_guard<std::mutex> lock(state_->plans_mutex);
+    bool seen = false;
+    for (const Executable::State::PlanEntry& e : state_->plans) {
+      if (e.shapes.size() != args.size()) continue;
+      bool same = true;
+      for (std::size_t i = 0; i < args.size() && same; ++i) {
+        same = e.shapes[i] == args[i].shape() && e.policies[i] == args[i].policy();
+      }
+      if (!same) continue;
+      seen = true;
+      plan = e.plan;
+      if (!plan && !e.recording && e.refusal.empty()) {
+        plan_entry = static_cast<std::size_t>(&e - state_->plans.data());
+        state_->plans[*plan_entry].recording = true;
+      }
+      break;
+    }
+    // A few signatures per executable (a shape-generic one may see many).
+    if (!seen && state_->plans.size() < 16) {
+      Executable::State::PlanEntry e;
+      e.recording = true;
+      for (const Tensor& a : args) {
+        e.shapes.push_back(a.shape());
+        e.policies.push_back(a.policy());
+      }
+      plan_entry = state_->plans.size();
+      state_->plans.push_back(std::move(e));
+    }
+  }
+  const graph::SymbolBindings bindings = plan ? graph::SymbolBindings{} : graph::bind_arguments(func, args);
+  std::unordered_map<const ir::Value*, Tensor> values;
+  std::vector<Tensor> contiguous;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    contiguous.push_back(args[i].is_contiguous() ? args[i] : args[i].contiguous());
+    if (!plan) values[body.argument(i)] = contiguous.back();
+  }
+  // However this run ends, its entry is no longer being recorded.
+  struct RecordingEnds {
+    Executable::State* state;
+    std::optional<std::size_t> entry;
+    ~RecordingEnds() {
+      if (!entry) return;
+      std::lock_guard<std::mutex> lock(state->plans_mutex);
+      state->plans[*entry].recording = false;
+    }
+  } recording_ends{state_.get(), plan_entry};
+  std::optional<PlanRecorder> plan_recorder;
+  if (plan_entry) {
+    std::vector<Tensor> kept;  // what the executable holds: tables and constants
+    for (const Step& s : state_->steps) {
+      kept.insert(kept.end(), s.tables.begin(), s.tables.end());
+      if (s.constant.defined()) kept.push_back(s.constant);
+    }
+    plan_recorder.emplace(contiguous, std::move(kept));
+  }
   // run_graph: the launches build (first call for these shapes) or update
   // (later calls) a CUDA graph, which runs once every node is set. With
   // TESSERA_CUDA_SYNC or TESSERA_TRACE_KERNELS, which check each launch, it
@@ -738,7 +840,8 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     }
   }
   std::vector<Tensor> held;  // a graph's scratch buffers, until the graph is launched
-  const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr, &held};
+  const Launcher launch{&launch_options, &gpu_options, recorder.graph ? &recorder : nullptr, &held,
+                        plan_recorder ? &*plan_recorder : nullptr, state_->steps.data()};
   // Drops what the previous step read last (release_plan). A graph's
   // kernels run after every step is recorded, so a recording keeps them all.
   auto release = [&](const Step& done) {
@@ -750,14 +853,27 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   };
   // A graph's: the function's arguments as the kernels read them (contiguous).
   std::vector<Tensor> arguments;
-  if (recorder.graph) {
-    for (std::size_t i = 0; i < args.size(); ++i) arguments.push_back(values.at(body.argument(i)));
-  }
+  if (recorder.graph) arguments = contiguous;
   std::vector<Tensor> function_results;
   // A direct replay sets the graph's nodes without walking the steps.
   if (replay) function_results = replay->update(recorder, arguments);
+  if (plan) {
+    function_results = plan->replay(contiguous, [&](std::size_t i, std::int64_t grid, std::vector<cpu::KernelArg> a) {
+      if (fault_slots) {
+        gpu_options.fault_record = reinterpret_cast<cuda::DevicePtr>(fault_slots.get()) + i * cuda::kFaultRecordBytes;
+      }
+      const Step& step = state_->steps[i];
+      try {
+        launch(step, grid, std::move(a));
+      } catch (const Error& e) {
+        const ir::Operation& first = kernel_root_op(*step.kernel);
+        ir::rethrow_for_op(e, "kernel " + kernel_name(*step.kernel) + " (" + std::string(first.name()) + ")",
+                           first.location());
+      }
+    });
+  }
   std::size_t step_index = 0;
-  for (const Step& step : replay ? std::span<const Step>() : std::span<const Step>(state_->steps)) {
+  for (const Step& step : replay || plan ? std::span<const Step>() : std::span<const Step>(state_->steps)) {
     const std::size_t this_step = step_index++;
     if (this_step > 0) release(state_->steps[this_step - 1]);
     if (fault_slots) {
@@ -772,6 +888,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       continue;
     }
     if (step.variant == "reference") {
+      if (plan_recorder) plan_recorder->refuse("a kernel runs on the reference executor");
       // The Mapper asked for the oracle: the kernel's ops on the reference executor, on the host.
       if (recorder.graph) {
         raise(ErrorCode::ArgumentInvalid,
@@ -798,6 +915,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       // communicator's work is captured once and replayed with the graph.
       const bool graph_collective =
           recorder.graph && kernel_family(k) == Family::collective && op.attrs().get_int("axis_size") != 1;
+      if (plan_recorder && step.variant == "collective") plan_recorder->refuse("a collective communicates");
       std::vector<Tensor> results;
       if (!graph_collective) {
         results = apply_view(op, inputs, sizes);
@@ -827,7 +945,9 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
         t = gathered;
         continue;
       }
-      t = t.contiguous();
+      Tensor copy = t.contiguous();
+      if (plan_recorder) plan_recorder->gathered(t, copy);
+      t = copy;
     }
     const auto domain =
         concrete_sizes(ir::Type::tensor(k.attrs().get_shape("domain"), k.result(0)->type().policy), bindings);
@@ -845,6 +965,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
         try {
           out = Tensor::empty(sizes, t.policy, device);
           if (recorder.building) allocated.push_back(out);
+          if (plan_recorder) plan_recorder->allocated(out);
         } catch (const std::bad_alloc&) {
           const ir::Operation& first = kernel_root_op(k);
           raise(ErrorCode::OutOfMemory,
@@ -861,7 +982,10 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       outputs.push_back(out);
       values[k.result(j)] = out;
     }
-    if (n == 0) continue;
+    if (n == 0) {
+      if (plan_recorder) plan_recorder->refuse("a kernel has an empty domain");
+      continue;
+    }
     for (const auto& [input, d] : step.tile.nonempty_dims) {
       if (inputs[input].shape().at(d) == 0) {
         const ir::Operation& first = kernel_root_op(k);
@@ -887,8 +1011,14 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     }
   }
-  if (!replay) {
+  if (!replay && !plan) {
     for (ir::Value* v : ir::function_results(func)) function_results.push_back(values.at(v));
+  }
+  if (plan_recorder) {
+    std::shared_ptr<const RunPlan> made = plan_recorder->finish(function_results, device);
+    std::lock_guard<std::mutex> lock(state_->plans_mutex);
+    state_->plans[*plan_entry].plan = std::move(made);
+    state_->plans[*plan_entry].refusal = plan_recorder->refusal();
   }
   if (recorder.graph) {
     if (recorder.building) {

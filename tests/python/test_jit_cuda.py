@@ -917,3 +917,39 @@ def test_views_inside_a_function_feed_kernels_on_the_device(rng):
             np.testing.assert_array_equal(got.to("cpu").numpy(), on_cpu(tessera.tensor(host)).numpy())
             np.testing.assert_array_equal(got.to("cpu").numpy(), host.T[:, ::2] * np.float32(2) + np.float32(1))
         assert on_gpu.executable().graphs == (1 if capture else 0)
+
+
+@needs_gpu
+def test_run_plans_on_the_gpu_give_the_walks_bits(rng, monkeypatch):
+    """Plain calls after the first replay a run plan (docs/design/0048): the
+    generated kernels' parameter blocks are launched again with new buffer
+    addresses written in; GEMMs with tensor maps are prepared anew. Every
+    result is the walk's bits (TESSERA_RUN_PLANS=0), and each call's result
+    buffers are fresh."""
+    def mlp_loss(x, w1, w2):
+        return ops.sum(ops.gelu(ops.matmul(ops.gelu(ops.matmul(x, w1)), w2)))
+
+    def dev(shape, scale=1.0):
+        return tessera.tensor((rng.standard_normal(shape) * scale).astype(np.float32)).to("cuda:0")
+
+    cases = [
+        (lambda x: x * 2.0 + 1.0, lambda: [dev((4096,))]),
+        (lambda x: ops.softmax_safe(x), lambda: [dev((64, 1000))]),
+        (lambda x: ops.sum(x, axis=0), lambda: [dev((300, 70))]),
+        (tessera.grad(mlp_loss, argnums=(1, 2)), lambda: [dev((128, 256)), dev((256, 512), 0.05), dev((512, 128), 0.05)]),
+    ]
+    for fn, make in cases:
+        f = tessera.jit(fn)
+        f(*make())
+        exe = f.executable()
+        assert exe.run_plans == 1, exe.plan_refusals
+        inputs = [make() for _ in range(3)]
+        planned = [exe.run(a) for a in inputs]
+        monkeypatch.setenv("TESSERA_RUN_PLANS", "0")
+        walked = [exe.run(a) for a in inputs]
+        monkeypatch.delenv("TESSERA_RUN_PLANS")
+        for p, w in zip(planned, walked):
+            for pr, wr in zip(p, w):
+                np.testing.assert_array_equal(np.asarray(pr.to("cpu").codes()), np.asarray(wr.to("cpu").codes()))
+        first = np.asarray(planned[0][0].to("cpu").codes())
+        assert not np.array_equal(first, np.asarray(planned[1][0].to("cpu").codes()))

@@ -108,6 +108,14 @@ class Tensor {
   // Packed sub-byte formats have no element strides: DtypeError.
   Tensor as_strided(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, std::int64_t offset) const;
   Tensor reshape(const std::vector<std::int64_t>& shape) const;  // copies when not contiguous
+  // A view of this tensor's storage read as `policy`'s elements (byte-aligned
+  // formats), its element 0 `byte_offset` bytes after this tensor's element 0:
+  // a recorded kernel argument placed on a new buffer (a run plan's replay).
+  Tensor view_bytes(std::int64_t byte_offset, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                    const NumericsPolicy& policy) const;
+  // Names this tensor's storage (its views share it) without keeping it alive:
+  // two handles name one allocation when neither owner_before the other.
+  std::weak_ptr<const std::byte> storage_handle() const { return storage_; }
   // Same encodings, new policy fields other than storage (accum, rounding, ...).
   Tensor with_policy(const NumericsPolicy& policy) const;
   // The same bytes read as `code` (code_dtype(dtype()), default policy):

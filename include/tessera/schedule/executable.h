@@ -74,6 +74,10 @@ class Executable {
   // non-contiguous intermediate views) cannot run inside a graph and raise.
   std::vector<Tensor> run_graph(std::span<const Tensor> args) const;
   std::size_t graphs() const;  // the graphs run_graph has built
+  // The run plans run() has recorded (docs/design/0048), and for each argument
+  // signature whose runs walk the steps instead, why.
+  std::size_t run_plans() const;
+  std::vector<std::string> plan_refusals() const;
 
   std::string schedule_ir() const;  // the Schedule IR function (text form)
   std::string tile_ir() const;      // the Tile IR kernels (text form)

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -155,11 +156,24 @@ struct PreparedLaunch {
   std::vector<std::size_t> offsets;
 };
 
+// Where buffer parameter `param`'s address sits in the parameter block of a
+// generated kernel's PreparedLaunch (tsr::Params): a recorded launch runs
+// on new buffers by rewriting these 8 bytes (a run plan, docs/design/0048).
+std::size_t param_address_offset(std::size_t param);
+
 // launch() without issuing it, for options.check_faults == false (a
 // prepared launch cannot wait for its own fault record). nullopt for an
 // empty grid.
 std::optional<PreparedLaunch> prepare_launch(const CompiledKernel& kernel, std::int64_t grid,
                                              std::vector<KernelArg> args, const KernelLaunchOptions& options);
+
+// Encodes kernel k's tensor maps again in `block`, a copy of p's parameter
+// block (p a prepared launch of k) whose buffer addresses were rewritten,
+// from the buffers it now names. True with nothing to do when p runs a form
+// without maps. False when a map cannot describe its new buffer (a
+// misaligned address): such a launch must be prepared anew (prepare_launch
+// then picks the cp.async form).
+bool refresh_tensor_maps(const CompiledKernel& k, const PreparedLaunch& p, std::span<unsigned char> block);
 
 // A CUDA graph built node by node from prepared launches, each node after
 // the one added before it (not by stream capture), so that a node's

@@ -55,16 +55,18 @@ struct HostParams {
 };
 static_assert(offsetof(HostParams, tma) == 2624 && sizeof(HostParams) == 3136, "the launch ABI must match tile.cuh");
 
-// Encodes the kernel's tensor maps from the bound buffers; false when one
-// cannot describe its tensor (rank, alignment, strides, extents) or the
-// driver has no encoder: the launch then runs the kernel's cp.async form.
-bool encode_tma_maps(const CompiledKernel& k, const cpu::detail::BoundLaunch& bound, HostParams& hp) {
+// Encodes the kernel's tensor maps from the buffers in the block (their
+// addresses, extents and strides); false when one cannot describe its
+// tensor (rank, alignment, strides, extents) or the driver has no encoder:
+// the launch then runs the kernel's cp.async form.
+bool encode_tma_maps(const CompiledKernel& k, HostParams& hp) {
   const DriverApi& api = driver();
   if (api.cuTensorMapEncodeTiled == nullptr || k.tma_maps.size() > kMaxTmaMaps) return false;
+  constexpr std::size_t kParams = sizeof(HostParams::buf) / sizeof(HostBuf);
   for (std::size_t i = 0; i < k.tma_maps.size(); ++i) {
     const TmaMapSpec& m = k.tma_maps[i];
-    if (m.param < 0 || static_cast<std::size_t>(m.param) >= bound.params.size()) return false;
-    const auto& b = bound.params[static_cast<std::size_t>(m.param)].buffer;
+    if (m.param < 0 || static_cast<std::size_t>(m.param) >= kParams) return false;
+    const HostBuf& b = hp.buf[static_cast<std::size_t>(m.param)];
     const std::int64_t rows = b.shape[0], cols = b.shape[1], row_stride = b.strides[0];
     const auto address = reinterpret_cast<std::uintptr_t>(b.data);
     if (b.data == nullptr || rows < 1 || cols < 1 || rows >= (1ll << 31) || cols >= (1ll << 31) || b.strides[1] != 1 ||
@@ -362,7 +364,7 @@ std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid
   }
   for (std::size_t i = 0; i < bound.symbols.size(); ++i) hp.sym[i] = bound.symbols[i];
   hp.grid = bound.grid;
-  if (!k.tma_maps.empty() && !detail::encode_tma_maps(k, bound, hp)) {
+  if (!k.tma_maps.empty() && !detail::encode_tma_maps(k, hp)) {
     const CompiledKernel* plain = k.cp_async();
     if (!plain) raise(ErrorCode::Compile, "kernel '" + k.name + "' has no cp.async form to fall back to");
     return prepare(*plain, grid, args, options, fault);
@@ -397,6 +399,26 @@ std::optional<PreparedLaunch> prepare(const CompiledKernel& k, std::int64_t grid
 }
 
 }  // namespace
+
+bool refresh_tensor_maps(const CompiledKernel& k, const PreparedLaunch& p, std::span<unsigned char> block) {
+  // The cp.async form (prepared where the maps did not fit) reads any buffer.
+  if (k.tma_maps.empty() || !k.handle || p.function != &k.handle->function) return true;
+  if (block.size() != sizeof(detail::HostParams)) return false;
+  detail::HostParams hp;  // aligned as the encoder needs (64 bytes)
+  std::memcpy(&hp, block.data(), sizeof hp);
+  if (!detail::encode_tma_maps(k, hp)) return false;
+  std::memcpy(block.data(), &hp, sizeof hp);
+  return true;
+}
+
+std::size_t param_address_offset(std::size_t param) {
+  constexpr std::size_t kParams = sizeof(detail::HostParams::buf) / sizeof(detail::HostBuf);
+  if (param >= kParams) {
+    raise(ErrorCode::ArgumentInvalid, "param_address_offset: parameter " + std::to_string(param) + " of at most " +
+                                          std::to_string(kParams));
+  }
+  return offsetof(detail::HostParams, buf) + param * sizeof(detail::HostBuf) + offsetof(detail::HostBuf, data);
+}
 
 std::optional<PreparedLaunch> prepare_launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args,
                                              const KernelLaunchOptions& options) {

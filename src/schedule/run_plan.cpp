@@ -1,0 +1,224 @@
+// Run plans: a plain run's launches replayed without walking the steps (run_plan.h).
+#include "schedule/run_plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "tessera/runtime/cuda.h"
+#include "tessera/support/error.h"
+
+namespace tessera::schedule {
+namespace {
+
+bool same_storage(const std::weak_ptr<const std::byte>& a, const std::weak_ptr<const std::byte>& b) {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
+
+const std::byte* address(const Tensor& t) { return static_cast<const std::byte*>(t.device_data()); }
+
+}  // namespace
+
+PlanRecorder::PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> held)
+    : args_(args.begin(), args.end()), plan_(std::make_unique<RunPlan>()) {
+  for (const Tensor& a : args_) {
+    if (!a.defined() || is_packed(a.dtype()) || a.numel() == 0) {
+      refuse("an argument is empty or packed");
+      return;
+    }
+    // Two arguments on one storage: a launch's tensor could not say which it was.
+    const auto h = a.storage_handle();
+    for (const auto& other : arg_handles_) {
+      if (same_storage(h, other)) {
+        refuse("two arguments share storage");
+        return;
+      }
+    }
+    arg_handles_.push_back(h);
+    plan_->arg_shapes_.push_back(a.shape());
+    plan_->arg_policies_.push_back(a.policy());
+  }
+  for (const Tensor& t : held) {
+    if (t.defined()) held_.push_back(t.storage_handle());
+  }
+}
+
+void PlanRecorder::refuse(std::string why) {
+  if (refusal_.empty()) refusal_ = std::move(why);
+}
+
+void PlanRecorder::allocated(const Tensor& t) {
+  if (refused()) return;
+  if (is_packed(t.dtype()) || t.numel() == 0) return refuse("an empty or packed buffer");
+  allocations_.push_back({t.storage_handle(), address(t), t.shape(), t.policy(), plan_->launches_.size(), std::nullopt,
+                          false});
+}
+
+void PlanRecorder::gathered(const Tensor& view, const Tensor& copy) {
+  if (refused()) return;
+  const Where w = locate(view);
+  if (!w.found || w.held) return refuse("a view the run copies is neither in an argument nor in a buffer of the run");
+  if (is_packed(copy.dtype()) || copy.numel() == 0) return refuse("an empty or packed buffer");
+  const std::size_t index = plan_->launches_.size();
+  if (!w.argument) allocations_[w.source].last_launch = index;
+  RunPlan::Planned planned;
+  planned.into = allocations_.size();
+  planned.rebases.push_back({0, w.argument, w.source, w.delta, view.shape(), view.strides(), view.policy(), 0});
+  allocations_.push_back({copy.storage_handle(), address(copy), copy.shape(), copy.policy(), index, std::nullopt, true});
+  plan_->launches_.push_back(std::move(planned));
+}
+
+PlanRecorder::Where PlanRecorder::locate(const Tensor& t) const {
+  Where w;
+  if (!t.defined() || is_packed(t.dtype()) || t.numel() == 0) return w;
+  const auto h = t.storage_handle();
+  for (std::size_t a = 0; a < args_.size(); ++a) {
+    if (same_storage(h, arg_handles_[a])) return {true, true, false, a, address(t) - address(args_[a])};
+  }
+  // The latest allocation of that storage (the handle names one allocation).
+  for (std::size_t j = allocations_.size(); j-- > 0;) {
+    if (same_storage(h, allocations_[j].handle)) return {true, false, false, j, address(t) - allocations_[j].base};
+  }
+  for (const auto& held : held_) {
+    if (same_storage(h, held)) return {true, false, true, 0, 0};
+  }
+  return w;
+}
+
+void PlanRecorder::launch(std::size_t step, const cuda::CompiledKernel* gpu, std::int64_t grid,
+                          const std::vector<cpu::KernelArg>& args, const cuda::KernelLaunchOptions& options) {
+  if (refused()) return;
+  const std::size_t index = plan_->launches_.size();
+  RunPlan::Planned planned;
+  planned.step = step;
+  planned.grid = grid;
+  planned.args = args;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Tensor* t = std::get_if<Tensor>(&args[i].value);
+    if (t == nullptr) continue;
+    const Where w = locate(*t);
+    if (!w.found) return refuse("a kernel reads a tensor that is neither an argument, a buffer of the run, nor held");
+    if (w.held) continue;  // the executable keeps it: the launch keeps it too
+    if (!w.argument) allocations_[w.source].last_launch = index;
+    planned.rebases.push_back({i, w.argument, w.source, w.delta, t->shape(), t->strides(), t->policy(), 0});
+    planned.args[i] = cpu::KernelArg(Tensor());  // not held by the plan
+  }
+  // A generated kernel: its block is launched again with the addresses
+  // rewritten, and its tensor maps (which embed addresses) encoded anew.
+  if (gpu != nullptr) {
+    planned.prepared = cuda::prepare_launch(*gpu, grid, args, options);
+    if (!planned.prepared) return refuse("an empty grid");
+    if (!gpu->tma_maps.empty()) planned.mapped = gpu;
+    for (RunPlan::Rebase& r : planned.rebases) r.param_offset = cuda::param_address_offset(r.position);
+  }
+  plan_->launches_.push_back(std::move(planned));
+}
+
+std::shared_ptr<const RunPlan> PlanRecorder::finish(std::span<const Tensor> results, const std::string& device) {
+  if (refused()) return nullptr;
+  RunPlan& plan = *plan_;
+  plan.device_ = device;
+  std::vector<bool> kept(allocations_.size(), false);  // a result's buffer lives on
+  for (const Tensor& r : results) {
+    const Where w = locate(r);
+    if (!w.found) {
+      refuse("a result is neither an argument, a buffer of the run, nor held");
+      return nullptr;
+    }
+    RunPlan::Result out;
+    out.argument = w.argument;
+    out.held = w.held;
+    out.source = w.source;
+    out.delta = w.delta;
+    if (w.held) out.held_tensor = r;
+    if (!w.argument && !w.held) kept[w.source] = true;
+    out.shape = r.shape();
+    out.strides = r.strides();
+    out.policy = r.policy();
+    plan.results_.push_back(std::move(out));
+  }
+  // Each buffer is made before the launch it was allocated before (or
+  // before the end, when no launch follows) and dropped after its last
+  // launch unless a result lives in it.
+  for (std::size_t j = 0; j < allocations_.size(); ++j) {
+    const Allocation& a = allocations_[j];
+    plan.buffers_.push_back({a.shape, a.policy});
+    if (!a.last_launch && !kept[j]) continue;  // never read: nothing to make
+    if (a.first_launch >= plan.launches_.size()) {
+      refuse("a result buffer no kernel writes");
+      return nullptr;
+    }
+    if (!a.gathered) plan.launches_[a.first_launch].allocate.push_back(j);
+    if (!kept[j]) plan.launches_[*a.last_launch].release.push_back(j);
+  }
+  return std::shared_ptr<const RunPlan>(plan_.release());
+}
+
+bool RunPlan::matches(std::span<const Tensor> args) const {
+  if (args.size() != arg_shapes_.size()) return false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].shape() != arg_shapes_[i] || !(args[i].policy() == arg_policies_[i]) || !args[i].is_contiguous()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Tensor RunPlan::rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,
+                        const std::vector<std::int64_t>& strides, const NumericsPolicy& policy,
+                        std::span<const Tensor> args, const std::vector<Tensor>& buffers) const {
+  const Tensor& from = argument ? args[source] : buffers[source];
+  if (delta == 0 && from.shape() == shape && from.strides() == strides && from.policy() == policy) return from;
+  return from.view_bytes(delta, shape, strides, policy);
+}
+
+std::vector<Tensor> RunPlan::replay(std::span<const Tensor> args, const Launch& launch) const {
+  std::vector<Tensor> buffers(buffers_.size());
+  std::vector<unsigned char> block;
+  for (const Planned& p : launches_) {
+    for (const std::size_t j : p.allocate) {
+      try {
+        buffers[j] = Tensor::empty(buffers_[j].shape, buffers_[j].policy, device_);
+      } catch (const std::bad_alloc&) {
+        std::int64_t n = 1;
+        for (const std::int64_t d : buffers_[j].shape) n *= d;
+        raise(ErrorCode::OutOfMemory, "cannot allocate a buffer of " + std::to_string(n) + " elements on " + device_);
+      }
+    }
+    bool launched = false;
+    if (p.into) {
+      const Rebase& r = p.rebases.front();
+      buffers[*p.into] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers).contiguous();
+      launched = true;
+    } else if (p.prepared) {
+      block.assign(p.prepared->params.begin(), p.prepared->params.end());
+      for (const Rebase& r : p.rebases) {
+        const Tensor& from = r.argument ? args[r.source] : buffers[r.source];
+        const std::byte* at = address(from) + r.delta;
+        std::memcpy(block.data() + r.param_offset, &at, sizeof at);
+      }
+      // A map that cannot describe a new buffer: prepared anew, as the walk would.
+      if (!p.mapped || cuda::refresh_tensor_maps(*p.mapped, *p.prepared, block)) {
+        void* params[] = {block.data(), nullptr};
+        p.prepared->function->launch(p.prepared->config, params);
+        launched = true;
+      }
+    }
+    if (!launched) {
+      std::vector<cpu::KernelArg> launch_args = p.args;
+      for (const Rebase& r : p.rebases) {
+        launch_args[r.position] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers);
+      }
+      launch(p.step, p.grid, std::move(launch_args));
+    }
+    for (const std::size_t j : p.release) buffers[j] = Tensor();
+  }
+  std::vector<Tensor> out;
+  for (const Result& r : results_) {
+    out.push_back(r.held ? r.held_tensor
+                         : rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers));
+  }
+  return out;
+}
+
+}  // namespace tessera::schedule

@@ -1,0 +1,145 @@
+// A plain run's launches replayed without walking the executable's steps
+// (docs/design/0048-run-plans.md). The first run of an argument signature
+// walks the steps as always and records, for every kernel launch, its grid,
+// its scalars and where each tensor it reads or writes lives: in an
+// argument, in a buffer the run allocated (with the step that allocates it
+// and the launch that reads it last), or in a tensor the executable holds
+// (tables, constants). Later runs of the same signature allocate those
+// buffers, launch the same kernels on them and drop each buffer after its
+// last launch, as the walk would. On a GPU, a generated kernel's recorded
+// parameter block is launched again with only its buffer addresses
+// rewritten. Both backends take the plan; the launches, and so the bits,
+// are the walk's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/backends/cpu/cpu_backend.h"
+#include "tessera/backends/cuda/cuda_backend.h"
+#include "tessera/runtime/tensor.h"
+
+namespace tessera::schedule {
+
+class RunPlan;
+
+// Collects a walking run's launches and allocations. Anything the plan
+// cannot express (a host read of device data, a copy the walk makes of a
+// view, a collective, an empty tensor) calls refuse(); the run then keeps
+// walking every time.
+class PlanRecorder {
+ public:
+  // The run's arguments as the kernels read them (contiguous), and the
+  // tensors the executable holds across runs (tables, constants).
+  PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> held);
+  void refuse(std::string why);
+  bool refused() const { return !refusal_.empty(); }
+  const std::string& refusal() const { return refusal_; }
+  // A buffer the run allocated (a step's result, a kernel's scratch).
+  void allocated(const Tensor& t);
+  // A view the run copied into `copy` (contiguous) before a kernel read it:
+  // a replay copies the same view of its own buffers.
+  void gathered(const Tensor& view, const Tensor& copy);
+  // A launch of step `step` (its kernel: `gpu` when an NVRTC kernel, whose
+  // parameter block is rewritten in place, tensor maps included; else
+  // launched through the walk's launcher). `options` is the GPU launch's.
+  void launch(std::size_t step, const cuda::CompiledKernel* gpu, std::int64_t grid, const std::vector<cpu::KernelArg>& args,
+              const cuda::KernelLaunchOptions& options);
+  // The plan, once the run has its results; nullptr when refused.
+  std::shared_ptr<const RunPlan> finish(std::span<const Tensor> results, const std::string& device);
+
+ private:
+  friend class RunPlan;
+  struct Where {
+    bool found = false;
+    bool argument = false;  // else a buffer (or held, when `held`)
+    bool held = false;
+    std::size_t source = 0;
+    std::int64_t delta = 0;  // bytes from the source's element 0
+  };
+  Where locate(const Tensor& t) const;
+  std::vector<Tensor> args_;
+  std::vector<std::weak_ptr<const std::byte>> arg_handles_;
+  std::vector<std::weak_ptr<const std::byte>> held_;
+  struct Allocation {
+    std::weak_ptr<const std::byte> handle;
+    const std::byte* base;
+    std::vector<std::int64_t> shape;
+    NumericsPolicy policy;
+    std::size_t first_launch;  // the launch it was allocated before
+    std::optional<std::size_t> last_launch;  // the last launch that takes it
+    bool gathered = false;  // made by a gather entry (first_launch), not allocated
+  };
+  std::vector<Allocation> allocations_;
+  std::unique_ptr<RunPlan> plan_;
+  std::string refusal_;
+};
+
+class RunPlan {
+ public:
+  // The argument signature the plan was recorded for: whether `args`
+  // (contiguous, on the executable's device) match it.
+  bool matches(std::span<const Tensor> args) const;
+  // Launches the recorded kernels on `args`' buffers and fresh ones; returns
+  // the results. `launch` runs a launch that is not a rewritten parameter
+  // block (CPU kernels, CUDA Tile IR kernels, GEMMs with tensor maps).
+  using Launch = std::function<void(std::size_t step, std::int64_t grid, std::vector<cpu::KernelArg> args)>;
+  std::vector<Tensor> replay(std::span<const Tensor> args, const Launch& launch) const;
+  std::size_t launches() const { return launches_.size(); }
+
+ private:
+  friend class PlanRecorder;
+  struct Rebase {
+    std::size_t position;  // in the launch's arguments
+    bool argument;         // else a buffer
+    std::size_t source;
+    std::int64_t delta;    // bytes from the source's element 0
+    std::vector<std::int64_t> shape, strides;
+    NumericsPolicy policy;
+    std::size_t param_offset = 0;  // of its address in a prepared block
+  };
+  struct Planned {
+    // A gather: buffer `into` becomes a contiguous copy of the view
+    // `rebases[0]` describes (no kernel of a step; `step` unused).
+    std::optional<std::size_t> into;
+    std::size_t step = 0;
+    std::int64_t grid = 0;
+    std::vector<cpu::KernelArg> args;  // rebased tensors left empty
+    std::vector<Rebase> rebases;
+    std::vector<std::size_t> allocate;  // buffers made just before it
+    std::vector<std::size_t> release;   // buffers dropped after it
+    // A generated kernel's recorded launch: its block, with the rebased
+    // buffers' addresses rewritten (the positions' param_address_offset).
+    std::optional<cuda::PreparedLaunch> prepared;
+    // Its kernel, when the block holds tensor maps to encode anew.
+    const cuda::CompiledKernel* mapped = nullptr;
+  };
+  struct Buffer {
+    std::vector<std::int64_t> shape;
+    NumericsPolicy policy;
+  };
+  struct Result {
+    bool argument = false, held = false;
+    std::size_t source = 0;
+    std::int64_t delta = 0;
+    Tensor held_tensor;
+    std::vector<std::int64_t> shape, strides;
+    NumericsPolicy policy;
+  };
+  Tensor rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,
+                 const std::vector<std::int64_t>& strides, const NumericsPolicy& policy, std::span<const Tensor> args,
+                 const std::vector<Tensor>& buffers) const;
+  std::string device_;
+  std::vector<std::vector<std::int64_t>> arg_shapes_;
+  std::vector<NumericsPolicy> arg_policies_;
+  std::vector<Planned> launches_;
+  std::vector<Buffer> buffers_;
+  std::vector<Result> results_;
+};
+
+}  // namespace tessera::schedule
