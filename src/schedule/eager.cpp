@@ -28,9 +28,22 @@ struct Entry {
   std::string no_kernel;
 };
 
+// What the canonical form of a call came to, for calls that repeat one:
+// its entry, the operands' shapes in the form (collapsed) and the results'
+// true shapes. Keyed by the op, the device, the attributes as given, each
+// operand's shape and policy (contiguous operands only: the form depends on
+// nothing else) and the knobs, such a call skips type inference, the form
+// search and the entry's text key.
+struct Recall {
+  const Entry* entry = nullptr;
+  std::vector<std::vector<std::int64_t>> input_shapes;
+  std::vector<std::vector<std::int64_t>> result_shapes;
+};
+
 struct Cache {
   std::mutex mutex;
   std::unordered_map<std::string, Entry> entries;
+  std::unordered_map<std::string, Recall> recalls;
 };
 
 Cache& cache() {
@@ -95,12 +108,55 @@ struct Prepared {
   const Entry* entry = nullptr;
 };
 
+template <class T>
+void append_bytes(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// The Recall key of a call (operands on `device` already), or nullopt when
+// an operand is not contiguous.
+std::optional<std::string> recall_key(const ir::OpDef& def, const std::string& device, const ir::AttrMap& attrs,
+                                      std::span<const Tensor> inputs, const std::string& knobs) {
+  std::string key;
+  append_bytes(key, &def);
+  key.append(device).push_back('\0');
+  key.append(ir::print_attr_map(attrs)).push_back('\0');
+  for (const Tensor& t : inputs) {
+    if (!t.is_contiguous()) return std::nullopt;
+    append_bytes(key, t.rank());
+    for (const std::int64_t d : t.shape()) append_bytes(key, d);
+    const NumericsPolicy& p = t.policy();
+    append_bytes(key, p.storage);
+    append_bytes(key, p.accum);
+    append_bytes(key, p.rounding);
+    append_bytes(key, p.overflow);
+    append_bytes(key, p.loss_scale.has_value());
+    if (p.loss_scale) append_bytes(key, *p.loss_scale);
+  }
+  key.append(knobs);
+  return key;
+}
+
 // The call's canonical form and its cache entry (compiled on a miss, or
 // marked uncovered when a host kernel has no template).
 Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::AttrMap& attrs) {
   std::vector<Tensor> owned(given.begin(), given.end());
   Prepared p;
   p.device = device_of(def, owned);
+  const std::string knobs = target_knob_key();
+  const std::optional<std::string> recall = recall_key(def, p.device, attrs, owned, knobs);
+  if (recall) {
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    if (auto it = cache().recalls.find(*recall); it != cache().recalls.end()) {
+      const Recall& r = it->second;
+      p.entry = r.entry;
+      p.form.result_shapes = r.result_shapes;
+      for (std::size_t i = 0; i < owned.size(); ++i) {
+        p.form.inputs.push_back(owned[i].shape() == r.input_shapes[i] ? owned[i] : owned[i].reshape(r.input_shapes[i]));
+      }
+      return p;
+    }
+  }
   const ir::AttrMap full = ir::complete_attrs(def, attrs);
   {
     // Concrete types first: bad operands get the reference's errors, not a symbolic variant of them.
@@ -109,15 +165,25 @@ Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::
     ir::infer_result_types(def, concrete, full, {});
   }
   p.form = detail::eager_form(def, owned, full);
-  std::string key = p.device + " " + def.name + " " + ir::print_attr_map(p.form.attrs) + target_knob_key();
+  std::string key = p.device + " " + def.name + " " + ir::print_attr_map(p.form.attrs) + knobs;
   for (std::size_t i = 0; i < p.form.inputs.size(); ++i) {
     key += " " + ir::print_type(ir::Type::tensor(p.form.pattern[i], p.form.inputs[i].policy()));
   }
+  // Later calls of this form find the entry by their recall key.
+  auto remember = [&](const Entry* entry) {
+    if (!recall || p.form.inputs.size() != owned.size()) return;
+    Recall r;
+    r.entry = entry;
+    for (const Tensor& t : p.form.inputs) r.input_shapes.push_back(t.shape());
+    r.result_shapes = p.form.result_shapes;
+    cache().recalls.emplace(*recall, std::move(r));
+  };
   {
     std::lock_guard<std::mutex> lock(cache().mutex);
     auto it = cache().entries.find(key);
     if (it != cache().entries.end()) {
       p.entry = &it->second;
+      remember(p.entry);
       return p;
     }
   }
@@ -131,6 +197,7 @@ Prepared prepare(const ir::OpDef& def, std::span<const Tensor> given, const ir::
   }
   std::lock_guard<std::mutex> lock(cache().mutex);
   p.entry = &cache().entries.emplace(key, std::move(entry)).first->second;  // node-based: the pointer stays valid
+  remember(p.entry);
   return p;
 }
 

@@ -280,3 +280,28 @@ def test_eager_column_sums_compile_again_under_another_column_knob(compiled, mon
     monkeypatch.setenv(knob, "3")
     with pytest.raises(tessera.errors.ArgumentError, match=knob + " is '3'"):
         ops.sum(c, axis=0)
+
+
+def test_repeated_calls_recall_their_form_and_keep_the_references_bits(compiled, monkeypatch):
+    """A call that repeats an earlier call's op, attributes, operand shapes and policies finds its
+    kernel without building the canonical form again (docs/design/0048). Interleaved repeats over
+    other axes, another policy, another shape and a transposed operand each give the reference's bits."""
+    rng = np.random.default_rng(48)
+    x = _t(rng, (6, 40))
+    xb = _t(rng, (6, 40), "bf16 @accum(fp32)")
+    xt = ops.transpose(_t(rng, (40, 6)))
+    x5 = _t(rng, (5, 40))
+    calls = [
+        lambda: ops.sum(x, axis=0), lambda: ops.sum(x, axis=1), lambda: ops.sum(xb, axis=0),
+        lambda: ops.sum(x5, axis=0), lambda: ops.sum(xt, axis=0),
+        lambda: ops.add(x, x[0]), lambda: ops.softmax_safe(x), lambda: ops.softmax_safe(xb),
+    ]
+    for _ in range(3):
+        for call in calls:
+            got, want = _both(monkeypatch, call)
+            assert got.shape == want.shape
+            assert np.asarray(got.codes()).tobytes() == np.asarray(want.codes()).tobytes()
+    before = tessera._C._eager_cache_size()
+    for call in calls:
+        call()
+    assert tessera._C._eager_cache_size() == before
