@@ -199,8 +199,8 @@ struct Launcher {
   const Step* first_step = nullptr;
   void operator()(const Step& step, std::int64_t grid, std::vector<cpu::KernelArg> args) const {
     if (plan && !graph) {
-      plan->launch(static_cast<std::size_t>(&step - first_step), step.tile_gpu ? nullptr : step.gpu.get(), grid, args,
-                   *gpu);
+      plan->launch(static_cast<std::size_t>(&step - first_step), step.tile_gpu ? nullptr : step.gpu.get(),
+                   step.tile_gpu || step.gpu ? nullptr : step.compiled.get(), grid, args, *gpu, *cpu);
     }
     if (step.tile_gpu && graph) {
       graph->record(*step.tile_gpu, grid, std::move(args), *gpu);
@@ -862,14 +862,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       if (fault_slots) {
         gpu_options.fault_record = reinterpret_cast<cuda::DevicePtr>(fault_slots.get()) + i * cuda::kFaultRecordBytes;
       }
-      const Step& step = state_->steps[i];
-      try {
-        launch(step, grid, std::move(a));
-      } catch (const Error& e) {
-        const ir::Operation& first = kernel_root_op(*step.kernel);
-        ir::rethrow_for_op(e, "kernel " + kernel_name(*step.kernel) + " (" + std::string(first.name()) + ")",
-                           first.location());
-      }
+      launch(state_->steps[i], grid, std::move(a));
+    }, [&](std::size_t i, const Error& e) {
+      const ir::Operation& k = *state_->steps[i].kernel;
+      const ir::Operation& first = kernel_root_op(k);
+      ir::rethrow_for_op(e, "kernel " + kernel_name(k) + " (" + std::string(first.name()) + ")", first.location());
     });
   }
   std::size_t step_index = 0;

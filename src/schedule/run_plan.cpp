@@ -85,8 +85,9 @@ PlanRecorder::Where PlanRecorder::locate(const Tensor& t) const {
   return w;
 }
 
-void PlanRecorder::launch(std::size_t step, const cuda::CompiledKernel* gpu, std::int64_t grid,
-                          const std::vector<cpu::KernelArg>& args, const cuda::KernelLaunchOptions& options) {
+void PlanRecorder::launch(std::size_t step, const cuda::CompiledKernel* gpu, const cpu::CompiledKernel* host,
+                          std::int64_t grid, const std::vector<cpu::KernelArg>& args,
+                          const cuda::KernelLaunchOptions& options, const cpu::LaunchOptions& host_options) {
   if (refused()) return;
   const std::size_t index = plan_->launches_.size();
   RunPlan::Planned planned;
@@ -110,6 +111,12 @@ void PlanRecorder::launch(std::size_t step, const cuda::CompiledKernel* gpu, std
     if (!planned.prepared) return refuse("an empty grid");
     if (!gpu->tma_maps.empty()) planned.mapped = gpu;
     for (RunPlan::Rebase& r : planned.rebases) r.param_offset = cuda::param_address_offset(r.position);
+  }
+  if (host != nullptr) {
+    planned.host_prepared = cpu::prepare_launch(*host, grid, args);
+    planned.host = host;
+    planned.host_options = host_options;
+    if (!planned.host_prepared) return refuse("packed sub-byte operands, or an empty grid");
   }
   plan_->launches_.push_back(std::move(planned));
 }
@@ -172,9 +179,46 @@ Tensor RunPlan::rebuild(bool argument, std::size_t source, std::int64_t delta, c
   return from.view_bytes(delta, shape, strides, policy);
 }
 
-std::vector<Tensor> RunPlan::replay(std::span<const Tensor> args, const Launch& launch) const {
+void RunPlan::run(const Planned& p, std::span<const Tensor> args, std::vector<Tensor>& buffers, const Launch& launch,
+                  Scratch& scratch) const {
+  auto at = [&](const Rebase& r) {
+    const Tensor& from = r.argument ? args[r.source] : buffers[r.source];
+    return const_cast<std::byte*>(address(from) + r.delta);
+  };
+  if (p.into) {
+    const Rebase& r = p.rebases.front();
+    buffers[*p.into] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers).contiguous();
+    return;
+  }
+  if (p.prepared) {
+    scratch.block.assign(p.prepared->params.begin(), p.prepared->params.end());
+    for (const Rebase& r : p.rebases) {
+      const std::byte* address_of = at(r);
+      std::memcpy(scratch.block.data() + r.param_offset, &address_of, sizeof address_of);
+    }
+    // A map that cannot describe a new buffer: prepared anew below, as the walk would.
+    if (!p.mapped || cuda::refresh_tensor_maps(*p.mapped, *p.prepared, scratch.block)) {
+      void* params[] = {scratch.block.data(), nullptr};
+      p.prepared->function->launch(p.prepared->config, params);
+      return;
+    }
+  }
+  if (p.host_prepared) {
+    scratch.addresses.assign(p.args.size(), nullptr);
+    for (const Rebase& r : p.rebases) scratch.addresses[r.position] = at(r);
+    cpu::launch_prepared(*p.host, *p.host_prepared, scratch.addresses, p.host_options);
+    return;
+  }
+  std::vector<cpu::KernelArg> launch_args = p.args;
+  for (const Rebase& r : p.rebases) {
+    launch_args[r.position] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers);
+  }
+  launch(p.step, p.grid, std::move(launch_args));
+}
+
+std::vector<Tensor> RunPlan::replay(std::span<const Tensor> args, const Launch& launch, const Failed& failed) const {
   std::vector<Tensor> buffers(buffers_.size());
-  std::vector<unsigned char> block;
+  Scratch scratch;
   for (const Planned& p : launches_) {
     for (const std::size_t j : p.allocate) {
       try {
@@ -185,31 +229,11 @@ std::vector<Tensor> RunPlan::replay(std::span<const Tensor> args, const Launch& 
         raise(ErrorCode::OutOfMemory, "cannot allocate a buffer of " + std::to_string(n) + " elements on " + device_);
       }
     }
-    bool launched = false;
-    if (p.into) {
-      const Rebase& r = p.rebases.front();
-      buffers[*p.into] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers).contiguous();
-      launched = true;
-    } else if (p.prepared) {
-      block.assign(p.prepared->params.begin(), p.prepared->params.end());
-      for (const Rebase& r : p.rebases) {
-        const Tensor& from = r.argument ? args[r.source] : buffers[r.source];
-        const std::byte* at = address(from) + r.delta;
-        std::memcpy(block.data() + r.param_offset, &at, sizeof at);
-      }
-      // A map that cannot describe a new buffer: prepared anew, as the walk would.
-      if (!p.mapped || cuda::refresh_tensor_maps(*p.mapped, *p.prepared, block)) {
-        void* params[] = {block.data(), nullptr};
-        p.prepared->function->launch(p.prepared->config, params);
-        launched = true;
-      }
-    }
-    if (!launched) {
-      std::vector<cpu::KernelArg> launch_args = p.args;
-      for (const Rebase& r : p.rebases) {
-        launch_args[r.position] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers);
-      }
-      launch(p.step, p.grid, std::move(launch_args));
+    try {
+      run(p, args, buffers, launch, scratch);
+    } catch (const Error& e) {
+      if (!p.into) failed(p.step, e);  // a gather belongs to no step's kernel
+      throw;
     }
     for (const std::size_t j : p.release) buffers[j] = Tensor();
   }

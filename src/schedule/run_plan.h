@@ -23,6 +23,7 @@
 #include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/backends/cuda/cuda_backend.h"
 #include "tessera/runtime/tensor.h"
+#include "tessera/support/error.h"
 
 namespace tessera::schedule {
 
@@ -45,11 +46,13 @@ class PlanRecorder {
   // A view the run copied into `copy` (contiguous) before a kernel read it:
   // a replay copies the same view of its own buffers.
   void gathered(const Tensor& view, const Tensor& copy);
-  // A launch of step `step` (its kernel: `gpu` when an NVRTC kernel, whose
-  // parameter block is rewritten in place, tensor maps included; else
-  // launched through the walk's launcher). `options` is the GPU launch's.
-  void launch(std::size_t step, const cuda::CompiledKernel* gpu, std::int64_t grid, const std::vector<cpu::KernelArg>& args,
-              const cuda::KernelLaunchOptions& options);
+  // A launch of step `step`. Its kernel: `gpu` when an NVRTC kernel, whose
+  // parameter block is rewritten in place (tensor maps included), `host`
+  // when a CPU kernel, whose bound parameters are; a CUDA Tile IR kernel's
+  // goes through the walk's launcher. `options` are the launch's.
+  void launch(std::size_t step, const cuda::CompiledKernel* gpu, const cpu::CompiledKernel* host, std::int64_t grid,
+              const std::vector<cpu::KernelArg>& args, const cuda::KernelLaunchOptions& options,
+              const cpu::LaunchOptions& host_options);
   // The plan, once the run has its results; nullptr when refused.
   std::shared_ptr<const RunPlan> finish(std::span<const Tensor> results, const std::string& device);
 
@@ -87,9 +90,12 @@ class RunPlan {
   bool matches(std::span<const Tensor> args) const;
   // Launches the recorded kernels on `args`' buffers and fresh ones; returns
   // the results. `launch` runs a launch that is not a rewritten parameter
-  // block (CPU kernels, CUDA Tile IR kernels, GEMMs with tensor maps).
+  // block (CUDA Tile IR kernels, a GEMM whose maps cannot take a new
+  // buffer); an error of any launch goes to `failed` with its step, which
+  // rethrows it naming the step's op.
   using Launch = std::function<void(std::size_t step, std::int64_t grid, std::vector<cpu::KernelArg> args)>;
-  std::vector<Tensor> replay(std::span<const Tensor> args, const Launch& launch) const;
+  using Failed = std::function<void(std::size_t step, const Error& error)>;
+  std::vector<Tensor> replay(std::span<const Tensor> args, const Launch& launch, const Failed& failed) const;
   std::size_t launches() const { return launches_.size(); }
 
  private:
@@ -118,6 +124,11 @@ class RunPlan {
     std::optional<cuda::PreparedLaunch> prepared;
     // Its kernel, when the block holds tensor maps to encode anew.
     const cuda::CompiledKernel* mapped = nullptr;
+    // A CPU kernel's bound launch, with the rebased buffers' addresses
+    // rewritten (the positions' entries of `addresses`).
+    const cpu::CompiledKernel* host = nullptr;
+    std::shared_ptr<const cpu::PreparedLaunch> host_prepared;
+    cpu::LaunchOptions host_options;
   };
   struct Buffer {
     std::vector<std::int64_t> shape;
@@ -131,6 +142,13 @@ class RunPlan {
     std::vector<std::int64_t> shape, strides;
     NumericsPolicy policy;
   };
+  // What a replay reuses from launch to launch.
+  struct Scratch {
+    std::vector<unsigned char> block;
+    std::vector<void*> addresses;
+  };
+  void run(const Planned& p, std::span<const Tensor> args, std::vector<Tensor>& buffers, const Launch& launch,
+           Scratch& scratch) const;
   Tensor rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,
                  const std::vector<std::int64_t>& strides, const NumericsPolicy& policy, std::span<const Tensor> args,
                  const std::vector<Tensor>& buffers) const;

@@ -135,3 +135,22 @@ def test_a_planned_signature_still_rejects_arguments_of_another_policy():
     assert exe.run_plans == 1
     with pytest.raises(tessera.errors.TesseraError):
         exe.run([t((4,), np.float64)])
+
+
+def test_a_kernel_fault_in_a_planned_run_names_the_kernel_and_its_op(monkeypatch):
+    """An int32 sum that overflows faults in its kernel: a planned call raises it as the walk does
+    (the same message, naming the kernel, the Graph IR op and the user's line), and the next call
+    runs clean."""
+    f = tessera.jit(lambda v: ops.sum(v, axis=1))
+    good = tessera.tensor(np.array([[5, 7]], np.int32))
+    bad = tessera.tensor(np.array([[2**31 - 1, 1]], np.int32))
+    assert f(good).numpy().tolist() == [12]
+    assert f(good).numpy().tolist() == [12]
+    assert f.executable().run_plans == 1
+    with pytest.raises(tessera.ArgumentError, match=r"kernel k0 \(graph\.sum\).*overflows its int32") as planned:
+        f(bad)
+    assert f(good).numpy().tolist() == [12]
+    monkeypatch.setenv("TESSERA_RUN_PLANS", "0")
+    with pytest.raises(tessera.ArgumentError) as walked:
+        f(bad)
+    assert str(walked.value) == str(planned.value)

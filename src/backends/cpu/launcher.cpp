@@ -317,20 +317,15 @@ std::vector<std::size_t> unpack_sub_byte_args(const CompiledKernel& k, std::vect
 
 }  // namespace
 
-void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
-  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
-  std::vector<Tensor> packed;
-  const std::vector<std::size_t> unpacked = unpack_sub_byte_args(k, args, packed);
-  detail::BoundLaunch bound = detail::bind_launch(k, grid, args, "cpu");
-  std::vector<tessera_cpu::ParamValue>& params = bound.params;
-  std::vector<std::int64_t>& symbols = bound.symbols;
-  grid = bound.grid;
-  if (grid == 0) return;
+namespace {
 
+// Runs a bound launch's groups on the thread pool; a group's fault raises.
+void run_bound(const CompiledKernel& k, const tessera_cpu::ParamValue* params, std::size_t num_params,
+               const std::vector<std::int64_t>& symbols, std::int64_t grid, const LaunchOptions& options) {
   tessera_cpu::LaunchArgs la{};
   la.abi_version = tessera_cpu::kAbiVersion;
-  la.params = params.data();
-  la.num_params = static_cast<std::int32_t>(params.size());
+  la.params = params;
+  la.num_params = static_cast<std::int32_t>(num_params);
   la.symbols = symbols.data();
   la.num_symbols = static_cast<std::int32_t>(symbols.size());
   la.grid = grid;
@@ -355,9 +350,52 @@ void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> a
                                          : ErrorCode::Internal;
     raise(code, fault_where(k, f));
   }
+}
+
+}  // namespace
+
+void launch(const CompiledKernel& k, std::int64_t grid, std::vector<KernelArg> args, const LaunchOptions& options) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  std::vector<Tensor> packed;
+  const std::vector<std::size_t> unpacked = unpack_sub_byte_args(k, args, packed);
+  detail::BoundLaunch bound = detail::bind_launch(k, grid, args, "cpu");
+  if (bound.grid == 0) return;
+  run_bound(k, bound.params.data(), bound.params.size(), bound.symbols, bound.grid, options);
   for (std::size_t i : unpacked) {
     if (k.params[i].is_mut) packed[i].store_byte_codes(std::get<Tensor>(args[i].value));
   }
+}
+
+struct PreparedLaunch {
+  detail::BoundLaunch bound;
+};
+
+std::shared_ptr<const PreparedLaunch> prepare_launch(const CompiledKernel& k, std::int64_t grid,
+                                                     const std::vector<KernelArg>& args) {
+  if (!k.handle) raise(ErrorCode::ArgumentInvalid, "launch of a CompiledKernel that holds no compiled code");
+  for (std::size_t i = 0; i < args.size() && i < k.params.size(); ++i) {
+    if (k.params[i].is_buffer && is_packed(k.params[i].type.dtype())) return nullptr;  // unpacked around each launch
+  }
+  auto p = std::make_shared<PreparedLaunch>();
+  p->bound = detail::bind_launch(k, grid, args, "cpu");
+  if (p->bound.grid == 0) return nullptr;
+  return p;
+}
+
+void launch_prepared(const CompiledKernel& k, const PreparedLaunch& p, std::span<void* const> addresses,
+                     const LaunchOptions& options) {
+  const std::vector<tessera_cpu::ParamValue>& recorded = p.bound.params;
+  if (addresses.size() != recorded.size()) {
+    raise(ErrorCode::Internal, "launch_prepared of kernel '" + k.name + "': " + std::to_string(addresses.size()) +
+                                   " addresses for " + std::to_string(recorded.size()) + " parameters");
+  }
+  // One copy of the parameters per thread, reused: a launch allocates nothing here.
+  thread_local std::vector<tessera_cpu::ParamValue> params;
+  params.assign(recorded.begin(), recorded.end());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (addresses[i] != nullptr) params[i].buffer.data = addresses[i];
+  }
+  run_bound(k, params.data(), params.size(), p.bound.symbols, p.bound.grid, options);
 }
 
 }  // namespace tessera::cpu

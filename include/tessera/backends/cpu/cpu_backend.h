@@ -122,6 +122,19 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
 void launch(const CompiledKernel& kernel, std::int64_t grid, std::vector<KernelArg> args,
             const LaunchOptions& options = {});
 
+// A launch bound but not run: its parameters (buffer addresses, extents,
+// scalars), symbol values and grid. A run plan (docs/design/0048) runs it
+// again on new buffers with only their addresses rewritten. nullptr for an
+// empty grid, or a kernel with packed sub-byte buffers (those are unpacked
+// around each launch).
+struct PreparedLaunch;
+std::shared_ptr<const PreparedLaunch> prepare_launch(const CompiledKernel& kernel, std::int64_t grid,
+                                                     const std::vector<KernelArg>& args);
+// Runs `prepared` (of `kernel`) with buffer parameter i at addresses[i]
+// where that is not null (one entry per parameter).
+void launch_prepared(const CompiledKernel& kernel, const PreparedLaunch& prepared, std::span<void* const> addresses,
+                     const LaunchOptions& options = {});
+
 // The generated C++ for a kernel without compiling it (inspect_ir("target")).
 std::string emit_kernel_source(const ir::Operation& kernel_func, const CompileOptions& options = {});
 
