@@ -451,7 +451,7 @@ struct Executable::State {
   // Run plans of run(), one per argument signature (run_plan.h): a null
   // plan marks a signature whose run cannot be planned (it walks).
   struct PlanEntry {
-    std::vector<std::vector<std::int64_t>> shapes;
+    std::vector<std::vector<std::int64_t>> shapes, strides;
     std::vector<NumericsPolicy> policies;
     std::shared_ptr<const RunPlan> plan;
     std::string refusal;  // why a recorded run made no plan
@@ -689,14 +689,12 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   const ir::Operation& func = *state_->schedule.lookup(state_->function);
   const ir::Block& body = ir::function_body(func);
   const std::string& device = state_->device;
-  bool contiguous_args = true;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i].device() != device) {
       raise(ErrorCode::Device, "argument " + std::to_string(i) + " of " + state_->function + " is on " +
                                    args[i].device() + ", but this executable was compiled for " + device +
                                    "; move it with .to(\"" + device + "\")");
     }
-    contiguous_args = contiguous_args && args[i].is_contiguous();
   }
   std::vector<Tensor> slots;
   // TESSERA_TRACE_KERNELS=1 prints each kernel's wall time to stderr.
@@ -740,7 +738,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   std::shared_ptr<const RunPlan> plan;
   std::optional<std::size_t> plan_entry;  // the entry a walking run records into
   const char* plans_env = std::getenv("TESSERA_RUN_PLANS");
-  if (!use_graph && !sync_each && contiguous_args && !profiler::active() &&
+  if (!use_graph && !sync_each && !profiler::active() &&
       !(plans_env && std::string_view(plans_env) == "0")) {
     std::lock_guard<std::mutex> lock(state_->plans_mutex);
     bool seen = false;
@@ -748,7 +746,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       if (e.shapes.size() != args.size()) continue;
       bool same = true;
       for (std::size_t i = 0; i < args.size() && same; ++i) {
-        same = e.shapes[i] == args[i].shape() && e.policies[i] == args[i].policy();
+        same = e.shapes[i] == args[i].shape() && e.strides[i] == args[i].strides() && e.policies[i] == args[i].policy();
       }
       if (!same) continue;
       seen = true;
@@ -765,6 +763,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       e.recording = true;
       for (const Tensor& a : args) {
         e.shapes.push_back(a.shape());
+        e.strides.push_back(a.strides());
         e.policies.push_back(a.policy());
       }
       plan_entry = state_->plans.size();
@@ -773,9 +772,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   }
   const graph::SymbolBindings bindings = plan ? graph::SymbolBindings{} : graph::bind_arguments(func, args);
   std::unordered_map<const ir::Value*, Tensor> values;
+  // The arguments as the kernels read them: a view is copied first (a plan
+  // replays its own copies of views).
   std::vector<Tensor> contiguous;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    contiguous.push_back(args[i].is_contiguous() ? args[i] : args[i].contiguous());
+    contiguous.push_back(plan || args[i].is_contiguous() ? args[i] : args[i].contiguous());
     if (!plan) values[body.argument(i)] = contiguous.back();
   }
   // However this run ends, its entry is no longer being recorded.
@@ -795,7 +796,10 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       kept.insert(kept.end(), s.tables.begin(), s.tables.end());
       if (s.constant.defined()) kept.push_back(s.constant);
     }
-    plan_recorder.emplace(contiguous, std::move(kept));
+    plan_recorder.emplace(args, std::move(kept));
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].is_contiguous()) plan_recorder->gathered(args[i], contiguous[i]);
+    }
   }
   // run_graph: the launches build (first call for these shapes) or update
   // (later calls) a CUDA graph, which runs once every node is set. With

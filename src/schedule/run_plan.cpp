@@ -35,8 +35,6 @@ PlanRecorder::PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> hel
       }
     }
     arg_handles_.push_back(h);
-    plan_->arg_shapes_.push_back(a.shape());
-    plan_->arg_policies_.push_back(a.policy());
   }
   for (const Tensor& t : held) {
     if (t.defined()) held_.push_back(t.storage_handle());
@@ -159,16 +157,6 @@ std::shared_ptr<const RunPlan> PlanRecorder::finish(std::span<const Tensor> resu
     if (!kept[j]) plan.launches_[*a.last_launch].release.push_back(j);
   }
   return std::shared_ptr<const RunPlan>(plan_.release());
-}
-
-bool RunPlan::matches(std::span<const Tensor> args) const {
-  if (args.size() != arg_shapes_.size()) return false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i].shape() != arg_shapes_[i] || !(args[i].policy() == arg_policies_[i]) || !args[i].is_contiguous()) {
-      return false;
-    }
-  }
-  return true;
 }
 
 Tensor RunPlan::rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,

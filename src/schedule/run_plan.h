@@ -35,8 +35,9 @@ class RunPlan;
 // walking every time.
 class PlanRecorder {
  public:
-  // The run's arguments as the kernels read them (contiguous), and the
-  // tensors the executable holds across runs (tables, constants).
+  // The run's arguments (a view among them is copied before the kernels
+  // read it: gathered()), and the tensors the executable holds across runs
+  // (tables, constants).
   PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> held);
   void refuse(std::string why);
   bool refused() const { return !refusal_.empty(); }
@@ -85,9 +86,6 @@ class PlanRecorder {
 
 class RunPlan {
  public:
-  // The argument signature the plan was recorded for: whether `args`
-  // (contiguous, on the executable's device) match it.
-  bool matches(std::span<const Tensor> args) const;
   // Launches the recorded kernels on `args`' buffers and fresh ones; returns
   // the results. `launch` runs a launch that is not a rewritten parameter
   // block (CUDA Tile IR kernels, a GEMM whose maps cannot take a new
@@ -153,8 +151,6 @@ class RunPlan {
                  const std::vector<std::int64_t>& strides, const NumericsPolicy& policy, std::span<const Tensor> args,
                  const std::vector<Tensor>& buffers) const;
   std::string device_;
-  std::vector<std::vector<std::int64_t>> arg_shapes_;
-  std::vector<NumericsPolicy> arg_policies_;
   std::vector<Planned> launches_;
   std::vector<Buffer> buffers_;
   std::vector<Result> results_;
