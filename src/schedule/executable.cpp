@@ -453,6 +453,7 @@ struct Executable::State {
   struct PlanEntry {
     std::vector<std::vector<std::int64_t>> shapes, strides;
     std::vector<NumericsPolicy> policies;
+    std::vector<std::int64_t> aliases;  // argument_aliases
     std::shared_ptr<const RunPlan> plan;
     std::string refusal;  // why a recorded run made no plan
     bool recording = false;  // a run records it now (one that raises leaves it to the next)
@@ -740,10 +741,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   const char* plans_env = std::getenv("TESSERA_RUN_PLANS");
   if (!use_graph && !sync_each && !profiler::active() &&
       !(plans_env && std::string_view(plans_env) == "0")) {
+    const std::vector<std::int64_t> aliases = argument_aliases(args);
     std::lock_guard<std::mutex> lock(state_->plans_mutex);
     bool seen = false;
     for (const Executable::State::PlanEntry& e : state_->plans) {
-      if (e.shapes.size() != args.size()) continue;
+      if (e.shapes.size() != args.size() || e.aliases != aliases) continue;
       bool same = true;
       for (std::size_t i = 0; i < args.size() && same; ++i) {
         same = e.shapes[i] == args[i].shape() && e.strides[i] == args[i].strides() && e.policies[i] == args[i].policy();
@@ -761,6 +763,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
     if (!seen && state_->plans.size() < 16) {
       Executable::State::PlanEntry e;
       e.recording = true;
+      e.aliases = aliases;
       for (const Tensor& a : args) {
         e.shapes.push_back(a.shape());
         e.strides.push_back(a.strides());

@@ -17,7 +17,27 @@ bool same_storage(const std::weak_ptr<const std::byte>& a, const std::weak_ptr<c
 
 const std::byte* address(const Tensor& t) { return static_cast<const std::byte*>(t.device_data()); }
 
+bool same_view(const Tensor& a, const Tensor& b) {
+  return address(a) == address(b) && a.shape() == b.shape() && a.strides() == b.strides() && a.policy() == b.policy();
+}
+
 }  // namespace
+
+std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args) {
+  std::vector<std::int64_t> out(args.size(), -1);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined() || is_packed(args[i].dtype()) || args[i].numel() == 0) continue;
+    const auto h = args[i].storage_handle();
+    for (std::size_t j = 0; j < i; ++j) {
+      if (args[j].defined() && same_storage(h, args[j].storage_handle())) {
+        out[i] = !is_packed(args[j].dtype()) && args[j].numel() > 0 && same_view(args[i], args[j])
+                     ? static_cast<std::int64_t>(j) : -2;
+        break;
+      }
+    }
+  }
+  return out;
+}
 
 PlanRecorder::PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> held)
     : args_(args.begin(), args.end()), plan_(std::make_unique<RunPlan>()) {
@@ -26,11 +46,13 @@ PlanRecorder::PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> hel
       refuse("an argument is empty or packed");
       return;
     }
-    // Two arguments on one storage: a launch's tensor could not say which it was.
+    // An argument on an earlier one's storage must be the same view of it
+    // (f(x, x)): a launch's tensor then takes the first, and the plan's
+    // signature (argument_aliases) says which arguments are one tensor.
     const auto h = a.storage_handle();
-    for (const auto& other : arg_handles_) {
-      if (same_storage(h, other)) {
-        refuse("two arguments share storage");
+    for (std::size_t j = 0; j < arg_handles_.size(); ++j) {
+      if (same_storage(h, arg_handles_[j]) && !same_view(a, args_[j])) {
+        refuse("two arguments are different views of one storage");
         return;
       }
     }

@@ -29,6 +29,12 @@ namespace tessera::schedule {
 
 class RunPlan;
 
+// Which arguments are one tensor, part of a plan's signature: entry i is
+// the first earlier argument that is the same view of the same storage, -1
+// when none shares its storage, -2 when an earlier one shares it as another
+// view (such a run is not planned).
+std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args);
+
 // Collects a walking run's launches and allocations. Anything the plan
 // cannot express (a host read of device data, a copy the walk makes of a
 // view, a collective, an empty tensor) calls refuse(); the run then keeps
@@ -59,6 +65,12 @@ class PlanRecorder {
 
  private:
   friend class RunPlan;
+
+// Which arguments are one tensor, part of a plan's signature: entry i is
+// the first earlier argument that is the same view of the same storage, -1
+// when none shares its storage, -2 when an earlier one shares it as another
+// view (such a run is not planned).
+std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args);
   struct Where {
     bool found = false;
     bool argument = false;  // else a buffer (or held, when `held`)

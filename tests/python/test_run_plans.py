@@ -158,3 +158,23 @@ def test_a_kernel_fault_in_a_planned_run_names_the_kernel_and_its_op(monkeypatch
     with pytest.raises(tessera.ArgumentError) as walked:
         f(bad)
     assert str(walked.value) == str(planned.value)
+
+
+def test_one_tensor_passed_twice_is_part_of_the_signature(monkeypatch):
+    """f(x, x) has its own plan, apart from f(x, y): a kernel reading "the
+    first argument" must not read the second's buffer when they differ.
+    Two different views of one storage walk, and say why."""
+    f = tessera.jit(lambda a, b: a * 2.0 - b)
+    x, y, z = t((50,)), t((50,)), t((50,))
+    f(x, x)
+    exe = f.executable()
+    got = [bits(exe.run(args)[0]) for args in ([y, y], [x, z], [z, z], [y, x])]
+    assert exe.run_plans == 2, exe.plan_refusals
+    monkeypatch.setenv("TESSERA_RUN_PLANS", "0")
+    assert got == [bits(exe.run(args)[0]) for args in ([y, y], [x, z], [z, z], [y, x])]
+    monkeypatch.delenv("TESSERA_RUN_PLANS")
+    w = t((100,))
+    halves = [ops.slice(w, [0], [50]), ops.slice(w, [50], [100])]
+    exe.run(halves)
+    exe.run(halves)
+    assert "two arguments are different views of one storage" in exe.plan_refusals
