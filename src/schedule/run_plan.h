@@ -6,10 +6,10 @@
 // and the launch that reads it last), or in a tensor the executable holds
 // (tables, constants). Later runs of the same signature allocate those
 // buffers, launch the same kernels on them and drop each buffer after its
-// last launch, as the walk would. On a GPU, a generated kernel's recorded
-// parameter block is launched again with only its buffer addresses
-// rewritten. Both backends take the plan; the launches, and so the bits,
-// are the walk's.
+// last launch, as the walk would. A generated CUDA kernel's recorded
+// parameter block, and a CPU kernel's bound parameters, are launched again
+// with only their buffer addresses rewritten. Both backends take the plan;
+// the launches, and so the bits, are the walk's.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +35,10 @@ class RunPlan;
 // view (such a run is not planned).
 std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args);
 
-// Collects a walking run's launches and allocations. Anything the plan
-// cannot express (a host read of device data, a copy the walk makes of a
-// view, a collective, an empty tensor) calls refuse(); the run then keeps
-// walking every time.
+// Collects a walking run's launches, allocations and copies of views.
+// Anything the plan cannot express (a host read of device data, a
+// collective, an empty tensor) calls refuse(); runs of that signature then
+// keep walking.
 class PlanRecorder {
  public:
   // The run's arguments (a view among them is copied before the kernels
@@ -65,12 +65,6 @@ class PlanRecorder {
 
  private:
   friend class RunPlan;
-
-// Which arguments are one tensor, part of a plan's signature: entry i is
-// the first earlier argument that is the same view of the same storage, -1
-// when none shares its storage, -2 when an earlier one shares it as another
-// view (such a run is not planned).
-std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args);
   struct Where {
     bool found = false;
     bool argument = false;  // else a buffer (or held, when `held`)
@@ -106,7 +100,6 @@ class RunPlan {
   using Launch = std::function<void(std::size_t step, std::int64_t grid, std::vector<cpu::KernelArg> args)>;
   using Failed = std::function<void(std::size_t step, const Error& error)>;
   std::vector<Tensor> replay(std::span<const Tensor> args, const Launch& launch, const Failed& failed) const;
-  std::size_t launches() const { return launches_.size(); }
 
  private:
   friend class PlanRecorder;
