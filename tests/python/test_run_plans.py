@@ -28,6 +28,14 @@ def mlp_loss(x, w1, w2):
     return ops.sum(ops.relu(ops.matmul(ops.relu(ops.matmul(x, w1)), w2)))
 
 
+def pinn_loss(w1, b1, w2, b2, x):
+    """A physics-informed residual's shape of work: the loss reads du/dx."""
+    def u(w1, b1, w2, b2, x):
+        return ops.sum(ops.matmul(ops.tanh(ops.matmul(x, w1) + b1), w2) + b2)
+    du = tessera.grad(u, argnums=4)(w1, b1, w2, b2, x)
+    return ops.sum(du * du)
+
+
 CASES = {
     # one elementwise kernel
     "affine": (lambda x: x * 2.0 + 1.0, lambda: [t((1000,))]),
@@ -44,6 +52,9 @@ CASES = {
                   lambda: [t((100,))]),
     # a strided view that the run copies before the kernel reads it
     "strided_view": (lambda x: ops.transpose(x, (1, 0))[:, ::2] * 2.0 + 1.0, lambda: [t((30, 13))]),
+    # second-order autodiff (a PINN step): gradients of a loss that reads a gradient
+    "pinn_step": (tessera.grad(pinn_loss, argnums=(0, 1, 2, 3)),
+                  lambda: [t((1, 16)), t((16,)), t((16, 1)), t((1,)), t((32, 1))]),
     # bf16 storage
     "bf16_rmsnorm": (lambda x: ops.rmsnorm_safe(x), lambda: [t((16, 512), ml_dtypes.bfloat16)]),
 }
