@@ -44,8 +44,17 @@ def _first_policy(inputs):
 
 
 def dispatch(op_name: str, inputs: list, attrs: dict):
-    like = _first_policy(inputs)
     ctx = _trace.active()
+    if ctx is None:
+        # The common eager call: every operand a tessera tensor (none converts, none is a
+        # distributed tensor), straight to the compiled op.
+        for x in inputs:
+            if type(x) is not _C.Tensor:
+                break
+        else:
+            wait_for(inputs)
+            return _C.execute_op(op_name, inputs, attrs)
+    like = _first_policy(inputs)
     if ctx is not None:
         return ctx.record(op_name, inputs, attrs, like)
     if any(getattr(x, "_is_dist_tensor", False) for x in inputs):
