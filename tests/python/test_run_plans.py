@@ -189,3 +189,40 @@ def test_one_tensor_passed_twice_is_part_of_the_signature(monkeypatch):
     exe.run(halves)
     exe.run(halves)
     assert "two arguments are different views of one storage" in exe.plan_refusals
+
+
+def test_threads_replaying_one_plan_each_get_their_own_results(monkeypatch):
+    """Executable.run releases the GIL: threads recording, replaying and
+    walking one executable at once (the workers of an index launch do) each
+    get the walk's bits for their own inputs."""
+    import threading
+
+    f = tessera.jit(tessera.grad(mlp_loss, argnums=(1, 2)))
+    inputs = [[t((8, 16)), t((16, 32)), t((32, 4))] for _ in range(8)]
+    monkeypatch.setenv("TESSERA_RUN_PLANS", "0")  # no plan yet: the threads record it
+    f(*inputs[0])
+    exe = f.executable()
+    want = [[bits(r) for r in exe.run(a)] for a in inputs]
+    assert exe.run_plans == 0
+    monkeypatch.delenv("TESSERA_RUN_PLANS")
+    got = {}
+    errors = []
+
+    def work(k):
+        try:
+            for rep in range(25):
+                i = (k + rep) % len(inputs)
+                out = [bits(r) for r in exe.run(inputs[i])]
+                if out != want[i]:
+                    got[(k, rep)] = i
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert not got, f"results differ from the walk's for (thread, call) -> input: {got}"
+    assert exe.run_plans == 1
