@@ -334,7 +334,12 @@ void run_bound(const CompiledKernel& k, const tessera_cpu::ParamValue* params, s
   threads = static_cast<int>(std::min<std::int64_t>(threads, grid));
   // A few chunks per thread balance uneven groups without much overhead.
   const std::int64_t chunks = std::min<std::int64_t>(grid, static_cast<std::int64_t>(threads) * 4);
-  std::vector<tessera_cpu::Fault> faults(static_cast<std::size_t>(chunks));
+  // A fault record per chunk (about 1 KiB each), read only where its chunk
+  // failed: the calling thread's records are reused from launch to launch,
+  // neither allocated nor cleared each time.
+  thread_local std::vector<tessera_cpu::Fault> fault_records;
+  if (fault_records.size() < static_cast<std::size_t>(chunks)) fault_records.resize(static_cast<std::size_t>(chunks));
+  tessera_cpu::Fault* faults = fault_records.data();
   std::vector<char> failed(static_cast<std::size_t>(chunks), 0);
   const detail::RunGroupsFn run = k.handle->run_groups;
   detail::ThreadPool::global().parallel_for(chunks, threads, [&](std::int64_t c) {
@@ -342,7 +347,7 @@ void run_bound(const CompiledKernel& k, const tessera_cpu::ParamValue* params, s
     const std::int64_t end = grid * (c + 1) / chunks;
     if (run(&la, begin, end, &faults[static_cast<std::size_t>(c)]) != 0) failed[static_cast<std::size_t>(c)] = 1;
   });
-  for (std::size_t c = 0; c < faults.size(); ++c) {
+  for (std::size_t c = 0; c < failed.size(); ++c) {
     if (!failed[c]) continue;
     const tessera_cpu::Fault& f = faults[c];
     const ErrorCode code = f.code == 1   ? ErrorCode::IndexOutOfRange
