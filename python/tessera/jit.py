@@ -399,11 +399,11 @@ class JitFunction:
                 # of these shapes and replayed with new buffer addresses after that; the CPU has no
                 # graphs (its launches are function calls), so there it changes nothing.
                 go = exe.run_graph if self.options["capture_graph"] and device != "cpu" else exe.run
-                if (not self.regions and self._plain_names is not None and
-                        list(entry.tensor_positions) == list(self._plain_names) and
+                if (not self.regions and list(entry.tensor_positions) == list(self._plain_names or ()) and
                         all(a.device == device for a in args)):
-                    key = tuple([(a.shape, str(a.policy), a.device) for a in args])
-                    self._direct[key] = (_mapper.generation(), entry, go)
+                    key = self._direct_key(args)
+                    if key is not None:
+                        self._direct[key] = (_mapper.generation(), entry, go)
                 return go(args)
             if device == "cpu":
                 return entry.graph.execute(args)

@@ -24,14 +24,15 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 std::vector<std::int64_t> argument_aliases(std::span<const Tensor> args) {
+  const auto plain = [](const Tensor& t) { return t.defined() && !is_packed(t.dtype()) && t.numel() > 0; };
+  std::vector<std::weak_ptr<const std::byte>> handles;
+  for (const Tensor& a : args) handles.push_back(a.storage_handle());
   std::vector<std::int64_t> out(args.size(), -1);
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].defined() || is_packed(args[i].dtype()) || args[i].numel() == 0) continue;
-    const auto h = args[i].storage_handle();
+    if (!plain(args[i])) continue;
     for (std::size_t j = 0; j < i; ++j) {
-      if (args[j].defined() && same_storage(h, args[j].storage_handle())) {
-        out[i] = !is_packed(args[j].dtype()) && args[j].numel() > 0 && same_view(args[i], args[j])
-                     ? static_cast<std::int64_t>(j) : -2;
+      if (args[j].defined() && same_storage(handles[i], handles[j])) {
+        out[i] = plain(args[j]) && same_view(args[i], args[j]) ? static_cast<std::int64_t>(j) : -2;
         break;
       }
     }
@@ -46,21 +47,23 @@ PlanRecorder::PlanRecorder(std::span<const Tensor> args, std::vector<Tensor> hel
       refuse("an argument is empty or packed");
       return;
     }
-    // An argument on an earlier one's storage must be the same view of it
-    // (f(x, x)): a launch's tensor then takes the first, and the plan's
-    // signature (argument_aliases) says which arguments are one tensor.
-    const auto h = a.storage_handle();
-    for (std::size_t j = 0; j < arg_handles_.size(); ++j) {
-      if (same_storage(h, arg_handles_[j]) && !same_view(a, args_[j])) {
-        refuse("two arguments are different views of one storage");
-        return;
-      }
-    }
-    arg_handles_.push_back(h);
+    arg_handles_.push_back(a.storage_handle());
+  }
+  // An argument on an earlier one's storage must be the same view of it
+  // (f(x, x)): a launch's tensor then takes the first, and the plan's
+  // signature (argument_aliases) says which arguments are one tensor.
+  const std::vector<std::int64_t> aliases = argument_aliases(args_);
+  if (std::find(aliases.begin(), aliases.end(), -2) != aliases.end()) {
+    refuse("two arguments are different views of one storage");
+    return;
   }
   for (const Tensor& t : held) {
     if (t.defined()) held_.push_back(t.storage_handle());
   }
+}
+
+auto PlanRecorder::rebase(std::size_t position, const Where& w, const Tensor& t) {
+  return RunPlan::Rebase{position, w.argument, w.source, w.delta, t.shape(), t.strides(), t.policy(), 0};
 }
 
 void PlanRecorder::refuse(std::string why) {
@@ -83,7 +86,7 @@ void PlanRecorder::gathered(const Tensor& view, const Tensor& copy) {
   if (!w.argument) allocations_[w.source].last_launch = index;
   RunPlan::Planned planned;
   planned.into = allocations_.size();
-  planned.rebases.push_back({0, w.argument, w.source, w.delta, view.shape(), view.strides(), view.policy(), 0});
+  planned.rebases.push_back(rebase(0, w, view));
   allocations_.push_back({copy.storage_handle(), address(copy), copy.shape(), copy.policy(), index, std::nullopt, true});
   plan_->launches_.push_back(std::move(planned));
 }
@@ -121,7 +124,7 @@ void PlanRecorder::launch(std::size_t step, const cuda::CompiledKernel* gpu, con
     if (!w.found) return refuse("a kernel reads a tensor that is neither an argument, a buffer of the run, nor held");
     if (w.held) continue;  // the executable keeps it: the launch keeps it too
     if (!w.argument) allocations_[w.source].last_launch = index;
-    planned.rebases.push_back({i, w.argument, w.source, w.delta, t->shape(), t->strides(), t->policy(), 0});
+    planned.rebases.push_back(rebase(i, w, *t));
     planned.args[i] = cpu::KernelArg(Tensor());  // not held by the plan
   }
   // A generated kernel: its block is launched again with the addresses
@@ -152,17 +155,12 @@ std::shared_ptr<const RunPlan> PlanRecorder::finish(std::span<const Tensor> resu
       refuse("a result is neither an argument, a buffer of the run, nor held");
       return nullptr;
     }
-    RunPlan::Result out;
-    out.argument = w.argument;
-    out.held = w.held;
-    out.source = w.source;
-    out.delta = w.delta;
-    if (w.held) out.held_tensor = r;
-    if (!w.argument && !w.held) kept[w.source] = true;
-    out.shape = r.shape();
-    out.strides = r.strides();
-    out.policy = r.policy();
-    plan.results_.push_back(std::move(out));
+    if (w.held) {
+      plan.results_.push_back({r, {}});
+      continue;
+    }
+    if (!w.argument) kept[w.source] = true;
+    plan.results_.push_back({Tensor(), rebase(0, w, r)});
   }
   // Each buffer is made before the launch it was allocated before (or
   // before the end, when no launch follows) and dropped after its last
@@ -181,23 +179,21 @@ std::shared_ptr<const RunPlan> PlanRecorder::finish(std::span<const Tensor> resu
   return std::shared_ptr<const RunPlan>(plan_.release());
 }
 
-Tensor RunPlan::rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,
-                        const std::vector<std::int64_t>& strides, const NumericsPolicy& policy,
-                        std::span<const Tensor> args, const std::vector<Tensor>& buffers) const {
-  const Tensor& from = argument ? args[source] : buffers[source];
-  if (delta == 0 && from.shape() == shape && from.strides() == strides && from.policy() == policy) return from;
-  return from.view_bytes(delta, shape, strides, policy);
+const Tensor& RunPlan::source(const Rebase& r, std::span<const Tensor> args, const std::vector<Tensor>& buffers) {
+  return r.argument ? args[r.source] : buffers[r.source];
+}
+
+Tensor RunPlan::rebuild(const Rebase& r, std::span<const Tensor> args, const std::vector<Tensor>& buffers) {
+  const Tensor& from = source(r, args, buffers);
+  if (r.delta == 0 && from.shape() == r.shape && from.strides() == r.strides && from.policy() == r.policy) return from;
+  return from.view_bytes(r.delta, r.shape, r.strides, r.policy);
 }
 
 void RunPlan::run(const Planned& p, std::span<const Tensor> args, std::vector<Tensor>& buffers, const Launch& launch,
                   Scratch& scratch) const {
-  auto at = [&](const Rebase& r) {
-    const Tensor& from = r.argument ? args[r.source] : buffers[r.source];
-    return const_cast<std::byte*>(address(from) + r.delta);
-  };
+  auto at = [&](const Rebase& r) { return const_cast<std::byte*>(address(source(r, args, buffers)) + r.delta); };
   if (p.into) {
-    const Rebase& r = p.rebases.front();
-    buffers[*p.into] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers).contiguous();
+    buffers[*p.into] = rebuild(p.rebases.front(), args, buffers).contiguous();
     return;
   }
   if (p.prepared) {
@@ -220,9 +216,7 @@ void RunPlan::run(const Planned& p, std::span<const Tensor> args, std::vector<Te
     return;
   }
   std::vector<cpu::KernelArg> launch_args = p.args;
-  for (const Rebase& r : p.rebases) {
-    launch_args[r.position] = rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers);
-  }
+  for (const Rebase& r : p.rebases) launch_args[r.position] = rebuild(r, args, buffers);
   launch(p.step, p.grid, std::move(launch_args));
 }
 
@@ -249,8 +243,7 @@ std::vector<Tensor> RunPlan::replay(std::span<const Tensor> args, const Launch& 
   }
   std::vector<Tensor> out;
   for (const Result& r : results_) {
-    out.push_back(r.held ? r.held_tensor
-                         : rebuild(r.argument, r.source, r.delta, r.shape, r.strides, r.policy, args, buffers));
+    out.push_back(r.held.defined() ? r.held : rebuild(r.where, args, buffers));
   }
   return out;
 }

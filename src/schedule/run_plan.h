@@ -73,6 +73,8 @@ class PlanRecorder {
     std::int64_t delta = 0;  // bytes from the source's element 0
   };
   Where locate(const Tensor& t) const;
+  // Where `t` (found by locate, not held) lives, as argument `position` of a launch.
+  static auto rebase(std::size_t position, const Where& w, const Tensor& t);
   std::vector<Tensor> args_;
   std::vector<std::weak_ptr<const std::byte>> arg_handles_;
   std::vector<std::weak_ptr<const std::byte>> held_;
@@ -137,13 +139,10 @@ class RunPlan {
     std::vector<std::int64_t> shape;
     NumericsPolicy policy;
   };
+  // A result: a tensor the executable holds, or where it lives (position unused).
   struct Result {
-    bool argument = false, held = false;
-    std::size_t source = 0;
-    std::int64_t delta = 0;
-    Tensor held_tensor;
-    std::vector<std::int64_t> shape, strides;
-    NumericsPolicy policy;
+    Tensor held;
+    Rebase where;
   };
   // What a replay reuses from launch to launch.
   struct Scratch {
@@ -152,9 +151,9 @@ class RunPlan {
   };
   void run(const Planned& p, std::span<const Tensor> args, std::vector<Tensor>& buffers, const Launch& launch,
            Scratch& scratch) const;
-  Tensor rebuild(bool argument, std::size_t source, std::int64_t delta, const std::vector<std::int64_t>& shape,
-                 const std::vector<std::int64_t>& strides, const NumericsPolicy& policy, std::span<const Tensor> args,
-                 const std::vector<Tensor>& buffers) const;
+  // The argument or buffer a rebased tensor lives in, and the tensor itself.
+  static const Tensor& source(const Rebase& r, std::span<const Tensor> args, const std::vector<Tensor>& buffers);
+  static Tensor rebuild(const Rebase& r, std::span<const Tensor> args, const std::vector<Tensor>& buffers);
   std::string device_;
   std::vector<Planned> launches_;
   std::vector<Buffer> buffers_;
