@@ -686,6 +686,21 @@ std::vector<std::string> Executable::plan_refusals() const {
   return out;
 }
 
+namespace {
+
+// TESSERA_RUN_PLANS: unset, empty or 1 replays plans; 0 walks every run.
+// Anything else is an error rather than a value quietly read as one of them.
+bool run_plans_enabled() {
+  const char* env = std::getenv("TESSERA_RUN_PLANS");
+  if (env == nullptr || *env == '\0') return true;
+  const std::string_view v(env);
+  if (v == "0" || v == "1") return v == "1";
+  raise(ErrorCode::ArgumentInvalid, "TESSERA_RUN_PLANS is '" + std::string(v) + "'; expected 0 (walk every run) or 1 "
+                                    "(replay run plans, the default)");
+}
+
+}  // namespace
+
 std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_graph) const {
   const ir::Operation& func = *state_->schedule.lookup(state_->function);
   const ir::Block& body = ir::function_body(func);
@@ -738,9 +753,7 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
   // TESSERA_RUN_PLANS=0 walks every run. Checked and profiled runs walk.
   std::shared_ptr<const RunPlan> plan;
   std::optional<std::size_t> plan_entry;  // the entry a walking run records into
-  const char* plans_env = std::getenv("TESSERA_RUN_PLANS");
-  if (!use_graph && !sync_each && !profiler::active() &&
-      !(plans_env && std::string_view(plans_env) == "0")) {
+  if (!use_graph && !sync_each && !profiler::active() && run_plans_enabled()) {
     const std::vector<std::int64_t> aliases = argument_aliases(args);
     std::lock_guard<std::mutex> lock(state_->plans_mutex);
     bool seen = false;

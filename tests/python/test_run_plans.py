@@ -226,3 +226,14 @@ def test_threads_replaying_one_plan_each_get_their_own_results(monkeypatch):
     assert not errors, errors
     assert not got, f"results differ from the walk's for (thread, call) -> input: {got}"
     assert exe.run_plans == 1
+
+
+def test_a_bad_run_plans_setting_is_an_error_naming_it(monkeypatch):
+    f = tessera.jit(lambda x: x + 1.0)
+    x = t((4,))
+    f(x)
+    monkeypatch.setenv("TESSERA_RUN_PLANS", "false")
+    with pytest.raises(tessera.ArgumentError, match="TESSERA_RUN_PLANS is 'false'; expected 0"):
+        f.executable().run([x])
+    monkeypatch.setenv("TESSERA_RUN_PLANS", "1")
+    assert bits(f.executable().run([x])[0]) == bits(f(x))
