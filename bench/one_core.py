@@ -27,3 +27,15 @@ def median_seconds(fn, runs):
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def per_call_us(fn, calls=2000, repeats=5):
+    """The median over `repeats` of microseconds per call in a loop of `calls` calls, after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)

@@ -13,26 +13,13 @@ of a loss that reads du/dx, 64 points, width 32).
 """
 
 import os
-import statistics
-import time
 
-import one_core  # noqa: F401 - one core, one thread for every side
+from one_core import per_call_us  # one core, one thread for every side
 import numpy as np
 
 import tessera
 
 ops = tessera.ops
-
-
-def per_call_us(fn, calls=2000, repeats=5):
-    fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
 
 
 def walked(fn):
