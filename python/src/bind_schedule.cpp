@@ -43,6 +43,8 @@ void bind_schedule(nb::module_& m) {
           "run() through a CUDA graph built on the first call for these argument shapes and replayed, with new "
           "buffer addresses, on later calls (CUDA executables only).")
       .def_prop_ro("graphs", &schedule::Executable::graphs)
+      .def_prop_ro("direct_graphs", &schedule::Executable::direct_graphs,
+                   "How many of the graphs replay by setting their nodes, without walking the steps.")
       .def_prop_ro("run_plans", &schedule::Executable::run_plans,
                    "How many argument signatures run() replays from a recorded run plan, without walking the steps.")
       .def_prop_ro("plan_refusals", &schedule::Executable::plan_refusals,

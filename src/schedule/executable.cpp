@@ -671,6 +671,12 @@ std::size_t Executable::graphs() const {
   return state_->graphs.size();
 }
 
+std::size_t Executable::direct_graphs() const {
+  std::lock_guard<std::mutex> lock(state_->graphs_mutex);
+  return static_cast<std::size_t>(std::count_if(state_->graphs.begin(), state_->graphs.end(),
+                                                [](const State::CapturedGraph& g) { return g.replay.has_value(); }));
+}
+
 std::size_t Executable::run_plans() const {
   std::lock_guard<std::mutex> lock(state_->plans_mutex);
   return static_cast<std::size_t>(std::count_if(state_->plans.begin(), state_->plans.end(),

@@ -21,13 +21,13 @@ cuda::DevicePtr address(const Tensor& t) { return reinterpret_cast<cuda::DeviceP
 
 void GraphRecorder::record(const cuda::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
                            const cuda::KernelLaunchOptions& options) {
-  if (building && launches) launches->push_back({next, &k, nullptr, grid, args, options});
+  if (building && launches) launches->push_back({next, &k, nullptr, false, grid, args, options});
   add(cuda::prepare_launch(k, grid, std::move(args), options));
 }
 
 void GraphRecorder::record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
                            const cuda::KernelLaunchOptions& options) {
-  if (building && launches) launches->push_back({next, nullptr, &k, grid, args, options});
+  if (building && launches) launches->push_back({next, nullptr, &k, false, grid, args, options});
   cuda_tile::LaunchOptions o;
   o.stream = options.stream;
   o.synchronize = false;
@@ -40,7 +40,13 @@ void GraphRecorder::gather(const Tensor& view, const Tensor& out) {
       cuda::prepare_strided_copy(cuda::parse_device(view.device()), address(out), address(view),
                                  static_cast<std::size_t>(view.element_bytes()), view.shape(), view.strides());
   if (!p) return;
-  other_nodes = other_nodes || building;
+  if (building && launches) {
+    // A replay moves the view to the new argument (or result buffer) it
+    // lies in, as a launch's tensors; `out` is an intermediate the graph keeps.
+    launches->push_back({next, nullptr, nullptr, true, 0, {cpu::KernelArg(view), cpu::KernelArg(out)}, {}});
+  } else {
+    other_nodes = other_nodes || building;
+  }
   cuda::PreparedLaunch launch;
   launch.function = p->function;
   launch.config = p->config;
@@ -170,7 +176,9 @@ std::vector<Tensor> DirectReplay::update(GraphRecorder& recorder, std::span<cons
     std::vector<cpu::KernelArg> launch_args = n.launch.args;
     for (const Rebase& r : n.rebases) launch_args[r.position] = rebased(r, args, fresh);
     recorder.next = n.launch.node;
-    if (n.launch.kernel) {
+    if (n.launch.gather) {
+      recorder.gather(std::get<Tensor>(launch_args.at(0).value), std::get<Tensor>(launch_args.at(1).value));
+    } else if (n.launch.kernel) {
       recorder.record(*n.launch.kernel, n.launch.grid, std::move(launch_args), n.launch.options);
     } else {
       recorder.record(*n.launch.tile_kernel, n.launch.grid, std::move(launch_args), n.launch.options);

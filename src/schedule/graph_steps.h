@@ -22,7 +22,8 @@ namespace tessera::schedule {
 struct RecordedLaunch {
   std::size_t node = 0;
   const cuda::CompiledKernel* kernel = nullptr;            // an NVRTC kernel's,
-  const cuda_tile::CompiledKernel* tile_kernel = nullptr;  // or a CUDA Tile IR kernel's
+  const cuda_tile::CompiledKernel* tile_kernel = nullptr;  // or a CUDA Tile IR kernel's,
+  bool gather = false;  // or a strided view's gather: args are the view and the contiguous copy
   std::int64_t grid = 0;
   std::vector<cpu::KernelArg> args;
   cuda::KernelLaunchOptions options;
@@ -45,7 +46,8 @@ struct GraphRecorder {
   void record(const cuda_tile::CompiledKernel& k, std::int64_t grid, std::vector<cpu::KernelArg> args,
               const cuda::KernelLaunchOptions& options);
   // A strided view gathered into `out` (contiguous, on the view's device)
-  // by cuda::strided_copy's kernel, as a node.
+  // by cuda::strided_copy's kernel, as a node (recorded for DirectReplay
+  // like a launch).
   void gather(const Tensor& view, const Tensor& out);
   void add(const std::optional<cuda::PreparedLaunch>& p);
   void copy(const cuda::DeviceCopy& c);  // nothing for zero bytes
@@ -67,7 +69,7 @@ struct GraphRecorder {
 class DirectReplay {
  public:
   // nullopt when the run cannot be replayed so: a node that is not a kernel
-  // launch (a collective's copies and work), a result that is not in a
+  // launch or a view's gather (a collective's copies and work), a result that is not in a
   // buffer the run allocated (an argument, a view of one, a constant), two
   // arguments sharing storage, or a packed (sub-byte) or empty tensor.
   // `allocated`: the buffers the run allocated for step results.

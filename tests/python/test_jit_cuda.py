@@ -902,8 +902,9 @@ def test_views_inside_a_function_feed_kernels_on_the_device(rng):
     """The elementwise kernel of f reads a strided view (a transpose, then a
     slice with a step: two view steps), which is gathered on the device by a
     kernel, without the host; in a CUDA graph, by a node of the graph, set
-    anew at each replay. The results are the CPU executable's bits and
-    numpy's values, for every call."""
+    anew at each replay, which sets the graph's nodes without walking the
+    steps (the gather is a recorded launch, docs/design/0046). The results
+    are the CPU executable's bits and numpy's values, for every call."""
     def f(x):
         return ops.transpose(x, (1, 0))[:, ::2] * 2.0 + 1.0
 
@@ -917,6 +918,7 @@ def test_views_inside_a_function_feed_kernels_on_the_device(rng):
             np.testing.assert_array_equal(got.to("cpu").numpy(), on_cpu(tessera.tensor(host)).numpy())
             np.testing.assert_array_equal(got.to("cpu").numpy(), host.T[:, ::2] * np.float32(2) + np.float32(1))
         assert on_gpu.executable().graphs == (1 if capture else 0)
+        assert on_gpu.executable().direct_graphs == (1 if capture else 0)
 
 
 @needs_gpu

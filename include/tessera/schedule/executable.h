@@ -70,10 +70,14 @@ class Executable {
   // addresses (new inputs, fresh outputs and intermediates) and replay it:
   // one graph launch instead of one launch per kernel, and no copies. New
   // shapes build another graph (the executable keeps one per shapes). Steps
-  // that read device data on the host (gather and scatter index checks,
-  // non-contiguous intermediate views) cannot run inside a graph and raise.
+  // that read device data on the host (gather and scatter index checks)
+  // cannot run inside a graph and raise; a strided view a kernel reads is
+  // gathered by a node of the graph.
   std::vector<Tensor> run_graph(std::span<const Tensor> args) const;
   std::size_t graphs() const;  // the graphs run_graph has built
+  // Those of them whose replays set their nodes without walking the steps
+  // (docs/design/0046).
+  std::size_t direct_graphs() const;
   // The run plans run() has recorded (docs/design/0048), and for each argument
   // signature whose runs walk the steps instead, why.
   std::size_t run_plans() const;
