@@ -507,7 +507,8 @@ class Emitter {
   // the guards whose then-branch runs alone.
   struct FullAccess {
     const ir::Operation* op;  // tile.load_elem or tile.store_elem
-    Linear index;
+    Linear index;             // its last index
+    std::string row;          // a rank-2 buffer's first index (uniform), else empty
   };
   struct FullGroup {
     std::vector<std::string> lane_limits;  // min(kGroupSize, these) lanes run
@@ -538,10 +539,19 @@ class Emitter {
       if (!collect_accesses(op.region(r).block(), fg)) return false;
     if (op.name() != "tile.load_elem" && op.name() != "tile.store_elem") return true;
     const ir::Value* buffer = op.operand(0);
-    if (buffer->type().rank() != 1 || storage_.at(buffer) != Storage::group) return false;
-    auto index = lane_linear(op.operand(1));
+    const std::size_t rank = buffer->type().rank();
+    if (rank < 1 || rank > 2 || storage_.at(buffer) != Storage::group) return false;
+    // A rank-2 buffer (a GEMM's staged tile, read row by row) takes a row
+    // the same in every lane and a column linear in the lane.
+    std::string row;
+    if (rank == 2) {
+      auto r = uniform_expr(op.operand(1));
+      if (!r) return false;
+      row = *r;
+    }
+    auto index = lane_linear(op.operand(rank));
     if (!index) return false;
-    fg.accesses.push_back({&op, *index});
+    fg.accesses.push_back({&op, *index, row});
     return true;
   }
   static bool empty_branch(const ir::Block& b) { return b.ops().size() == 1; }  // the yield alone
@@ -595,9 +605,12 @@ class Emitter {
       }
       const std::string& b = it->second;
       const std::string coef = std::to_string(a.index.coef);
+      const std::string& view = name_.at(a.op->operand(0));
+      const bool two_d = !a.row.empty();
+      if (two_d) cond += " && tsr::span_in(" + a.row + ", " + a.row + ", " + view + ".shape[0])";
       cond += " && tsr::span_in(" + b + ", tsr::iadd<DType::int64>(" + b + ", " + coef + " * (" + lanes +
-              " - 1)), " + name_.at(a.op->operand(0)) + ".shape[0])";
-      full_index_[a.op] = "(" + b + " + " + coef + " * lane)";
+              " - 1)), " + view + ".shape[" + (two_d ? "1" : "0") + "])";
+      full_index_[a.op] = {two_d ? std::size_t{2} : std::size_t{1}, "(" + b + " + " + coef + " * lane)"};
     }
     line("if (" + cond + ") {");
     ++indent_;
@@ -846,7 +859,7 @@ class Emitter {
   // lane_args, with the plain index of an access in the full-group loop.
   std::vector<std::string> full_args(const ir::Operation& op) const {
     std::vector<std::string> a = lane_args(op);
-    if (auto it = full_index_.find(&op); it != full_index_.end()) a[1] = it->second;
+    if (auto it = full_index_.find(&op); it != full_index_.end()) a[it->second.first] = it->second.second;
     return a;
   }
 
@@ -1261,7 +1274,9 @@ class Emitter {
   // being emitted (their then-branch is emitted alone).
   std::unordered_set<const ir::Operation*> known_true_;
   // The plain index expression of each element access in that loop.
-  std::unordered_map<const ir::Operation*, std::string> full_index_;
+  // An access of the full-group loop -> (the position of its linear index
+  // among its operands, that index as base + coef * lane).
+  std::unordered_map<const ir::Operation*, std::pair<std::size_t, std::string>> full_index_;
   Access access_ = Access::checked;  // how the lane code being emitted accesses elements
   std::unordered_map<const ir::Value*, std::string> name_;
   std::unordered_map<const ir::Value*, Storage> storage_;

@@ -221,9 +221,11 @@ class GemmBuilder {
       // The stored outputs of the tile's element (r, c) at (gm, gn), flat
       // index i: its lane program, input k bound to loaded[k] when given
       // (the element's value from a run), else read from its buffer.
+      // `in_bounds`: the element is known to exist (its reads unchecked).
       auto outputs_at = [&](ir::OpBuilder& ib, Value* r, Value* c, Value* gm, Value* gn, Value* i,
-                            const std::vector<Value*>& loaded) {
+                            const std::vector<Value*>& loaded, bool in_bounds = false) {
         LaneProgram lanes_of = program_at(i, gm, gn);
+        lanes_of.set_in_bounds(in_bounds);
         for (std::size_t k = 0; k < num_in; ++k) {
           if (k == a_index_ || k == b_index_) continue;
           if (!loaded.empty() && loaded[k] != nullptr) {
@@ -232,7 +234,9 @@ class GemmBuilder {
             lanes_of.bind_input(body_.argument(k), fb.argument(k));
           }
         }
-        Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c});
+        ir::AttrMap staged_read;
+        if (in_bounds) staged_read.set("in_bounds", true);
+        Value* v = integer_ ? integer_dot(ib, gm, gn) : tile::build(ib, "tile.load_elem", {staged, r, c}, staged_read);
         // A stochastic result draws Philox(0, i) for its element i, as
         // the reference's make_result does.
         lanes_of.bind_value(root_.result(0), p.rounding == Rounding::stochastic
@@ -329,6 +333,35 @@ class GemmBuilder {
                   /*likely=*/true);
               return std::vector<Value*>{};
             });
+      } else if (lanes == bm_ && bn_ <= lanes) {
+        // The CPU's form (a lane per tile row, at least as many lanes as
+        // columns): the tile's rows one after the other, lane c taking
+        // column c of each. Every value but the column is the same in all
+        // lanes and computed before them, and the lanes that run are those
+        // below min(BN, N - n0): the CPU backend runs such a lane loop with
+        // unchecked, contiguous accesses once their spans are checked, a
+        // loop its compiler vectorizes with the SIMD forms of the math
+        // functions (tanh, erf). Each element's program is the element
+        // form's, so the bits are too.
+        Value* rows_here = op2(b, "min", tile::build_int(b, bm_), op2(b, "sub", m_, m0_));
+        Value* cols_here = op2(b, "min", tile::build_int(b, bn_), op2(b, "sub", n_, n0_));
+        tile::build_for(b, zero, rows_here, tile::build_int(b, 1), {}, [&](ir::OpBuilder& lb, std::span<Value* const> at) {
+          Value* r = at[0];
+          Value* gm = op2(lb, "add", m0_, r);
+          Value* row_first = flat(lb, gm, n0_);
+          if_then(lb, cmp(lb, "lt", lid, cols_here), [&](ir::OpBuilder& ib) {
+            Value* gn = op2(ib, "add", n0_, lid);
+            Value* i = op2(ib, "add", row_first, lid);
+            const std::vector<Value*> outputs = outputs_at(ib, r, lid, gm, gn, i, {}, /*in_bounds=*/true);
+            for (std::size_t j = 0; j < num_out; ++j) {
+              ib.create("tile.store_elem", {fb.argument(num_in + j), i, outputs[j]}, {{"in_bounds", true}});
+            }
+          });
+          // The row's lanes finish before the next row's: on the CPU each
+          // row is then its own loop over the lanes, inside the row loop.
+          lb.create("tile.barrier", {});
+          return std::vector<Value*>{};
+        });
       } else {
         // Lane r takes row r of the tile, column by column: on the CPU the
         // lanes run one after the other, so each walks contiguous memory.
