@@ -176,13 +176,20 @@ bool short_sum_rows(const ir::Operation& kernel) {
   return n && *n < kCudaRowLanes;
 }
 
+// Column sums: blocks a pass of the lane-per-strand form (both targets,
+// docs/design/0038).
+constexpr std::int64_t kColumnStrandBlocks = 2;
 // A column sum whose columns are known to hold fewer elements than a block
 // has strands: a lane per strand would leave most strand lanes empty (1024
 // lanes for a [4, 8] sum over axis 0, which took about 19 us a call on one
-// CPU core), so such sums take the plain column form (the same bits).
-bool short_sum_columns(const ir::Operation& kernel) {
+// CPU core), so such sums take the plain column form (the same bits). On
+// the CPU the plain form stays faster up to the strand form's pass of
+// kColumnStrandBlocks blocks: one core, sum over axis 0, strand lanes
+// against the plain form: [64, 32] 12.4 / 4.4 us, [256, 32] 11.4 / 7.9 us,
+// [512, 64] 39 / 51 us, [2048, 256] 342 / 566 us.
+bool short_sum_columns(const ir::Operation& kernel, bool cuda) {
   const std::optional<std::int64_t> n = static_sum_length(kernel);
-  return n && *n < kReductionStrands;
+  return n && *n < (cuda ? kReductionStrands : kReductionBlock * kColumnStrandBlocks);
 }
 // Rows ahead a cooperative normalization row asks L2 for (docs/design/0037), and
 // the kernels that do: on an H200, rmsnorm's and layernorm's rows and their
@@ -190,9 +197,7 @@ bool short_sum_columns(const ir::Operation& kernel) {
 // (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
 // softmax's rows ran a few percent slower at any distance.
 constexpr std::int64_t kCudaRowPrefetch = 256;
-// Column sums: blocks a pass of the lane-per-strand form (both targets),
-// and the most columns a lane on the CPU (docs/design/0038).
-constexpr std::int64_t kColumnStrandBlocks = 2;
+// Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
 // the summed operand (2 for bf16 and fp16, 1 for fp32). Block sums
@@ -424,7 +429,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if ((f == Family::normalization || f == Family::reduction) && k->attrs().has("row_lanes") && (row_vector_env || cuda)) {
       k->attrs().set("row_vector", row_vector_env ? *row_vector_env : cuda_run(kernel_root_op(*k).operand(0)->type().dtype()));
     }
-    if (f == Family::reduction && column_strands_env.value_or(short_sum_columns(*k) ? 0 : kColumnStrandBlocks) > 0) {
+    if (f == Family::reduction && column_strands_env.value_or(short_sum_columns(*k, cuda) ? 0 : kColumnStrandBlocks) > 0) {
       k->attrs().set("column_strands", column_strands_env.value_or(kColumnStrandBlocks));
       const std::int64_t columns =
           column_vector_env ? *column_vector_env : cuda ? cuda_column_vector(*k) : kCpuColumnVector;
