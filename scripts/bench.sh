@@ -15,6 +15,9 @@ taskset -c 0 .venv/bin/python bench/eager_dispatch_bench.py
 taskset -c 0 .venv/bin/python bench/autodiff_jax_bench.py
 taskset -c 0 .venv/bin/python bench/kernel_gemm_bench.py
 taskset -c 0 .venv/bin/python bench/schedule_elementwise_bench.py
+# These pin themselves to one core (bench/one_core.py).
+.venv/bin/python bench/run_plan_cpu_bench.py
+.venv/bin/python bench/cpu_gemm_epilogue_bench.py
 # Schedule IR: each on one core and on all cores.
 for c in 1 all; do
   .venv/bin/python bench/schedule_mlp_bench.py --cores "$c"
