@@ -19,6 +19,9 @@
 // epilogue's narrowest buffer), the epilogue's lanes take runs of V
 // consecutive columns instead of single elements: one vector access per run
 // for each input that is consecutive along a row and for each output.
+// With a lane per tile row and no more columns than lanes (the CPU's tiles),
+// the epilogue runs the tile's rows one after another, lane c taking column
+// c, so the CPU backend vectorizes each row's lane loop (docs/design/0050).
 //
 // With the `mma_flat` knob (set for the CUDA Tile IR target's tensor-core
 // GEMMs, passes.h set_tile_ir_knobs) the product is one loop over K instead,
