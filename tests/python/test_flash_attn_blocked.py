@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tessera
+from test_flash_attn import SEED as INPUT_SEED
 from test_flash_attn import attention_np, fp8_inputs, inputs, run
 
 SEED = secrets.randbits(32)
@@ -109,8 +110,13 @@ def test_the_cpu_takes_the_blocked_form_by_default(monkeypatch, dtype):
     slow = [t.numpy() for t in [lane(*args)[0], *lane(*args)[1]]]
     assert fast[1].tobytes() != slow[1].tobytes()
     tol = 1e-5 if dtype == "fp32" else 2.0 ** -6
-    for f, s in zip(fast, slow):
-        assert np.abs(f.astype(np.float64) - s).max() <= tol * max(1.0, np.abs(s).max()), f"seed {SEED}"
+    # The value sums 16384 products whose attention factors (each at most max|v|) differ between
+    # the forms by rounding, with random signs: the difference grows like tol max|v| ||w||_2, while
+    # cancellation can make the sum itself small, so its bound scales with those, not with it.
+    bounds = [tol * np.abs(v).max() * np.linalg.norm(w.numpy().astype(np.float64))]
+    bounds += [tol * max(1.0, np.abs(s).max()) for s in slow[1:]]
+    for f, s, bound in zip(fast, slow, bounds):
+        assert np.abs(f.astype(np.float64) - s).max() <= bound, f"seeds {SEED} (w), {INPUT_SEED} (q, k, v)"
 
 
 @pytest.mark.parametrize("causal", [False, True])
