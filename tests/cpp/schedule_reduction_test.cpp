@@ -341,6 +341,41 @@ func @e(%x: tensor<[N, 5] fp32>) -> (tensor<[5] fp32>) {
   }
 }
 
+// Columns of at most 16 elements (a batch dim summed away: the weight
+// gradient of a batched product) take the short column form, the canonical
+// order's fixed expression written out per column (0 + x_s strands, their
+// tree, 0 + (0 + block)): the reference's bits for 1, 2, 5 and 16 rows,
+// sums and means, fp32 with NaN, infinities and zeros, bf16 with a fused
+// consumer, and fp64; 17 rows keep the loop form. Zeros matter: a column of
+// -0 sums to +0 through the adds onto zero.
+TEST(ScheduleReduction, ShortColumnsTakeTheWrittenOutCanonicalSum) {
+  auto text_for = [](std::int64_t rows, const std::string& policy) {
+    const std::string t = "tensor<[" + std::to_string(rows) + ", 6, 50] " + policy + ">";
+    const std::string o = "tensor<[6, 50] " + policy + ">";
+    return "func @s(%x: " + t + ") -> (" + o + ", " + o + ") {\n"
+           "  %0 = graph.sum %x {axes = [0]} : " + o + "\n"
+           "  %1 = graph.mean %x {axes = [0]} : " + o + "\n"
+           "  %c = graph.constant {policy = policy<" + policy + ">, shape = shape<[]>, value = dense<[0.5]>} : tensor<[] " + policy + ">\n"
+           "  %2 = graph.mul %1, %c : " + o + "\n"
+           "  return %0, %2\n}\n";
+  };
+  for (const char* policy : {"fp32", "bf16 @accum(fp32)", "fp64"}) {
+    for (const std::int64_t rows : {1, 2, 5, 16, 17}) {
+      SCOPED_TRACE(std::string(policy) + ", rows " + std::to_string(rows));
+      const NumericsPolicy p = parse_policy(policy);
+      Tensor x = sample({rows, 6, 50}, p, static_cast<unsigned>(50 + rows));
+      auto exe = check_against_reference(text_for(rows, policy), "s", {x});
+      // The short form has no loop over the column's blocks.
+      const std::string tile = exe->tile_ir();
+      EXPECT_EQ(tile.find("tile.barrier") == std::string::npos, rows <= 16) << tile;
+    }
+  }
+  // Every element -0: the sum is +0 (0 + -0 in each strand), as the reference's.
+  const std::string text = text_for(2, "fp32");
+  Tensor zeros = Tensor::from_values(std::vector<double>(600, -0.0), {2, 6, 50}, kF32);
+  check_against_reference(text, "s", {zeros});
+}
+
 // Sums and means over axis 0 of a matrix of more than one block of rows
 // split at their blocks by default (graph.block_sums, a group per block of
 // rows, then graph.block_total; docs/design/0039): the reference's bits for

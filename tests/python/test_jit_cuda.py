@@ -922,6 +922,27 @@ def test_views_inside_a_function_feed_kernels_on_the_device(rng):
 
 
 @needs_gpu
+def test_short_column_sums_on_the_gpu_match_the_cpu(rng):
+    """Sums and means over a leading axis of at most 16 elements (a batch dim summed away, as in
+    a batched product's weight gradient) take the short column form, the canonical order written
+    out per column (docs/design/0050): the GPU gives the CPU executable's bits, fp32 with NaN,
+    infinities and zeros, and bf16 with a consumer; 17 rows keep the loop form."""
+    for rows in (1, 2, 5, 16, 17):
+        x = rng.standard_normal((rows, 64, 300)) * 3
+        x[0, 0, :3] = (np.nan, np.inf, -0.0)
+        for policy in ("fp32", "bf16 @accum(fp32)"):
+            X = tessera.tensor(x.astype(np.float32), policy)
+            j = tessera.jit(lambda a: (ops.sum(a, axis=0), ops.mean(a, axis=0) * 0.5))
+            got, want = j(X.to("cuda:0")), j(X)
+            for g, w in zip(got, want):
+                g, w = g.to("cpu"), w
+                # fp32 NaNs keep each processor's payload; compare them as NaNs (bf16 has one NaN code).
+                nan = np.isnan(w.numpy())
+                np.testing.assert_array_equal(np.isnan(g.numpy()), nan, err_msg=f"rows {rows}, {policy}")
+                np.testing.assert_array_equal(g.codes()[~nan], w.codes()[~nan], err_msg=f"rows {rows}, {policy}")
+
+
+@needs_gpu
 def test_run_plans_on_the_gpu_give_the_walks_bits(rng, monkeypatch):
     """Plain calls after the first replay a run plan (docs/design/0048): the
     generated kernels' parameter blocks are launched again with new buffer
