@@ -181,5 +181,79 @@ TEST_F(CpuBackendCache, CompilerErrorsQuoteTheCompilerOutput) {
   }
 }
 
+// A kernel adding `amount` to every element of y, named for it.
+ir::Operation* add_kernel(ir::Module& m, double amount) {
+  ir::Operation* k = tile::build_kernel(m, "add_" + std::to_string(static_cast<int>(amount)),
+                                        {{"y", gmem({Dim::named("n")}, DType::fp32, true)}});
+  ir::Block& body = ir::function_body(*k);
+  OpBuilder b(body);
+  Value* i = op(b, "tile.linear_id", {});
+  Value* v = op(b, "tile.load_elem", {body.argument(0), i});
+  stmt(b, "tile.store_elem", {body.argument(0), i, op(b, "tile.add", {v, real(b, amount)})});
+  tile::finish_kernel(*k);
+  return k;
+}
+
+// Several kernels of one unit compile in parts, one compiler process each
+// (TESSERA_CPU_COMPILE_JOBS), linked into one shared object: every kernel
+// loads from it and runs, as from a one-process build, the part files are
+// gone afterwards, and a second compile of the unit is a hit. A bad value of
+// the knob is an error naming it.
+TEST_F(CpuBackendCache, KernelsOfOneUnitCompileInParallelParts) {
+  ir::Module m;
+  std::vector<const ir::Operation*> kernels;
+  for (int k = 1; k <= 5; ++k) kernels.push_back(add_kernel(m, k));
+  for (const char* jobs : {"1", "3"}) {
+    SCOPED_TRACE(std::string("jobs ") + jobs);
+    cpu::CompileOptions o = options();
+    o.cache_dir = (dir_ / jobs).string();  // an empty cache for each
+    setenv("TESSERA_CPU_COMPILE_JOBS", jobs, 1);
+    std::vector<cpu::CompiledKernel> compiled = cpu::compile_kernels(kernels, o);
+    unsetenv("TESSERA_CPU_COMPILE_JOBS");
+    ASSERT_EQ(compiled.size(), 5u);
+    for (std::size_t k = 0; k < compiled.size(); ++k) {
+      EXPECT_FALSE(compiled[k].cache_hit);
+      Tensor y = f32_tensor({1, 2, 3}, {3});
+      cpu::launch(compiled[k], -1, {y});
+      const double a = static_cast<double>(k + 1);
+      EXPECT_EQ(y.to_values(), (std::vector<double>{1 + a, 2 + a, 3 + a})) << "kernel " << k;
+    }
+    for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+      EXPECT_EQ(entry.path().string().find(".part"), std::string::npos) << entry.path();
+    }
+    EXPECT_TRUE(cpu::compile_kernels(kernels, o).front().cache_hit);
+  }
+  setenv("TESSERA_CPU_COMPILE_JOBS", "0", 1);
+  try {
+    cpu::CompileOptions o = options();
+    o.cache_dir = (dir_ / "bad").string();
+    cpu::compile_kernels(kernels, o);
+    ADD_FAILURE() << "expected an ArgumentError";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_CPU_COMPILE_JOBS is '0'"), std::string::npos) << e.what();
+  }
+  unsetenv("TESSERA_CPU_COMPILE_JOBS");
+}
+
+// A compiler error in one part of a parallel build is raised, quoting the
+// compiler's output, and leaves no part files behind.
+TEST_F(CpuBackendCache, ErrorsOfAPartQuoteTheCompilerOutput) {
+  ir::Module m;
+  std::vector<const ir::Operation*> kernels{add_kernel(m, 1), add_kernel(m, 2)};
+  cpu::CompileOptions o = options();
+  o.extra_flags = {"-include", "/nonexistent/tessera-missing-header.h"};
+  setenv("TESSERA_CPU_COMPILE_JOBS", "2", 1);
+  try {
+    cpu::compile_kernels(kernels, o);
+    ADD_FAILURE() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.message()).find("tessera-missing-header.h"), std::string::npos) << e.message();
+  }
+  unsetenv("TESSERA_CPU_COMPILE_JOBS");
+  for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().string().find(".part"), std::string::npos) << entry.path();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::cputest

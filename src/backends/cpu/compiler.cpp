@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,8 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 #include "tessera/support/error.h"
 
@@ -145,6 +149,28 @@ std::vector<std::string> default_compile_flags() {
           "-ffp-contract=off", "-fno-tree-slp-vectorize", "-fno-math-errno", "-fno-trapping-math", "-DNDEBUG"};
 }
 
+namespace {
+
+// The compiler's log, trimmed, and the command, as a CompileError.
+[[noreturn]] void raise_compile_failure(const std::vector<std::string>& argv, int rc, std::string text,
+                                        const std::string& what) {
+  if (text.size() > 4000) text = "...\n" + text.substr(text.size() - 4000);
+  std::string command;
+  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+  raise(ErrorCode::Compile, "the host C++ compiler failed (exit status " + std::to_string(rc) + ") on " + what +
+                                "\ncommand: " + command + "\n" + text);
+}
+
+// Runs `argv` with its output in `log`: the exit status and the log's text.
+std::pair<int, std::string> run_logged(const std::vector<std::string>& argv, const std::string& log) {
+  const int rc = run_process(argv, log);
+  std::string text = read_text(log);
+  std::remove(log.c_str());
+  return {rc, text};
+}
+
+}  // namespace
+
 void compile_shared_object(const HostCompiler& cxx, const std::vector<std::string>& flags,
                            const std::string& include_dir, const std::string& source, const std::string& output) {
   std::vector<std::string> argv{cxx.path};
@@ -154,17 +180,65 @@ void compile_shared_object(const HostCompiler& cxx, const std::vector<std::strin
   argv.push_back("-o");
   argv.push_back(output);
   argv.push_back(libtessera_path());
-  const std::string log = output + ".log";
-  const int rc = run_process(argv, log);
-  std::string text = read_text(log);
-  std::remove(log.c_str());
-  if (rc != 0) {
-    if (text.size() > 4000) text = "...\n" + text.substr(text.size() - 4000);
-    std::string command;
-    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-    raise(ErrorCode::Compile, "the host C++ compiler failed (exit status " + std::to_string(rc) + ") on " + source +
-                                  "\ncommand: " + command + "\n" + text);
+  const auto [rc, text] = run_logged(argv, output + ".log");
+  if (rc != 0) raise_compile_failure(argv, rc, text, source);
+}
+
+
+void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector<std::string>& flags,
+                                      const std::string& include_dir, const std::vector<std::string>& sources,
+                                      const std::string& output, int jobs) {
+  // The objects: the same flags without -shared, compiled only (-c).
+  std::vector<std::string> objects;
+  std::vector<std::vector<std::string>> commands;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    objects.push_back(output + ".part" + std::to_string(i) + ".o");
+    std::vector<std::string> argv{cxx.path};
+    for (const std::string& f : flags)
+      if (f != "-shared") argv.push_back(f);
+    argv.insert(argv.end(), {"-I" + include_dir, "-c", sources[i], "-o", objects.back()});
+    commands.push_back(std::move(argv));
   }
+  auto remove_objects = [&] {
+    for (const std::string& o : objects) std::remove(o.c_str());
+  };
+  std::vector<std::pair<int, std::string>> results(sources.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < commands.size(); i = next++) results[i] = run_logged(commands[i], objects[i] + ".log");
+  };
+  {
+    std::vector<std::thread> threads;
+    const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(jobs, 1)), sources.size());
+    for (std::size_t t = 1; t < n; ++t) threads.emplace_back(worker);
+    worker();
+    for (std::thread& t : threads) t.join();
+  }
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (results[i].first != 0) {
+      remove_objects();
+      raise_compile_failure(commands[i], results[i].first, results[i].second, sources[i]);
+    }
+  }
+  std::vector<std::string> link{cxx.path, "-shared", "-fPIC", "-o", output};
+  link.insert(link.end(), objects.begin(), objects.end());
+  link.push_back(libtessera_path());
+  const auto [rc, text] = run_logged(link, output + ".log");
+  remove_objects();
+  if (rc != 0) raise_compile_failure(link, rc, text, "the link of " + output);
+}
+
+int compile_jobs() {
+  if (const char* v = std::getenv("TESSERA_CPU_COMPILE_JOBS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || n < 1 || n > 64) {
+      raise(ErrorCode::ArgumentInvalid,
+            std::string("TESSERA_CPU_COMPILE_JOBS is '") + v + "'; expected a number of compiler processes from 1 to 64");
+    }
+    return static_cast<int>(n);
+  }
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
 }
 
 std::string libtessera_path() {

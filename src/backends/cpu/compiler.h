@@ -28,6 +28,21 @@ std::vector<std::string> default_compile_flags();
 void compile_shared_object(const HostCompiler& cxx, const std::vector<std::string>& flags,
                            const std::string& include_dir, const std::string& source, const std::string& output);
 
+// Compiles the translation units `sources` (whose definitions together make
+// one shared object: exactly one of them defines the unit's ABI version) each
+// into an object file, at most `jobs` at a time, then links the objects into
+// the shared object `output`. A multi-kernel unit split this way compiles on
+// several cores; the kernels are independent, so the object's code is the
+// one-unit build's. On failure raises CompileError quoting the compiler.
+void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector<std::string>& flags,
+                                      const std::string& include_dir, const std::vector<std::string>& sources,
+                                      const std::string& output, int jobs);
+
+// How many compiler processes a unit may use: $TESSERA_CPU_COMPILE_JOBS (1 to
+// 64; an ArgumentError otherwise), else the machine's hardware threads, at
+// most 8.
+int compile_jobs();
+
 // The file libtessera was loaded from.
 std::string libtessera_path();
 

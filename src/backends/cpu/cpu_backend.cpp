@@ -85,15 +85,46 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
   key_text += "\n" + unit_source;
   const std::string key = detail::sha256_hex(key_text);
 
+  // A unit of several kernels compiles in parts, one compiler process per
+  // part (detail::compile_jobs()), each part a run of whole kernels of
+  // about equal source length; the first part defines the unit's ABI
+  // version. The cache keeps the whole unit's source (what its key hashes).
+  const int jobs = alone ? 1 : std::min<int>(detail::compile_jobs(), static_cast<int>(emitted.size()));
   auto build = [&] {
     detail::write_file_atomic(cache.source_path(key), unit_source);
     const std::string tmp = cache.temp_object_path(key);
+    std::vector<std::string> parts;
     try {
-      detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
+      if (jobs <= 1) {
+        detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
+      } else {
+        std::size_t total = 0;
+        for (const detail::EmittedKernel& e : emitted) total += e.source.size();
+        std::vector<std::string> part_sources;
+        std::size_t done = 0;
+        for (const detail::EmittedKernel& e : emitted) {
+          const std::size_t part = std::min<std::size_t>(done * static_cast<std::size_t>(jobs) / total,
+                                                         static_cast<std::size_t>(jobs) - 1);
+          if (part_sources.size() <= part) {
+            part_sources.resize(part + 1);
+            part_sources.back() = std::string(detail::kUnitPrologue) + (part == 0 ? detail::kUnitEpilogue : "");
+          }
+          part_sources[part] += e.source + "\n";
+          done += e.source.size();
+        }
+        for (std::size_t i = 0; i < part_sources.size(); ++i) {
+          if (part_sources[i].empty()) continue;  // a part no kernel fell into
+          parts.push_back(tmp + ".part" + std::to_string(i) + ".cpp");
+          detail::write_file_atomic(parts.back(), part_sources[i]);
+        }
+        detail::compile_shared_object_from_parts(cxx, flags, include_dir, parts, tmp, jobs);
+      }
     } catch (...) {
       std::remove(tmp.c_str());
+      for (const std::string& p : parts) std::remove(p.c_str());
       throw;
     }
+    for (const std::string& p : parts) std::remove(p.c_str());
     cache.publish(key, tmp);
   };
   std::string object = cache.object_path(key);
