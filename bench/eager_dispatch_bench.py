@@ -16,20 +16,15 @@ pass pipeline on top.
 import statistics
 import time
 
-import numpy as np
+import one_core  # first: one core, one thread for every side, before numpy loads
+import numpy as np  # noqa: E402
 
-import tessera
-from tessera import ops
+import tessera  # noqa: E402
+from tessera import ops  # noqa: E402
 
 
 def per_call_us(fn, calls=20000, repeats=7):
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+    return one_core.per_call_us(fn, calls, repeats)
 
 
 def trace_ms(n_ops=1000, repeats=5):

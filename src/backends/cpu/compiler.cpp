@@ -184,7 +184,6 @@ void compile_shared_object(const HostCompiler& cxx, const std::vector<std::strin
   if (rc != 0) raise_compile_failure(argv, rc, text, source);
 }
 
-
 void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector<std::string>& flags,
                                       const std::string& include_dir, const std::vector<std::string>& sources,
                                       const std::string& output, int jobs) {

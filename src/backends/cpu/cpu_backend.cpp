@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "backends/cpu/compile_cache.h"
@@ -40,6 +41,26 @@ std::shared_ptr<const LoadedKernel> load(const std::string& path, const std::str
                                   std::to_string(tessera_cpu::kAbiVersion));
   }
   return k;
+}
+
+// The unit's kernels as at most `parts` translation units, each a run of
+// whole kernels of about equal source length with the unit's includes; the
+// first one also defines the unit's ABI version.
+std::vector<std::string> split_unit(const std::vector<EmittedKernel>& emitted, int parts) {
+  std::size_t total = 0;
+  for (const EmittedKernel& e : emitted) total += e.source.size();
+  std::vector<std::string> sources;
+  std::size_t done = 0, current = 0;
+  for (const EmittedKernel& e : emitted) {
+    const std::size_t part = done * static_cast<std::size_t>(parts) / std::max<std::size_t>(total, 1);
+    if (sources.empty() || part != current) {
+      sources.push_back(std::string(kUnitPrologue) + (sources.empty() ? kUnitEpilogue : ""));
+      current = part;
+    }
+    sources.back() += e.source + "\n";
+    done += e.source.size();
+  }
+  return sources;
 }
 
 }  // namespace
@@ -98,22 +119,8 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
       if (jobs <= 1) {
         detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
       } else {
-        std::size_t total = 0;
-        for (const detail::EmittedKernel& e : emitted) total += e.source.size();
-        std::vector<std::string> part_sources;
-        std::size_t done = 0;
-        for (const detail::EmittedKernel& e : emitted) {
-          const std::size_t part = std::min<std::size_t>(done * static_cast<std::size_t>(jobs) / total,
-                                                         static_cast<std::size_t>(jobs) - 1);
-          if (part_sources.size() <= part) {
-            part_sources.resize(part + 1);
-            part_sources.back() = std::string(detail::kUnitPrologue) + (part == 0 ? detail::kUnitEpilogue : "");
-          }
-          part_sources[part] += e.source + "\n";
-          done += e.source.size();
-        }
+        const std::vector<std::string> part_sources = detail::split_unit(emitted, jobs);
         for (std::size_t i = 0; i < part_sources.size(); ++i) {
-          if (part_sources[i].empty()) continue;  // a part no kernel fell into
           parts.push_back(tmp + ".part" + std::to_string(i) + ".cpp");
           detail::write_file_atomic(parts.back(), part_sources[i]);
         }

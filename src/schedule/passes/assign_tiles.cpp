@@ -151,20 +151,6 @@ std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
 constexpr std::int64_t kCpuDecodeBlockRows = 16;  // attention_blocks
 
-// The number of elements each output of a sum or mean kernel adds, when
-// every reduced dim is known; nullopt for other kernels.
-std::optional<std::int64_t> static_sum_length(const ir::Operation& kernel) {
-  const ir::Operation& root = kernel_root_op(kernel);
-  if (root.name() != "graph.sum" && root.name() != "graph.mean") return std::nullopt;
-  const ir::Shape& x = root.operand(0)->type().shape;
-  std::int64_t count = 1;
-  for (std::int64_t a : templates::reduced_axes(root)) {
-    if (x[static_cast<std::size_t>(a)].is_symbolic()) return std::nullopt;
-    count *= x[static_cast<std::size_t>(a)].size;
-  }
-  return count;
-}
-
 // A sum or mean whose rows are known to be shorter than kCudaRowLanes: the
 // cooperative form would give each output element a block of 128 lanes with
 // fewer elements than lanes, so CUDA takes a lane per output element (the
@@ -172,7 +158,7 @@ std::optional<std::int64_t> static_sum_length(const ir::Operation& kernel) {
 // split-decode combine's sum of 4 fp32 partials over 32768 outputs took
 // 119 us on an H200 with a block per output.
 bool short_sum_rows(const ir::Operation& kernel) {
-  const std::optional<std::int64_t> n = static_sum_length(kernel);
+  const std::optional<std::int64_t> n = templates::static_sum_length(kernel_root_op(kernel));
   return n && *n < kCudaRowLanes;
 }
 
@@ -188,7 +174,7 @@ constexpr std::int64_t kColumnStrandBlocks = 2;
 // against the plain form: [64, 32] 12.4 / 4.4 us, [256, 32] 11.4 / 7.9 us,
 // [512, 64] 39 / 51 us, [2048, 256] 342 / 566 us.
 bool short_sum_columns(const ir::Operation& kernel, bool cuda) {
-  const std::optional<std::int64_t> n = static_sum_length(kernel);
+  const std::optional<std::int64_t> n = templates::static_sum_length(kernel_root_op(kernel));
   return n && *n < (cuda ? kReductionStrands : kReductionBlock * kColumnStrandBlocks);
 }
 // Rows ahead a cooperative normalization row asks L2 for (docs/design/0037), and

@@ -496,37 +496,26 @@ class ReductionBuilder {
   // same order, as column_sum's loops, without their blocks, shared memory
   // and barriers: a lane per column, straight-line (a bias gradient's
   // [2, 512, 128] sum over axis 0 took 1.5 ms on the CPU in the loop form).
-  std::optional<std::int64_t> static_length() const {
-    const ir::Shape& shape = root_.operand(0)->type().shape;
-    std::int64_t count = 1;
-    for (std::int64_t a : axes_) {
-      const ir::Dim& d = shape[static_cast<std::size_t>(a)];
-      if (d.is_symbolic()) return std::nullopt;
-      count *= d.size;
-    }
-    return count;
-  }
   bool short_columns() const {
     if (!columns_ || superblocks() || strand_lanes()) return false;
-    const std::optional<std::int64_t> n = static_length();
+    const std::optional<std::int64_t> n = static_sum_length(root_);
     return n && *n >= 1 && *n <= kReductionStrands;
   }
   // Only lanes of an existing column (`valid`) read it; the others give 0.
   Value* short_column_sum(ir::OpBuilder& b, Value* valid) {
     const NumericsPolicy acc_policy = sum_policy();
     const SumStep step = sum_step(acc_policy);
-    const std::int64_t n = *static_length();
+    const std::int64_t n = *static_sum_length(root_);
     ir::Operation* sum = tile::build_if(
         b, valid, {tile::build_real(b, 0.0, acc_policy)},
         [&](ir::OpBuilder& vb, std::span<Value* const>) {
+          Value* zero = tile::build_real(vb, 0.0, acc_policy);
           std::vector<Value*> strands;
           for (std::int64_t r = 0; r < kReductionStrands; ++r) {
-            Value* zero = tile::build_real(vb, 0.0, acc_policy);
             strands.push_back(r < n ? step(vb, tile::build_int(vb, r), zero) : zero);
           }
           Value* block = pairwise_tree(std::move(strands), [&](Value* x, Value* y) { return op2(vb, "add", x, y); });
-          Value* super = op2(vb, "add", tile::build_real(vb, 0.0, acc_policy), block);
-          return std::vector<Value*>{op2(vb, "add", tile::build_real(vb, 0.0, acc_policy), super)};
+          return std::vector<Value*>{op2(vb, "add", zero, op2(vb, "add", zero, block))};
         },
         unchanged);
     return sum->result(0);
@@ -984,6 +973,17 @@ std::vector<std::int64_t> reduced_axes(const ir::Operation& op) {
     for (std::size_t d = 0; d < rank; ++d) axes.push_back(static_cast<std::int64_t>(d));
   }
   return axes;
+}
+
+std::optional<std::int64_t> static_sum_length(const ir::Operation& root) {
+  if (root.name() != "graph.sum" && root.name() != "graph.mean") return std::nullopt;
+  const ir::Shape& x = root.operand(0)->type().shape;
+  std::int64_t count = 1;
+  for (std::int64_t a : reduced_axes(root)) {
+    if (x[static_cast<std::size_t>(a)].is_symbolic()) return std::nullopt;
+    count *= x[static_cast<std::size_t>(a)].size;
+  }
+  return count;
 }
 
 bool reduction_covers(const ir::Operation& kernel, std::string* why) {

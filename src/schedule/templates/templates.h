@@ -2,6 +2,7 @@
 // (tessera/schedule/lower_to_tile.h dispatches to them).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tessera/schedule/lower_to_tile.h"
@@ -41,6 +42,9 @@ TileKernel lower_complex_parts(const ir::Operation& kernel, ir::Module& out, con
 // The axes a reduction root (graph.sum, mean, max, min, argmax and the
 // split sums' ops) reduces, normalized and ascending.
 std::vector<std::int64_t> reduced_axes(const ir::Operation& root);
+// The number of elements each output of a graph.sum or graph.mean root adds,
+// when every reduced dim is known; nullopt for other roots.
+std::optional<std::int64_t> static_sum_length(const ir::Operation& root);
 
 bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
