@@ -133,6 +133,11 @@ def main():
         same = [n for n in NAMES if np.array_equal(params[n].view(np.uint32), cpu_params[n].view(np.uint32))]
         print(f"losses equal to the CPU's bits: {losses == cpu_losses}; "
               f"parameters equal: {len(same)} of {len(NAMES)}")
+        for n in NAMES:
+            if n not in same:
+                d = np.abs(params[n].astype(np.float64) - cpu_params[n])
+                scale = max(float(np.abs(cpu_params[n]).max()), 1e-30)
+                print(f"  {n}: {int((d > 0).sum())} of {d.size} elements differ, max |diff| / max |w| {d.max() / scale:.2e}")
 
 
 if __name__ == "__main__":
