@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
-#include <map>
 #include <random>
 #include <tuple>
 
@@ -366,89 +365,6 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
     auto exe = check_against_reference(text, "c", {special_rows(3, 1000, kF32, 39), sample({1000}, kF32, 40, false)});
     EXPECT_EQ(exe->tile_ir().find("tile.for"), std::string::npos) << "not held";
   }
-}
-
-// A held rmsnorm row folds max |x| and min |x| and sums x^2 unscaled in one
-// pass (docs/design/0051), taking that sum where lane 0 certifies it equal
-// to the reference's scaled one. Rows on each side of every bound of the
-// certificate (the smallest element at 2^(k - 63) and just below it, k of
-// 56 and 57, a zero, subnormal elements, NaN and infinity) give the
-// reference's bits, with the merged pass (fp32 and bf16) and without it
-// (knob 0, fp32), in rows of paired strands (4096).
-TEST(ScheduleNormalization, HeldRmsnormMergesItsMaxAndSquaresPasses) {
-  schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
-  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
-  {
-    const std::int64_t n = 4096;
-    std::mt19937 rng(static_cast<unsigned>(n));
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<std::vector<double>> rows;
-    auto row = [&](double scale) {
-      std::vector<double> r(static_cast<std::size_t>(n));
-      for (double& v : r) v = normal(rng) * scale;
-      return r;
-    };
-    rows.push_back(row(1.0));                      // certified
-    rows.push_back(row(1.0));
-    rows.back()[5] = 0.0;                          // a zero: not certified
-    for (const double big : {0x1p55, 0x1p56}) {    // k = 56 (certified), 57 (not)
-      rows.push_back(row(1.0));
-      rows.back()[0] = big * 1.5;                  // max |x| sets k
-      rows.back()[1] = 0x1p-7;                     // min |x| 2^(56 - 63) = 2^-7 or below
-    }
-    for (const double tiny : {0x1p-63, 0x1p-64, 0x1p-130}) {  // k = 1: bound 2^-62
-      rows.push_back(row(0.25));
-      rows.back()[0] = 1.5;
-      rows.back()[3] = tiny;
-      rows.back()[4] = 0x1p-62;
-    }
-    rows.push_back(row(1.0));
-    rows.back()[0] = 1.5;
-    rows.back()[3] = 0x1p-62;                      // exactly at the bound: certified
-    rows.push_back(row(1e-30));                    // k < 0: the bound is 2^-63
-    // Every element in [2^-70, 2^-69) but one at 2^-50: unscaled fp32
-    // squares would be subnormal and lose bits, so the certificate must
-    // refuse the row (min |x| below 2^-63).
-    rows.push_back(row(1.0));
-    for (double& x : rows.back()) x = std::ldexp(1.0 + std::fabs(std::fmod(x, 1.0)), -70);
-    rows.back()[17] = 0x1p-50;
-    rows.push_back(row(1.0));
-    rows.back()[9] = std::nan("");
-    rows.push_back(row(1.0));
-    rows.back()[2] = INFINITY;
-    std::vector<double> v;
-    for (const auto& r : rows) v.insert(v.end(), r.begin(), r.end());
-    const auto count = static_cast<std::int64_t>(rows.size());
-    for (const NumericsPolicy& p : {kF32, bf16}) {
-      const std::string t = "tensor<[" + std::to_string(count) + ", " + std::to_string(n) + "] " + print_policy(p) + ">";
-      const std::string text = "func @m(%x: " + t + ") -> (" + t + ", " + t + ") {\n"
-                               "  %0 = graph.rmsnorm_safe %x {axis = -1, eps = 1e-6} : " + t + "\n"
-                               "  %1 = graph.rmsnorm_safe %x {axis = -1, eps = 0.0} : " + t + "\n"
-                               "  return %0, %1\n}\n";
-      // Lane 0 of the merged pass derives k a second time (for the
-      // certificate), beside the max's scalars: more frexp_exp ops.
-      std::map<std::string, std::size_t> exponents;
-      for (const char* merged : {"1", "0"}) {
-        if (p == bf16 && merged == std::string("0")) continue;  // the fp32 run compares the forms' code
-        SCOPED_TRACE(print_policy(p) + " merged " + merged);
-        schedule_test::ScopedEnv knob("TESSERA_ROW_MERGED_SQUARES", merged);
-        auto exe = check_against_reference(text, "m", {Tensor::from_values(v, {count, n}, p)});
-        const std::string ir = exe->tile_ir();
-        for (std::size_t at = ir.find("frexp_exp"); at != std::string::npos; at = ir.find("frexp_exp", at + 1)) ++exponents[merged];
-      }
-      if (p == kF32) {
-        EXPECT_GT(exponents["1"], exponents["0"]);
-      }
-    }
-  }
-  // The knob needs held rows.
-  schedule_test::ScopedEnv not_held("TESSERA_ROW_HELD", "0");
-  schedule_test::ScopedEnv knob("TESSERA_ROW_MERGED_SQUARES", "1");
-  EXPECT_THROW(check_against_reference("func @m(%x: tensor<[2, 1024] fp32>) -> tensor<[2, 1024] fp32> {\n"
-                                       "  %0 = graph.rmsnorm_safe %x {axis = -1, eps = 1e-6} : tensor<[2, 1024] fp32>\n"
-                                       "  return %0\n}\n",
-                                       "m", {sample({2, 1024}, kF32, 3)}),
-               Error);
 }
 
 // A cooperative row's lane 0 asks for the row TESSERA_ROW_PREFETCH rows

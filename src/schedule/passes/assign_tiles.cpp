@@ -296,9 +296,6 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
   // two would be paired (docs/design/0028), for measuring both forms.
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
-  // $TESSERA_ROW_MERGED_SQUARES: 0 keeps a held rmsnorm row's max pass and
-  // sum of squares apart (docs/design/0051), for measuring and testing both.
-  const std::optional<bool> merged_squares_env = switch_from_env("TESSERA_ROW_MERGED_SQUARES");
   // $TESSERA_ROW_PREFETCH: how many rows ahead a cooperative normalization
   // row's group asks the GPU's L2 for the row another group reads later
   // (docs/design/0037; 0: no prefetch). CUDA's default is kCudaRowPrefetch.
@@ -324,10 +321,6 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   if (held_pairs_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
                                       "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
-  }
-  if (merged_squares_env && !row_held) {
-    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_MERGED_SQUARES applies to rows held in registers, which this "
-                                      "target does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
   }
   if (row_prefetch_env && !shared_rows) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_PREFETCH applies to rows shared by several lanes; here each row "
@@ -410,7 +403,6 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
     if (f == Family::normalization && k->attrs().has("row_lanes") && row_held) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
-      if (merged_squares_env) k->attrs().set("row_merged_squares", *merged_squares_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
     }
     if (f == Family::normalization && k->attrs().has("row_lanes")) {

@@ -1299,74 +1299,6 @@ class NormalizationBuilder {
   // three-value fold measured faster than the two-value one (layernorm
   // forward, 4096 x 4096 fp32, one core: 14.5 against 18.7 ms), so the
   // flag comes from it there rather than from the mean's sum.
-  // rmsnorm's first pass over a held row merged with its sum of squares
-  // (docs/design/0051): while the row is folded for max |x| (and min |x|),
-  // each strand sums x^2 unscaled from zero in the canonical order, and
-  // both share one barrier round. Where every nonzero square and partial
-  // sum, scaled by 2^-2k or not, is a normal fp32 number, each rounding of
-  // the unscaled sum is the reference's (of (x 2^-k)^2) times 2^2k, so the
-  // reference's sum is this one times 2^-2k, exactly. Lane 0 certifies that
-  // from the folds: no zero in the row (min |x| > 0: zeros would hide a
-  // tiny element from the min), min |x| >= 2^(max(k, 0) - 63) (every
-  // nonzero square, either way, at least 2^-126; a partial sum is at least
-  // a square), and k <= 56 (n x^2 < 2^(14 + 2k) stays finite for the at
-  // most 2^14 elements of a held row). It derives the max's scalars, the
-  // squares' scalars from the scaled sum (meaningless where not certified:
-  // the kernel then sums the scaled squares as before) and [certified,
-  // scaled sum] into `by_merge`. Returns max |x|.
-  bool merges_squares() const {
-    const bool on = !kernel_.attrs().has("row_merged_squares") || kernel_.attrs().get_bool("row_merged_squares");
-    return on && held_ && coop_ && row_lanes_ > 32 && fp32_math() && static_length_ > 0 &&
-           static_length_ <= (std::int64_t{1} << 14);
-  }
-  Value* merged_squares_pass(ir::OpBuilder& b, RowScalars& by_max, RowScalars& by_squares, RowScalars& by_merge,
-                             Value*& K) {
-    const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
-    auto greater = [](ir::OpBuilder& fb, Value* a, Value* c) { return select(fb, cmp(fb, "gt", a, c), a, c); };
-    auto smaller = [](ir::OpBuilder& fb, Value* a, Value* c) { return select(fb, cmp(fb, "lt", a, c), a, c); };
-    Value* hi = tile::build_real(b, 0.0, t);
-    Value* lo = tile::build_real(b, kInf, t);
-    std::vector<Value*> strand_sums;
-    for (std::int64_t k = 0; k < held_strands_; ++k) {
-      const std::vector<Value*> out = over_held(
-          b, {acc_real(b, 0.0), hi, lo},
-          [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> c) {
-            Value* a = op1(eb, "abs", x_exact(eb, r));
-            Value* v = x_acc(eb, r);
-            return std::vector<Value*>{fma(eb, v, v, c[0]), greater(eb, a, c[1]), smaller(eb, a, c[2])};
-          },
-          k);
-      strand_sums.push_back(out[0]);
-      hi = out[1];
-      lo = out[2];
-    }
-    const HeldFolds folds{{hi, lo}, [&](ir::OpBuilder& fb, std::span<Value* const> m, std::span<Value* const> o) {
-                            return std::vector<Value*>{greater(fb, o[0], m[0]), smaller(fb, o[1], m[1])};
-                          }};
-    const std::vector<Value*> out = blocked_sums_held(
-        b, acc_, lid_, row_lanes_, 1, [&](ir::OpBuilder&) { return strand_sums; },
-        [&](ir::OpBuilder& lb, std::span<Value* const> v) {
-          // v: the unscaled sum, max |x|, min |x|.
-          write_row_scalars(lb, by_max, v.subspan(1, 1));
-          Value* amax = to64(lb, v[1]);
-          Value* amin = to64(lb, v[2]);
-          Value* k = op1(lb, "frexp_exp", amax);
-          Value* floor = op2(lb, "ldexp", real(lb, 1.0),
-                             index_op(lb, "sub", op2(lb, "max", k, integer(lb, 0)), integer(lb, 63)));
-          Value* certified = op2(lb, "and", op2(lb, "and", cmp(lb, "lt", amax, real(lb, kInf)), cmp(lb, "gt", amin, real(lb, 0.0))),
-                                 op2(lb, "and", cmp(lb, "ge", amin, floor), cmp(lb, "le", k, integer(lb, 56))));
-          Value* scaled_sum = to_acc(lb, op2(lb, "ldexp", to64(lb, v[0]), index_op(lb, "mul", integer(lb, -2), k)));
-          K = k;
-          write_row_scalars(lb, by_squares, std::span<Value* const>(&scaled_sum, 1));
-          K = nullptr;
-          Value* flag = select(lb, certified, real(lb, 1.0), real(lb, 0.0));
-          const std::vector<Value*> merged{flag, scaled_sum};
-          write_row_scalars(lb, by_merge, merged);
-        },
-        &folds);
-    return out.at(1);
-  }
-
   std::vector<Value*> extremes_pass(ir::OpBuilder& b, RowScalars* rs) {
     const NumericsPolicy t = exact_fold_policy(source_of(root_.operand(0))->type().dtype());
     auto c_ = [&](ir::OpBuilder& cb, double v) { return tile::build_real(cb, v, t); };
@@ -1404,38 +1336,6 @@ class NormalizationBuilder {
   }
 
   void normalize(ir::OpBuilder& b, bool center) {
-    // The exponent the squares' scalars scale by: k (rmsnorm) or k - j
-    // (layernorm), set once known (by_squares reads it when it derives).
-    Value* K = nullptr;
-    // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's
-    // denominator()), from the sum of squares; lane 0 derives d, shift, the
-    // factors of 2^shift and (fp32) 1 / d.
-    const double eps = root_.attrs().get_real("eps");
-    RowScalars by_squares = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
-      Value* ms = mean(db, total[0]);
-      Value* ms64 = to64(db, ms);
-      Value* e1 = select(db, cmp(db, "gt", ms64, real(db, 0.0)),
-                         index_op(db, "add", index_op(db, "sub", op1(db, "frexp_exp", ms64), integer(db, 1)),
-                                  index_op(db, "mul", integer(db, 2), K)),
-                         integer(db, kNoExponent));
-      Value* e2 = integer(db, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
-      Value* s = index_op(db, "add", op2(db, "floordiv", op2(db, "max", e1, e2), integer(db, 2)), integer(db, 1));
-      Value* two_s = index_op(db, "mul", integer(db, 2), s);
-      Value* t = op2(db, "add", scaled(db, ms, index_op(db, "sub", index_op(db, "mul", integer(db, 2), K), two_s)),
-                     scaled(db, acc_real(db, eps), index_op(db, "sub", integer(db, 0), two_s)));
-      // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
-      Value* d = fp32_math() && t->type().policy == acc_ ? op1(db, "sqrt", t) : to_acc(db, op1(db, "sqrt", to64(db, t)));
-      Value* shift = index_op(db, "sub", K, s);
-      if (eps == 0.0) {
-        Value* degenerate = cmp(db, "eq", ms64, real(db, 0.0));
-        d = select(db, degenerate, acc_real(db, 0.0), d);
-        shift = select(db, degenerate, integer(db, 0), shift);
-      }
-      std::vector<Value*> out{d, shift};
-      for (Value* f : pow2_values(pow2(db, shift))) out.push_back(f);
-      if (fp32_math()) out.push_back(op2(db, "div", acc_real(db, 1.0), d));
-      return out;
-    });
     // layernorm: the row's extremes give max|x| now and max|x - mean| after
     // the mean pass (below), which saves a pass over the row. rmsnorm needs
     // only max|x|. Either way lane 0 derives max|x|, its exponent k and the
@@ -1456,22 +1356,10 @@ class NormalizationBuilder {
       return out;
     });
     std::vector<Value*> folded;
-    // rmsnorm's merged first pass (docs/design/0051): whether its sum of
-    // squares was certified, and that sum (scaled as the reference's).
-    Value* merged_certified = nullptr;
-    Value* merged_squares = nullptr;
     if (center) {
       folded = extremes_pass(b, &by_max);
       xmax = to64(b, folded[0]);
       xmin = to64(b, folded[1]);
-    } else if (merges_squares()) {
-      RowScalars by_merge = row_scalars(b, [&](ir::OpBuilder&, std::span<Value* const> v) {
-        return std::vector<Value*>(v.begin(), v.end());
-      });
-      folded = {merged_squares_pass(b, by_max, by_squares, by_merge, K)};
-      const std::vector<Value*> merged = take(b, by_merge, {});
-      merged_certified = cmp(b, "ne", merged[0], real(b, 0.0));
-      merged_squares = merged[1];
     } else {
       folded = {abs_max_pass(b, &by_max)};
     }
@@ -1486,7 +1374,7 @@ class NormalizationBuilder {
       return minus_k.up ? scaled_exact(lb, x_acc(lb, r), minus_k) : scaled(lb, x64(lb, r), minus_k);
     };
     std::function<Value*(ir::OpBuilder&, Value*)> z = u;
-    K = k;
+    Value* K = k;
     Value* all_zero = cmp(b, "eq", amax, real(b, 0.0));
     // The row's scalings by p.down alone (every p.up 1, the common row).
     // Cooperative rows only (a GPU's): on a CPU the second copy of each sum
@@ -1526,28 +1414,42 @@ class NormalizationBuilder {
       z = [w, minus_j, this](ir::OpBuilder& lb, Value* r) { return scaled_exact(lb, w(lb, r), minus_j); };
       if (plain && minus_j.up) plain = op2(b, "and", plain, unit_up(b, minus_j));
     }
-    auto square_sum = [&](ir::OpBuilder& sb) {
-      return sum_plain_or_not(
-          sb, plain,
-          [&](ir::OpBuilder& eb, Value* r, Value* acc) {
-            Value* v = z(eb, r);
-            return fma(eb, v, v, acc);
-          },
-          &by_squares);
-    };
-    // A certified merged pass already has the sum and its scalars (a
-    // uniform test: lane 0 decided for the group).
-    Value* squares = nullptr;
-    if (!merged_certified) {
-      squares = square_sum(b);
-    } else {
-      ir::Operation* pick = tile::build_if(
-          b, merged_certified, {acc_real(b, 0.0)},
-          [&](ir::OpBuilder&, std::span<Value* const>) { return std::vector<Value*>{merged_squares}; },
-          [&](ir::OpBuilder& eb, std::span<Value* const>) { return std::vector<Value*>{square_sum(eb)}; });
-      pick->attrs().set("likely", true);
-      squares = pick->result(0);
-    }
+    // The denominator sqrt(ms 2^2K + eps) as d * 2^shift (the reference's
+    // denominator()), from the sum of squares; lane 0 derives d, shift, the
+    // factors of 2^shift and (fp32) 1 / d.
+    const double eps = root_.attrs().get_real("eps");
+    RowScalars by_squares = row_scalars(b, [&](ir::OpBuilder& db, std::span<Value* const> total) {
+      Value* ms = mean(db, total[0]);
+      Value* ms64 = to64(db, ms);
+      Value* e1 = select(db, cmp(db, "gt", ms64, real(db, 0.0)),
+                         index_op(db, "add", index_op(db, "sub", op1(db, "frexp_exp", ms64), integer(db, 1)),
+                                  index_op(db, "mul", integer(db, 2), K)),
+                         integer(db, kNoExponent));
+      Value* e2 = integer(db, eps > 0.0 ? std::ilogb(eps) : kNoExponent);
+      Value* s = index_op(db, "add", op2(db, "floordiv", op2(db, "max", e1, e2), integer(db, 2)), integer(db, 1));
+      Value* two_s = index_op(db, "mul", integer(db, 2), s);
+      Value* t = op2(db, "add", scaled(db, ms, index_op(db, "sub", index_op(db, "mul", integer(db, 2), K), two_s)),
+                     scaled(db, acc_real(db, eps), index_op(db, "sub", integer(db, 0), two_s)));
+      // sqrt in fp32 where t is an fp32 value: the same bits (see mean()).
+      Value* d = fp32_math() && t->type().policy == acc_ ? op1(db, "sqrt", t) : to_acc(db, op1(db, "sqrt", to64(db, t)));
+      Value* shift = index_op(db, "sub", K, s);
+      if (eps == 0.0) {
+        Value* degenerate = cmp(db, "eq", ms64, real(db, 0.0));
+        d = select(db, degenerate, acc_real(db, 0.0), d);
+        shift = select(db, degenerate, integer(db, 0), shift);
+      }
+      std::vector<Value*> out{d, shift};
+      for (Value* f : pow2_values(pow2(db, shift))) out.push_back(f);
+      if (fp32_math()) out.push_back(op2(db, "div", acc_real(db, 1.0), d));
+      return out;
+    });
+    Value* squares = sum_plain_or_not(
+        b, plain,
+        [&](ir::OpBuilder& eb, Value* r, Value* acc) {
+          Value* v = z(eb, r);
+          return fma(eb, v, v, acc);
+        },
+        &by_squares);
     if (!center) nonfinite = not_finite(b, squares);
     const std::vector<Value*> v = take(b, by_squares, {&squares, 1});
     Value* d = v[0];

@@ -385,8 +385,7 @@ std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*>
 }
 
 std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZero& at_lane_zero,
-                                      const HeldFolds* folds) {
+                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
   const std::int64_t S = kReductionStrands;
   const std::vector<Value*> sums = strand_sum(b);
   const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // per lane
@@ -407,23 +406,8 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
   // (lane_tree: shuffles, no barrier), and the block's first lane writes
   // its sums.
   const std::vector<Value*> block_sums = lane_tree(b, lane, sums, S, add_each);
-  // The folds ride along: each group of S lanes folds its values by the
-  // same shuffles, its first lane writes them beside the block sums, and
-  // lane 0 folds the groups' values (exact folds: any order).
-  const std::int64_t groups = lanes / S;
-  std::vector<Value*> group_folds, fold_arrays;
-  if (folds) {
-    group_folds = lane_tree(b, lane, folds->values, S, folds->combine);
-    for (Value* v : group_folds) fold_arrays.push_back(shared_array(b, v->type().policy, groups));
-  }
   const ir::AttrMap proven{{"in_bounds", true}};
   if_then(b, cmp(b, "eq", op2(b, "rem", lane, integer(b, S)), zero), [&](ir::OpBuilder& wb) {
-    if (!fold_arrays.empty()) {
-      Value* group = op2(wb, "div", lane, integer(wb, S));
-      for (std::size_t f = 0; f < fold_arrays.size(); ++f) {
-        wb.create("tile.store_elem", {fold_arrays[f], group, group_folds[f]}, proven);
-      }
-    }
     for (std::int64_t k = 0; k < strands; ++k) {
       Value* block = op2(wb, "div", index_op(wb, "add", lane, integer(wb, k * lanes)), integer(wb, S));
       for (std::int64_t c = 0; c < count; ++c) {
@@ -445,19 +429,6 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
       totals.push_back(op2(lb, "add", acc_real(lb, 0.0), super));
       lb.create("tile.store_elem", {p, integer(lb, blocks), totals.back()}, proven);
     }
-    if (!fold_arrays.empty()) {
-      std::vector<Value*> acc;
-      for (Value* a : fold_arrays) acc.push_back(tile::build(lb, "tile.load_elem", {a, integer(lb, 0)}, proven));
-      for (std::int64_t g = 1; g < groups; ++g) {
-        std::vector<Value*> theirs;
-        for (Value* a : fold_arrays) theirs.push_back(tile::build(lb, "tile.load_elem", {a, integer(lb, g)}, proven));
-        acc = folds->combine(lb, acc, theirs);
-      }
-      for (std::size_t f = 0; f < fold_arrays.size(); ++f) {
-        lb.create("tile.store_elem", {fold_arrays[f], integer(lb, 0), acc[f]}, proven);
-      }
-      totals.insert(totals.end(), acc.begin(), acc.end());
-    }
     if (at_lane_zero) at_lane_zero(lb, totals);
   });
   b.create("tile.barrier", {});
@@ -465,7 +436,6 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
   // until the next barrier.
   std::vector<Value*> out;
   for (Value* p : partial) out.push_back(tile::build(b, "tile.load_elem", {p, integer(b, blocks)}, proven));
-  for (Value* a : fold_arrays) out.push_back(tile::build(b, "tile.load_elem", {a, integer(b, 0)}, proven));
   return out;
 }
 

@@ -103,21 +103,11 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 // flow (it has barriers). `at_lane_zero`, if given, runs in lane 0 with the
 // totals before the barrier that publishes them (lane 0 can derive the
 // row's scalars there while the group waits anyway).
-// With `folds`, exact folds of the row (max, min: `combine` associative
-// and commutative on the values it sees) share the pass's barriers:
-// `values` are this lane's (already folded over its slots); lane 0 gets the
-// row's folded values after the totals, and so does the result.
 using StrandSum = std::function<std::vector<ir::Value*>(ir::OpBuilder& b)>;
 using AtLaneZero = std::function<void(ir::OpBuilder& b, std::span<ir::Value* const> totals)>;
-using FoldCombine = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, std::span<ir::Value* const> mine,
-                                                          std::span<ir::Value* const> theirs)>;
-struct HeldFolds {
-  std::vector<ir::Value*> values;
-  FoldCombine combine;
-};
 std::vector<ir::Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane,
                                           std::int64_t lanes, std::int64_t count, const StrandSum& strand_sum,
-                                          const AtLaneZero& at_lane_zero = {}, const HeldFolds* folds = nullptr);
+                                          const AtLaneZero& at_lane_zero = {});
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of
@@ -148,6 +138,8 @@ using PassStep = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, ir::Val
 // combined by the pairwise tree: a CPU kernel runs it in SIMD lanes. The
 // combined values equal a sequential fold's only where `combine` is exact,
 // associative and commutative on the values it sees (max, or, counts).
+using FoldCombine = std::function<std::vector<ir::Value*>(ir::OpBuilder& b, std::span<ir::Value* const> mine,
+                                                          std::span<ir::Value* const> theirs)>;
 std::vector<ir::Value*> strand_fold(ir::OpBuilder& b, ir::Value* lo, ir::Value* hi, std::vector<ir::Value*> inits,
                                     const PassStep& step, const FoldCombine& combine);
 
