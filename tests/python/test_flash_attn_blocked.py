@@ -119,6 +119,34 @@ def test_the_cpu_takes_the_blocked_form_by_default(monkeypatch, dtype):
         assert np.abs(f.astype(np.float64) - s).max() <= bound, f"seeds {SEED} (w), {INPUT_SEED} (q, k, v)"
 
 
+@pytest.mark.parametrize("sq, sk", [(16, 16), (40, 24), (8, 64)])
+def test_short_cpu_attention_takes_fitted_blocks_with_the_full_blocks_bits(monkeypatch, sq, sk):
+    """Queries (keys) that fit in one block of 64 take the smallest power of two from 16 that holds
+    them, forward and backward (ragged lengths padded to it): the schedule says so, and the values
+    and gradients are the bits of the 64 x 64 blocks (TESSERA_ATTENTION_TILE=64,64), whose padding
+    only adds exact zeros."""
+    monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED", raising=False)
+    q, k, v = inputs(2, 1, 1, sq, sk, 128, "fp32", salt=12)
+    w = tessera.tensor(np.random.default_rng([SEED, 13]).standard_normal(q.shape).astype(np.float32))
+    args = [tessera.tensor(x, dtype="fp32") for x in (q, k, v)]
+
+    def results():
+        g = tessera.jit(tessera.value_and_grad(
+            lambda q, k, v: tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=sq <= sk) * w), argnums=(0, 1, 2)))
+        value, grads = g(*args)
+        return [value.numpy(), *(t.numpy() for t in grads)], g.inspect_ir("tile")
+
+    # The score tiles (rows x keys) of the forward's and the backward's blocked programs.
+    fitted, tiles = results()
+    fit = lambda n: max(16, 1 << (n - 1).bit_length())
+    assert f"tile<[{fit(sq)}, {fit(sk)}]" in tiles and "tile<[64, 64]" not in tiles
+    monkeypatch.setenv("TESSERA_ATTENTION_TILE", "64,64")
+    full, tiles64 = results()
+    assert "tile<[64, 64]" in tiles64
+    for a, b in zip(fitted, full):
+        assert a.tobytes() == b.tobytes(), f"seeds {SEED} (w), {INPUT_SEED} (q, k, v)"
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_blocked_fp32_backward_against_jax(blocked, causal):
     # fp32 inputs (the CPU only): P and dS stay fp32, so the gradients are within fp32's own error.

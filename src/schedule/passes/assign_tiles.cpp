@@ -474,9 +474,26 @@ std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
   // sequence of 32 heads over 8192 keys took 44 ms a call against 80 (one
   // core each, while another build ran). GPUs keep 64, the rows of one
   // warpgroup's tensor-core tile.
+  //
+  // More generally a CPU attention whose queries (keys) fit in one block
+  // takes the smallest power of two from 16 that holds them, forward and
+  // backward: one block of rows (keys) either way, and padding only adds
+  // masked keys and zero rows, whose terms are exact zeros, so the bits are
+  // those of the full blocks (but for the sign of a zero result, which a
+  // padded block's +0 terms turn to +0) with less padded work (B 2, S 16, D 128,
+  // causal, forward and backward in one jit(grad): 0.90 -> 0.35 ms on this
+  // machine's CPU). A decoding forward (few rows, many keys) keeps blocks
+  // of 64 keys.
   const ir::Dim& sq = op.operand(0)->type().shape[2];
-  if (!cuda && op.name() == "graph.flash_attn" && !sq.is_symbolic() && sq.size <= kCpuDecodeBlockRows) {
-    return {kCpuDecodeBlockRows, templates::kAttentionBlockKeys};
+  const ir::Dim& sk = op.operand(1)->type().shape[2];
+  if (!cuda) {
+    auto fitted = [](const ir::Dim& d, std::int64_t block) {
+      if (d.is_symbolic() || d.size > block) return block;
+      std::int64_t b = kCpuDecodeBlockRows;
+      while (b < d.size) b *= 2;
+      return b;
+    };
+    return {fitted(sq, templates::kAttentionBlockRows), fitted(sk, templates::kAttentionBlockKeys)};
   }
   return {templates::kAttentionBlockRows, templates::kAttentionBlockKeys};
 }
