@@ -149,7 +149,7 @@ std::optional<std::int64_t> power_of_two_from_env(const char* name, std::int64_t
 // runs; with runs, one run per lane (enough bytes in flight, and small
 // tensors still spread over every SM).
 constexpr std::int64_t kCudaRowLanes = 128;  // lanes sharing a reduced row
-constexpr std::int64_t kCpuDecodeBlockRows = 16;  // attention_blocks
+constexpr std::int64_t kCpuSmallestAttentionBlock = 16;  // attention_blocks
 
 // A sum or mean whose rows are known to be shorter than kCudaRowLanes: the
 // cooperative form would give each output element a block of 128 lanes with
@@ -468,28 +468,24 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
 
 std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
   if (std::optional<std::vector<std::int64_t>> env = attention_tile_from_env()) return *env;
-  // A CPU forward of at most 16 query rows per head (decoding, with the
-  // grouped heads folded by split-decode-attention) takes blocks of 16 rows:
-  // blocks of 64 computed four times its rows or more in padding. One
-  // sequence of 32 heads over 8192 keys took 44 ms a call against 80 (one
-  // core each, while another build ran). GPUs keep 64, the rows of one
-  // warpgroup's tensor-core tile.
-  //
-  // More generally a CPU attention whose queries (keys) fit in one block
-  // takes the smallest power of two from 16 that holds them, forward and
-  // backward: one block of rows (keys) either way, and padding only adds
-  // masked keys and zero rows, whose terms are exact zeros, so the bits are
-  // those of the full blocks (but for the sign of a zero result, which a
-  // padded block's +0 terms turn to +0) with less padded work (B 2, S 16, D 128,
-  // causal, forward and backward in one jit(grad): 0.90 -> 0.35 ms on this
-  // machine's CPU). A decoding forward (few rows, many keys) keeps blocks
-  // of 64 keys.
+  // GPUs keep 64 x 64, the rows of one warpgroup's tensor-core tile. A CPU
+  // attention whose queries (keys) fit in one block takes the smallest
+  // power of two from 16 that holds them, forward and backward: one block
+  // of rows (keys) either way, and padding only adds masked keys and zero
+  // rows, whose terms are exact zeros, so the bits are those of the full
+  // blocks (but for the sign of a zero result, which a padded block's +0
+  // terms make +0) with less padded work. B 2, S 16, D 128, causal, forward
+  // and backward in one jit(grad): 0.90 -> 0.23-0.35 ms on a 2-core CPU.
+  // A decoding forward (at most 16 rows per head, with the grouped heads
+  // folded by split-decode-attention, against many keys) takes blocks of 16
+  // rows and 64 keys: 44 ms a call against 80 for one sequence of 32 heads
+  // over 8192 keys (one core).
   const ir::Dim& sq = op.operand(0)->type().shape[2];
   const ir::Dim& sk = op.operand(1)->type().shape[2];
   if (!cuda) {
     auto fitted = [](const ir::Dim& d, std::int64_t block) {
       if (d.is_symbolic() || d.size > block) return block;
-      std::int64_t b = kCpuDecodeBlockRows;
+      std::int64_t b = kCpuSmallestAttentionBlock;
       while (b < d.size) b *= 2;
       return b;
     };
