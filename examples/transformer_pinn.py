@@ -50,16 +50,21 @@ def transformer_block(p, x):
     return x + ops.matmul(ops.gelu(ops.matmul(h, p["w1"]) + p["b1"]), p["w2"]) + p["b2"]
 
 
+def pinn_net(w1, b1, w2, b2, x):
+    """u at the points x [P, 1]: [P, 1]."""
+    return ops.matmul(ops.tanh(ops.matmul(x, w1) + b1), w2) + b2
+
+
 def pinn_u(w1, b1, w2, b2, x):
-    """u at the points x [P, 1], summed: the sum's gradient in x is u'(x) pointwise."""
-    return ops.sum(ops.matmul(ops.tanh(ops.matmul(x, w1) + b1), w2) + b2)
+    """u at the points x, summed: the sum's gradient in x is u'(x) pointwise."""
+    return ops.sum(pinn_net(w1, b1, w2, b2, x))
 
 
 def pinn_loss(w1, b1, w2, b2, x, boundary):
     du = tessera.grad(pinn_u, argnums=4)
     d2u = tessera.grad(lambda *a: ops.sum(du(*a)), argnums=4)(w1, b1, w2, b2, x)
     residual = d2u + (math.pi ** 2) * ops.sin(math.pi * x)
-    u_b = ops.matmul(ops.tanh(ops.matmul(boundary, w1) + b1), w2) + b2
+    u_b = pinn_net(w1, b1, w2, b2, boundary)
     return ops.mean(residual * residual) + ops.mean(u_b * u_b)
 
 
@@ -77,7 +82,13 @@ def loss(*args):
     return fit + 0.01 * physics
 
 
-step_fn = tessera.jit(tessera.value_and_grad(loss, argnums=tuple(range(len(NAMES)))))
+def make_step_fn():
+    """The compiled step: the loss and its gradients in every parameter. A new one compiles again,
+    under the knobs (environment) of its first call."""
+    return tessera.jit(tessera.value_and_grad(loss, argnums=tuple(range(len(NAMES)))))
+
+
+step_fn = make_step_fn()
 
 
 def initial(seed=0):
@@ -121,20 +132,22 @@ def train(steps=5, lr=0.05, device="cpu"):
 
 
 def main():
+    global step_fn
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--check", action="store_true", help="compare the device's run with the CPU's, bit for bit")
     a = ap.parse_args()
+    if a.check and a.device == "cpu":
+        ap.error("--check compares a device's run with the CPU's: give --device too (such as cuda:0)")
     losses, params = train(a.steps, device=a.device)
     kernels = len(step_fn.executable().kernels)
     print(f"{a.device}: {kernels} kernels; loss per step: " + ", ".join(f"{v:.6f}" for v in losses))
-    if a.check and a.device != "cpu":
+    if a.check:
         # fp32 attention runs the lane kernels (the reference's order) on a GPU; the CPU's default
         # blocked kernels sum in another order, so the CPU run asks for the lane kernels too.
-        global step_fn
         os.environ["TESSERA_ATTENTION_BLOCKED"] = "0"
-        step_fn = tessera.jit(tessera.value_and_grad(loss, argnums=tuple(range(len(NAMES)))))
+        step_fn = make_step_fn()
         cpu_losses, cpu_params = train(a.steps, device="cpu")
         same = [n for n in NAMES if np.array_equal(params[n].view(np.uint32), cpu_params[n].view(np.uint32))]
         print(f"losses equal to the CPU's bits: {losses == cpu_losses}; "

@@ -93,9 +93,7 @@ def test_example_steps_on_the_gpu_give_the_cpus_bits(example, monkeypatch):
     form sums in another order, so the CPU run asks for the lane kernels too."""
     gpu_losses, gpu_params = example.train(steps=2, device="cuda:0")
     monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
-    import tessera
-    monkeypatch.setattr(example, "step_fn",
-                        tessera.jit(tessera.value_and_grad(example.loss, argnums=tuple(range(len(example.NAMES))))))
+    monkeypatch.setattr(example, "step_fn", example.make_step_fn())
     cpu_losses, cpu_params = example.train(steps=2)
     assert gpu_losses == cpu_losses
     for name in example.NAMES:
