@@ -79,8 +79,10 @@ class Verifier {
         op.location());
   }
 
-  // `visible`: values defined in enclosing blocks; this block adds its own.
-  void verify_block(const Block& block, std::unordered_set<const Value*> visible) {
+  // `visible`: values defined in enclosing blocks. This block adds its own
+  // and takes them out again when it ends (one set for the whole function:
+  // a copy per nested block made verifying unrolled kernels quadratic).
+  void verify_block(const Block& block, std::unordered_set<const Value*>& visible) {
     for (std::size_t i = 0; i < block.num_arguments(); ++i) visible.insert(block.argument(i));
     std::size_t index = 0;
     for (const auto& op_ptr : block.ops()) {
@@ -117,6 +119,10 @@ class Verifier {
       }
       for (Value* result : op.results()) visible.insert(result);
       ++index;
+    }
+    for (std::size_t i = 0; i < block.num_arguments(); ++i) visible.erase(block.argument(i));
+    for (const auto& op_ptr : block.ops()) {
+      for (Value* result : op_ptr->results()) visible.erase(result);
     }
   }
 

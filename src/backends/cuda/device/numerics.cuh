@@ -320,12 +320,42 @@ __device__ __forceinline__ double decode(u64 bits, int dtype) {
   return negative ? -magnitude : magnitude;
 }
 
+// decode of a signed format with subnormals, narrower than float32 and with
+// a bias of at most 127 (fp16, fp8, fp6, fp4), in float32 and integer
+// operations only: every value is a float32, so it is built from its fields.
+// decode() goes through double, which costs FP64 work per element and, in
+// fully unrolled tile loops, minutes of NVRTC time per kernel. NaN is the
+// quiet NaN with the code's sign, as (float)decode() gives.
+template <int ExponentBits, int MantissaBits, int Bias, int Specials>
+__device__ __forceinline__ float decode_small_f32(u32 bits) {
+  const u32 exponent_ones = (1u << ExponentBits) - 1;
+  const u32 mantissa_ones = (1u << MantissaBits) - 1;
+  const u32 sign = ((bits >> (ExponentBits + MantissaBits)) & 1u) << 31;
+  const u32 exponent = (bits >> MantissaBits) & exponent_ones;
+  const u32 mantissa = bits & mantissa_ones;
+  // 2^(1 - Bias - MantissaBits), the subnormal quantum (a normal float32 for these formats).
+  const float quantum = __uint_as_float((u32)(127 + 1 - Bias - MantissaBits) << 23);
+  u32 magnitude = exponent == 0 ? __float_as_uint((float)mantissa * quantum)
+                                : ((exponent + (u32)(127 - Bias)) << 23) | (mantissa << (23 - MantissaBits));
+  if (Specials == kIeee && exponent == exponent_ones) magnitude = mantissa != 0 ? 0x7FC00000u : 0x7F800000u;
+  if (Specials == kNanOnlyFn && exponent == exponent_ones && mantissa == mantissa_ones) magnitude = 0x7FC00000u;
+  return __uint_as_float(sign | magnitude);
+}
+
 // As decode, narrowed to float32 (exact for every format of 32 bits or fewer
 // except int32).
 __device__ __forceinline__ float decode_f32(u64 bits, int dtype) {
-  if (dtype == kFp32) return __uint_as_float((u32)bits);
-  if (dtype == kBf16) return __uint_as_float((u32)(bits & 0xFFFF) << 16);
-  return (float)decode(bits, dtype);
+  switch (dtype) {
+    case kFp32: return __uint_as_float((u32)bits);
+    case kBf16: return __uint_as_float((u32)(bits & 0xFFFF) << 16);
+    case kFp16: return decode_small_f32<5, 10, 15, kIeee>((u32)bits);
+    case kFp8E4m3: return decode_small_f32<4, 3, 7, kNanOnlyFn>((u32)bits);
+    case kFp8E5m2: return decode_small_f32<5, 2, 15, kIeee>((u32)bits);
+    case kFp6E2m3: return decode_small_f32<2, 3, 1, kNoSpecials>((u32)bits);
+    case kFp6E3m2: return decode_small_f32<3, 2, 3, kNoSpecials>((u32)bits);
+    case kFp4E2m1: return decode_small_f32<2, 1, 1, kNoSpecials>((u32)bits);
+    default: return (float)decode(bits, dtype);
+  }
 }
 
 // ---- float32 round-to-nearest-even fast path ------------------------------------------
