@@ -11,21 +11,23 @@ launcher=""
 command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
 
 status=0
-echo "== pip install . =="
-bash scripts/install_python.sh || exit 1
+echo "== pip install . == (at ${SECONDS} s)"
+# pip builds in the C++ build's tree with the same flags: the library's
+# objects are compiled once and the C++ build below adds the tests.
+TESSERA_PIP_BUILD_DIR=build TESSERA_WERROR=1 bash scripts/install_python.sh || exit 1
 
-echo "== C++ build =="
+echo "== C++ build == (at ${SECONDS} s)"
 cmake -S . -B build -G Ninja -DTESSERA_WERROR=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_BUILD_BENCH=ON \
       -DTESSERA_LIT="$root/.venv/bin/lit" $launcher >/dev/null || exit 1
 cmake --build build || exit 1
 
-echo "== ctest (GoogleTest, lit, package) =="
+echo "== ctest (GoogleTest, lit, package) == (at ${SECONDS} s)"
 ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | grep -vE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' || true
 grep -q "100% tests passed" build/ctest.log || status=1
 
-echo "== pytest =="
+echo "== pytest == (at ${SECONDS} s)"
 .venv/bin/python -m pytest -q tests/python || status=1
 
-echo "== summary =="
+echo "== summary == (at ${SECONDS} s)"
 grep -E "tests passed|tests failed" build/ctest.log || true
 exit $status
