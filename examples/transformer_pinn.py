@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
 import numpy as np
 
@@ -132,7 +131,6 @@ def train(steps=5, lr=0.05, device="cpu"):
 
 
 def main():
-    global step_fn
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--device", default="cpu")
@@ -144,10 +142,8 @@ def main():
     kernels = len(step_fn.executable().kernels)
     print(f"{a.device}: {kernels} kernels; loss per step: " + ", ".join(f"{v:.6f}" for v in losses))
     if a.check:
-        # fp32 attention runs the lane kernels (the reference's order) on a GPU; the CPU's default
-        # blocked kernels sum in another order, so the CPU run asks for the lane kernels too.
-        os.environ["TESSERA_ATTENTION_BLOCKED"] = "0"
-        step_fn = make_step_fn()
+        # No tensor core runs in this fp32 step (fp32 attention takes the same blocked kernels,
+        # exact fp32 products in the same order, on both), so the CPU should give the same bits.
         cpu_losses, cpu_params = train(a.steps, device="cpu")
         same = [n for n in NAMES if np.array_equal(params[n].view(np.uint32), cpu_params[n].view(np.uint32))]
         print(f"losses equal to the CPU's bits: {losses == cpu_losses}; "

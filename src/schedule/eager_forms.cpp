@@ -294,7 +294,7 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   const bool whole = sq % templates::kAttentionBlockRows == 0 && sk % templates::kAttentionBlockKeys == 0;
   const bool forward = def.name == "graph.flash_attn";
   if (!templates::blocked_attention_storage(d, forward, !inputs[0].is_cpu()) || sq == 0 || sk == 0 ||
-      (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu()))) {
+      (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu(), d))) {
     return f;
   }
   // q, k, v, and for the backward o, lse and do: Sq is dim 2 of q, o, lse

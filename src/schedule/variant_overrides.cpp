@@ -63,7 +63,7 @@ void choose_default_nvidia_targets(ir::Operation& func, int device) {
     // Attention (forward and backward) is a candidate in its blocked
     // tensor-core form; the lane form is no faster here than on the PTX path.
     const bool attention = kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked") &&
-                           templates::blocked_attention_covers(*k, /*cuda=*/true);
+                           templates::cuda_tile_attention(*k);
     const bool candidate = attention || kernel_family(*k) == Family::elementwise || tensor_core_gemm(*k);
     if (!candidate || kernel_variant(*k) != "tile") continue;
     if (attention) k->attrs().set("attn_blocked", true);  // the form the probe lowers and the target runs

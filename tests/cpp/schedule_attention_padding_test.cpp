@@ -128,7 +128,7 @@ TEST(ScheduleAttentionPadding, InvalidCornersAreErrors) {
 
 // The pass pads problems the blocked kernels would take but for their
 // lengths, and only where the blocked kernels run: by default on the CPU
-// (docs/design/0044), fp32 ones on the CPU only.
+// (docs/design/0044), and fp32 ones on GPUs too (docs/design/0052).
 TEST(ScheduleAttentionPadding, PassPadsRaggedLengthsWhereTheBlockedKernelsRun) {
   const std::string text = R"(
 func @f(%q: tensor<[1, 2, 100, 64] bf16>, %k: tensor<[1, 2, 77, 64] bf16>, %v: tensor<[1, 2, 77, 64] bf16>)
@@ -149,9 +149,11 @@ func @f(%q: tensor<[1, 2, 100, 64] bf16>, %k: tensor<[1, 2, 77, 64] bf16>, %v: t
   std::string fp32 = text;
   for (std::size_t at; (at = fp32.find("bf16")) != std::string::npos;) fp32.replace(at, 4, "fp32");
   EXPECT_EQ(count_in(fp32, "graph.slice_embed", false), 3);
+  EXPECT_EQ(count_in(fp32, "graph.slice_embed", true), 3);  // GPUs take fp32's blocked kernels by default
   {
-    ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");
-    EXPECT_EQ(count_in(fp32, "graph.slice_embed", true), 0);  // GPUs keep fp32 on the lane kernels
+    ScopedEnv lanes("TESSERA_ATTENTION_BLOCKED", "0");
+    EXPECT_EQ(count_in(fp32, "graph.slice_embed", true), 0);  // the lane kernels take any length
+    EXPECT_EQ(count_in(fp32, "graph.slice_embed", false), 0);
   }
   {
     ScopedEnv blocked("TESSERA_ATTENTION_BLOCKED", "1");

@@ -15,7 +15,7 @@ import pytest
 
 import tessera
 from test_flash_attn import SEED as INPUT_SEED
-from test_flash_attn import attention_np, fp8_inputs, inputs, run
+from test_flash_attn import attention_np, fp8_inputs, inputs, rng, run
 
 SEED = secrets.randbits(32)
 
@@ -522,6 +522,40 @@ def test_decode_attention_on_hopper(case):
     kernels = [kk for kk in f.executable().kernels if kk["family"] == "attention"]
     assert len(kernels) == 1 and kernels[0]["variant"] == "tile_ir", kernels
     assert "graph.broadcast_to" in f.inspect_ir("schedule")
+
+
+@pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", [(2, 4, 2, 128, 192, 64, True), (1, 2, 1, 100, 77, 128, False)])
+def test_fp32_attention_on_the_gpu_gives_the_cpus_bits(monkeypatch, case):
+    """With no knob, fp32 attention takes the blocked kernels on a GPU as on the CPU (the PTX
+    path: exact fp32 FMAs in k order, the CPU's tile mma; docs/design/0052), so the forward,
+    the loss and the three gradients are the CPU's bits, a ragged (padded) problem included, and
+    they repeat over 10 runs."""
+    monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED", raising=False)
+    b, hq, hkv, sq, sk, d, causal = case
+    q, k, v = inputs(b, hq, hkv, sq, sk, d, "fp32", salt=(SEED + 57) % 1000)
+    w = rng((SEED + 58) % 1000).standard_normal((b, hq, sq, d)).astype(np.float32)
+
+    def loss(q, k, v, w):
+        return tessera.ops.sum(tessera.ops.flash_attn(q, k, v, causal=causal) * w)
+
+    f = tessera.jit(tessera.value_and_grad(loss, argnums=(0, 1, 2)))
+    forward = tessera.jit(lambda q, k, v: tessera.ops.flash_attn(q, k, v, causal=causal))
+
+    def bits(device):
+        args = [tessera.tensor(x, dtype="fp32").to(device) for x in (q, k, v, w)]
+        value, grads = f(*args)
+        out = [forward(*args[:3]), value, *grads]
+        return [t.to("cpu").numpy().tobytes() for t in out]
+
+    gpu = bits("cuda:0")
+    assert "tile.mma" in forward.inspect_ir("tile")  # the blocked form (the lane form has no mma)
+    cpu = bits("cpu")
+    for name, g, c in zip(("o", "loss", "dq", "dk", "dv"), gpu, cpu):
+        assert g == c, f"{name} differs from the CPU's (seed {SEED})"
+    for _ in range(9):
+        assert bits("cuda:0") == gpu
+    check(np.frombuffer(gpu[0], np.float32).reshape(b, hq, sq, d), q, k, v, causal, "fp32")
 
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")

@@ -88,11 +88,11 @@ def test_example_gradients_match_float64_jax_and_training_lowers_the_loss(exampl
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="no CUDA device")
 def test_example_steps_on_the_gpu_give_the_cpus_bits(example, monkeypatch):
-    """No tensor core runs in this fp32 step, so cuda:0 reproduces the CPU bit for bit. fp32
-    attention takes the lane kernels on a GPU (the reference's order); the CPU's default blocked
-    form sums in another order, so the CPU run asks for the lane kernels too."""
+    """No tensor core runs in this fp32 step, so cuda:0 reproduces the CPU bit for bit, with no
+    knob: fp32 attention takes the blocked kernels on both (exact fp32 products, the same order;
+    docs/design/0052)."""
+    monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED", raising=False)
     gpu_losses, gpu_params = example.train(steps=2, device="cuda:0")
-    monkeypatch.setenv("TESSERA_ATTENTION_BLOCKED", "0")
     monkeypatch.setattr(example, "step_fn", example.make_step_fn())
     cpu_losses, cpu_params = example.train(steps=2)
     assert gpu_losses == cpu_losses

@@ -132,11 +132,12 @@ std::optional<std::vector<std::int64_t>> attention_tile_from_env();
 // 64, with 16 query rows for a CPU forward of at most 16 rows per head
 // (pad-ragged-attention pads to them; assign_tiles sets them).
 std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda);
-// Whether attention on this target takes the blocked kernels where they
-// apply, so ragged lengths are worth padding: $TESSERA_ATTENTION_BLOCKED
-// when set, else the CPU, or a CUDA target whose CUDA Tile IR toolchain is
+// Whether attention of this storage dtype on this target takes the blocked
+// kernels where they apply, so ragged lengths are worth padding:
+// $TESSERA_ATTENTION_BLOCKED when set, else the CPU, fp32 on CUDA (the PTX
+// path's blocked kernels), or a CUDA target whose CUDA Tile IR toolchain is
 // usable (the default mapper's choice there).
-bool attention_blocks_wanted(bool cuda);
+bool attention_blocks_wanted(bool cuda, DType storage);
 // decode-fp8-attention (passes/decode_fp8_attention.cpp), before
 // pad-ragged-attention, where attention_blocks_wanted: an fp8 graph.flash_attn
 // of 256 query rows or more that the blocked kernels would take gets q, k and v

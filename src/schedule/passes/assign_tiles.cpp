@@ -336,8 +336,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // backward) the blocked tensor-core form on any target where it applies,
   // 0 keeps the lane form even where the CUDA Tile IR target would take the
   // blocked one. Unset, the CPU takes the blocked form (12-26x the lane
-  // kernels' speed there, docs/design/0044) and CUDA leaves the choice to
-  // the CUDA Tile IR default (choose_default_nvidia_targets).
+  // kernels' speed there, docs/design/0044), so does CUDA for fp32 (the
+  // PTX path's exact fp32 products: the CPU's bits, 6x the lane kernels'
+  // speed, docs/design/0052), and CUDA leaves bf16/fp16/fp8 to the CUDA
+  // Tile IR default (choose_default_nvidia_targets).
   const std::optional<bool> attention_blocked = switch_from_env("TESSERA_ATTENTION_BLOCKED");
   const std::optional<std::vector<std::int64_t>> attention_tile = attention_tile_from_env();
   // $TESSERA_CUDA_GEMM_STAGED = 0 keeps CUDA's bf16/fp16 GEMMs in the
@@ -459,7 +461,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       const bool default_blocks = blocks[0] == templates::kAttentionBlockRows && blocks[1] == templates::kAttentionBlockKeys;
       if (attention_tile || !default_blocks) k->attrs().set("attn_tile", blocks);
     }
-    if (f == Family::attention && (attention_blocked || !cuda)) {  // after attn_tile: covers reads it
+    if (f == Family::attention &&
+        (attention_blocked || !cuda || kernel_root_op(*k).operand(0)->type().dtype() == DType::fp32)) {
+      // after attn_tile: covers reads it
       const bool wanted = attention_blocked.value_or(true);
       k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k, cuda));
     }
@@ -602,8 +606,14 @@ void use_tile_ir(ir::Operation& func) {
 void set_tile_ir_knobs(ir::Operation& func) {
   const std::vector<std::int64_t> tile = gemm_tile_from_env("TESSERA_CUDA_TILE_GEMM_TILE", {128, 128, 64});
   for (ir::Operation* k : kernels_of(func)) {
-    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::attention && !k->attrs().has("attn_blocked")) {
-      k->attrs().set("attn_blocked", templates::blocked_attention_covers(*k, /*cuda=*/true));
+    // The CUDA Tile IR target's attention: blocked where cuda_tile_attention
+    // allows (never fp32, which the knob's default or a user set blocked for
+    // the PTX path), else the lane form.
+    if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::attention) {
+      const ir::Attribute* blocked = k->attrs().find("attn_blocked");
+      if (!blocked || (std::get<bool>(*blocked) && !templates::cuda_tile_attention(*k))) {
+        k->attrs().set("attn_blocked", templates::cuda_tile_attention(*k));
+      }
     }
     // The CUDA Tile IR target runs a group's lanes as one tile already.
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) {

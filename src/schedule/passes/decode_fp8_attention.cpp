@@ -30,7 +30,8 @@ constexpr std::int64_t kDecodeAheadRows = 4 * templates::kAttentionBlockRows;
 }  // namespace
 
 int decode_fp8_attention(ir::Operation& func, bool cuda) {
-  if (!attention_blocks_wanted(cuda)) return 0;
+  // fp8 storage: the rule of every fp8 dtype is the same.
+  if (!attention_blocks_wanted(cuda, DType::fp8_e4m3)) return 0;
   ir::Block& body = ir::function_body(func);
   std::vector<ir::Operation*> found;
   for (const auto& op : body.ops()) {

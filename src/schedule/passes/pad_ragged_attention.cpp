@@ -52,18 +52,18 @@ std::int64_t round_up(std::int64_t n, std::int64_t block) { return (n + block - 
 
 }  // namespace
 
-bool attention_blocks_wanted(bool cuda) {
+bool attention_blocks_wanted(bool cuda, DType storage) {
   if (const std::optional<bool> knob = switch_from_env("TESSERA_ATTENTION_BLOCKED")) return *knob;
-  return !cuda || cuda_tile_default_enabled();
+  return !cuda || storage == DType::fp32 || cuda_tile_default_enabled();
 }
 
 int pad_ragged_attention(ir::Operation& func, bool cuda) {
-  if (!attention_blocks_wanted(cuda)) return 0;
   ir::Block& body = ir::function_body(func);
   std::vector<std::pair<ir::Operation*, std::vector<std::int64_t>>> found;  // with its blocks
   for (const auto& op : body.ops()) {
     const bool forward = op->name() == "graph.flash_attn";
     if (!forward && op->name() != "graph.flash_attn_bwd") continue;
+    if (!attention_blocks_wanted(cuda, op->operand(0)->type().dtype())) continue;
     if (!templates::blocked_attention_fits(*op, cuda)) continue;
     if (op->attrs().get_int("valid_queries") != 0 || op->attrs().get_int("valid_keys") != 0) continue;
     const ir::Dim& sq = op->operand(0)->type().shape[2];

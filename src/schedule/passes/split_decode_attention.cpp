@@ -88,7 +88,10 @@ struct DecodeShape {
 
 // The shape of a forward this pass takes, or nullopt.
 std::optional<DecodeShape> decode_shape(const ir::Operation& op, bool cuda, std::int64_t bm) {
-  if (op.name() != "graph.flash_attn" || !templates::blocked_attention_fits(op, cuda)) return std::nullopt;
+  if (op.name() != "graph.flash_attn" || !attention_blocks_wanted(cuda, op.operand(0)->type().dtype()) ||
+      !templates::blocked_attention_fits(op, cuda)) {
+    return std::nullopt;
+  }
   if (op.attrs().get_int("valid_queries") != 0 || op.attrs().get_int("valid_keys") != 0) return std::nullopt;
   const ir::Shape& q = op.operand(0)->type().shape;
   const ir::Shape& k = op.operand(1)->type().shape;
@@ -104,7 +107,7 @@ std::optional<DecodeShape> decode_shape(const ir::Operation& op, bool cuda, std:
 }  // namespace
 
 int split_decode_attention(ir::Operation& func, bool cuda) {
-  if (!attention_blocks_wanted(cuda) || !switch_from_env("TESSERA_ATTENTION_SPLIT").value_or(true)) return 0;
+  if (!switch_from_env("TESSERA_ATTENTION_SPLIT").value_or(true)) return 0;
   const std::vector<std::int64_t> tile =
       attention_tile_from_env().value_or(std::vector<std::int64_t>{templates::kAttentionBlockRows,
                                                                    templates::kAttentionBlockKeys});

@@ -777,6 +777,11 @@ bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::strin
   return true;
 }
 
+bool cuda_tile_attention(const ir::Operation& kernel) {
+  return blocked_attention_covers(kernel, /*cuda=*/true) &&
+         kernel_root_op(kernel).operand(0)->type().policy.storage != DType::fp32;
+}
+
 bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
@@ -786,11 +791,10 @@ bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* w
   if (!forward && root.name() != "graph.flash_attn_bwd") return fail("not an attention op");
   const NumericsPolicy& p = root.operand(0)->type().policy;
   // fp8 forwards decode their codes to bf16 tiles at load (exact), so they
-  // run the bf16 products; there is no fp8 backward. fp32 on the CPU only
-  // (docs/design/0044).
+  // run the bf16 products; there is no fp8 backward. fp32 products are
+  // exact fp32 FMAs on every target (docs/design/0044, 0052).
   if (!blocked_attention_storage(p.storage, forward, cuda) || p.accum != DType::fp32) {
-    return fail(cuda ? "the inputs are not bf16, fp16 or (forward) fp8 accumulating in fp32"
-                     : "the inputs are not fp32, bf16, fp16 or (forward) fp8 accumulating in fp32");
+    return fail("the inputs are not fp32, bf16, fp16 or (forward) fp8 accumulating in fp32");
   }
   for (std::size_t k : {1, 2}) {
     if (root.operand(k)->type().policy.storage != p.storage) return fail("k or v is not of q's dtype");

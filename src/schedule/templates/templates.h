@@ -53,20 +53,26 @@ TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const s
 // apply their target's rule) and blocked_attention_covers on the CPU's rule.
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
 // Whether the blocked form covers the kernel on a target (cuda or the CPU):
-// graph.flash_attn or graph.flash_attn_bwd on bf16/fp16, fp32 on the CPU
-// only, or fp8 forwards (fp32 accumulation; the backward's do of the inputs'
+// graph.flash_attn or graph.flash_attn_bwd on bf16/fp16/fp32, or fp8 forwards (fp32 accumulation; the backward's do of the inputs'
 // dtype), without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 64, 64).
 bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why = nullptr);
 // fp8_e4m3 or fp8_e5m2: codes the blocked forward multiplies as bf16 values.
 inline bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 // The storage rule of the blocked form: bf16 and fp16; fp8 for forwards
-// (their codes are exactly bf16 values); fp32 on the CPU only, where its
-// products stay fp32 (a GPU's tensor cores would take fp32 at tf32).
-inline bool blocked_attention_storage(DType storage, bool forward, bool cuda) {
+// (their codes are exactly bf16 values); fp32, whose products are fp32
+// fused multiply-adds in k order on every target (the CPU's tile mma and
+// the PTX path's scalar mma), so a GPU gives the CPU's bits. CUDA Tile IR's
+// mma could take fp32 at tf32: fp32 attention stays on the PTX path
+// (cuda_tile_attention). `cuda` is kept for rules that differ by target.
+inline bool blocked_attention_storage(DType storage, bool forward, bool /*cuda*/) {
   return storage == DType::bf16 || storage == DType::fp16 || (forward && is_fp8(storage)) ||
-         (!cuda && storage == DType::fp32);
+         storage == DType::fp32;
 }
+// Whether the CUDA Tile IR target may run the kernel's blocked attention:
+// blocked_attention_covers on CUDA, and not fp32 (whose exact fp32 products
+// only the PTX path promises).
+bool cuda_tile_attention(const ir::Operation& kernel);
 // The part of blocked_attention_covers about the op alone, not its lengths:
 // dtypes, dropout and D (what pad-ragged-attention asks before padding).
 bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why = nullptr);
