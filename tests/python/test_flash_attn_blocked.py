@@ -525,12 +525,13 @@ def test_decode_attention_on_hopper(case):
 
 
 @pytest.mark.skipif(not _C._cuda_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("case", [(2, 4, 2, 128, 192, 64, True), (1, 2, 1, 100, 77, 128, False)])
+@pytest.mark.parametrize("case", [(2, 4, 2, 128, 192, 64, True), (1, 2, 1, 100, 77, 128, False),
+                                  (1, 2, 2, 16, 40, 64, True)])
 def test_fp32_attention_on_the_gpu_gives_the_cpus_bits(monkeypatch, case):
     """With no knob, fp32 attention takes the blocked kernels on a GPU as on the CPU (the PTX
-    path: exact fp32 FMAs in k order, the CPU's tile mma; docs/design/0052), so the forward,
-    the loss and the three gradients are the CPU's bits, a ragged (padded) problem included, and
-    they repeat over 10 runs."""
+    path: exact fp32 FMAs in k order, the CPU's tile mma; docs/design/0052), with the CPU's
+    blocks (16 x 64 for the short one), so the forward, the loss and the three gradients are the
+    CPU's bits, a ragged (padded) problem included, and they repeat over 10 runs."""
     monkeypatch.delenv("TESSERA_ATTENTION_BLOCKED", raising=False)
     b, hq, hkv, sq, sk, d, causal = case
     q, k, v = inputs(b, hq, hkv, sq, sk, d, "fp32", salt=(SEED + 57) % 1000)

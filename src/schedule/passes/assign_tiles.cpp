@@ -472,7 +472,9 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
 
 std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
   if (std::optional<std::vector<std::int64_t>> env = attention_tile_from_env()) return *env;
-  // GPUs keep 64 x 64, the rows of one warpgroup's tensor-core tile. A CPU
+  // GPUs keep 64 x 64 for tensor-core dtypes, the rows of one warpgroup's
+  // tensor-core tile; fp32 (scalar FMAs there, docs/design/0052) takes the
+  // CPU's blocks, so a GPU gives the CPU's bits to the sign of a zero. A CPU
   // attention whose queries (keys) fit in one block takes the smallest
   // power of two from 16 that holds them, forward and backward: one block
   // of rows (keys) either way, and padding only adds masked keys and zero
@@ -486,7 +488,7 @@ std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
   // over 8192 keys (one core).
   const ir::Dim& sq = op.operand(0)->type().shape[2];
   const ir::Dim& sk = op.operand(1)->type().shape[2];
-  if (!cuda) {
+  if (!cuda || op.operand(0)->type().dtype() == DType::fp32) {
     auto fitted = [](const ir::Dim& d, std::int64_t block) {
       if (d.is_symbolic() || d.size > block) return block;
       std::int64_t b = kCpuSmallestAttentionBlock;
