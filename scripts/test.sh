@@ -26,7 +26,10 @@ ctest --test-dir build --output-on-failure -j2 2>&1 | tee build/ctest.log | grep
 grep -q "100% tests passed" build/ctest.log || status=1
 
 echo "== pytest == (at ${SECONDS} s)"
-.venv/bin/python -m pytest -q tests/python || status=1
+# Two workers (pytest-xdist), one per core of the CI machine: the tests are
+# independent processes' work (each worker has its own environment and
+# compiled-kernel handles; the disk cache is shared, written atomically).
+.venv/bin/python -m pytest -q -n 2 tests/python || status=1
 
 echo "== summary == (at ${SECONDS} s)"
 grep -E "tests passed|tests failed" build/ctest.log || true
