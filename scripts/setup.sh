@@ -32,7 +32,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.tessera-requirements
-reqs="pip>=23 numpy ml_dtypes pytest pytest-xdist lit nanobind>=2.0 scikit-build-core>=0.10 jax matplotlib"
+reqs="pip>=23 numpy ml_dtypes pytest lit nanobind>=2.0 scikit-build-core>=0.10 jax matplotlib"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$reqs" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade $reqs
