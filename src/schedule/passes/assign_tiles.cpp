@@ -462,7 +462,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       if (attention_tile || !default_blocks) k->attrs().set("attn_tile", blocks);
     }
     if (f == Family::attention &&
-        (attention_blocked || !cuda || kernel_root_op(*k).operand(0)->type().dtype() == DType::fp32)) {
+        (attention_blocked || templates::attention_as_on_the_cpu(cuda, kernel_root_op(*k).operand(0)->type().dtype()))) {
       // after attn_tile: covers reads it
       const bool wanted = attention_blocked.value_or(true);
       k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k, cuda));
@@ -488,7 +488,7 @@ std::vector<std::int64_t> attention_blocks(const ir::Operation& op, bool cuda) {
   // over 8192 keys (one core).
   const ir::Dim& sq = op.operand(0)->type().shape[2];
   const ir::Dim& sk = op.operand(1)->type().shape[2];
-  if (!cuda || op.operand(0)->type().dtype() == DType::fp32) {
+  if (templates::attention_as_on_the_cpu(cuda, op.operand(0)->type().dtype())) {
     auto fitted = [](const ir::Dim& d, std::int64_t block) {
       if (d.is_symbolic() || d.size > block) return block;
       std::int64_t b = kCpuSmallestAttentionBlock;

@@ -54,7 +54,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t block) { return (n + block - 
 
 bool attention_blocks_wanted(bool cuda, DType storage) {
   if (const std::optional<bool> knob = switch_from_env("TESSERA_ATTENTION_BLOCKED")) return *knob;
-  return !cuda || storage == DType::fp32 || cuda_tile_default_enabled();
+  return templates::attention_as_on_the_cpu(cuda, storage) || cuda_tile_default_enabled();
 }
 
 int pad_ragged_attention(ir::Operation& func, bool cuda) {

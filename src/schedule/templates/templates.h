@@ -69,6 +69,11 @@ inline bool blocked_attention_storage(DType storage, bool forward, bool /*cuda*/
   return storage == DType::bf16 || storage == DType::fp16 || (forward && is_fp8(storage)) ||
          storage == DType::fp32;
 }
+// Whether a target runs attention of this storage dtype as the CPU does:
+// the CPU itself, and fp32 on CUDA (the PTX path's scalar FMAs). Such
+// attention takes the blocked form by default, is padded to it, and takes
+// the CPU's blocks, so its bits are the CPU's (docs/design/0052).
+inline bool attention_as_on_the_cpu(bool cuda, DType storage) { return !cuda || storage == DType::fp32; }
 // Whether the CUDA Tile IR target may run the kernel's blocked attention:
 // blocked_attention_covers on CUDA, and not fp32 (whose exact fp32 products
 // only the PTX path promises).
