@@ -15,15 +15,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "backends/cpu/compile_cache.h"
 #include "tessera/support/error.h"
 
 extern char** environ;
@@ -171,11 +174,55 @@ std::pair<int, std::string> run_logged(const std::vector<std::string>& argv, con
 
 }  // namespace
 
+std::string precompiled_header_dir(const HostCompiler& cxx, const std::vector<std::string>& flags,
+                                   const std::string& cache_dir, const std::string& include_dir) {
+  if (const char* v = std::getenv("TESSERA_CPU_PCH"); v != nullptr && std::string(v) == "0") return {};
+  if (cxx.version.find("clang") != std::string::npos) return {};
+  // Keyed like a kernel: compiler, version, flags and the headers' text
+  // (include_dir's name carries their hash).
+  std::string key_text = "tessera-cpu pch\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " + include_dir +
+                         "\nflags";
+  for (const std::string& f : flags) key_text += " " + f;
+  const std::string dir = cache_dir + "/pch-" + sha256_hex(key_text).substr(0, 16);
+  const std::string gch = dir + "/tessera_cpu/tessera_cpu.h.gch";
+
+  static std::mutex m;
+  static std::set<std::string> ready;
+  std::lock_guard<std::mutex> lock(m);
+  if (ready.count(gch) != 0) return dir;
+  struct stat st {};
+  if (::stat(gch.c_str(), &st) != 0 || st.st_size == 0) {
+    make_directories(dir + "/tessera_cpu");
+    // Built under a temporary name and renamed: another process sees a
+    // whole .gch or none (two may build it at once; either result is good).
+    static std::atomic<unsigned> counter{0};
+    const std::string tmp = gch + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    std::vector<std::string> argv{cxx.path};
+    for (const std::string& f : flags)
+      if (f != "-shared") argv.push_back(f);
+    argv.insert(argv.end(), {"-I" + include_dir, "-x", "c++-header", include_dir + "/tessera_cpu/tessera_cpu.h", "-o",
+                             tmp});
+    const auto [rc, text] = run_logged(argv, tmp + ".log");
+    if (rc != 0) {
+      std::remove(tmp.c_str());
+      raise_compile_failure(argv, rc, text, "the host tile headers (precompiled header)");
+    }
+    if (std::rename(tmp.c_str(), gch.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      std::remove(tmp.c_str());
+      raise(ErrorCode::Compile, "cannot move '" + tmp + "' to '" + gch + "': " + why);
+    }
+  }
+  ready.insert(gch);
+  return dir;
+}
+
 void compile_shared_object(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                           const std::string& include_dir, const std::string& source, const std::string& output) {
+                           const std::vector<std::string>& include_dirs, const std::string& source,
+                           const std::string& output) {
   std::vector<std::string> argv{cxx.path};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("-I" + include_dir);
+  for (const std::string& d : include_dirs) argv.push_back("-I" + d);
   argv.push_back(source);
   argv.push_back("-o");
   argv.push_back(output);
@@ -185,7 +232,8 @@ void compile_shared_object(const HostCompiler& cxx, const std::vector<std::strin
 }
 
 void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                                      const std::string& include_dir, const std::vector<std::string>& sources,
+                                      const std::vector<std::string>& include_dirs,
+                                      const std::vector<std::string>& sources,
                                       const std::string& output, int jobs) {
   // The objects: the same flags without -shared, compiled only (-c).
   std::vector<std::string> objects;
@@ -195,7 +243,8 @@ void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector
     std::vector<std::string> argv{cxx.path};
     for (const std::string& f : flags)
       if (f != "-shared") argv.push_back(f);
-    argv.insert(argv.end(), {"-I" + include_dir, "-c", sources[i], "-o", objects.back()});
+    for (const std::string& d : include_dirs) argv.push_back("-I" + d);
+    argv.insert(argv.end(), {"-c", sources[i], "-o", objects.back()});
     commands.push_back(std::move(argv));
   }
   auto remove_objects = [&] {

@@ -111,20 +111,28 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
   // about equal source length; the first part defines the unit's ABI
   // version. The cache keeps the whole unit's source (what its key hashes).
   const int jobs = alone ? 1 : std::min<int>(detail::compile_jobs(), static_cast<int>(emitted.size()));
+  // The precompiled headers first (only a build needs them).
+  auto include_dirs = [&] {
+    std::vector<std::string> dirs;
+    std::string pch = detail::precompiled_header_dir(cxx, flags, cache.dir(), include_dir);
+    if (!pch.empty()) dirs.push_back(std::move(pch));
+    dirs.push_back(include_dir);
+    return dirs;
+  };
   auto build = [&] {
     detail::write_file_atomic(cache.source_path(key), unit_source);
     const std::string tmp = cache.temp_object_path(key);
     std::vector<std::string> parts;
     try {
       if (jobs <= 1) {
-        detail::compile_shared_object(cxx, flags, include_dir, cache.source_path(key), tmp);
+        detail::compile_shared_object(cxx, flags, include_dirs(), cache.source_path(key), tmp);
       } else {
         const std::vector<std::string> part_sources = detail::split_unit(emitted, jobs);
         for (std::size_t i = 0; i < part_sources.size(); ++i) {
           parts.push_back(tmp + ".part" + std::to_string(i) + ".cpp");
           detail::write_file_atomic(parts.back(), part_sources[i]);
         }
-        detail::compile_shared_object_from_parts(cxx, flags, include_dir, parts, tmp, jobs);
+        detail::compile_shared_object_from_parts(cxx, flags, include_dirs(), parts, tmp, jobs);
       }
     } catch (...) {
       std::remove(tmp.c_str());

@@ -33,9 +33,11 @@ EmittedKernel emit_kernel(const ir::Operation& kernel_func, const CompileOptions
                           const std::string& unit = "");
 // The exported entry of a kernel: tessera_cpu_run_groups[_unit].
 std::string entry_symbol(const std::string& unit);
+// The header library comes first: g++ uses its precompiled form only for
+// the first include of a unit (precompiled_header_dir).
 inline constexpr const char* kUnitPrologue =
-    "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
-    "#include \"tessera_cpu/tessera_cpu.h\"\n\n";
+    "#include \"tessera_cpu/tessera_cpu.h\"\n\n"
+    "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n";
 inline constexpr const char* kUnitEpilogue =
     "extern \"C\" unsigned tessera_cpu_abi_version() noexcept { return tsr::kAbiVersion; }\n\n";
 
