@@ -30,7 +30,7 @@ echo "== pytest == (at ${SECONDS} s)"
 # compile-bound, and two pytest-xdist workers made the phase slower, not
 # faster (over 30 min on a cold 2-core clone; likely both compiling the same
 # kernels side by side, since a cache entry is written after its compile).
-.venv/bin/python -m pytest -q tests/python || status=1
+.venv/bin/python -m pytest -q --durations=15 tests/python || status=1
 
 echo "== summary == (at ${SECONDS} s)"
 grep -E "tests passed|tests failed" build/ctest.log || true

@@ -77,6 +77,51 @@ TEST_F(CpuBackendCache, SecondCompileIsAHit) {
   EXPECT_NE(third.cache_key, first.cache_key);
 }
 
+// The precompiled header library: g++ builds one per compiler, flags and
+// headers under cpu/pch-<hash>/ on the first compile (other flags: another
+// one); a .gch that g++ cannot use is skipped, so kernels still compile and
+// run; TESSERA_CPU_PCH=0 builds none.
+TEST_F(CpuBackendCache, HeadersArePrecompiledOncePerFlags) {
+  auto gch_files = [&] {
+    std::vector<fs::path> found;
+    if (!fs::exists(dir_ / "cpu")) return found;
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / "cpu")) {
+      if (entry.path().extension() == ".gch") found.push_back(entry.path());
+    }
+    return found;
+  };
+  const char* cxx = std::getenv("TESSERA_CXX");
+  if (cxx != nullptr && std::string(cxx).find("clang") != std::string::npos) GTEST_SKIP() << "clang++: no .gch";
+  {
+    setenv("TESSERA_CPU_PCH", "0", 1);
+    ir::Module m;
+    expect_adds_one(compile(*add_one_kernel(m), options()));
+    unsetenv("TESSERA_CPU_PCH");
+    EXPECT_TRUE(gch_files().empty());
+  }
+  ir::Module m;
+  cpu::CompileOptions o = options();
+  o.extra_flags = {"-DTESSERA_PCH_TEST=1"};  // a new key: the unit above is not reused
+  expect_adds_one(compile(*add_one_kernel(m), o));
+  const std::vector<fs::path> built = gch_files();
+  ASSERT_EQ(built.size(), 1u);
+  EXPECT_EQ(built[0].filename(), "tessera_cpu.h.gch");
+  EXPECT_EQ(built[0].parent_path().parent_path().filename().string().rfind("pch-", 0), 0u) << built[0];
+  // An unusable .gch: the kernel, compiled again (its entry removed),
+  // still compiles and runs.
+  { std::ofstream(built[0], std::ios::trunc) << "not a precompiled header"; }
+  for (const auto& entry : fs::directory_iterator(dir_ / "cpu")) {
+    if (entry.path().extension() == ".so") fs::remove(entry.path());
+  }
+  cpu::CompiledKernel again = compile(*add_one_kernel(m), o);
+  EXPECT_FALSE(again.cache_hit);
+  expect_adds_one(again);
+  // Other flags: their own .gch.
+  o.extra_flags = {"-DTESSERA_PCH_TEST=2"};
+  expect_adds_one(compile(*add_one_kernel(m), o));
+  EXPECT_EQ(gch_files().size(), 2u);
+}
+
 TEST_F(CpuBackendCache, TruncatedEntryIsDetectedAndRebuilt) {
   ir::Module m;
   ir::Operation* k = add_one_kernel(m);
