@@ -293,7 +293,7 @@ EagerForm attention_form(const ir::OpDef& def, std::span<const Tensor> inputs, c
   const std::int64_t sq = inputs[0].shape()[2], sk = inputs[1].shape()[2];
   const bool whole = sq % templates::kAttentionBlockRows == 0 && sk % templates::kAttentionBlockKeys == 0;
   const bool forward = def.name == "graph.flash_attn";
-  if (!templates::blocked_attention_storage(d, forward, !inputs[0].is_cpu()) || sq == 0 || sk == 0 ||
+  if (!templates::blocked_attention_storage(d, forward) || sq == 0 || sk == 0 ||
       (!whole && !schedule::attention_blocks_wanted(!inputs[0].is_cpu(), d))) {
     return f;
   }

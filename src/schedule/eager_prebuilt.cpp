@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tessera/backends/cpu/cpu_backend.h"
 #include "tessera/ir/dialect.h"
 #include "tessera/schedule/eager.h"
 #include "tessera/schedule/prebuild.h"
@@ -81,11 +82,17 @@ std::vector<Call> common_calls() {
 }
 
 // Removes the files of entries not on this list (left by earlier lists):
-// <key>.so, <key>.so.meta and <key>.cpp belong to the object <key>.so.
-std::size_t prune(const std::string& dir, const std::set<std::string>& used) {
+// <key>.so, <key>.so.meta and <key>.cpp belong to the object <key>.so; and
+// precompiled headers other than `pch` (of other flags or headers).
+std::size_t prune(const std::string& dir, const std::set<std::string>& used, const std::string& pch) {
   namespace fs = std::filesystem;
   std::size_t removed = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string().starts_with("pch-") &&
+        e.path().filename() != fs::path(pch).filename()) {
+      removed += fs::remove_all(e.path()) > 0 ? 1 : 0;
+      continue;
+    }
     if (!e.is_regular_file()) continue;  // the header directory
     std::string object = e.path().string();
     if (object.ends_with(".meta")) object.resize(object.size() - 5);
@@ -104,6 +111,9 @@ PrebuildReport prebuild_eager_kernels(const std::string& cache_root, int jobs,
   // cache directory to $TESSERA_CACHE_DIR).
   ::setenv("TESSERA_CACHE_DIR", cache_root.c_str(), 1);
   ::setenv("TESSERA_PROGRESS", "0", 1);  // the tool reports itself
+  // The precompiled headers first: the kernels below compile with them,
+  // and the package installs them for its users' first compiles.
+  const std::string pch = cpu::precompile_headers();
   const std::vector<Call> calls = common_calls();
   PrebuildReport report;
   report.executables = calls.size();
@@ -143,7 +153,7 @@ PrebuildReport prebuild_eager_kernels(const std::string& cache_root, int jobs,
   for (unsigned t = 0; t < n; ++t) threads.emplace_back(work);
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
-  report.removed = prune(cache_root + "/cpu", used);
+  report.removed = prune(cache_root + "/cpu", used, pch);
   report.compiled = compiled;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

@@ -158,6 +158,34 @@ def test_common_eager_ops_compile_nothing_on_a_fresh_install(tmp_path):
     assert compiled_now == [], f"compiled on first use: {compiled_now}"
 
 
+_NEW_KERNEL = """
+import numpy as np, tessera
+f = tessera.jit(lambda x: tessera.ops.tanh(x) * 3.0 + x)
+x = tessera.tensor(np.linspace(-2, 2, 15).reshape(3, 5), "fp32")
+print(repr(np.asarray(f(x)).tolist()))
+"""
+
+
+@pytest.mark.skipif("clang" in os.environ.get("TESSERA_CXX", ""), reason="clang++ reads no .gch files")
+def test_a_fresh_install_compiles_new_kernels_with_the_prebuilt_precompiled_headers(tmp_path):
+    """The package carries the host tile headers precompiled for its own
+    compiler and flags: a kernel compiled with an empty cache builds no .gch
+    of its own and gives the same values as one compiled without it."""
+    prebuilt = Path(tessera.__file__).parent / "prebuilt" / "cpu"
+    gch = list(prebuilt.glob("pch-*/tessera_cpu/tessera_cpu.h.gch"))
+    assert len(gch) == 1, f"expected one precompiled header in {prebuilt}, found {gch}"
+    results = []
+    for pch in ("1", "0"):
+        cache = tmp_path / pch
+        env = dict(os.environ, TESSERA_CACHE_DIR=str(cache), TESSERA_CPU_PCH=pch)
+        run = subprocess.run([sys.executable, "-c", _NEW_KERNEL], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert list(cache.rglob("*.so")), "the kernel was not compiled into the empty cache"
+        assert list(cache.rglob("*.gch")) == []
+        results.append(run.stdout)
+    assert results[0] == results[1]
+
+
 @pytest.mark.parametrize("policy", ["fp16 @accum(fp16)", "bf16 @accum(bf16)", "fp16 @accum(fp32)"])
 @pytest.mark.parametrize("length", [7, 300, 1000])
 def test_narrow_accumulation_normalizations_equal_the_reference_bitwise(monkeypatch, policy, length):

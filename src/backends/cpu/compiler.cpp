@@ -175,23 +175,31 @@ std::pair<int, std::string> run_logged(const std::vector<std::string>& argv, con
 }  // namespace
 
 std::string precompiled_header_dir(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                                   const std::string& cache_dir, const std::string& include_dir) {
+                                   const std::string& prebuilt_dir, const std::string& cache_dir,
+                                   const std::string& include_dir) {
   if (const char* v = std::getenv("TESSERA_CPU_PCH"); v != nullptr && std::string(v) == "0") return {};
   if (cxx.version.find("clang") != std::string::npos) return {};
-  // Keyed like a kernel: compiler, version, flags and the headers' text
-  // (include_dir's name carries their hash).
-  std::string key_text = "tessera-cpu pch\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " + include_dir +
-                         "\nflags";
+  // Keyed like a kernel: compiler, version, flags and the headers' hash
+  // (not their directory: a .gch serves any copy of the same headers).
+  std::string key_text = "tessera-cpu pch\ncompiler " + cxx.path + "\n" + cxx.version + "\nheaders " +
+                         CompileCache::header_hash() + "\nflags";
   for (const std::string& f : flags) key_text += " " + f;
-  const std::string dir = cache_dir + "/pch-" + sha256_hex(key_text).substr(0, 16);
-  const std::string gch = dir + "/tessera_cpu/tessera_cpu.h.gch";
+  const std::string name = "/pch-" + sha256_hex(key_text).substr(0, 16);
+  const std::string gch_in_dir = "/tessera_cpu/tessera_cpu.h.gch";
+  auto present = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+  };
+  // The one tessera-prebuild made when Tessera was built, when it matches.
+  if (!prebuilt_dir.empty() && present(prebuilt_dir + name + gch_in_dir)) return prebuilt_dir + name;
+  const std::string dir = cache_dir + name;
+  const std::string gch = dir + gch_in_dir;
 
   static std::mutex m;
   static std::set<std::string> ready;
   std::lock_guard<std::mutex> lock(m);
   if (ready.count(gch) != 0) return dir;
-  struct stat st {};
-  if (::stat(gch.c_str(), &st) != 0 || st.st_size == 0) {
+  if (!present(gch)) {
     make_directories(dir + "/tessera_cpu");
     // Built under a temporary name and renamed: another process sees a
     // whole .gch or none (two may build it at once; either result is good).

@@ -24,9 +24,11 @@ HostCompiler find_host_compiler(const std::string& requested);
 std::vector<std::string> default_compile_flags();
 
 // The include directory that holds the header library's precompiled form,
-// <cache_dir>/pch-<hash>/tessera_cpu/tessera_cpu.h.gch, built once (from
-// the headers in `include_dir`, with `flags`) and shared by every later
-// compile with the same compiler, flags and headers. Put before
+// <dir>/pch-<hash>/tessera_cpu/tessera_cpu.h.gch: the one in `prebuilt_dir`
+// (tessera-prebuild's, read-only) when it exists, else the one in
+// `cache_dir`, built once (from the headers in `include_dir`, with `flags`)
+// and shared by every later compile with the same compiler, flags and
+// headers. Put before
 // `include_dir` on the include path: g++ takes the .gch in place of the
 // header, which saves parsing about 120k preprocessed lines (about 1 s) in
 // every kernel compile; an unusable .gch (another compiler wrote it) is
@@ -34,7 +36,8 @@ std::vector<std::string> default_compile_flags();
 // compiler is not g++ (clang++ does not read .gch files for #include) or
 // TESSERA_CPU_PCH=0. Raises CompileError when the headers fail to compile.
 std::string precompiled_header_dir(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                                   const std::string& cache_dir, const std::string& include_dir);
+                                   const std::string& prebuilt_dir, const std::string& cache_dir,
+                                   const std::string& include_dir);
 
 // Compiles `source` into the shared object `output` with `include_dirs` on
 // the include path, in order. On failure raises CompileError quoting the

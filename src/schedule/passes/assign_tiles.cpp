@@ -465,7 +465,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
         (attention_blocked || templates::attention_as_on_the_cpu(cuda, kernel_root_op(*k).operand(0)->type().dtype()))) {
       // after attn_tile: covers reads it
       const bool wanted = attention_blocked.value_or(true);
-      k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k, cuda));
+      k->attrs().set("attn_blocked", wanted && templates::blocked_attention_covers(*k));
     }
   }
 }

@@ -36,7 +36,7 @@ int decode_fp8_attention(ir::Operation& func, bool cuda) {
   std::vector<ir::Operation*> found;
   for (const auto& op : body.ops()) {
     if (op->name() != "graph.flash_attn" || !templates::is_fp8(op->operand(0)->type().dtype())) continue;
-    if (!templates::blocked_attention_fits(*op, cuda)) continue;
+    if (!templates::blocked_attention_fits(*op)) continue;
     const ir::Dim& sq = op->operand(0)->type().shape[2];
     if (sq.is_symbolic() || sq.size < kDecodeAheadRows) continue;
     found.push_back(op.get());

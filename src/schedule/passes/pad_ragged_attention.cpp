@@ -64,7 +64,7 @@ int pad_ragged_attention(ir::Operation& func, bool cuda) {
     const bool forward = op->name() == "graph.flash_attn";
     if (!forward && op->name() != "graph.flash_attn_bwd") continue;
     if (!attention_blocks_wanted(cuda, op->operand(0)->type().dtype())) continue;
-    if (!templates::blocked_attention_fits(*op, cuda)) continue;
+    if (!templates::blocked_attention_fits(*op)) continue;
     if (op->attrs().get_int("valid_queries") != 0 || op->attrs().get_int("valid_keys") != 0) continue;
     const ir::Dim& sq = op->operand(0)->type().shape[2];
     const ir::Dim& sk = op->operand(1)->type().shape[2];

@@ -89,7 +89,7 @@ struct DecodeShape {
 // The shape of a forward this pass takes, or nullopt.
 std::optional<DecodeShape> decode_shape(const ir::Operation& op, bool cuda, std::int64_t bm) {
   if (op.name() != "graph.flash_attn" || !attention_blocks_wanted(cuda, op.operand(0)->type().dtype()) ||
-      !templates::blocked_attention_fits(op, cuda)) {
+      !templates::blocked_attention_fits(op)) {
     return std::nullopt;
   }
   if (op.attrs().get_int("valid_queries") != 0 || op.attrs().get_int("valid_keys") != 0) return std::nullopt;

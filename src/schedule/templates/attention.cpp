@@ -752,19 +752,18 @@ bool blocked_attention_applies(const ir::Operation& kernel, std::string* why) {
     if (why) *why = "the attn_blocked knob is not set";
     return false;
   }
-  // The knob's setters (assign_tiles, the CUDA Tile IR default) apply the
-  // target's rule (blocked_attention_covers with cuda); here the CPU's, the
-  // widest.
-  return blocked_attention_covers(kernel, /*cuda=*/false, why);
+  // The knob's setters (assign_tiles, the CUDA Tile IR default) decide
+  // whether the target wants the blocked form; here only whether it covers.
+  return blocked_attention_covers(kernel, why);
 }
 
-bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why) {
+bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
   };
   const ir::Operation& root = kernel_root_op(kernel);
-  if (!blocked_attention_fits(root, cuda, why)) return false;
+  if (!blocked_attention_fits(root, why)) return false;
   const auto& qs = root.operand(0)->type().shape;
   const auto& ks = root.operand(1)->type().shape;
   const std::vector<std::int64_t> tile = attention_tile(kernel);
@@ -778,11 +777,11 @@ bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::strin
 }
 
 bool cuda_tile_attention(const ir::Operation& kernel) {
-  return blocked_attention_covers(kernel, /*cuda=*/true) &&
+  return blocked_attention_covers(kernel) &&
          kernel_root_op(kernel).operand(0)->type().policy.storage != DType::fp32;
 }
 
-bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why) {
+bool blocked_attention_fits(const ir::Operation& root, std::string* why) {
   auto fail = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -793,7 +792,7 @@ bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* w
   // fp8 forwards decode their codes to bf16 tiles at load (exact), so they
   // run the bf16 products; there is no fp8 backward. fp32 products are
   // exact fp32 FMAs on every target (docs/design/0044, 0052).
-  if (!blocked_attention_storage(p.storage, forward, cuda) || p.accum != DType::fp32) {
+  if (!blocked_attention_storage(p.storage, forward) || p.accum != DType::fp32) {
     return fail("the inputs are not fp32, bf16, fp16 or (forward) fp8 accumulating in fp32");
   }
   for (std::size_t k : {1, 2}) {

@@ -50,13 +50,13 @@ bool attention_covers(const ir::Operation& kernel, std::string* why);
 TileKernel lower_attention(const ir::Operation& kernel, ir::Module& out, const std::string& name);
 // Whether an attention kernel takes the blocked tensor-core form: the
 // `attn_blocked` knob set (by assign_tiles or the CUDA Tile IR default, which
-// apply their target's rule) and blocked_attention_covers on the CPU's rule.
+// apply their target's rule) and blocked_attention_covers.
 bool blocked_attention_applies(const ir::Operation& kernel, std::string* why = nullptr);
-// Whether the blocked form covers the kernel on a target (cuda or the CPU):
+// Whether the blocked form covers the kernel (the same rule on every target):
 // graph.flash_attn or graph.flash_attn_bwd on bf16/fp16/fp32, or fp8 forwards (fp32 accumulation; the backward's do of the inputs'
 // dtype), without dropout, D 64, 128 or 256, Sq and Sk known multiples of the
 // `attn_tile` [BM, BN] (default 64, 64).
-bool blocked_attention_covers(const ir::Operation& kernel, bool cuda, std::string* why = nullptr);
+bool blocked_attention_covers(const ir::Operation& kernel, std::string* why = nullptr);
 // fp8_e4m3 or fp8_e5m2: codes the blocked forward multiplies as bf16 values.
 inline bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m2; }
 // The storage rule of the blocked form: bf16 and fp16; fp8 for forwards
@@ -64,8 +64,8 @@ inline bool is_fp8(DType t) { return t == DType::fp8_e4m3 || t == DType::fp8_e5m
 // fused multiply-adds in k order on every target (the CPU's tile mma and
 // the PTX path's scalar mma), so a GPU gives the CPU's bits. CUDA Tile IR's
 // mma could take fp32 at tf32: fp32 attention stays on the PTX path
-// (cuda_tile_attention). `cuda` is kept for rules that differ by target.
-inline bool blocked_attention_storage(DType storage, bool forward, bool /*cuda*/) {
+// (cuda_tile_attention). The rule is the same on every target.
+inline bool blocked_attention_storage(DType storage, bool forward) {
   return storage == DType::bf16 || storage == DType::fp16 || (forward && is_fp8(storage)) ||
          storage == DType::fp32;
 }
@@ -80,7 +80,7 @@ inline bool attention_as_on_the_cpu(bool cuda, DType storage) { return !cuda || 
 bool cuda_tile_attention(const ir::Operation& kernel);
 // The part of blocked_attention_covers about the op alone, not its lengths:
 // dtypes, dropout and D (what pad-ragged-attention asks before padding).
-bool blocked_attention_fits(const ir::Operation& root, bool cuda, std::string* why = nullptr);
+bool blocked_attention_fits(const ir::Operation& root, std::string* why = nullptr);
 // The default blocks: BM query rows against BN keys. 64 x 64 beat 128 x 64
 // in every forward and backward case timed on an H100 (docs/design/0015).
 inline constexpr std::int64_t kAttentionBlockRows = 64, kAttentionBlockKeys = 64;

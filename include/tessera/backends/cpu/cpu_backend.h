@@ -135,6 +135,13 @@ std::shared_ptr<const PreparedLaunch> prepare_launch(const CompiledKernel& kerne
 void launch_prepared(const CompiledKernel& kernel, const PreparedLaunch& prepared, std::span<void* const> addresses,
                      const LaunchOptions& options = {});
 
+// Builds the host tile headers' precompiled form (g++ only) in the cache
+// of `options`, unless the prebuilt directory or the cache has it already,
+// and returns its include directory; empty where none is used (clang++,
+// TESSERA_CPU_PCH=0). Compiles call it themselves; tessera-prebuild calls it
+// so that an installed package carries one (docs/guide/cpu_backend.md).
+std::string precompile_headers(const CompileOptions& options = {});
+
 // The generated C++ for a kernel without compiling it (inspect_ir("target")).
 std::string emit_kernel_source(const ir::Operation& kernel_func, const CompileOptions& options = {});
 
