@@ -10,7 +10,8 @@ shape-generic kernel; the gradient op by op) instead of their jit.
 Rows (x is [rows, cols] bf16; each function computes in fp32 and stores bf16):
 - rmsnorm_safe, layernorm_safe, softmax_safe over the last axis;
 - bias + gelu + residual: gelu(x + b) + r, b a [cols] bias, r a residual;
-- add: x + r, the plainest elementwise kernel (what every bf16 op pays).
+- add: x + r, the plainest elementwise kernel (what every bf16 op pays);
+  forward only, since its gradient is g itself and runs no kernel.
 Forward is y = f(x). Backward is the gradient of sum(f(x) * g) with respect to
 x (and b for the chain): Tessera's jit(grad) of that loss, whatever it
 recomputes; for torch, forward + autograd backward minus the forward. With
@@ -161,8 +162,13 @@ def main():
             c_both = pace(lambda: torch_both(cf), sync, args.runs)
             c_bwd = max(c_both - pace(lambda: cf(*leaves_p, *rest_p), sync, args.runs), 1e-9)
         e_bwd = max(e_both - pace(lambda: f_p(*leaves_p, *rest_p), sync, args.runs), 1e-9)
-        for label, t, e, c, nbytes in ((f"{name} forward", t_fwd, e_fwd, c_fwd, io),
-                                       (f"{name} backward", t_bwd, e_bwd, c_bwd, io_b)):
+        rows = [(f"{name} forward", t_fwd, e_fwd, c_fwd, io), (f"{name} backward", t_bwd, e_bwd, c_bwd, io_b)]
+        if name == "add":
+            # d/dx sum((x + r) * g) is g itself: no kernel reads x or writes
+            # dx, so the row's bytes would not be a bandwidth.
+            rows.pop()
+            print(f"{name + ' backward':<26} (dx is g itself: no kernel runs)", flush=True)
+        for label, t, e, c, nbytes in rows:
             cp = copy_seconds(nbytes)
             gbs = nbytes / t / 1e9
             print(f"{label:<26} {gbs:8.0f} {nbytes / cp / 1e9:8.0f} {cp / t:7.2f}x {nbytes / e / 1e9:8.0f} "
