@@ -120,6 +120,16 @@ TEST_F(CpuBackendCache, HeadersArePrecompiledOncePerFlags) {
   o.extra_flags = {"-DTESSERA_PCH_TEST=2"};
   expect_adds_one(compile(*add_one_kernel(m), o));
   EXPECT_EQ(gch_files().size(), 2u);
+  // A value that is neither 0 nor 1 is refused, not ignored.
+  setenv("TESSERA_CPU_PCH", "off", 1);
+  o.extra_flags = {"-DTESSERA_PCH_TEST=3"};
+  try {
+    compile(*add_one_kernel(m), o);
+    ADD_FAILURE() << "expected an ArgumentError";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.message()).find("TESSERA_CPU_PCH is 'off'"), std::string::npos) << e.message();
+  }
+  unsetenv("TESSERA_CPU_PCH");
 }
 
 TEST_F(CpuBackendCache, TruncatedEntryIsDetectedAndRebuilt) {

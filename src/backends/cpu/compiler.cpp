@@ -177,7 +177,14 @@ std::pair<int, std::string> run_logged(const std::vector<std::string>& argv, con
 std::string precompiled_header_dir(const HostCompiler& cxx, const std::vector<std::string>& flags,
                                    const std::string& prebuilt_dir, const std::string& cache_dir,
                                    const std::string& include_dir) {
-  if (const char* v = std::getenv("TESSERA_CPU_PCH"); v != nullptr && std::string(v) == "0") return {};
+  if (const char* v = std::getenv("TESSERA_CPU_PCH"); v != nullptr && *v != '\0') {
+    const std::string value = v;
+    if (value != "0" && value != "1") {
+      raise(ErrorCode::ArgumentInvalid,
+            "TESSERA_CPU_PCH is '" + value + "'; expected 0 (no precompiled headers) or 1 (the default)");
+    }
+    if (value == "0") return {};
+  }
   if (cxx.version.find("clang") != std::string::npos) return {};
   // Keyed like a kernel: compiler, version, flags and the headers' hash
   // (not their directory: a .gch serves any copy of the same headers).

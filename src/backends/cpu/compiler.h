@@ -28,13 +28,13 @@ std::vector<std::string> default_compile_flags();
 // (tessera-prebuild's, read-only) when it exists, else the one in
 // `cache_dir`, built once (from the headers in `include_dir`, with `flags`)
 // and shared by every later compile with the same compiler, flags and
-// headers. Put before
-// `include_dir` on the include path: g++ takes the .gch in place of the
-// header, which saves parsing about 120k preprocessed lines (about 1 s) in
-// every kernel compile; an unusable .gch (another compiler wrote it) is
-// skipped by g++ itself, so the result never depends on it. Empty when the
-// compiler is not g++ (clang++ does not read .gch files for #include) or
-// TESSERA_CPU_PCH=0. Raises CompileError when the headers fail to compile.
+// headers. Put before `include_dir` on the include path: g++ takes the .gch
+// in place of the header, which saves parsing about 120k preprocessed lines
+// (about 1 s) in every kernel compile; an unusable .gch (another compiler
+// wrote it) is skipped by g++ itself, so the result never depends on it.
+// Empty when the compiler is not g++ (clang++ does not read .gch files for
+// #include) or TESSERA_CPU_PCH=0 (1 or unset: on; anything else is an
+// ArgumentError). Raises CompileError when the headers fail to compile.
 std::string precompiled_header_dir(const HostCompiler& cxx, const std::vector<std::string>& flags,
                                    const std::string& prebuilt_dir, const std::string& cache_dir,
                                    const std::string& include_dir);
@@ -53,7 +53,8 @@ void compile_shared_object(const HostCompiler& cxx, const std::vector<std::strin
 // several cores; the kernels are independent, so the object's code is the
 // one-unit build's. On failure raises CompileError quoting the compiler.
 void compile_shared_object_from_parts(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                                      const std::vector<std::string>& include_dirs, const std::vector<std::string>& sources,
+                                      const std::vector<std::string>& include_dirs,
+                                      const std::vector<std::string>& sources,
                                       const std::string& output, int jobs);
 
 // How many compiler processes a unit may use: $TESSERA_CPU_COMPILE_JOBS (1 to

@@ -64,11 +64,12 @@ std::vector<std::string> split_unit(const std::vector<EmittedKernel>& emitted, i
 }
 
 // The precompiled headers for `flags`: the prebuilt directory's, else the
-// cache's (built there when missing).
+// cache's (built there from `include_dir`, the cache's header_dir(), when
+// missing).
 std::string precompiled_headers(const HostCompiler& cxx, const std::vector<std::string>& flags,
-                                const CompileCache& cache) {
+                                const CompileCache& cache, const std::string& include_dir) {
   const CompileCache prebuilt(prebuilt_root(), /*create=*/false);
-  return precompiled_header_dir(cxx, flags, prebuilt.dir(), cache.dir(), cache.header_dir());
+  return precompiled_header_dir(cxx, flags, prebuilt.dir(), cache.dir(), include_dir);
 }
 
 }  // namespace
@@ -78,7 +79,8 @@ std::string precompile_headers(const CompileOptions& options) {
   const detail::HostCompiler cxx = detail::find_host_compiler(options.cxx);
   std::vector<std::string> flags = detail::default_compile_flags();
   flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
-  return detail::precompiled_headers(cxx, flags, detail::CompileCache(detail::resolve_cache_root(options.cache_dir)));
+  const detail::CompileCache cache(detail::resolve_cache_root(options.cache_dir));
+  return detail::precompiled_headers(cxx, flags, cache, cache.header_dir());
 }
 
 std::string emit_kernel_source(const ir::Operation& kernel_func, const CompileOptions& options) {
@@ -129,7 +131,7 @@ std::vector<CompiledKernel> compile_kernels(std::span<const ir::Operation* const
   // The precompiled headers first (only a build needs them).
   auto include_dirs = [&] {
     std::vector<std::string> dirs;
-    std::string pch = detail::precompiled_headers(cxx, flags, cache);
+    std::string pch = detail::precompiled_headers(cxx, flags, cache, include_dir);
     if (!pch.empty()) dirs.push_back(std::move(pch));
     dirs.push_back(include_dir);
     return dirs;
