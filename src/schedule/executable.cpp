@@ -694,6 +694,16 @@ std::vector<std::string> Executable::plan_refusals() const {
 
 namespace {
 
+// Whether a GPU kernel could not read `t` in place: a view starting at an
+// address that is not cuda::kVectorAlignment-aligned (a contiguous view at
+// an odd offset), which kernels with aligned vector accesses refuse
+// (CompiledKernel::aligned_buffers). Such a view is copied first, as a
+// strided one is.
+bool misaligned_on_gpu(const Tensor& t) {
+  if (t.is_cpu() || t.numel() == 0 || is_packed(t.dtype())) return false;
+  return reinterpret_cast<std::uintptr_t>(t.device_data()) % cuda::kVectorAlignment != 0;
+}
+
 // TESSERA_RUN_PLANS: unset, empty or 1 replays plans; 0 walks every run.
 // Anything else is an error rather than a value quietly read as one of them.
 bool run_plans_enabled() {
@@ -717,6 +727,17 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
                                    args[i].device() + ", but this executable was compiled for " + device +
                                    "; move it with .to(\"" + device + "\")");
     }
+  }
+  // Misaligned views are copied before anything records this run's
+  // addresses (its run plan, its CUDA graph), so every later step, and
+  // every replay, reads aligned arguments.
+  std::vector<Tensor> aligned_args;
+  if (std::any_of(args.begin(), args.end(), misaligned_on_gpu)) {
+    aligned_args.assign(args.begin(), args.end());
+    for (Tensor& a : aligned_args) {
+      if (misaligned_on_gpu(a)) a = a.contiguous();
+    }
+    args = aligned_args;
   }
   std::vector<Tensor> slots;
   // TESSERA_TRACE_KERNELS=1 prints each kernel's wall time to stderr.
@@ -957,10 +978,11 @@ std::vector<Tensor> Executable::run_impl(std::span<const Tensor> args, bool use_
       }
       continue;
     }
-    // Kernels read their operands contiguous (a view's consumer copies it
-    // here; on a GPU by a gather kernel, in a graph as one of its nodes).
+    // Kernels read their operands contiguous and, on a GPU, aligned (a
+    // view's consumer copies it here; on a GPU by a gather kernel, in a
+    // graph as one of its nodes).
     for (Tensor& t : inputs) {
-      if (t.is_contiguous()) continue;
+      if (t.is_contiguous() && !misaligned_on_gpu(t)) continue;
       if (recorder.graph) {
         Tensor gathered = Tensor::empty(t.shape(), t.policy(), device);
         recorder.gather(t, gathered);

@@ -111,12 +111,16 @@ void register_memory_ops(ir::Registry& r) {
   // `count` element accesses would each carry their own index arithmetic
   // and check. The values are those of the element ops, and an element
   // out of bounds faults as load_elem/store_elem would at that element.
+  // `in_bounds` proves the whole run inside the buffer and its start a
+  // multiple of `count`: a GPU kernel for contiguous buffers then moves it
+  // as aligned words, unchecked (the CPU keeps checking).
   r.add(OpDef{
       .name = "tile.load_vector",
       .summary = "Reads elements [i, i + count) of a 1-D gmem buffer as `count` lane values; an element out of bounds "
                  "is a runtime error, as for tile.load_elem.",
       .operands = {"buffer", "start"},
-      .attrs = {{.name = "count", .kind = AttrKind::integer, .required = true, .doc = "elements, 1 to 16"}},
+      .attrs = {{.name = "count", .kind = AttrKind::integer, .required = true, .doc = "elements, 1 to 16"},
+                in_bounds_attr()},
       .effect = ir::Effect::state,
       .infer =
           [](std::span<const Type> in, const AttrMap& a) {
@@ -158,6 +162,7 @@ void register_memory_ops(ir::Registry& r) {
                  "values); an element out of bounds is a runtime error, as for tile.store_elem.",
       .operands = {"buffer", "start", "values"},
       .variadic = true,
+      .attrs = {in_bounds_attr(), not_nan_attr()},
       .effect = ir::Effect::state,
       .num_results = 0,
       .infer =

@@ -189,13 +189,13 @@ func @m(%x: tensor<[M, 4096] bf16 @accum(fp32)>, %w: tensor<[4096, 4096] bf16 @a
 }
 
 // CUDA's normalization knobs. Rows of a known length are held in registers
-// (docs/design/0025): 16 strands per block of the row, two per lane for
-// these (docs/design/0028; 128 lanes for 4096 elements), each slot loaded
-// once with an unchecked access, registers capped for 768 threads per
+// (docs/design/0025): 16 strands per block of the row, two adjacent ones
+// per lane for rows of whole blocks (docs/design/0053; 128 lanes for 4096
+// elements), each slot's pair loaded once, registers capped for 768 threads per
 // multiprocessor (rmsnorm's) or 1024 (softmax's). With TESSERA_ROW_HELD=0, rows are
 // cooperative rows of 128 lanes read in runs of 16 bytes (bf16: 8 elements,
 // fp32: 4), each pass's runs loaded with tsr::load_vector and written with
-// tsr::store_vector, registers capped for 4 groups. The kernels compile
+// tsr::store_vector (bf16: store_rounded_vector), registers capped for 4 groups. The kernels compile
 // under NVRTC.
 TEST(ScheduleCuda, NormalizationRowsInRunsEmitWideAccesses) {
   const char* text = R"(
@@ -220,14 +220,29 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
       const std::string src =
           cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "n_" + schedule::kernel_name(*k)).func);
       if (held) {
-        EXPECT_EQ(src.find("tsr::load_vector"), std::string::npos);
-        EXPECT_NE(src.find("tsr::load_u"), std::string::npos);
-        // Paired strands: registers for 768 threads in rmsnorm's kernel,
-        // 1024 in softmax's (docs/design/0035).
+        // Runs of two adjacent strands a lane (docs/design/0053): each slot
+        // one 2-element load and store.
+        EXPECT_EQ(k->attrs().get_int("row_held_run"), 2);
+        EXPECT_NE(src.find("tsr::load_vector<2>"), std::string::npos);
+        // bf16 results round from fp32 and encode in one step per element.
+        EXPECT_NE(src.find(bf16 ? "tsr::store_rounded_vector<2, " : "tsr::store_vector<2>"), std::string::npos);
+        // An executable's kernels (contiguous buffers, which launches check
+        // to be aligned) move the runs as aligned words, unchecked.
+        cu::KernelCompileOptions contiguous;
+        contiguous.contiguous_buffers = true;
+        ir::Module again;
+        const std::string exe_src = cu::emit_kernel_source(
+            *schedule::lower_kernel(*k, again, "n_" + schedule::kernel_name(*k)).func, contiguous);
+        EXPECT_NE(exe_src.find("tsr::load_vector_aligned<2>"), std::string::npos);
+        EXPECT_EQ(exe_src.find("tsr::load_vector<"), std::string::npos);
+        EXPECT_NE(exe_src.find(bf16 ? "tsr::store_rounded_vector_aligned<2, " : "tsr::store_vector_aligned<2>"),
+                  std::string::npos);
+        // 32 elements a lane: registers for 768 threads in rmsnorm's
+        // kernel, 1024 in softmax's (docs/design/0035).
         EXPECT_NE(src.find(bf16 ? "__launch_bounds__(128, 6)" : "__launch_bounds__(128, 8)"), std::string::npos);
       } else {
         EXPECT_NE(src.find(bf16 ? "tsr::load_vector<8>" : "tsr::load_vector<4>"), std::string::npos);
-        EXPECT_NE(src.find(bf16 ? "tsr::store_vector<8>" : "tsr::store_vector<4>"), std::string::npos);
+        EXPECT_NE(src.find(bf16 ? "tsr::store_rounded_vector<8, " : "tsr::store_vector<4>"), std::string::npos);
         EXPECT_NE(src.find("__launch_bounds__(128, 4)"), std::string::npos);
       }
       sources.push_back(src);
@@ -283,8 +298,8 @@ func @s(%x: tensor<[8, 8, 4, 4, 128] fp32>, %y: tensor<[64, 100] fp32>, %z: tens
 
 // TESSERA_ROW_HELD_THREADS sizes CUDA kernels' registers: it sets the held
 // kernels' launch bound there, and on the CPU, where it would be ignored,
-// it is an error that names it; so are the held-pairs and shuffle switches
-// where rows take one lane each.
+// it is an error that names it; so are the held-pairs, held-run and
+// shuffle switches where rows take one lane each.
 TEST(ScheduleCuda, HeldThreadsKnobIsAGpuKnob) {
   const char* text = R"(
 func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>) -> (tensor<[R, 4096] bf16 @accum(fp32)>) {
@@ -311,8 +326,8 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>) -> (tensor<[R, 4096] bf16 @accu
   // The pairing and shuffle switches need rows shared by lanes: on the
   // CPU's lane-per-row form they are errors naming themselves too.
   schedule_test::ScopedEnv no_threads("TESSERA_ROW_HELD_THREADS", "");
-  for (const char* knob : {"TESSERA_ROW_HELD_PAIRS", "TESSERA_LANE_SHUFFLES"}) {
-    schedule_test::ScopedEnv set(knob, "0");
+  for (const char* knob : {"TESSERA_ROW_HELD_PAIRS", "TESSERA_LANE_SHUFFLES", "TESSERA_ROW_HELD_RUN"}) {
+    schedule_test::ScopedEnv set(knob, std::string(knob) == "TESSERA_ROW_HELD_RUN" ? "2" : "0");
     try {
       schedule::set_target_knobs(*cpu.lookup("n"), /*cuda=*/false);
       FAIL() << knob << " was accepted for rows of one lane";

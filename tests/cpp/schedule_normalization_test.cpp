@@ -367,6 +367,51 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
   }
 }
 
+// Held rows in runs of V adjacent strands (TESSERA_ROW_HELD_RUN,
+// docs/design/0053): 16 / V lanes per block, each slot's V elements one
+// vector load, the lane's strands combined by the canonical tree's lower
+// levels before the shuffles take the upper ones. Every row op (fp32 and
+// bf16, and the fused softmax gradient) keeps the reference's bits on rows
+// of whole blocks (256, 4096: groups of n / 16 / V lanes) and on a row with
+// a partial block (1000), which keeps one strand per lane.
+TEST(ScheduleNormalization, RowsHeldInRunsOfAdjacentStrandsGiveTheReferenceBits) {
+  auto with_dims = [](std::string text, std::int64_t rows, std::int64_t n) {
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[" + std::to_string(rows) + ", " + std::to_string(n) + "]"},
+                                   {"[R]", "[" + std::to_string(rows) + "]"},
+                                   {"[N]", "[" + std::to_string(n) + "]"}}) {
+      for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+    }
+    return text;
+  };
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
+  schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
+  // (V, row length): runs of 2 (CUDA's) on a partial block's row and on 16
+  // blocks, runs of 4 on one block.
+  const std::pair<std::int64_t, std::int64_t> cases[] = {{2, 1000}, {2, 4096}, {4, 256}};
+  for (const auto& [V, n] : cases) {
+    schedule_test::ScopedEnv held_run("TESSERA_ROW_HELD_RUN", std::to_string(V));
+    SCOPED_TRACE("runs of " + std::to_string(V) + ", rows of " + std::to_string(n));
+    const std::int64_t rows = 9;
+    const bool whole = n % 256 == 0;
+    const std::string group = "group_shape = [" + std::to_string(n / 16 / V) + "]";
+    const std::string every = with_dims(kEveryRowOp, rows, n);
+    auto exe = check_against_reference(every, "c", {special_rows(rows, n, kF32, 51), sample({n}, kF32, 52, false)});
+    check_against_reference(every, "c", {spread_rows(rows, n, kF32, 53, /*zeros=*/true), sample({n}, kF32, 54, false)});
+    EXPECT_EQ(exe->tile_ir().find("tile.for"), std::string::npos) << "not held";
+    EXPECT_EQ(exe->tile_ir().find(group) != std::string::npos, whole);
+    EXPECT_EQ(exe->tile_ir().find("tile.load_vector") != std::string::npos, whole);
+    const std::string text = with_dims(std::string(kBf16RowOps), rows, n);
+    auto h = check_against_reference(text, "h", {special_rows(rows, n, bf16, 55), sample({n}, bf16, 56, false), sample({n}, bf16, 57)});
+    EXPECT_EQ(h->tile_ir().find(group) != std::string::npos, whole);
+    EXPECT_EQ(h->tile_ir().find("tile.store_vector") != std::string::npos, whole);
+    check_against_reference(text, "h", {spread_rows(rows, n, bf16, 58), sample({n}, bf16, 59, false), sample({n}, bf16, 60)});
+    const std::string gradient = with_dims(kBf16SoftmaxGradient, rows, n);
+    auto fused = check_against_reference(gradient, "sg", {special_rows(rows, n, bf16, 61), sample({rows, n}, bf16, 62)});
+    EXPECT_EQ(fused->kernels().size(), 1u) << fused->schedule_ir();
+  }
+}
+
 // A cooperative row's lane 0 asks for the row TESSERA_ROW_PREFETCH rows
 // further on (docs/design/0037; a GPU's bulk L2 prefetch, a CPU's cache
 // hint): a hint, so every op keeps the reference's bits, held or not, with

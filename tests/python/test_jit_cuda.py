@@ -838,6 +838,46 @@ def test_held_rows_prefetching_rows_ahead_match_the_cpu(rng, monkeypatch, ahead)
 
 
 @needs_gpu
+@pytest.mark.parametrize("capture", [False, True])
+def test_held_rows_read_views_at_odd_offsets_through_a_copy(rng, capture):
+    """Held rows move runs of two adjacent strands as aligned words
+    (docs/design/0053), so a kernel's buffers must start 16-byte aligned. A
+    contiguous view starting 2 or 6 bytes into its buffer (a slice of a flat
+    bf16 tensor, reshaped), passed as the argument or made inside the
+    function, is copied before the kernels read it (before a run plan or a
+    CUDA graph records its address): rmsnorm and layernorm with gamma give
+    the CPU executable's bits on every call, misaligned or not."""
+    policy = "bf16 @accum(fp32)"
+    rows, n = 48, 1024
+    flat = tessera.tensor(rng.standard_normal(rows * n + 8).astype(np.float32), policy)
+    gamma = tessera.tensor(rng.standard_normal(n + 8).astype(np.float32), policy)
+    size = rows * n
+
+    def outside(x, g):
+        return ops.rmsnorm_safe(x, g, axis=-1, eps=1e-6)
+
+    def inside(flat_x, g_flat, start):
+        x = ops.reshape(flat_x[start:start + size], (rows, n))
+        return ops.layernorm_safe(x, g_flat[start:start + n], axis=-1, eps=1e-5)
+
+    on_cpu = tessera.jit(outside)
+    on_gpu = tessera.jit(outside, capture_graph=capture)
+    flat_gpu, gamma_gpu = flat.to("cuda:0"), gamma.to("cuda:0")
+    for start in (1, 0, 3, 1):
+        x = ops.reshape(flat_gpu[start:start + size], (rows, n))
+        got = on_gpu(x, gamma_gpu[start:start + n]).to("cpu")
+        want = on_cpu(ops.reshape(flat[start:start + size], (rows, n)), gamma[start:start + n])
+        np.testing.assert_array_equal(got.codes(), want.codes(), err_msg=f"argument views at {start}")
+    for start in (1, 0, 3):
+        fn_cpu = tessera.jit(lambda a, g: inside(a, g, start))
+        fn_gpu = tessera.jit(lambda a, g: inside(a, g, start), capture_graph=capture)
+        want = fn_cpu(flat, gamma)
+        for _ in range(2):
+            got = fn_gpu(flat_gpu, gamma_gpu).to("cpu")
+            np.testing.assert_array_equal(got.codes(), want.codes(), err_msg=f"views inside at {start}")
+
+
+@needs_gpu
 def test_storage_precision_norm_gradients_match_the_cpu(rng):
     """jit(grad(..., precision="storage")) of rmsnorm, layernorm (with gamma
     and beta) and softmax on bf16 rows of 1024 (held on the GPU) and 1000

@@ -183,6 +183,8 @@ bool short_sum_columns(const ir::Operation& kernel, bool cuda) {
 // (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
 // softmax's rows ran a few percent slower at any distance.
 constexpr std::int64_t kCudaRowPrefetch = 256;
+// Adjacent strands a lane of a CUDA held row takes (docs/design/0053).
+constexpr std::int64_t kCudaRowHeldRun = 2;
 // Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
@@ -296,6 +298,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // $TESSERA_ROW_HELD_PAIRS: 0 keeps one strand per lane of a held row where
   // two would be paired (docs/design/0028), for measuring both forms.
   const std::optional<bool> held_pairs_env = switch_from_env("TESSERA_ROW_HELD_PAIRS");
+  // $TESSERA_ROW_HELD_RUN: the adjacent strands (1, 2 or 4) each lane of a
+  // held row of whole blocks takes, loaded and stored as one vector
+  // (docs/design/0053); for measuring, and for the CPU tests of the form.
+  const std::optional<std::int64_t> held_run_env = power_of_two_from_env("TESSERA_ROW_HELD_RUN", 4);
   // $TESSERA_ROW_PREFETCH: how many rows ahead a cooperative normalization
   // row's group asks the GPU's L2 for the row another group reads later
   // (docs/design/0037; 0: no prefetch). CUDA's default is kCudaRowPrefetch.
@@ -320,6 +326,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const bool shared_rows = row_lanes > 1 || row_held_env.value_or(false);
   if (held_pairs_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
+                                      "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
+  }
+  if (held_run_env && !row_held) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_RUN applies to rows held in registers, which this target "
                                       "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
   }
   if (row_prefetch_env && !shared_rows) {
@@ -406,6 +416,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
+      if (held_run_env || cuda) k->attrs().set("row_held_run", held_run_env.value_or(kCudaRowHeldRun));
     }
     if (f == Family::normalization && k->attrs().has("row_lanes")) {
       if (row_prefetch_env) {
@@ -532,6 +543,7 @@ std::string target_knob_key() {
       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",         "TESSERA_FFT_SHARED_BYTES",
       "TESSERA_TABULATE",            "TESSERA_CUDA_GEMM_STAGES",    "TESSERA_ROW_HELD",
       "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",    "TESSERA_LANE_SHUFFLES",
+      "TESSERA_ROW_HELD_RUN",
       "TESSERA_ROW_PREFETCH",        "TESSERA_FFT_POINTS",          "TESSERA_FFT_STAGES",
       "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",       "TESSERA_COLUMN_STRANDS",
       "TESSERA_SPMM_VECTOR",         "TESSERA_COLUMN_PROLOGUE",     "TESSERA_COLUMN_BLOCKS"};

@@ -119,9 +119,21 @@ class NormalizationBuilder {
         // row operand keep one strand per lane (their registers would
         // spill).
         const bool pairs = !kernel_.attrs().has("row_held_pairs") || kernel_.attrs().get_bool("row_held_pairs");
-        if (pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
-        row_lanes_ = blocks * kReductionStrands / held_strands_;
-        run_ = 1;
+        // Runs of adjacent strands (row_held_run, docs/design/0053): lane t
+        // holds V adjacent strands of a block, so each slot's V elements
+        // are one vector load and store. Rows of whole blocks only (a
+        // partial block's slots past the end are skipped one by one); a
+        // lane then holds 16 V elements, so such rows pair no blocks.
+        const std::int64_t held_run = kernel_.attrs().has("row_held_run") ? kernel_.attrs().get_int("row_held_run") : 1;
+        if (held_run < 1 || held_run > 4 || (held_run & (held_run - 1)) != 0) {
+          raise(ErrorCode::ArgumentInvalid,
+                "normalization kernel with row_held_run " + std::to_string(held_run) + "; expected 1, 2 or 4",
+                kernel_.location());
+        }
+        if (row_dim.size % kReductionBlock == 0) held_run_ = held_run;
+        if (held_run_ == 1 && pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
+        row_lanes_ = blocks * kReductionStrands / (held_strands_ * held_run_);
+        run_ = held_run_;
       }
     }
     const std::int64_t lanes =
@@ -166,7 +178,7 @@ class NormalizationBuilder {
       // 1024 (64 each), after their folds took shuffles (docs/design/0035).
       const bool rmsnorm = root_.name() == "graph.rmsnorm_safe";
       const std::int64_t threads = kernel_.attrs().has("row_held_threads") ? kernel_.attrs().get_int("row_held_threads")
-                                   : held_strands_ == 2 && rmsnorm          ? 768
+                                   : held_strands_ * held_run_ >= 2 && rmsnorm ? 768
                                                                             : 1024;
       options.resident_groups = std::max<std::int64_t>(1, threads / lanes);
     } else if (coop_) {
@@ -347,7 +359,11 @@ class NormalizationBuilder {
     std::vector<Value*>& values = entry(list, buffer);
     if (values.empty()) {
       Value* start = at_row ? row_->offset(b, run.r0) : run.r0;
-      values = b.create("tile.load_vector", {buffer, start}, {{"count", run_}})->results();
+      // A held row's run is a slot: in the row (of a buffer of x's shape,
+      // or of a parameter of the row's length) at a multiple of V.
+      ir::AttrMap attrs{{"count", run_}};
+      if (held_) attrs.set("in_bounds", true);
+      values = b.create("tile.load_vector", {buffer, start}, attrs)->results();
     }
     return values.at(run.k);
   }
@@ -358,19 +374,43 @@ class NormalizationBuilder {
   // same strand of block t / 16 + L / 16. x's element of each slot is loaded
   // once, here, and every pass reads it from the register; a slot past the
   // row's end (a partial last block) loads the row's last element instead
-  // and every pass skips it.
+  // and every pass skips it. With runs of V adjacent strands (held_run_,
+  // docs/design/0053), lane t holds strands V (t mod G) .. + V - 1 of block
+  // t / G, G = 16 / V lanes a block: slot i is the V elements
+  // (t / G) 256 + V (t mod G) + 16 i + j, j = 0 .. V - 1, one vector load
+  // per row operand (held_r_ lists them slot by slot).
   void hold_row(ir::OpBuilder& b) {
     const std::int64_t S = kReductionStrands;
-    Value* first = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, S)), integer(b, kReductionBlock)),
-                       op2(b, "rem", lid_, integer(b, S)));
+    const std::int64_t V = held_run_;
+    const std::int64_t G = S / V;
+    Value* first = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, G)), integer(b, kReductionBlock)),
+                       V == 1 ? op2(b, "rem", lid_, integer(b, G)) : op2(b, "mul", op2(b, "rem", lid_, integer(b, G)), integer(b, V)));
     const bool whole_blocks = static_length_ % kReductionBlock == 0;
     const std::int64_t slots = std::min<std::int64_t>(kReductionBlock / S, (static_length_ + S - 1) / S);
     Value* last = integer(b, static_length_ - 1);
     const std::vector<Value*> row_buffers = row_operands();
     for (std::int64_t k = 0; k < slots * held_strands_; ++k) {
       const std::int64_t i = k % slots;
-      const std::int64_t from_first = k / slots * row_lanes_ / S * kReductionBlock + i * S;  // from `first`
+      const std::int64_t from_first = k / slots * row_lanes_ / G * kReductionBlock + i * S;  // from `first`
       Value* r = from_first == 0 ? first : op2(b, "add", first, integer(b, from_first));
+      if (V > 1) {
+        // Whole blocks: every element of the run is in the row, and the
+        // run starts at a multiple of V (rows of whole blocks), so it is
+        // one aligned word (`in_bounds`).
+        std::vector<Value*> rs{r};
+        for (std::int64_t j = 1; j < V; ++j) rs.push_back(op2(b, "add", r, integer(b, j)));
+        Value* offset = row_->offset(b, r);
+        for (Value* buffer : row_buffers) {
+          const std::vector<Value*> run =
+              b.create("tile.load_vector", {buffer, offset}, {{"count", V}, {"in_bounds", true}})->results();
+          for (std::int64_t j = 0; j < V; ++j) held_loads_[{buffer, rs[static_cast<std::size_t>(j)]}] = run[static_cast<std::size_t>(j)];
+        }
+        for (Value* rj : rs) {
+          held_r_.push_back(rj);
+          held_valid_.push_back(nullptr);
+        }
+        continue;
+      }
       Value* valid = whole_blocks ? nullptr : cmp(b, "lt", r, length_);
       Value* at = valid ? op2(b, "min", r, last) : r;
       held_r_.push_back(r);
@@ -407,13 +447,24 @@ class NormalizationBuilder {
     });
   }
   // `each` for every slot in the row (or of strand `strand` alone), in slot
-  // order, carrying values.
+  // order, carrying values. With runs of adjacent strands, a slot's V
+  // elements take their steps in a run (run_elements): its stores are one
+  // vector store per buffer.
   std::vector<Value*> over_held(ir::OpBuilder& b, std::vector<Value*> cur,
                                 const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each,
                                 std::optional<std::int64_t> strand = std::nullopt) {
     const std::size_t per_strand = held_r_.size() / static_cast<std::size_t>(held_strands_);
     const std::size_t from = strand ? static_cast<std::size_t>(*strand) * per_strand : 0;
     const std::size_t to = strand ? from + per_strand : held_r_.size();
+    if (held_run_ > 1) {
+      const auto V = static_cast<std::size_t>(held_run_);
+      for (std::size_t i = from; i < to; i += V) {
+        const std::vector<Value*> rs(held_r_.begin() + static_cast<std::ptrdiff_t>(i),
+                                     held_r_.begin() + static_cast<std::ptrdiff_t>(i + V));
+        run_elements(b, rs[0], [&](ir::OpBuilder& eb, Value* r, std::size_t) { cur = each(eb, r, cur); }, &rs);
+      }
+      return cur;
+    }
     for (std::size_t i = from; i < to; ++i) {
       Value* r = held_r_[i];
       Value* valid = held_valid_[i];
@@ -425,6 +476,18 @@ class NormalizationBuilder {
                 b, valid, cur, [&](ir::OpBuilder& tb, std::span<Value* const> c) { return each(tb, r, c); },
                 [](ir::OpBuilder&, std::span<Value* const> c) { return std::vector<Value*>(c.begin(), c.end()); })
                 ->results();
+    }
+    return cur;
+  }
+  // The chain of held strand `j` (0 .. V - 1) of the lane's block-part
+  // `part`: `each` over its slots in order, carrying values (a sum's
+  // strand, added left to right).
+  std::vector<Value*> over_held_strand(ir::OpBuilder& b, std::vector<Value*> cur, std::int64_t part, std::int64_t j,
+                                       const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each) {
+    const auto V = static_cast<std::size_t>(held_run_);
+    const std::size_t per_part = held_r_.size() / static_cast<std::size_t>(held_strands_);
+    for (std::size_t i = static_cast<std::size_t>(part) * per_part + static_cast<std::size_t>(j); i < (static_cast<std::size_t>(part) + 1) * per_part; i += V) {
+      cur = each(b, held_r_[i], cur);
     }
     return cur;
   }
@@ -457,14 +520,18 @@ class NormalizationBuilder {
   }
   // The steps of the run of elements [r0, r0 + V) (all in the row), element
   // by element, then one store per written buffer.
-  void run_elements(ir::OpBuilder& b, Value* r0, const std::function<void(ir::OpBuilder&, Value*, std::size_t)>& each) {
+  // `rs`, when given, are the run's row indices (a held slot's, which its
+  // held elements are keyed by).
+  void run_elements(ir::OpBuilder& b, Value* r0, const std::function<void(ir::OpBuilder&, Value*, std::size_t)>& each,
+                    const std::vector<Value*>* rs = nullptr) {
     run_state_.emplace();
     run_state_->r0 = r0;
     if (auto it = preloads_.find(r0); it != preloads_.end()) {
       run_state_->row_loads.emplace_back(x_buffer_, it->second);
       preloads_.erase(it);
     }
-    for (std::int64_t k = 0; k < run_; ++k) run_state_->r.push_back(k == 0 ? r0 : index_op(b, "add", r0, integer(b, k)));
+    if (rs) run_state_->r = *rs;
+    for (std::int64_t k = 0; !rs && k < run_; ++k) run_state_->r.push_back(k == 0 ? r0 : index_op(b, "add", r0, integer(b, k)));
     for (std::size_t k = 0; k < run_state_->r.size(); ++k) {
       run_state_->k = k;
       each(b, run_state_->r[k], k);
@@ -476,7 +543,12 @@ class NormalizationBuilder {
         if (!v) raise(ErrorCode::Internal, "normalization run: an element of the run did not write its buffer");
       std::vector<Value*> operands{buffer, row_->offset(b, r0)};
       operands.insert(operands.end(), values.begin(), values.end());
-      b.create("tile.store_vector", operands);
+      // A held row's runs are its slots: in the row, at multiples of V, in
+      // buffers of x's shape.
+      ir::AttrMap attrs;
+      if (held_ && results_have_x_shape()) attrs.set("in_bounds", true);
+      if (held_ && finite_output_) attrs.set("not_nan", true);
+      b.create("tile.store_vector", operands, attrs);
     }
   }
   // x's runs at r0s, loaded now, each taken by the run_elements of its r0:
@@ -835,21 +907,33 @@ class NormalizationBuilder {
       }
     };
     const auto count = static_cast<std::int64_t>(steps.size());
+    auto step_all = [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
+      std::vector<Value*> next;
+      for (std::size_t c = 0; c < steps.size(); ++c) next.push_back(steps[c](eb, r, acc[c]));
+      return next;
+    };
     return blocked_sums_held(
-        b, acc_, lid_, row_lanes_, count,
+        b, acc_, lid_, row_lanes_, kReductionStrands / held_run_, count,
         [&](ir::OpBuilder& sb) {
           std::vector<Value*> all;
           for (std::int64_t k = 0; k < held_strands_; ++k) {
-            const std::vector<Value*> zeros(steps.size(), acc_real(sb, 0.0));
-            const std::vector<Value*> strand = over_held(
-                sb, zeros,
-                [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
-                  std::vector<Value*> next;
-                  for (std::size_t c = 0; c < steps.size(); ++c) next.push_back(steps[c](eb, r, acc[c]));
-                  return next;
-                },
-                k);
-            all.insert(all.end(), strand.begin(), strand.end());
+            if (held_run_ == 1) {
+              const std::vector<Value*> zeros(steps.size(), acc_real(sb, 0.0));
+              const std::vector<Value*> strand = over_held(sb, zeros, step_all, k);
+              all.insert(all.end(), strand.begin(), strand.end());
+              continue;
+            }
+            // The lane's V adjacent strands, each its own chain, combined
+            // by the canonical tree's lower levels.
+            std::vector<std::vector<Value*>> per_strand;
+            for (std::int64_t j = 0; j < held_run_; ++j) {
+              per_strand.push_back(over_held_strand(sb, std::vector<Value*>(steps.size(), acc_real(sb, 0.0)), k, j, step_all));
+            }
+            for (std::size_t c = 0; c < steps.size(); ++c) {
+              std::vector<Value*> level;
+              for (const auto& chain : per_strand) level.push_back(chain[c]);
+              all.push_back(pairwise_tree(std::move(level), [&](Value* x, Value* y) { return op2(sb, "add", x, y); }));
+            }
           }
           return all;
         },
@@ -1596,6 +1680,7 @@ class NormalizationBuilder {
   bool finite_output_ = false;        // building held stores of values proven not NaN
   bool held_ = false;                 // rows held in registers (hold_row)
   std::int64_t held_strands_ = 1;     // strands per lane of a held row
+  std::int64_t held_run_ = 1;         // adjacent strands per lane of a held row (row_held_run)
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   std::vector<Value*> held_r_;        // the lane's slots' row indices
   std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)

@@ -385,15 +385,17 @@ std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*>
 }
 
 std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
-                                      std::int64_t count, const StrandSum& strand_sum, const AtLaneZero& at_lane_zero) {
-  const std::int64_t S = kReductionStrands;
+                                      std::int64_t per_block, std::int64_t count, const StrandSum& strand_sum,
+                                      const AtLaneZero& at_lane_zero) {
+  const std::int64_t G = per_block;
   const std::vector<Value*> sums = strand_sum(b);
-  const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // per lane
-  const std::int64_t blocks = lanes * strands / S;
-  if (strands < 1 || static_cast<std::int64_t>(sums.size()) != strands * count || lanes % S != 0 ||
-      blocks > kReductionBlock) {
-    raise(ErrorCode::Internal, "blocked_sums_held: " + std::to_string(lanes) + " lanes of " + std::to_string(sums.size()) +
-                                   " strand sums of " + std::to_string(count) + " totals do not hold one superblock");
+  const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // blocks per lane
+  const std::int64_t blocks = G < 1 ? 0 : lanes * strands / G;
+  if (strands < 1 || static_cast<std::int64_t>(sums.size()) != strands * count || G < 1 || kReductionStrands % G != 0 ||
+      lanes % G != 0 || blocks > kReductionBlock) {
+    raise(ErrorCode::Internal, "blocked_sums_held: " + std::to_string(lanes) + " lanes (" + std::to_string(G) +
+                                   " a block) of " + std::to_string(sums.size()) + " strand sums of " +
+                                   std::to_string(count) + " totals do not hold one superblock");
   }
   auto integer = [](ir::OpBuilder& ib, std::int64_t v) { return tile::build_int(ib, v); };
   auto acc_real = [&](ir::OpBuilder& ib, double v) { return tile::build_real(ib, v, acc_policy); };
@@ -401,15 +403,15 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
   std::vector<Value*> partial;
   for (std::int64_t c = 0; c < count; ++c) partial.push_back(shared_array(b, acc_policy, blocks + 1));
   Value* zero = integer(b, 0);
-  // Strand k of lane t is strand t mod 16 of block (t + k L) / 16: the 16
-  // lanes of a block combine their strands by the canonical tree
+  // Block-part k of lane t belongs to block (t + k L) / G: the G lanes of a
+  // block combine their parts by the canonical tree's upper levels
   // (lane_tree: shuffles, no barrier), and the block's first lane writes
   // its sums.
-  const std::vector<Value*> block_sums = lane_tree(b, lane, sums, S, add_each);
+  const std::vector<Value*> block_sums = lane_tree(b, lane, sums, G, add_each);
   const ir::AttrMap proven{{"in_bounds", true}};
-  if_then(b, cmp(b, "eq", op2(b, "rem", lane, integer(b, S)), zero), [&](ir::OpBuilder& wb) {
+  if_then(b, cmp(b, "eq", op2(b, "rem", lane, integer(b, G)), zero), [&](ir::OpBuilder& wb) {
     for (std::int64_t k = 0; k < strands; ++k) {
-      Value* block = op2(wb, "div", index_op(wb, "add", lane, integer(wb, k * lanes)), integer(wb, S));
+      Value* block = op2(wb, "div", index_op(wb, "add", lane, integer(wb, k * lanes)), integer(wb, G));
       for (std::int64_t c = 0; c < count; ++c) {
         wb.create("tile.store_elem", {partial[static_cast<std::size_t>(c)], block, block_sums[static_cast<std::size_t>(k * count + c)]},
                   proven);

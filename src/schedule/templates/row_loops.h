@@ -91,13 +91,16 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
                                         bool shuffles);
 
 // blocked_sum_cooperative for a row held in registers (docs/design/0025):
-// the group's lanes hold the row's strands, 16 per block (at most
-// kReductionBlock blocks: one superblock): lane t holds strand t mod 16 of
-// block t / 16, and of block t / 16 + lanes / 16 and so on (paired
-// strands, docs/design/0028), each strand's elements added left to right
-// from zero. `count` sums of the row come at once, sharing their barriers:
-// `strand_sum` returns, for each of the lane's strands, its `count` sums in
-// order. The strands combine by the canonical tree (by lane shuffles,
+// the group's lanes hold the row's strands, G = `per_block` lanes per block
+// (at most kReductionBlock blocks: one superblock): lane t holds the 16 / G
+// adjacent strands (t mod G) 16 / G .. of block t / G (G = 16: strand
+// t mod 16; fewer lanes: docs/design/0053), and the same strands of block
+// t / G + lanes / G and so on (paired strands, docs/design/0028), each
+// strand's elements added left to right from zero, a lane's adjacent
+// strands already combined by the canonical tree's lower levels. `count`
+// sums of the row come at once, sharing their barriers: `strand_sum`
+// returns, for each of the lane's blocks, its `count` sums in order. The
+// lanes of a block combine by the tree's upper levels (by lane shuffles,
 // docs/design/0035) and lane 0 adds each total's block sums in order: the
 // totals, in order, have blocked_sum's bits. Call it under uniform control
 // flow (it has barriers). `at_lane_zero`, if given, runs in lane 0 with the
@@ -106,8 +109,8 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 using StrandSum = std::function<std::vector<ir::Value*>(ir::OpBuilder& b)>;
 using AtLaneZero = std::function<void(ir::OpBuilder& b, std::span<ir::Value* const> totals)>;
 std::vector<ir::Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane,
-                                          std::int64_t lanes, std::int64_t count, const StrandSum& strand_sum,
-                                          const AtLaneZero& at_lane_zero = {});
+                                          std::int64_t lanes, std::int64_t per_block, std::int64_t count,
+                                          const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {});
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of

@@ -49,6 +49,9 @@ struct TmaMapSpec {
   bool operator==(const TmaMapSpec&) const = default;
 };
 inline constexpr std::size_t kMaxTmaMaps = 4;
+// The alignment of every buffer a kernel with aligned vector accesses reads
+// or writes (CompiledKernel::aligned_buffers): the widest word it moves.
+inline constexpr std::uintptr_t kVectorAlignment = 16;
 
 struct KernelCompileOptions {
   // Shape symbols fixed at compile time (k.jit(M=4096)).
@@ -70,7 +73,10 @@ struct KernelCompileOptions {
   // true: every buffer argument has innermost stride 1 (an executable makes
   // its operands contiguous before each launch). The kernel takes that
   // stride as the constant 1, so an access's offset in the innermost index
-  // folds into the load or store; launch() checks the arguments.
+  // folds into the load or store; launch() checks the arguments. Vector
+  // accesses proven in bounds (tile.load_vector / store_vector `in_bounds`)
+  // then also take the buffers as 16-byte aligned (an executable copies a
+  // misaligned view first) and move their words unchecked.
   bool contiguous_buffers = false;
 };
 
@@ -94,6 +100,7 @@ struct CompiledKernel {
   bool flat = false;                      // tiles spread over threads across the whole launch (no group shape)
   int tiles_per_thread = 1;               // flat: tiles each thread runs (consecutive threads, consecutive tiles)
   bool contiguous_buffers = false;        // compiled for innermost stride 1 (KernelCompileOptions)
+  bool aligned_buffers = false;           // its vector accesses take every buffer as 16-byte aligned
   std::int64_t shared_bytes = 0;          // dynamic shared memory per block
   std::vector<std::string> shared_names;  // "shared#0", ... for fault messages
   std::vector<TmaMapSpec> tma_maps;       // tensor maps launch() encodes (TMA copies)

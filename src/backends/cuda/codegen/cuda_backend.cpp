@@ -280,6 +280,7 @@ CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& opti
   k.flat = e.flat;
   k.tiles_per_thread = e.tiles_per_thread;
   k.contiguous_buffers = options.contiguous_buffers;
+  k.aligned_buffers = k.source.find("_vector_aligned<") != std::string::npos;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));
@@ -338,6 +339,13 @@ void check_unit_stride(const CompiledKernel& k, std::size_t param, const tessera
     raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': buffer '" + k.signature.params[param].name +
                                           "' has innermost stride " + std::to_string(stride) +
                                           "; the kernel was compiled for contiguous buffers");
+  }
+  const auto address = reinterpret_cast<std::uintptr_t>(b.data);
+  if (k.aligned_buffers && address % kVectorAlignment != 0) {
+    raise(ErrorCode::ArgumentInvalid, "kernel '" + k.name + "': buffer '" + k.signature.params[param].name +
+                                          "' starts at an address that is not " + std::to_string(kVectorAlignment) +
+                                          "-byte aligned; the kernel's vector accesses need aligned buffers (an "
+                                          "executable copies such a view first)");
   }
 }
 

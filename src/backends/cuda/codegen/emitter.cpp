@@ -688,7 +688,11 @@ class Emitter {
     const std::vector<std::string> a = args_of(op);
     const std::string run = fresh("run");
     const std::string count = std::to_string(op.num_results());
-    line("const auto " + run + " = tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", W);");
+    if (aligned_vector(op)) {
+      line("const auto " + run + " = tsr::load_vector_aligned<" + count + ">(" + a[0] + ", " + a[1] + ");");
+    } else {
+      line("const auto " + run + " = tsr::load_vector<" + count + ">(" + a[0] + ", " + a[1] + ", W);");
+    }
     for (std::size_t k = 0; k < op.num_results(); ++k) name_[op.result(k)] = run + "[" + std::to_string(k) + "]";
   }
   // A warp shuffle: the group is the block, whose threads are its lanes in
@@ -709,11 +713,36 @@ class Emitter {
   }
   void emit_store_vector(const ir::Operation& op) {
     const std::vector<std::string> a = args_of(op);
+    const std::string count = std::to_string(a.size() - 2);
+    // Every value an fp32 lane rounded to the bf16/fp16 buffer: each is
+    // rounded and encoded in one step, as a rounded element store is.
+    std::vector<const ir::Value*> wide;
+    for (std::size_t k = 2; k < op.num_operands(); ++k) {
+      const ir::Value* w = rounded_source(op.operand(0)->type(), op.operand(k));
+      if (!w) break;
+      wide.push_back(w);
+    }
+    if (wide.size() + 2 == op.num_operands()) {
+      std::string values;
+      for (std::size_t k = 0; k < wide.size(); ++k) values += (k > 0 ? ", " : "") + name_.at(wide[k]);
+      const std::string form = aligned_vector(op) ? "tsr::store_rounded_vector_aligned<" : "tsr::store_rounded_vector<";
+      line(form + count + ", " + (proven_not_nan(op) ? "true" : "false") + ">(" + a[0] + ", " + a[1] + ", {" + values +
+           "}" + (aligned_vector(op) ? ");" : ", W);"));
+      return;
+    }
     std::string values;
     for (std::size_t k = 2; k < a.size(); ++k) values += (k > 2 ? ", " : "") + a[k];
-    line("tsr::store_vector<" + std::to_string(a.size() - 2) + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " +
-         store_overflow(op) + ", W);");
+    if (aligned_vector(op)) {
+      line("tsr::store_vector_aligned<" + count + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " + store_overflow(op) + ");");
+      return;
+    }
+    line("tsr::store_vector<" + count + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " + store_overflow(op) + ", W);");
   }
+  // A run proven in bounds in a kernel for contiguous buffers: the launch
+  // checks that every buffer is 16-byte aligned (CompiledKernel::
+  // aligned_buffers), and the run starts at a multiple of its length, so
+  // its words move unchecked.
+  bool aligned_vector(const ir::Operation& op) const { return options_.contiguous_buffers && proven_in_bounds(op); }
 
   // A loop body of at most 48 ops with no regions, barriers, shared
   // buffers or tile-level ops (whose copies could not be interleaved).
@@ -1032,8 +1061,11 @@ class Emitter {
   // of an fp32 lane to the buffer's type, to nearest, infinities kept), or
   // null.
   static const ir::Value* rounded_store_source(const ir::Operation& store) {
-    const ir::Type& buffer = store.operand(0)->type();
-    const ir::Operation* cast = store.operands().back()->defining_op();
+    return rounded_source(store.operand(0)->type(), store.operands().back());
+  }
+  // The fp32 value that `stored`, a value stored into `buffer`, rounds, or null.
+  static const ir::Value* rounded_source(const ir::Type& buffer, const ir::Value* stored) {
+    const ir::Operation* cast = stored->defining_op();
     if (!buffer.is_gmem() || !cast || cast->name() != "tile.cast") return nullptr;
     const NumericsPolicy& to = cast->attrs().get_policy("to");
     const NumericsPolicy& from = cast->operand(0)->type().policy;
