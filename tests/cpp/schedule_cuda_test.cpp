@@ -373,6 +373,43 @@ TEST(ScheduleCudaGpu, ElementwiseTemplateAgreesWithTheCpuExecutable) {
   }
 }
 
+// A held row's runs move as aligned words in a kernel compiled for
+// contiguous buffers (docs/design/0053): the kernel says so
+// (aligned_buffers), runs on an aligned buffer, and its launch refuses a
+// buffer starting 2 bytes further on, naming the kernel and the buffer,
+// rather than faulting on a misaligned word.
+TEST(ScheduleCudaGpu, AlignedHeldRowsRefuseMisalignedBuffers) {
+  if (!cu::available()) GTEST_SKIP() << "no CUDA device: " << cu::unavailable_reason();
+  const char* text = R"(
+func @n(%x: tensor<[4, 1024] bf16 @accum(fp32)>) -> (tensor<[4, 1024] bf16 @accum(fp32)>) {
+  %0 = graph.rmsnorm_safe %x {axis = -1, eps = 1e-6} : tensor<[4, 1024] bf16 @accum(fp32)>
+  return %0
+}
+)";
+  ir::Module sched = schedule::schedule_module(ir::parse_module(text), "n", /*cuda=*/true);
+  schedule::set_target_knobs(*sched.lookup("n"), /*cuda=*/true);
+  ir::Module tile;
+  ir::Operation* k = schedule::kernels_of(*sched.lookup("n")).at(0);
+  cu::KernelCompileOptions options;
+  options.contiguous_buffers = true;
+  const cu::CompiledKernel gpu = cu::compile_kernel(*schedule::lower_kernel(*k, tile, "n_k").func, options);
+  EXPECT_TRUE(gpu.aligned_buffers);
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  Tensor flat = Tensor::from_values(std::vector<double>(4 * 1024 + 8, 1.5), {4 * 1024 + 8}, bf16).to("cuda:0");
+  Tensor out = Tensor::zeros({4 * 1024 + 8}, bf16).to("cuda:0");
+  auto rows_at = [](const Tensor& t, std::int64_t offset) { return t.as_strided({4096}, {1}, offset); };
+  // The kernel's parameters: x, the result, x's two dims; one group a row.
+  cu::launch(gpu, 4, {rows_at(flat, 0), rows_at(out, 0), 4LL, 1024LL});
+  EXPECT_EQ(rows_at(out, 0).to("cpu").to_values(), std::vector<double>(4096, 1.0));
+  try {
+    cu::launch(gpu, 4, {rows_at(flat, 1), rows_at(out, 0), 4LL, 1024LL});
+    FAIL() << "a buffer 2 bytes past a 16-byte boundary was launched";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("n_k"), std::string::npos) << e.what();
+  }
+}
+
 // One function compiled for the CPU and for cuda:0.
 std::pair<std::shared_ptr<schedule::Executable>, std::shared_ptr<schedule::Executable>> cpu_and_gpu_executables(
     const ir::Module& m, const std::string& function) {
