@@ -302,6 +302,16 @@ TEST(ScheduleNormalization, ReciprocalQuotientIsTheCorrectlyRoundedQuotient) {
   EXPECT_EQ(wrong, 0);
 }
 
+// `text` with R rows of N elements: [R, N], [R] and [N] made concrete.
+std::string with_dims(std::string text, std::int64_t rows, std::int64_t n) {
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[" + std::to_string(rows) + ", " + std::to_string(n) + "]"},
+                                 {"[R]", "[" + std::to_string(rows) + "]"},
+                                 {"[N]", "[" + std::to_string(n) + "]"}}) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
 // Rows held in registers (the `row_held` knob, CUDA's default for rows of
 // a known length, forced here on the CPU; docs/design/0025): 16 lanes per
 // block of the row, each holding one strand of its block. Every row op
@@ -310,14 +320,6 @@ TEST(ScheduleNormalization, ReciprocalQuotientIsTheCorrectlyRoundedQuotient) {
 // most that is held (16384), in fp32 and bf16; a longer row (16400) keeps
 // the cooperative form and the same bits.
 TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
-  auto with_dims = [](std::string text, std::int64_t rows, std::int64_t n) {
-    for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[" + std::to_string(rows) + ", " + std::to_string(n) + "]"},
-                                   {"[R]", "[" + std::to_string(rows) + "]"},
-                                   {"[N]", "[" + std::to_string(n) + "]"}}) {
-      for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
-    }
-    return text;
-  };
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
   schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
   schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
@@ -375,14 +377,6 @@ TEST(ScheduleNormalization, RowsHeldInRegistersGiveTheReferenceBits) {
 // of whole blocks (256, 4096: groups of n / 16 / V lanes) and on a row with
 // a partial block (1000), which keeps one strand per lane.
 TEST(ScheduleNormalization, RowsHeldInRunsOfAdjacentStrandsGiveTheReferenceBits) {
-  auto with_dims = [](std::string text, std::int64_t rows, std::int64_t n) {
-    for (const auto& [from, to] : {std::pair<std::string, std::string>{"[R, N]", "[" + std::to_string(rows) + ", " + std::to_string(n) + "]"},
-                                   {"[R]", "[" + std::to_string(rows) + "]"},
-                                   {"[N]", "[" + std::to_string(n) + "]"}}) {
-      for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) text.replace(at, from.size(), to);
-    }
-    return text;
-  };
   const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
   schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
   schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");

@@ -521,14 +521,26 @@ struct LoadedRun {
   typename VectorRun<D, V>::Bits bits;
   __device__ __forceinline__ typename Traits<D>::value operator[](int k) const { return decode_s<D>(bits.elems[k]); }
 };
+// The aligned forms of a run's load and stores: the run is in bounds (its
+// template proves it: `in_bounds`) and the buffer contiguous and 16-byte
+// aligned (the kernel's launch checks it: CompiledKernel::aligned_buffers),
+// and a run of V elements starts at a multiple of V, so its words move
+// unchecked, with no per-element fallback beside them.
+template <int V, int D>
+__device__ __forceinline__ LoadedRun<D, V> load_vector_aligned(const GView<D, 1>& v, i64 i) {
+  typedef VectorRun<D, V> Run;
+  LoadedRun<D, V> out;
+  const typename Run::W* src = reinterpret_cast<const typename Run::W*>(v.data + i);
+#pragma unroll
+  for (int k = 0; k < Run::kWords; ++k) out.bits.words[k] = src[k];
+  return out;
+}
 template <int V, int D>
 __device__ __forceinline__ LoadedRun<D, V> load_vector(const GView<D, 1>& v, i64 i, const Where& w) {
   typedef VectorRun<D, V> Run;
   LoadedRun<D, V> out;
   if (Run::whole(v, i)) {
-    const typename Run::W* src = reinterpret_cast<const typename Run::W*>(v.data + i);
-#pragma unroll
-    for (int k = 0; k < Run::kWords; ++k) out.bits.words[k] = src[k];
+    out = load_vector_aligned<V>(v, i);
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -561,16 +573,22 @@ __device__ __forceinline__ void prefetch_l2(const GView<D, 1>& v, i64 start, i64
 #endif
 }
 template <int V, int D>
+__device__ __forceinline__ void store_vector_aligned(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
+                                                     int ov) {
+  typedef VectorRun<D, V> Run;
+  typename Run::Bits bits;
+#pragma unroll
+  for (int k = 0; k < V; ++k) bits.elems[k] = encode_lane<D>(x[k], ov);
+  typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
+#pragma unroll
+  for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
+}
+template <int V, int D>
 __device__ __forceinline__ void store_vector(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
                                              int ov, const Where& w) {
   typedef VectorRun<D, V> Run;
   if (Run::whole(v, i)) {
-    typename Run::Bits bits;
-#pragma unroll
-    for (int k = 0; k < V; ++k) bits.elems[k] = encode_lane<D>(x[k], ov);
-    typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
-#pragma unroll
-    for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
+    store_vector_aligned<V>(v, i, x, ov);
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -643,31 +661,9 @@ __device__ __forceinline__ void store_rounded(const GView<D, R>& v, const i64 (&
   for (int d = 0; d < R; ++d) off += idx[d] * v.strides[d];
   if (in_bounds(idx, v.shape, 1, v.param, w)) v.data[off] = (typename Traits<D>::storage)encode_f32_nearest_even(x, D, false);
 }
-// The aligned forms of a run's load and stores: the run is in bounds (its
-// template proves it: `in_bounds`) and the buffer contiguous and 16-byte
-// aligned (the kernel's launch checks it: CompiledKernel::aligned_buffers),
-// and a run of V elements starts at a multiple of V, so its words move
-// unchecked, with no per-element fallback beside them.
-template <int V, int D>
-__device__ __forceinline__ LoadedRun<D, V> load_vector_aligned(const GView<D, 1>& v, i64 i) {
-  typedef VectorRun<D, V> Run;
-  LoadedRun<D, V> out;
-  const typename Run::W* src = reinterpret_cast<const typename Run::W*>(v.data + i);
-#pragma unroll
-  for (int k = 0; k < Run::kWords; ++k) out.bits.words[k] = src[k];
-  return out;
-}
-template <int V, int D>
-__device__ __forceinline__ void store_vector_aligned(const GView<D, 1>& v, i64 i, const typename Traits<D>::value (&x)[V],
-                                                     int ov) {
-  typedef VectorRun<D, V> Run;
-  typename Run::Bits bits;
-#pragma unroll
-  for (int k = 0; k < V; ++k) bits.elems[k] = encode_lane<D>(x[k], ov);
-  typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
-#pragma unroll
-  for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
-}
+// store_vector of fp32 values rounded to the buffer's bf16/fp16 format:
+// each rounded and encoded in one step (store_rounded_u's encoding; with
+// NOT_NAN, a value its kernel proved not NaN, without the NaN test).
 template <int V, bool NOT_NAN, int D>
 __device__ __forceinline__ void store_rounded_vector_aligned(const GView<D, 1>& v, i64 i, const float (&x)[V]) {
   typedef VectorRun<D, V> Run;
@@ -681,22 +677,11 @@ __device__ __forceinline__ void store_rounded_vector_aligned(const GView<D, 1>& 
 #pragma unroll
   for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
 }
-// store_vector of fp32 values rounded to the buffer's bf16/fp16 format:
-// each rounded and encoded in one step (store_rounded_u's encoding; with
-// NOT_NAN, a value its kernel proved not NaN, without the NaN test).
 template <int V, bool NOT_NAN, int D>
 __device__ __forceinline__ void store_rounded_vector(const GView<D, 1>& v, i64 i, const float (&x)[V], const Where& w) {
   typedef VectorRun<D, V> Run;
   if (Run::whole(v, i)) {
-    typename Run::Bits bits;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      bits.elems[k] = (typename Traits<D>::storage)(NOT_NAN ? encode_f32_nearest_even_not_nan(x[k], D)
-                                                            : encode_f32_nearest_even(x[k], D, false));
-    }
-    typename Run::W* dst = reinterpret_cast<typename Run::W*>(v.data + i);
-#pragma unroll
-    for (int k = 0; k < Run::kWords; ++k) dst[k] = bits.words[k];
+    store_rounded_vector_aligned<V, NOT_NAN>(v, i, x);
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
