@@ -249,6 +249,22 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
     }
   }
   ASSERT_EQ(sources.size(), 4u);
+  // A row holding a second operand (a gradient's) keeps one strand a lane:
+  // two operands of 32 elements a lane spilled (docs/design/0053).
+  {
+    const char* gradient = R"(
+func @g(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %t: tensor<[R, 4096] bf16 @accum(fp32)>) -> (tensor<[R, 4096] bf16 @accum(fp32)>) {
+  %0 = graph.norm_linear %x, %t {axis = -1, eps = 1e-6, center = false} : tensor<[R, 4096] bf16 @accum(fp32)>
+  return %0
+}
+)";
+    ir::Module sched = schedule::schedule_module(ir::parse_module(gradient), "g", /*cuda=*/true);
+    schedule::set_target_knobs(*sched.lookup("g"), /*cuda=*/true);
+    for (ir::Operation* k : schedule::kernels_of(*sched.lookup("g"))) {
+      EXPECT_TRUE(k->attrs().get_bool("row_held"));
+      EXPECT_FALSE(k->attrs().has("row_held_run"));
+    }
+  }
   if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
   cu::CompileOptions o;
   o.arch = "sm_90a";
