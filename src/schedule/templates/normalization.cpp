@@ -130,10 +130,10 @@ class NormalizationBuilder {
                 "normalization kernel with row_held_run " + std::to_string(held_run) + "; expected 1, 2 or 4",
                 kernel_.location());
         }
-        if (row_dim.size % kReductionBlock == 0) held_run_ = held_run;
-        if (held_run_ == 1 && pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
-        row_lanes_ = blocks * kReductionStrands / (held_strands_ * held_run_);
-        run_ = held_run_;
+        // A held row's run_ is its lane's adjacent strands.
+        run_ = row_dim.size % kReductionBlock == 0 ? held_run : 1;
+        if (run_ == 1 && pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
+        row_lanes_ = blocks * kReductionStrands / (held_strands_ * run_);
       }
     }
     const std::int64_t lanes =
@@ -178,7 +178,7 @@ class NormalizationBuilder {
       // 1024 (64 each), after their folds took shuffles (docs/design/0035).
       const bool rmsnorm = root_.name() == "graph.rmsnorm_safe";
       const std::int64_t threads = kernel_.attrs().has("row_held_threads") ? kernel_.attrs().get_int("row_held_threads")
-                                   : held_strands_ * held_run_ >= 2 && rmsnorm ? 768
+                                   : held_strands_ * run_ >= 2 && rmsnorm ? 768
                                                                             : 1024;
       options.resident_groups = std::max<std::int64_t>(1, threads / lanes);
     } else if (coop_) {
@@ -374,14 +374,14 @@ class NormalizationBuilder {
   // same strand of block t / 16 + L / 16. x's element of each slot is loaded
   // once, here, and every pass reads it from the register; a slot past the
   // row's end (a partial last block) loads the row's last element instead
-  // and every pass skips it. With runs of V adjacent strands (held_run_,
+  // and every pass skips it. With runs of V adjacent strands (run_,
   // docs/design/0053), lane t holds strands V (t mod G) .. + V - 1 of block
   // t / G, G = 16 / V lanes a block: slot i is the V elements
   // (t / G) 256 + V (t mod G) + 16 i + j, j = 0 .. V - 1, one vector load
   // per row operand (held_r_ lists them slot by slot).
   void hold_row(ir::OpBuilder& b) {
     const std::int64_t S = kReductionStrands;
-    const std::int64_t V = held_run_;
+    const std::int64_t V = run_;
     const std::int64_t G = S / V;
     Value* first = op2(b, "add", op2(b, "mul", op2(b, "div", lid_, integer(b, G)), integer(b, kReductionBlock)),
                        V == 1 ? op2(b, "rem", lid_, integer(b, G)) : op2(b, "mul", op2(b, "rem", lid_, integer(b, G)), integer(b, V)));
@@ -456,8 +456,8 @@ class NormalizationBuilder {
     const std::size_t per_strand = held_r_.size() / static_cast<std::size_t>(held_strands_);
     const std::size_t from = strand ? static_cast<std::size_t>(*strand) * per_strand : 0;
     const std::size_t to = strand ? from + per_strand : held_r_.size();
-    if (held_run_ > 1) {
-      const auto V = static_cast<std::size_t>(held_run_);
+    if (run_ > 1) {
+      const auto V = static_cast<std::size_t>(run_);
       for (std::size_t i = from; i < to; i += V) {
         const std::vector<Value*> rs(held_r_.begin() + static_cast<std::ptrdiff_t>(i),
                                      held_r_.begin() + static_cast<std::ptrdiff_t>(i + V));
@@ -484,7 +484,7 @@ class NormalizationBuilder {
   // strand, added left to right).
   std::vector<Value*> over_held_strand(ir::OpBuilder& b, std::vector<Value*> cur, std::int64_t part, std::int64_t j,
                                        const std::function<std::vector<Value*>(ir::OpBuilder&, Value*, std::span<Value* const>)>& each) {
-    const auto V = static_cast<std::size_t>(held_run_);
+    const auto V = static_cast<std::size_t>(run_);
     const std::size_t per_part = held_r_.size() / static_cast<std::size_t>(held_strands_);
     for (std::size_t i = static_cast<std::size_t>(part) * per_part + static_cast<std::size_t>(j); i < (static_cast<std::size_t>(part) + 1) * per_part; i += V) {
       cur = each(b, held_r_[i], cur);
@@ -913,11 +913,11 @@ class NormalizationBuilder {
       return next;
     };
     return blocked_sums_held(
-        b, acc_, lid_, row_lanes_, kReductionStrands / held_run_, count,
+        b, acc_, lid_, row_lanes_, kReductionStrands / run_, count,
         [&](ir::OpBuilder& sb) {
           std::vector<Value*> all;
           for (std::int64_t k = 0; k < held_strands_; ++k) {
-            if (held_run_ == 1) {
+            if (run_ == 1) {
               const std::vector<Value*> zeros(steps.size(), acc_real(sb, 0.0));
               const std::vector<Value*> strand = over_held(sb, zeros, step_all, k);
               all.insert(all.end(), strand.begin(), strand.end());
@@ -926,7 +926,7 @@ class NormalizationBuilder {
             // The lane's V adjacent strands, each its own chain, combined
             // by the canonical tree's lower levels.
             std::vector<std::vector<Value*>> per_strand;
-            for (std::int64_t j = 0; j < held_run_; ++j) {
+            for (std::int64_t j = 0; j < run_; ++j) {
               per_strand.push_back(over_held_strand(sb, std::vector<Value*>(steps.size(), acc_real(sb, 0.0)), k, j, step_all));
             }
             for (std::size_t c = 0; c < steps.size(); ++c) {
@@ -1670,7 +1670,7 @@ class NormalizationBuilder {
   NumericsPolicy acc_;
   std::optional<RowIndex> row_;
   std::int64_t row_lanes_ = 1;
-  std::int64_t run_ = 1;  // elements per run (row_vector)
+  std::int64_t run_ = 1;  // elements per run (row_vector; a held row: its lane's adjacent strands, row_held_run)
   Value* x_buffer_ = nullptr;
   std::unordered_map<const Value*, std::vector<Value*>> preloads_;  // x's runs by r0 (preload_x)
   bool coop_ = false;
@@ -1680,7 +1680,6 @@ class NormalizationBuilder {
   bool finite_output_ = false;        // building held stores of values proven not NaN
   bool held_ = false;                 // rows held in registers (hold_row)
   std::int64_t held_strands_ = 1;     // strands per lane of a held row
-  std::int64_t held_run_ = 1;         // adjacent strands per lane of a held row (row_held_run)
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   std::vector<Value*> held_r_;        // the lane's slots' row indices
   std::vector<Value*> held_valid_;    // each slot's "in the row" (null: always)

@@ -280,7 +280,7 @@ CompiledKernel compile_emitted(EmittedKernel e, const KernelCompileOptions& opti
   k.flat = e.flat;
   k.tiles_per_thread = e.tiles_per_thread;
   k.contiguous_buffers = options.contiguous_buffers;
-  k.aligned_buffers = k.source.find("_vector_aligned<") != std::string::npos;
+  k.aligned_buffers = e.aligned_vectors;
   k.shared_bytes = e.shared_bytes;
   k.tma_maps = e.tma_maps;
   for (int i = 0; i < e.smem_count; ++i) k.shared_names.push_back("shared#" + std::to_string(i));

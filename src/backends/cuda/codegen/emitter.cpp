@@ -714,35 +714,37 @@ class Emitter {
   void emit_store_vector(const ir::Operation& op) {
     const std::vector<std::string> a = args_of(op);
     const std::string count = std::to_string(a.size() - 2);
+    const bool aligned = aligned_vector(op);
+    const std::string end = aligned ? ");" : ", W);";  // the checked forms take the fault record
     // Every value an fp32 lane rounded to the bf16/fp16 buffer: each is
     // rounded and encoded in one step, as a rounded element store is.
-    std::vector<const ir::Value*> wide;
-    for (std::size_t k = 2; k < op.num_operands(); ++k) {
+    std::string wide;
+    std::size_t rounded = 0;
+    for (std::size_t k = 2; k < op.num_operands(); ++k, ++rounded) {
       const ir::Value* w = rounded_source(op.operand(0)->type(), op.operand(k));
       if (!w) break;
-      wide.push_back(w);
+      wide += (k > 2 ? ", " : "") + name_.at(w);
     }
-    if (wide.size() + 2 == op.num_operands()) {
-      std::string values;
-      for (std::size_t k = 0; k < wide.size(); ++k) values += (k > 0 ? ", " : "") + name_.at(wide[k]);
-      const std::string form = aligned_vector(op) ? "tsr::store_rounded_vector_aligned<" : "tsr::store_rounded_vector<";
-      line(form + count + ", " + (proven_not_nan(op) ? "true" : "false") + ">(" + a[0] + ", " + a[1] + ", {" + values +
-           "}" + (aligned_vector(op) ? ");" : ", W);"));
+    if (rounded + 2 == op.num_operands()) {
+      line(std::string(aligned ? "tsr::store_rounded_vector_aligned<" : "tsr::store_rounded_vector<") + count + ", " +
+           (proven_not_nan(op) ? "true" : "false") + ">(" + a[0] + ", " + a[1] + ", {" + wide + "}" + end);
       return;
     }
     std::string values;
     for (std::size_t k = 2; k < a.size(); ++k) values += (k > 2 ? ", " : "") + a[k];
-    if (aligned_vector(op)) {
-      line("tsr::store_vector_aligned<" + count + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " + store_overflow(op) + ");");
-      return;
-    }
-    line("tsr::store_vector<" + count + ">(" + a[0] + ", " + a[1] + ", {" + values + "}, " + store_overflow(op) + ", W);");
+    line(std::string(aligned ? "tsr::store_vector_aligned<" : "tsr::store_vector<") + count + ">(" + a[0] + ", " + a[1] +
+         ", {" + values + "}, " + store_overflow(op) + end);
   }
   // A run proven in bounds in a kernel for contiguous buffers: the launch
   // checks that every buffer is 16-byte aligned (CompiledKernel::
-  // aligned_buffers), and the run starts at a multiple of its length, so
-  // its words move unchecked.
-  bool aligned_vector(const ir::Operation& op) const { return options_.contiguous_buffers && proven_in_bounds(op); }
+  // aligned_buffers, from EmittedKernel::aligned_vectors, recorded here),
+  // and the run starts at a multiple of its length, so its words move
+  // unchecked.
+  bool aligned_vector(const ir::Operation& op) {
+    const bool aligned = options_.contiguous_buffers && proven_in_bounds(op);
+    out_.aligned_vectors = out_.aligned_vectors || aligned;
+    return aligned;
+  }
 
   // A loop body of at most 48 ops with no regions, barriers, shared
   // buffers or tile-level ops (whose copies could not be interleaved).

@@ -30,6 +30,7 @@ struct EmittedKernel {
   std::int64_t shared_bytes = 0;  // planned buffers + mma staging scratch
   int smem_count = 0;
   int tensor_core_mmas = 0;  // tile.mma ops emitted on the tensor-core path
+  bool aligned_vectors = false;  // runs moved as aligned words (CompiledKernel::aligned_buffers)
   std::vector<TmaMapSpec> tma_maps;  // Params::tma[i], encoded at launch
 };
 
