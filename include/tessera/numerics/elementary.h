@@ -262,22 +262,31 @@ TESSERA_ELEMENTARY_FN double exp(double x) {
 
 namespace detail {
 
-// 2^(j/32) for j = 0 .. 31, each the double nearest to it (exp_f32_or_nan's
+// 2^(j/64) for j = 0 .. 63, each the double nearest to it (exp_f32_or_nan's
 // table form). A GPU reads it through the read-only data cache: the lanes of
-// a warp index it at random, which constant memory would serialize.
+// a warp index it at random, which constant memory would serialize. 512
+// bytes: a warp's 32 random reads touch at most four 128-byte lines.
 #if defined(__CUDACC__)
-static __device__ const double kExp2Fractions[32] = {
+static __device__ const double kExp2Fractions[64] = {
 #else
-inline constexpr double kExp2Fractions[32] = {
+inline constexpr double kExp2Fractions[64] = {
 #endif
-    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
-    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
-    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
-    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
-    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
-    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
-    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
-    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0};
+    0x1.0000000000000p+0, 0x1.02c9a3e778061p+0, 0x1.059b0d3158574p+0, 0x1.0874518759bc8p+0,
+    0x1.0b5586cf9890fp+0, 0x1.0e3ec32d3d1a2p+0, 0x1.11301d0125b51p+0, 0x1.1429aaea92de0p+0,
+    0x1.172b83c7d517bp+0, 0x1.1a35beb6fcb75p+0, 0x1.1d4873168b9aap+0, 0x1.2063b88628cd6p+0,
+    0x1.2387a6e756238p+0, 0x1.26b4565e27cddp+0, 0x1.29e9df51fdee1p+0, 0x1.2d285a6e4030bp+0,
+    0x1.306fe0a31b715p+0, 0x1.33c08b26416ffp+0, 0x1.371a7373aa9cbp+0, 0x1.3a7db34e59ff7p+0,
+    0x1.3dea64c123422p+0, 0x1.4160a21f72e2ap+0, 0x1.44e086061892dp+0, 0x1.486a2b5c13cd0p+0,
+    0x1.4bfdad5362a27p+0, 0x1.4f9b2769d2ca7p+0, 0x1.5342b569d4f82p+0, 0x1.56f4736b527dap+0,
+    0x1.5ab07dd485429p+0, 0x1.5e76f15ad2148p+0, 0x1.6247eb03a5585p+0, 0x1.6623882552225p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.6dfb23c651a2fp+0, 0x1.71f75e8ec5f74p+0, 0x1.75feb564267c9p+0,
+    0x1.7a11473eb0187p+0, 0x1.7e2f336cf4e62p+0, 0x1.82589994cce13p+0, 0x1.868d99b4492edp+0,
+    0x1.8ace5422aa0dbp+0, 0x1.8f1ae99157736p+0, 0x1.93737b0cdc5e5p+0, 0x1.97d829fde4e50p+0,
+    0x1.9c49182a3f090p+0, 0x1.a0c667b5de565p+0, 0x1.a5503b23e255dp+0, 0x1.a9e6b5579fdbfp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b33a2b84f15fbp+0, 0x1.b7f76f2fb5e47p+0, 0x1.bcc1e904bc1d2p+0,
+    0x1.c199bdd85529cp+0, 0x1.c67f12e57d14bp+0, 0x1.cb720dcef9069p+0, 0x1.d072d4a07897cp+0,
+    0x1.d5818dcfba487p+0, 0x1.da9e603db3285p+0, 0x1.dfc97337b9b5fp+0, 0x1.e502ee78b3ff6p+0,
+    0x1.ea4afa2a490dap+0, 0x1.efa1bee615a27p+0, 0x1.f50765b6e4540p+0, 0x1.fa7c1819e90d8p+0};
 TESSERA_ELEMENTARY_FN double exp2_fraction(int64 j) {
 #if defined(__CUDA_ARCH__)
   return __ldg(kExp2Fractions + j);
@@ -287,16 +296,16 @@ TESSERA_ELEMENTARY_FN double exp2_fraction(int64 j) {
 }
 
 // Whether a rounding boundary of fp32 (a midpoint between two fp32 values)
-// lies within 256 ulps of double of e, a normal double in fp32's normal
-// range: the 29 bits below fp32's last mantissa bit lie within 256 of the
-// midpoint 2^28. In 64-bit integers (which vectorize on a CPU), and in the
-// low word alone, which holds those bits (two 32-bit operations fewer on a
-// GPU).
+// lies within 256 ulps of double of e (the series form), or within 512 (the
+// table form), e a normal double in fp32's normal range: the 29 bits below
+// fp32's last mantissa bit lie that close to the midpoint 2^28. In 64-bit
+// integers (which vectorize on a CPU), and in the low word alone, which
+// holds those bits (two 32-bit operations fewer on a GPU).
 TESSERA_ELEMENTARY_FN bool near_fp32_midpoint(double e) {
   return (to_bits(e) & 0x1fffffffULL) - 0x0fffff01ULL < 511ULL;
 }
 TESSERA_ELEMENTARY_FN bool near_fp32_midpoint_low_word(double e) {
-  return (static_cast<bits32>(to_bits(e)) & 0x1fffffffU) - 0x0fffff01U < 511U;
+  return (static_cast<bits32>(to_bits(e)) & 0x1fffffffU) - 0x0ffffe01U < 1023U;
 }
 // exp_f32_or_nan's answer from e, a double within 32 ulps of e^x for x in
 // [-87, 88]: e's fp32 rounding equals exp's unless `near_midpoint`: then NaN
@@ -327,9 +336,10 @@ TESSERA_ELEMENTARY_FN double scaled_by_exponent(double m, int32 k) {
 // differ by the few inputs each places near a midpoint, the answers do not:
 // - the series form evaluates e^r, x = k ln2 + r, by a degree-11 Taylor
 //   polynomial (relative error below 2^-46; 18 double operations);
-// - the table form evaluates 2^k 2^(j/32) e^r, x = (32k + j) ln2/32 + r,
-//   |r| <= ln2/64, by a 32-entry table and a degree-5 polynomial (truncation
-//   below 2^-48.7 relative; 11 double operations and a load).
+// - the table form evaluates 2^k 2^(j/64) e^r, x = (64k + j) ln2/64 + r,
+//   |r| <= ln2/128, by a 64-entry table and a degree-4 polynomial (relative
+//   error below 2^-44.2, within the 512 ulps of double its midpoint test
+//   keeps; 8 double operations and a load).
 // A GPU takes the table form: its exp was about half a softmax kernel's
 // instructions, and the H200 softmax forward went from 1350 to 1450 GB/s
 // with it. A CPU takes the series form: the generated softmax kernels ran
@@ -357,20 +367,22 @@ TESSERA_ELEMENTARY_FN float exp_f32_or_nan_table(float x) {
   // Unclamped: an x outside [-87, 88] gets its answer from the selects
   // whatever e is, and the table index is masked.
   const double xc = static_cast<double>(x);
-  // n + 1.5 * 2^52 for n = 32k + j, the integer nearest to 32 x / ln2 (one
-  // rounding of the exact product and sum). For x in [-87, 88], |n| < 2^12,
-  // so shifted's low word holds n in two's complement: the shifter's low
-  // word is 0.
-  const double shifted = fused(xc, kInvLn2 * 32.0, kRoundShifter);
+  // n + 1.5 * 2^52 for n = 64k + j, the integer nearest to 64 x / ln2 (one
+  // rounding of the exact product and sum). For x in [-104, 88], |n| <
+  // 2^14, so shifted's low word holds n in two's complement: the shifter's
+  // low word is 0.
+  const double shifted = fused(xc, kInvLn2 * 64.0, kRoundShifter);
   const double n = shifted - kRoundShifter;
-  // The first step is exact: xc - n ln2hi/32 is a multiple of 2^-47 (or xc
-  // itself, for n = 0) below 2^-6.
-  const double r = fused(-n, kLn2Lo * 0x1p-5, fused(-n, kLn2Hi * 0x1p-5, xc));  // |r| <= 0.01084
+  // One step: ln2/64 rounded to double is off by at most 2^-60, so n times
+  // that error is below 2^-46.8, a relative error of e^r that small.
+  constexpr double kLn2Over64 = 0x1.62e42fefa39efp-7;
+  const double r = fused(-n, kLn2Over64, xc);  // |r| <= 0.00542
   const int32 ni = static_cast<int32>(static_cast<bits32>(to_bits(shifted)));
-  const double t = exp2_fraction(ni & 31);
-  const double q = fused(r * r, inverse_factorial_series<2, 5>(r), r);  // e^r - 1
-  // 2^(j/32) e^r lies in [0.98, 2.04); times 2^k, a normal double.
-  const double e = scaled_by_exponent(fused(t, q, t), ni >> 5);
+  const double t = exp2_fraction(ni & 63);
+  // e^r - 1 to r^4: the truncation, r^5 / 120, is below 2^-44.5 relative.
+  const double q = fused(r * r, inverse_factorial_series<2, 4>(r), r);
+  // 2^(j/64) e^r lies in [0.99, 2.02); times 2^k, a normal double.
+  const double e = scaled_by_exponent(fused(t, q, t), ni >> 6);
   return certified_exp_f32(x, e, near_fp32_midpoint_low_word(e));
 }
 TESSERA_ELEMENTARY_FN float exp_f32_or_nan(float x) {
