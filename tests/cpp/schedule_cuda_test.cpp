@@ -249,21 +249,40 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
     }
   }
   ASSERT_EQ(sources.size(), 4u);
-  // A row holding a second operand (a gradient's) keeps one strand a lane:
-  // two operands of 32 elements a lane spilled (docs/design/0053).
+  // Runs of four strands a lane (docs/design/0054) for layernorm forward and
+  // the norms' gradients (graph.norm_linear) on rows of 4096 elements or
+  // more, registers for 512 threads (64 lanes a row: 8 groups); shorter
+  // gradient rows keep one strand a lane (two held operands of 32 elements
+  // a lane spilled at two, docs/design/0053), and the softmax's gradient
+  // keeps one at any length.
   {
-    const char* gradient = R"(
-func @g(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %t: tensor<[R, 4096] bf16 @accum(fp32)>) -> (tensor<[R, 4096] bf16 @accum(fp32)>) {
+    const char* rows = R"(
+func @g(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %t: tensor<[R, 4096] bf16 @accum(fp32)>, %s: tensor<[R, 2048] bf16 @accum(fp32)>)
+    -> (tensor<[R, 4096] bf16 @accum(fp32)>, tensor<[R, 4096] bf16 @accum(fp32)>, tensor<[R, 4096] bf16 @accum(fp32)>, tensor<[R, 2048] bf16 @accum(fp32)>) {
   %0 = graph.norm_linear %x, %t {axis = -1, eps = 1e-6, center = false} : tensor<[R, 4096] bf16 @accum(fp32)>
-  return %0
+  %1 = graph.layernorm_safe %x {axis = -1, eps = 1e-5} : tensor<[R, 4096] bf16 @accum(fp32)>
+  %2 = graph.softmax_linear %x, %t {axis = -1} : tensor<[R, 4096] bf16 @accum(fp32)>
+  %3 = graph.norm_linear %s, %s {axis = -1, eps = 1e-5, center = true} : tensor<[R, 2048] bf16 @accum(fp32)>
+  return %0, %1, %2, %3
 }
 )";
-    ir::Module sched = schedule::schedule_module(ir::parse_module(gradient), "g", /*cuda=*/true);
+    ir::Module sched = schedule::schedule_module(ir::parse_module(rows), "g", /*cuda=*/true);
     schedule::set_target_knobs(*sched.lookup("g"), /*cuda=*/true);
+    std::vector<std::int64_t> runs;
     for (ir::Operation* k : schedule::kernels_of(*sched.lookup("g"))) {
       EXPECT_TRUE(k->attrs().get_bool("row_held"));
-      EXPECT_FALSE(k->attrs().has("row_held_run"));
+      const std::int64_t run = k->attrs().has("row_held_run") ? k->attrs().get_int("row_held_run") : 1;
+      runs.push_back(run);
+      if (run == 4) {
+        ir::Module tile;
+        const std::string src =
+            cu::emit_kernel_source(*schedule::lower_kernel(*k, tile, "g_" + schedule::kernel_name(*k)).func);
+        EXPECT_NE(src.find("tsr::load_vector<4>"), std::string::npos);
+        EXPECT_NE(src.find("__launch_bounds__(64, 8)"), std::string::npos);
+        sources.push_back(src);
+      }
     }
+    EXPECT_EQ(runs, (std::vector<std::int64_t>{4, 4, 1, 1}));
   }
   if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
   cu::CompileOptions o;

@@ -183,13 +183,35 @@ bool short_sum_columns(const ir::Operation& kernel, bool cuda) {
 // (gradients) of a copy at 256 rows ahead, less at 512 and 1024; the
 // softmax's rows ran a few percent slower at any distance.
 constexpr std::int64_t kCudaRowPrefetch = 256;
-// Adjacent strands a lane of a CUDA held row takes (docs/design/0053), for
-// the rows holding x alone (runs_held_rows): on an H200, 16384 x 8192 bf16,
-// rmsnorm forward 0.78 -> 0.79-0.83x of a copy, layernorm 0.59 -> 0.61x,
-// softmax 0.50 -> 0.52x. Rows holding a second operand (the gradients)
-// keep one strand a lane: two held operands of 32 elements a lane spilled
-// (rmsnorm backward 0.79 -> 0.48x).
+// Adjacent strands a lane of a CUDA held row takes (docs/design/0053, 0054).
+// On an H200, 16384 x 8192 bf16, ratio to a copy:
+// - 2 for rmsnorm and softmax forward (0.78 -> 0.79-0.83x, 0.50 -> 0.52x);
+// - 4 for layernorm forward and the rmsnorm and layernorm gradients
+//   (graph.norm_linear) on rows of at least kRunOfFourRow elements, with
+//   registers for 512 threads a multiprocessor (normalization.cpp): 0.60 ->
+//   0.63x, 0.81 -> 0.86x, 0.69 -> 0.73x. Before that, the gradients' two held
+//   operands spilled at 2 with registers for 1024 threads (rmsnorm backward
+//   0.79 -> 0.48x); shorter rows keep what was measured for them (2 for the
+//   forward, 1 for the gradients);
+// - 1 for the softmax's gradient (softmax_linear), which ran slower at 4
+//   (0.48 -> 0.42x) and at 2.
 constexpr std::int64_t kCudaRowHeldRun = 2;
+constexpr std::int64_t kRunOfFourRow = 4096;
+std::int64_t cuda_held_run(const ir::Operation& kernel) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  const std::string_view name = root.name();
+  for (const auto& op : kernel_body(kernel).ops()) {
+    if (op->name() == "graph.softmax_linear") return 1;
+  }
+  const ir::Type& x = root.operand(0)->type();
+  const bool long_rows = x.rank() > 0 && !x.shape.back().is_symbolic() && x.shape.back().size >= kRunOfFourRow &&
+                         x.shape.back().size % kReductionBlock == 0;
+  if (long_rows && (name == "graph.layernorm_safe" || name == "graph.norm_linear")) return 4;
+  if (name == "graph.rmsnorm_safe" || name == "graph.layernorm_safe" || name == "graph.softmax_safe") {
+    return kCudaRowHeldRun;
+  }
+  return 1;
+}
 // Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
@@ -206,16 +228,6 @@ std::int64_t cuda_column_vector(const ir::Operation& kernel) {
   const bool prologue = root.operand(0)->defining_op() != nullptr;
   if (root.name() == "graph.block_sums" && !prologue) return std::min<std::int64_t>(8, std::max<std::int64_t>(1, 16 / bytes));
   return bytes < 4 ? 4 / bytes : 1;
-}
-// The held rows that take runs of adjacent strands by default: those that
-// hold x alone (not a softmax fused with its gradient).
-bool runs_held_rows(const ir::Operation& kernel) {
-  const std::string_view root = kernel_root_op(kernel).name();
-  if (root != "graph.rmsnorm_safe" && root != "graph.layernorm_safe" && root != "graph.softmax_safe") return false;
-  for (const auto& op : kernel_body(kernel).ops()) {
-    if (op->name() == "graph.softmax_linear") return false;
-  }
-  return true;
 }
 bool prefetches_rows(const ir::Operation& root) {
   return root.name() == "graph.rmsnorm_safe" || root.name() == "graph.layernorm_safe" ||
@@ -433,8 +445,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
       if (held_run_env) {
         k->attrs().set("row_held_run", *held_run_env);
-      } else if (cuda && runs_held_rows(*k)) {
-        k->attrs().set("row_held_run", kCudaRowHeldRun);
+      } else if (cuda && cuda_held_run(*k) > 1) {
+        k->attrs().set("row_held_run", cuda_held_run(*k));
       }
     }
     if (f == Family::normalization && k->attrs().has("row_lanes")) {

@@ -176,9 +176,14 @@ class NormalizationBuilder {
       // groups). With paired strands, rmsnorm's forward ran fastest with
       // registers for 768 threads (80 each), layernorm's and softmax's with
       // 1024 (64 each), after their folds took shuffles (docs/design/0035).
+      // Runs of four strands hold 64 elements a lane (two operands in a
+      // gradient): registers for 512 threads (docs/design/0054); with 768
+      // or 1024 they ran far slower (layernorm forward 0.63x of a copy at
+      // 512, 0.34x at 768, 0.24x at 1024).
       const bool rmsnorm = root_.name() == "graph.rmsnorm_safe";
       const std::int64_t threads = kernel_.attrs().has("row_held_threads") ? kernel_.attrs().get_int("row_held_threads")
-                                   : held_strands_ * run_ >= 2 && rmsnorm ? 768
+                                   : run_ == 4                              ? 512
+                                   : held_strands_ * run_ >= 2 && rmsnorm   ? 768
                                                                             : 1024;
       options.resident_groups = std::max<std::int64_t>(1, threads / lanes);
     } else if (coop_) {
