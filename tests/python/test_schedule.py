@@ -326,8 +326,11 @@ def test_long_sums_to_few_outputs_split_with_the_reference_bits(monkeypatch):
     np.testing.assert_allclose(got[1].numpy(), cn.sum(axis=0) + 1.0, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("shape", [(300, 64), (4096, 1000), (257, 7), (1024, 96)])
-@pytest.mark.parametrize("policy", ["fp32", "bf16 @accum(fp32)", "fp16 @accum(fp32)"])
+# fp16 takes bf16's narrow path: it runs on the two small shapes only (the
+# large ones are the suite's slowest cases, the reference executor's sums).
+@pytest.mark.parametrize("shape,policy", [(s, p) for s in [(300, 64), (4096, 1000), (257, 7), (1024, 96)]
+                                          for p in ["fp32", "bf16 @accum(fp32)", "fp16 @accum(fp32)"]
+                                          if not (p.startswith("fp16") and s[0] >= 1024)])
 def test_column_sums_split_at_blocks_with_their_prologue_keep_the_reference_bits(monkeypatch, shape, policy):
     """Column sums split at their blocks (graph.block_sums, a group per block of
     rows, then graph.block_total; docs/design/0039), the elementwise ops computing
