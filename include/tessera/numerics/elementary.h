@@ -381,7 +381,7 @@ TESSERA_ELEMENTARY_FN float exp_f32_or_nan_table(float x) {
   const double t = exp2_fraction(ni & 63);
   // e^r - 1 to r^4: the truncation, r^5 / 120, is below 2^-44.5 relative.
   const double q = fused(r * r, inverse_factorial_series<2, 4>(r), r);
-  // 2^(j/64) e^r lies in [0.99, 2.02); times 2^k, a normal double.
+  // 2^(j/64) e^r lies in [0.99, 1.99]; times 2^k, a normal double.
   const double e = scaled_by_exponent(fused(t, q, t), ni >> 6);
   return certified_exp_f32(x, e, near_fp32_midpoint_low_word(e));
 }

@@ -194,7 +194,7 @@ constexpr std::int64_t kCudaRowPrefetch = 256;
 //   0.79 -> 0.48x); shorter rows keep what was measured for them (2 for the
 //   forward, 1 for the gradients);
 // - 1 for the softmax's gradient (softmax_linear), which ran slower at 4
-//   (0.48 -> 0.42x) and at 2.
+//   (0.48 -> 0.42x) and no faster at 2 (0.47x).
 constexpr std::int64_t kCudaRowHeldRun = 2;
 constexpr std::int64_t kRunOfFourRow = 4096;
 std::int64_t cuda_held_run(const ir::Operation& kernel) {
