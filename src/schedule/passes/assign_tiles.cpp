@@ -203,9 +203,9 @@ std::int64_t cuda_held_run(const ir::Operation& kernel) {
   for (const auto& op : kernel_body(kernel).ops()) {
     if (op->name() == "graph.softmax_linear") return 1;
   }
+  // (A row of partial blocks takes no runs whatever this says: normalization.cpp.)
   const ir::Type& x = root.operand(0)->type();
-  const bool long_rows = x.rank() > 0 && !x.shape.back().is_symbolic() && x.shape.back().size >= kRunOfFourRow &&
-                         x.shape.back().size % kReductionBlock == 0;
+  const bool long_rows = x.rank() > 0 && !x.shape.back().is_symbolic() && x.shape.back().size >= kRunOfFourRow;
   if (long_rows && (name == "graph.layernorm_safe" || name == "graph.norm_linear")) return 4;
   if (name == "graph.rmsnorm_safe" || name == "graph.layernorm_safe" || name == "graph.softmax_safe") {
     return kCudaRowHeldRun;
@@ -445,8 +445,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
       if (held_run_env) {
         k->attrs().set("row_held_run", *held_run_env);
-      } else if (cuda && cuda_held_run(*k) > 1) {
-        k->attrs().set("row_held_run", cuda_held_run(*k));
+      } else if (const std::int64_t run = cuda ? cuda_held_run(*k) : 1; run > 1) {
+        k->attrs().set("row_held_run", run);
       }
     }
     if (f == Family::normalization && k->attrs().has("row_lanes")) {
