@@ -643,10 +643,12 @@ Value Body::binary(std::string_view name, Value a, Value b) {
 Value Body::unary(std::string_view name, Value x) {
   struct Form { std::string_view name; std::uint32_t code; int kind; };
   // kind 0: nothing; 1: rounding(full); 2: flags(ftz), rounding(nearest even); 3: overflow;
-  // 4: rounding(approx), the hardware's approximation (exp_approx: exp rounding<approx>).
-  static const Form kForms[] = {{"negf", f::op::negf, 0}, {"absf", f::op::absf, 0}, {"absi", f::op::absi, 0},
-                                {"log", f::op::log, 0},   {"exp", f::op::exp, 1},   {"tanh", f::op::tanh, 1},
-                                {"sqrt", f::op::sqrt, 2}, {"negi", f::op::negi, 3}, {"exp_approx", f::op::exp, 4}};
+  // 4: rounding(approx), the hardware's approximation (exp_approx: exp rounding<approx>);
+  // 5: flags(flush to zero), the hardware's base-2 exponential (exp2_ftz: exp2 flush_to_zero).
+  static const Form kForms[] = {{"negf", f::op::negf, 0},   {"absf", f::op::absf, 0}, {"absi", f::op::absi, 0},
+                                {"log", f::op::log, 0},     {"exp", f::op::exp, 1},   {"tanh", f::op::tanh, 1},
+                                {"sqrt", f::op::sqrt, 2},   {"negi", f::op::negi, 3}, {"exp_approx", f::op::exp, 4},
+                                {"exp2_ftz", f::op::exp2, 5}};
   for (const Form& form : kForms) {
     if (form.name != name) continue;
     op(form.code);
@@ -656,12 +658,17 @@ Value Body::unary(std::string_view name, Value x) {
       case 2: var(0); buf_.push_back(f::rounding::nearest_even); break;
       case 3: buf_.push_back(f::overflow::none); break;
       case 4: buf_.push_back(f::rounding::approx); break;
+      case 5: var(1); break;
       default: break;
     }
     operand(x);
     Value r = result(x.type);
     if (form.kind == 4) {
       line(ref(r) + " = exp " + ref(x) + " rounding<approx> : " + m_.type_text(x.type));
+      return r;
+    }
+    if (form.kind == 5) {
+      line(ref(r) + " = exp2 " + ref(x) + " flush_to_zero : " + m_.type_text(x.type));
       return r;
     }
     line(ref(r) + " = " + std::string(name) + " " + ref(x) + " : " + m_.type_text(x.type));

@@ -37,7 +37,7 @@ inline constexpr std::uint8_t kFunctionKernel = 0x02, kFunctionHints = 0x04;
 
 namespace op {
 inline constexpr std::uint32_t join_tokens = 0x3C, make_token = 0x44, absf = 0, absi = 1, addf = 2, addi = 3, andi = 4, assume = 6, bitcast = 9, broadcast = 11,
-                               cmpf = 14, cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23,
+                               cmpf = 14, cmpi = 15, constant = 16, continue_ = 17, divf = 20, divi = 21, exp = 23, exp2 = 24,
                                exti = 37, fma = 40, for_ = 41, ftof = 42, ftoi = 43, get_num_tile_blocks = 46,
                                get_tile_block_id = 48, if_ = 50, iota = 58, itof = 59, load_ptr_tko = 61,
                                load_view_tko = 62, log = 63, make_partition_view = 66, make_tensor_view = 67, maxf = 69,

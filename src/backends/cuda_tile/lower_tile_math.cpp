@@ -4,7 +4,11 @@
 // CPU and PTX backends; two things differ there and are the target's own:
 // tile_reduce combines in the target's fixed tree (the order depends on the
 // shape alone), and a `fast` exp or log is the target's instruction rather
-// than Tessera's elementary function.
+// than Tessera's elementary function. A fast exp of (x c - m), with c a
+// constant tile (attention's scaled scores less the row max), is exp2 of
+// one fma, x (c log2 e) - m log2 e: the target's exp is exp2 of its
+// argument times log2 e anyway, so this takes two operations a element
+// where the written form takes four (multiply, subtract, multiply, exp2).
 #include <limits>
 
 #include "backends/cuda_tile/lowering.h"
@@ -51,9 +55,12 @@ bool Lowering::lower_tile_math(const ir::Operation& op) {
     const bool fast = op.attrs().has("fast") && op.attrs().get_bool("fast");
     if (fn == "neg") {
       values_[op.result()] = b_->unary("negf", x);
+    } else if (fast && fn == "exp" && e == Elem::f32) {
+      // The hardware's approximate exp (ex2-based).
+      const std::optional<Value> folded = options_.scaled_exp2 ? scaled_exp2(op, type, shape) : std::nullopt;
+      values_[op.result()] = folded ? *folded : b_->unary("exp_approx", x);
     } else if (fast) {
-      // The hardware's approximate exp (ex2-based); log keeps the target's full-accuracy one.
-      values_[op.result()] = b_->unary(fn == "exp" && e == Elem::f32 ? "exp_approx" : fn, x);
+      values_[op.result()] = b_->unary(fn, x);  // log keeps the target's full-accuracy one
     } else {
       values_[op.result()] = lane_unary(op, fn, x);  // Tessera's exp/log, step for step
     }
@@ -92,6 +99,29 @@ bool Lowering::lower_tile_math(const ir::Operation& op) {
     values_[op.result()] = b_->select(masked, b_->constant_float(type, op.attrs().get_real("value")), x);
   }
   return true;
+}
+
+std::optional<Value> Lowering::scaled_exp2(const ir::Operation& exp, TypeRef type,
+                                           const std::vector<std::int64_t>& shape) {
+  auto binary_def = [](const ir::Value* v, const char* fn) -> const ir::Operation* {
+    const ir::Operation* d = v->defining_op();
+    return d && d->name() == "tile.tile_binary" && d->attrs().get_string("fn") == fn ? d : nullptr;
+  };
+  const ir::Operation* sub = binary_def(exp.operand(0), "sub");
+  const ir::Operation* mul = sub ? binary_def(sub->operand(0), "mul") : nullptr;
+  const ir::Operation* c = mul ? mul->operand(1)->defining_op() : nullptr;
+  if (!c || c->name() != "tile.tile_full" || c->result()->type().policy != exp.result()->type().policy) {
+    return std::nullopt;
+  }
+  const Value x = get(mul->operand(0), *mul);
+  if (m_.shape_of(x.type) != shape) return std::nullopt;
+  constexpr double kLog2e = 1.4426950408889634;
+  // c as the tile holds it (fp32), times log2 e, rounded once to fp32.
+  const double scaled = static_cast<double>(static_cast<float>(c->attrs().get_real("value"))) * kLog2e;
+  const Value m = get(sub->operand(1), *sub);
+  const Value neg_m = b_->unary("negf", b_->binary("mulf", m, b_->constant_float(m.type, kLog2e)));
+  const Value shift = m_.shape_of(m.type) == shape ? neg_m : b_->broadcast(type, neg_m);
+  return b_->unary("exp2_ftz", b_->fma(x, b_->constant_float(type, scaled), shift));
 }
 
 }  // namespace tessera::cuda_tile::detail

@@ -184,6 +184,8 @@ class Lowering {
 
   // ---- lower_tile_math.cpp: tile arithmetic ----
   bool lower_tile_math(const ir::Operation& op);  // false: not a tile arithmetic op
+  // A fast exp of (x c - m), c a constant: exp2 of one fma (see the .cpp); none: another form.
+  std::optional<Value> scaled_exp2(const ir::Operation& exp, TypeRef type, const std::vector<std::int64_t>& shape);
 
   // ---- lower_staged.cpp: shared buffers as tile values ----
   void plan_staged(const ir::Block& body);  // fills staged_

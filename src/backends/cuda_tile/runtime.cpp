@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "backends/common/kernel_params.h"
@@ -180,6 +181,12 @@ Cubin build_cubin(const ir::Operation& kernel_func, const std::string& arch, con
   lower_options.arch = arch;
   lower_options.latency = int_from_env("TESSERA_CUDA_TILE_LATENCY", 10);
   lower_options.occupancy = int_from_env("TESSERA_CUDA_TILE_OCCUPANCY", 32);
+  if (const char* e = std::getenv("TESSERA_CUDA_TILE_EXP2"); e != nullptr && *e != '\0') {
+    if (std::string_view(e) != "0" && std::string_view(e) != "1") {
+      raise(ErrorCode::ArgumentInvalid, std::string("TESSERA_CUDA_TILE_EXP2 must be 0 or 1, got '") + e + "'");
+    }
+    lower_options.scaled_exp2 = std::string_view(e) == "1";
+  }
   LoweredKernel lowered = lower_kernel(kernel_func, lower_options);  // CompileError for what it cannot express
   Cubin c;
   c.name = lowered.name;

@@ -136,27 +136,34 @@ class AttentionBuilder {
     const QueryBlock qb = query_block(b, tile::build(b, "tile.group_id", {}));
     Value* q = load_rows(b, 0, qb.qrow, BM_);
     const auto [free, end] = key_range(b, qb.q0);
+    // With a positive scale the loop carries the row max of the unscaled
+    // scores and scales it per block: the same m, alpha and p as the max of
+    // the scaled ones (see scores()).
+    const bool unscaled_max = positive_scale();
     auto step = [&](bool masked) {
       return [&, masked](ir::OpBuilder& lb, std::span<Value* const> a) {
         // One op per statement: the ops' order in the kernel is the measured one.
         Value* row = add(lb, qb.krow, a[0]);
         Value* kt = load_rows(lb, 1, row, BN_);
-        Value* x = scores(lb, q, kt, qb.q0, a[0], masked, masked);
-        Value* mn = bin_(lb, "max", a[1], reduce_(lb, "max", x));
-        Value* alpha = un_(lb, "exp", bin_(lb, "sub", a[1], mn));
+        Value* raw = nullptr;
+        Value* x = scores(lb, q, kt, qb.q0, a[0], masked, masked, unscaled_max ? &raw : nullptr);
+        Value* mn_carried = bin_(lb, "max", a[1], reduce_(lb, "max", unscaled_max ? raw : x));
+        Value* old_m = unscaled_max ? bin_(lb, "mul", a[1], scale_tile_) : a[1];
+        Value* mn = unscaled_max ? bin_(lb, "mul", mn_carried, scale_tile_) : mn_carried;
+        Value* alpha = un_(lb, "exp", bin_(lb, "sub", old_m, mn));
         Value* p = un_(lb, "exp", bin_(lb, "sub", x, mn));
         Value* scaled_l = bin_(lb, "mul", a[2], alpha);
         Value* l = bin_(lb, "add", scaled_l, reduce_(lb, "sum", p));
         Value* vt = load_rows(lb, 2, row, BN_);
         Value* pc = as_inputs(lb, p);
         Value* acc = mma_(lb, pc, vt, bin_(lb, "mul", a[3], alpha));
-        return std::vector<Value*>{mn, l, acc};
+        return std::vector<Value*>{mn_carried, l, acc};
       };
     };
     const std::vector<Value*> carried = {full_(b, BM_, 1, -std::numeric_limits<double>::infinity()),
                                          full_(b, BM_, 1, 0.0), zeros_(b, BM_, D_)};
     const std::vector<Value*> state = masked_loops(b, i64(b, 0), free, end, BN_, carried, step, false);
-    Value* m = state[0];
+    Value* m = unscaled_max ? bin_(b, "mul", state[0], scale_tile_) : state[0];
     Value* l = state[1];
     if (out(0)) {
       Value* o = bin_(b, "div", state[2], l);
@@ -381,19 +388,36 @@ class AttentionBuilder {
   // x = Q K^T scale of a query block (first row q0 in its head) against a key
   // block (j0), the scores a causal mask hides -inf when `masked`, and
   // padding keys' scores -inf when `padded` (with ragged keys).
-  Value* scores(ir::OpBuilder& b, Value* qt, Value* kt, Value* q0, Value* j0, bool masked, bool padded) {
+  // The scaled scores Q K^T scale of a query block against a key block,
+  // hidden keys at -inf. With a positive scale the mask is applied before
+  // the scale (-inf scales to itself, so the values are the same), and
+  // `raw`, when given, receives the masked unscaled scores: the forward
+  // takes the row max of those (round(m scale) is the max of the rounded
+  // products, rounding being monotone), and the CUDA Tile IR target can
+  // then fold the scale into the exponent's fma (lower_tile_math.cpp).
+  Value* scores(ir::OpBuilder& b, Value* qt, Value* kt, Value* q0, Value* j0, bool masked, bool padded,
+                Value** raw = nullptr) {
     Value* kt_t = transpose_(b, kt);
     Value* s = mma_(b, qt, kt_t, zeros_(b, BM_, BN_));
-    Value* x = bin_(b, "mul", s, scale_tile_);
     const double hidden = -std::numeric_limits<double>::infinity();
-    if (masked && causal_) x = tile::build(b, "tile.tile_causal_fill", {x, q0, j0, diag_}, {{"value", hidden}});
-    if (padded && ragged_keys_) {
-      // Columns j0 + c > VK - 1, whatever the row.
-      x = tile::build(b, "tile.tile_causal_fill", {x, i64(b, 0), j0, op2(b, "sub", VK_, i64(b, 1))},
-                      {{"value", hidden}, {"rows", false}});
+    auto hide = [&](Value* x) {
+      if (masked && causal_) x = tile::build(b, "tile.tile_causal_fill", {x, q0, j0, diag_}, {{"value", hidden}});
+      if (padded && ragged_keys_) {
+        // Columns j0 + c > VK - 1, whatever the row.
+        x = tile::build(b, "tile.tile_causal_fill", {x, i64(b, 0), j0, op2(b, "sub", VK_, i64(b, 1))},
+                        {{"value", hidden}, {"rows", false}});
+      }
+      return x;
+    };
+    if (!positive_scale()) {
+      if (raw) raise(ErrorCode::Internal, "attention: unscaled scores need a positive scale");
+      return hide(bin_(b, "mul", s, scale_tile_));
     }
-    return x;
+    Value* hidden_s = hide(s);
+    if (raw) *raw = hidden_s;
+    return bin_(b, "mul", hidden_s, scale_tile_);
   }
+  bool positive_scale() const { return root_.attrs().get_real("scale") > 0.0; }
 
   // The logsumexp and delta = rowsum(do * o) (operands 4 and 3, rows of BM),
   // [BM, 1] each, of the query block at qrow.

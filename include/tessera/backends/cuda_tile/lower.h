@@ -79,6 +79,9 @@ struct LowerOptions {
   // The entry's occupancy hint (CTAs per SM); else the kernel function's
   // `occupancy` attribute, if any.
   std::optional<int> occupancy;
+  // A fast exp of (x c - m) as exp2 of one fma (lower_tile_math.cpp);
+  // TESSERA_CUDA_TILE_EXP2=0 writes the exp as the ops say, for measuring.
+  bool scaled_exp2 = true;
 };
 
 LoweredKernel lower_kernel(const ir::Operation& kernel_func, const LowerOptions& options = {});
