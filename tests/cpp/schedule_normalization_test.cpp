@@ -407,6 +407,46 @@ TEST(ScheduleNormalization, RowsHeldInRunsOfAdjacentStrandsGiveTheReferenceBits)
   }
 }
 
+// TESSERA_ROW_HELD_EVERY_LANE (docs/design/0055): every lane of a held
+// row adds the block sums in order and derives the row's scalars itself,
+// so each pass meets at one barrier: the reference's bits for every row op
+// (special rows included), the bf16 ones and the fused softmax gradient,
+// at one strand a lane (paired strands on the 1000-element rows) and in
+// runs, with fewer barriers than lane 0's form.
+TEST(ScheduleNormalization, RowsHeldWithScalarsInEveryLaneGiveTheReferenceBits) {
+  const NumericsPolicy bf16 = parse_policy("bf16 @accum(fp32)");
+  schedule_test::ScopedEnv lanes("TESSERA_ROW_LANES", "128");
+  schedule_test::ScopedEnv held("TESSERA_ROW_HELD", "1");
+  auto barriers = [](const std::string& ir) {
+    std::size_t n = 0;
+    for (std::size_t at = ir.find("tile.barrier"); at != std::string::npos; at = ir.find("tile.barrier", at + 1)) ++n;
+    return n;
+  };
+  const std::pair<std::int64_t, std::int64_t> cases[] = {{1, 1000}, {2, 4096}, {4, 4096}};
+  for (const auto& [V, n] : cases) {
+    schedule_test::ScopedEnv held_run("TESSERA_ROW_HELD_RUN", std::to_string(V));
+    SCOPED_TRACE("runs of " + std::to_string(V) + ", rows of " + std::to_string(n));
+    const std::int64_t rows = 9;
+    const std::string every = with_dims(kEveryRowOp, rows, n);
+    const std::string text = with_dims(std::string(kBf16RowOps), rows, n);
+    const std::string gradient = with_dims(kBf16SoftmaxGradient, rows, n);
+    std::size_t lane_zero_barriers = 0;
+    {
+      schedule_test::ScopedEnv off("TESSERA_ROW_HELD_EVERY_LANE", "0");
+      ir::Module m = ir::parse_module(every);
+      lane_zero_barriers = barriers(schedule::compile_executable(m, "c", schedule_test::test_options())->tile_ir());
+    }
+    schedule_test::ScopedEnv on("TESSERA_ROW_HELD_EVERY_LANE", "1");
+    auto exe = check_against_reference(every, "c", {special_rows(rows, n, kF32, 71), sample({n}, kF32, 72, false)});
+    check_against_reference(every, "c", {spread_rows(rows, n, kF32, 73, /*zeros=*/true), sample({n}, kF32, 74, false)});
+    EXPECT_EQ(exe->tile_ir().find("tile.for"), std::string::npos) << "not held";
+    EXPECT_LT(barriers(exe->tile_ir()), lane_zero_barriers);
+    check_against_reference(text, "h", {special_rows(rows, n, bf16, 75), sample({n}, bf16, 76, false), sample({n}, bf16, 77)});
+    check_against_reference(text, "h", {spread_rows(rows, n, bf16, 78), sample({n}, bf16, 79, false), sample({n}, bf16, 80)});
+    check_against_reference(gradient, "sg", {special_rows(rows, n, bf16, 81), sample({rows, n}, bf16, 82)});
+  }
+}
+
 // A cooperative row's lane 0 asks for the row TESSERA_ROW_PREFETCH rows
 // further on (docs/design/0037; a GPU's bulk L2 prefetch, a CPU's cache
 // hint): a hint, so every op keeps the reference's bits, held or not, with

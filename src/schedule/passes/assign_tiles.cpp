@@ -329,6 +329,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   // held row of whole blocks takes, loaded and stored as one vector
   // (docs/design/0053); for measuring, and for the CPU tests of the form.
   const std::optional<std::int64_t> held_run_env = power_of_two_from_env("TESSERA_ROW_HELD_RUN", 4);
+  // $TESSERA_ROW_HELD_EVERY_LANE: 1 makes every lane of a held row add the
+  // block sums and derive the row's scalars itself, one barrier a pass
+  // where lane 0 and a second barrier served (docs/design/0055).
+  const std::optional<bool> held_every_lane_env = switch_from_env("TESSERA_ROW_HELD_EVERY_LANE");
   // $TESSERA_ROW_PREFETCH: how many rows ahead a cooperative normalization
   // row's group asks the GPU's L2 for the row another group reads later
   // (docs/design/0037; 0: no prefetch). CUDA's default is kCudaRowPrefetch.
@@ -354,6 +358,10 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   if (held_pairs_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_PAIRS applies to rows held in registers, which this target "
                                       "does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
+  }
+  if (held_every_lane_env && !row_held) {
+    raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_EVERY_LANE applies to rows held in registers, which this "
+                                      "target does not hold (set TESSERA_ROW_HELD=1 too, or unset it)");
   }
   if (held_run_env && !row_held) {
     raise(ErrorCode::ArgumentInvalid, "TESSERA_ROW_HELD_RUN applies to rows held in registers, which this target "
@@ -443,6 +451,7 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
+      if (held_every_lane_env) k->attrs().set("row_held_every_lane", *held_every_lane_env);
       if (held_run_env) {
         k->attrs().set("row_held_run", *held_run_env);
       } else if (const std::int64_t run = cuda ? cuda_held_run(*k) : 1; run > 1) {
@@ -574,7 +583,7 @@ std::string target_knob_key() {
       "TESSERA_CUDA_GEMM_STAGED_TILE", "TESSERA_FFT_LANES",         "TESSERA_FFT_SHARED_BYTES",
       "TESSERA_TABULATE",            "TESSERA_CUDA_GEMM_STAGES",    "TESSERA_ROW_HELD",
       "TESSERA_ROW_HELD_PAIRS",      "TESSERA_ROW_HELD_THREADS",    "TESSERA_LANE_SHUFFLES",
-      "TESSERA_ROW_HELD_RUN",
+      "TESSERA_ROW_HELD_RUN",        "TESSERA_ROW_HELD_EVERY_LANE",
       "TESSERA_ROW_PREFETCH",        "TESSERA_FFT_POINTS",          "TESSERA_FFT_STAGES",
       "TESSERA_SPLIT_SUMS",          "TESSERA_COLUMN_VECTOR",       "TESSERA_COLUMN_STRANDS",
       "TESSERA_SPMM_VECTOR",         "TESSERA_COLUMN_PROLOGUE",     "TESSERA_COLUMN_BLOCKS"};

@@ -132,6 +132,7 @@ class NormalizationBuilder {
         }
         // A held row's run_ is its lane's adjacent strands.
         run_ = row_dim.size % kReductionBlock == 0 ? held_run : 1;
+        every_lane_scalars_ = kernel_.attrs().has("row_held_every_lane") && kernel_.attrs().get_bool("row_held_every_lane");
         if (run_ == 1 && pairs && blocks % 2 == 0 && blocks >= kPairedStrandBlocks && pairs_strands()) held_strands_ = 2;
         row_lanes_ = blocks * kReductionStrands / (held_strands_ * run_);
       }
@@ -911,6 +912,7 @@ class NormalizationBuilder {
         if (rss[k] && rss[k]->slots) write_row_scalars(lb, *rss[k], totals.subspan(k, 1));
       }
     };
+    if (every_lane_scalars_) derive = nullptr;
     const auto count = static_cast<std::int64_t>(steps.size());
     auto step_all = [&](ir::OpBuilder& eb, Value* r, std::span<Value* const> acc) {
       std::vector<Value*> next;
@@ -942,7 +944,7 @@ class NormalizationBuilder {
           }
           return all;
         },
-        derive);
+        derive, every_lane_scalars_);
   }
 
   // Operand 1 of softmax_linear and norm_linear (the row's shape, so read at
@@ -1619,9 +1621,11 @@ class NormalizationBuilder {
   // One scalar sequence per row, where every thread repeated it (about 100
   // instructions per warp and row: several per element of a held row).
   // Elsewhere every lane derives them itself.
+  // A held row with row_held_every_lane derives them in every lane, each
+  // from the published block sums or group folds: one barrier a pass.
   RowScalars row_scalars(ir::OpBuilder& b, Derive derive) {
     RowScalars rs{std::move(derive)};
-    if (coop_ && row_lanes_ > 32) rs.slots = shared_array(b, kF64, kLaneZeroValues);
+    if (coop_ && row_lanes_ > 32 && !every_lane_scalars_) rs.slots = shared_array(b, kF64, kLaneZeroValues);
     return rs;
   }
   // In lane 0's code: derive from `results` and write the values. A pass
@@ -1684,6 +1688,7 @@ class NormalizationBuilder {
   bool common_row_ = false;           // building the output of a finite row, not all zero
   bool finite_output_ = false;        // building held stores of values proven not NaN
   bool held_ = false;                 // rows held in registers (hold_row)
+  bool every_lane_scalars_ = false;   // held: every lane derives the row scalars (row_held_every_lane)
   std::int64_t held_strands_ = 1;     // strands per lane of a held row
   std::int64_t static_length_ = 0;    // the row's length when known (0: symbolic)
   std::vector<Value*> held_r_;        // the lane's slots' row indices

@@ -386,7 +386,8 @@ std::vector<Value*> lane_tree(ir::OpBuilder& b, Value* lane, std::vector<Value*>
 
 std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, Value* lane, std::int64_t lanes,
                                       std::int64_t per_block, std::int64_t count, const StrandSum& strand_sum,
-                                      const AtLaneZero& at_lane_zero) {
+                                      const AtLaneZero& at_lane_zero, bool every_lane) {
+  if (every_lane && at_lane_zero) raise(ErrorCode::Internal, "blocked_sums_held: a lane-0 hook with every_lane");
   const std::int64_t G = per_block;
   const std::vector<Value*> sums = strand_sum(b);
   const std::int64_t strands = count < 1 ? 0 : static_cast<std::int64_t>(sums.size()) / count;  // blocks per lane
@@ -419,16 +420,28 @@ std::vector<Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& ac
     }
   });
   b.create("tile.barrier", {});
-  // Lane 0 adds each total's block sums in order (one superblock),
-  // unrolled: the loads are independent, only the adds wait on each other.
+  // Each total's block sums in order (one superblock), unrolled: the loads
+  // are independent, only the adds wait on each other.
+  auto in_order = [&](ir::OpBuilder& lb, Value* p) {
+    Value* super = acc_real(lb, 0.0);
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {p, integer(lb, j)}, proven));
+    }
+    return op2(lb, "add", acc_real(lb, 0.0), super);
+  };
+  if (every_lane) {
+    // Every lane reads the published block sums: no barrier after the
+    // reads either (tile-plan-shared keeps the arrays' space until the
+    // next barrier, which every lane reaches after reading).
+    std::vector<Value*> totals;
+    for (Value* p : partial) totals.push_back(in_order(b, p));
+    return totals;
+  }
+  // Lane 0 adds them and publishes the totals behind a second barrier.
   if_then(b, cmp(b, "eq", lane, zero), [&](ir::OpBuilder& lb) {
     std::vector<Value*> totals;
     for (Value* p : partial) {
-      Value* super = acc_real(lb, 0.0);
-      for (std::int64_t j = 0; j < blocks; ++j) {
-        super = op2(lb, "add", super, tile::build(lb, "tile.load_elem", {p, integer(lb, j)}, proven));
-      }
-      totals.push_back(op2(lb, "add", acc_real(lb, 0.0), super));
+      totals.push_back(in_order(lb, p));
       lb.create("tile.store_elem", {p, integer(lb, blocks), totals.back()}, proven);
     }
     if (at_lane_zero) at_lane_zero(lb, totals);

@@ -105,12 +105,16 @@ ir::Value* blocked_sum_cooperative_runs(ir::OpBuilder& b, ir::Value* length, con
 // totals, in order, have blocked_sum's bits. Call it under uniform control
 // flow (it has barriers). `at_lane_zero`, if given, runs in lane 0 with the
 // totals before the barrier that publishes them (lane 0 can derive the
-// row's scalars there while the group waits anyway).
+// row's scalars there while the group waits anyway). With `every_lane`,
+// every lane adds the block sums in order itself (the same bits) after the
+// barrier that publishes them, and no second barrier follows; at_lane_zero
+// must then be empty.
 using StrandSum = std::function<std::vector<ir::Value*>(ir::OpBuilder& b)>;
 using AtLaneZero = std::function<void(ir::OpBuilder& b, std::span<ir::Value* const> totals)>;
 std::vector<ir::Value*> blocked_sums_held(ir::OpBuilder& b, const NumericsPolicy& acc_policy, ir::Value* lane,
                                           std::int64_t lanes, std::int64_t per_block, std::int64_t count,
-                                          const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {});
+                                          const StrandSum& strand_sum, const AtLaneZero& at_lane_zero = {},
+                                          bool every_lane = false);
 
 // A lane's runs of `run` elements starting at first, first + stride, ..
 // (below `end`), carrying values: `ahead` runs per iteration. When all of
