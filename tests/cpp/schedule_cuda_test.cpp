@@ -269,10 +269,12 @@ func @g(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %t: tensor<[R, 4096] bf16 @accu
     ir::Module sched = schedule::schedule_module(ir::parse_module(rows), "g", /*cuda=*/true);
     schedule::set_target_knobs(*sched.lookup("g"), /*cuda=*/true);
     std::vector<std::int64_t> runs;
+    std::vector<bool> every_lane;
     for (ir::Operation* k : schedule::kernels_of(*sched.lookup("g"))) {
       EXPECT_TRUE(k->attrs().get_bool("row_held"));
       const std::int64_t run = k->attrs().has("row_held_run") ? k->attrs().get_int("row_held_run") : 1;
       runs.push_back(run);
+      every_lane.push_back(k->attrs().has("row_held_every_lane") && k->attrs().get_bool("row_held_every_lane"));
       if (run == 4) {
         ir::Module tile;
         const std::string src =
@@ -283,6 +285,9 @@ func @g(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %t: tensor<[R, 4096] bf16 @accu
       }
     }
     EXPECT_EQ(runs, (std::vector<std::int64_t>{4, 4, 1, 1}));
+    // The layernorm forward's lanes derive its row scalars each, one
+    // barrier a pass (docs/design/0055); the gradients keep lane 0's.
+    EXPECT_EQ(every_lane, (std::vector<bool>{false, true, false, false}));
   }
   if (!nvrtc_present()) GTEST_SKIP() << "NVRTC is not installed";
   cu::CompileOptions o;

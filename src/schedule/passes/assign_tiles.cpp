@@ -212,6 +212,14 @@ std::int64_t cuda_held_run(const ir::Operation& kernel) {
   }
   return 1;
 }
+// Whether CUDA's held rows of this kernel derive their scalars in every
+// lane, one barrier a pass (docs/design/0055): the layernorm forward on
+// rows of runs of four, where it measured 0.63x -> 0.74x of a copy. The
+// gradients (0.73x -> 0.52x) and the softmax (0.54x -> 0.53x forward,
+// 0.48x -> 0.43x backward) keep lane 0 and a second barrier.
+bool cuda_held_every_lane(const ir::Operation& kernel) {
+  return kernel_root_op(kernel).name() == "graph.layernorm_safe" && cuda_held_run(kernel) == 4;
+}
 // Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
 // Columns per lane of a CUDA column sum: as many as fill a 4-byte word of
@@ -331,7 +339,8 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
   const std::optional<std::int64_t> held_run_env = power_of_two_from_env("TESSERA_ROW_HELD_RUN", 4);
   // $TESSERA_ROW_HELD_EVERY_LANE: 1 makes every lane of a held row add the
   // block sums and derive the row's scalars itself, one barrier a pass
-  // where lane 0 and a second barrier served (docs/design/0055).
+  // where lane 0 and a second barrier serve; 0 keeps lane 0's form. CUDA's
+  // default is cuda_held_every_lane (docs/design/0055).
   const std::optional<bool> held_every_lane_env = switch_from_env("TESSERA_ROW_HELD_EVERY_LANE");
   // $TESSERA_ROW_PREFETCH: how many rows ahead a cooperative normalization
   // row's group asks the GPU's L2 for the row another group reads later
@@ -451,7 +460,11 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
-      if (held_every_lane_env) k->attrs().set("row_held_every_lane", *held_every_lane_env);
+      if (held_every_lane_env) {
+        k->attrs().set("row_held_every_lane", *held_every_lane_env);
+      } else if (cuda && cuda_held_every_lane(*k)) {
+        k->attrs().set("row_held_every_lane", true);
+      }
       if (held_run_env) {
         k->attrs().set("row_held_run", *held_run_env);
       } else if (const std::int64_t run = cuda ? cuda_held_run(*k) : 1; run > 1) {
