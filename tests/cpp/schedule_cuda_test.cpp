@@ -237,6 +237,9 @@ func @n(%x: tensor<[R, 4096] bf16 @accum(fp32)>, %y: tensor<[R, 4096] fp32>)
         EXPECT_EQ(exe_src.find("tsr::load_vector<"), std::string::npos);
         EXPECT_NE(exe_src.find(bf16 ? "tsr::store_rounded_vector_aligned<2, " : "tsr::store_vector_aligned<2>"),
                   std::string::npos);
+        // The rmsnorm forward's lanes derive its row scalars each, one
+        // barrier a pass; the softmax keeps lane 0's (docs/design/0055).
+        EXPECT_EQ(k->attrs().has("row_held_every_lane") && k->attrs().get_bool("row_held_every_lane"), bf16);
         // 32 elements a lane: registers for 768 threads in rmsnorm's
         // kernel, 1024 in softmax's (docs/design/0035).
         EXPECT_NE(src.find(bf16 ? "__launch_bounds__(128, 6)" : "__launch_bounds__(128, 8)"), std::string::npos);

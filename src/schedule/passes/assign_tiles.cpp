@@ -214,11 +214,13 @@ std::int64_t cuda_held_run(const ir::Operation& kernel) {
 }
 // Whether CUDA's held rows of this kernel derive their scalars in every
 // lane, one barrier a pass (docs/design/0055): the layernorm forward on
-// rows of runs of four, where it measured 0.63x -> 0.74x of a copy. The
-// gradients (0.73x -> 0.52x) and the softmax (0.54x -> 0.53x forward,
-// 0.48x -> 0.43x backward) keep lane 0 and a second barrier.
+// rows in runs of four (0.63x -> 0.74x of a copy) and the rmsnorm forward
+// (0.82x -> 0.87x). The gradients (layernorm 0.73x -> 0.52x, rmsnorm 0.86x
+// -> 0.67x) and the softmax (0.54x -> 0.53x forward, 0.48x -> 0.43x
+// backward) keep lane 0 and a second barrier.
 bool cuda_held_every_lane(const ir::Operation& kernel) {
-  return kernel_root_op(kernel).name() == "graph.layernorm_safe" && cuda_held_run(kernel) == 4;
+  const std::string_view name = kernel_root_op(kernel).name();
+  return (name == "graph.layernorm_safe" && cuda_held_run(kernel) == 4) || name == "graph.rmsnorm_safe";
 }
 // Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
