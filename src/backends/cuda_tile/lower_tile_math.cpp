@@ -6,9 +6,10 @@
 // shape alone), and a `fast` exp or log is the target's instruction rather
 // than Tessera's elementary function. A fast exp of (x c - m), with c a
 // constant tile (attention's scaled scores less the row max), is exp2 of
-// one fma, x (c log2 e) - m log2 e: the target's exp is exp2 of its
-// argument times log2 e anyway, so this takes two operations a element
-// where the written form takes four (multiply, subtract, multiply, exp2).
+// one fma, x (c log2 e) - m log2 e, flushing subnormals: an fma and the
+// hardware's ex2 an element where the written form takes a multiply, a
+// subtraction and the target's exp (docs/design/0055: 10-25% on the
+// attention forward).
 #include <limits>
 
 #include "backends/cuda_tile/lowering.h"

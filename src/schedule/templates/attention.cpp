@@ -387,14 +387,13 @@ class AttentionBuilder {
 
   // x = Q K^T scale of a query block (first row q0 in its head) against a key
   // block (j0), the scores a causal mask hides -inf when `masked`, and
-  // padding keys' scores -inf when `padded` (with ragged keys).
-  // The scaled scores Q K^T scale of a query block against a key block,
-  // hidden keys at -inf. With a positive scale the mask is applied before
-  // the scale (-inf scales to itself, so the values are the same), and
-  // `raw`, when given, receives the masked unscaled scores: the forward
-  // takes the row max of those (round(m scale) is the max of the rounded
-  // products, rounding being monotone), and the CUDA Tile IR target can
-  // then fold the scale into the exponent's fma (lower_tile_math.cpp).
+  // padding keys' scores -inf when `padded` (with ragged keys). With a
+  // positive scale the mask applies before the scale (-inf scales to
+  // itself: the same values), and `raw`, when given, receives the masked
+  // unscaled scores. The forward takes the row max of those (round(m scale)
+  // is the max of the rounded products, rounding being monotone), so the
+  // CUDA Tile IR target can fold the scale into the exponent's fma
+  // (lower_tile_math.cpp).
   Value* scores(ir::OpBuilder& b, Value* qt, Value* kt, Value* q0, Value* j0, bool masked, bool padded,
                 Value** raw = nullptr) {
     Value* kt_t = transpose_(b, kt);
