@@ -212,15 +212,16 @@ std::int64_t cuda_held_run(const ir::Operation& kernel) {
   }
   return 1;
 }
-// Whether CUDA's held rows of this kernel derive their scalars in every
-// lane, one barrier a pass (docs/design/0055): the layernorm forward on
-// rows in runs of four (0.63x -> 0.74x of a copy) and the rmsnorm forward
+// Whether CUDA's held rows of this kernel, whose default run is
+// `default_run` (cuda_held_run), derive their scalars in every lane, one
+// barrier a pass (docs/design/0055): the layernorm forward on rows in runs
+// of four (0.63x -> 0.74x of a copy) and the rmsnorm forward
 // (0.82x -> 0.87x). The gradients (layernorm 0.73x -> 0.52x, rmsnorm 0.86x
 // -> 0.67x) and the softmax (0.54x -> 0.53x forward, 0.48x -> 0.43x
 // backward) keep lane 0 and a second barrier.
-bool cuda_held_every_lane(const ir::Operation& kernel) {
+bool cuda_held_every_lane(const ir::Operation& kernel, std::int64_t default_run) {
   const std::string_view name = kernel_root_op(kernel).name();
-  return (name == "graph.layernorm_safe" && cuda_held_run(kernel) == 4) || name == "graph.rmsnorm_safe";
+  return (name == "graph.layernorm_safe" && default_run == 4) || name == "graph.rmsnorm_safe";
 }
 // Column sums: the most columns a lane on the CPU (docs/design/0038).
 constexpr std::int64_t kCpuColumnVector = 4;
@@ -462,15 +463,16 @@ void set_target_knobs(ir::Operation& func, bool cuda) {
       k->attrs().set("row_held", true);
       if (held_pairs_env) k->attrs().set("row_held_pairs", *held_pairs_env);
       if (held_threads_env) k->attrs().set("row_held_threads", *held_threads_env);
+      const std::int64_t default_run = cuda ? cuda_held_run(*k) : 1;
       if (held_every_lane_env) {
         k->attrs().set("row_held_every_lane", *held_every_lane_env);
-      } else if (cuda && cuda_held_every_lane(*k)) {
+      } else if (cuda && cuda_held_every_lane(*k, default_run)) {
         k->attrs().set("row_held_every_lane", true);
       }
       if (held_run_env) {
         k->attrs().set("row_held_run", *held_run_env);
-      } else if (const std::int64_t run = cuda ? cuda_held_run(*k) : 1; run > 1) {
-        k->attrs().set("row_held_run", run);
+      } else if (default_run > 1) {
+        k->attrs().set("row_held_run", default_run);
       }
     }
     if (f == Family::normalization && k->attrs().has("row_lanes")) {
