@@ -685,6 +685,7 @@ void set_tile_ir_knobs(ir::Operation& func) {
       if (!blocked || (std::get<bool>(*blocked) && !templates::cuda_tile_attention(*k))) {
         k->attrs().set("attn_blocked", templates::cuda_tile_attention(*k));
       }
+      if (std::get<bool>(*k->attrs().find("attn_blocked"))) templates::take_cuda_tile_forward_keys(*k);
     }
     // The CUDA Tile IR target runs a group's lanes as one tile already.
     if (kernel_variant(*k) == "tile_ir" && kernel_family(*k) == Family::elementwise) {

@@ -312,7 +312,12 @@ class AttentionBuilder {
     // (delta an operand) 241 against 242, causal 196 against 159.
     const std::int64_t d = root_.operand(0)->type().shape[3].size;
     // One at D = 256: a block's Q and output tiles alone take 96 KiB.
-    func->attrs().set("occupancy", std::int64_t{d <= 64 ? 3 : d <= 128 ? 2 : 1});
+    // Three for the forward's 64 x 128 blocks at D = 128 (the CUDA Tile IR
+    // default, take_cuda_tile_forward_keys): 564 against 502 TFLOP/s with
+    // two, causal 441 against 433 (S = 8192, docs/design/0056).
+    const bool wide_forward =
+        root_.name() == "graph.flash_attn" && BM_ == kAttentionBlockRows && BN_ == kCudaTileForwardKeys;
+    func->attrs().set("occupancy", std::int64_t{d <= 64 ? 3 : d <= 128 ? (wide_forward ? 3 : 2) : 1});
     fb_ = &ir::function_body(*func);
     ir::OpBuilder b(*fb_);
     Sq_ = i64(b, root_.operand(0)->type().shape[2].size);
@@ -797,6 +802,20 @@ bool blocked_attention_covers(const ir::Operation& kernel, std::string* why) {
   if (ks[2].is_symbolic() || ks[2].size % tile[1] != 0) return fail("Sk is not a known multiple of BN");
   if (kernel_body(kernel).num_arguments() != root.num_operands()) return fail("the kernel has inputs besides the op's");
   return true;
+}
+
+bool take_cuda_tile_forward_keys(ir::Operation& kernel) {
+  const ir::Operation& root = kernel_root_op(kernel);
+  if (root.name() != "graph.flash_attn" || kernel.attrs().has("attn_tile")) return false;
+  const DType storage = root.operand(0)->type().policy.storage;
+  if (storage == DType::fp32 || !blocked_attention_fits(root)) return false;
+  const std::int64_t d = root.operand(0)->type().shape[3].size;
+  const ir::Dim& sk = root.operand(1)->type().shape[2];
+  if ((d != 64 && d != 128) || sk.is_symbolic() || sk.size % kCudaTileForwardKeys != 0) return false;
+  kernel.attrs().set("attn_tile", std::vector<std::int64_t>{kAttentionBlockRows, kCudaTileForwardKeys});
+  if (blocked_attention_covers(kernel)) return true;
+  kernel.attrs().erase("attn_tile");
+  return false;
 }
 
 bool cuda_tile_attention(const ir::Operation& kernel) {

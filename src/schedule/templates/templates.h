@@ -85,5 +85,17 @@ bool blocked_attention_fits(const ir::Operation& root, std::string* why = nullpt
 // in every forward and backward case timed on an H100 (docs/design/0015).
 inline constexpr std::int64_t kAttentionBlockRows = 64, kAttentionBlockKeys = 64;
 std::vector<std::int64_t> attention_tile(const ir::Operation& kernel);
+// Keys a block of the forward takes on the CUDA Tile IR target: 128 for D
+// 64 and 128, twice the default, which tileiras turns into wider products
+// per row block (an H200 at S = 8192, bf16: D 128 473 -> 564 TFLOP/s with
+// occupancy 3, D 64 379 -> 416; the backward measured slower at 64 x 128
+// and 128 x 64, and keeps 64 x 64; docs/design/0056).
+inline constexpr std::int64_t kCudaTileForwardKeys = 128;
+// Sets attn_tile [64, kCudaTileForwardKeys] on a blocked bf16/fp16/fp8
+// graph.flash_attn kernel of D 64 or 128 whose keys are a known multiple of
+// it, where no blocks were asked for (attn_tile unset: the default blocks,
+// no TESSERA_ATTENTION_TILE); returns whether it did. set_tile_ir_knobs
+// calls it for the blocked attention kernels of the CUDA Tile IR target.
+bool take_cuda_tile_forward_keys(ir::Operation& kernel);
 
 }  // namespace tessera::schedule::templates
